@@ -1,0 +1,222 @@
+#include "config/pipeline_spec.hpp"
+
+#include <yaml-cpp/yaml.h>
+
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "runtime/errors.hpp"
+
+namespace sluice {
+namespace {
+
+// Pipeline-level keys are declared like stage parameters, so they are checked and documented the same way.
+std::vector<ParamSpec> pipeline_keys() {
+  return {
+      {"name", ParamType::string, "pipeline", "name shown in logs and summaries"},
+      {"device", ParamType::choice, "auto", "where GPU-capable stages run; auto = cuda when a GPU is present",
+       {}, {}, {"auto", "cpu", "cuda"}},
+      {"gpu", ParamType::integer, "0", "CUDA device index", 0.0, 63.0},
+      {"execution", ParamType::choice, "pipelined",
+       "pipelined: a thread and stream per stage; serial: one thread and stream, sync after each stage (A/B)",
+       {}, {}, {"pipelined", "serial"}},
+      {"batch_size", ParamType::integer, "8", "frames per batch before the GPU stages", 1.0, 4096.0},
+      {"batch_timeout_ms", ParamType::number, "10", "a partial batch leaves after this wait for more frames",
+       0.0, 60000.0},
+      {"queue_depth", ParamType::integer, "4", "default depth (in batches) of every queue between stages", 1.0,
+       1024.0},
+  };
+}
+
+// Keys every stage entry may have besides its kind's parameters.
+std::vector<ParamSpec> stage_common_keys() {
+  return {
+      {"kind", ParamType::string, "", "the stage kind (see `sluiced inspect`)", {}, {}, {}, 0, true},
+      {"name", ParamType::string, "", "name in logs and statistics (default: the kind)"},
+      {"queue_depth", ParamType::integer, "", "depth of the queue after this stage (default: queue_depth)", 1.0,
+       1024.0},
+      {"leaky", ParamType::choice, "no",
+       "when the queue after this stage is full: no = block the stage (lossless), oldest/newest = drop that batch",
+       {}, {}, {"no", "oldest", "newest"}},
+  };
+}
+
+SourceLocation where(const std::string& file, const YAML::Node& node) {
+  const auto m = node.Mark();
+  return {file, m.line + 1, m.column + 1};
+}
+
+[[noreturn]] void fail(const SourceLocation& at, const std::string& what) { throw ConfigError(at.str() + ": " + what); }
+
+const ParamSpec* find_key(const std::vector<ParamSpec>& keys, const std::string& name) {
+  for (const auto& k : keys)
+    if (k.name == name) return &k;
+  return nullptr;
+}
+
+std::string key_list(const std::vector<ParamSpec>& a, const std::vector<ParamSpec>& b = {}) {
+  std::string s;
+  for (const auto* list : {&a, &b})
+    for (const auto& k : *list) s += (s.empty() ? "" : ", ") + k.name;
+  return s;
+}
+
+ParamValue parse_value(const ParamSpec& spec, const YAML::Node& node, const SourceLocation& at,
+                       const std::string& context) {
+  std::string error;
+  std::optional<ParamValue> v;
+  if (node.IsSequence()) {
+    std::vector<std::string> items;
+    for (const auto& item : node) {
+      if (!item.IsScalar()) fail(where(at.file, item), context + "key '" + spec.name + "': expected a number");
+      items.push_back(item.Scalar());
+    }
+    v = parse_param_list(spec, items, error);
+  } else if (node.IsScalar()) {
+    v = parse_param(spec, node.Scalar(), error);
+  } else if (node.IsNull() && spec.type == ParamType::choice) {
+    v = parse_param(spec, "null", error);  // `type: null` means the choice named null
+  } else {
+    error = "expected " + spec.type_name() + (node.IsMap() ? ", got a mapping" : ", got no value");
+  }
+  if (!v) fail(at, context + "key '" + spec.name + "': " + error);
+  return *v;
+}
+
+// Fills `values` with every declared key: the given value (checked) or the default.
+void fill_params(const std::vector<ParamSpec>& specs, const std::map<std::string, YAML::Node>& given,
+                 const std::string& file, const SourceLocation& owner, const std::string& context,
+                 ParamValues& values) {
+  for (const auto& spec : specs) {
+    auto it = given.find(spec.name);
+    if (it != given.end()) {
+      values.set(spec.name, parse_value(spec, it->second, where(file, it->second), context), true);
+    } else if (spec.required) {
+      fail(owner, context + "missing required key '" + spec.name + "' (" + spec.doc + ")");
+    } else if (!spec.default_value.empty()) {
+      values.set(spec.name, parse_value(spec, YAML::Load(spec.default_value), {"<default>", 0, 0}, context), false);
+    } else {
+      values.set(spec.name, std::string(), false);  // optional, no default: read only when was_given()
+    }
+  }
+}
+
+std::map<std::string, YAML::Node> entries(const YAML::Node& map, const std::string& file) {
+  std::map<std::string, YAML::Node> out;
+  for (const auto& kv : map) {
+    const std::string key = kv.first.Scalar();
+    if (out.count(key)) fail(where(file, kv.first), "duplicate key '" + key + "'");
+    out.emplace(key, kv.second);
+  }
+  return out;
+}
+
+StageSpec parse_stage(const YAML::Node& node, int index, const std::string& file, int default_depth) {
+  const SourceLocation at = where(file, node);
+  const std::string ordinal = "stage #" + std::to_string(index + 1);
+  if (!node.IsMap()) fail(at, ordinal + ": expected a mapping with at least 'kind'");
+  auto given = entries(node, file);
+
+  auto kind_it = given.find("kind");
+  if (kind_it == given.end()) fail(at, ordinal + ": missing required key 'kind' (one of " +
+                                           StageRegistry::builtin().kinds() + ")");
+  StageSpec spec;
+  spec.kind = kind_it->second.Scalar();
+  spec.where = at;
+  const StageInfo* info = StageRegistry::builtin().find(spec.kind);
+  if (!info)
+    fail(where(file, kind_it->second),
+         ordinal + ": unknown stage kind '" + spec.kind + "' (known: " + StageRegistry::builtin().kinds() + ")");
+  spec.name = given.count("name") ? given["name"].Scalar() : spec.kind;
+  const std::string context = "stage '" + spec.name + "' (" + spec.kind + "): ";
+
+  const auto common = stage_common_keys();
+  std::map<std::string, YAML::Node> own, shared;
+  for (const auto& [key, value] : given) {
+    SourceLocation key_at = where(file, value);
+    spec.key_where[key] = key_at;
+    if (find_key(common, key)) shared.emplace(key, value);
+    else if (find_key(info->params, key)) own.emplace(key, value);
+    else fail(key_at, context + "unknown key '" + key + "' (valid: " + key_list(common, info->params) + ")");
+  }
+  ParamValues common_values;
+  fill_params(common, shared, file, at, context, common_values);
+  fill_params(info->params, own, file, at, context, spec.params);
+  spec.queue_depth = common_values.was_given("queue_depth") ? static_cast<int>(common_values.integer("queue_depth"))
+                                                            : default_depth;
+  const std::string& leaky = common_values.string("leaky");
+  spec.queue_policy = leaky == "oldest" ? QueuePolicy::leaky_oldest
+                      : leaky == "newest" ? QueuePolicy::leaky_newest
+                                          : QueuePolicy::block;
+  return spec;
+}
+
+}  // namespace
+
+PipelineSpec parse_pipeline(const std::string& yaml_text, const std::string& file) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml_text);
+  } catch (const YAML::Exception& e) {
+    throw ConfigError(file + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1) +
+                      ": YAML syntax error: " + e.msg);
+  }
+  if (!root.IsMap()) throw ConfigError(file + ":1:1: expected a mapping with 'stages' at the top level");
+
+  auto given = entries(root, file);
+  const auto keys = pipeline_keys();
+  YAML::Node stages_node;
+  std::map<std::string, YAML::Node> top;
+  for (const auto& [key, value] : given) {
+    if (key == "stages") stages_node = value;
+    else if (find_key(keys, key)) top.emplace(key, value);
+    else fail(where(file, value), "unknown top-level key '" + key + "' (valid: " + key_list(keys) + ", stages)");
+  }
+  ParamValues values;
+  fill_params(keys, top, file, {file, 1, 1}, "", values);
+
+  PipelineSpec spec;
+  spec.file = file;
+  spec.name = values.string("name");
+  const std::string& device = values.string("device");
+  spec.device = device == "cpu" ? DeviceChoice::cpu : device == "cuda" ? DeviceChoice::cuda : DeviceChoice::automatic;
+  spec.gpu = static_cast<int>(values.integer("gpu"));
+  spec.execution = values.string("execution") == "serial" ? Execution::serial : Execution::pipelined;
+  spec.batch_size = static_cast<int>(values.integer("batch_size"));
+  spec.batch_timeout_us = static_cast<std::int64_t>(values.number("batch_timeout_ms") * 1000.0);
+  const int depth = static_cast<int>(values.integer("queue_depth"));
+
+  if (!stages_node) throw ConfigError(file + ":1:1: missing 'stages' (a list of stages, source first, sink last)");
+  if (!stages_node.IsSequence() || stages_node.size() < 2)
+    fail(where(file, stages_node), "'stages' must be a list of at least two stages (a source and a sink)");
+  std::set<std::string> names;
+  for (std::size_t i = 0; i < stages_node.size(); ++i) {
+    StageSpec st = parse_stage(stages_node[i], static_cast<int>(i), file, depth);
+    if (!names.insert(st.name).second)
+      fail(st.where, "stage name '" + st.name + "' is used twice (give one a distinct 'name')");
+    spec.stages.push_back(std::move(st));
+  }
+  if (spec.stages.size() > static_cast<std::size_t>(kMaxStages))
+    fail(where(file, stages_node), "at most " + std::to_string(kMaxStages) + " stages are supported");
+  return spec;
+}
+
+PipelineSpec load_pipeline(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw ConfigError(path + ": cannot open pipeline file");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_pipeline(ss.str(), path);
+}
+
+std::string describe_pipeline_keys() {
+  StageInfo top{"(pipeline)", StageRole::transform, "top-level keys of a pipeline file", pipeline_keys(), {}};
+  StageInfo common{"(every stage)", StageRole::transform, "keys every stage entry takes", stage_common_keys(), {}};
+  auto strip = [](std::string s) { return s.substr(s.find(':') + 2); };
+  return "pipeline file, top-level keys: " + strip(describe_stage(top)) +
+         "  stages  list of stages, a source first and a sink last\n\nevery stage entry: " +
+         strip(describe_stage(common));
+}
+
+}  // namespace sluice

@@ -1,0 +1,52 @@
+#pragma once
+// YAML -> typed pipeline description. Every error names file:line:col, the stage and the key.
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "runtime/bounded_queue.hpp"
+#include "runtime/params.hpp"
+#include "runtime/pipeline.hpp"
+#include "runtime/stage.hpp"
+
+namespace sluice {
+
+struct SourceLocation {
+  std::string file;
+  int line = 0, col = 0;  // 1-based
+  std::string str() const { return file + ":" + std::to_string(line) + ":" + std::to_string(col); }
+};
+
+enum class DeviceChoice { automatic, cpu, cuda };
+
+struct StageSpec {
+  std::string kind, name;
+  ParamValues params;
+  SourceLocation where;  // the stage's entry in the list
+  std::map<std::string, SourceLocation> key_where;
+  // The queue after this stage (unused for the last one).
+  int queue_depth = 4;
+  QueuePolicy queue_policy = QueuePolicy::block;
+};
+
+struct PipelineSpec {
+  std::string file;
+  std::string name = "pipeline";
+  DeviceChoice device = DeviceChoice::automatic;
+  int gpu = 0;
+  Execution execution = Execution::pipelined;
+  int batch_size = 8;
+  std::int64_t batch_timeout_us = 10'000;
+  std::vector<StageSpec> stages;
+};
+
+// Parses a pipeline; `file` names the origin in messages. Throws ConfigError.
+PipelineSpec parse_pipeline(const std::string& yaml_text, const std::string& file);
+PipelineSpec load_pipeline(const std::string& path);
+
+// The top-level keys and their meaning, for `sluiced inspect` and the README.
+std::string describe_pipeline_keys();
+
+
+}  // namespace sluice

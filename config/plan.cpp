@@ -1,0 +1,108 @@
+#include "config/plan.hpp"
+
+#include <cstdio>
+
+#include "runtime/errors.hpp"
+#include "runtime/gpu.hpp"
+
+namespace sluice {
+namespace {
+
+Device pick_device(const PipelineSpec& spec) {
+  const int devices = gpu::device_count();
+  if (spec.device == DeviceChoice::cpu) return Device::cpu;
+  if (devices > spec.gpu) return Device::cuda;
+  if (spec.device == DeviceChoice::automatic) return Device::cpu;
+  const std::string why = !gpu::built_with_cuda() ? "this sluice was built without CUDA"
+                          : devices == 0          ? "no CUDA device is visible"
+                                                  : std::to_string(devices) + " CUDA device(s) visible";
+  throw ConfigError(spec.file + ": device: cuda with gpu: " + std::to_string(spec.gpu) + ", but " + why +
+                    " (use device: auto to fall back to the CPU)");
+}
+
+const char* role_name(StageRole r) {
+  return r == StageRole::source ? "a source" : r == StageRole::sink ? "a sink" : "a transform";
+}
+
+std::string mib(std::size_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
+  return buf;
+}
+
+}  // namespace
+
+PipelinePlan plan_pipeline(const PipelineSpec& spec) {
+  PipelinePlan plan;
+  plan.name = spec.name;
+  plan.device = pick_device(spec);
+  plan.gpu = spec.gpu;
+  plan.execution = spec.execution;
+  std::vector<std::string> names;
+  for (const auto& st : spec.stages) names.push_back(st.name);
+
+  const std::size_t n = spec.stages.size();
+  std::optional<PayloadDesc> upstream;
+  for (std::size_t i = 0; i < n; ++i) {
+    const StageSpec& ss = spec.stages[i];
+    const StageInfo& info = *StageRegistry::builtin().find(ss.kind);
+    const std::string where = ss.where.str() + ": stage '" + ss.name + "' (" + ss.kind + "): ";
+    const StageRole expected = i == 0 ? StageRole::source : i + 1 == n ? StageRole::sink : StageRole::transform;
+    if (info.role != expected)
+      throw ConfigError(where + "is " + role_name(info.role) + " but position " + std::to_string(i + 1) + " needs " +
+                        role_name(expected) + " (a pipeline is one source, transforms, one sink)");
+    PlannedStage ps;
+    ps.name = ss.name;
+    ps.kind = ss.kind;
+    ps.role = info.role;
+    ps.input = upstream;
+    ps.queue_depth = ss.queue_depth;
+    ps.queue_policy = ss.queue_policy;
+    StageInit init{ss.name, ss.params, upstream, plan.device, spec.batch_size, spec.batch_timeout_us, names,
+                   static_cast<int>(i)};
+    try {
+      ps.stage = info.make(init);
+    } catch (const ConfigError& e) {
+      throw ConfigError(where + e.what());
+    }
+    if (info.role != StageRole::sink) {
+      ps.output = ps.stage->output();
+      // A slot being written, one being read downstream, and a full queue between them.
+      const int in_flight = spec.execution == Execution::serial ? 1 : ps.queue_depth + 2;
+      ps.pool_slots = ps.stage->forwards_input() ? 0 : in_flight;
+      upstream = ps.output;
+    }
+    plan.stages.push_back(std::move(ps));
+  }
+  return plan;
+}
+
+std::string describe_plan(const PipelinePlan& plan) {
+  std::string out = "pipeline '" + plan.name + "': device " + to_string(plan.device) +
+                    (plan.device == Device::cuda ? " (gpu " + std::to_string(plan.gpu) + ": " + gpu::device_name(plan.gpu) + ")" : "") +
+                    ", execution " + to_string(plan.execution) + "\n";
+  int stream_no = 0;
+  for (std::size_t i = 0; i < plan.stages.size(); ++i) {
+    const auto& ps = plan.stages[i];
+    std::string stream = "host thread";
+    if (plan.device == Device::cuda && ps.stage->uses_gpu())
+      stream = plan.execution == Execution::serial ? "shared stream" : "stream " + std::to_string(++stream_no);
+    out += "  " + std::to_string(i + 1) + ". " + ps.name + " (" + ps.kind + ", " + stream + ")";
+    if (ps.role != StageRole::sink) out += " -> " + ps.output.describe();
+    out += "\n";
+    if (ps.pool_slots > 0)
+      out += "       pool: " + std::to_string(ps.pool_slots) + " x " + mib(ps.output.batch_bytes()) + " " +
+             to_string(ps.output.memory) + "\n";
+    else if (ps.role != StageRole::sink)
+      out += "       forwards its input (no pool)\n";
+    if (i + 1 < plan.stages.size())
+      out += "       queue: depth " + std::to_string(ps.queue_depth) + ", " +
+             (ps.queue_policy == QueuePolicy::block ? std::string("blocking (lossless)")
+                                                    : "leaky: " + std::string(to_string(ps.queue_policy))) + "\n";
+  }
+  out += "memory: pinned host " + mib(plan.pool_bytes(MemoryKind::pinned)) + ", device " +
+         mib(plan.pool_bytes(MemoryKind::device)) + ", host " + mib(plan.pool_bytes(MemoryKind::host)) + "\n";
+  return out;
+}
+
+}  // namespace sluice

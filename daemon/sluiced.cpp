@@ -1,0 +1,151 @@
+// sluiced: runs, checks and describes sluice pipelines.
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "config/pipeline_spec.hpp"
+#include "config/plan.hpp"
+#include "runtime/errors.hpp"
+#include "runtime/gpu.hpp"
+#include "runtime/pipeline.hpp"
+#include "version.hpp"
+
+namespace {
+
+constexpr const char* kUsage = R"(usage: sluiced COMMAND [ARGS]
+
+commands:
+  run FILE        run the pipeline in FILE until its sources end, then print a summary.
+                  SIGINT/SIGTERM: stop the sources and drain frames in flight to the sink;
+                  a second signal exits at once (exit 130).
+  check FILE      validate FILE and print the resolved pipeline: stages, the stream of each,
+                  queue depths, pool sizes and the memory the pools take.
+  inspect [KIND]  list the stage kinds, or print the parameters of one;
+                  inspect pipeline: top-level keys; inspect all: everything
+  devices         list the CUDA devices sluice can use
+  --version       print the version
+  --help          print this help
+
+exit status: 0 success; 1 frames failed or the pipeline could not run; 2 usage or configuration
+error; 130 interrupted twice.
+)";
+
+int usage_error(const std::string& msg) {
+  std::fprintf(stderr, "sluiced: %s\n\n%s", msg.c_str(), kUsage);
+  return 2;
+}
+
+int cmd_inspect(const std::vector<std::string>& args) {
+  const auto& reg = sluice::StageRegistry::builtin();
+  if (args.empty()) {
+    std::printf("stage kinds (sluiced inspect KIND for parameters; sluiced inspect pipeline for top-level keys):\n");
+    for (const auto& info : reg.all()) std::printf("  %-12s %s\n", info.kind.c_str(), info.doc.c_str());
+    return 0;
+  }
+  if (args[0] == "pipeline") {
+    std::printf("%s", sluice::describe_pipeline_keys().c_str());
+    return 0;
+  }
+  if (args[0] == "all") {  // the reference README.md embeds (kept in sync by a test)
+    std::printf("%s", sluice::describe_pipeline_keys().c_str());
+    for (const auto& info : reg.all()) std::printf("\n%s", sluice::describe_stage(info).c_str());
+    return 0;
+  }
+  const sluice::StageInfo* info = reg.find(args[0]);
+  if (!info) return usage_error("unknown stage kind '" + args[0] + "' (known: " + reg.kinds() + ")");
+  std::printf("%s", sluice::describe_stage(*info).c_str());
+  return 0;
+}
+
+int cmd_devices() {
+  const int n = sluice::gpu::device_count();
+  if (!sluice::gpu::built_with_cuda()) std::printf("built without CUDA: pipelines run on the CPU\n");
+  else if (n == 0) std::printf("no CUDA device visible: pipelines with device: auto run on the CPU\n");
+  for (int i = 0; i < n; ++i) std::printf("gpu %d: %s\n", i, sluice::gpu::device_name(i).c_str());
+  return 0;
+}
+
+int cmd_check(const std::string& file) {
+  const auto plan = sluice::plan_pipeline(sluice::load_pipeline(file));
+  std::printf("%s: ok\n%s", file.c_str(), sluice::describe_plan(plan).c_str());
+  return 0;
+}
+
+int cmd_run(const std::string& file) {
+  // Signals are taken synchronously by this thread; every stage thread inherits the blocked mask.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  auto spec = sluice::load_pipeline(file);
+  sluice::Pipeline pipeline(sluice::plan_pipeline(spec));
+  spdlog::info("pipeline '{}' starting: {} stages on {} ({})", spec.name, spec.stages.size(),
+               sluice::to_string(pipeline.plan().device), sluice::to_string(pipeline.plan().execution));
+  pipeline.start();
+  int interrupts = 0;
+  while (!pipeline.finished()) {
+    timespec slice{0, 100'000'000};
+    const int sig = sigtimedwait(&signals, nullptr, &slice);
+    if (sig <= 0) continue;
+    if (++interrupts == 1) {
+      spdlog::info("{}: stopping sources and draining (again to exit at once)", strsignal(sig));
+      pipeline.request_stop();
+    } else {
+      spdlog::warn("{} again: exiting without draining", strsignal(sig));
+      std::fflush(stdout);
+      std::_Exit(130);
+    }
+  }
+  pipeline.wait();
+  const auto snap = pipeline.snapshot();
+  std::fflush(stdout);
+  std::fprintf(stderr, "%s", sluice::format_summary(snap).c_str());
+  const auto& f = snap.frames;
+  if (f.in_flight() != 0) {
+    spdlog::critical("frame conservation violated: {} frames unaccounted for", f.in_flight());
+    return 1;
+  }
+  return f.failed == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  spdlog::set_default_logger(spdlog::stderr_color_mt("sluiced"));
+  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+    std::printf("%s", kUsage);
+    return args.empty() ? 2 : 0;
+  }
+  const std::string cmd = args[0];
+  args.erase(args.begin());
+  try {
+    if (cmd == "--version") {
+      std::printf("sluiced %s (%s)\n", SLUICE_VERSION, sluice::gpu::built_with_cuda() ? "CUDA" : "CPU only");
+      return 0;
+    }
+    if (cmd == "inspect") return cmd_inspect(args);
+    if (cmd == "devices") return cmd_devices();
+    if (cmd == "check" || cmd == "run") {
+      if (args.size() != 1) return usage_error(cmd + " takes exactly one pipeline FILE");
+      return cmd == "check" ? cmd_check(args[0]) : cmd_run(args[0]);
+    }
+    return usage_error("unknown command '" + cmd + "'");
+  } catch (const sluice::ConfigError& e) {
+    std::fprintf(stderr, "sluiced: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "sluiced: %s\n", e.what());
+    return 1;
+  }
+}

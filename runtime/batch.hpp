@@ -1,0 +1,73 @@
+#pragma once
+// A batch of frames or tensors in one pool slot, and the move-only lease that owns a slot while in use.
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "runtime/format.hpp"
+#include "runtime/gpu_handles.hpp"
+
+namespace sluice {
+
+constexpr int kMaxStages = 16;
+
+struct FrameMeta {
+  std::uint32_t source_id = 0;
+  std::uint64_t sequence = 0;   // per source, from 0
+  std::int64_t pts_ns = 0;      // presentation time in the source's timeline
+  std::int64_t capture_ns = 0;  // steady clock when the frame entered sluice
+};
+
+class BatchPool;
+
+struct Batch {
+  PayloadDesc desc;  // desc.batch is the capacity
+  int count = 0;     // items filled
+  Memory memory;
+  std::vector<FrameMeta> frames;                       // size() == count; capacity reserved at start
+  std::array<std::int64_t, kMaxStages> stage_done_ns{};  // steady clock when each stage finished it
+  // `ready`: recorded by the producer's stream after the work that fills the batch.
+  // `released`: recorded by the consumer's stream after the work that reads it.
+  Event ready, released;
+  bool ready_pending = false, release_pending = false;
+  BatchPool* pool = nullptr;
+  std::uint32_t slot = 0;
+
+  std::byte* item(int i) const noexcept { return memory.data() + desc.item_bytes() * static_cast<std::size_t>(i); }
+};
+
+// Owns one pool slot; giving it up (destruction or reset) returns the slot to its pool.
+class BatchLease {
+ public:
+  BatchLease() = default;
+  static BatchLease adopt(Batch* b) noexcept { return BatchLease(b); }
+  BatchLease(BatchLease&& o) noexcept : b_(o.detach()) {}
+  BatchLease& operator=(BatchLease&& o) noexcept {
+    if (this != &o) {
+      reset();
+      b_ = o.detach();
+    }
+    return *this;
+  }
+  BatchLease(const BatchLease&) = delete;
+  BatchLease& operator=(const BatchLease&) = delete;
+  ~BatchLease() { reset(); }
+
+  Batch* get() const noexcept { return b_; }
+  Batch* operator->() const noexcept { return b_; }
+  Batch& operator*() const noexcept { return *b_; }
+  explicit operator bool() const noexcept { return b_ != nullptr; }
+  Batch* detach() noexcept {
+    Batch* b = b_;
+    b_ = nullptr;
+    return b;
+  }
+  void reset() noexcept;
+
+ private:
+  explicit BatchLease(Batch* b) noexcept : b_(b) {}
+  Batch* b_ = nullptr;
+};
+
+}  // namespace sluice

@@ -1,0 +1,302 @@
+#include "runtime/pipeline.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include "runtime/errors.hpp"
+#include "runtime/gpu_timer.hpp"
+
+namespace sluice {
+
+const char* to_string(Execution e) noexcept { return e == Execution::serial ? "serial" : "pipelined"; }
+const char* to_string(Device d) noexcept { return d == Device::cuda ? "cuda" : "cpu"; }
+
+std::size_t PipelinePlan::pool_bytes(MemoryKind kind) const {
+  std::size_t total = 0;
+  for (const auto& st : stages)
+    if (st.pool_slots > 0 && st.output.memory == kind) total += st.output.batch_bytes() * static_cast<std::size_t>(st.pool_slots);
+  return total;
+}
+
+struct Pipeline::StageRuntime {
+  Stream stream;                 // owned when the stage has its own stream
+  StageContext ctx;
+  std::unique_ptr<BatchPool> pool;
+  std::unique_ptr<BoundedQueue<Batch*>> out_queue;
+  GpuTimer timer;
+  StageCounters counters;
+  bool opened = false;
+};
+
+namespace {
+constexpr int kTimerSlots = 64;
+
+std::string first_frame(const Batch* b) {
+  if (!b || b->frames.empty()) return "";
+  const auto& f = b->frames.front();
+  return " on frame " + std::to_string(f.source_id) + ":" + std::to_string(f.sequence) +
+         (b->count > 1 ? " (batch of " + std::to_string(b->count) + ")" : "");
+}
+}  // namespace
+
+Pipeline::Pipeline(PipelinePlan plan) : plan_(std::move(plan)) {
+  const bool gpu = plan_.device == Device::cuda;
+  if (gpu) gpu::set_device(plan_.gpu);
+  const bool serial = plan_.execution == Execution::serial;
+  Stream shared;
+  if (gpu && serial) shared = Stream::create();
+  for (std::size_t i = 0; i < plan_.stages.size(); ++i) {
+    auto& ps = plan_.stages[i];
+    auto rt = std::make_unique<StageRuntime>();
+    if (gpu && ps.stage->uses_gpu()) {
+      if (!serial) rt->stream = Stream::create();
+      rt->ctx.stream = serial ? shared.get() : rt->stream.get();
+      rt->timer = GpuTimer(kTimerSlots);
+    }
+    if (ps.pool_slots > 0) {
+      rt->pool = std::make_unique<BatchPool>(ps.name, ps.output, ps.pool_slots, gpu);
+      rt->ctx.out_pool = rt->pool.get();
+    }
+    if (i + 1 < plan_.stages.size())
+      rt->out_queue = std::make_unique<BoundedQueue<Batch*>>(static_cast<std::size_t>(ps.queue_depth),
+                                                             serial ? QueuePolicy::block : ps.queue_policy);
+    rt->ctx.stop = &stop_;
+    rt_.push_back(std::move(rt));
+  }
+  if (shared) rt_.front()->stream = std::move(shared);  // keeps the serial stream alive with the pipeline
+}
+
+Pipeline::~Pipeline() {
+  request_stop();
+  wait();
+}
+
+void Pipeline::start() {
+  start_ns_ = now_ns();
+  if (plan_.execution == Execution::serial) {
+    thread_count_ = 1;
+    threads_.emplace_back([this] { run_serial(); });
+  } else {
+    thread_count_ = rt_.size();
+    for (std::size_t i = 0; i < rt_.size(); ++i) threads_.emplace_back([this, i] { run_pipelined_stage(i); });
+  }
+}
+
+void Pipeline::wait() {
+  for (auto& t : threads_)
+    if (t.joinable()) t.join();
+}
+
+void Pipeline::open_stage(std::size_t i) {
+  auto& rt = *rt_[i];
+  if (plan_.device == Device::cuda) gpu::set_device(plan_.gpu);  // the current device is per thread
+  plan_.stages[i].stage->open(rt.ctx);
+  rt.opened = true;
+}
+
+void Pipeline::close_stage(std::size_t i) noexcept {
+  auto& rt = *rt_[i];
+  const auto& name = plan_.stages[i].name;
+  try {
+    if (rt.opened) plan_.stages[i].stage->close(rt.ctx);
+    if (rt.ctx.stream) {
+      gpu::stream_synchronize(rt.ctx.stream);  // shutdown: finish the timing events
+      rt.timer.collect(true);
+      rt.counters.gpu_ns = rt.timer.total_ns();
+      rt.counters.gpu_batches = rt.timer.timed_batches();
+    }
+  } catch (const std::exception& e) {
+    rt.counters.errors++;
+    spdlog::error("stage '{}': closing failed: {}", name, e.what());
+  }
+}
+
+void Pipeline::fail_frames(std::size_t i, const Batch* in, const std::string& what) {
+  const auto& ps = plan_.stages[i];
+  rt_[i]->counters.errors++;
+  const std::string msg = "stage '" + ps.name + "' (" + ps.kind + ")" + first_frame(in) + ": " + what;
+  if (in && in->count > 0) ledger_.failed(static_cast<std::uint64_t>(in->count), msg);
+  spdlog::error("{}", msg);
+}
+
+// Runs stage i on one batch (none for a source) and returns what it emits. GPU work is only enqueued:
+// `ready` of the output and `released` of the input are recorded on the stage's stream.
+BatchLease Pipeline::step(std::size_t i, BatchLease& in) {
+  auto& rt = *rt_[i];
+  auto& ps = plan_.stages[i];
+  Stage& stage = *ps.stage;
+  const gpu::StreamHandle s = rt.ctx.stream;
+  if (in && in->ready_pending) {
+    if (s) gpu::stream_wait_event(s, in->ready.get());
+    else gpu::event_synchronize(in->ready.get());
+  }
+  const std::int64_t t0 = now_ns();
+  BatchLease out;
+  try {
+    if (s) rt.timer.begin(s);
+    out = stage.process(in.get(), rt.ctx);
+    if (s) {
+      rt.timer.end(s);
+      rt.counters.gpu_ns = rt.timer.total_ns();
+      rt.counters.gpu_batches = rt.timer.timed_batches();
+    }
+  } catch (const std::exception& e) {
+    if (ps.role == StageRole::source) throw;
+    if (s) {
+      try {
+        gpu::stream_synchronize(s);  // error path: nothing may still read the input when it is recycled
+      } catch (const std::exception&) {
+      }
+    }
+    fail_frames(i, in.get(), e.what());
+    return {};
+  }
+  if (stage.forwards_input()) out = std::move(in);
+  const std::int64_t t1 = now_ns();
+  rt.counters.host_ns += static_cast<std::uint64_t>(t1 - t0);
+
+  if (out) {
+    if (in && out.get() != in.get()) {
+      out->count = in->count;
+      out->frames = in->frames;  // within reserved capacity: no allocation
+      out->stage_done_ns = in->stage_done_ns;
+    }
+    out->stage_done_ns[i] = t1;
+    if (s) {
+      gpu::event_record(out->ready.get(), s);
+      out->ready_pending = true;
+    }
+    if (ps.role == StageRole::source) ledger_.produced(static_cast<std::uint64_t>(out->count));
+  }
+  if (in && s) {
+    gpu::event_record(in->released.get(), s);
+    in->release_pending = true;
+  }
+  if (const Batch* counted = out ? out.get() : in.get()) {
+    rt.counters.frames += static_cast<std::uint64_t>(counted->count);
+    rt.counters.batches++;
+  }
+  if (ps.role == StageRole::sink && in) {
+    for (const auto& f : in->frames) latency_.record(t1 - f.capture_ns);
+    ledger_.delivered(static_cast<std::uint64_t>(in->count));
+  }
+  return out;
+}
+
+void Pipeline::push_downstream(std::size_t i, BatchLease out) {
+  auto& rt = *rt_[i];
+  const std::int64_t t0 = now_ns();
+  auto result = rt.out_queue->push(out.detach());
+  rt.counters.wait_out_ns += static_cast<std::uint64_t>(now_ns() - t0);
+  if (result.dropped) {
+    BatchLease dropped = BatchLease::adopt(*result.dropped);
+    const auto n = static_cast<std::uint64_t>(dropped->count);
+    rt.counters.dropped += n;
+    const auto& ps = plan_.stages[i];
+    ledger_.dropped(n, rt.out_queue->closed() ? "queue after '" + ps.name + "' closed"
+                                              : "queue after '" + ps.name + "' full (leaky: " +
+                                                    std::string(to_string(ps.queue_policy)) + ")");
+  }
+}
+
+void Pipeline::run_pipelined_stage(std::size_t i) {
+  auto& rt = *rt_[i];
+  const auto& ps = plan_.stages[i];
+  BoundedQueue<Batch*>* in_queue = i > 0 ? rt_[i - 1]->out_queue.get() : nullptr;
+  try {
+    open_stage(i);
+    while (true) {
+      BatchLease in;
+      if (in_queue) {
+        const std::int64_t t0 = now_ns();
+        auto b = in_queue->pop();
+        rt.counters.wait_in_ns += static_cast<std::uint64_t>(now_ns() - t0);
+        if (!b) break;  // upstream ended and the queue is drained
+        in = BatchLease::adopt(*b);
+      } else if (stop_.load()) {
+        break;
+      }
+      BatchLease out = step(i, in);
+      if (ps.role == StageRole::source && !out) break;  // end of stream
+      if (out && rt.out_queue) push_downstream(i, std::move(out));
+    }
+  } catch (const std::exception& e) {
+    // A stage that cannot go on: fail what reaches it so upstream never blocks and the counts add up.
+    fail_frames(i, nullptr, e.what());
+    if (in_queue)
+      while (auto b = in_queue->pop()) {
+        BatchLease lost = BatchLease::adopt(*b);
+        fail_frames(i, lost.get(), std::string("stage stopped after: ") + e.what());
+      }
+  }
+  if (rt.out_queue) rt.out_queue->close();
+  close_stage(i);
+  end_ns_ = now_ns();
+  finished_threads_++;
+}
+
+void Pipeline::run_serial() {
+  const std::size_t n = rt_.size();
+  std::size_t opened = 0;
+  try {
+    for (; opened < n; ++opened) open_stage(opened);
+    while (!stop_.load()) {
+      BatchLease cur;
+      cur = step(0, cur);
+      if (!cur) break;
+      for (std::size_t i = 1; i < n && cur; ++i) {
+        BatchLease next = step(i, cur);
+        if (rt_[i]->ctx.stream) gpu::stream_synchronize(rt_[i]->ctx.stream);  // serial: the "before" design
+        cur = std::move(next);
+      }
+    }
+  } catch (const std::exception& e) {
+    fail_frames(std::min(opened, n - 1), nullptr, e.what());
+  }
+  for (std::size_t i = 0; i < n; ++i) close_stage(i);
+  end_ns_ = now_ns();
+  finished_threads_++;
+}
+
+PipelineSnapshot Pipeline::snapshot() const {
+  PipelineSnapshot s;
+  s.name = plan_.name;
+  s.device = to_string(plan_.device);
+  s.execution = to_string(plan_.execution);
+  s.running = !finished();
+  const std::int64_t end = s.running || end_ns_ == 0 ? now_ns() : end_ns_.load();
+  s.elapsed_s = static_cast<double>(end - start_ns_) / 1e9;
+  for (std::size_t i = 0; i < rt_.size(); ++i) {
+    const auto& rt = *rt_[i];
+    const auto& ps = plan_.stages[i];
+    const auto& c = rt.counters;
+    StageSnapshot st;
+    st.name = ps.name;
+    st.kind = ps.kind;
+    st.output = ps.role == StageRole::sink ? "" : ps.output.describe();
+    st.on_gpu = rt.ctx.stream != nullptr;
+    st.frames = c.frames;
+    st.batches = c.batches;
+    st.errors = c.errors;
+    st.dropped = c.dropped;
+    st.fps = s.elapsed_s > 0 ? static_cast<double>(st.frames) / s.elapsed_s : 0;
+    const double batches = std::max<double>(1, static_cast<double>(st.batches));
+    st.host_ms_per_batch = static_cast<double>(c.host_ns) / 1e6 / batches;
+    st.gpu_ms_per_batch = c.gpu_batches ? static_cast<double>(c.gpu_ns) / 1e6 / static_cast<double>(c.gpu_batches) : 0;
+    st.wait_in_ms = static_cast<double>(c.wait_in_ns) / 1e6;
+    st.wait_out_ms = static_cast<double>(c.wait_out_ns) / 1e6;
+    if (rt.out_queue) {
+      st.queue_depth = rt.out_queue->depth();
+      st.queue_capacity = rt.out_queue->capacity();
+      st.queue_high_water = rt.out_queue->high_water();
+      st.queue_policy = to_string(rt.out_queue->policy());
+    }
+    s.stages.push_back(std::move(st));
+  }
+  s.frames = ledger_.totals();
+  s.latency_p50_ns = latency_.quantile_ns(0.50);
+  s.latency_p90_ns = latency_.quantile_ns(0.90);
+  s.latency_p99_ns = latency_.quantile_ns(0.99);
+  return s;
+}
+
+}  // namespace sluice

@@ -1,0 +1,82 @@
+#pragma once
+// The runner: one thread and one stream per stage with bounded queues between them (pipelined), or one
+// thread and one stream with a sync after each stage (serial, the A/B baseline).
+#include <atomic>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "runtime/bounded_queue.hpp"
+#include "runtime/stage.hpp"
+#include "runtime/stats.hpp"
+
+namespace sluice {
+
+enum class Execution { pipelined, serial };
+const char* to_string(Execution e) noexcept;
+const char* to_string(Device d) noexcept;
+
+struct PlannedStage {
+  std::string name, kind;
+  StageRole role = StageRole::transform;
+  std::unique_ptr<Stage> stage;
+  std::optional<PayloadDesc> input;
+  PayloadDesc output;            // meaningful unless role == sink
+  int queue_depth = 4;           // the queue after this stage
+  QueuePolicy queue_policy = QueuePolicy::block;
+  int pool_slots = 0;            // 0: the stage takes no output pool (it forwards or it is the sink)
+};
+
+struct PipelinePlan {
+  std::string name = "pipeline";
+  Device device = Device::cpu;
+  int gpu = 0;
+  Execution execution = Execution::pipelined;
+  std::vector<PlannedStage> stages;
+
+  std::size_t pool_bytes(MemoryKind kind) const;
+};
+
+class Pipeline {
+ public:
+  // Allocates every pool, stream and event; nothing is allocated after this.
+  explicit Pipeline(PipelinePlan plan);
+  ~Pipeline();
+  Pipeline(const Pipeline&) = delete;
+  Pipeline& operator=(const Pipeline&) = delete;
+
+  void start();
+  // Sources end their streams; frames in flight drain to the sink. Safe from any thread (not a signal handler).
+  void request_stop() noexcept { stop_.store(true); }
+  void wait();  // joins every stage thread
+  bool finished() const noexcept { return finished_threads_.load() == thread_count_; }
+
+  PipelineSnapshot snapshot() const;
+  const FrameLedger& ledger() const { return ledger_; }
+  const PipelinePlan& plan() const { return plan_; }
+
+ private:
+  struct StageRuntime;
+  void run_pipelined_stage(std::size_t i);
+  void run_serial();
+  void open_stage(std::size_t i);
+  void close_stage(std::size_t i) noexcept;
+  BatchLease step(std::size_t i, BatchLease& in);
+  void push_downstream(std::size_t i, BatchLease out);
+  void fail_frames(std::size_t i, const Batch* in, const std::string& what);
+
+  PipelinePlan plan_;
+  std::vector<std::unique_ptr<StageRuntime>> rt_;
+  FrameLedger ledger_;
+  LatencyHistogram latency_;
+  std::atomic<bool> stop_{false};
+  std::vector<std::thread> threads_;
+  std::atomic<std::size_t> finished_threads_{0};
+  std::size_t thread_count_ = 0;
+  std::int64_t start_ns_ = 0;
+  std::atomic<std::int64_t> end_ns_{0};
+};
+
+}  // namespace sluice

@@ -1,0 +1,50 @@
+#include "runtime/pool.hpp"
+
+namespace sluice {
+
+void BatchLease::reset() noexcept {
+  if (Batch* b = detach()) b->pool->give_back(b);
+}
+
+BatchPool::BatchPool(std::string name, const PayloadDesc& desc, int slots, bool with_events)
+    : name_(std::move(name)), desc_(desc), free_(static_cast<std::size_t>(slots), QueuePolicy::block) {
+  batches_.reserve(static_cast<std::size_t>(slots));
+  for (int i = 0; i < slots; ++i) {
+    auto b = std::make_unique<Batch>();
+    b->desc = desc;
+    b->memory = Memory(desc.memory, desc.batch_bytes());
+    b->frames.reserve(static_cast<std::size_t>(desc.batch));
+    if (with_events) {
+      b->ready = Event::create();
+      b->released = Event::create();
+    }
+    b->pool = this;
+    b->slot = static_cast<std::uint32_t>(i);
+    free_.push(b.get());
+    batches_.push_back(std::move(b));
+  }
+}
+
+BatchLease BatchPool::acquire(gpu::StreamHandle writer) {
+  auto b = free_.pop();
+  if (!b) return {};
+  Batch* batch = *b;
+  if (batch->release_pending) {
+    if (writer)
+      gpu::stream_wait_event(writer, batch->released.get());
+    else
+      gpu::event_synchronize(batch->released.get());
+    batch->release_pending = false;
+  }
+  batch->count = 0;
+  batch->frames.clear();
+  batch->ready_pending = false;
+  return BatchLease::adopt(batch);
+}
+
+void BatchPool::give_back(Batch* b) noexcept {
+  // The free list holds every slot, so it never rejects one (except after close, at shutdown).
+  free_.push(b);
+}
+
+}  // namespace sluice

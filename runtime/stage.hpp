@@ -1,0 +1,86 @@
+#pragma once
+// The stage interface and the registry of stage kinds.
+//
+// A stage is built from validated parameters and the description of what its upstream emits; its
+// constructor checks that it can take that input (throwing ConfigError with a plain message; the config
+// layer adds file:line:col) and must stay cheap: memory and GPU objects are made in open(), on the
+// stage's own thread. The runner owns queues, pools, events and statistics, so a stage only does its work.
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runtime/batch.hpp"
+#include "runtime/params.hpp"
+#include "runtime/pool.hpp"
+
+namespace sluice {
+
+enum class StageRole { source, transform, sink };
+enum class Device { cpu, cuda };
+
+struct StageInit {
+  std::string name;                  // the stage's name in the pipeline (defaults to its kind)
+  const ParamValues& params;
+  std::optional<PayloadDesc> input;  // what the upstream stage emits (none for sources)
+  Device device = Device::cpu;
+  int batch_size = 1;
+  std::int64_t batch_timeout_us = 0;
+  std::vector<std::string> stage_names;  // every stage of the pipeline, in order
+  int index = 0;                         // this stage's position
+};
+
+struct StageContext {
+  gpu::StreamHandle stream = nullptr;  // the stage's stream; null when the stage runs on the CPU
+  BatchPool* out_pool = nullptr;       // where the stage takes output batches (null if it forwards or sinks)
+  const std::atomic<bool>* stop = nullptr;  // sources end their stream once this is set
+
+  bool on_gpu() const { return stream != nullptr; }
+  bool stopping() const { return stop && stop->load(std::memory_order_relaxed); }
+};
+
+class Stage {
+ public:
+  virtual ~Stage() = default;
+  // What the stage emits (sources and transforms); also sizes its output pool.
+  virtual PayloadDesc output() const { return {}; }
+  // True when the stage hands its input batch on as its output (pass-through on the CPU): no pool.
+  virtual bool forwards_input() const { return false; }
+  // True when the stage enqueues GPU work and so needs a stream.
+  virtual bool uses_gpu() const { return false; }
+  virtual void open(StageContext&) {}
+  // Sources: `in` is null; return a filled batch from ctx.out_pool, or an empty lease at end of stream.
+  // Transforms: fill a batch from ctx.out_pool (the runner copies frame metadata), or return empty if
+  // forwards_input(). Sinks: consume `in`, return empty. Throwing fails the batch's frames, not the pipeline.
+  virtual BatchLease process(Batch* in, StageContext& ctx) = 0;
+  // After the last batch: flush (sinks) and free what open() made.
+  virtual void close(StageContext&) {}
+};
+
+struct StageInfo {
+  std::string kind;
+  StageRole role = StageRole::transform;
+  std::string doc;
+  std::vector<ParamSpec> params;
+  std::function<std::unique_ptr<Stage>(const StageInit&)> make;
+};
+
+class StageRegistry {
+ public:
+  // The registry with every built-in stage registered.
+  static const StageRegistry& builtin();
+  void add(StageInfo info);  // throws std::logic_error on a duplicate kind
+  const StageInfo* find(const std::string& kind) const;
+  const std::vector<StageInfo>& all() const { return stages_; }
+  std::string kinds() const;  // "decode, upload, ..." for error messages
+
+ private:
+  std::vector<StageInfo> stages_;
+};
+
+// Help text of one stage kind (`sluiced inspect KIND`), generated from its declaration.
+std::string describe_stage(const StageInfo& info);
+
+}  // namespace sluice

@@ -1,0 +1,111 @@
+#include "runtime/stats.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+
+namespace sluice {
+
+std::int64_t now_ns() noexcept {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+namespace {
+constexpr double kBase = 1.04;           // bucket growth factor
+constexpr double kFirstEdgeNs = 1000.0;  // 1 µs
+}  // namespace
+
+int LatencyHistogram::bucket_of(std::int64_t ns) noexcept {
+  if (ns <= kFirstEdgeNs) return 0;
+  int b = 1 + static_cast<int>(std::log(static_cast<double>(ns) / kFirstEdgeNs) / std::log(kBase));
+  return std::min(b, kBuckets - 1);
+}
+
+std::int64_t LatencyHistogram::upper_edge(int bucket) noexcept {
+  return static_cast<std::int64_t>(kFirstEdgeNs * std::pow(kBase, bucket));
+}
+
+void LatencyHistogram::record(std::int64_t ns) noexcept {
+  buckets_[static_cast<std::size_t>(bucket_of(ns))].fetch_add(1, std::memory_order_relaxed);
+  count_.fetch_add(1, std::memory_order_relaxed);
+}
+
+std::int64_t LatencyHistogram::quantile_ns(double p) const noexcept {
+  std::uint64_t total = 0;
+  for (const auto& b : buckets_) total += b.load(std::memory_order_relaxed);
+  if (total == 0) return 0;
+  const auto rank = static_cast<std::uint64_t>(std::ceil(p * static_cast<double>(total)));
+  std::uint64_t seen = 0;
+  for (int i = 0; i < kBuckets; ++i) {
+    seen += buckets_[static_cast<std::size_t>(i)].load(std::memory_order_relaxed);
+    if (seen >= std::max<std::uint64_t>(rank, 1)) return upper_edge(i);
+  }
+  return upper_edge(kBuckets - 1);
+}
+
+void FrameLedger::dropped(std::uint64_t n, const std::string& reason) {
+  std::lock_guard lock(mu_);
+  dropped_ += n;
+  drop_reasons_[reason] += n;
+}
+
+void FrameLedger::failed(std::uint64_t n, const std::string& error) {
+  std::lock_guard lock(mu_);
+  failed_ += n;
+  if (errors_.size() < 16 && std::find(errors_.begin(), errors_.end(), error) == errors_.end())
+    errors_.push_back(error);
+}
+
+FrameLedger::Totals FrameLedger::totals() const {
+  std::lock_guard lock(mu_);
+  Totals t;
+  // Read the end states before `produced`, so a concurrent snapshot never shows more ended than produced.
+  t.delivered = delivered_.load();
+  t.dropped = dropped_.load();
+  t.failed = failed_.load();
+  t.produced = produced_.load();
+  t.drop_reasons = drop_reasons_;
+  t.errors = errors_;
+  return t;
+}
+
+std::string format_summary(const PipelineSnapshot& s) {
+  std::string out;
+  char line[320];
+  std::snprintf(line, sizeof line, "pipeline '%s': device %s, execution %s, %.2f s\n", s.name.c_str(),
+                s.device.c_str(), s.execution.c_str(), s.elapsed_s);
+  out += line;
+  std::snprintf(line, sizeof line, "%-12s %-10s %9s %8s %9s %9s %9s %9s %9s %7s %7s\n", "stage", "kind", "frames",
+                "fps", "host ms/b", "gpu ms/b", "wait in", "wait out", "queue", "drops", "errors");
+  out += line;
+  for (const auto& st : s.stages) {
+    char gpu[32] = "-";
+    if (st.on_gpu) std::snprintf(gpu, sizeof gpu, "%.3f", st.gpu_ms_per_batch);
+    char queue[32] = "-";
+    if (st.queue_capacity) std::snprintf(queue, sizeof queue, "%zu/%zu", st.queue_high_water, st.queue_capacity);
+    std::snprintf(line, sizeof line, "%-12s %-10s %9llu %8.1f %9.3f %9s %8.0fms %7.0fms %9s %7llu %7llu\n",
+                  st.name.c_str(), st.kind.c_str(), static_cast<unsigned long long>(st.frames), st.fps,
+                  st.host_ms_per_batch, gpu, st.wait_in_ms, st.wait_out_ms, queue,
+                  static_cast<unsigned long long>(st.dropped), static_cast<unsigned long long>(st.errors));
+    out += line;
+  }
+  const auto& f = s.frames;
+  std::snprintf(line, sizeof line,
+                "frames: produced %llu = delivered %llu + dropped %llu + failed %llu + in flight %llu\n",
+                static_cast<unsigned long long>(f.produced), static_cast<unsigned long long>(f.delivered),
+                static_cast<unsigned long long>(f.dropped), static_cast<unsigned long long>(f.failed),
+                static_cast<unsigned long long>(f.in_flight()));
+  out += line;
+  for (const auto& [reason, n] : f.drop_reasons)
+    out += "  dropped " + std::to_string(n) + ": " + reason + "\n";
+  for (const auto& e : f.errors) out += "  error: " + e + "\n";
+  std::snprintf(line, sizeof line, "latency (capture to sink): p50 %.2f ms, p90 %.2f ms, p99 %.2f ms\n",
+                static_cast<double>(s.latency_p50_ns) / 1e6, static_cast<double>(s.latency_p90_ns) / 1e6,
+                static_cast<double>(s.latency_p99_ns) / 1e6);
+  out += line;
+  return out;
+}
+
+}  // namespace sluice

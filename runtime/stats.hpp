@@ -1,0 +1,84 @@
+#pragma once
+// Counters the stages update while running, and the snapshot the daemon prints or serves.
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace sluice {
+
+std::int64_t now_ns() noexcept;  // steady clock
+
+// Log-scale latency histogram (about 4% bucket width, 1 µs .. 1 h); lock-free recording.
+class LatencyHistogram {
+ public:
+  void record(std::int64_t ns) noexcept;
+  std::uint64_t count() const noexcept { return count_.load(std::memory_order_relaxed); }
+  // Upper edge of the bucket holding the p-quantile (p in 0..1), in ns; 0 when empty.
+  std::int64_t quantile_ns(double p) const noexcept;
+
+ private:
+  static constexpr int kBuckets = 640;
+  static int bucket_of(std::int64_t ns) noexcept;
+  static std::int64_t upper_edge(int bucket) noexcept;
+  std::array<std::atomic<std::uint64_t>, kBuckets> buckets_{};
+  std::atomic<std::uint64_t> count_{0};
+};
+
+// Every frame a source produced ends in exactly one of: delivered, dropped (with a reason), failed.
+class FrameLedger {
+ public:
+  void produced(std::uint64_t n) noexcept { produced_ += n; }
+  void delivered(std::uint64_t n) noexcept { delivered_ += n; }
+  void dropped(std::uint64_t n, const std::string& reason);
+  void failed(std::uint64_t n, const std::string& error);
+
+  struct Totals {
+    std::uint64_t produced = 0, delivered = 0, dropped = 0, failed = 0;
+    std::map<std::string, std::uint64_t> drop_reasons;
+    std::vector<std::string> errors;  // first few distinct errors, in order
+    std::uint64_t in_flight() const { return produced - delivered - dropped - failed; }
+  };
+  Totals totals() const;
+
+ private:
+  std::atomic<std::uint64_t> produced_{0}, delivered_{0}, dropped_{0}, failed_{0};
+  mutable std::mutex mu_;  // only the rare paths (drops, failures) take it
+  std::map<std::string, std::uint64_t> drop_reasons_;
+  std::vector<std::string> errors_;
+};
+
+struct StageCounters {
+  std::atomic<std::uint64_t> frames{0}, batches{0}, errors{0};
+  std::atomic<std::uint64_t> host_ns{0};           // time inside the stage's process() on its thread
+  std::atomic<std::uint64_t> gpu_ns{0}, gpu_batches{0};  // from timing events on the stage's stream
+  std::atomic<std::uint64_t> wait_in_ns{0};        // blocked waiting for input
+  std::atomic<std::uint64_t> wait_out_ns{0};       // blocked on a full output queue or an empty pool
+  std::atomic<std::uint64_t> dropped{0};           // frames dropped by this stage's output queue
+};
+
+struct StageSnapshot {
+  std::string name, kind, output;
+  std::uint64_t frames = 0, batches = 0, errors = 0, dropped = 0;
+  double fps = 0, host_ms_per_batch = 0, gpu_ms_per_batch = 0, wait_in_ms = 0, wait_out_ms = 0;
+  bool on_gpu = false;
+  std::size_t queue_depth = 0, queue_capacity = 0, queue_high_water = 0;  // output queue; 0 for the sink
+  std::string queue_policy;
+};
+
+struct PipelineSnapshot {
+  std::string name, device, execution;
+  double elapsed_s = 0;
+  std::vector<StageSnapshot> stages;
+  FrameLedger::Totals frames;
+  std::int64_t latency_p50_ns = 0, latency_p90_ns = 0, latency_p99_ns = 0;
+  bool running = false;
+};
+
+// The summary table `sluiced run` prints at the end.
+std::string format_summary(const PipelineSnapshot& s);
+
+}  // namespace sluice

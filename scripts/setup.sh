@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# setup.sh: install the Debian packages sluice builds against. Idempotent: installs only what is missing.
+# As root it runs apt-get; otherwise it prints the exact command to run.
+set -euo pipefail
+packages=(
+  build-essential cmake pkg-config ninja-build
+  libboost-dev            # Asio, Lockfree (header-only)
+  libyaml-cpp-dev
+  catch2
+  nlohmann-json3-dev
+  libspdlog-dev libfmt-dev
+  libopencv-core-dev libopencv-imgproc-dev
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all ${#packages[@]} packages present"
+  exit 0
+fi
+cmd=(apt-get install -y --no-install-recommends "${missing[@]}")
+if [ "$(id -u)" -ne 0 ]; then
+  echo "setup: missing packages; run as root:" >&2
+  echo "  apt-get update && ${cmd[*]}" >&2
+  exit 1
+fi
+echo "setup: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+"${cmd[@]}"

@@ -1,0 +1,13 @@
+#include "stages/builtin.hpp"
+
+namespace sluice {
+
+void register_builtin_stages(StageRegistry& registry) {
+  registry.add(decode_stage());
+  registry.add(upload_stage());
+  registry.add(preprocess_stage());
+  registry.add(download_stage());
+  registry.add(sink_stage());
+}
+
+}  // namespace sluice

@@ -1,0 +1,16 @@
+#pragma once
+// The built-in stage kinds. Adding a stage: one .cpp in stages/ defining its StageInfo, plus one line here
+// and one in builtin.cpp.
+#include "runtime/stage.hpp"
+
+namespace sluice {
+
+StageInfo decode_stage();
+StageInfo upload_stage();
+StageInfo preprocess_stage();
+StageInfo download_stage();
+StageInfo sink_stage();
+
+void register_builtin_stages(StageRegistry& registry);
+
+}  // namespace sluice

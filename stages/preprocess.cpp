@@ -1,0 +1,109 @@
+// preprocess: resize + colour conversion + normalisation + layout + dtype, one kernel launch per batch
+// (kernels/preprocess.cu) or its CPU twin when the pipeline runs on the CPU.
+#include "kernels/preprocess.hpp"
+
+#include <stdexcept>
+
+#include "kernels/preprocess_cpu.hpp"
+#include "runtime/errors.hpp"
+#include "stages/builtin.hpp"
+#if SLUICE_WITH_CUDA
+#include "kernels/preprocess.cuh"
+#endif
+
+namespace sluice {
+namespace {
+
+using kernels::ChannelOrder;
+using kernels::PreprocessParams;
+using kernels::YuvMatrix;
+
+class PreprocessStage final : public Stage {
+ public:
+  explicit PreprocessStage(const StageInit& init) : on_gpu_(init.device == Device::cuda) {
+    const PayloadDesc& in = *init.input;
+    if (in.kind != PayloadKind::frames) throw ConfigError("takes frames, got " + in.describe());
+    if (on_gpu_ && in.memory != MemoryKind::device)
+      throw ConfigError("runs on the GPU and needs its input on the device (put an upload stage before it), got " +
+                        in.describe());
+    const auto& p = init.params;
+    params_.batch = in.batch;
+    params_.in_format = in.pixel;
+    params_.in_width = in.width;
+    params_.in_height = in.height;
+    params_.yuv_matrix = p.string("yuv_matrix") == "bt709" ? YuvMatrix::bt709 : YuvMatrix::bt601;
+    params_.yuv_full_range = p.string("yuv_range") == "full";
+    const std::string& order = p.string("order");
+    params_.out_order = order == "bgr" ? ChannelOrder::bgr : order == "gray" ? ChannelOrder::gray : ChannelOrder::rgb;
+    params_.out_width = static_cast<int>(p.integer("width"));
+    params_.out_height = static_cast<int>(p.integer("height"));
+    params_.layout = *parse_layout(p.string("layout"));
+    params_.dtype = *parse_dtype(p.string("dtype"));
+    const auto& mean = p.numbers("mean");
+    const auto& std = p.numbers("std");
+    for (int c = 0; c < 3; ++c) {
+      params_.mean[c] = static_cast<float>(mean[static_cast<std::size_t>(c)]);
+      params_.std[c] = static_cast<float>(std[static_cast<std::size_t>(c)]);
+    }
+    try {
+      kernels::validate(params_);
+    } catch (const std::invalid_argument& e) {
+      throw ConfigError(e.what());
+    }
+    out_.kind = PayloadKind::tensor;
+    out_.memory = on_gpu_ ? MemoryKind::device : MemoryKind::host;
+    out_.batch = in.batch;
+    out_.width = params_.out_width;
+    out_.height = params_.out_height;
+    out_.channels = params_.out_channels();
+    out_.dtype = params_.dtype;
+    out_.layout = params_.layout;
+  }
+
+  PayloadDesc output() const override { return out_; }
+  bool uses_gpu() const override { return on_gpu_; }
+
+  BatchLease process(Batch* in, StageContext& ctx) override {
+    BatchLease out = ctx.out_pool->acquire(ctx.stream);
+    if (!out) throw StageError("output pool closed");
+    PreprocessParams p = params_;
+    p.batch = in->count;
+    const auto* src = reinterpret_cast<const std::uint8_t*>(in->memory.data());
+#if SLUICE_WITH_CUDA
+    if (on_gpu_) {
+      kernels::preprocess_gpu(p, src, out->memory.data(), ctx.stream);
+      return out;
+    }
+#endif
+    kernels::preprocess_cpu(p, src, out->memory.data());
+    return out;
+  }
+
+ private:
+  bool on_gpu_;
+  PreprocessParams params_;
+  PayloadDesc out_;
+};
+
+}  // namespace
+
+StageInfo preprocess_stage() {
+  return {"preprocess",
+          StageRole::transform,
+          "bilinear resize, colour conversion, (x/255 - mean)/std, layout and dtype: frames in, model tensor out",
+          {
+              {"width", ParamType::integer, "224", "output width", 1.0, 8192.0},
+              {"height", ParamType::integer, "224", "output height", 1.0, 8192.0},
+              {"order", ParamType::choice, "rgb", "output channel order (gray: one channel)", {}, {},
+               {"rgb", "bgr", "gray"}},
+              {"layout", ParamType::choice, "nchw", "tensor layout", {}, {}, {"nchw", "nhwc"}},
+              {"dtype", ParamType::choice, "f32", "tensor element type", {}, {}, {"f32", "f16"}},
+              {"mean", ParamType::numbers, "[0.485, 0.456, 0.406]", "per-channel mean, in units of x/255", {}, {}, {}, 3},
+              {"std", ParamType::numbers, "[0.229, 0.224, 0.225]", "per-channel standard deviation (> 0)", 1e-6, {}, {}, 3},
+              {"yuv_matrix", ParamType::choice, "bt601", "YUV sources: colour matrix", {}, {}, {"bt601", "bt709"}},
+              {"yuv_range", ParamType::choice, "limited", "YUV sources: value range", {}, {}, {"limited", "full"}},
+          },
+          [](const StageInit& init) -> std::unique_ptr<Stage> { return std::make_unique<PreprocessStage>(init); }};
+}
+
+}  // namespace sluice
