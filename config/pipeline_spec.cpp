@@ -3,6 +3,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <fstream>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -166,10 +167,10 @@ PipelineSpec parse_pipeline(const std::string& yaml_text, const std::string& fil
 
   auto given = entries(root, file);
   const auto keys = pipeline_keys();
-  YAML::Node stages_node;
+  std::optional<YAML::Node> stages_entry;
   std::map<std::string, YAML::Node> top;
   for (const auto& [key, value] : given) {
-    if (key == "stages") stages_node = value;
+    if (key == "stages") stages_entry = value;
     else if (find_key(keys, key)) top.emplace(key, value);
     else fail(where(file, value), "unknown top-level key '" + key + "' (valid: " + key_list(keys) + ", stages)");
   }
@@ -187,7 +188,8 @@ PipelineSpec parse_pipeline(const std::string& yaml_text, const std::string& fil
   spec.batch_timeout_us = static_cast<std::int64_t>(values.number("batch_timeout_ms") * 1000.0);
   const int depth = static_cast<int>(values.integer("queue_depth"));
 
-  if (!stages_node) throw ConfigError(file + ":1:1: missing 'stages' (a list of stages, source first, sink last)");
+  if (!stages_entry) throw ConfigError(file + ":1:1: missing 'stages' (a list of stages, source first, sink last)");
+  const YAML::Node& stages_node = *stages_entry;
   if (!stages_node.IsSequence() || stages_node.size() < 2)
     fail(where(file, stages_node), "'stages' must be a list of at least two stages (a source and a sink)");
   std::set<std::string> names;

@@ -66,7 +66,7 @@ TEST_CASE("a good pipeline parses with its values and defaults", "[config]") {
   REQUIRE_THAT(describe_plan(plan), Contains("queue: depth 4, blocking"));
 }
 
-TEST_CASE("config errors name file:line:col, the stage and the key", "[config]") {
+TEST_CASE("config errors name file:line:col and the stage and the key", "[config]") {
   SECTION("unknown key") {
     auto msg = error_of(replace(kGood, "    pattern: noise", "    patern: noise"));
     REQUIRE_THAT(msg, Contains("p.yaml:6:13") && Contains("stage 'decode'") && Contains("unknown key 'patern'") &&
@@ -98,7 +98,7 @@ TEST_CASE("config errors name file:line:col, the stage and the key", "[config]")
                           Contains("takes frames, got tensor f16 nhwc 3x16x32 x4 (host)"));
   }
   SECTION("a sink in the middle") {
-    auto msg = error_of(replace(kGood, "  - kind: preprocess", "  - kind: sink\n  - kind: preprocess"));
+    auto msg = error_of(replace(kGood, "  - kind: preprocess", "  - kind: sink\n    name: early\n  - kind: preprocess"));
     REQUIRE_THAT(msg, Contains("p.yaml:11:5") && Contains("is a sink but position 3 needs a transform"));
   }
   SECTION("a source in the middle") {

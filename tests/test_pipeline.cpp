@@ -57,7 +57,7 @@ class SlowForward final : public Stage {
 
 }  // namespace
 
-TEST_CASE("CPU pipeline delivers every frame, pipelined and serial", "[pipeline]") {
+TEST_CASE("CPU pipeline delivers every frame - pipelined and serial", "[pipeline]") {
   for (const char* exec : {"pipelined", "serial"}) {
     INFO(exec);
     PipelineSnapshot snap;
@@ -89,7 +89,7 @@ TEST_CASE("stopping an endless source drains frames in flight", "[pipeline]") {
   REQUIRE(t.in_flight() == 0);
 }
 
-TEST_CASE("jsonl sink writes every frame, in order, with what the chain computed", "[pipeline]") {
+TEST_CASE("jsonl sink writes every frame - in order - with what the chain computed", "[pipeline]") {
   const std::string path = "test_pipeline_chain.jsonl";
   for (const char* format : {"bgr8", "nv12"}) {
     INFO(format);
@@ -130,7 +130,7 @@ TEST_CASE("jsonl sink writes every frame, in order, with what the chain computed
   std::remove(path.c_str());
 }
 
-TEST_CASE("a sink that cannot write fails every frame with a clear error, counts intact", "[pipeline]") {
+TEST_CASE("a sink that cannot write fails every frame with a clear error - counts intact", "[pipeline]") {
   auto t = run_to_end(plan_from(chain_yaml("cpu", "bgr8", 30, "/nonexistent-dir/out.jsonl")));
   REQUIRE(t.produced == 30);
   REQUIRE(t.delivered == 0);

@@ -6,7 +6,7 @@
 
 using namespace sluice;
 
-TEST_CASE("test patterns are deterministic, distinct, and move when they should", "[testsrc]") {
+TEST_CASE("test patterns are deterministic - distinct - and move when they should", "[testsrc]") {
   const int w = 64, h = 48;
   std::set<std::vector<std::byte>> distinct;
   for (int p = 0; p < 5; ++p) {
