@@ -22,11 +22,15 @@ class TestPatternRenderer {
 
  private:
   void render_rgb_row(std::uint64_t index, int y, std::uint8_t* rgb);
+  // Rows identical to the one above are copied, not rendered: most test pictures are flat in y.
+  bool same_as_previous_row(std::uint64_t index, int y) const;
+  void copy_previous_row(std::uint8_t* dst, int y) const;
   TestPattern pattern_;
   PixelFormat format_;
   int width_, height_;
   std::uint64_t seed_;
-  std::vector<std::uint8_t> row_;  // one RGB row
+  std::vector<std::uint8_t> row_;   // one RGB row
+  std::vector<std::uint8_t> ramp_;  // gradient: red by column
 };
 
 }  // namespace sluice
