@@ -12,6 +12,7 @@
 
 #include "config/pipeline_spec.hpp"
 #include "config/plan.hpp"
+#include "daemon/bench.hpp"
 #include "runtime/errors.hpp"
 #include "runtime/gpu.hpp"
 #include "runtime/pipeline.hpp"
@@ -25,6 +26,12 @@ commands:
   run FILE        run the pipeline in FILE until its sources end, then print a summary.
                   SIGINT/SIGTERM: stop the sources and drain frames in flight to the sink;
                   a second signal exits at once (exit 130).
+  bench FILE [--batches N] [--warmup N] [--serial] [--json PATH] [--trace PATH]
+                  run FILE's source for warm-up + N batches (default 20 + 200), first serial (one
+                  stage at a time: each stage alone, giving the bottleneck bound), then pipelined;
+                  print frames/s, per-stage ms per batch, stream busy fractions, CPU used, and
+                  pipelined / bound. --serial: the serial run only. --json: the report as JSON.
+                  --trace: Chrome/Perfetto trace of the measured run, one track per stage stream.
   check FILE      validate FILE and print the resolved pipeline: stages, the stream of each,
                   queue depths, pool sizes and the memory the pools take.
   inspect [KIND]  list the stage kinds, or print the parameters of one;
@@ -117,6 +124,39 @@ int cmd_run(const std::string& file) {
   return f.failed == 0 ? 0 : 1;
 }
 
+int cmd_bench(const std::vector<std::string>& args) {
+  sluice::BenchOptions o;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto value = [&]() -> const std::string& {
+      if (i + 1 >= args.size()) throw std::invalid_argument(a + " needs a value");
+      return args[++i];
+    };
+    auto count = [&](int min) {
+      const std::string& v = value();
+      std::size_t used = 0;
+      int n = 0;
+      try {
+        n = std::stoi(v, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (used != v.size() || n < min) throw std::invalid_argument(a + " needs an integer >= " + std::to_string(min) + ", got '" + v + "'");
+      return n;
+    };
+    if (a == "--batches") o.batches = count(1);
+    else if (a == "--warmup") o.warmup = count(0);
+    else if (a == "--serial") o.serial_only = true;
+    else if (a == "--json") o.json_path = value();
+    else if (a == "--trace") o.trace_path = value();
+    else if (!a.empty() && a[0] == '-') throw std::invalid_argument("unknown option '" + a + "'");
+    else if (o.file.empty()) o.file = a;
+    else throw std::invalid_argument("bench takes one pipeline FILE");
+  }
+  if (o.file.empty()) throw std::invalid_argument("bench needs a pipeline FILE");
+  return sluice::run_bench(o);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -140,7 +180,10 @@ int main(int argc, char** argv) {
       if (args.size() != 1) return usage_error(cmd + " takes exactly one pipeline FILE");
       return cmd == "check" ? cmd_check(args[0]) : cmd_run(args[0]);
     }
+    if (cmd == "bench") return cmd_bench(args);
     return usage_error("unknown command '" + cmd + "'");
+  } catch (const std::invalid_argument& e) {
+    return usage_error(e.what());
   } catch (const sluice::ConfigError& e) {
     std::fprintf(stderr, "sluiced: %s\n", e.what());
     return 2;

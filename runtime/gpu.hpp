@@ -42,6 +42,10 @@ void device_free(void* p) noexcept;
 void copy_async(void* dst, const void* src, std::size_t bytes, StreamHandle s);  // direction inferred
 void device_synchronize();  // counted: never on the data path
 
+// NVTX ranges, for people looking at the pipeline in Nsight Systems.
+void range_push(const char* name) noexcept;
+void range_pop() noexcept;
+
 // Counters of calls that are forbidden in steady state; a test snapshots them around N batches.
 struct CallCounts {
   std::uint64_t device_allocs = 0, device_frees = 0, pinned_allocs = 0, pinned_frees = 0;

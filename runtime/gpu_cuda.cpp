@@ -1,6 +1,8 @@
 // gpu.hpp on top of the CUDA runtime.
 #include <atomic>
 
+#include <nvtx3/nvToolsExt.h>
+
 #include "runtime/cuda_check.hpp"
 #include "runtime/gpu.hpp"
 
@@ -49,7 +51,8 @@ void stream_synchronize(StreamHandle s) {
 
 EventHandle event_create(bool timing) {
   cudaEvent_t e = nullptr;
-  CUDA_CHECK(cudaEventCreateWithFlags(&e, timing ? cudaEventDefault : cudaEventDisableTiming));
+  // Sync events block the waiting host thread instead of spinning a core on it.
+  CUDA_CHECK(cudaEventCreateWithFlags(&e, timing ? cudaEventDefault : cudaEventDisableTiming | cudaEventBlockingSync));
   return e;
 }
 void event_destroy(EventHandle e) noexcept {
@@ -110,6 +113,9 @@ void device_synchronize() {
   bump(g_counts.device_syncs);
   CUDA_CHECK(cudaDeviceSynchronize());
 }
+
+void range_push(const char* name) noexcept { nvtxRangePushA(name); }
+void range_pop() noexcept { nvtxRangePop(); }
 
 CallCounts call_counts() noexcept {
   CallCounts c;

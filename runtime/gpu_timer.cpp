@@ -7,10 +7,14 @@ GpuTimer::GpuTimer(int slots) {
   for (int i = 0; i < slots; ++i) ring_.push_back({Event::create(true), Event::create(true)});
 }
 
-void GpuTimer::begin(gpu::StreamHandle s) {
+void GpuTimer::begin(gpu::StreamHandle s, std::uint64_t first_sequence, int frames) {
   collect(false);
   skipping_ = ring_.empty() || count_ == ring_.size();
-  if (!skipping_) gpu::event_record(ring_[(head_ + count_) % ring_.size()].start.get(), s);
+  if (skipping_) return;
+  Pair& p = ring_[(head_ + count_) % ring_.size()];
+  p.first_sequence = first_sequence;
+  p.frames = frames;
+  gpu::event_record(p.start.get(), s);
 }
 
 void GpuTimer::end(gpu::StreamHandle s) {
@@ -19,13 +23,24 @@ void GpuTimer::end(gpu::StreamHandle s) {
   ++count_;
 }
 
+void GpuTimer::trace_into(std::vector<TraceSlice>* out, gpu::EventHandle reference, std::int64_t reference_ns) {
+  trace_ = out;
+  reference_ = reference;
+  reference_ns_ = reference_ns;
+}
+
 void GpuTimer::collect(bool all) {
   while (count_ > 0) {
     Pair& p = ring_[head_];
     if (all) gpu::event_synchronize(p.stop.get());
     else if (!gpu::event_query(p.stop.get())) return;
-    total_ns_ += static_cast<std::uint64_t>(gpu::event_elapsed_ms(p.start.get(), p.stop.get()) * 1e6);
+    const float ms = gpu::event_elapsed_ms(p.start.get(), p.stop.get());
+    total_ns_ += static_cast<std::uint64_t>(ms * 1e6);
     ++timed_;
+    if (trace_ && trace_->size() < trace_->capacity()) {
+      const auto begin = reference_ns_ + static_cast<std::int64_t>(gpu::event_elapsed_ms(reference_, p.start.get()) * 1e6);
+      trace_->push_back({begin, begin + static_cast<std::int64_t>(ms * 1e6), p.first_sequence, p.frames});
+    }
     head_ = (head_ + 1) % ring_.size();
     --count_;
   }

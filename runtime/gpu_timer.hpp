@@ -1,6 +1,7 @@
 #pragma once
 // Per-batch GPU time of one stage from event pairs on its stream, collected without blocking the host:
 // finished pairs are read when the next batch starts; a full ring skips timing rather than wait.
+// Optionally keeps each batch's interval for a trace, placed on the host clock through a reference event.
 #include <cstdint>
 #include <vector>
 
@@ -8,25 +9,40 @@
 
 namespace sluice {
 
+// One batch in one stage, on the steady clock (ns).
+struct TraceSlice {
+  std::int64_t begin_ns = 0, end_ns = 0;
+  std::uint64_t first_sequence = 0;
+  int frames = 0;
+};
+
 class GpuTimer {
  public:
   GpuTimer() = default;
   explicit GpuTimer(int slots);
-  void begin(gpu::StreamHandle s);  // call before the stage enqueues its work
-  void end(gpu::StreamHandle s);    // call after
+  void begin(gpu::StreamHandle s, std::uint64_t first_sequence, int frames);  // before the stage's work
+  void end(gpu::StreamHandle s);                                             // after it
   // Adds finished pairs to the totals; with `all`, waits for every pending pair (at shutdown only).
   void collect(bool all);
+  // From now on, finished intervals are appended to `out` (up to its reserved capacity): `reference` is an
+  // event whose completion happened at host time `reference_ns`.
+  void trace_into(std::vector<TraceSlice>* out, gpu::EventHandle reference, std::int64_t reference_ns);
   std::uint64_t total_ns() const noexcept { return total_ns_; }
   std::uint64_t timed_batches() const noexcept { return timed_; }
 
  private:
   struct Pair {
     Event start, stop;
+    std::uint64_t first_sequence = 0;
+    int frames = 0;
   };
   std::vector<Pair> ring_;
   std::size_t head_ = 0, count_ = 0;  // pending pairs are ring_[head_ .. head_+count_)
   bool skipping_ = false;
   std::uint64_t total_ns_ = 0, timed_ = 0;
+  std::vector<TraceSlice>* trace_ = nullptr;
+  gpu::EventHandle reference_ = nullptr;
+  std::int64_t reference_ns_ = 0;
 };
 
 }  // namespace sluice

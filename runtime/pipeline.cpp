@@ -1,9 +1,9 @@
 #include "runtime/pipeline.hpp"
 
+#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
 #include "runtime/errors.hpp"
-#include "runtime/gpu_timer.hpp"
 
 namespace sluice {
 
@@ -24,6 +24,7 @@ struct Pipeline::StageRuntime {
   std::unique_ptr<BoundedQueue<Batch*>> out_queue;
   GpuTimer timer;
   StageCounters counters;
+  std::vector<TraceSlice> gpu_trace, host_trace;  // filled only while tracing, up to their capacity
   bool opened = false;
 };
 
@@ -70,7 +71,28 @@ Pipeline::~Pipeline() {
   wait();
 }
 
+void Pipeline::enable_trace(std::size_t max_slices) {
+  tracing_ = true;
+  for (auto& rt : rt_) {
+    rt->host_trace.reserve(max_slices);
+    if (rt->ctx.stream) rt->gpu_trace.reserve(max_slices);
+  }
+}
+
 void Pipeline::start() {
+  if (tracing_ && plan_.device == Device::cuda) {
+    std::int64_t reference_ns = 0;
+    for (auto& rt : rt_) {
+      if (!rt->ctx.stream) continue;
+      if (!trace_reference_) {
+        trace_reference_ = Event::create(true);
+        gpu::event_record(trace_reference_.get(), rt->ctx.stream);
+        gpu::event_synchronize(trace_reference_.get());  // once, before any data flows
+        reference_ns = now_ns();
+      }
+      rt->timer.trace_into(&rt->gpu_trace, trace_reference_.get(), reference_ns);
+    }
+  }
   start_ns_ = now_ns();
   if (plan_.execution == Execution::serial) {
     thread_count_ = 1;
@@ -129,10 +151,12 @@ BatchLease Pipeline::step(std::size_t i, BatchLease& in) {
     if (s) gpu::stream_wait_event(s, in->ready.get());
     else gpu::event_synchronize(in->ready.get());
   }
-  const std::int64_t t0 = now_ns();
+  const std::int64_t t0 = now_ns(), cpu0 = thread_cpu_ns(), acquire_wait0 = rt.ctx.acquire_wait_ns;
+  const std::uint64_t first_sequence = in && !in->frames.empty() ? in->frames.front().sequence : 0;
   BatchLease out;
+  gpu::range_push(ps.name.c_str());
   try {
-    if (s) rt.timer.begin(s);
+    if (s) rt.timer.begin(s, first_sequence, in ? in->count : 0);
     out = stage.process(in.get(), rt.ctx);
     if (s) {
       rt.timer.end(s);
@@ -147,12 +171,21 @@ BatchLease Pipeline::step(std::size_t i, BatchLease& in) {
       } catch (const std::exception&) {
       }
     }
+    gpu::range_pop();
     fail_frames(i, in.get(), e.what());
     return {};
   }
+  gpu::range_pop();
   if (stage.forwards_input()) out = std::move(in);
   const std::int64_t t1 = now_ns();
-  rt.counters.host_ns += static_cast<std::uint64_t>(t1 - t0);
+  const std::int64_t blocked = rt.ctx.acquire_wait_ns - acquire_wait0;  // waiting for a free output slot
+  rt.counters.host_ns += static_cast<std::uint64_t>(t1 - t0 - blocked);
+  rt.counters.wait_out_ns += static_cast<std::uint64_t>(blocked);
+  if (tracing_ && rt.host_trace.size() < rt.host_trace.capacity()) {
+    const Batch* b = out ? out.get() : in.get();
+    rt.host_trace.push_back({t0, t1, b && !b->frames.empty() ? b->frames.front().sequence : first_sequence,
+                             b ? b->count : 0});
+  }
 
   if (out) {
     if (in && out.get() != in.get()) {
@@ -179,6 +212,7 @@ BatchLease Pipeline::step(std::size_t i, BatchLease& in) {
     for (const auto& f : in->frames) latency_.record(t1 - f.capture_ns);
     ledger_.delivered(static_cast<std::uint64_t>(in->count));
   }
+  rt.counters.cpu_ns += static_cast<std::uint64_t>(thread_cpu_ns() - cpu0);
   return out;
 }
 
@@ -282,6 +316,11 @@ PipelineSnapshot Pipeline::snapshot() const {
     const double batches = std::max<double>(1, static_cast<double>(st.batches));
     st.host_ms_per_batch = static_cast<double>(c.host_ns) / 1e6 / batches;
     st.gpu_ms_per_batch = c.gpu_batches ? static_cast<double>(c.gpu_ns) / 1e6 / static_cast<double>(c.gpu_batches) : 0;
+    st.host_ms_total = static_cast<double>(c.host_ns) / 1e6;
+    st.gpu_ms_total = static_cast<double>(c.gpu_ns) / 1e6;
+    st.cpu_ms_total = static_cast<double>(c.cpu_ns) / 1e6;
+    st.gpu_batches = c.gpu_batches;
+    st.gpu_busy = s.elapsed_s > 0 ? st.gpu_ms_total / 1e3 / s.elapsed_s : 0;
     st.wait_in_ms = static_cast<double>(c.wait_in_ns) / 1e6;
     st.wait_out_ms = static_cast<double>(c.wait_out_ns) / 1e6;
     if (rt.out_queue) {
@@ -297,6 +336,34 @@ PipelineSnapshot Pipeline::snapshot() const {
   s.latency_p90_ns = latency_.quantile_ns(0.90);
   s.latency_p99_ns = latency_.quantile_ns(0.99);
   return s;
+}
+
+}  // namespace sluice
+
+namespace sluice {
+
+std::string Pipeline::trace_json() const {
+  nlohmann::json events = nlohmann::json::array();
+  const auto us = [&](std::int64_t ns) { return static_cast<double>(ns - start_ns_) / 1e3; };
+  int tid = 0;
+  auto track = [&](const std::string& name, const std::vector<TraceSlice>& slices, const char* category) {
+    if (slices.empty()) return;
+    ++tid;
+    events.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", 1}, {"tid", tid}, {"args", {{"name", name}}}});
+    events.push_back({{"ph", "M"}, {"name", "thread_sort_index"}, {"pid", 1}, {"tid", tid}, {"args", {{"sort_index", tid}}}});
+    for (const auto& sl : slices)
+      events.push_back({{"ph", "X"}, {"name", "batch @" + std::to_string(sl.first_sequence)}, {"cat", category},
+                        {"pid", 1}, {"tid", tid}, {"ts", us(sl.begin_ns)}, {"dur", static_cast<double>(sl.end_ns - sl.begin_ns) / 1e3},
+                        {"args", {{"frames", sl.frames}, {"first_sequence", sl.first_sequence}}}});
+  };
+  for (std::size_t i = 0; i < rt_.size(); ++i) {
+    const auto& ps = plan_.stages[i];
+    track(ps.name + " (host)", rt_[i]->host_trace, "host");
+    track(ps.name + " (GPU stream)", rt_[i]->gpu_trace, "gpu");
+  }
+  nlohmann::json doc = {{"traceEvents", events}, {"displayTimeUnit", "ms"},
+                        {"otherData", {{"pipeline", plan_.name}, {"execution", to_string(plan_.execution)}}}};
+  return doc.dump();
 }
 
 }  // namespace sluice

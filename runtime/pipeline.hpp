@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "runtime/bounded_queue.hpp"
+#include "runtime/gpu_timer.hpp"
 #include "runtime/stage.hpp"
 #include "runtime/stats.hpp"
 
@@ -47,6 +48,9 @@ class Pipeline {
   Pipeline(const Pipeline&) = delete;
   Pipeline& operator=(const Pipeline&) = delete;
 
+  // Keep up to `max_slices` per-batch intervals per stage (GPU stream and host thread) for a trace.
+  // Call before start().
+  void enable_trace(std::size_t max_slices);
   void start();
   // Sources end their streams; frames in flight drain to the sink. Safe from any thread (not a signal handler).
   void request_stop() noexcept { stop_.store(true); }
@@ -54,6 +58,8 @@ class Pipeline {
   bool finished() const noexcept { return finished_threads_.load() == thread_count_; }
 
   PipelineSnapshot snapshot() const;
+  // Chrome/Perfetto trace events (JSON) of what enable_trace() kept; call after wait().
+  std::string trace_json() const;
   const FrameLedger& ledger() const { return ledger_; }
   const PipelinePlan& plan() const { return plan_; }
 
@@ -77,6 +83,8 @@ class Pipeline {
   std::size_t thread_count_ = 0;
   std::int64_t start_ns_ = 0;
   std::atomic<std::int64_t> end_ns_{0};
+  Event trace_reference_;  // a timing event recorded at start: GPU times are placed relative to it
+  bool tracing_ = false;
 };
 
 }  // namespace sluice

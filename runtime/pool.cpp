@@ -1,5 +1,8 @@
 #include "runtime/pool.hpp"
 
+#include "runtime/stage.hpp"
+#include "runtime/stats.hpp"
+
 namespace sluice {
 
 void BatchLease::reset() noexcept {
@@ -40,6 +43,13 @@ BatchLease BatchPool::acquire(gpu::StreamHandle writer) {
   batch->frames.clear();
   batch->ready_pending = false;
   return BatchLease::adopt(batch);
+}
+
+BatchLease StageContext::acquire() {
+  const std::int64_t t0 = now_ns();
+  BatchLease b = out_pool->acquire(stream);
+  acquire_wait_ns += now_ns() - t0;
+  return b;
 }
 
 void BatchPool::give_back(Batch* b) noexcept {

@@ -37,8 +37,12 @@ struct StageContext {
   BatchPool* out_pool = nullptr;       // where the stage takes output batches (null if it forwards or sinks)
   const std::atomic<bool>* stop = nullptr;  // sources end their stream once this is set
 
+  std::int64_t acquire_wait_ns = 0;  // time blocked in acquire(): back-pressure, not the stage's work
+
   bool on_gpu() const { return stream != nullptr; }
   bool stopping() const { return stop && stop->load(std::memory_order_relaxed); }
+  // An output batch from the stage's pool, ready for this stage's stream (or the host) to write.
+  BatchLease acquire();
 };
 
 class Stage {

@@ -10,7 +10,8 @@
 
 namespace sluice {
 
-std::int64_t now_ns() noexcept;  // steady clock
+std::int64_t now_ns() noexcept;         // steady clock
+std::int64_t thread_cpu_ns() noexcept;  // CPU time of the calling thread
 
 // Log-scale latency histogram (about 4% bucket width, 1 µs .. 1 h); lock-free recording.
 class LatencyHistogram {
@@ -58,6 +59,7 @@ struct StageCounters {
   std::atomic<std::uint64_t> wait_in_ns{0};        // blocked waiting for input
   std::atomic<std::uint64_t> wait_out_ns{0};       // blocked on a full output queue or an empty pool
   std::atomic<std::uint64_t> dropped{0};           // frames dropped by this stage's output queue
+  std::atomic<std::uint64_t> cpu_ns{0};            // CPU time the stage's work took (thread CPU clock)
 };
 
 struct StageSnapshot {
@@ -65,6 +67,10 @@ struct StageSnapshot {
   std::uint64_t frames = 0, batches = 0, errors = 0, dropped = 0;
   double fps = 0, host_ms_per_batch = 0, gpu_ms_per_batch = 0, wait_in_ms = 0, wait_out_ms = 0;
   bool on_gpu = false;
+  // Totals since start, for windows computed from two snapshots.
+  double host_ms_total = 0, gpu_ms_total = 0, cpu_ms_total = 0;
+  std::uint64_t gpu_batches = 0;
+  double gpu_busy = 0;  // GPU time of the stage's stream / wall time
   std::size_t queue_depth = 0, queue_capacity = 0, queue_high_water = 0;  // output queue; 0 for the sink
   std::string queue_policy;
 };

@@ -23,7 +23,7 @@ class CopyStage final : public Stage {
 
   BatchLease process(Batch* in, StageContext& ctx) override {
     if (!on_gpu_) return {};
-    BatchLease out = ctx.out_pool->acquire(ctx.stream);
+    BatchLease out = ctx.acquire();
     if (!out) throw StageError("output pool closed");
     gpu::copy_async(out->memory.data(), in->memory.data(), in->desc.item_bytes() * static_cast<std::size_t>(in->count),
                     ctx.stream);

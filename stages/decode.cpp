@@ -20,6 +20,7 @@ class TestSourceStage final : public Stage {
         seed_(static_cast<std::uint64_t>(init.params.integer("seed"))),
         fps_(init.params.number("fps")),
         frames_(static_cast<std::uint64_t>(init.params.integer("frames"))),
+        animate_(init.params.boolean("animate")),
         batch_timeout_ns_(init.batch_timeout_us * 1000) {
     desc_.kind = PayloadKind::frames;
     desc_.memory = init.device == Device::cuda ? MemoryKind::pinned : MemoryKind::host;
@@ -35,14 +36,15 @@ class TestSourceStage final : public Stage {
 
   PayloadDesc output() const override { return desc_; }
 
-  void open(StageContext&) override {
+  void open(StageContext& ctx) override {
     renderer_.emplace(pattern_, desc_.pixel, desc_.width, desc_.height, seed_);
+    rendered_.assign(static_cast<std::size_t>(ctx.out_pool->slots() * desc_.batch), false);
     start_ns_ = now_ns();
   }
 
   BatchLease process(Batch*, StageContext& ctx) override {
     if ((frames_ && next_ >= frames_) || ctx.stopping()) return {};
-    BatchLease batch = ctx.out_pool->acquire(nullptr);
+    BatchLease batch = ctx.acquire();
     if (!batch) return {};
     std::int64_t first_due = 0;
     while (batch->count < desc_.batch && !(frames_ && next_ >= frames_) && !ctx.stopping()) {
@@ -51,7 +53,14 @@ class TestSourceStage final : public Stage {
       if (batch->count == 0) first_due = due;
       wait_until(due, ctx);
       if (ctx.stopping()) break;
-      renderer_->render(next_, batch->item(batch->count));
+      if (animate_) {
+        renderer_->render(next_, batch->item(batch->count));
+      } else {
+        // The picture stays in the slot across reuse: render it the first time only.
+        const std::size_t item = batch->slot * static_cast<std::size_t>(desc_.batch) + static_cast<std::size_t>(batch->count);
+        if (!rendered_[item]) renderer_->render(0, batch->item(batch->count));
+        rendered_[item] = true;
+      }
       FrameMeta meta;
       meta.source_id = source_id_;
       meta.sequence = next_;
@@ -80,7 +89,9 @@ class TestSourceStage final : public Stage {
   std::uint64_t seed_;
   double fps_;
   std::uint64_t frames_;
+  bool animate_;
   std::int64_t batch_timeout_ns_;
+  std::vector<bool> rendered_;  // animate: false: which pool slot items already hold the picture
   PayloadDesc desc_;
   std::optional<TestPatternRenderer> renderer_;
   std::int64_t start_ns_ = 0;
@@ -107,6 +118,9 @@ StageInfo decode_stage() {
               {"frames", ParamType::integer, "0", "frames to produce; 0 = endless (until stopped)", 0.0, {}},
               {"source_id", ParamType::integer, "0", "id stamped on every frame of this source", 0.0, 65535.0},
               {"seed", ParamType::integer, "1", "seed of the noise pattern", 0.0, {}},
+              {"animate", ParamType::boolean, "true",
+               "false: every frame is the first picture, rendered once per pool slot, so the source costs "
+               "nothing (to measure the GPU path alone)"},
           },
           [](const StageInit& init) -> std::unique_ptr<Stage> { return std::make_unique<TestSourceStage>(init); }};
 }

@@ -1,0 +1,18 @@
+#pragma once
+// `sluiced bench`: a pipeline for a fixed number of batches after warm-up, serial and pipelined.
+#include <string>
+
+namespace sluice {
+
+struct BenchOptions {
+  std::string file;
+  int batches = 200;
+  int warmup = 20;
+  bool serial_only = false;
+  std::string json_path, trace_path;
+};
+
+// Prints the report; returns the process exit status.
+int run_bench(const BenchOptions& options);
+
+}  // namespace sluice
