@@ -1,6 +1,7 @@
 #pragma once
-// IEEE binary16 <-> binary32 bit conversions in plain C++ (CPU twin, tests). The GPU kernels use cuda_fp16.h;
-// float_to_half_bits rounds exactly like __float2half_rn (nearest, ties to even).
+// IEEE binary16 and bfloat16 <-> binary32 bit conversions in plain C++ (CPU twin, tests; also callable from CUDA
+// device code). float_to_half_bits rounds exactly like __float2half_rn, float_to_bf16_bits like
+// __float2bfloat16_rn (nearest, ties to even).
 #include <cstdint>
 #include <cstring>
 
@@ -58,6 +59,23 @@ SLUICE_HALF_HD inline float half_bits_to_float(std::uint16_t h) {
   } else {
     x = sign | ((e + 112u) << 23) | (m << 13);
   }
+  float f = 0.f;
+  std::memcpy(&f, &x, sizeof f);
+  return f;
+}
+
+// bfloat16: the top 16 bits of a binary32 (same exponent range), mantissa rounded to nearest, ties to even.
+// Overflow rounds to inf like IEEE; a nan stays a nan (quiet bit set, sign and top payload bits kept).
+SLUICE_HALF_HD inline std::uint16_t float_to_bf16_bits(float f) {
+  std::uint32_t x = 0;
+  std::memcpy(&x, &f, sizeof x);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((x >> 16) | 0x0040u);
+  x += 0x7fffu + ((x >> 16) & 1u);  // a carry into the exponent (even up to inf) is correct
+  return static_cast<std::uint16_t>(x >> 16);
+}
+
+SLUICE_HALF_HD inline float bf16_bits_to_float(std::uint16_t h) {
+  const std::uint32_t x = static_cast<std::uint32_t>(h) << 16;
   float f = 0.f;
   std::memcpy(&f, &x, sizeof f);
   return f;

@@ -13,7 +13,7 @@ inline constexpr int kPreprocessMaxDim = 1 << 16;
 void validate(const PreprocessParams& p);
 
 // src: p.batch images of image_bytes(p.in_format, p.in_width, p.in_height) bytes each, back to back.
-// dst: p.batch tensors of out_channels*out_height*out_width floats (f32) or half bits (f16), back to back.
+// dst: p.batch tensors of out_channels*out_height*out_width floats (f32), half bits (f16) or bfloat16 bits (bf16), back to back.
 void preprocess_cpu(const PreprocessParams& p, const std::uint8_t* src, void* dst);
 
 }  // namespace sluice::kernels

@@ -8,8 +8,8 @@ namespace {
 constexpr std::array<std::pair<PixelFormat, std::string_view>, 5> kPixelNames{{
     {PixelFormat::bgr8, "bgr8"}, {PixelFormat::rgb8, "rgb8"}, {PixelFormat::gray8, "gray8"},
     {PixelFormat::nv12, "nv12"}, {PixelFormat::i420, "i420"}}};
-constexpr std::array<std::pair<DType, std::string_view>, 3> kDTypeNames{
-    {{DType::u8, "u8"}, {DType::f32, "f32"}, {DType::f16, "f16"}}};
+constexpr std::array<std::pair<DType, std::string_view>, 4> kDTypeNames{
+    {{DType::u8, "u8"}, {DType::f32, "f32"}, {DType::f16, "f16"}, {DType::bf16, "bf16"}}};
 constexpr std::array<std::pair<Layout, std::string_view>, 2> kLayoutNames{
     {{Layout::nchw, "nchw"}, {Layout::nhwc, "nhwc"}}};
 
@@ -49,7 +49,8 @@ std::size_t image_bytes(PixelFormat f, int width, int height) noexcept {
 std::size_t dtype_bytes(DType d) noexcept {
   switch (d) {
     case DType::u8: return 1;
-    case DType::f16: return 2;
+    case DType::f16:
+    case DType::bf16: return 2;
     case DType::f32: return 4;
   }
   return 0;

@@ -11,7 +11,7 @@
 namespace sluice {
 
 enum class PixelFormat : std::uint8_t { bgr8, rgb8, gray8, nv12, i420 };
-enum class DType : std::uint8_t { u8, f32, f16 };
+enum class DType : std::uint8_t { u8, f32, f16, bf16 };
 enum class Layout : std::uint8_t { nchw, nhwc };
 enum class PayloadKind : std::uint8_t { frames, tensor };
 

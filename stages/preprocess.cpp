@@ -1,8 +1,10 @@
-// preprocess: resize + colour conversion + normalisation + layout + dtype, one kernel launch per batch
-// (kernels/preprocess.cu) or its CPU twin when the pipeline runs on the CPU.
+// preprocess: crop + resize (optionally letterboxed) + colour conversion + normalisation + layout + dtype, one
+// kernel launch per batch (kernels/preprocess.cu) or its CPU twin when the pipeline runs on the CPU.
 #include "kernels/preprocess.hpp"
 
+#include <cmath>
 #include <stdexcept>
+#include <string>
 
 #include "kernels/preprocess_cpu.hpp"
 #include "runtime/errors.hpp"
@@ -39,6 +41,17 @@ class PreprocessStage final : public Stage {
     params_.out_height = static_cast<int>(p.integer("height"));
     params_.layout = *parse_layout(p.string("layout"));
     params_.dtype = *parse_dtype(p.string("dtype"));
+    const auto& crop = p.numbers("crop");
+    int* const crop_fields[4] = {&params_.crop_x, &params_.crop_y, &params_.crop_width, &params_.crop_height};
+    for (std::size_t i = 0; i < 4; ++i) {
+      const double v = crop[i];
+      if (v != std::floor(v))
+        throw ConfigError("crop values must be whole pixels (got " + std::to_string(v) + " at position " +
+                          std::to_string(i + 1) + " of [x, y, width, height])");
+      *crop_fields[i] = static_cast<int>(v);  // the declaration bounds it to 0..65536
+    }
+    params_.letterbox = p.boolean("letterbox");
+    params_.pad_value = static_cast<float>(p.number("pad_value"));
     const auto& mean = p.numbers("mean");
     const auto& std = p.numbers("std");
     for (int c = 0; c < 3; ++c) {
@@ -64,7 +77,7 @@ class PreprocessStage final : public Stage {
   bool uses_gpu() const override { return on_gpu_; }
 
   BatchLease process(Batch* in, StageContext& ctx) override {
-    BatchLease out = ctx.out_pool->acquire(ctx.stream);
+    BatchLease out = ctx.acquire();
     if (!out) throw StageError("output pool closed");
     PreprocessParams p = params_;
     p.batch = in->count;
@@ -90,14 +103,22 @@ class PreprocessStage final : public Stage {
 StageInfo preprocess_stage() {
   return {"preprocess",
           StageRole::transform,
-          "bilinear resize, colour conversion, (x/255 - mean)/std, layout and dtype: frames in, model tensor out",
+          "crop, bilinear resize (or letterbox), colour conversion, (x/255 - mean)/std, layout and dtype: frames in, "
+          "model tensor out",
           {
               {"width", ParamType::integer, "224", "output width", 1.0, 8192.0},
               {"height", ParamType::integer, "224", "output height", 1.0, 8192.0},
               {"order", ParamType::choice, "rgb", "output channel order (gray: one channel)", {}, {},
                {"rgb", "bgr", "gray"}},
               {"layout", ParamType::choice, "nchw", "tensor layout", {}, {}, {"nchw", "nhwc"}},
-              {"dtype", ParamType::choice, "f32", "tensor element type", {}, {}, {"f32", "f16"}},
+              {"dtype", ParamType::choice, "f32", "tensor element type", {}, {}, {"f32", "f16", "bf16"}},
+              {"crop", ParamType::numbers, "[0, 0, 0, 0]",
+               "source region [x, y, width, height] to resize (width/height 0: to the frame edge; even for YUV)", 0.0,
+               65536.0, {}, 4},
+              {"letterbox", ParamType::boolean, "false",
+               "keep the aspect ratio: fit the crop inside width x height, centred, and pad the border"},
+              {"pad_value", ParamType::number, "114", "letterbox border value in pixel units (0..255), every channel",
+               0.0, 255.0},
               {"mean", ParamType::numbers, "[0.485, 0.456, 0.406]", "per-channel mean, in units of x/255", {}, {}, {}, 3},
               {"std", ParamType::numbers, "[0.229, 0.224, 0.225]", "per-channel standard deviation (> 0)", 1e-6, {}, {}, 3},
               {"yuv_matrix", ParamType::choice, "bt601", "YUV sources: colour matrix", {}, {}, {"bt601", "bt709"}},

@@ -35,7 +35,9 @@ PayloadSummary summarise(const PayloadDesc& d, const std::byte* item) {
   } else if (d.dtype == DType::f32) {
     for (std::size_t i = 0; i < n; ++i) add(reinterpret_cast<const float*>(item)[i]);
   } else {
-    for (std::size_t i = 0; i < n; ++i) add(kernels::half_bits_to_float(reinterpret_cast<const std::uint16_t*>(item)[i]));
+    const auto* bits = reinterpret_cast<const std::uint16_t*>(item);
+    const bool bf16 = d.dtype == DType::bf16;
+    for (std::size_t i = 0; i < n; ++i) add(bf16 ? kernels::bf16_bits_to_float(bits[i]) : kernels::half_bits_to_float(bits[i]));
   }
   if (n) s.mean /= static_cast<double>(n);
   return s;
