@@ -1,5 +1,7 @@
 // sluiced: runs, checks and describes sluice pipelines.
 #include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/pattern_formatter.h>
+#include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include <csignal>
@@ -13,6 +15,7 @@
 #include "config/pipeline_spec.hpp"
 #include "config/plan.hpp"
 #include "daemon/bench.hpp"
+#include "daemon/service.hpp"
 #include "runtime/errors.hpp"
 #include "runtime/gpu.hpp"
 #include "runtime/pipeline.hpp"
@@ -20,7 +23,24 @@
 
 namespace {
 
-constexpr const char* kUsage = R"(usage: sluiced COMMAND [ARGS]
+constexpr const char* kUsage = R"(usage: sluiced --config FILE [SERVICE OPTIONS]
+       sluiced COMMAND [ARGS]
+
+service mode (under systemd, or by hand): run the pipeline in FILE until stopped, with a control
+socket (sluicectl), SIGHUP reload (validated first; an invalid file keeps the running pipeline),
+SIGTERM/SIGINT drain (sources stop, frames in flight reach the sink) and sd_notify readiness, status
+and watchdog.
+  --socket PATH          control socket (default /run/sluice/control.sock, mode 0660)
+  --metrics ADDR:PORT    serve Prometheus metrics at http://ADDR:PORT/metrics (off by default;
+                         127.0.0.1:9464 keeps it on loopback)
+  --drain-timeout S      give frames in flight S seconds to drain on stop (default 30), else exit 1
+  --watchdog-stall S     with WatchdogSec: stop pinging once frames are in flight and no stage has
+                         moved one for S seconds (default WatchdogSec/2); an idle source with nothing
+                         in flight, or a paused pipeline, is not a stall
+  --client-timeout S     drop control clients that send no complete request for S seconds (default 30)
+  --allow-user NAME, --allow-group NAME
+                         only these (and root, and sluiced's own user) may pause/resume/reload/stop;
+                         repeatable; by default anyone who can open the socket may
 
 commands:
   run FILE        run the pipeline in FILE until its sources end, then print a summary.
@@ -157,19 +177,77 @@ int cmd_bench(const std::vector<std::string>& args) {
   return sluice::run_bench(o);
 }
 
+int cmd_service(const std::vector<std::string>& args) {
+  sluice::ServiceOptions o;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto value = [&]() -> const std::string& {
+      if (i + 1 >= args.size()) throw std::invalid_argument(a + " needs a value");
+      return args[++i];
+    };
+    auto seconds = [&] {
+      const std::string& v = value();
+      std::size_t used = 0;
+      double d = -1;
+      try {
+        d = std::stod(v, &used);
+      } catch (const std::exception&) {
+      }
+      if (used != v.size() || !(d > 0)) throw std::invalid_argument(a + " needs a number of seconds > 0, got '" + v + "'");
+      return d;
+    };
+    if (a == "--config") o.config = value();
+    else if (a == "--socket") o.socket = value();
+    else if (a == "--metrics") o.metrics = value();
+    else if (a == "--drain-timeout") o.drain_timeout_s = seconds();
+    else if (a == "--watchdog-stall") o.watchdog_stall_s = seconds();
+    else if (a == "--client-timeout") o.client_timeout_s = seconds();
+    else if (a == "--allow-user") o.allow_users.push_back(value());
+    else if (a == "--allow-group") o.allow_groups.push_back(value());
+    else throw std::invalid_argument("unknown service option '" + a + "'");
+  }
+  if (o.config.empty()) throw std::invalid_argument("--config FILE is required");
+  return sluice::run_service(o);
+}
+
+// "<N>" syslog priority of a log level: journald reads it from the start of each stderr line.
+class SyslogPriority final : public spdlog::custom_flag_formatter {
+ public:
+  void format(const spdlog::details::log_msg& msg, const std::tm&, spdlog::memory_buf_t& dest) override {
+    static constexpr char kPriority[] = {'7', '7', '6', '4', '3', '2', '6'};  // trace..critical, off
+    dest.push_back('<');
+    dest.push_back(kPriority[static_cast<int>(msg.level)]);
+    dest.push_back('>');
+  }
+  std::unique_ptr<custom_flag_formatter> clone() const override { return std::make_unique<SyslogPriority>(); }
+};
+
+void setup_logging() {
+  // Under systemd, stderr is a journal stream: plain lines with a syslog priority prefix keep the level.
+  if (std::getenv("JOURNAL_STREAM")) {
+    spdlog::set_default_logger(spdlog::stderr_logger_mt("sluiced"));
+    auto formatter = std::make_unique<spdlog::pattern_formatter>();
+    formatter->add_flag<SyslogPriority>('*').set_pattern("%*%v");
+    spdlog::set_formatter(std::move(formatter));
+    return;
+  }
+  spdlog::set_default_logger(spdlog::stderr_color_mt("sluiced"));
+  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  spdlog::set_default_logger(spdlog::stderr_color_mt("sluiced"));
-  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
+  setup_logging();
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
     std::printf("%s", kUsage);
     return args.empty() ? 2 : 0;
   }
   const std::string cmd = args[0];
-  args.erase(args.begin());
   try {
+    if (cmd.rfind("--", 0) == 0 && cmd != "--version") return cmd_service(args);
+    args.erase(args.begin());
     if (cmd == "--version") {
       std::printf("sluiced %s (%s)\n", SLUICE_VERSION, sluice::gpu::built_with_cuda() ? "CUDA" : "CPU only");
       return 0;

@@ -103,6 +103,22 @@ void Pipeline::start() {
   }
 }
 
+void Pipeline::request_stop() noexcept {
+  stop_.store(true);
+  gate_.store(kGateOpen);  // a paused source must see the stop
+  gate_.notify_all();
+}
+
+void Pipeline::set_paused(bool paused) noexcept {
+  if (stop_.load()) return;
+  gate_.store(paused ? kGateClosed : kGateOpen);
+  gate_.notify_all();
+}
+
+void Pipeline::wait_while_paused() noexcept {
+  while (gate_.load() == kGateClosed) gate_.wait(kGateClosed);
+}
+
 void Pipeline::wait() {
   for (auto& t : threads_)
     if (t.joinable()) t.join();
@@ -151,7 +167,8 @@ BatchLease Pipeline::step(std::size_t i, BatchLease& in) {
     if (s) gpu::stream_wait_event(s, in->ready.get());
     else gpu::event_synchronize(in->ready.get());
   }
-  const std::int64_t t0 = now_ns(), cpu0 = thread_cpu_ns(), acquire_wait0 = rt.ctx.acquire_wait_ns;
+  const std::int64_t t0 = now_ns(), cpu0 = thread_cpu_ns(), acquire_wait0 = rt.ctx.acquire_wait_ns,
+                     pacing_wait0 = rt.ctx.pacing_wait_ns;
   const std::uint64_t first_sequence = in && !in->frames.empty() ? in->frames.front().sequence : 0;
   BatchLease out;
   gpu::range_push(ps.name.c_str());
@@ -179,8 +196,10 @@ BatchLease Pipeline::step(std::size_t i, BatchLease& in) {
   if (stage.forwards_input()) out = std::move(in);
   const std::int64_t t1 = now_ns();
   const std::int64_t blocked = rt.ctx.acquire_wait_ns - acquire_wait0;  // waiting for a free output slot
-  rt.counters.host_ns += static_cast<std::uint64_t>(t1 - t0 - blocked);
+  const std::int64_t pacing = rt.ctx.pacing_wait_ns - pacing_wait0;     // waiting for frames to be due
+  rt.counters.host_ns += static_cast<std::uint64_t>(t1 - t0 - blocked - pacing);
   rt.counters.wait_out_ns += static_cast<std::uint64_t>(blocked);
+  rt.counters.wait_in_ns += static_cast<std::uint64_t>(pacing);
   if (tracing_ && rt.host_trace.size() < rt.host_trace.capacity()) {
     const Batch* b = out ? out.get() : in.get();
     rt.host_trace.push_back({t0, t1, b && !b->frames.empty() ? b->frames.front().sequence : first_sequence,
@@ -226,7 +245,7 @@ void Pipeline::push_downstream(std::size_t i, BatchLease out) {
     const auto n = static_cast<std::uint64_t>(dropped->count);
     rt.counters.dropped += n;
     const auto& ps = plan_.stages[i];
-    ledger_.dropped(n, rt.out_queue->closed() ? "queue after '" + ps.name + "' closed"
+    ledger_.dropped(n, !result.accepted ? "queue after '" + ps.name + "' closed"
                                               : "queue after '" + ps.name + "' full (leaky: " +
                                                     std::string(to_string(ps.queue_policy)) + ")");
   }
@@ -246,8 +265,9 @@ void Pipeline::run_pipelined_stage(std::size_t i) {
         rt.counters.wait_in_ns += static_cast<std::uint64_t>(now_ns() - t0);
         if (!b) break;  // upstream ended and the queue is drained
         in = BatchLease::adopt(*b);
-      } else if (stop_.load()) {
-        break;
+      } else {
+        wait_while_paused();
+        if (stop_.load()) break;
       }
       BatchLease out = step(i, in);
       if (ps.role == StageRole::source && !out) break;  // end of stream
@@ -273,7 +293,9 @@ void Pipeline::run_serial() {
   std::size_t opened = 0;
   try {
     for (; opened < n; ++opened) open_stage(opened);
-    while (!stop_.load()) {
+    while (true) {
+      wait_while_paused();
+      if (stop_.load()) break;
       BatchLease cur;
       cur = step(0, cur);
       if (!cur) break;

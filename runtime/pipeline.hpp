@@ -53,7 +53,10 @@ class Pipeline {
   void enable_trace(std::size_t max_slices);
   void start();
   // Sources end their streams; frames in flight drain to the sink. Safe from any thread (not a signal handler).
-  void request_stop() noexcept { stop_.store(true); }
+  void request_stop() noexcept;
+  // Paused: sources produce nothing (the next batch waits); frames already in flight still reach the sink.
+  void set_paused(bool paused) noexcept;
+  bool paused() const noexcept { return gate_.load() == kGateClosed; }
   void wait();  // joins every stage thread
   bool finished() const noexcept { return finished_threads_.load() == thread_count_; }
 
@@ -77,7 +80,10 @@ class Pipeline {
   std::vector<std::unique_ptr<StageRuntime>> rt_;
   FrameLedger ledger_;
   LatencyHistogram latency_;
+  void wait_while_paused() noexcept;
+  static constexpr int kGateOpen = 0, kGateClosed = 1;
   std::atomic<bool> stop_{false};
+  std::atomic<int> gate_{kGateOpen};  // C++20 wait/notify: a paused source sleeps, it does not spin
   std::vector<std::thread> threads_;
   std::atomic<std::size_t> finished_threads_{0};
   std::size_t thread_count_ = 0;

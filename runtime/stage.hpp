@@ -37,7 +37,9 @@ struct StageContext {
   BatchPool* out_pool = nullptr;       // where the stage takes output batches (null if it forwards or sinks)
   const std::atomic<bool>* stop = nullptr;  // sources end their stream once this is set
 
-  std::int64_t acquire_wait_ns = 0;  // time blocked in acquire(): back-pressure, not the stage's work
+  // Waiting is not work: the runner moves these out of the stage's host time.
+  std::int64_t acquire_wait_ns = 0;  // blocked in acquire(): back-pressure from downstream
+  std::int64_t pacing_wait_ns = 0;   // a source waiting for its next frame to be due
 
   bool on_gpu() const { return stream != nullptr; }
   bool stopping() const { return stop && stop->load(std::memory_order_relaxed); }

@@ -84,17 +84,20 @@ std::string format_summary(const PipelineSnapshot& s) {
   std::snprintf(line, sizeof line, "pipeline '%s': device %s, execution %s, %.2f s\n", s.name.c_str(),
                 s.device.c_str(), s.execution.c_str(), s.elapsed_s);
   out += line;
-  std::snprintf(line, sizeof line, "%-12s %-10s %9s %8s %9s %9s %9s %9s %9s %7s %7s\n", "stage", "kind", "frames",
-                "fps", "host ms/b", "gpu ms/b", "wait in", "wait out", "queue", "drops", "errors");
+  std::snprintf(line, sizeof line, "%-12s %-10s %9s %8s %9s %9s %6s %9s %9s %9s %7s %7s\n", "stage", "kind", "frames",
+                "fps", "host ms/b", "gpu ms/b", "busy", "wait in", "wait out", "queue", "drops", "errors");
   out += line;
   for (const auto& st : s.stages) {
-    char gpu[32] = "-";
-    if (st.on_gpu) std::snprintf(gpu, sizeof gpu, "%.3f", st.gpu_ms_per_batch);
+    char gpu[32] = "-", busy[16] = "-";
+    if (st.on_gpu) {
+      std::snprintf(gpu, sizeof gpu, "%.3f", st.gpu_ms_per_batch);
+      std::snprintf(busy, sizeof busy, "%.0f%%", 100 * st.gpu_busy);
+    }
     char queue[32] = "-";
     if (st.queue_capacity) std::snprintf(queue, sizeof queue, "%zu/%zu", st.queue_high_water, st.queue_capacity);
-    std::snprintf(line, sizeof line, "%-12s %-10s %9llu %8.1f %9.3f %9s %8.0fms %7.0fms %9s %7llu %7llu\n",
+    std::snprintf(line, sizeof line, "%-12s %-10s %9llu %8.1f %9.3f %9s %6s %8.0fms %7.0fms %9s %7llu %7llu\n",
                   st.name.c_str(), st.kind.c_str(), static_cast<unsigned long long>(st.frames), st.fps,
-                  st.host_ms_per_batch, gpu, st.wait_in_ms, st.wait_out_ms, queue,
+                  st.host_ms_per_batch, gpu, busy, st.wait_in_ms, st.wait_out_ms, queue,
                   static_cast<unsigned long long>(st.dropped), static_cast<unsigned long long>(st.errors));
     out += line;
   }

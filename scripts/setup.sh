@@ -10,6 +10,8 @@ packages=(
   nlohmann-json3-dev
   libspdlog-dev libfmt-dev
   libopencv-core-dev libopencv-imgproc-dev
+  libsystemd-dev systemd  # sd_notify; systemd-analyze verifies the unit files in the tests
+  python3                 # the service tests drive the daemon from a script
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -48,7 +48,13 @@ class TestSourceStage final : public Stage {
     if (!batch) return {};
     std::int64_t first_due = 0;
     while (batch->count < desc_.batch && !(frames_ && next_ >= frames_) && !ctx.stopping()) {
-      const std::int64_t due = due_ns(next_);
+      std::int64_t due = due_ns(next_);
+      if (fps_ > 0 && now_ns() - due > kMaxLateNs) {
+        // Far behind schedule (the pipeline was paused, or the source stalled): a live source does not
+        // replay what it missed, it continues from now.
+        start_ns_ = now_ns() - static_cast<std::int64_t>(static_cast<double>(next_) * 1e9 / fps_);
+        due = due_ns(next_);
+      }
       if (batch->count > 0 && due - first_due > batch_timeout_ns_) break;  // the partial batch leaves now
       if (batch->count == 0) first_due = due;
       wait_until(due, ctx);
@@ -79,11 +85,14 @@ class TestSourceStage final : public Stage {
     return fps_ > 0 ? start_ns_ + static_cast<std::int64_t>(static_cast<double>(index) * 1e9 / fps_) : 0;
   }
   // Sleeps in short slices so a stop request is seen promptly even at low rates.
-  static void wait_until(std::int64_t due, const StageContext& ctx) {
-    for (std::int64_t now = now_ns(); now < due && !ctx.stopping(); now = now_ns())
+  static void wait_until(std::int64_t due, StageContext& ctx) {
+    const std::int64_t start = now_ns();
+    for (std::int64_t now = start; now < due && !ctx.stopping(); now = now_ns())
       std::this_thread::sleep_for(std::chrono::nanoseconds(std::min<std::int64_t>(due - now, 50'000'000)));
+    ctx.pacing_wait_ns += now_ns() - start;
   }
 
+  static constexpr std::int64_t kMaxLateNs = 1'000'000'000;
   TestPattern pattern_;
   std::uint32_t source_id_;
   std::uint64_t seed_;

@@ -159,3 +159,36 @@ TEST_CASE("a leaky queue drops batches for a slow consumer and counts them with 
     REQUIRE(snap.stages[0].dropped == t.dropped);
   }
 }
+
+TEST_CASE("batch_timeout lets a partial batch leave when the next frame is too far off", "[pipeline]") {
+  // 200 fps = a frame every 5 ms; with a 12 ms timeout a batch holds the frames due at 0, 5 and 10 ms.
+  std::string yaml = small("pipelined", 20);
+  yaml.replace(yaml.find("batch_size: 8"), 13, "batch_size: 8\nbatch_timeout_ms: 12");
+  yaml.replace(yaml.find("    frames: 20"), 14, "    frames: 20\n    fps: 200");
+  PipelineSnapshot snap;
+  auto t = run_to_end(plan_from(yaml), &snap);
+  REQUIRE(t.delivered == 20);
+  REQUIRE(snap.stages[0].batches == 7);  // 6 batches of 3 and one of 2
+  REQUIRE(snap.stages[4].batches == 7);
+}
+
+TEST_CASE("a paused pipeline produces nothing until resumed and drains what was in flight", "[pipeline]") {
+  Pipeline p(plan_from(small("pipelined", 0)));
+  p.start();
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  p.set_paused(true);
+  REQUIRE(p.paused());
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the batch being made finishes, the rest drains
+  const auto a = p.ledger().totals();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const auto b = p.ledger().totals();
+  REQUIRE(a.produced == b.produced);
+  REQUIRE(b.in_flight() == 0);
+  p.set_paused(false);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  REQUIRE(p.ledger().totals().produced > b.produced);
+  p.set_paused(true);
+  p.request_stop();  // a stop overrides a pause
+  p.wait();
+  REQUIRE(p.ledger().totals().in_flight() == 0);
+}

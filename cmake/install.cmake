@@ -1,0 +1,147 @@
+# cmake/install.cmake: what `cmake --install` puts where, and the Debian package (cpack -G DEB).
+# Included at the end of the top-level CMakeLists.txt, after the sluiced (and sluicectl) targets:
+#   include(cmake/install.cmake)
+#
+# Layout (CMAKE_INSTALL_PREFIX=/usr, as for the package):
+#   /usr/bin/sluiced, /usr/bin/sluicectl
+#   /usr/lib/systemd/system/sluiced.service, sluiced@.service   (SLUICE_SYSTEMD_UNITDIR)
+#   /usr/lib/sysusers.d/sluice.conf, /usr/lib/tmpfiles.d/sluice.conf
+#   /etc/sluice/sluice.yaml                                      (CMAKE_INSTALL_FULL_SYSCONFDIR/sluice)
+#   /usr/share/sluice/pipelines/*.yaml, /usr/share/doc/sluice/README.md
+#
+# The units name absolute paths (ExecStart= binary, --config file), fixed when CMake configures:
+# install with the prefix you configured. For a staged install use DESTDIR, not --prefix:
+#   DESTDIR=/tmp/stage cmake --install build/release
+# The package installs what was configured: build it from a tree configured with -DCMAKE_INSTALL_PREFIX=/usr.
+include_guard(GLOBAL)
+include(GNUInstallDirs)
+
+get_filename_component(_sluice_src "${CMAKE_CURRENT_LIST_DIR}/.." ABSOLUTE)
+
+# Relative paths are taken under CMAKE_INSTALL_PREFIX (default: PREFIX/lib/systemd/system). Not
+# CMAKE_INSTALL_LIBDIR: systemd looks in lib/systemd/system, never lib/x86_64-linux-gnu/systemd.
+set(SLUICE_SYSTEMD_UNITDIR "lib/systemd/system" CACHE STRING
+    "Where the systemd unit files are installed (relative: under CMAKE_INSTALL_PREFIX)")
+set(SLUICE_SYSUSERSDIR "lib/sysusers.d" CACHE STRING "Where the sysusers.d file is installed")
+set(SLUICE_TMPFILESDIR "lib/tmpfiles.d" CACHE STRING "Where the tmpfiles.d file is installed")
+set(SLUICE_CONFDIR "${CMAKE_INSTALL_FULL_SYSCONFDIR}/sluice")
+# Install destination of the config: /etc/sluice (absolute) when the prefix is /usr; PREFIX/etc/sluice
+# relative to the prefix otherwise, so that a --prefix install does not write outside its prefix.
+if(CMAKE_INSTALL_FULL_SYSCONFDIR STREQUAL "${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_SYSCONFDIR}")
+  set(_sluice_confdest "${CMAKE_INSTALL_SYSCONFDIR}/sluice")
+else()
+  set(_sluice_confdest "${SLUICE_CONFDIR}")
+endif()
+
+# --- executables -------------------------------------------------------------------------------
+install(TARGETS sluiced RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+if(TARGET sluicectl)
+  install(TARGETS sluicectl RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+endif()
+
+# --- systemd units, generated with the installed paths ------------------------------------------
+# systemd/NAME.in -> BUILD/systemd/NAME (tests/systemd_verify.sh checks these).
+set(_sluice_units sluiced.service sluiced@.service)
+foreach(_unit IN LISTS _sluice_units)
+  configure_file("${_sluice_src}/systemd/${_unit}.in" "${CMAKE_BINARY_DIR}/systemd/${_unit}" @ONLY)
+  install(FILES "${CMAKE_BINARY_DIR}/systemd/${_unit}" DESTINATION ${SLUICE_SYSTEMD_UNITDIR})
+endforeach()
+install(FILES "${_sluice_src}/systemd/sluice.sysusers" DESTINATION ${SLUICE_SYSUSERSDIR} RENAME sluice.conf)
+install(FILES "${_sluice_src}/systemd/sluice.tmpfiles" DESTINATION ${SLUICE_TMPFILESDIR} RENAME sluice.conf)
+
+# --- configuration, pipelines, documentation ----------------------------------------------------
+# With prefix /usr: /etc/sluice, where DESTDIR applies but --prefix does not.
+install(FILES "${_sluice_src}/config/sluice.yaml" DESTINATION ${_sluice_confdest})
+install(DIRECTORY "${_sluice_src}/config/pipelines/" DESTINATION ${CMAKE_INSTALL_DATADIR}/sluice/pipelines
+        FILES_MATCHING PATTERN "*.yaml")
+install(FILES "${_sluice_src}/README.md" DESTINATION ${CMAKE_INSTALL_DATADIR}/doc/sluice)
+
+# `cmake --install --prefix OTHER` would put the binary where the units do not look for it.
+install(CODE "
+  if(NOT \"\${CMAKE_INSTALL_PREFIX}\" STREQUAL \"${CMAKE_INSTALL_PREFIX}\")
+    message(WARNING \"sluice: installing under \${CMAKE_INSTALL_PREFIX}, but the systemd units run \"
+      \"${CMAKE_INSTALL_FULL_BINDIR}/sluiced with ${SLUICE_CONFDIR}/sluice.yaml (configured prefix \"
+      \"${CMAKE_INSTALL_PREFIX}). Configure with -DCMAKE_INSTALL_PREFIX=\${CMAKE_INSTALL_PREFIX}, \"
+      \"or stage with DESTDIR=... instead of --prefix.\")
+  endif()")
+
+# --- Debian package -----------------------------------------------------------------------------
+set(_sluice_deb "${CMAKE_BINARY_DIR}/debian")
+file(MAKE_DIRECTORY "${_sluice_deb}")
+
+# Maintainer scripts: safe in a chroot or container without a running systemd (every systemd call
+# tolerates failure; daemon-reload and restarts only where systemd is PID 1).
+file(WRITE "${_sluice_deb}/postinst" [=[#!/bin/sh
+# sluice postinst: the sluice user and group, /run/sluice and /var/lib/sluice, then tell systemd.
+set -e
+if [ "$1" = configure ]; then
+    systemd-sysusers sluice.conf || true
+    systemd-tmpfiles --create sluice.conf || true
+    if [ -d /run/systemd/system ]; then
+        systemctl daemon-reload || true
+        # Upgrade: move running daemons onto the new binary (they drain on SIGTERM first).
+        if [ -n "$2" ]; then
+            systemctl try-restart sluiced.service 'sluiced@*.service' || true
+        fi
+    fi
+fi
+exit 0
+]=])
+file(WRITE "${_sluice_deb}/prerm" [=[#!/bin/sh
+# sluice prerm: on removal stop the daemons (they drain first) and disable the main unit.
+set -e
+if [ "$1" = remove ]; then
+    if [ -d /run/systemd/system ]; then
+        systemctl stop sluiced.service 'sluiced@*.service' || true
+    fi
+    systemctl --no-reload disable sluiced.service >/dev/null 2>&1 || true
+fi
+exit 0
+]=])
+file(WRITE "${_sluice_deb}/postrm" [=[#!/bin/sh
+# sluice postrm: forget the removed unit files.
+set -e
+if [ "$1" = remove ] || [ "$1" = purge ]; then
+    if [ -d /run/systemd/system ]; then
+        systemctl daemon-reload || true
+    fi
+fi
+exit 0
+]=])
+# An upgrade keeps the administrator's edits to the config (dpkg asks instead of overwriting).
+file(WRITE "${_sluice_deb}/conffiles" "${SLUICE_CONFDIR}/sluice.yaml\n")
+
+set(CPACK_GENERATOR DEB)
+set(CPACK_PACKAGE_NAME sluice)
+set(CPACK_PACKAGE_VERSION "${PROJECT_VERSION}")
+set(CPACK_PACKAGE_VENDOR "sluice developers")
+set(CPACK_PACKAGE_CONTACT "sluice developers")
+set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "GPU video pipeline daemon")
+set(CPACK_DEBIAN_PACKAGE_MAINTAINER "sluice developers")
+set(CPACK_DEBIAN_PACKAGE_SECTION video)
+set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
+set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
+set(CPACK_DEBIAN_PACKAGE_DEPENDS "libyaml-cpp0.7, libspdlog1.10, libfmt9, libsystemd0, libstdc++6, libc6")
+# The extended description; the synopsis line is CPACK_PACKAGE_DESCRIPTION_SUMMARY.
+set(CPACK_DEBIAN_PACKAGE_DESCRIPTION "sluiced reads frames from cameras, streams and files, runs them
+through a YAML-defined chain of stages on the GPU (a CUDA stream per stage,
+overlapping copies and kernels) and reports over a control socket (sluicectl).
+It runs as the systemd service sluiced.service, or sluiced@NAME.service for
+one pipeline per config or GPU.
+.
+The CUDA runtime (libcudart) and the NVIDIA driver are not dependencies of
+this package: install them from NVIDIA, with libcudart on the loader path
+(CUDA's packages add it under /etc/ld.so.conf.d).")
+set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA
+    "${_sluice_deb}/postinst;${_sluice_deb}/prerm;${_sluice_deb}/postrm;${_sluice_deb}/conffiles")
+set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION TRUE)  # scripts 0755, conffiles 0644
+# The package holds exactly the configured paths (see the top of this file).
+set(CPACK_PACKAGING_INSTALL_PREFIX "${CMAKE_INSTALL_PREFIX}")
+file(WRITE "${_sluice_deb}/cpack-project-config.cmake" "
+if(CPACK_GENERATOR STREQUAL \"DEB\" AND NOT CPACK_PACKAGING_INSTALL_PREFIX STREQUAL \"/usr\")
+  message(WARNING \"sluice: this package installs under \${CPACK_PACKAGING_INSTALL_PREFIX}; a Debian package \"
+    \"belongs in /usr: configure with -DCMAKE_INSTALL_PREFIX=/usr\")
+endif()
+")
+set(CPACK_PROJECT_CONFIG_FILE "${_sluice_deb}/cpack-project-config.cmake")
+include(CPack)

@@ -1,0 +1,151 @@
+#include "daemon/control_server.hpp"
+
+#include <spdlog/spdlog.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+
+namespace sluice {
+
+namespace asio = boost::asio;
+using local = asio::local::stream_protocol;
+
+class ControlServer::Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(local::socket socket, ControlServer& server)
+      : socket_(std::move(socket)), timer_(socket_.get_executor()), server_(server), clients_(server.clients_) {
+    ++*clients_;
+    ucred cred{};
+    socklen_t len = sizeof cred;
+    if (getsockopt(socket_.native_handle(), SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0)
+      peer_ = {cred.pid, cred.uid, cred.gid};
+  }
+  ~Session() { --*clients_; }
+
+  void start(bool over_limit) {
+    spdlog::debug("control: client pid {} uid {} gid {} connected", peer_.pid, peer_.uid, peer_.gid);
+    if (over_limit) {
+      write_reply({{"ok", false}, {"error", "too many clients (limit " + std::to_string(server_.limits_.max_clients) + ")"}},
+                  /*then_close=*/true);
+      return;
+    }
+    read();
+  }
+
+  void close() {
+    boost::system::error_code ignored;
+    timer_.cancel();
+    socket_.close(ignored);
+  }
+
+ private:
+  void arm_deadline() {
+    timer_.expires_after(server_.limits_.client_timeout);
+    timer_.async_wait([self = shared_from_this()](boost::system::error_code ec) {
+      if (ec) return;  // cancelled: a request arrived or the session ended
+      spdlog::info("control: client pid {} timed out", self->peer_.pid);
+      self->close();
+    });
+  }
+
+  void read() {
+    arm_deadline();
+    asio::async_read_until(socket_, asio::dynamic_buffer(buffer_, server_.limits_.max_request_bytes + 1), '\n',
+                           [self = shared_from_this()](boost::system::error_code ec, std::size_t n) { self->on_line(ec, n); });
+  }
+
+  void on_line(boost::system::error_code ec, std::size_t n) {
+    timer_.cancel();
+    if (ec == asio::error::not_found || (!ec && n > server_.limits_.max_request_bytes + 1)) {
+      write_reply({{"ok", false},
+                   {"error", "request larger than " + std::to_string(server_.limits_.max_request_bytes) + " bytes"}},
+                  true);
+      return;
+    }
+    if (ec) return;  // closed by the peer, or by stop()
+    std::string line = buffer_.substr(0, n - 1);
+    buffer_.erase(0, n);
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.find_first_not_of(" \t") == std::string::npos) {
+      read();
+      return;
+    }
+    nlohmann::json reply;
+    try {
+      const auto request = nlohmann::json::parse(line);
+      reply = server_.handler_(request, peer_);
+    } catch (const nlohmann::json::parse_error& e) {
+      reply = {{"ok", false}, {"error", std::string("malformed JSON: ") + e.what()}};
+    } catch (const std::exception& e) {
+      reply = {{"ok", false}, {"error", e.what()}};
+    }
+    write_reply(reply, false);
+  }
+
+  void write_reply(const nlohmann::json& reply, bool then_close) {
+    out_ = reply.dump() + "\n";
+    arm_deadline();  // a client that does not read its reply is dropped too
+    asio::async_write(socket_, asio::buffer(out_),
+                      [self = shared_from_this(), then_close](boost::system::error_code ec, std::size_t) {
+                        self->timer_.cancel();
+                        if (ec || then_close) return self->close();
+                        self->read();
+                      });
+  }
+
+  local::socket socket_;
+  asio::steady_timer timer_;
+  ControlServer& server_;
+  std::shared_ptr<std::size_t> clients_;
+  PeerCredentials peer_;
+  std::string buffer_, out_;
+};
+
+ControlServer::ControlServer(asio::io_context& io, std::string path, ControlLimits limits, Handler handler)
+    : io_(io), path_(std::move(path)), limits_(limits), handler_(std::move(handler)), acceptor_(io) {
+  namespace fs = std::filesystem;
+  std::error_code fec;
+  if (fs::is_socket(path_, fec)) {
+    local::socket probe(io);
+    boost::system::error_code ec;
+    probe.connect(local::endpoint(path_), ec);
+    if (!ec) throw std::runtime_error("control socket " + path_ + " is in use (is another sluiced running?)");
+    fs::remove(path_, fec);  // stale: left by a daemon that died
+  } else if (fs::exists(path_, fec)) {
+    throw std::runtime_error("control socket path " + path_ + " exists and is not a socket");
+  }
+  boost::system::error_code ec;
+  acceptor_.open(local(), ec);
+  if (!ec) acceptor_.bind(local::endpoint(path_), ec);
+  if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) throw std::runtime_error("cannot listen on control socket " + path_ + ": " + ec.message());
+  ::chmod(path_.c_str(), 0660);  // the socket's group decides who may connect
+  accept();
+}
+
+ControlServer::~ControlServer() { stop(); }
+
+void ControlServer::accept() {
+  acceptor_.async_accept([this](boost::system::error_code ec, local::socket socket) {
+    if (ec) return;  // acceptor closed
+    auto session = std::make_shared<Session>(std::move(socket), *this);
+    std::erase_if(sessions_, [](const auto& w) { return w.expired(); });
+    sessions_.push_back(session);
+    session->start(*clients_ > limits_.max_clients);
+    accept();
+  });
+}
+
+void ControlServer::stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  boost::system::error_code ec;
+  acceptor_.close(ec);
+  for (auto& w : sessions_)
+    if (auto s = w.lock()) s->close();
+  std::error_code fec;
+  std::filesystem::remove(path_, fec);
+}
+
+}  // namespace sluice

@@ -1,0 +1,53 @@
+#pragma once
+// The control socket: a UNIX stream socket carrying JSON lines (daemon/PROTOCOL.md). One session per
+// client, each with a deadline; limits on request size and client count. Runs on the service's io_context.
+#include <utility>  // before Asio: Boost 1.74's awaitable.hpp uses std::exchange without it
+#include <boost/asio.hpp>
+#include <nlohmann/json.hpp>
+#include <sys/types.h>
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+
+namespace sluice {
+
+struct PeerCredentials {
+  pid_t pid = 0;
+  uid_t uid = 0;
+  gid_t gid = 0;
+};
+
+struct ControlLimits {
+  std::size_t max_request_bytes = 64 * 1024;
+  std::size_t max_clients = 32;
+  std::chrono::milliseconds client_timeout{30'000};  // without a complete request
+};
+
+class ControlServer {
+ public:
+  // Takes one request, returns its reply. Runs on the io_context thread; must not block.
+  using Handler = std::function<nlohmann::json(const nlohmann::json& request, const PeerCredentials& peer)>;
+
+  // Binds `path` (mode 0660); a stale socket file is replaced, a live one (another daemon) is an error.
+  ControlServer(boost::asio::io_context& io, std::string path, ControlLimits limits, Handler handler);
+  ~ControlServer();
+  void stop();  // closes the acceptor and every session; removes the socket file
+  const std::string& path() const { return path_; }
+
+ private:
+  class Session;
+  void accept();
+
+  boost::asio::io_context& io_;
+  std::string path_;
+  ControlLimits limits_;
+  Handler handler_;
+  boost::asio::local::stream_protocol::acceptor acceptor_;
+  std::shared_ptr<std::size_t> clients_ = std::make_shared<std::size_t>(0);
+  std::vector<std::weak_ptr<Session>> sessions_;
+  bool stopped_ = false;
+};
+
+}  // namespace sluice

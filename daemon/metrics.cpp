@@ -1,0 +1,581 @@
+#include "daemon/metrics.hpp"
+
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ip/v6_only.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+
+#include <array>
+#include <atomic>
+#include <charconv>
+#include <chrono>
+#include <cmath>
+#include <initializer_list>
+#include <list>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <utility>
+#include <vector>
+
+namespace sluice {
+
+// ---------------------------------------------------------------------------------------------------
+// Exposition text
+// ---------------------------------------------------------------------------------------------------
+
+std::string prometheus_escape_label(std::string_view v) {
+  std::string out;
+  out.reserve(v.size());
+  for (char c : v) {
+    switch (c) {
+      case '\\': out += "\\\\"; break;
+      case '"': out += "\\\""; break;
+      case '\n': out += "\\n"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+std::string prometheus_escape_help(std::string_view v) {
+  std::string out;
+  out.reserve(v.size());
+  for (char c : v) {
+    switch (c) {
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+std::string prometheus_format_value(double v) {
+  if (std::isnan(v)) return "NaN";
+  if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
+  if (v == 0) return "0";  // also turns -0 into 0
+  std::array<char, 64> buf{};
+  auto [end, ec] = std::to_chars(buf.data(), buf.data() + buf.size(), v);  // shortest round-trip
+  if (ec != std::errc{}) return "NaN";
+  return std::string(buf.data(), end);
+}
+
+namespace {
+
+using Labels = std::initializer_list<std::pair<std::string_view, std::string_view>>;
+
+class Exposition {
+ public:
+  void family(std::string_view name, std::string_view type, std::string_view help) {
+    out_ += "# HELP ";
+    out_ += name;
+    out_ += ' ';
+    out_ += prometheus_escape_help(help);
+    out_ += "\n# TYPE ";
+    out_ += name;
+    out_ += ' ';
+    out_ += type;
+    out_ += '\n';
+  }
+  void sample(std::string_view name, Labels labels, double v) { line(name, labels, prometheus_format_value(v)); }
+  void sample(std::string_view name, Labels labels, std::uint64_t v) { line(name, labels, std::to_string(v)); }
+  std::string take() { return std::move(out_); }
+
+ private:
+  void line(std::string_view name, Labels labels, const std::string& value) {
+    out_ += name;
+    if (labels.size() != 0) {
+      out_ += '{';
+      bool first = true;
+      for (const auto& [k, v] : labels) {
+        if (!first) out_ += ',';
+        first = false;
+        out_ += k;
+        out_ += "=\"";
+        out_ += prometheus_escape_label(v);
+        out_ += '"';
+      }
+      out_ += '}';
+    }
+    out_ += ' ';
+    out_ += value;
+    out_ += '\n';
+  }
+  std::string out_;
+};
+
+double ns_to_s_or_nan(std::int64_t ns) {
+  // The engine reports 0 for an empty histogram; no real quantile is 0 (the first bucket edge is 1 µs).
+  return ns > 0 ? static_cast<double>(ns) / 1e9 : std::nan("");
+}
+
+}  // namespace
+
+std::string render_prometheus(const PipelineSnapshot& s, const MetricsInfo& info) {
+  Exposition e;
+  const auto& f = s.frames;
+
+  e.family("sluice_frames_total", "counter",
+           "Frames of the current pipeline by fate: produced by sources; delivered, dropped or failed at the end.");
+  e.sample("sluice_frames_total", {{"fate", "produced"}}, f.produced);
+  e.sample("sluice_frames_total", {{"fate", "delivered"}}, f.delivered);
+  e.sample("sluice_frames_total", {{"fate", "dropped"}}, f.dropped);
+  e.sample("sluice_frames_total", {{"fate", "failed"}}, f.failed);
+
+  e.family("sluice_frames_in_flight", "gauge", "Frames produced that have not reached a fate yet.");
+  const std::uint64_t ended = f.delivered + f.dropped + f.failed;
+  e.sample("sluice_frames_in_flight", {}, f.produced >= ended ? f.produced - ended : std::uint64_t{0});
+
+  e.family("sluice_frames_dropped_total", "counter", "Frames dropped, by reason.");
+  for (const auto& [reason, n] : f.drop_reasons) e.sample("sluice_frames_dropped_total", {{"reason", reason}}, n);
+
+  struct StageFamily {
+    const char* name;
+    const char* type;
+    const char* help;
+    double (*value)(const StageSnapshot&);
+  };
+  static const StageFamily kStageFamilies[] = {
+      {"sluice_stage_frames_total", "counter", "Frames the stage processed.",
+       [](const StageSnapshot& st) { return static_cast<double>(st.frames); }},
+      {"sluice_stage_batches_total", "counter", "Batches the stage processed.",
+       [](const StageSnapshot& st) { return static_cast<double>(st.batches); }},
+      {"sluice_stage_errors_total", "counter", "Errors the stage raised.",
+       [](const StageSnapshot& st) { return static_cast<double>(st.errors); }},
+      {"sluice_stage_dropped_frames_total", "counter", "Frames dropped by the stage's output queue.",
+       [](const StageSnapshot& st) { return static_cast<double>(st.dropped); }},
+      {"sluice_stage_gpu_seconds_total", "counter", "GPU time of the stage's work on its stream, from timing events.",
+       [](const StageSnapshot& st) { return st.gpu_ms_total / 1e3; }},
+      {"sluice_stage_host_seconds_total", "counter", "Wall time spent inside the stage's process() on its thread.",
+       [](const StageSnapshot& st) { return st.host_ms_total / 1e3; }},
+      {"sluice_stage_cpu_seconds_total", "counter", "CPU time the stage's work took (thread CPU clock).",
+       [](const StageSnapshot& st) { return st.cpu_ms_total / 1e3; }},
+      {"sluice_stage_input_wait_seconds_total", "counter", "Time the stage was blocked waiting for input.",
+       [](const StageSnapshot& st) { return st.wait_in_ms / 1e3; }},
+      {"sluice_stage_output_wait_seconds_total", "counter",
+       "Time the stage was blocked on a full output queue or an empty buffer pool.",
+       [](const StageSnapshot& st) { return st.wait_out_ms / 1e3; }},
+      {"sluice_stage_queue_depth", "gauge", "Buffers in the stage's output queue (0 for the sink).",
+       [](const StageSnapshot& st) { return static_cast<double>(st.queue_depth); }},
+      {"sluice_stage_queue_capacity", "gauge", "Capacity of the stage's output queue (0 for the sink).",
+       [](const StageSnapshot& st) { return static_cast<double>(st.queue_capacity); }},
+      {"sluice_stage_queue_high_water", "gauge", "Highest depth the stage's output queue has reached.",
+       [](const StageSnapshot& st) { return static_cast<double>(st.queue_high_water); }},
+      {"sluice_stage_gpu_busy_ratio", "gauge",
+       "GPU time of the stage's stream divided by the pipeline's wall time since start (0..1).",
+       [](const StageSnapshot& st) { return st.gpu_busy; }},
+  };
+  for (const auto& fam : kStageFamilies) {
+    e.family(fam.name, fam.type, fam.help);
+    for (const auto& st : s.stages) {
+      const double v = fam.value(st);
+      const Labels labels = {{"stage", st.name}, {"kind", st.kind}};
+      // Integer counts stay exact (a double holds every integer up to 2^53).
+      if (v >= 0 && v < 9007199254740992.0 && v == std::floor(v))
+        e.sample(fam.name, labels, static_cast<std::uint64_t>(v));
+      else
+        e.sample(fam.name, labels, v);
+    }
+  }
+
+  e.family("sluice_latency_seconds", "summary",
+           "Capture-to-sink latency of delivered frames; quantiles are upper edges of log-scale buckets "
+           "(about 4% wide).");
+  e.sample("sluice_latency_seconds", {{"quantile", "0.5"}}, ns_to_s_or_nan(s.latency_p50_ns));
+  e.sample("sluice_latency_seconds", {{"quantile", "0.9"}}, ns_to_s_or_nan(s.latency_p90_ns));
+  e.sample("sluice_latency_seconds", {{"quantile", "0.99"}}, ns_to_s_or_nan(s.latency_p99_ns));
+  if (info.latency) e.sample("sluice_latency_seconds_count", {}, info.latency->count());
+
+  e.family("sluice_uptime_seconds", "gauge", "Seconds since the daemon started.");
+  e.sample("sluice_uptime_seconds", {}, info.uptime_s);
+
+  e.family("sluice_pipeline_generation", "gauge",
+           "Pipelines started by this process: 1, then +1 per successful reload.");
+  e.sample("sluice_pipeline_generation", {}, info.generation);
+
+  e.family("sluice_info", "gauge", "Daemon and pipeline facts as labels; the value is always 1.");
+  e.sample("sluice_info",
+           {{"version", info.version},
+            {"pipeline", s.name},
+            {"device", s.device},
+            {"execution", s.execution},
+            {"state", info.state},
+            {"config", info.config_path}},
+           std::uint64_t{1});
+
+  return e.take();
+}
+
+// ---------------------------------------------------------------------------------------------------
+// HTTP server
+// ---------------------------------------------------------------------------------------------------
+
+namespace {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = net::ip::tcp;
+
+constexpr std::size_t kMaxRequestBytes = 8 * 1024;  // header limit, and body limit
+constexpr auto kDeadline = std::chrono::seconds(10);
+constexpr auto kLingerDeadline = std::chrono::seconds(2);
+constexpr std::size_t kLingerMaxBytes = 64 * 1024;
+constexpr std::size_t kMaxSessions = 64;
+constexpr std::string_view kMetricsContentType = "text/plain; version=0.0.4; charset=utf-8";
+
+std::string endpoint_string(const tcp::endpoint& ep) {
+  const auto a = ep.address();
+  return (a.is_v6() ? "[" + a.to_string() + "]" : a.to_string()) + ":" + std::to_string(ep.port());
+}
+
+struct ListenSpec {
+  std::string host;  // empty: all interfaces
+  unsigned short port = 0;
+};
+
+ListenSpec parse_listen(const std::string& listen) {
+  auto bad = [&](const std::string& why) {
+    return std::runtime_error("metrics: invalid listen address '" + listen + "': " + why +
+                              " (expected HOST:PORT, [IPV6]:PORT or :PORT)");
+  };
+  ListenSpec spec;
+  std::string port;
+  if (!listen.empty() && listen.front() == '[') {
+    const auto close = listen.find(']');
+    if (close == std::string::npos) throw bad("missing ']'");
+    if (close + 1 >= listen.size() || listen[close + 1] != ':') throw bad("missing ':PORT' after ']'");
+    spec.host = listen.substr(1, close - 1);
+    if (spec.host.empty()) throw bad("empty IPv6 address");
+    boost::system::error_code ec;
+    (void)net::ip::make_address_v6(spec.host, ec);
+    if (ec) throw bad("'" + spec.host + "' is not an IPv6 address");
+    port = listen.substr(close + 2);
+  } else {
+    const auto colon = listen.rfind(':');
+    if (colon == std::string::npos) throw bad("missing ':PORT'");
+    spec.host = listen.substr(0, colon);
+    if (spec.host.find(':') != std::string::npos) throw bad("write an IPv6 address in brackets");
+    port = listen.substr(colon + 1);
+  }
+  if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos)
+    throw bad("port must be a number 0..65535");
+  const unsigned long p = std::stoul(port);
+  if (p > 65535) throw bad("port must be a number 0..65535");
+  spec.port = static_cast<unsigned short>(p);
+  return spec;
+}
+
+// The first path segment of a request target, without query or fragment.
+std::string_view target_path(std::string_view target) {
+  const auto q = target.find_first_of("?#");
+  return q == std::string_view::npos ? target : target.substr(0, q);
+}
+
+}  // namespace
+
+class MetricsSession;
+
+struct MetricsServer::Impl : std::enable_shared_from_this<MetricsServer::Impl> {
+  Impl(net::io_context& io_, std::function<std::string()> render_)
+      : io(io_), acceptor(net::make_strand(io_)), retry(acceptor.get_executor()), render(std::move(render_)) {}
+
+  void do_accept();
+  void on_accept(beast::error_code ec, tcp::socket socket);
+  void do_stop();  // on the acceptor's strand
+
+  net::io_context& io;
+  tcp::acceptor acceptor;
+  net::steady_timer retry;
+  std::function<std::string()> render;
+  std::atomic<bool> stopped{false};
+  unsigned short port = 0;
+  std::string address;
+
+  std::mutex mu;  // guards sessions (sessions live on their own strands)
+  std::list<std::weak_ptr<MetricsSession>> sessions;
+};
+
+class MetricsSession : public std::enable_shared_from_this<MetricsSession> {
+ public:
+  MetricsSession(tcp::socket socket, std::shared_ptr<MetricsServer::Impl> server)
+      : stream_(std::move(socket)), server_(std::move(server)) {}
+
+  ~MetricsSession() {
+    std::lock_guard lock(server_->mu);
+    if (registered_) server_->sessions.erase(self_in_list_);
+  }
+
+  // Called on the acceptor's strand right after accepting.
+  void start() {
+    {
+      std::lock_guard lock(server_->mu);
+      self_in_list_ = server_->sessions.insert(server_->sessions.end(), weak_from_this());
+      registered_ = true;
+    }
+    net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->read_request(); });
+  }
+
+  // From stop(): close the connection on the session's own strand.
+  void close_from_server() {
+    net::post(stream_.get_executor(), [self = shared_from_this()] {
+      self->closing_ = true;
+      self->stream_.close();  // pending operations complete with operation_aborted
+    });
+  }
+
+ private:
+  void read_request() {
+    if (closing_) return;
+    parser_.emplace();
+    parser_->header_limit(kMaxRequestBytes);
+    parser_->body_limit(kMaxRequestBytes);
+    stream_.expires_after(kDeadline);
+    http::async_read(stream_, buffer_, *parser_,
+                     [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_read(ec); });
+  }
+
+  void on_read(beast::error_code ec) {
+    if (closing_) return;
+    if (ec == http::error::end_of_stream) return shutdown_send();  // client closed between requests
+    if (ec == http::error::header_limit)
+      return send_error(http::status::request_header_fields_too_large, "request header too large\n");
+    if (ec == http::error::body_limit) return send_error(http::status::payload_too_large, "request body too large\n");
+    if (ec == http::error::partial_message) return;  // client went away mid-request
+    if (ec && ec.category() == http::make_error_code(http::error::bad_method).category())
+      return send_error(http::status::bad_request, "bad request: " + ec.message() + "\n");
+    if (ec) return;  // timeout (the stream closed the socket), reset, ...
+    handle(parser_->release());
+  }
+
+  template <class Body>
+  http::response<Body> make_response(http::status status, unsigned version, bool keep_alive) {
+    http::response<Body> res{status, version};
+    res.set(http::field::server, "sluiced");
+    res.keep_alive(keep_alive);
+    return res;
+  }
+
+  void handle(http::request<http::string_body>&& req) {
+    const bool keep_alive = req.keep_alive() && !server_->stopped.load();
+    const bool head = req.method() == http::verb::head;
+    http::status status = http::status::ok;
+    std::string content_type = "text/plain; charset=utf-8";
+    std::string body;
+    bool allow = false;
+    const std::string_view path = target_path(std::string_view(req.target().data(), req.target().size()));
+
+    if (req.method() != http::verb::get && !head) {
+      status = http::status::method_not_allowed;
+      body = "method not allowed: use GET\n";
+      allow = true;
+    } else if (path == "/metrics") {
+      try {
+        body = server_->render();
+        content_type = kMetricsContentType;
+      } catch (const std::exception& e) {
+        status = http::status::internal_server_error;
+        body = std::string("rendering metrics failed: ") + e.what() + "\n";
+      } catch (...) {
+        status = http::status::internal_server_error;
+        body = "rendering metrics failed\n";
+      }
+    } else if (path == "/") {
+      content_type = "text/html; charset=utf-8";
+      body = "<html><body>sluiced: metrics at <a href=\"/metrics\">/metrics</a></body></html>\n";
+    } else {
+      status = http::status::not_found;
+      body = "not found: try /metrics\n";
+    }
+
+    if (head) {
+      auto res = make_response<http::empty_body>(status, req.version(), keep_alive);
+      res.set(http::field::content_type, content_type);
+      if (allow) res.set(http::field::allow, "GET, HEAD");
+      res.content_length(body.size());
+      send(std::move(res), !keep_alive, false);
+    } else {
+      auto res = make_response<http::string_body>(status, req.version(), keep_alive);
+      res.set(http::field::content_type, content_type);
+      if (allow) res.set(http::field::allow, "GET, HEAD");
+      res.body() = std::move(body);
+      res.prepare_payload();
+      send(std::move(res), !keep_alive, false);
+    }
+  }
+
+  // A reply to a request that could not be read whole: then the connection closes.
+  void send_error(http::status status, std::string body) {
+    auto res = make_response<http::string_body>(status, 11, false);
+    res.set(http::field::content_type, "text/plain; charset=utf-8");
+    res.body() = std::move(body);
+    res.prepare_payload();
+    send(std::move(res), true, true);
+  }
+
+  template <class Body>
+  void send(http::response<Body>&& msg, bool close, bool linger) {
+    auto res = std::make_shared<http::response<Body>>(std::move(msg));
+    stream_.expires_after(kDeadline);
+    http::async_write(stream_, *res,
+                      [self = shared_from_this(), res, close, linger](beast::error_code ec, std::size_t) {
+                        if (self->closing_ || ec) return;
+                        if (!close) return self->read_request();
+                        self->shutdown_send();
+                        if (linger) self->linger();
+                      });
+  }
+
+  void shutdown_send() {
+    beast::error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+  }
+
+  // After an error reply the client may still be sending the rest of its request; closing with unread
+  // data would reset the connection and could destroy the reply before the client reads it. So read
+  // and discard for a short while (bounded in time and bytes) until the client closes.
+  void linger() {
+    stream_.expires_after(kLingerDeadline);
+    drain();
+  }
+  void drain() {
+    stream_.async_read_some(net::buffer(drain_buf_), [self = shared_from_this()](beast::error_code ec, std::size_t n) {
+      if (ec || self->closing_) return;
+      self->drained_ += n;
+      if (self->drained_ < kLingerMaxBytes) self->drain();
+    });
+  }
+
+  beast::tcp_stream stream_;
+  beast::flat_buffer buffer_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  std::shared_ptr<MetricsServer::Impl> server_;
+  std::list<std::weak_ptr<MetricsSession>>::iterator self_in_list_;
+  bool registered_ = false;
+  bool closing_ = false;
+  std::array<char, 4096> drain_buf_{};
+  std::size_t drained_ = 0;
+};
+
+void MetricsServer::Impl::do_accept() {
+  acceptor.async_accept(net::make_strand(io), [self = shared_from_this()](beast::error_code ec, tcp::socket socket) {
+    self->on_accept(ec, std::move(socket));
+  });
+}
+
+void MetricsServer::Impl::on_accept(beast::error_code ec, tcp::socket socket) {
+  if (stopped.load() || ec == net::error::operation_aborted) return;
+  if (ec) {
+    // Transient (out of file descriptors, connection aborted before accept): try again shortly,
+    // without spinning.
+    retry.expires_after(std::chrono::milliseconds(100));
+    retry.async_wait([self = shared_from_this()](beast::error_code wec) {
+      if (!wec && !self->stopped.load()) self->do_accept();
+    });
+    return;
+  }
+  std::size_t open = 0;
+  {
+    std::lock_guard lock(mu);
+    open = sessions.size();
+  }
+  if (open < kMaxSessions) {
+    std::make_shared<MetricsSession>(std::move(socket), shared_from_this())->start();
+  } else {
+    beast::error_code ignored;
+    socket.close(ignored);  // over the limit: refuse by closing
+  }
+  do_accept();
+}
+
+void MetricsServer::Impl::do_stop() {
+  stopped.store(true);
+  beast::error_code ignored;
+  acceptor.close(ignored);
+  retry.cancel();
+  std::vector<std::shared_ptr<MetricsSession>> open;
+  {
+    std::lock_guard lock(mu);
+    for (auto& w : sessions)
+      if (auto s = w.lock()) open.push_back(std::move(s));
+  }
+  for (auto& s : open) s->close_from_server();
+}
+
+MetricsServer::MetricsServer(boost::asio::io_context& io, const std::string& listen,
+                             std::function<std::string()> render)
+    : impl_(std::make_shared<Impl>(io, std::move(render))) {
+  const ListenSpec spec = parse_listen(listen);
+  auto& acc = impl_->acceptor;
+
+  auto fail = [&](const tcp::endpoint* ep, const std::string& what, const beast::error_code& ec) {
+    std::string where = "'" + listen + "'";
+    if (ep) where += " (" + endpoint_string(*ep) + ")";
+    return std::runtime_error("metrics: cannot listen on " + where + ": " + what + ": " + ec.message());
+  };
+
+  auto try_bind = [&](const tcp::endpoint& ep, bool dual_stack, beast::error_code& ec) {
+    beast::error_code ignored;
+    if (acc.is_open()) acc.close(ignored);
+    acc.open(ep.protocol(), ec);
+    if (ec) return;
+    acc.set_option(net::socket_base::reuse_address(true), ignored);
+    if (dual_stack) acc.set_option(net::ip::v6_only(false), ignored);
+    acc.bind(ep, ec);
+  };
+
+  tcp::endpoint ep;
+  beast::error_code ec;
+  if (spec.host.empty()) {
+    // All interfaces: IPv6 dual-stack where the host has IPv6, else IPv4.
+    ep = tcp::endpoint(net::ip::address_v6::any(), spec.port);
+    try_bind(ep, true, ec);
+    if (ec == net::error::address_family_not_supported || ec == boost::system::errc::address_not_available ||
+        ec == net::error::no_protocol_option) {
+      ep = tcp::endpoint(net::ip::address_v4::any(), spec.port);
+      try_bind(ep, false, ec);
+    }
+    if (ec) throw fail(&ep, "bind", ec);
+  } else {
+    beast::error_code aec;
+    const auto addr = net::ip::make_address(spec.host, aec);
+    if (!aec) {
+      ep = tcp::endpoint(addr, spec.port);
+    } else {
+      tcp::resolver resolver(io);
+      beast::error_code rec;
+      const auto results = resolver.resolve(spec.host, std::to_string(spec.port), rec);
+      if (rec || results.empty())
+        throw std::runtime_error("metrics: cannot listen on '" + listen + "': cannot resolve '" + spec.host +
+                                 "': " + (rec ? rec.message() : std::string("no addresses")));
+      ep = results.begin()->endpoint();
+    }
+    try_bind(ep, false, ec);
+    if (ec) throw fail(&ep, "bind", ec);
+  }
+  acc.listen(net::socket_base::max_listen_connections, ec);
+  if (ec) throw fail(&ep, "listen", ec);
+
+  const auto bound = acc.local_endpoint(ec);
+  if (ec) throw fail(&ep, "local_endpoint", ec);
+  impl_->port = bound.port();
+  impl_->address = endpoint_string(bound);
+  impl_->do_accept();  // nothing else can touch the acceptor yet
+}
+
+MetricsServer::~MetricsServer() { stop(); }
+
+void MetricsServer::stop() {
+  if (!impl_) return;
+  net::dispatch(impl_->acceptor.get_executor(), [impl = impl_] { impl->do_stop(); });
+}
+
+unsigned short MetricsServer::port() const noexcept { return impl_->port; }
+const std::string& MetricsServer::address() const noexcept { return impl_->address; }
+
+}  // namespace sluice

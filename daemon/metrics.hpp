@@ -1,0 +1,104 @@
+#pragma once
+// Prometheus exposition of the engine's statistics (text format 0.0.4), served over HTTP.
+//
+//   render_prometheus()  pure function: PipelineSnapshot + daemon facts -> exposition text.
+//   MetricsServer        Boost.Beast HTTP server on the daemon's io_context: GET /metrics, GET /.
+//
+// Families (all start with sluice_; each has one HELP and one TYPE line, in this order):
+//   sluice_frames_total{fate="produced|delivered|dropped|failed"}        counter
+//   sluice_frames_in_flight                                              gauge
+//   sluice_frames_dropped_total{reason}                                  counter
+//   sluice_stage_frames_total{stage,kind}                                counter
+//   sluice_stage_batches_total{stage,kind}                               counter
+//   sluice_stage_errors_total{stage,kind}                                counter
+//   sluice_stage_dropped_frames_total{stage,kind}                        counter
+//   sluice_stage_gpu_seconds_total{stage,kind}                           counter
+//   sluice_stage_host_seconds_total{stage,kind}                          counter
+//   sluice_stage_cpu_seconds_total{stage,kind}                           counter
+//   sluice_stage_input_wait_seconds_total{stage,kind}                    counter
+//   sluice_stage_output_wait_seconds_total{stage,kind}                   counter
+//   sluice_stage_queue_depth{stage,kind}                                 gauge
+//   sluice_stage_queue_capacity{stage,kind}                              gauge (0 for the sink)
+//   sluice_stage_queue_high_water{stage,kind}                            gauge
+//   sluice_stage_gpu_busy_ratio{stage,kind}                              gauge
+//   sluice_latency_seconds{quantile="0.5|0.9|0.99"} (+ _count)           summary
+//   sluice_uptime_seconds                                                gauge
+//   sluice_pipeline_generation                                           gauge
+//   sluice_info{version,pipeline,device,execution,state,config} 1        gauge
+//
+// The frame and stage counters are the current pipeline's: they restart from 0 when a reload starts a
+// new generation, which Prometheus' rate()/increase() treat as an ordinary counter reset.
+#include <boost/asio/io_context.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "runtime/stats.hpp"
+
+namespace sluice {
+
+struct MetricsInfo {
+  double uptime_s = 0;
+  std::uint64_t generation = 0;
+  std::string state;        // starting | running | paused | reloading | stopping
+  std::string config_path;
+  std::string version;
+  // The engine's latency histogram, for sluice_latency_seconds_count; null -> _count is omitted.
+  const LatencyHistogram* latency = nullptr;
+};
+
+// The whole exposition, ending in '\n'. Pure: same inputs, same text.
+// Latency quantiles are the upper edges of the engine's log-scale buckets (about 4% wide); a quantile
+// with no observations behind it (0 in the snapshot) is written as NaN, as Prometheus clients do.
+std::string render_prometheus(const PipelineSnapshot& s, const MetricsInfo& info);
+
+// Text-format escaping: label values escape \ " and newline; HELP text escapes \ and newline.
+std::string prometheus_escape_label(std::string_view v);
+std::string prometheus_escape_help(std::string_view v);
+// A sample value: integers without a fraction, others shortest round-trip, NaN, +Inf, -Inf.
+std::string prometheus_format_value(double v);
+
+// HTTP endpoint for the exposition.
+//
+//   GET/HEAD /metrics  200, Content-Type: text/plain; version=0.0.4; charset=utf-8, body = render()
+//   GET/HEAD /         200, one line of HTML pointing at /metrics
+//   other paths        404;  other methods 405 (with Allow: GET, HEAD)
+//   headers > 8 KiB    431 and close;  body > 8 KiB  413 and close;  malformed  400 and close
+//
+// One session object per connection; keep-alive is honoured; every read and write has a 10 s deadline
+// (an idle keep-alive connection is closed after 10 s). At most 64 connections at once; further ones are
+// closed at once. Everything is asynchronous on `io`: a slow client never blocks the io_context.
+// render() runs on the io_context thread; if it throws, the reply is 500 with the message.
+//
+// Lifetime: `io` must outlive the server. Destroying the server stops it.
+class MetricsSession;
+
+class MetricsServer {
+ public:
+  // listen: "HOST:PORT" with an IPv4 literal or a host name ("127.0.0.1:9464", "localhost:9464"),
+  // "[IPV6]:PORT" ("[::1]:9464"), or ":PORT" for all interfaces (IPv6 dual-stack where available,
+  // else IPv4). PORT 0 picks a free port (see port()). Starts accepting at once; throws
+  // std::runtime_error naming the address on a malformed address or a failure to bind/listen.
+  MetricsServer(boost::asio::io_context& io, const std::string& listen, std::function<std::string()> render);
+  ~MetricsServer();
+  MetricsServer(const MetricsServer&) = delete;
+  MetricsServer& operator=(const MetricsServer&) = delete;
+
+  // Closes the acceptor and every open connection (a reply being written is cut short), so that
+  // io.run() returns once nothing else is pending. Callable from any thread, more than once; from
+  // another thread it takes effect when the io_context runs the posted handler.
+  void stop();
+
+  unsigned short port() const noexcept;          // the bound port (useful after listening on port 0)
+  const std::string& address() const noexcept;   // the bound endpoint, e.g. "127.0.0.1:9464", "[::]:9464"
+
+ private:
+  friend class MetricsSession;
+  struct Impl;
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace sluice

@@ -1,0 +1,365 @@
+#include "daemon/service.hpp"
+
+#include <grp.h>
+#include <pwd.h>
+#include <spdlog/spdlog.h>
+#include <systemd/sd-daemon.h>
+
+#include <utility>  // before Asio: Boost 1.74's awaitable.hpp uses std::exchange without it
+#include <boost/asio.hpp>
+#include <deque>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <thread>
+
+#include "config/pipeline_spec.hpp"
+#include "config/plan.hpp"
+#include "daemon/control_server.hpp"
+#include "daemon/metrics.hpp"
+#include "daemon/watchdog.hpp"
+#include "runtime/errors.hpp"
+#include "runtime/gpu.hpp"
+#include "runtime/pipeline.hpp"
+#include "version.hpp"
+
+namespace sluice {
+namespace {
+
+namespace asio = boost::asio;
+
+// Frames per stage over the last 1/10/60 s, from one sample per second.
+class RateWindows {
+ public:
+  void sample(const PipelineSnapshot& s) {
+    Sample x{std::chrono::steady_clock::now(), {}};
+    for (const auto& st : s.stages) x.frames.push_back(st.frames);
+    samples_.push_back(std::move(x));
+    while (samples_.size() > 61) samples_.pop_front();
+  }
+  void reset() { samples_.clear(); }
+  // Frames per second of stage i over the last `seconds` (or as much of it as was sampled).
+  double fps(std::size_t stage, int seconds) const {
+    if (samples_.size() < 2) return 0;
+    const Sample& now = samples_.back();
+    const Sample& then = samples_[samples_.size() - 1 - std::min<std::size_t>(static_cast<std::size_t>(seconds), samples_.size() - 1)];
+    const double dt = std::chrono::duration<double>(now.at - then.at).count();
+    if (dt <= 0 || stage >= now.frames.size() || stage >= then.frames.size()) return 0;
+    return static_cast<double>(now.frames[stage] - then.frames[stage]) / dt;
+  }
+
+ private:
+  struct Sample {
+    std::chrono::steady_clock::time_point at;
+    std::vector<std::uint64_t> frames;
+  };
+  std::deque<Sample> samples_;
+};
+
+class Service {
+ public:
+  explicit Service(const ServiceOptions& o)
+      : options_(o), signals_(io_, SIGINT, SIGTERM, SIGHUP), tick_(io_), started_(std::chrono::steady_clock::now()) {}
+
+  int run() {
+    config_path_ = std::filesystem::absolute(options_.config).string();
+    start_pipeline(plan_pipeline(load_pipeline(config_path_)));
+    ControlLimits limits;
+    limits.client_timeout = std::chrono::milliseconds(static_cast<long>(options_.client_timeout_s * 1000));
+    control_.emplace(io_, options_.socket, limits,
+                     [this](const nlohmann::json& r, const PeerCredentials& p) { return handle(r, p); });
+    if (!options_.metrics.empty())
+      metrics_.emplace(io_, options_.metrics, [this] { return render_metrics(); });
+    setup_watchdog();
+    state_ = "running";
+    sd_notify(0, "READY=1");
+    spdlog::info("sluiced {} ready: pipeline '{}' on {}, control socket {}{}", SLUICE_VERSION, plan_name_,
+                 to_string(pipeline_->plan().device), options_.socket,
+                 options_.metrics.empty() ? "" : ", metrics on " + options_.metrics);
+    wait_signal();
+    schedule_tick();
+    io_.run();
+    return exit_status_;
+  }
+
+ private:
+  void start_pipeline(PipelinePlan plan) {
+    plan_name_ = plan.name;
+    auto p = std::make_unique<Pipeline>(std::move(plan));
+    p->start();
+    pipeline_ = std::move(p);
+    ++generation_;
+    windows_.reset();
+  }
+
+  // --- signals ---------------------------------------------------------------------------------------
+  void wait_signal() {
+    signals_.async_wait([this](boost::system::error_code ec, int sig) {
+      if (ec) return;
+      if (sig == SIGHUP) {
+        spdlog::info("SIGHUP: reloading {}", config_path_);
+        auto r = reload(config_path_);
+        if (!r.value("ok", false)) spdlog::error("reload failed, the running pipeline stays: {}", r.value("error", ""));
+      } else {
+        spdlog::info("{}: draining and exiting", strsignal(sig));
+        begin_stop();
+      }
+      wait_signal();
+    });
+  }
+
+  // --- requests ------------------------------------------------------------------------------------------
+  bool may_mutate(const PeerCredentials& peer, std::string& why) const {
+    if (options_.allow_users.empty() && options_.allow_groups.empty()) return true;
+    if (peer.uid == 0 || peer.uid == getuid()) return true;
+    if (const passwd* pw = getpwuid(peer.uid)) {
+      for (const auto& u : options_.allow_users)
+        if (u == pw->pw_name) return true;
+      for (const auto& g : options_.allow_groups) {
+        const group* gr = getgrnam(g.c_str());
+        if (!gr) continue;
+        if (gr->gr_gid == peer.gid) return true;
+        for (char** m = gr->gr_mem; *m; ++m)
+          if (std::string(*m) == pw->pw_name) return true;
+      }
+    }
+    why = "permission denied: uid " + std::to_string(peer.uid) + " is not in --allow-user/--allow-group";
+    return false;
+  }
+
+  nlohmann::json handle(const nlohmann::json& request, const PeerCredentials& peer) {
+    if (!request.is_object() || !request.contains("request") || !request["request"].is_string())
+      return error("expected an object with a string 'request' (one of version, status, pause, resume, reload, stop)");
+    const std::string name = request["request"];
+    if (name == "version")
+      return {{"ok", true}, {"version", SLUICE_VERSION}, {"cuda", gpu::built_with_cuda()}};
+    if (name == "status") return status();
+    const bool mutating = name == "pause" || name == "resume" || name == "reload" || name == "stop";
+    if (!mutating) return error("unknown request '" + name + "' (version, status, pause, resume, reload, stop)");
+    std::string why;
+    if (!may_mutate(peer, why)) {
+      spdlog::warn("control: {} refused for uid {}: {}", name, peer.uid, why);
+      return error(why);
+    }
+    spdlog::info("control: {} from pid {} uid {}", name, peer.pid, peer.uid);
+    if (state_ == "stopping") return error("sluiced is stopping");
+    if (name == "pause" || name == "resume") {
+      pipeline_->set_paused(name == "pause");
+      state_ = name == "pause" ? "paused" : "running";
+      return {{"ok", true}, {"state", state_}};
+    }
+    if (name == "reload") {
+      std::string path = config_path_;
+      if (request.contains("path")) {
+        if (!request["path"].is_string()) return error("'path' must be a string");
+        path = std::filesystem::absolute(request["path"].get<std::string>()).string();
+      }
+      return reload(path);
+    }
+    asio::post(io_, [this] { begin_stop(); });  // after this reply is on its way
+    return {{"ok", true}, {"state", "stopping"}};
+  }
+
+  static nlohmann::json error(const std::string& what) { return {{"ok", false}, {"error", what}}; }
+
+  // Validates first; the new pipeline is built (pools allocated) before the old one drains, so any failure
+  // leaves the old one running. The old one drains fully: none of its frames are lost.
+  nlohmann::json reload(const std::string& path) {
+    if (state_ == "stopping") return error("sluiced is stopping");
+    std::optional<PipelinePlan> plan;
+    try {
+      plan.emplace(plan_pipeline(load_pipeline(path)));
+    } catch (const std::exception& e) {
+      return error(e.what());
+    }
+    const bool was_paused = pipeline_->paused();
+    std::unique_ptr<Pipeline> next;
+    try {
+      next = std::make_unique<Pipeline>(std::move(*plan));
+    } catch (const std::exception& e) {
+      return error(std::string("cannot build the new pipeline: ") + e.what());
+    }
+    state_ = "reloading";
+    pipeline_->request_stop();
+    pipeline_->wait();
+    account_finished(*pipeline_);
+    config_path_ = path;
+    plan_name_ = next->plan().name;
+    next->start();
+    if (was_paused) next->set_paused(true);
+    pipeline_ = std::move(next);
+    ++generation_;
+    windows_.reset();
+    state_ = was_paused ? "paused" : "running";
+    spdlog::info("reloaded {}: pipeline '{}' generation {}", path, plan_name_, generation_);
+    return {{"ok", true}, {"config", path}, {"generation", generation_}};
+  }
+
+  void account_finished(const Pipeline& p) {
+    const auto t = p.ledger().totals();
+    before_.produced += t.produced;
+    before_.delivered += t.delivered;
+    before_.dropped += t.dropped;
+    before_.failed += t.failed;
+    if (t.in_flight() != 0) spdlog::critical("frame conservation violated: {} frames unaccounted for", t.in_flight());
+  }
+
+  // Stops the sources and lets frames in flight drain on another thread, polling from the io_context so
+  // control clients (status, the reply to `stop`) are still served meanwhile.
+  void begin_stop() {
+    if (state_ == "stopping") return;
+    state_ = "stopping";
+    sd_notify(0, "STOPPING=1");
+    signals_.cancel();
+    tick_.cancel();
+    drained_ = std::make_shared<std::atomic<bool>>(false);
+    std::thread([p = pipeline_.get(), done = drained_] {
+      p->request_stop();
+      p->wait();
+      *done = true;
+    }).detach();
+    drain_deadline_ = std::chrono::steady_clock::now() +
+                      std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                          std::chrono::duration<double>(options_.drain_timeout_s));
+    poll_drain();
+  }
+
+  void poll_drain() {
+    if (*drained_) return finish();
+    if (std::chrono::steady_clock::now() > drain_deadline_) {
+      spdlog::error("drain did not finish within {} s; exiting with frames in flight", options_.drain_timeout_s);
+      std::fflush(nullptr);
+      std::_Exit(1);
+    }
+    tick_.expires_after(std::chrono::milliseconds(10));
+    tick_.async_wait([this](boost::system::error_code) { poll_drain(); });
+  }
+
+  void finish() {
+    const auto snap = pipeline_->snapshot();
+    account_finished(*pipeline_);
+    std::fprintf(stderr, "%s", format_summary(snap).c_str());
+    if (control_) control_->stop();
+    if (metrics_) metrics_->stop();
+    exit_status_ = before_.failed == 0 ? 0 : 1;
+    io_.stop();
+  }
+
+  // --- periodic: rate windows, STATUS=, watchdog ---------------------------------------------------------
+  void schedule_tick() {
+    tick_.expires_after(std::chrono::seconds(1));
+    tick_.async_wait([this](boost::system::error_code ec) {
+      if (ec || state_ == "stopping") return;
+      on_tick();
+      if (state_ == "stopping") return;
+      schedule_tick();
+    });
+  }
+
+  void on_tick() {
+    const auto snap = pipeline_->snapshot();
+    windows_.sample(snap);
+    if (!snap.running && state_ == "running") {
+      spdlog::info("the pipeline's sources ended; exiting");
+      begin_stop();
+      return;
+    }
+    const std::size_t sink = snap.stages.size() - 1;
+    char status[256];
+    std::snprintf(status, sizeof status, "STATUS=%s: %s, %.1f frames/s (10 s), %llu delivered, %llu dropped, %llu failed",
+                  plan_name_.c_str(), state_.c_str(), windows_.fps(sink, 10),
+                  static_cast<unsigned long long>(before_.delivered + snap.frames.delivered),
+                  static_cast<unsigned long long>(before_.dropped + snap.frames.dropped),
+                  static_cast<unsigned long long>(before_.failed + snap.frames.failed));
+    sd_notify(0, status);
+    watchdog(snap);
+  }
+
+  void setup_watchdog() {
+    std::uint64_t usec = 0;
+    if (sd_watchdog_enabled(0, &usec) <= 0) return;
+    const double interval_s = static_cast<double>(usec) / 1e6;
+    const double stall_s = options_.watchdog_stall_s > 0 ? options_.watchdog_stall_s : interval_s / 2;
+    watchdog_.emplace(std::chrono::duration<double>(stall_s));
+    spdlog::info("watchdog: every {:.1f} s; wedged = frames in flight with no stage progress for {:.1f} s", interval_s,
+                 stall_s);
+  }
+
+  void watchdog(const PipelineSnapshot& snap) {
+    if (!watchdog_) return;
+    std::uint64_t progress = 0;
+    for (const auto& st : snap.stages) progress += st.frames + st.errors + st.dropped;
+    const auto now = std::chrono::steady_clock::now();
+    if (watchdog_->healthy(progress, snap.frames.in_flight(), state_ == "running", now))
+      sd_notify(0, "WATCHDOG=1");
+    else
+      spdlog::error("watchdog: {} frames in flight and no progress for {:.0f} s; not pinging", snap.frames.in_flight(),
+                    watchdog_->stalled_s(now));
+  }
+
+  // --- reports ---------------------------------------------------------------------------------------------
+  nlohmann::json status() const {
+    const auto s = pipeline_->snapshot();
+    nlohmann::json stages = nlohmann::json::array();
+    for (std::size_t i = 0; i < s.stages.size(); ++i) {
+      const auto& st = s.stages[i];
+      stages.push_back({{"name", st.name}, {"kind", st.kind}, {"on_gpu", st.on_gpu}, {"frames", st.frames},
+                        {"batches", st.batches}, {"fps_1s", windows_.fps(i, 1)}, {"fps_10s", windows_.fps(i, 10)},
+                        {"fps_60s", windows_.fps(i, 60)}, {"gpu_ms_per_batch", st.gpu_ms_per_batch},
+                        {"busy", st.gpu_busy}, {"host_ms_per_batch", st.host_ms_per_batch},
+                        {"queue_depth", st.queue_depth}, {"queue_capacity", st.queue_capacity},
+                        {"dropped", st.dropped}, {"errors", st.errors}});
+    }
+    const auto& f = s.frames;
+    return {{"ok", true}, {"state", state_},
+            {"uptime_s", std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count()},
+            {"config", config_path_}, {"pipeline", s.name}, {"device", s.device}, {"execution", s.execution},
+            {"generation", generation_},
+            {"frames", {{"produced", f.produced}, {"delivered", f.delivered}, {"dropped", f.dropped},
+                        {"failed", f.failed}, {"in_flight", f.in_flight()}, {"drop_reasons", f.drop_reasons},
+                        {"errors", f.errors}}},
+            {"frames_before_reload", {{"produced", before_.produced}, {"delivered", before_.delivered},
+                                      {"dropped", before_.dropped}, {"failed", before_.failed}}},
+            {"latency_ms", {{"p50", static_cast<double>(s.latency_p50_ns) / 1e6},
+                            {"p90", static_cast<double>(s.latency_p90_ns) / 1e6},
+                            {"p99", static_cast<double>(s.latency_p99_ns) / 1e6}}},
+            {"stages", stages}};
+  }
+
+  std::string render_metrics() const {
+    MetricsInfo info;
+    info.uptime_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+    info.generation = generation_;
+    info.state = state_;
+    info.config_path = config_path_;
+    info.version = SLUICE_VERSION;
+    return render_prometheus(pipeline_->snapshot(), info);
+  }
+
+  ServiceOptions options_;
+  asio::io_context io_;
+  asio::signal_set signals_;
+  asio::steady_timer tick_;
+  std::chrono::steady_clock::time_point started_;
+  std::optional<ControlServer> control_;
+  std::optional<MetricsServer> metrics_;
+  std::unique_ptr<Pipeline> pipeline_;
+  std::string config_path_, plan_name_, state_ = "starting";
+  std::uint64_t generation_ = 0;
+  FrameLedger::Totals before_;  // every earlier generation's final ledger
+  RateWindows windows_;
+  std::optional<WatchdogRule> watchdog_;
+  std::shared_ptr<std::atomic<bool>> drained_;
+  std::chrono::steady_clock::time_point drain_deadline_;
+  int exit_status_ = 0;
+};
+
+}  // namespace
+
+int run_service(const ServiceOptions& options) {
+  // Asio's signal_set catches SIGINT/SIGTERM/SIGHUP in whichever thread they land and hands them to run().
+  Service service(options);
+  return service.run();
+}
+
+}  // namespace sluice

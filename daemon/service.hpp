@@ -1,0 +1,23 @@
+#pragma once
+// Service mode (`sluiced --config FILE`): the pipeline under systemd, with the control socket, signals,
+// reload, sd_notify readiness/status/watchdog and optional Prometheus metrics.
+#include <chrono>
+#include <string>
+#include <vector>
+
+namespace sluice {
+
+struct ServiceOptions {
+  std::string config;
+  std::string socket = "/run/sluice/control.sock";
+  std::string metrics;              // ADDR:PORT for Prometheus, empty = off
+  double drain_timeout_s = 30;      // SIGTERM/stop: frames in flight get this long to reach the sink
+  double watchdog_stall_s = 0;      // frames in flight without progress this long = wedged (0: WatchdogSec/2)
+  double client_timeout_s = 30;     // control clients without a complete request are dropped
+  std::vector<std::string> allow_users, allow_groups;  // may send mutating requests (empty: anyone who can connect)
+};
+
+// Runs until stopped; returns the process exit status.
+int run_service(const ServiceOptions& options);
+
+}  // namespace sluice

@@ -1,0 +1,835 @@
+// sluicectl: the operator's client for sluiced's control socket (daemon/PROTOCOL.md).
+//
+// One request per invocation (watch: one per refresh): connect to the UNIX socket, write one JSON line,
+// read one JSON line back before a deadline, print it for a human (or raw with status --json).
+// Plain POSIX sockets and poll(); every step of the exchange shares one deadline.
+#include <fcntl.h>
+#include <grp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#if __has_include("version.hpp")
+#include "version.hpp"
+#endif
+#ifndef SLUICE_VERSION
+#define SLUICE_VERSION "unknown"
+#endif
+
+namespace {
+
+using json = nlohmann::ordered_json;  // keeps the daemon's key order in status --json
+using Clock = std::chrono::steady_clock;
+
+constexpr int kExitOk = 0;
+constexpr int kExitRefused = 1;  // the daemon replied ok:false
+constexpr int kExitUsage = 2;
+constexpr int kExitConnect = 3;
+constexpr int kExitTimeout = 4;  // no reply in time, or a reply that is not a protocol reply
+
+constexpr const char* kDefaultSocket = "/run/sluice/control.sock";
+constexpr double kDefaultTimeout = 5.0;
+constexpr std::size_t kMaxReply = 16u << 20;
+
+constexpr const char* kUsage = R"(usage: sluicectl [--socket PATH] [--timeout SECONDS] COMMAND [ARGS]
+
+Talks to a running sluiced over its control socket.
+
+commands:
+  status [--json]       state, uptime, config, per-stage frames/fps/GPU time/queues, the frame
+                        ledger and latency percentiles; --json: the daemon's raw reply, indented
+  watch [--interval S]  status, refreshed every S seconds (default 1) until Ctrl-C
+  pause                 sources stop producing; frames in flight still reach the sink
+  resume                sources produce again
+  reload [FILE]         validate and switch to FILE (default: the daemon's current config file);
+                        on error the running pipeline stays and the error is printed
+  stop                  the daemon drains frames in flight and exits
+  version               this client's and the daemon's version
+  help [COMMAND]        this help, or one command's (also: sluicectl COMMAND --help)
+
+options:
+  --socket PATH         control socket (default: $SLUICE_SOCKET if set, else /run/sluice/control.sock)
+  --timeout SECONDS     deadline for connecting, sending and the reply (default 5)
+  --version             print this client's version (without asking the daemon)
+  -h, --help            print this help
+
+exit status:
+  0  success
+  1  the daemon refused the request (ok:false); its error is printed on stderr
+  2  usage error
+  3  cannot connect to the socket (not there, permission denied, nothing listening)
+  4  no reply before the deadline, or a reply that is not valid protocol JSON
+)";
+
+struct CommandHelp {
+  const char* name;
+  const char* text;
+};
+
+constexpr CommandHelp kCommandHelp[] = {
+    {"status", R"(usage: sluicectl status [--json]
+
+Print the daemon's state, uptime, config file, pipeline and device, then one row per stage:
+  frames          frames the stage has handled
+  fps 1s/10s/60s  frames per second over the last 1, 10 and 60 seconds
+  host ms/b       host time per batch
+  gpu ms/b        GPU time per batch (GPU stages only)
+  busy            fraction of time the stage's stream was busy (GPU stages only)
+  queue           input queue depth / capacity
+  drops, errors   frames the stage dropped or failed
+followed by the frame ledger (produced = delivered + dropped + failed + in flight), drop reasons and
+errors, and capture-to-sink latency percentiles. Fields the daemon did not send are shown as '-'.
+
+  --json          print the daemon's reply as indented JSON instead
+)"},
+    {"watch", R"(usage: sluicectl watch [--interval SECONDS]
+
+Clear the screen and print status every SECONDS (default 1, at least 0.1; -n S is short for
+--interval S) until Ctrl-C (exit 0).
+Connection errors are shown in place and retried, so a daemon restart can be watched through.
+)"},
+    {"pause", R"(usage: sluicectl pause
+
+Ask the daemon to pause: sources stop producing; frames already in flight still reach the sink.
+Prints the new state. May be restricted by sluiced's --allow-user / --allow-group.
+)"},
+    {"resume", R"(usage: sluicectl resume
+
+Ask a paused daemon to produce again. Prints the new state.
+)"},
+    {"reload", R"(usage: sluicectl reload [FILE]
+
+Ask the daemon to validate FILE and switch to it; without FILE, the daemon re-reads its current config
+file. FILE is made absolute (against this shell's working directory) before it is sent, and the daemon
+must be able to read it at that path. If validation fails the old pipeline keeps running and the
+daemon's error is printed (exit 1).
+)"},
+    {"stop", R"(usage: sluicectl stop
+
+Ask the daemon to stop: sources stop, frames in flight drain to the sink, then it exits.
+)"},
+    {"version", R"(usage: sluicectl version
+
+Print this client's version and the daemon's (and whether the daemon was built with CUDA).
+)"},
+    {"help", R"(usage: sluicectl help [COMMAND]
+)"},
+};
+
+const char* command_help(const std::string& cmd) {
+  for (const auto& h : kCommandHelp)
+    if (cmd == h.name) return h.text;
+  return nullptr;
+}
+
+int usage_error(const std::string& msg) {
+  std::fprintf(stderr, "sluicectl: %s\n(sluicectl --help for usage)\n", msg.c_str());
+  return kExitUsage;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Signals (watch only): SIGINT/SIGTERM set a flag and interrupt poll(); no SA_RESTART on purpose.
+
+volatile std::sig_atomic_t g_interrupted = 0;
+
+void on_signal(int) { g_interrupted = 1; }
+
+void install_interrupt_handlers() {
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = 0;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// One request/reply exchange.
+
+struct Outcome {
+  int code = kExitOk;  // kExitOk, kExitRefused, kExitConnect, kExitTimeout, kExitUsage
+  bool interrupted = false;
+  std::string error;  // for code != 0: the message (without the "sluicectl: " prefix)
+  json reply;         // for kExitOk / kExitRefused
+};
+
+class Fd {
+ public:
+  explicit Fd(int fd) : fd_(fd) {}
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+int ms_left(Clock::time_point deadline) {
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+  if (left <= 0) return 0;
+  return left > 1'000'000'000 ? 1'000'000'000 : static_cast<int>(left);
+}
+
+std::string format_seconds(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g s", s);
+  return buf;
+}
+
+std::string connect_hint(int err, const std::string& path) {
+  if (err == ECONNREFUSED || err == ENOTSOCK) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) == 0 && !S_ISSOCK(st.st_mode))
+      return std::string("not a socket (") +
+             (S_ISDIR(st.st_mode)   ? "a directory"
+              : S_ISREG(st.st_mode) ? "a regular file"
+                                    : "another kind of file") +
+             ") — is this the control socket?";
+  }
+  switch (err) {
+    case ENOENT:
+      return "no such file — is sluiced running? (--socket PATH or $SLUICE_SOCKET to choose another socket)";
+    case EACCES:
+    case EPERM: {
+      std::string hint = "permission denied — are you in the socket's group";
+      struct stat st {};
+      if (::stat(path.c_str(), &st) == 0) {
+        if (const struct group* gr = ::getgrgid(st.st_gid)) hint += std::string(" ('") + gr->gr_name + "')";
+      }
+      return hint + "?";
+    }
+    case ECONNREFUSED:
+      return "connection refused — nothing is listening (stale socket file? is sluiced running?)";
+    case ENOTSOCK:
+      return "not a socket — is this the control socket?";
+    case ENOTDIR:
+      return "a component of the path is not a directory";
+    case ELOOP:
+      return "too many symbolic links";
+    default:
+      return std::strerror(err);
+  }
+}
+
+Outcome exchange(const std::string& path, const json& request, double timeout_s) {
+  Outcome out;
+  const auto deadline =
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
+  auto fail = [&](int code, std::string msg) {
+    out.code = code;
+    out.error = std::move(msg);
+    return out;
+  };
+  auto interrupted = [&]() {
+    out.interrupted = true;
+    out.code = kExitOk;
+    return out;
+  };
+
+  std::string line;
+  try {
+    line = request.dump() + "\n";
+  } catch (const json::exception& e) {
+    return fail(kExitUsage, std::string("cannot encode the request: ") + e.what());
+  }
+
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (path.empty()) return fail(kExitUsage, "empty socket path");
+  if (path.size() >= sizeof addr.sun_path)
+    return fail(kExitUsage, "socket path too long (" + std::to_string(path.size()) + " bytes, at most " +
+                                std::to_string(sizeof addr.sun_path - 1) + "): " + path);
+  std::memcpy(addr.sun_path, path.data(), path.size());
+
+  Fd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (fd.get() < 0) return fail(kExitConnect, std::string("cannot create a socket: ") + std::strerror(errno));
+
+  // Connect. A UNIX socket connects at once or fails; EAGAIN means the listener's backlog is full,
+  // so retry until the deadline.
+  for (;;) {
+    if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0) break;
+    const int err = errno;
+    if (err == EINTR) {
+      if (g_interrupted) return interrupted();
+      continue;
+    }
+    if (err == EINPROGRESS) {  // not expected for AF_UNIX, but handle it like TCP
+      pollfd p{fd.get(), POLLOUT, 0};
+      int r = ::poll(&p, 1, ms_left(deadline));
+      if (r < 0 && errno == EINTR) {
+        if (g_interrupted) return interrupted();
+        continue;
+      }
+      if (r == 0)
+        return fail(kExitTimeout, "cannot connect to " + path + ": no answer within " + format_seconds(timeout_s));
+      int so = 0;
+      socklen_t len = sizeof so;
+      ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &so, &len);
+      if (so == 0) break;
+      return fail(kExitConnect, "cannot connect to " + path + ": " + connect_hint(so, path));
+    }
+    if (err == EAGAIN) {
+      if (ms_left(deadline) == 0)
+        return fail(kExitTimeout, "cannot connect to " + path +
+                                      ": the daemon is not accepting connections (backlog full for " +
+                                      format_seconds(timeout_s) + ")");
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      if (g_interrupted) return interrupted();
+      continue;
+    }
+    return fail(kExitConnect, "cannot connect to " + path + ": " + connect_hint(err, path));
+  }
+
+  // Send the request line.
+  std::size_t sent = 0;
+  while (sent < line.size()) {
+    ssize_t n = ::send(fd.get(), line.data() + sent, line.size() - sent, MSG_NOSIGNAL);
+    if (n > 0) {
+      sent += static_cast<std::size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) {
+      if (g_interrupted) return interrupted();
+      continue;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      pollfd p{fd.get(), POLLOUT, 0};
+      int r = ::poll(&p, 1, ms_left(deadline));
+      if (r < 0 && errno == EINTR) {
+        if (g_interrupted) return interrupted();
+        continue;
+      }
+      if (r == 0) return fail(kExitTimeout, "timed out sending the request to " + path);
+      continue;
+    }
+    return fail(kExitTimeout, "the daemon closed the connection while the request was sent (" +
+                                  std::string(std::strerror(errno)) + ")");
+  }
+
+  // Read one reply line.
+  std::string buf;
+  std::size_t nl = std::string::npos;
+  bool eof = false;
+  while (nl == std::string::npos && !eof) {
+    pollfd p{fd.get(), POLLIN, 0};
+    int r = ::poll(&p, 1, ms_left(deadline));
+    if (r < 0) {
+      if (errno == EINTR) {
+        if (g_interrupted) return interrupted();
+        continue;
+      }
+      return fail(kExitTimeout, std::string("poll: ") + std::strerror(errno));
+    }
+    if (r == 0)
+      return fail(kExitTimeout, "no reply from " + path + " within " + format_seconds(timeout_s) +
+                                    " (is the daemon stuck? --timeout to wait longer)");
+    char chunk[65536];
+    ssize_t n = ::recv(fd.get(), chunk, sizeof chunk, 0);
+    if (n < 0) {
+      if (errno == EINTR) {
+        if (g_interrupted) return interrupted();
+        continue;
+      }
+      if (errno == EAGAIN || errno == EWOULDBLOCK) continue;
+      if (errno == ECONNRESET) {
+        eof = true;
+        break;
+      }
+      return fail(kExitTimeout, std::string("reading the reply: ") + std::strerror(errno));
+    }
+    if (n == 0) {
+      eof = true;
+      break;
+    }
+    const std::size_t old = buf.size();
+    buf.append(chunk, static_cast<std::size_t>(n));
+    nl = buf.find('\n', old);
+    if (nl == std::string::npos && buf.size() > kMaxReply)
+      return fail(kExitTimeout, "broken reply from " + path + ": more than " + std::to_string(kMaxReply >> 20) +
+                                    " MiB without a newline");
+  }
+  if (nl != std::string::npos) buf.resize(nl);
+  if (buf.find_first_not_of(" \t\r") == std::string::npos)
+    return fail(kExitTimeout, "the daemon closed the connection without replying");
+
+  json reply = json::parse(buf, nullptr, /*allow_exceptions=*/false);
+  auto excerpt = [&]() {
+    std::string s = buf.size() > 200 ? buf.substr(0, 200) + "..." : buf;
+    return s;
+  };
+  if (reply.is_discarded()) return fail(kExitTimeout, "broken reply from " + path + " (not JSON): " + excerpt());
+  if (!reply.is_object()) return fail(kExitTimeout, "broken reply from " + path + " (not an object): " + excerpt());
+  auto ok = reply.find("ok");
+  if (ok == reply.end() || !ok->is_boolean())
+    return fail(kExitTimeout, "broken reply from " + path + " (no boolean 'ok'): " + excerpt());
+  const bool accepted = ok->get<bool>();
+  out.reply = std::move(reply);
+  if (!accepted) {
+    out.code = kExitRefused;
+    auto e = out.reply.find("error");
+    if (e != out.reply.end() && e->is_string())
+      out.error = e->get<std::string>();
+    else if (e != out.reply.end())
+      out.error = e->dump();
+    else
+      out.error = "request refused (the daemon gave no reason)";
+  }
+  return out;
+}
+
+// Prints the outcome's error, if any, and returns its exit code.
+int report_failure(const Outcome& o) {
+  if (o.code == kExitRefused)
+    std::fprintf(stderr, "sluicectl: daemon: %s\n", o.error.c_str());
+  else if (o.code != kExitOk)
+    std::fprintf(stderr, "sluicectl: %s\n", o.error.c_str());
+  return o.code;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Formatting a status reply. Every field may be missing or of the wrong type: print '-'.
+
+const json* field(const json& j, const char* key) {
+  if (!j.is_object()) return nullptr;
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+std::string text(const json& j, const char* key) {
+  const json* v = field(j, key);
+  if (!v) return "-";
+  if (v->is_string()) return v->get<std::string>();
+  if (v->is_boolean()) return v->get<bool>() ? "yes" : "no";
+  if (v->is_number()) return v->dump();
+  return "-";
+}
+
+std::optional<double> number(const json& j, const char* key) {
+  const json* v = field(j, key);
+  if (!v || !v->is_number()) return std::nullopt;
+  double d = v->get<double>();
+  if (!std::isfinite(d)) return std::nullopt;
+  return d;
+}
+
+std::string fmt(const json& j, const char* key, const char* format, double scale = 1.0) {
+  auto d = number(j, key);
+  if (!d) return "-";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, *d * scale);
+  return buf;
+}
+
+std::string count(const json& j, const char* key) {
+  const json* v = field(j, key);
+  if (!v) return "-";
+  if (v->is_number_unsigned()) return std::to_string(v->get<std::uint64_t>());
+  if (v->is_number_integer()) return std::to_string(v->get<std::int64_t>());
+  if (v->is_number_float()) return fmt(j, key, "%.0f");
+  return "-";
+}
+
+std::string format_uptime(const json& j) {
+  auto s = number(j, "uptime_s");
+  if (!s || *s < 0) return "-";
+  char buf[64];
+  if (*s < 60) {
+    std::snprintf(buf, sizeof buf, "%.1fs", *s);
+    return buf;
+  }
+  auto total = static_cast<unsigned long long>(*s);
+  unsigned long long d = total / 86400, h = total / 3600 % 24, m = total / 60 % 60, sec = total % 60;
+  if (d)
+    std::snprintf(buf, sizeof buf, "%llud %02lluh %02llum %02llus", d, h, m, sec);
+  else if (h)
+    std::snprintf(buf, sizeof buf, "%lluh %02llum %02llus", h, m, sec);
+  else
+    std::snprintf(buf, sizeof buf, "%llum %02llus", m, sec);
+  return buf;
+}
+
+std::string ledger_line(const json& f) {
+  std::string in_flight = count(f, "in_flight");
+  if (in_flight == "-") {  // derive it when the daemon left it out
+    auto p = number(f, "produced"), d = number(f, "delivered"), x = number(f, "dropped"), e = number(f, "failed");
+    if (p && d && x && e && *p >= *d + *x + *e) in_flight = std::to_string(static_cast<long long>(*p - *d - *x - *e));
+  }
+  return "produced " + count(f, "produced") + " = delivered " + count(f, "delivered") + " + dropped " +
+         count(f, "dropped") + " + failed " + count(f, "failed") + " + in flight " + in_flight;
+}
+
+void append_ledger_details(std::string& out, const json& f) {
+  if (const json* reasons = field(f, "drop_reasons"); reasons && reasons->is_object()) {
+    for (const auto& [reason, n] : reasons->items())
+      out += "  dropped " + (n.is_number() ? n.dump() : std::string("-")) + ": " + reason + "\n";
+  }
+  if (const json* errors = field(f, "errors"); errors && errors->is_array()) {
+    std::size_t shown = 0;
+    for (const auto& e : *errors) {
+      if (shown == 8) {
+        out += "  ... " + std::to_string(errors->size() - shown) + " more errors (status --json for all)\n";
+        break;
+      }
+      out += "  error: " + (e.is_string() ? e.get<std::string>() : e.dump()) + "\n";
+      ++shown;
+    }
+  }
+}
+
+// The earlier generations' ledger: PROTOCOL.md puts their `totals` under `frames_before_reload`; accept it
+// at the top level or inside `frames`, with or without the `totals` wrapper.
+const json* earlier_ledger(const json& r) {
+  const json* before = field(r, "frames_before_reload");
+  if (!before) {
+    if (const json* f = field(r, "frames")) before = field(*f, "frames_before_reload");
+  }
+  if (!before || !before->is_object()) return nullptr;
+  if (const json* t = field(*before, "totals"); t && t->is_object()) return t;
+  return before;
+}
+
+std::string format_status(const json& r) {
+  std::string out;
+  char line[512];
+  auto row = [&](std::string label, const std::string& value) {
+    label.resize(12, ' ');
+    out += label + value + "\n";
+  };
+  row("state", text(r, "state"));
+  row("uptime", format_uptime(r));
+  row("config", text(r, "config"));
+  std::string pipeline = text(r, "pipeline");
+  if (field(r, "generation")) pipeline += " (generation " + count(r, "generation") + ")";
+  row("pipeline", pipeline);
+  row("device", text(r, "device") + ", execution " + text(r, "execution"));
+  out += "\n";
+
+  const json* stages = field(r, "stages");
+  const bool have_stages = stages && stages->is_array() && !stages->empty();
+  auto stage_label = [](const json& st) {
+    std::string name = text(st, "name");
+    const std::string kind = text(st, "kind");
+    if (kind != "-" && kind != name) name += " (" + kind + ")";
+    if (name.size() > 60) name = name.substr(0, 57) + "...";
+    return name;
+  };
+  int name_w = 14;
+  if (have_stages)
+    for (const auto& st : *stages) name_w = std::max(name_w, static_cast<int>(stage_label(st).size()));
+  std::snprintf(line, sizeof line, "%-*s %10s %8s %8s %8s %9s %9s %5s %11s %8s %8s\n", name_w, "stage", "frames",
+                "fps 1s", "fps 10s", "fps 60s", "host ms/b", "gpu ms/b", "busy", "queue", "drops", "errors");
+  out += line;
+  if (!have_stages) {
+    out += "  (no stages reported)\n";
+  } else {
+    for (const auto& st : *stages) {
+      const std::string name = stage_label(st);
+      const json* on_gpu = field(st, "on_gpu");
+      const bool gpu_stage = !(on_gpu && on_gpu->is_boolean() && !on_gpu->get<bool>());
+      const std::string gpu = gpu_stage ? fmt(st, "gpu_ms_per_batch", "%.3f") : "-";
+      const std::string busy = gpu_stage ? fmt(st, "busy", "%.0f%%", 100.0) : "-";
+      std::string queue = "-";
+      if (auto cap = number(st, "queue_capacity"); cap && *cap > 0)
+        queue = count(st, "queue_depth") + "/" + count(st, "queue_capacity");
+      std::snprintf(line, sizeof line, "%-*s %10s %8s %8s %8s %9s %9s %5s %11s %8s %8s\n", name_w, name.c_str(),
+                    count(st, "frames").c_str(), fmt(st, "fps_1s", "%.1f").c_str(), fmt(st, "fps_10s", "%.1f").c_str(),
+                    fmt(st, "fps_60s", "%.1f").c_str(), fmt(st, "host_ms_per_batch", "%.3f").c_str(), gpu.c_str(),
+                    busy.c_str(), queue.c_str(), count(st, "dropped").c_str(), count(st, "errors").c_str());
+      out += line;
+    }
+  }
+  out += "\n";
+
+  static const json kEmpty = json::object();
+  const json* frames = field(r, "frames");
+  const json& f = frames && frames->is_object() ? *frames : kEmpty;
+  out += "frames: " + ledger_line(f) + "\n";
+  append_ledger_details(out, f);
+  const json* before = earlier_ledger(r);
+  const auto earlier_produced = before ? number(*before, "produced") : std::nullopt;
+  const auto generation = number(r, "generation");
+  if (before && ((earlier_produced && *earlier_produced > 0) || (generation && *generation > 1))) {
+    out += "earlier generations: " + ledger_line(*before) + "\n";
+    append_ledger_details(out, *before);
+  }
+  const json* lat = field(r, "latency_ms");
+  const json& l = lat && lat->is_object() ? *lat : kEmpty;
+  auto ms = [&](const char* key) {
+    std::string v = fmt(l, key, "%.2f");
+    return v == "-" ? v : v + " ms";
+  };
+  out += "latency (capture to sink): p50 " + ms("p50") + ", p90 " + ms("p90") + ", p99 " + ms("p99") + "\n";
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Commands.
+
+struct Options {
+  std::string socket;
+  double timeout_s = kDefaultTimeout;
+};
+
+bool parse_seconds(const std::string& s, double min, double& out) {
+  if (s.empty()) return false;
+  char* end = nullptr;
+  errno = 0;
+  double v = std::strtod(s.c_str(), &end);
+  if (errno != 0 || end != s.c_str() + s.size() || !std::isfinite(v) || v < min) return false;
+  out = v;
+  return true;
+}
+
+int cmd_simple(const Options& o, const std::string& request) {
+  Outcome r = exchange(o.socket, json{{"request", request}}, o.timeout_s);
+  if (r.code != kExitOk) return report_failure(r);
+  std::printf("%s: state %s\n", request.c_str(), text(r.reply, "state").c_str());
+  return kExitOk;
+}
+
+int cmd_reload(const Options& o, const std::optional<std::string>& file) {
+  json req{{"request", "reload"}};
+  if (file) {
+    std::error_code ec;
+    std::filesystem::path p = std::filesystem::absolute(*file, ec);
+    if (ec) return usage_error("cannot make '" + *file + "' absolute: " + ec.message());
+    req["path"] = p.lexically_normal().string();
+  }
+  Outcome r = exchange(o.socket, req, o.timeout_s);
+  if (r.code != kExitOk) return report_failure(r);
+  std::string msg = "reload: config " + text(r.reply, "config");
+  if (field(r.reply, "generation")) msg += " (generation " + count(r.reply, "generation") + ")";
+  if (field(r.reply, "state")) msg += ", state " + text(r.reply, "state");
+  std::printf("%s\n", msg.c_str());
+  return kExitOk;
+}
+
+int cmd_version(const Options& o) {
+  std::printf("sluicectl %s\n", SLUICE_VERSION);
+  std::fflush(stdout);
+  Outcome r = exchange(o.socket, json{{"request", "version"}}, o.timeout_s);
+  if (r.code != kExitOk) return report_failure(r);
+  std::string cuda = "-";
+  if (const json* c = field(r.reply, "cuda"); c && c->is_boolean()) cuda = c->get<bool>() ? "yes" : "no";
+  std::printf("sluiced %s (cuda: %s)\n", text(r.reply, "version").c_str(), cuda.c_str());
+  return kExitOk;
+}
+
+int cmd_status(const Options& o, bool as_json) {
+  Outcome r = exchange(o.socket, json{{"request", "status"}}, o.timeout_s);
+  if (r.code != kExitOk) return report_failure(r);
+  if (as_json)
+    std::printf("%s\n", r.reply.dump(2, ' ', false, json::error_handler_t::replace).c_str());
+  else
+    std::printf("%s", format_status(r.reply).c_str());
+  return kExitOk;
+}
+
+void write_all(int fd, const std::string& s) {
+  std::size_t off = 0;
+  while (off < s.size()) {
+    ssize_t n = ::write(fd, s.data() + off, s.size() - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    off += static_cast<std::size_t>(n);
+  }
+}
+
+int cmd_watch(const Options& o, double interval_s) {
+  install_interrupt_handlers();
+  const bool tty = ::isatty(STDOUT_FILENO) != 0;
+  bool first = true;
+  while (!g_interrupted) {
+    const auto next =
+        Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(interval_s));
+    Outcome r = exchange(o.socket, json{{"request", "status"}}, o.timeout_s);
+    if (r.interrupted || g_interrupted) break;
+
+    char stamp[64] = "";
+    std::time_t now = std::time(nullptr);
+    std::tm tm{};
+    if (::localtime_r(&now, &tm)) std::strftime(stamp, sizeof stamp, "%Y-%m-%d %H:%M:%S", &tm);
+    char head[256];
+    std::snprintf(head, sizeof head, "every %gs: sluicectl status (%s)    %s\n\n", interval_s, o.socket.c_str(), stamp);
+
+    std::string screen = tty ? "\x1b[H\x1b[2J" : (first ? "" : "\n");
+    screen += head;
+    if (r.code == kExitOk)
+      screen += format_status(r.reply);
+    else if (r.code == kExitRefused)
+      screen += "daemon: " + r.error + "\n";
+    else
+      screen += r.error + "\n(retrying)\n";
+    write_all(STDOUT_FILENO, screen);
+    first = false;
+
+    // Sleep until the next refresh; poll() with no descriptors returns early (EINTR) on Ctrl-C.
+    while (!g_interrupted) {
+      int left = ms_left(next);
+      if (left == 0) break;
+      ::poll(nullptr, 0, left);
+    }
+  }
+  if (tty) write_all(STDOUT_FILENO, "\n");
+  return kExitOk;
+}
+
+bool is_help(const std::string& a) { return a == "-h" || a == "--help"; }
+
+}  // namespace
+
+int run(int argc, char** argv);
+
+int main(int argc, char** argv) {
+  std::signal(SIGPIPE, SIG_IGN);
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {  // a reply shape the formatting did not expect, out of memory, ...
+    std::fprintf(stderr, "sluicectl: %s\n", e.what());
+    return kExitTimeout;
+  }
+}
+
+int run(int argc, char** argv) {
+  Options opt;
+  if (const char* env = std::getenv("SLUICE_SOCKET"); env && *env)
+    opt.socket = env;
+  else
+    opt.socket = kDefaultSocket;
+
+  // Global options may come before or after the command; the rest are the command's words.
+  std::vector<std::string> words;
+  std::size_t literal_from = SIZE_MAX;  // words from this index came after "--": never options
+  bool help = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&](const std::string& name, std::string& v) -> int {
+      // returns 1 if `a` is option `name` (v filled), 0 if not, -1 on a missing value
+      if (a == name) {
+        if (i + 1 >= argc) return -1;
+        v = argv[++i];
+        return 1;
+      }
+      if (a.rfind(name + "=", 0) == 0) {
+        v = a.substr(name.size() + 1);
+        return 1;
+      }
+      return 0;
+    };
+    std::string v;
+    if (int m = value("--socket", v); m != 0) {
+      if (m < 0) return usage_error("--socket needs a PATH");
+      if (v.empty()) return usage_error("--socket: empty path");
+      opt.socket = v;
+    } else if (int m2 = value("--timeout", v); m2 != 0) {
+      if (m2 < 0) return usage_error("--timeout needs SECONDS");
+      if (!parse_seconds(v, 0.001, opt.timeout_s))
+        return usage_error("--timeout: not a positive number of seconds: '" + v + "'");
+    } else if (is_help(a)) {
+      help = true;
+    } else if (a == "--version" && words.empty()) {
+      std::printf("sluicectl %s\n", SLUICE_VERSION);
+      return kExitOk;
+    } else if (a == "--") {
+      literal_from = words.size();
+      for (++i; i < argc; ++i) words.emplace_back(argv[i]);
+    } else {
+      words.push_back(std::move(a));
+    }
+  }
+
+  if (words.empty()) {
+    if (help) {
+      std::printf("%s", kUsage);
+      return kExitOk;
+    }
+    std::fprintf(stderr, "sluicectl: no command given\n\n%s", kUsage);
+    return kExitUsage;
+  }
+
+  const std::string cmd = words[0];
+  std::vector<std::string> args(words.begin() + 1, words.end());
+
+  if (cmd == "help") {
+    if (args.empty()) {
+      std::printf("%s", kUsage);
+      return kExitOk;
+    }
+    if (const char* h = command_help(args[0])) {
+      std::printf("%s", h);
+      return kExitOk;
+    }
+    return usage_error("unknown command '" + args[0] + "'");
+  }
+  const char* h = command_help(cmd);
+  if (!h) return usage_error("unknown command '" + cmd + "'");
+  if (help) {
+    std::printf("%s", h);
+    return kExitOk;
+  }
+
+  if (cmd == "status") {
+    bool as_json = false;
+    for (const auto& a : args) {
+      if (a == "--json")
+        as_json = true;
+      else
+        return usage_error("status: unexpected argument '" + a + "'");
+    }
+    return cmd_status(opt, as_json);
+  }
+  if (cmd == "watch") {
+    double interval = 1.0;
+    for (std::size_t i = 0; i < args.size(); ++i) {
+      std::string v;
+      if (args[i] == "--interval" || args[i] == "-n") {
+        if (i + 1 >= args.size()) return usage_error("watch: --interval needs SECONDS");
+        v = args[++i];
+      } else if (args[i].rfind("--interval=", 0) == 0) {
+        v = args[i].substr(11);
+      } else {
+        return usage_error("watch: unexpected argument '" + args[i] + "'");
+      }
+      if (!parse_seconds(v, 0.1, interval))
+        return usage_error("watch: --interval: need at least 0.1 seconds, got '" + v + "'");
+    }
+    return cmd_watch(opt, interval);
+  }
+  if (cmd == "reload") {
+    if (args.size() > 1) return usage_error("reload: at most one FILE");
+    if (!args.empty() && literal_from > 1 && args[0].rfind("-", 0) == 0)
+      return usage_error("reload: unknown option '" + args[0] + "' (use -- before a FILE starting with '-')");
+    std::optional<std::string> file;
+    if (!args.empty()) {
+      if (args[0].empty()) return usage_error("reload: empty FILE");
+      file = args[0];
+    }
+    return cmd_reload(opt, file);
+  }
+  if (!args.empty()) return usage_error(cmd + ": unexpected argument '" + args[0] + "'");
+  if (cmd == "version") return cmd_version(opt);
+  return cmd_simple(opt, cmd);  // pause, resume, stop
+}

@@ -1,0 +1,430 @@
+#!/usr/bin/env python3
+"""sluicectl end to end against a fake sluiced: a thread serving canned JSON-line replies on a temporary
+UNIX socket and recording every request it received.
+
+usage: sluicectl_test.py PATH/TO/sluicectl
+Prints one ok/FAIL line per check; exits 1 if any check failed. Python 3 standard library only.
+"""
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+STATUS = {
+    "ok": True, "state": "running", "uptime_s": 3723.5, "config": "/etc/sluice/pipeline.yaml",
+    "pipeline": "default", "device": "cuda", "execution": "pipelined", "generation": 2,
+    "frames": {"produced": 100, "delivered": 93, "dropped": 3, "failed": 0, "in_flight": 4,
+               "drop_reasons": {"queue full (leaky: oldest)": 3}, "errors": ["infer: frame 17: boom"]},
+    "frames_before_reload": {"produced": 500, "delivered": 498, "dropped": 2, "failed": 0},
+    "latency_ms": {"p50": 3.1, "p90": 4.0, "p99": 5.2},
+    "stages": [
+        {"name": "decode", "kind": "decode", "on_gpu": False, "frames": 100, "batches": 13,
+         "fps_1s": 30.0, "fps_10s": 30.0, "fps_60s": 29.5, "gpu_ms_per_batch": 0.0, "busy": 0.0,
+         "host_ms_per_batch": 1.2, "queue_depth": 1, "queue_capacity": 4, "dropped": 0, "errors": 0},
+        {"name": "preprocess", "kind": "preprocess", "on_gpu": True, "frames": 98, "batches": 12,
+         "fps_1s": 31.25, "fps_10s": 30.5, "fps_60s": 28.75, "gpu_ms_per_batch": 0.842, "busy": 0.37,
+         "host_ms_per_batch": 0.05, "queue_depth": 2, "queue_capacity": 8, "dropped": 3, "errors": 0},
+        {"name": "detector", "kind": "infer", "on_gpu": True, "frames": 97, "batches": 12,
+         "fps_1s": 29.0, "fps_10s": 29.9, "fps_60s": 27.0, "gpu_ms_per_batch": 4.5, "busy": 0.81,
+         "host_ms_per_batch": 0.1, "queue_depth": 3, "queue_capacity": 8, "dropped": 0, "errors": 1},
+    ],
+}
+
+DEFAULT_REPLIES = {
+    "status": STATUS,
+    "version": {"ok": True, "version": "0.3.1", "cuda": True},
+    "pause": {"ok": True, "state": "paused"},
+    "resume": {"ok": True, "state": "running"},
+    "stop": {"ok": True, "state": "stopping"},
+    "reload": {"ok": True, "config": "/etc/sluice/pipeline.yaml", "generation": 3},
+}
+
+SILENT = object()   # read the request, never answer
+CLOSE = object()    # read the request, close without answering
+
+
+class FakeServer:
+    """Listens on `path`; answers each request line with replies[request name] (a dict sent as one JSON
+    line, a str sent as is, SILENT or CLOSE). Records every request line, parsed when it parses."""
+
+    def __init__(self, path, replies=None, listen=True):
+        self.path = path
+        self.replies = dict(DEFAULT_REPLIES if replies is None else replies)
+        self.received = []
+        self.lock = threading.Lock()
+        self.stopping = threading.Event()
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.bind(path)
+        self.threads = []
+        if listen:
+            self.sock.listen(8)
+            self.sock.settimeout(0.1)
+            t = threading.Thread(target=self._accept, daemon=True)
+            t.start()
+            self.threads.append(t)
+
+    def requests(self):
+        with self.lock:
+            return list(self.received)
+
+    def _accept(self):
+        while not self.stopping.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            t = threading.Thread(target=self._serve, args=(conn,), daemon=True)
+            t.start()
+            self.threads.append(t)
+
+    def _serve(self, conn):
+        conn.settimeout(0.1)
+        buf = b""
+        with conn:
+            while not self.stopping.is_set():
+                try:
+                    chunk = conn.recv(65536)
+                except socket.timeout:
+                    continue
+                except OSError:
+                    return
+                if not chunk:
+                    return
+                buf += chunk
+                while b"\n" in buf:
+                    line, buf = buf.split(b"\n", 1)
+                    try:
+                        req = json.loads(line)
+                    except ValueError:
+                        req = {"unparsed": line.decode(errors="replace")}
+                    with self.lock:
+                        self.received.append(req)
+                    name = req.get("request") if isinstance(req, dict) else None
+                    reply = self.replies.get(name, {"ok": False, "error": f"unknown request '{name}'"})
+                    if reply is SILENT:
+                        self.stopping.wait()
+                        return
+                    if reply is CLOSE:
+                        return
+                    data = reply if isinstance(reply, str) else json.dumps(reply) + "\n"
+                    try:
+                        conn.sendall(data.encode())
+                    except OSError:
+                        return
+
+    def close(self):
+        self.stopping.set()
+        self.sock.close()
+        for t in self.threads:
+            t.join(timeout=2)
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+
+
+class Runner:
+    def __init__(self, binary, tmp):
+        self.binary = binary
+        self.tmp = tmp
+        self.fails = 0
+        self.count = 0
+        self.n = 0
+
+    def sock_path(self):
+        self.n += 1
+        return os.path.join(self.tmp, f"s{self.n}.sock")
+
+    def run(self, args, env_socket=None, cwd=None, timeout=20):
+        env = dict(os.environ)
+        env.pop("SLUICE_SOCKET", None)
+        if env_socket is not None:
+            env["SLUICE_SOCKET"] = env_socket
+        t0 = time.monotonic()
+        p = subprocess.run([self.binary] + args, capture_output=True, text=True, env=env, cwd=cwd,
+                           timeout=timeout)
+        p.elapsed = time.monotonic() - t0
+        return p
+
+    def check(self, name, cond, detail=""):
+        self.count += 1
+        if cond:
+            print(f"ok   {name}")
+        else:
+            self.fails += 1
+            print(f"FAIL {name}")
+            if detail:
+                for line in str(detail).splitlines():
+                    print(f"  | {line}")
+
+    @staticmethod
+    def show(p, extra=""):
+        return f"exit {p.returncode}\nstdout:\n{p.stdout}\nstderr:\n{p.stderr}\n{extra}"
+
+
+def main():
+    if len(sys.argv) != 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    binary = os.path.abspath(sys.argv[1])
+    tmp = os.path.realpath(tempfile.mkdtemp(prefix="sluicectl-test-"))
+    r = Runner(binary, tmp)
+    try:
+        run_checks(r)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print(f"{r.count - r.fails}/{r.count} checks passed")
+    return 1 if r.fails else 0
+
+
+def run_checks(r):
+    # --- usage -------------------------------------------------------------------------------------------
+    p = r.run(["--help"])
+    r.check("help", p.returncode == 0 and "usage: sluicectl" in p.stdout and "exit status" in p.stdout
+            and "watch" in p.stdout and "reload" in p.stdout, r.show(p))
+    p = r.run(["reload", "--help"])
+    r.check("help per command", p.returncode == 0 and "usage: sluicectl reload" in p.stdout, r.show(p))
+    p = r.run(["help", "status"])
+    r.check("help COMMAND", p.returncode == 0 and "usage: sluicectl status" in p.stdout, r.show(p))
+    p = r.run([])
+    r.check("no command exits 2", p.returncode == 2 and "usage" in p.stderr, r.show(p))
+    p = r.run(["--socket", "/nonexistent/x.sock", "frobnicate"])
+    r.check("unknown command exits 2", p.returncode == 2 and "unknown command 'frobnicate'" in p.stderr, r.show(p))
+    p = r.run(["--timeout", "soon", "status"])
+    r.check("bad --timeout exits 2", p.returncode == 2 and "--timeout" in p.stderr, r.show(p))
+    p = r.run(["pause", "now"])
+    r.check("extra argument exits 2", p.returncode == 2 and "unexpected argument 'now'" in p.stderr, r.show(p))
+    p = r.run(["status", "--jsno"])
+    r.check("unknown status option exits 2", p.returncode == 2, r.show(p))
+    p = r.run(["watch", "--interval", "0"])
+    r.check("watch interval too small exits 2", p.returncode == 2, r.show(p))
+    p = r.run(["--socket", "/tmp/" + "x" * 200, "status"])
+    r.check("socket path too long exits 2", p.returncode == 2 and "too long" in p.stderr, r.show(p))
+
+    # --- requests against the fake daemon ----------------------------------------------------------------
+    path = r.sock_path()
+    srv = FakeServer(path)
+    try:
+        p = r.run(["--socket", path, "status"])
+        out = p.stdout
+        want = ["running", "/etc/sluice/pipeline.yaml", "default", "cuda", "pipelined", "1h 02m 03s",
+                "decode", "preprocess", "detector (infer)",
+                "31.2", "30.5", "28.8", "29.5",       # fps
+                "0.842", "4.500", "37%", "81%",       # gpu ms/batch, busy
+                "1/4", "2/8", "3/8",                  # queues
+                "produced 100 = delivered 93 + dropped 3 + failed 0 + in flight 4",
+                "dropped 3: queue full (leaky: oldest)", "error: infer: frame 17: boom",
+                "earlier generations: produced 500 = delivered 498 + dropped 2 + failed 0 + in flight 0",
+                "p50 3.10 ms", "p90 4.00 ms", "p99 5.20 ms"]
+        missing = [w for w in want if w not in out]
+        r.check("status table", p.returncode == 0 and not missing, r.show(p, f"missing: {missing}"))
+        decode_row = next((l for l in out.splitlines() if l.startswith("decode")), "")
+        cols = decode_row.split()
+        # decode is a CPU stage: gpu ms/b and busy are '-' even though the daemon sent 0.0
+        r.check("status row: CPU stage has no GPU columns",
+                cols[:9] == ["decode", "100", "30.0", "30.0", "29.5", "1.200", "-", "-", "1/4"], decode_row)
+        r.check("status sent one request", srv.requests()[-1:] == [{"request": "status"}], srv.requests())
+
+        p = r.run(["--socket", path, "status", "--json"])
+        try:
+            got = json.loads(p.stdout)
+        except ValueError as e:
+            got = e
+        r.check("status --json round-trips", p.returncode == 0 and got == STATUS, r.show(p))
+        r.check("status --json is indented", "\n  \"state\"" in p.stdout, r.show(p))
+
+        for cmd, state in [("pause", "paused"), ("resume", "running"), ("stop", "stopping")]:
+            before = len(srv.requests())
+            p = r.run(["--socket", path, cmd])
+            sent = srv.requests()[before:]
+            r.check(f"{cmd} sends {{'request': '{cmd}'}} and exits 0",
+                    p.returncode == 0 and sent == [{"request": cmd}] and state in p.stdout,
+                    r.show(p, f"sent: {sent}"))
+
+        before = len(srv.requests())
+        sub = os.path.join(r.tmp, "cfg")
+        os.makedirs(sub, exist_ok=True)
+        p = r.run(["--socket", path, "reload", "pipe.yaml"], cwd=sub)
+        sent = srv.requests()[before:]
+        want_path = os.path.join(sub, "pipe.yaml")
+        r.check("reload FILE sends an absolute path",
+                p.returncode == 0 and sent == [{"request": "reload", "path": want_path}]
+                and "generation 3" in p.stdout, r.show(p, f"sent: {sent}\nwant path: {want_path}"))
+
+        before = len(srv.requests())
+        p = r.run(["--socket", path, "reload", "../cfg/./other.yaml"], cwd=sub)
+        sent = srv.requests()[before:]
+        r.check("reload FILE path is normalised",
+                p.returncode == 0 and sent == [{"request": "reload", "path": os.path.join(sub, "other.yaml")}],
+                r.show(p, f"sent: {sent}"))
+
+        before = len(srv.requests())
+        p = r.run(["--socket", path, "reload"])
+        sent = srv.requests()[before:]
+        r.check("reload without FILE sends no path", p.returncode == 0 and sent == [{"request": "reload"}],
+                r.show(p, f"sent: {sent}"))
+
+        before = len(srv.requests())
+        p = r.run(["reload", "/etc/sluice/a.yaml"], env_socket=path)
+        sent = srv.requests()[before:]
+        r.check("$SLUICE_SOCKET is used", p.returncode == 0 and sent == [{"request": "reload", "path": "/etc/sluice/a.yaml"}],
+                r.show(p, f"sent: {sent}"))
+
+        p = r.run(["--socket", path, "version"])
+        r.check("version", p.returncode == 0 and "sluicectl" in p.stdout and "sluiced 0.3.1 (cuda: yes)" in p.stdout,
+                r.show(p))
+
+        # watch: refreshes until SIGINT, then exits 0
+        env = dict(os.environ)
+        env.pop("SLUICE_SOCKET", None)
+        before = len(srv.requests())
+        w = subprocess.Popen([r.binary, "--socket", path, "watch", "--interval", "0.2"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        deadline = time.monotonic() + 15
+        # three requests seen: at least two replies have been answered and printed
+        while len(srv.requests()) - before < 3 and time.monotonic() < deadline and w.poll() is None:
+            time.sleep(0.05)
+        refreshes = len(srv.requests()) - before
+        w.send_signal(signal.SIGINT)
+        try:
+            wout, werr = w.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            w.kill()
+            wout, werr = w.communicate()
+        r.check("watch refreshes and exits 0 on SIGINT",
+                refreshes >= 3 and w.returncode == 0 and wout.count("detector (infer)") >= 2,
+                f"refreshes {refreshes}, exit {w.returncode}\nstdout:\n{wout[-2000:]}\nstderr:\n{werr}")
+    finally:
+        srv.close()
+
+    # --- a reply with most fields missing: '-' in their place --------------------------------------------
+    path = r.sock_path()
+    srv = FakeServer(path, {"status": {"ok": True, "state": "starting",
+                                       "stages": [{"name": "decode"}, {"frames": "many"}, 7],
+                                       "frames": None, "latency_ms": {"p50": 1.5}},
+                            "version": {"ok": True}})
+    try:
+        p = r.run(["--socket", path, "status"])
+        r.check("status with missing fields prints '-'",
+                p.returncode == 0 and "starting" in p.stdout and "decode" in p.stdout
+                and "produced - = delivered -" in p.stdout and "p50 1.50 ms, p90 -" in p.stdout
+                and "earlier generations" not in p.stdout, r.show(p))
+        p = r.run(["--socket", path, "version"])
+        r.check("version with missing fields prints '-'",
+                p.returncode == 0 and "sluiced - (cuda: -)" in p.stdout, r.show(p))
+        p = r.run(["--socket", path, "pause"])
+        r.check("unknown request reply ok:false exits 1", p.returncode == 1 and "unknown request" in p.stderr, r.show(p))
+    finally:
+        srv.close()
+
+    # --- earlier generations: hidden while there are none; PROTOCOL.md's `totals` wrapper accepted --------
+    path = r.sock_path()
+    first = dict(STATUS, generation=1,
+                 frames_before_reload={"produced": 0, "delivered": 0, "dropped": 0, "failed": 0})
+    srv = FakeServer(path, {"status": first, "version": {"ok": True, "version": "x", "cuda": False}})
+    try:
+        p = r.run(["--socket", path, "status"])
+        r.check("generation 1: no earlier-generations line",
+                p.returncode == 0 and "earlier generations" not in p.stdout, r.show(p))
+        srv.replies["status"] = dict(STATUS, frames_before_reload={"totals": {"produced": 7, "delivered": 7,
+                                                                              "dropped": 0, "failed": 0}})
+        p = r.run(["--socket", path, "status"])
+        r.check("frames_before_reload.totals accepted",
+                p.returncode == 0 and "earlier generations: produced 7 = delivered 7" in p.stdout, r.show(p))
+    finally:
+        srv.close()
+
+    # --- the daemon refuses ------------------------------------------------------------------------------
+    path = r.sock_path()
+    srv = FakeServer(path, {
+        "reload": {"ok": False, "error": "pipe.yaml:3:13: stage 'decode' (decode): key 'frames': expected an integer"},
+        "pause": {"ok": False, "error": "permission denied: user 'bob' may not pause"},
+        "stop": {"ok": False},
+    })
+    try:
+        p = r.run(["--socket", path, "reload", "/x/pipe.yaml"])
+        r.check("ok:false exits 1 with the error on stderr",
+                p.returncode == 1 and "pipe.yaml:3:13: stage 'decode'" in p.stderr and p.stdout == "", r.show(p))
+        p = r.run(["--socket", path, "pause"])
+        r.check("refused pause exits 1", p.returncode == 1 and "permission denied: user 'bob'" in p.stderr, r.show(p))
+        p = r.run(["--socket", path, "stop"])
+        r.check("ok:false without error exits 1", p.returncode == 1 and p.stderr.strip() != "", r.show(p))
+    finally:
+        srv.close()
+
+    # --- cannot connect ----------------------------------------------------------------------------------
+    missing = os.path.join(r.tmp, "missing.sock")
+    p = r.run(["--socket", missing, "status"])
+    r.check("missing socket exits 3 with a helpful message",
+            p.returncode == 3 and missing in p.stderr and "no such file" in p.stderr
+            and "is sluiced running" in p.stderr, r.show(p))
+    p = r.run(["pause"], env_socket=missing)
+    r.check("missing $SLUICE_SOCKET socket exits 3", p.returncode == 3 and missing in p.stderr, r.show(p))
+
+    path = r.sock_path()
+    srv = FakeServer(path, listen=False)  # bound but not listening: a stale socket file
+    try:
+        p = r.run(["--socket", path, "status"])
+        r.check("stale socket exits 3 (connection refused)",
+                p.returncode == 3 and "connection refused" in p.stderr, r.show(p))
+    finally:
+        srv.close()
+
+    notsock = os.path.join(r.tmp, "plain-file")
+    open(notsock, "w").close()
+    p = r.run(["--socket", notsock, "status"])
+    r.check("a plain file exits 3", p.returncode == 3 and notsock in p.stderr and "not a socket" in p.stderr, r.show(p))
+
+    if os.geteuid() != 0:
+        path = r.sock_path()
+        srv = FakeServer(path)
+        try:
+            os.chmod(path, 0)
+            p = r.run(["--socket", path, "status"])
+            r.check("socket without permission exits 3",
+                    p.returncode == 3 and "permission denied" in p.stderr and "group" in p.stderr, r.show(p))
+        finally:
+            srv.close()
+    else:
+        print("skip socket without permission (running as root)")
+
+    # --- timeouts and broken replies ---------------------------------------------------------------------
+    path = r.sock_path()
+    srv = FakeServer(path, {"status": SILENT})
+    try:
+        p = r.run(["--socket", path, "--timeout", "1", "status"])
+        r.check("silent server exits 4 after --timeout 1",
+                p.returncode == 4 and "no reply" in p.stderr and p.elapsed < 10,
+                r.show(p, f"elapsed {p.elapsed:.1f} s"))
+        r.check("silent server still got the request", {"request": "status"} in srv.requests(), srv.requests())
+    finally:
+        srv.close()
+
+    path = r.sock_path()
+    srv = FakeServer(path, {"status": "this is not json\n", "pause": "[1, 2]\n", "resume": '{"state": "x"}\n',
+                            "stop": CLOSE, "version": '{"ok": true, "version": "1.0"'})
+    try:
+        p = r.run(["--socket", path, "--timeout", "2", "status"])
+        r.check("non-JSON reply exits 4", p.returncode == 4 and "broken reply" in p.stderr, r.show(p))
+        p = r.run(["--socket", path, "--timeout", "2", "pause"])
+        r.check("non-object reply exits 4", p.returncode == 4 and "broken reply" in p.stderr, r.show(p))
+        p = r.run(["--socket", path, "--timeout", "2", "resume"])
+        r.check("reply without 'ok' exits 4", p.returncode == 4 and "'ok'" in p.stderr, r.show(p))
+        p = r.run(["--socket", path, "--timeout", "2", "stop"])
+        r.check("closed without reply exits 4", p.returncode == 4 and "closed" in p.stderr, r.show(p))
+        p = r.run(["--socket", path, "--timeout", "1", "version"])
+        r.check("truncated reply exits 4", p.returncode == 4, r.show(p))
+    finally:
+        srv.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
