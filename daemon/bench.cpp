@@ -40,7 +40,7 @@ BenchRun measure(PipelineSpec spec, Execution execution, std::uint64_t warmup_fr
   spec.execution = execution;
   Pipeline p(plan_pipeline(spec));
   const bool trace = !trace_path.empty();
-  if (trace) p.enable_trace(1 << 16);
+  if (trace) p.record_trace(std::chrono::hours(24 * 365));
   p.start();
   std::optional<PipelineSnapshot> first;
   while (!p.finished()) {

@@ -71,16 +71,19 @@ class ControlServer::Session : public std::enable_shared_from_this<Session> {
       read();
       return;
     }
-    nlohmann::json reply;
+    nlohmann::json request;
     try {
-      const auto request = nlohmann::json::parse(line);
-      reply = server_.handler_(request, peer_);
+      request = nlohmann::json::parse(line);
     } catch (const nlohmann::json::parse_error& e) {
-      reply = {{"ok", false}, {"error", std::string("malformed JSON: ") + e.what()}};
-    } catch (const std::exception& e) {
-      reply = {{"ok", false}, {"error", e.what()}};
+      write_reply({{"ok", false}, {"error", std::string("malformed JSON: ") + e.what()}}, false);
+      return;
     }
-    write_reply(reply, false);
+    try {
+      server_.handler_(request, peer_,
+                       [self = shared_from_this()](nlohmann::json reply) { self->write_reply(reply, false); });
+    } catch (const std::exception& e) {
+      write_reply({{"ok", false}, {"error", e.what()}}, false);
+    }
   }
 
   void write_reply(const nlohmann::json& reply, bool then_close) {

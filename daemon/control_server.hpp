@@ -27,8 +27,11 @@ struct ControlLimits {
 
 class ControlServer {
  public:
-  // Takes one request, returns its reply. Runs on the io_context thread; must not block.
-  using Handler = std::function<nlohmann::json(const nlohmann::json& request, const PeerCredentials& peer)>;
+  // Sends the reply to one request; may be called later (e.g. after a trace was recorded), once.
+  using Reply = std::function<void(nlohmann::json reply)>;
+  // Takes one request and replies through `reply`. Runs on the io_context thread; must not block. The
+  // connection reads its next request only after the reply.
+  using Handler = std::function<void(const nlohmann::json& request, const PeerCredentials& peer, Reply reply)>;
 
   // Binds `path` (mode 0660); a stale socket file is replaced, a live one (another daemon) is an error.
   ControlServer(boost::asio::io_context& io, std::string path, ControlLimits limits, Handler handler);

@@ -67,7 +67,10 @@ class Service {
     ControlLimits limits;
     limits.client_timeout = std::chrono::milliseconds(static_cast<long>(options_.client_timeout_s * 1000));
     control_.emplace(io_, options_.socket, limits,
-                     [this](const nlohmann::json& r, const PeerCredentials& p) { return handle(r, p); });
+                     [this](const nlohmann::json& r, const PeerCredentials& p, ControlServer::Reply reply) {
+                       if (r.is_object() && r.value("request", "") == "trace") return trace(r, std::move(reply));
+                       reply(handle(r, p));
+                     });
     if (!options_.metrics.empty())
       metrics_.emplace(io_, options_.metrics, [this] { return render_metrics(); });
     setup_watchdog();
@@ -129,13 +132,13 @@ class Service {
 
   nlohmann::json handle(const nlohmann::json& request, const PeerCredentials& peer) {
     if (!request.is_object() || !request.contains("request") || !request["request"].is_string())
-      return error("expected an object with a string 'request' (one of version, status, pause, resume, reload, stop)");
+      return error("expected an object with a string 'request' (one of version, status, trace, pause, resume, reload, stop)");
     const std::string name = request["request"];
     if (name == "version")
       return {{"ok", true}, {"version", SLUICE_VERSION}, {"cuda", gpu::built_with_cuda()}};
     if (name == "status") return status();
     const bool mutating = name == "pause" || name == "resume" || name == "reload" || name == "stop";
-    if (!mutating) return error("unknown request '" + name + "' (version, status, pause, resume, reload, stop)");
+    if (!mutating) return error("unknown request '" + name + "' (version, status, trace, pause, resume, reload, stop)");
     std::string why;
     if (!may_mutate(peer, why)) {
       spdlog::warn("control: {} refused for uid {}: {}", name, peer.uid, why);
@@ -161,6 +164,22 @@ class Service {
   }
 
   static nlohmann::json error(const std::string& what) { return {{"ok", false}, {"error", what}}; }
+
+  // `trace SECONDS`: records the live pipeline, then replies with the Chrome/Perfetto trace. Only the
+  // requesting connection waits; the pipeline keeps running as before.
+  void trace(const nlohmann::json& request, ControlServer::Reply reply) {
+    const auto seconds = request.contains("seconds") && request["seconds"].is_number() ? request["seconds"].get<double>() : -1.0;
+    if (!(seconds > 0 && seconds <= 60)) return reply(error("trace needs 'seconds', a number in (0, 60]"));
+    if (state_ == "stopping") return reply(error("sluiced is stopping"));
+    const std::uint64_t generation = generation_;
+    pipeline_->record_trace(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(seconds)));
+    auto timer = std::make_shared<asio::steady_timer>(
+        io_, std::chrono::duration_cast<asio::steady_timer::duration>(std::chrono::duration<double>(seconds)));
+    timer->async_wait([this, timer, generation, seconds, reply = std::move(reply)](boost::system::error_code) {
+      if (generation_ != generation) return reply(error("the pipeline was reloaded while tracing; trace again"));
+      reply({{"ok", true}, {"seconds", seconds}, {"trace", nlohmann::json::parse(pipeline_->trace_json())}});
+    });
+  }
 
   // Validates first; the new pipeline is built (pools allocated) before the old one drains, so any failure
   // leaves the old one running. The old one drains fully: none of its frames are lost.

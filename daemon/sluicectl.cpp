@@ -1,8 +1,9 @@
 // sluicectl: the operator's client for sluiced's control socket (daemon/PROTOCOL.md).
 //
 // One request per invocation (watch: one per refresh): connect to the UNIX socket, write one JSON line,
-// read one JSON line back before a deadline, print it for a human (or raw with status --json).
-// Plain POSIX sockets and poll(); every step of the exchange shares one deadline.
+// read one JSON line back before a deadline, print it for a human (or raw with status --json; trace writes
+// the reply's trace to a file). Plain POSIX sockets and poll(); every step of the exchange shares one
+// deadline (for trace: the recording time plus --timeout, since the daemon answers only after recording).
 #include <fcntl.h>
 #include <grp.h>
 #include <poll.h>
@@ -12,6 +13,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -45,10 +47,13 @@ constexpr int kExitRefused = 1;  // the daemon replied ok:false
 constexpr int kExitUsage = 2;
 constexpr int kExitConnect = 3;
 constexpr int kExitTimeout = 4;  // no reply in time, or a reply that is not a protocol reply
+constexpr int kExitOutput = 5;   // trace: the output file cannot be written
 
 constexpr const char* kDefaultSocket = "/run/sluice/control.sock";
 constexpr double kDefaultTimeout = 5.0;
 constexpr std::size_t kMaxReply = 16u << 20;
+constexpr std::size_t kMaxTraceReply = std::size_t{1} << 30;  // a trace reply carries every event recorded
+constexpr double kMaxTraceSeconds = 60.0;
 
 constexpr const char* kUsage = R"(usage: sluicectl [--socket PATH] [--timeout SECONDS] COMMAND [ARGS]
 
@@ -63,12 +68,15 @@ commands:
   reload [FILE]         validate and switch to FILE (default: the daemon's current config file);
                         on error the running pipeline stays and the error is printed
   stop                  the daemon drains frames in flight and exits
+  trace SECONDS -o FILE record a Chrome/Perfetto trace for SECONDS (at most 60) and write it to FILE
+                        ('-': stdout); open it in ui.perfetto.dev
   version               this client's and the daemon's version
   help [COMMAND]        this help, or one command's (also: sluicectl COMMAND --help)
 
 options:
   --socket PATH         control socket (default: $SLUICE_SOCKET if set, else /run/sluice/control.sock)
-  --timeout SECONDS     deadline for connecting, sending and the reply (default 5)
+  --timeout SECONDS     deadline for connecting, sending and the reply (default 5; trace waits
+                        its SECONDS on top)
   --version             print this client's version (without asking the daemon)
   -h, --help            print this help
 
@@ -78,6 +86,7 @@ exit status:
   2  usage error
   3  cannot connect to the socket (not there, permission denied, nothing listening)
   4  no reply before the deadline, or a reply that is not valid protocol JSON
+  5  trace: the output FILE cannot be written
 )";
 
 struct CommandHelp {
@@ -127,6 +136,16 @@ daemon's error is printed (exit 1).
 
 Ask the daemon to stop: sources stop, frames in flight drain to the sink, then it exits.
 )"},
+    {"trace", R"(usage: sluicectl trace SECONDS -o FILE
+
+Ask the daemon to record a trace of the running pipeline for SECONDS (a number, more than 0 and at most
+60), then write it to FILE as Chrome/Perfetto trace JSON ({"traceEvents": [...], ...}); open it in
+https://ui.perfetto.dev or chrome://tracing. The daemon answers only after recording, so the reply
+deadline is SECONDS plus --timeout. FILE is replaced atomically (written to a temporary file in the same
+directory, then renamed); an existing FILE is left alone if anything fails. A summary goes to stderr.
+
+  -o, --output FILE   where to write the trace (required); '-' writes it to stdout
+)"},
     {"version", R"(usage: sluicectl version
 
 Print this client's version and the daemon's (and whether the daemon was built with CUDA).
@@ -147,11 +166,15 @@ int usage_error(const std::string& msg) {
 }
 
 // ---------------------------------------------------------------------------------------------------------
-// Signals (watch only): SIGINT/SIGTERM set a flag and interrupt poll(); no SA_RESTART on purpose.
+// Signals (watch and trace only): SIGINT/SIGTERM set a flag and interrupt poll(); no SA_RESTART on purpose.
 
 volatile std::sig_atomic_t g_interrupted = 0;
+volatile std::sig_atomic_t g_signal = 0;  // the signal that set g_interrupted
 
-void on_signal(int) { g_interrupted = 1; }
+void on_signal(int sig) {
+  g_signal = sig;
+  g_interrupted = 1;
+}
 
 void install_interrupt_handlers() {
   struct sigaction sa {};
@@ -233,7 +256,8 @@ std::string connect_hint(int err, const std::string& path) {
   }
 }
 
-Outcome exchange(const std::string& path, const json& request, double timeout_s) {
+Outcome exchange(const std::string& path, const json& request, double timeout_s,
+                 std::size_t max_reply = kMaxReply) {
   Outcome out;
   const auto deadline =
       Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
@@ -366,8 +390,8 @@ Outcome exchange(const std::string& path, const json& request, double timeout_s)
     const std::size_t old = buf.size();
     buf.append(chunk, static_cast<std::size_t>(n));
     nl = buf.find('\n', old);
-    if (nl == std::string::npos && buf.size() > kMaxReply)
-      return fail(kExitTimeout, "broken reply from " + path + ": more than " + std::to_string(kMaxReply >> 20) +
+    if (nl == std::string::npos && buf.size() > max_reply)
+      return fail(kExitTimeout, "broken reply from " + path + ": more than " + std::to_string(max_reply >> 20) +
                                     " MiB without a newline");
   }
   if (nl != std::string::npos) buf.resize(nl);
@@ -697,6 +721,130 @@ int cmd_watch(const Options& o, double interval_s) {
   return kExitOk;
 }
 
+// trace's output: FILE, replaced atomically by a temporary file in its directory that is renamed over it,
+// or stdout for "-". The temporary file is created before the daemon is asked to record, so an unwritable
+// FILE fails at once rather than after SECONDS; it is removed again on every failure.
+class TraceOutput {
+ public:
+  TraceOutput() = default;
+  TraceOutput(const TraceOutput&) = delete;
+  TraceOutput& operator=(const TraceOutput&) = delete;
+  ~TraceOutput() { discard(); }
+
+  // Returns an error message, empty on success.
+  std::string open(const std::string& file) {
+    file_ = file;
+    if (file == "-") return "";
+    struct stat st {};
+    if (::stat(file.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return file + " is a directory";
+    const std::filesystem::path p(file);
+    if (!p.has_filename()) return file + " is not a file name";
+    std::string dir = p.parent_path().string();
+    if (dir.empty()) dir = ".";
+    std::string tmpl = (p.parent_path() / ("." + p.filename().string() + ".tmp-XXXXXX")).string();
+    fd_ = ::mkostemp(tmpl.data(), O_CLOEXEC);
+    if (fd_ < 0) return "cannot create a file in " + dir + ": " + std::strerror(errno);
+    tmp_ = tmpl;
+    const mode_t mask = ::umask(0);  // mkostemp makes 0600; give FILE the mode a plain create would
+    ::umask(mask);
+    ::fchmod(fd_, 0666 & ~mask);
+    return "";
+  }
+
+  // Writes `data` and puts it in place. Returns an error message, empty on success.
+  std::string commit(const std::string& data) {
+    if (file_ == "-") {
+      std::fflush(stdout);
+      if (!write_fully(STDOUT_FILENO, data)) return std::string("cannot write to stdout: ") + std::strerror(errno);
+      return "";
+    }
+    if (!write_fully(fd_, data)) return "cannot write " + tmp_ + ": " + std::strerror(errno);
+    if (::fsync(fd_) != 0 && errno != EINVAL && errno != EROFS)
+      return "cannot write " + tmp_ + ": " + std::strerror(errno);
+    const int fd = fd_;
+    fd_ = -1;
+    if (::close(fd) != 0) return "cannot write " + tmp_ + ": " + std::strerror(errno);
+    if (::rename(tmp_.c_str(), file_.c_str()) != 0)
+      return "cannot rename " + tmp_ + " to " + file_ + ": " + std::strerror(errno);
+    tmp_.clear();
+    return "";
+  }
+
+  void discard() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+    if (!tmp_.empty()) ::unlink(tmp_.c_str());
+    tmp_.clear();
+  }
+
+ private:
+  static bool write_fully(int fd, const std::string& s) {
+    std::size_t off = 0;
+    while (off < s.size()) {
+      ssize_t n = ::write(fd, s.data() + off, s.size() - off);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return false;
+      if (n == 0) {
+        errno = EIO;
+        return false;
+      }
+      off += static_cast<std::size_t>(n);
+    }
+    return true;
+  }
+
+  std::string file_;
+  std::string tmp_;
+  int fd_ = -1;
+};
+
+int cmd_trace(const Options& o, double seconds, const std::string& file) {
+  install_interrupt_handlers();  // Ctrl-C while recording: remove the temporary file, then die of the signal
+  auto die_of_signal = [](TraceOutput& out) {
+    out.discard();
+    const int sig = g_signal ? static_cast<int>(g_signal) : SIGINT;
+    std::signal(sig, SIG_DFL);
+    std::raise(sig);
+    return 128 + sig;
+  };
+
+  TraceOutput out;
+  if (std::string err = out.open(file); !err.empty()) {
+    std::fprintf(stderr, "sluicectl: trace: %s\n", err.c_str());
+    return kExitOutput;
+  }
+  json req{{"request", "trace"}};
+  if (seconds == std::floor(seconds))
+    req["seconds"] = static_cast<std::int64_t>(seconds);  // 1, not 1.0
+  else
+    req["seconds"] = seconds;
+  Outcome r = exchange(o.socket, req, seconds + o.timeout_s, kMaxTraceReply);
+  if (r.interrupted || g_interrupted) return die_of_signal(out);
+  if (r.code != kExitOk) {
+    out.discard();
+    return report_failure(r);
+  }
+  const json* trace = field(r.reply, "trace");
+  const json* events = trace && trace->is_object() ? field(*trace, "traceEvents") : nullptr;
+  if (!events || !events->is_array()) {
+    out.discard();
+    std::fprintf(stderr, "sluicectl: broken reply from %s: %s\n", o.socket.c_str(),
+                 !trace ? "no 'trace'"
+                 : !trace->is_object() ? "'trace' is not an object"
+                                       : "the trace has no 'traceEvents' array");
+    return kExitTimeout;
+  }
+  if (std::string err = out.commit(trace->dump(-1, ' ', false, json::error_handler_t::replace) + "\n");
+      !err.empty()) {
+    out.discard();
+    std::fprintf(stderr, "sluicectl: trace: %s\n", err.c_str());
+    return kExitOutput;
+  }
+  std::fprintf(stderr, "trace: %zu events over %g s -> %s (open in ui.perfetto.dev)\n", events->size(), seconds,
+               file == "-" ? "stdout" : file.c_str());
+  return kExitOk;
+}
+
 bool is_help(const std::string& a) { return a == "-h" || a == "--help"; }
 
 }  // namespace
@@ -828,6 +976,40 @@ int run(int argc, char** argv) {
       file = args[0];
     }
     return cmd_reload(opt, file);
+  }
+  if (cmd == "trace") {
+    std::optional<std::string> seconds_arg, output;
+    for (std::size_t i = 0; i < args.size(); ++i) {
+      const std::string& a = args[i];
+      const bool literal = i + 1 >= literal_from;  // args[i] is words[i + 1]
+      std::optional<std::string> value;
+      if (!literal && (a == "-o" || a == "--output")) {
+        if (i + 1 >= args.size()) return usage_error("trace: " + a + " needs a FILE ('-' for stdout)");
+        value = args[++i];
+      } else if (!literal && a.rfind("--output=", 0) == 0) {
+        value = a.substr(9);
+      } else if (!literal && a.rfind("-o", 0) == 0 && a.size() > 2) {
+        value = a.substr(2);
+      } else if (!literal && a.size() > 1 && a[0] == '-' && !std::isdigit(static_cast<unsigned char>(a[1])) &&
+                 a[1] != '.') {
+        return usage_error("trace: unknown option '" + a + "'");
+      } else if (seconds_arg) {
+        return usage_error("trace: unexpected argument '" + a + "'");
+      } else {
+        seconds_arg = a;
+      }
+      if (value) {
+        if (output) return usage_error("trace: -o given more than once");
+        if (value->empty()) return usage_error("trace: empty FILE");
+        output = std::move(value);
+      }
+    }
+    if (!seconds_arg) return usage_error("trace: SECONDS missing (sluicectl trace SECONDS -o FILE)");
+    double seconds = 0;
+    if (!parse_seconds(*seconds_arg, 0.0, seconds) || seconds <= 0.0 || seconds > kMaxTraceSeconds)
+      return usage_error("trace: SECONDS must be a number more than 0 and at most 60, got '" + *seconds_arg + "'");
+    if (!output) return usage_error("trace: -o FILE is required ('-' for stdout)");
+    return cmd_trace(opt, seconds, *output);
   }
   if (!args.empty()) return usage_error(cmd + ": unexpected argument '" + args[0] + "'");
   if (cmd == "version") return cmd_version(opt);

@@ -5,6 +5,7 @@ namespace sluice {
 GpuTimer::GpuTimer(int slots) {
   ring_.reserve(static_cast<std::size_t>(slots));
   for (int i = 0; i < slots; ++i) ring_.push_back({Event::create(true), Event::create(true)});
+  finished_.reserve(static_cast<std::size_t>(slots));
 }
 
 void GpuTimer::begin(gpu::StreamHandle s, std::uint64_t first_sequence, int frames) {
@@ -23,8 +24,7 @@ void GpuTimer::end(gpu::StreamHandle s) {
   ++count_;
 }
 
-void GpuTimer::trace_into(std::vector<TraceSlice>* out, gpu::EventHandle reference, std::int64_t reference_ns) {
-  trace_ = out;
+void GpuTimer::set_reference(gpu::EventHandle reference, std::int64_t reference_ns) {
   reference_ = reference;
   reference_ns_ = reference_ns;
 }
@@ -37,9 +37,9 @@ void GpuTimer::collect(bool all) {
     const float ms = gpu::event_elapsed_ms(p.start.get(), p.stop.get());
     total_ns_ += static_cast<std::uint64_t>(ms * 1e6);
     ++timed_;
-    if (trace_ && trace_->size() < trace_->capacity()) {
+    if (reference_ && finished_.size() < finished_.capacity()) {
       const auto begin = reference_ns_ + static_cast<std::int64_t>(gpu::event_elapsed_ms(reference_, p.start.get()) * 1e6);
-      trace_->push_back({begin, begin + static_cast<std::int64_t>(ms * 1e6), p.first_sequence, p.frames});
+      finished_.push_back({begin, begin + static_cast<std::int64_t>(ms * 1e6), p.first_sequence, p.frames});
     }
     head_ = (head_ + 1) % ring_.size();
     --count_;

@@ -24,9 +24,15 @@ class GpuTimer {
   void end(gpu::StreamHandle s);                                             // after it
   // Adds finished pairs to the totals; with `all`, waits for every pending pair (at shutdown only).
   void collect(bool all);
-  // From now on, finished intervals are appended to `out` (up to its reserved capacity): `reference` is an
-  // event whose completion happened at host time `reference_ns`.
-  void trace_into(std::vector<TraceSlice>* out, gpu::EventHandle reference, std::int64_t reference_ns);
+  // Place finished intervals on the host clock: `reference` is an event that completed at host time
+  // `reference_ns`. Until this is called, only totals are kept.
+  void set_reference(gpu::EventHandle reference, std::int64_t reference_ns);
+  // Hands the intervals finished since the last call to `sink` (for traces) and forgets them.
+  template <typename Sink>
+  void drain_finished(Sink&& sink) {
+    for (const auto& s : finished_) sink(s);
+    finished_.clear();
+  }
   std::uint64_t total_ns() const noexcept { return total_ns_; }
   std::uint64_t timed_batches() const noexcept { return timed_; }
 
@@ -40,7 +46,7 @@ class GpuTimer {
   std::size_t head_ = 0, count_ = 0;  // pending pairs are ring_[head_ .. head_+count_)
   bool skipping_ = false;
   std::uint64_t total_ns_ = 0, timed_ = 0;
-  std::vector<TraceSlice>* trace_ = nullptr;
+  std::vector<TraceSlice> finished_;  // capacity = ring size: bounded, drained after every batch
   gpu::EventHandle reference_ = nullptr;
   std::int64_t reference_ns_ = 0;
 };

@@ -1,6 +1,8 @@
 #include "runtime/pipeline.hpp"
 
 #include <nlohmann/json.hpp>
+#include <limits>
+#include <mutex>
 #include <spdlog/spdlog.h>
 
 #include "runtime/errors.hpp"
@@ -24,7 +26,8 @@ struct Pipeline::StageRuntime {
   std::unique_ptr<BoundedQueue<Batch*>> out_queue;
   GpuTimer timer;
   StageCounters counters;
-  std::vector<TraceSlice> gpu_trace, host_trace;  // filled only while tracing, up to their capacity
+  mutable std::mutex trace_mu;  // the stage thread appends while a reader may copy
+  std::vector<TraceSlice> gpu_trace, host_trace;  // the current recording, up to their capacity
   bool opened = false;
 };
 
@@ -71,16 +74,21 @@ Pipeline::~Pipeline() {
   wait();
 }
 
-void Pipeline::enable_trace(std::size_t max_slices) {
-  tracing_ = true;
+void Pipeline::record_trace(std::chrono::nanoseconds duration, std::size_t max_slices) {
   for (auto& rt : rt_) {
+    std::lock_guard lock(rt->trace_mu);
+    rt->host_trace.clear();
+    rt->gpu_trace.clear();
     rt->host_trace.reserve(max_slices);
     if (rt->ctx.stream) rt->gpu_trace.reserve(max_slices);
   }
+  const auto until = now_ns() + std::min<std::int64_t>(duration.count(), std::numeric_limits<std::int64_t>::max() / 2);
+  trace_until_ns_.store(until);
 }
 
 void Pipeline::start() {
-  if (tracing_ && plan_.device == Device::cuda) {
+  if (plan_.device == Device::cuda) {
+    // One reference event places every stream's timing events on the host clock (for traces).
     std::int64_t reference_ns = 0;
     for (auto& rt : rt_) {
       if (!rt->ctx.stream) continue;
@@ -90,7 +98,7 @@ void Pipeline::start() {
         gpu::event_synchronize(trace_reference_.get());  // once, before any data flows
         reference_ns = now_ns();
       }
-      rt->timer.trace_into(&rt->gpu_trace, trace_reference_.get(), reference_ns);
+      rt->timer.set_reference(trace_reference_.get(), reference_ns);
     }
   }
   start_ns_ = now_ns();
@@ -139,6 +147,7 @@ void Pipeline::close_stage(std::size_t i) noexcept {
     if (rt.ctx.stream) {
       gpu::stream_synchronize(rt.ctx.stream);  // shutdown: finish the timing events
       rt.timer.collect(true);
+      keep_gpu_slices(rt);
       rt.counters.gpu_ns = rt.timer.total_ns();
       rt.counters.gpu_batches = rt.timer.timed_batches();
     }
@@ -146,6 +155,15 @@ void Pipeline::close_stage(std::size_t i) noexcept {
     rt.counters.errors++;
     spdlog::error("stage '{}': closing failed: {}", name, e.what());
   }
+}
+
+// Finished GPU intervals of stage `rt` go into the trace while a recording lasts.
+void Pipeline::keep_gpu_slices(StageRuntime& rt) {
+  rt.timer.drain_finished([&](const TraceSlice& slice) {
+    if (slice.begin_ns >= trace_until_ns_.load(std::memory_order_relaxed)) return;
+    std::lock_guard lock(rt.trace_mu);
+    if (rt.gpu_trace.size() < rt.gpu_trace.capacity()) rt.gpu_trace.push_back(slice);
+  });
 }
 
 void Pipeline::fail_frames(std::size_t i, const Batch* in, const std::string& what) {
@@ -179,6 +197,7 @@ BatchLease Pipeline::step(std::size_t i, BatchLease& in) {
       rt.timer.end(s);
       rt.counters.gpu_ns = rt.timer.total_ns();
       rt.counters.gpu_batches = rt.timer.timed_batches();
+      keep_gpu_slices(rt);
     }
   } catch (const std::exception& e) {
     if (ps.role == StageRole::source) throw;
@@ -200,10 +219,12 @@ BatchLease Pipeline::step(std::size_t i, BatchLease& in) {
   rt.counters.host_ns += static_cast<std::uint64_t>(t1 - t0 - blocked - pacing);
   rt.counters.wait_out_ns += static_cast<std::uint64_t>(blocked);
   rt.counters.wait_in_ns += static_cast<std::uint64_t>(pacing);
-  if (tracing_ && rt.host_trace.size() < rt.host_trace.capacity()) {
+  if (t0 < trace_until_ns_.load(std::memory_order_relaxed)) {
     const Batch* b = out ? out.get() : in.get();
-    rt.host_trace.push_back({t0, t1, b && !b->frames.empty() ? b->frames.front().sequence : first_sequence,
-                             b ? b->count : 0});
+    std::lock_guard lock(rt.trace_mu);
+    if (rt.host_trace.size() < rt.host_trace.capacity())
+      rt.host_trace.push_back({t0, t1, b && !b->frames.empty() ? b->frames.front().sequence : first_sequence,
+                               b ? b->count : 0});
   }
 
   if (out) {
@@ -368,7 +389,7 @@ std::string Pipeline::trace_json() const {
   nlohmann::json events = nlohmann::json::array();
   const auto us = [&](std::int64_t ns) { return static_cast<double>(ns - start_ns_) / 1e3; };
   int tid = 0;
-  auto track = [&](const std::string& name, const std::vector<TraceSlice>& slices, const char* category) {
+  auto track = [&](const std::string& name, std::vector<TraceSlice> slices, const char* category) {
     if (slices.empty()) return;
     ++tid;
     events.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", 1}, {"tid", tid}, {"args", {{"name", name}}}});
@@ -380,8 +401,14 @@ std::string Pipeline::trace_json() const {
   };
   for (std::size_t i = 0; i < rt_.size(); ++i) {
     const auto& ps = plan_.stages[i];
-    track(ps.name + " (host)", rt_[i]->host_trace, "host");
-    track(ps.name + " (GPU stream)", rt_[i]->gpu_trace, "gpu");
+    std::vector<TraceSlice> host, gpu;
+    {
+      std::lock_guard lock(rt_[i]->trace_mu);
+      host = rt_[i]->host_trace;
+      gpu = rt_[i]->gpu_trace;
+    }
+    track(ps.name + " (host)", std::move(host), "host");
+    track(ps.name + " (GPU stream)", std::move(gpu), "gpu");
   }
   nlohmann::json doc = {{"traceEvents", events}, {"displayTimeUnit", "ms"},
                         {"otherData", {{"pipeline", plan_.name}, {"execution", to_string(plan_.execution)}}}};

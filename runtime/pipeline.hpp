@@ -2,6 +2,7 @@
 // The runner: one thread and one stream per stage with bounded queues between them (pipelined), or one
 // thread and one stream with a sync after each stage (serial, the A/B baseline).
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
@@ -48,9 +49,9 @@ class Pipeline {
   Pipeline(const Pipeline&) = delete;
   Pipeline& operator=(const Pipeline&) = delete;
 
-  // Keep up to `max_slices` per-batch intervals per stage (GPU stream and host thread) for a trace.
-  // Call before start().
-  void enable_trace(std::size_t max_slices);
+  // Records per-batch intervals of every stage (its GPU stream and its host thread) for `duration` from
+  // now, at most `max_slices` per track; a new call starts a new recording. Safe while running.
+  void record_trace(std::chrono::nanoseconds duration, std::size_t max_slices = 1 << 16);
   void start();
   // Sources end their streams; frames in flight drain to the sink. Safe from any thread (not a signal handler).
   void request_stop() noexcept;
@@ -61,7 +62,7 @@ class Pipeline {
   bool finished() const noexcept { return finished_threads_.load() == thread_count_; }
 
   PipelineSnapshot snapshot() const;
-  // Chrome/Perfetto trace events (JSON) of what enable_trace() kept; call after wait().
+  // The recording as Chrome/Perfetto trace events (JSON). Safe while running.
   std::string trace_json() const;
   const FrameLedger& ledger() const { return ledger_; }
   const PipelinePlan& plan() const { return plan_; }
@@ -74,6 +75,7 @@ class Pipeline {
   void close_stage(std::size_t i) noexcept;
   BatchLease step(std::size_t i, BatchLease& in);
   void push_downstream(std::size_t i, BatchLease out);
+  void keep_gpu_slices(StageRuntime& rt);
   void fail_frames(std::size_t i, const Batch* in, const std::string& what);
 
   PipelinePlan plan_;
@@ -90,7 +92,7 @@ class Pipeline {
   std::int64_t start_ns_ = 0;
   std::atomic<std::int64_t> end_ns_{0};
   Event trace_reference_;  // a timing event recorded at start: GPU times are placed relative to it
-  bool tracing_ = false;
+  std::atomic<std::int64_t> trace_until_ns_{0};  // record while now_ns() < this
 };
 
 }  // namespace sluice

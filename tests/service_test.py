@@ -193,6 +193,16 @@ try:
     refused = sum(1 for r in results if not r.get("ok") and "too many clients" in r.get("error", ""))
     check("50 clients answered", len(results) == 50 and oks + refused == 50 and oks >= 32, (oks, refused))
 
+    # A trace of the live pipeline: one track per stage thread, one slice per batch.
+    r = request({"request": "trace", "seconds": 0.5}, timeout=10)
+    events = r.get("trace", {}).get("traceEvents", [])
+    tracks = {e["args"]["name"] for e in events if e.get("ph") == "M" and e.get("name") == "thread_name"}
+    slices = [e for e in events if e.get("ph") == "X"]
+    check("live trace", r["ok"] and "decode (host)" in tracks and "sink (host)" in tracks and len(slices) > 20,
+          (r.get("error"), tracks, len(slices)))
+    r = request({"request": "trace", "seconds": 0})
+    check("trace needs seconds", not r["ok"] and "seconds" in r["error"], r)
+
     # Prometheus.
     body = urllib.request.urlopen("http://127.0.0.1:19464/metrics", timeout=5).read().decode()
     check("metrics scraped", "sluice_frames_total" in body and 'stage="decode"' in body and "sluice_pipeline_generation 3" in body,

@@ -36,6 +36,25 @@ STATUS = {
     ],
 }
 
+SILENT = object()   # read the request, never answer
+CLOSE = object()    # read the request, close without answering
+
+
+class Delayed:
+    """A reply sent `delay` seconds after the request arrived (as the daemon answers trace after recording)."""
+
+    def __init__(self, delay, reply):
+        self.delay = delay
+        self.reply = reply
+
+
+TRACE = {"traceEvents": [
+    {"name": "decode", "cat": "stage", "ph": "X", "ts": 1000, "dur": 1200, "pid": 1, "tid": 1,
+     "args": {"frames": 8}},
+    {"name": "infer", "cat": "gpu", "ph": "X", "ts": 2300, "dur": 4500, "pid": 1, "tid": 2},
+    {"name": "thread_name", "ph": "M", "pid": 1, "tid": 2, "args": {"name": "detector \u00e9"}},
+], "displayTimeUnit": "ms", "metadata": {"pipeline": "default"}}
+
 DEFAULT_REPLIES = {
     "status": STATUS,
     "version": {"ok": True, "version": "0.3.1", "cuda": True},
@@ -43,15 +62,14 @@ DEFAULT_REPLIES = {
     "resume": {"ok": True, "state": "running"},
     "stop": {"ok": True, "state": "stopping"},
     "reload": {"ok": True, "config": "/etc/sluice/pipeline.yaml", "generation": 3},
+    "trace": Delayed(0.3, {"ok": True, "trace": TRACE}),
 }
-
-SILENT = object()   # read the request, never answer
-CLOSE = object()    # read the request, close without answering
 
 
 class FakeServer:
     """Listens on `path`; answers each request line with replies[request name] (a dict sent as one JSON
-    line, a str sent as is, SILENT or CLOSE). Records every request line, parsed when it parses."""
+    line, a str sent as is, SILENT, CLOSE, or a Delayed one of these). Records every request line, parsed
+    when it parses."""
 
     def __init__(self, path, replies=None, listen=True):
         self.path = path
@@ -109,6 +127,10 @@ class FakeServer:
                         self.received.append(req)
                     name = req.get("request") if isinstance(req, dict) else None
                     reply = self.replies.get(name, {"ok": False, "error": f"unknown request '{name}'"})
+                    if isinstance(reply, Delayed):
+                        if self.stopping.wait(reply.delay):
+                            return
+                        reply = reply.reply
                     if reply is SILENT:
                         self.stopping.wait()
                         return
@@ -208,6 +230,30 @@ def run_checks(r):
     r.check("watch interval too small exits 2", p.returncode == 2, r.show(p))
     p = r.run(["--socket", "/tmp/" + "x" * 200, "status"])
     r.check("socket path too long exits 2", p.returncode == 2 and "too long" in p.stderr, r.show(p))
+    p = r.run(["--help"])
+    r.check("help lists trace", "trace SECONDS -o FILE" in p.stdout and "ui.perfetto.dev" in p.stdout, r.show(p))
+    p = r.run(["trace", "--help"])
+    r.check("trace --help", p.returncode == 0 and "usage: sluicectl trace SECONDS -o FILE" in p.stdout
+            and "--output" in p.stdout, r.show(p))
+    p = r.run(["help", "trace"])
+    r.check("help trace", p.returncode == 0 and "usage: sluicectl trace" in p.stdout, r.show(p))
+    # usage errors are caught before connecting: the socket does not exist
+    nosock = ["--socket", "/nonexistent/x.sock"]
+    for bad in ["0", "-1", "61", "60.5", "abc", "1s", "nan", "inf", ""]:
+        p = r.run(nosock + ["trace", bad, "-o", "/nonexistent/t.json"])
+        r.check(f"trace bad SECONDS {bad!r} exits 2", p.returncode == 2 and "SECONDS" in p.stderr, r.show(p))
+    p = r.run(nosock + ["trace", "1"])
+    r.check("trace without -o exits 2", p.returncode == 2 and "-o FILE is required" in p.stderr, r.show(p))
+    p = r.run(nosock + ["trace", "1", "-o"])
+    r.check("trace -o without FILE exits 2", p.returncode == 2 and "needs a FILE" in p.stderr, r.show(p))
+    p = r.run(nosock + ["trace", "-o", "/nonexistent/t.json"])
+    r.check("trace without SECONDS exits 2", p.returncode == 2 and "SECONDS missing" in p.stderr, r.show(p))
+    p = r.run(nosock + ["trace", "1", "2", "-o", "/nonexistent/t.json"])
+    r.check("trace with two SECONDS exits 2", p.returncode == 2 and "unexpected argument '2'" in p.stderr, r.show(p))
+    p = r.run(nosock + ["trace", "1", "-o", "a.json", "-o", "b.json"])
+    r.check("trace -o twice exits 2", p.returncode == 2, r.show(p))
+    p = r.run(nosock + ["trace", "1", "--out", "a.json"])
+    r.check("trace unknown option exits 2", p.returncode == 2 and "unknown option '--out'" in p.stderr, r.show(p))
 
     # --- requests against the fake daemon ----------------------------------------------------------------
     path = r.sock_path()
@@ -304,6 +350,9 @@ def run_checks(r):
                 f"refreshes {refreshes}, exit {w.returncode}\nstdout:\n{wout[-2000:]}\nstderr:\n{werr}")
     finally:
         srv.close()
+
+    # --- trace ----------------------------------------------------------------------------------------------
+    run_trace_checks(r)
 
     # --- a reply with most fields missing: '-' in their place --------------------------------------------
     path = r.sock_path()
@@ -422,6 +471,159 @@ def run_checks(r):
         r.check("closed without reply exits 4", p.returncode == 4 and "closed" in p.stderr, r.show(p))
         p = r.run(["--socket", path, "--timeout", "1", "version"])
         r.check("truncated reply exits 4", p.returncode == 4, r.show(p))
+    finally:
+        srv.close()
+
+
+def is_number(v):
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def run_trace_checks(r):
+    out_dir = os.path.join(r.tmp, "traces")
+    os.makedirs(out_dir)
+
+    def leftovers():  # temporary files the atomic write left behind
+        return [n for n in os.listdir(out_dir) if n.startswith(".")]
+
+    path = r.sock_path()
+    srv = FakeServer(path)  # answers trace 0.3 s after the request
+    try:
+        out = os.path.join(out_dir, "t.json")
+        before = len(srv.requests())
+        p = r.run(["--socket", path, "trace", "0.5", "-o", out])
+        sent = srv.requests()[before:]
+        try:
+            with open(out) as f:
+                text = f.read()
+            got = json.loads(text)
+        except (OSError, ValueError) as e:
+            text, got = "", e
+        r.check("trace writes the trace object to FILE", p.returncode == 0 and got == TRACE,
+                r.show(p, f"file: {got!r}"))
+        r.check("trace FILE is compact JSON", text.count("\n") <= 1 and '"traceEvents":[{' in text, text[:300])
+        r.check("trace sends seconds as a number",
+                len(sent) == 1 and sent[0].get("request") == "trace" and is_number(sent[0].get("seconds"))
+                and sent[0].get("seconds") == 0.5 and set(sent[0]) == {"request", "seconds"}, f"sent: {sent}")
+        r.check("trace summary on stderr",
+                f"trace: 3 events over 0.5 s -> {out} (open in ui.perfetto.dev)" in p.stderr and p.stdout == "",
+                r.show(p))
+        r.check("trace leaves no temporary file", leftovers() == [], os.listdir(out_dir))
+
+        # an existing FILE is replaced; --output=FILE; a whole number of seconds is sent as an integer
+        with open(out, "w") as f:
+            f.write("old contents, longer than the new ones would need to be to show truncation" * 100)
+        before = len(srv.requests())
+        p = r.run(["--socket", path, "trace", "1", f"--output={out}"])
+        sent = srv.requests()[before:]
+        try:
+            with open(out) as f:
+                got = json.load(f)
+        except (OSError, ValueError) as e:
+            got = e
+        r.check("trace replaces an existing FILE (--output=FILE)", p.returncode == 0 and got == TRACE,
+                r.show(p, f"file: {got!r}"))
+        r.check("trace 1 sends seconds 1 (a number)",
+                sent == [{"request": "trace", "seconds": 1}] and type(sent[0]["seconds"]) is int, f"sent: {sent}")
+
+        # relative FILE, in the working directory
+        p = r.run(["--socket", path, "trace", "0.2", "-o", "rel.json"], cwd=out_dir)
+        r.check("trace -o relative FILE", p.returncode == 0 and os.path.exists(os.path.join(out_dir, "rel.json"))
+                and "-> rel.json" in p.stderr and leftovers() == [], r.show(p, str(os.listdir(out_dir))))
+
+        # -o - : the trace on stdout, the summary on stderr
+        p = r.run(["--socket", path, "trace", "0.2", "-o", "-"])
+        try:
+            got = json.loads(p.stdout)
+        except ValueError as e:
+            got = e
+        r.check("trace -o - writes to stdout", p.returncode == 0 and got == TRACE and "3 events" in p.stderr,
+                r.show(p))
+
+        # an unwritable FILE fails before the daemon is asked to record
+        before = len(srv.requests())
+        p = r.run(["--socket", path, "trace", "1", "-o", os.path.join(r.tmp, "no-such-dir", "t.json")])
+        r.check("trace into a missing directory exits 5 without asking the daemon",
+                p.returncode == 5 and "no-such-dir" in p.stderr and len(srv.requests()) == before
+                and p.elapsed < 1.0, r.show(p, f"elapsed {p.elapsed:.2f} s"))
+        p = r.run(["--socket", path, "trace", "1", "-o", out_dir])
+        r.check("trace -o DIRECTORY exits 5", p.returncode == 5 and "directory" in p.stderr, r.show(p))
+    finally:
+        srv.close()
+
+    # the deadline is SECONDS + --timeout: a reply after 1.5 s is in time for trace 1 --timeout 1
+    path = r.sock_path()
+    srv = FakeServer(path, {"trace": Delayed(1.5, {"ok": True, "trace": TRACE}), "status": Delayed(1.5, STATUS)})
+    try:
+        out = os.path.join(out_dir, "slow.json")
+        p = r.run(["--socket", path, "--timeout", "1", "trace", "1", "-o", out])
+        try:
+            with open(out) as f:
+                got = json.load(f)
+        except (OSError, ValueError) as e:
+            got = e
+        r.check("trace deadline covers SECONDS (reply after 1.5 s, trace 1 --timeout 1)",
+                p.returncode == 0 and got == TRACE and p.elapsed >= 1.4, r.show(p, f"elapsed {p.elapsed:.2f} s"))
+        p = r.run(["--socket", path, "--timeout", "1", "status"])
+        r.check("other commands keep the plain --timeout (status reply after 1.5 s, --timeout 1: exit 4)",
+                p.returncode == 4, r.show(p))
+    finally:
+        srv.close()
+
+    # ... but is still a deadline: no reply within SECONDS + --timeout exits 4, FILE untouched
+    path = r.sock_path()
+    srv = FakeServer(path, {"trace": Delayed(8, {"ok": True, "trace": TRACE})})
+    try:
+        out = os.path.join(out_dir, "late.json")
+        p = r.run(["--socket", path, "--timeout", "0.5", "trace", "0.5", "-o", out])
+        r.check("trace without a reply within SECONDS + --timeout exits 4",
+                p.returncode == 4 and "no reply" in p.stderr and 0.9 <= p.elapsed < 5
+                and not os.path.exists(out) and leftovers() == [],
+                r.show(p, f"elapsed {p.elapsed:.2f} s, dir {os.listdir(out_dir)}"))
+    finally:
+        srv.close()
+
+    # refused, and replies without a trace
+    path = r.sock_path()
+    srv = FakeServer(path, {"trace": {"ok": False, "error": "a trace is already being recorded"}})
+    try:
+        out = os.path.join(out_dir, "refused.json")
+        p = r.run(["--socket", path, "trace", "1", "-o", out])
+        r.check("trace ok:false exits 1 with the error, no FILE",
+                p.returncode == 1 and "a trace is already being recorded" in p.stderr
+                and not os.path.exists(out) and leftovers() == [], r.show(p, str(os.listdir(out_dir))))
+        for reply, what in [({"ok": True}, "no trace"), ({"ok": True, "trace": [1, 2]}, "trace not an object"),
+                            ({"ok": True, "trace": {"events": []}}, "no traceEvents")]:
+            srv.replies["trace"] = reply
+            p = r.run(["--socket", path, "trace", "1", "-o", out])
+            r.check(f"trace reply with {what} exits 4, no FILE",
+                    p.returncode == 4 and "broken reply" in p.stderr and not os.path.exists(out)
+                    and leftovers() == [], r.show(p))
+    finally:
+        srv.close()
+
+    # Ctrl-C while the daemon records: the temporary file goes, FILE never appears
+    path = r.sock_path()
+    srv = FakeServer(path, {"trace": SILENT})
+    try:
+        out = os.path.join(out_dir, "interrupted.json")
+        env = dict(os.environ)
+        env.pop("SLUICE_SOCKET", None)
+        before = len(srv.requests())
+        t = subprocess.Popen([r.binary, "--socket", path, "trace", "30", "-o", out],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        deadline = time.monotonic() + 10
+        while len(srv.requests()) == before and time.monotonic() < deadline and t.poll() is None:
+            time.sleep(0.05)
+        t.send_signal(signal.SIGINT)
+        try:
+            tout, terr = t.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            t.kill()
+            tout, terr = t.communicate()
+        r.check("trace interrupted: dies of SIGINT, no FILE, no temporary file",
+                t.returncode == -signal.SIGINT and not os.path.exists(out) and leftovers() == [],
+                f"exit {t.returncode}\nstderr:\n{terr}\ndir: {os.listdir(out_dir)}")
     finally:
         srv.close()
 
