@@ -352,6 +352,7 @@ class Service {
     info.state = state_;
     info.config_path = config_path_;
     info.version = SLUICE_VERSION;
+    info.latency = &pipeline_->latency();
     return render_prometheus(pipeline_->snapshot(), info);
   }
 

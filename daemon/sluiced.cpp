@@ -144,31 +144,58 @@ int cmd_run(const std::string& file) {
   return f.failed == 0 ? 0 : 1;
 }
 
+// Walks the options of one command: the current option, its value, and checked numbers.
+class OptionReader {
+ public:
+  explicit OptionReader(const std::vector<std::string>& args) : args_(args) {}
+  bool next() { return ++i_ < args_.size(); }
+  const std::string& option() const { return args_[i_]; }
+  const std::string& value() {
+    if (i_ + 1 >= args_.size()) throw std::invalid_argument(option() + " needs a value");
+    return args_[++i_];
+  }
+  int integer(int min) {
+    const std::string& name = option();
+    const std::string& v = value();
+    std::size_t used = 0;
+    int n = 0;
+    try {
+      n = std::stoi(v, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != v.size() || n < min)
+      throw std::invalid_argument(name + " needs an integer >= " + std::to_string(min) + ", got '" + v + "'");
+    return n;
+  }
+  double seconds() {
+    const std::string& name = option();
+    const std::string& v = value();
+    std::size_t used = 0;
+    double d = -1;
+    try {
+      d = std::stod(v, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != v.size() || !(d > 0)) throw std::invalid_argument(name + " needs a number of seconds > 0, got '" + v + "'");
+    return d;
+  }
+
+ private:
+  const std::vector<std::string>& args_;
+  std::size_t i_ = static_cast<std::size_t>(-1);
+};
+
 int cmd_bench(const std::vector<std::string>& args) {
   sluice::BenchOptions o;
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    auto value = [&]() -> const std::string& {
-      if (i + 1 >= args.size()) throw std::invalid_argument(a + " needs a value");
-      return args[++i];
-    };
-    auto count = [&](int min) {
-      const std::string& v = value();
-      std::size_t used = 0;
-      int n = 0;
-      try {
-        n = std::stoi(v, &used);
-      } catch (const std::exception&) {
-        used = 0;
-      }
-      if (used != v.size() || n < min) throw std::invalid_argument(a + " needs an integer >= " + std::to_string(min) + ", got '" + v + "'");
-      return n;
-    };
-    if (a == "--batches") o.batches = count(1);
-    else if (a == "--warmup") o.warmup = count(0);
+  for (OptionReader r(args); r.next();) {
+    const std::string& a = r.option();
+    if (a == "--batches") o.batches = r.integer(1);
+    else if (a == "--warmup") o.warmup = r.integer(0);
     else if (a == "--serial") o.serial_only = true;
-    else if (a == "--json") o.json_path = value();
-    else if (a == "--trace") o.trace_path = value();
+    else if (a == "--json") o.json_path = r.value();
+    else if (a == "--trace") o.trace_path = r.value();
     else if (!a.empty() && a[0] == '-') throw std::invalid_argument("unknown option '" + a + "'");
     else if (o.file.empty()) o.file = a;
     else throw std::invalid_argument("bench takes one pipeline FILE");
@@ -179,31 +206,16 @@ int cmd_bench(const std::vector<std::string>& args) {
 
 int cmd_service(const std::vector<std::string>& args) {
   sluice::ServiceOptions o;
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    auto value = [&]() -> const std::string& {
-      if (i + 1 >= args.size()) throw std::invalid_argument(a + " needs a value");
-      return args[++i];
-    };
-    auto seconds = [&] {
-      const std::string& v = value();
-      std::size_t used = 0;
-      double d = -1;
-      try {
-        d = std::stod(v, &used);
-      } catch (const std::exception&) {
-      }
-      if (used != v.size() || !(d > 0)) throw std::invalid_argument(a + " needs a number of seconds > 0, got '" + v + "'");
-      return d;
-    };
-    if (a == "--config") o.config = value();
-    else if (a == "--socket") o.socket = value();
-    else if (a == "--metrics") o.metrics = value();
-    else if (a == "--drain-timeout") o.drain_timeout_s = seconds();
-    else if (a == "--watchdog-stall") o.watchdog_stall_s = seconds();
-    else if (a == "--client-timeout") o.client_timeout_s = seconds();
-    else if (a == "--allow-user") o.allow_users.push_back(value());
-    else if (a == "--allow-group") o.allow_groups.push_back(value());
+  for (OptionReader r(args); r.next();) {
+    const std::string& a = r.option();
+    if (a == "--config") o.config = r.value();
+    else if (a == "--socket") o.socket = r.value();
+    else if (a == "--metrics") o.metrics = r.value();
+    else if (a == "--drain-timeout") o.drain_timeout_s = r.seconds();
+    else if (a == "--watchdog-stall") o.watchdog_stall_s = r.seconds();
+    else if (a == "--client-timeout") o.client_timeout_s = r.seconds();
+    else if (a == "--allow-user") o.allow_users.push_back(r.value());
+    else if (a == "--allow-group") o.allow_groups.push_back(r.value());
     else throw std::invalid_argument("unknown service option '" + a + "'");
   }
   if (o.config.empty()) throw std::invalid_argument("--config FILE is required");

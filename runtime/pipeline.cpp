@@ -219,13 +219,6 @@ BatchLease Pipeline::step(std::size_t i, BatchLease& in) {
   rt.counters.host_ns += static_cast<std::uint64_t>(t1 - t0 - blocked - pacing);
   rt.counters.wait_out_ns += static_cast<std::uint64_t>(blocked);
   rt.counters.wait_in_ns += static_cast<std::uint64_t>(pacing);
-  if (t0 < trace_until_ns_.load(std::memory_order_relaxed)) {
-    const Batch* b = out ? out.get() : in.get();
-    std::lock_guard lock(rt.trace_mu);
-    if (rt.host_trace.size() < rt.host_trace.capacity())
-      rt.host_trace.push_back({t0, t1, b && !b->frames.empty() ? b->frames.front().sequence : first_sequence,
-                               b ? b->count : 0});
-  }
 
   if (out) {
     if (in && out.get() != in.get()) {
@@ -243,6 +236,12 @@ BatchLease Pipeline::step(std::size_t i, BatchLease& in) {
   if (in && s) {
     gpu::event_record(in->released.get(), s);
     in->release_pending = true;
+  }
+  if (t0 < trace_until_ns_.load(std::memory_order_relaxed)) {
+    const Batch* b = out ? out.get() : in.get();
+    std::lock_guard lock(rt.trace_mu);
+    if (rt.host_trace.size() < rt.host_trace.capacity())
+      rt.host_trace.push_back({t0, t1, b && !b->frames.empty() ? b->frames.front().sequence : first_sequence, b ? b->count : 0});
   }
   if (const Batch* counted = out ? out.get() : in.get()) {
     rt.counters.frames += static_cast<std::uint64_t>(counted->count);

@@ -65,6 +65,7 @@ class Pipeline {
   // The recording as Chrome/Perfetto trace events (JSON). Safe while running.
   std::string trace_json() const;
   const FrameLedger& ledger() const { return ledger_; }
+  const LatencyHistogram& latency() const { return latency_; }
   const PipelinePlan& plan() const { return plan_; }
 
  private:

@@ -121,7 +121,7 @@ StageInfo decode_stage() {
               {"pattern", ParamType::choice, "bars", "testsrc picture", {}, {}, pattern_choices()},
               {"width", ParamType::integer, "1920", "frame width in pixels", 16.0, 8192.0},
               {"height", ParamType::integer, "1080", "frame height in pixels", 16.0, 8192.0},
-              {"format", ParamType::choice, "bgr8", "pixel format of the frames", {}, {},
+              {"format", ParamType::choice, "bgr8", "pixel format of the frames (nv12/i420: BT.601 limited range)", {}, {},
                {"bgr8", "rgb8", "gray8", "nv12", "i420"}},
               {"fps", ParamType::number, "0", "frame rate; 0 = as fast as possible", 0.0, 10000.0},
               {"frames", ParamType::integer, "0", "frames to produce; 0 = endless (until stopped)", 0.0, {}},
