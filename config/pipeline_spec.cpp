@@ -27,6 +27,13 @@ std::vector<ParamSpec> pipeline_keys() {
        0.0, 60000.0},
       {"queue_depth", ParamType::integer, "4", "default depth (in batches) of every queue between stages", 1.0,
        1024.0},
+      {"control_socket", ParamType::string, "", "service mode: control socket path (default /run/sluice/control.sock)"},
+      {"control_tcp", ParamType::string, "",
+       "service mode: also serve the control protocol on TCP ADDR:PORT (off; 127.0.0.1:PORT keeps it local)"},
+      {"metrics", ParamType::string, "", "service mode: Prometheus endpoint ADDR:PORT (off; e.g. 127.0.0.1:9464)"},
+      {"control_allow_users", ParamType::strings, "[]",
+       "service mode: users who may pause/resume/reload/stop (empty: anyone who can open the socket)"},
+      {"control_allow_groups", ParamType::strings, "[]", "service mode: groups who may pause/resume/reload/stop"},
   };
 }
 
@@ -70,7 +77,7 @@ ParamValue parse_value(const ParamSpec& spec, const YAML::Node& node, const Sour
   if (node.IsSequence()) {
     std::vector<std::string> items;
     for (const auto& item : node) {
-      if (!item.IsScalar()) fail(where(at.file, item), context + "key '" + spec.name + "': expected a number");
+      if (!item.IsScalar()) fail(where(at.file, item), context + "key '" + spec.name + "': each list item must be a plain value");
       items.push_back(item.Scalar());
     }
     v = parse_param_list(spec, items, error);
@@ -187,6 +194,11 @@ PipelineSpec parse_pipeline(const std::string& yaml_text, const std::string& fil
   spec.batch_size = static_cast<int>(values.integer("batch_size"));
   spec.batch_timeout_us = static_cast<std::int64_t>(values.number("batch_timeout_ms") * 1000.0);
   const int depth = static_cast<int>(values.integer("queue_depth"));
+  spec.service.control_socket = values.string("control_socket");
+  spec.service.control_tcp = values.string("control_tcp");
+  spec.service.metrics = values.string("metrics");
+  spec.service.allow_users = values.strings("control_allow_users");
+  spec.service.allow_groups = values.strings("control_allow_groups");
 
   if (!stages_entry) throw ConfigError(file + ":1:1: missing 'stages' (a list of stages, source first, sink last)");
   const YAML::Node& stages_node = *stages_entry;

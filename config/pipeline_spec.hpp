@@ -30,6 +30,13 @@ struct StageSpec {
   QueuePolicy queue_policy = QueuePolicy::block;
 };
 
+// How the service exposes itself; sluiced's command-line options override these.
+struct ServiceSettings {
+  std::string control_socket, control_tcp, metrics;
+  std::vector<std::string> allow_users, allow_groups;
+  bool operator==(const ServiceSettings&) const = default;
+};
+
 struct PipelineSpec {
   std::string file;
   std::string name = "pipeline";
@@ -39,6 +46,7 @@ struct PipelineSpec {
   int batch_size = 8;
   std::int64_t batch_timeout_us = 10'000;
   std::vector<StageSpec> stages;
+  ServiceSettings service;
 };
 
 // Parses a pipeline; `file` names the origin in messages. Throws ConfigError.

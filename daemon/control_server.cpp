@@ -1,5 +1,7 @@
 #include "daemon/control_server.hpp"
 
+#include "daemon/listen_address.hpp"
+
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -10,21 +12,19 @@ namespace sluice {
 
 namespace asio = boost::asio;
 using local = asio::local::stream_protocol;
+using generic = asio::generic::stream_protocol;
 
 class ControlServer::Session : public std::enable_shared_from_this<Session> {
  public:
-  Session(local::socket socket, ControlServer& server)
-      : socket_(std::move(socket)), timer_(socket_.get_executor()), server_(server), clients_(server.clients_) {
+  Session(generic::socket socket, ControlServer& server, PeerCredentials peer)
+      : socket_(std::move(socket)), timer_(socket_.get_executor()), server_(server), clients_(server.clients_),
+        peer_(std::move(peer)) {
     ++*clients_;
-    ucred cred{};
-    socklen_t len = sizeof cred;
-    if (getsockopt(socket_.native_handle(), SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0)
-      peer_ = {cred.pid, cred.uid, cred.gid};
   }
   ~Session() { --*clients_; }
 
   void start(bool over_limit) {
-    spdlog::debug("control: client pid {} uid {} gid {} connected", peer_.pid, peer_.uid, peer_.gid);
+    spdlog::debug("control: client {} connected", peer_.remote);
     if (over_limit) {
       write_reply({{"ok", false}, {"error", "too many clients (limit " + std::to_string(server_.limits_.max_clients) + ")"}},
                   /*then_close=*/true);
@@ -44,7 +44,7 @@ class ControlServer::Session : public std::enable_shared_from_this<Session> {
     timer_.expires_after(server_.limits_.client_timeout);
     timer_.async_wait([self = shared_from_this()](boost::system::error_code ec) {
       if (ec) return;  // cancelled: a request arrived or the session ended
-      spdlog::info("control: client pid {} timed out", self->peer_.pid);
+      spdlog::info("control: client {} timed out", self->peer_.remote);
       self->close();
     });
   }
@@ -97,7 +97,7 @@ class ControlServer::Session : public std::enable_shared_from_this<Session> {
                       });
   }
 
-  local::socket socket_;
+  generic::socket socket_;
   asio::steady_timer timer_;
   ControlServer& server_;
   std::shared_ptr<std::size_t> clients_;
@@ -132,12 +132,41 @@ ControlServer::~ControlServer() { stop(); }
 void ControlServer::accept() {
   acceptor_.async_accept([this](boost::system::error_code ec, local::socket socket) {
     if (ec) return;  // acceptor closed
-    auto session = std::make_shared<Session>(std::move(socket), *this);
-    std::erase_if(sessions_, [](const auto& w) { return w.expired(); });
-    sessions_.push_back(session);
-    session->start(*clients_ > limits_.max_clients);
+    PeerCredentials peer;
+    ucred cred{};
+    socklen_t len = sizeof cred;
+    if (getsockopt(socket.native_handle(), SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0)
+      peer = {true, cred.pid, cred.uid, cred.gid,
+              "pid " + std::to_string(cred.pid) + " uid " + std::to_string(cred.uid) + " gid " + std::to_string(cred.gid)};
+    start_session(generic::socket(std::move(socket)), std::move(peer));
     accept();
   });
+}
+
+std::string ControlServer::listen_tcp(const std::string& address) {
+  tcp_acceptor_.emplace(io_);
+  const auto bound = sluice::listen_tcp(io_, *tcp_acceptor_, address, "control");
+  accept_tcp();
+  return endpoint_string(bound);
+}
+
+void ControlServer::accept_tcp() {
+  tcp_acceptor_->async_accept([this](boost::system::error_code ec, asio::ip::tcp::socket socket) {
+    if (ec) return;
+    PeerCredentials peer;
+    boost::system::error_code rec;
+    const auto remote = socket.remote_endpoint(rec);
+    peer.remote = rec ? std::string("tcp peer") : "tcp " + endpoint_string(remote);
+    start_session(generic::socket(std::move(socket)), std::move(peer));
+    accept_tcp();
+  });
+}
+
+void ControlServer::start_session(generic::socket socket, PeerCredentials peer) {
+  auto session = std::make_shared<Session>(std::move(socket), *this, std::move(peer));
+  std::erase_if(sessions_, [](const auto& w) { return w.expired(); });
+  sessions_.push_back(session);
+  session->start(*clients_ > limits_.max_clients);
 }
 
 void ControlServer::stop() {
@@ -145,6 +174,7 @@ void ControlServer::stop() {
   stopped_ = true;
   boost::system::error_code ec;
   acceptor_.close(ec);
+  if (tcp_acceptor_) tcp_acceptor_->close(ec);
   for (auto& w : sessions_)
     if (auto s = w.lock()) s->close();
   std::error_code fec;

@@ -9,14 +9,17 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 namespace sluice {
 
 struct PeerCredentials {
+  bool known = false;  // SO_PEERCRED answered (UNIX socket); TCP peers have only an address
   pid_t pid = 0;
   uid_t uid = 0;
   gid_t gid = 0;
+  std::string remote;  // "pid P uid U gid G", or the TCP peer's address
 };
 
 struct ControlLimits {
@@ -36,18 +39,24 @@ class ControlServer {
   // Binds `path` (mode 0660); a stale socket file is replaced, a live one (another daemon) is an error.
   ControlServer(boost::asio::io_context& io, std::string path, ControlLimits limits, Handler handler);
   ~ControlServer();
-  void stop();  // closes the acceptor and every session; removes the socket file
+  // Also serves the protocol on TCP (off unless asked for; "127.0.0.1:PORT" keeps it on loopback). TCP
+  // peers have no credentials: with allow lists set they may only read. Returns the bound address.
+  std::string listen_tcp(const std::string& address);
+  void stop();  // closes the acceptors and every session; removes the socket file
   const std::string& path() const { return path_; }
 
  private:
   class Session;
   void accept();
+  void accept_tcp();
+  void start_session(boost::asio::generic::stream_protocol::socket socket, PeerCredentials peer);
 
   boost::asio::io_context& io_;
   std::string path_;
   ControlLimits limits_;
   Handler handler_;
   boost::asio::local::stream_protocol::acceptor acceptor_;
+  std::optional<boost::asio::ip::tcp::acceptor> tcp_acceptor_;
   std::shared_ptr<std::size_t> clients_ = std::make_shared<std::size_t>(0);
   std::vector<std::weak_ptr<Session>> sessions_;
   bool stopped_ = false;

@@ -1,5 +1,7 @@
 #include "daemon/metrics.hpp"
 
+#include "daemon/listen_address.hpp"
+
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ip/v6_only.hpp>
@@ -228,48 +230,6 @@ constexpr auto kLingerDeadline = std::chrono::seconds(2);
 constexpr std::size_t kLingerMaxBytes = 64 * 1024;
 constexpr std::size_t kMaxSessions = 64;
 constexpr std::string_view kMetricsContentType = "text/plain; version=0.0.4; charset=utf-8";
-
-std::string endpoint_string(const tcp::endpoint& ep) {
-  const auto a = ep.address();
-  return (a.is_v6() ? "[" + a.to_string() + "]" : a.to_string()) + ":" + std::to_string(ep.port());
-}
-
-struct ListenSpec {
-  std::string host;  // empty: all interfaces
-  unsigned short port = 0;
-};
-
-ListenSpec parse_listen(const std::string& listen) {
-  auto bad = [&](const std::string& why) {
-    return std::runtime_error("metrics: invalid listen address '" + listen + "': " + why +
-                              " (expected HOST:PORT, [IPV6]:PORT or :PORT)");
-  };
-  ListenSpec spec;
-  std::string port;
-  if (!listen.empty() && listen.front() == '[') {
-    const auto close = listen.find(']');
-    if (close == std::string::npos) throw bad("missing ']'");
-    if (close + 1 >= listen.size() || listen[close + 1] != ':') throw bad("missing ':PORT' after ']'");
-    spec.host = listen.substr(1, close - 1);
-    if (spec.host.empty()) throw bad("empty IPv6 address");
-    boost::system::error_code ec;
-    (void)net::ip::make_address_v6(spec.host, ec);
-    if (ec) throw bad("'" + spec.host + "' is not an IPv6 address");
-    port = listen.substr(close + 2);
-  } else {
-    const auto colon = listen.rfind(':');
-    if (colon == std::string::npos) throw bad("missing ':PORT'");
-    spec.host = listen.substr(0, colon);
-    if (spec.host.find(':') != std::string::npos) throw bad("write an IPv6 address in brackets");
-    port = listen.substr(colon + 1);
-  }
-  if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos)
-    throw bad("port must be a number 0..65535");
-  const unsigned long p = std::stoul(port);
-  if (p > 65535) throw bad("port must be a number 0..65535");
-  spec.port = static_cast<unsigned short>(p);
-  return spec;
-}
 
 // The first path segment of a request target, without query or fragment.
 std::string_view target_path(std::string_view target) {
@@ -510,59 +470,7 @@ void MetricsServer::Impl::do_stop() {
 MetricsServer::MetricsServer(boost::asio::io_context& io, const std::string& listen,
                              std::function<std::string()> render)
     : impl_(std::make_shared<Impl>(io, std::move(render))) {
-  const ListenSpec spec = parse_listen(listen);
-  auto& acc = impl_->acceptor;
-
-  auto fail = [&](const tcp::endpoint* ep, const std::string& what, const beast::error_code& ec) {
-    std::string where = "'" + listen + "'";
-    if (ep) where += " (" + endpoint_string(*ep) + ")";
-    return std::runtime_error("metrics: cannot listen on " + where + ": " + what + ": " + ec.message());
-  };
-
-  auto try_bind = [&](const tcp::endpoint& ep, bool dual_stack, beast::error_code& ec) {
-    beast::error_code ignored;
-    if (acc.is_open()) acc.close(ignored);
-    acc.open(ep.protocol(), ec);
-    if (ec) return;
-    acc.set_option(net::socket_base::reuse_address(true), ignored);
-    if (dual_stack) acc.set_option(net::ip::v6_only(false), ignored);
-    acc.bind(ep, ec);
-  };
-
-  tcp::endpoint ep;
-  beast::error_code ec;
-  if (spec.host.empty()) {
-    // All interfaces: IPv6 dual-stack where the host has IPv6, else IPv4.
-    ep = tcp::endpoint(net::ip::address_v6::any(), spec.port);
-    try_bind(ep, true, ec);
-    if (ec == net::error::address_family_not_supported || ec == boost::system::errc::address_not_available ||
-        ec == net::error::no_protocol_option) {
-      ep = tcp::endpoint(net::ip::address_v4::any(), spec.port);
-      try_bind(ep, false, ec);
-    }
-    if (ec) throw fail(&ep, "bind", ec);
-  } else {
-    beast::error_code aec;
-    const auto addr = net::ip::make_address(spec.host, aec);
-    if (!aec) {
-      ep = tcp::endpoint(addr, spec.port);
-    } else {
-      tcp::resolver resolver(io);
-      beast::error_code rec;
-      const auto results = resolver.resolve(spec.host, std::to_string(spec.port), rec);
-      if (rec || results.empty())
-        throw std::runtime_error("metrics: cannot listen on '" + listen + "': cannot resolve '" + spec.host +
-                                 "': " + (rec ? rec.message() : std::string("no addresses")));
-      ep = results.begin()->endpoint();
-    }
-    try_bind(ep, false, ec);
-    if (ec) throw fail(&ep, "bind", ec);
-  }
-  acc.listen(net::socket_base::max_listen_connections, ec);
-  if (ec) throw fail(&ep, "listen", ec);
-
-  const auto bound = acc.local_endpoint(ec);
-  if (ec) throw fail(&ep, "local_endpoint", ec);
+  const tcp::endpoint bound = listen_tcp(io, impl_->acceptor, listen, "metrics");
   impl_->port = bound.port();
   impl_->address = endpoint_string(bound);
   impl_->do_accept();  // nothing else can touch the acceptor yet

@@ -63,7 +63,10 @@ class Service {
 
   int run() {
     config_path_ = std::filesystem::absolute(options_.config).string();
-    start_pipeline(plan_pipeline(load_pipeline(config_path_)));
+    const PipelineSpec spec = load_pipeline(config_path_);
+    settings_ = spec.service;
+    apply_settings(settings_);
+    start_pipeline(plan_pipeline(spec));
     ControlLimits limits;
     limits.client_timeout = std::chrono::milliseconds(static_cast<long>(options_.client_timeout_s * 1000));
     control_.emplace(io_, options_.socket, limits,
@@ -71,14 +74,17 @@ class Service {
                        if (r.is_object() && r.value("request", "") == "trace") return trace(r, std::move(reply));
                        reply(handle(r, p));
                      });
+    std::string tcp_address;
+    if (!options_.control_tcp.empty()) tcp_address = control_->listen_tcp(options_.control_tcp);
     if (!options_.metrics.empty())
       metrics_.emplace(io_, options_.metrics, [this] { return render_metrics(); });
     setup_watchdog();
     state_ = "running";
     sd_notify(0, "READY=1");
-    spdlog::info("sluiced {} ready: pipeline '{}' on {}, control socket {}{}", SLUICE_VERSION, plan_name_,
+    spdlog::info("sluiced {} ready: pipeline '{}' on {}, control socket {}{}{}", SLUICE_VERSION, plan_name_,
                  to_string(pipeline_->plan().device), options_.socket,
-                 options_.metrics.empty() ? "" : ", metrics on " + options_.metrics);
+                 tcp_address.empty() ? "" : ", control on tcp " + tcp_address,
+                 options_.metrics.empty() ? "" : ", metrics on " + metrics_->address());
     wait_signal();
     schedule_tick();
     io_.run();
@@ -86,6 +92,19 @@ class Service {
   }
 
  private:
+  // The command line wins; what it leaves empty comes from the pipeline file, then the defaults.
+  void apply_settings(const ServiceSettings& file) {
+    auto pick = [](std::string& option, const std::string& from_file) {
+      if (option.empty()) option = from_file;
+    };
+    pick(options_.socket, file.control_socket);
+    pick(options_.socket, "/run/sluice/control.sock");
+    pick(options_.control_tcp, file.control_tcp);
+    pick(options_.metrics, file.metrics);
+    if (options_.allow_users.empty()) options_.allow_users = file.allow_users;
+    if (options_.allow_groups.empty()) options_.allow_groups = file.allow_groups;
+  }
+
   void start_pipeline(PipelinePlan plan) {
     plan_name_ = plan.name;
     auto p = std::make_unique<Pipeline>(std::move(plan));
@@ -114,6 +133,10 @@ class Service {
   // --- requests ------------------------------------------------------------------------------------------
   bool may_mutate(const PeerCredentials& peer, std::string& why) const {
     if (options_.allow_users.empty() && options_.allow_groups.empty()) return true;
+    if (!peer.known) {
+      why = "permission denied: " + peer.remote + " has no credentials (use the UNIX socket to change things)";
+      return false;
+    }
     if (peer.uid == 0 || peer.uid == getuid()) return true;
     if (const passwd* pw = getpwuid(peer.uid)) {
       for (const auto& u : options_.allow_users)
@@ -141,10 +164,10 @@ class Service {
     if (!mutating) return error("unknown request '" + name + "' (version, status, trace, pause, resume, reload, stop)");
     std::string why;
     if (!may_mutate(peer, why)) {
-      spdlog::warn("control: {} refused for uid {}: {}", name, peer.uid, why);
+      spdlog::warn("control: {} refused for {}: {}", name, peer.remote, why);
       return error(why);
     }
-    spdlog::info("control: {} from pid {} uid {}", name, peer.pid, peer.uid);
+    spdlog::info("control: {} from {}", name, peer.remote);
     if (state_ == "stopping") return error("sluiced is stopping");
     if (name == "pause" || name == "resume") {
       pipeline_->set_paused(name == "pause");
@@ -187,7 +210,11 @@ class Service {
     if (state_ == "stopping") return error("sluiced is stopping");
     std::optional<PipelinePlan> plan;
     try {
-      plan.emplace(plan_pipeline(load_pipeline(path)));
+      const PipelineSpec spec = load_pipeline(path);
+      if (!(spec.service == settings_))
+        spdlog::warn("reload {}: control_socket/control_tcp/metrics/control_allow_* changed; they apply at the next start",
+                     path);
+      plan.emplace(plan_pipeline(spec));
     } catch (const std::exception& e) {
       return error(e.what());
     }
@@ -365,6 +392,7 @@ class Service {
   std::optional<MetricsServer> metrics_;
   std::unique_ptr<Pipeline> pipeline_;
   std::string config_path_, plan_name_, state_ = "starting";
+  ServiceSettings settings_;  // from the file read at start
   std::uint64_t generation_ = 0;
   FrameLedger::Totals before_;  // every earlier generation's final ledger
   RateWindows windows_;

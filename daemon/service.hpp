@@ -8,8 +8,10 @@
 namespace sluice {
 
 struct ServiceOptions {
+  // Empty strings and lists: take the pipeline file's control_socket/control_tcp/metrics/control_allow_*.
   std::string config;
-  std::string socket = "/run/sluice/control.sock";
+  std::string socket;               // default /run/sluice/control.sock
+  std::string control_tcp;          // ADDR:PORT, empty = off
   std::string metrics;              // ADDR:PORT for Prometheus, empty = off
   double drain_timeout_s = 30;      // SIGTERM/stop: frames in flight get this long to reach the sink
   double watchdog_stall_s = 0;      // frames in flight without progress this long = wedged (0: WatchdogSec/2)

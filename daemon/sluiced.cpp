@@ -31,8 +31,14 @@ socket (sluicectl), SIGHUP reload (validated first; an invalid file keeps the ru
 SIGTERM/SIGINT drain (sources stop, frames in flight reach the sink) and sd_notify readiness, status
 and watchdog.
   --socket PATH          control socket (default /run/sluice/control.sock, mode 0660)
+  --control-tcp ADDR:PORT
+                         also serve the control protocol on TCP (off by default; 127.0.0.1:PORT keeps
+                         it on loopback); TCP peers have no credentials, so with allow lists set they
+                         may only read (status, version, trace)
   --metrics ADDR:PORT    serve Prometheus metrics at http://ADDR:PORT/metrics (off by default;
                          127.0.0.1:9464 keeps it on loopback)
+  These five (socket, TCP, metrics, allow lists) may also be set in FILE: control_socket, control_tcp,
+  metrics, control_allow_users, control_allow_groups; the command line wins.
   --drain-timeout S      give frames in flight S seconds to drain on stop (default 30), else exit 1
   --watchdog-stall S     with WatchdogSec: stop pinging once frames are in flight and no stage has
                          moved one for S seconds (default WatchdogSec/2); an idle source with nothing
@@ -211,6 +217,7 @@ int cmd_service(const std::vector<std::string>& args) {
     if (a == "--config") o.config = r.value();
     else if (a == "--socket") o.socket = r.value();
     else if (a == "--metrics") o.metrics = r.value();
+    else if (a == "--control-tcp") o.control_tcp = r.value();
     else if (a == "--drain-timeout") o.drain_timeout_s = r.seconds();
     else if (a == "--watchdog-stall") o.watchdog_stall_s = r.seconds();
     else if (a == "--client-timeout") o.client_timeout_s = r.seconds();

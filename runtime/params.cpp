@@ -40,6 +40,7 @@ std::string ParamSpec::type_name() const {
     case ParamType::boolean: return "bool";
     case ParamType::string: return "string";
     case ParamType::numbers: return std::to_string(list_size) + " numbers" + range();
+    case ParamType::strings: return "list of strings";
     case ParamType::choice: {
       std::string s = "one of ";
       for (std::size_t i = 0; i < choices.size(); ++i) s += (i ? "|" : "") + choices[i];
@@ -83,12 +84,15 @@ std::optional<ParamValue> parse_param(const ParamSpec& spec, const std::string& 
       return std::nullopt;
     case ParamType::numbers: error = "expected a list of " + std::to_string(spec.list_size) + " numbers";
       return std::nullopt;
+    case ParamType::strings: error = "expected a list of strings, e.g. [alice, bob]";
+      return std::nullopt;
   }
   return std::nullopt;
 }
 
 std::optional<ParamValue> parse_param_list(const ParamSpec& spec, const std::vector<std::string>& items,
                                            std::string& error) {
+  if (spec.type == ParamType::strings) return items;
   if (spec.type != ParamType::numbers) {
     error = "expected " + spec.type_name() + ", got a list";
     return std::nullopt;
@@ -121,6 +125,11 @@ std::string format_param(const ParamValue& v) {
       for (std::size_t i = 0; i < l.size(); ++i) s += (i ? ", " : "") + fmt_number(l[i]);
       return s + "]";
     }
+    std::string operator()(const std::vector<std::string>& l) const {
+      std::string s = "[";
+      for (std::size_t i = 0; i < l.size(); ++i) s += (i ? ", " : "") + l[i];
+      return s + "]";
+    }
   };
   return std::visit(Visitor{}, v);
 }
@@ -136,6 +145,9 @@ bool ParamValues::boolean(const std::string& name) const { return std::get<bool>
 const std::string& ParamValues::string(const std::string& name) const { return std::get<std::string>(at(name)); }
 const std::vector<double>& ParamValues::numbers(const std::string& name) const {
   return std::get<std::vector<double>>(at(name));
+}
+const std::vector<std::string>& ParamValues::strings(const std::string& name) const {
+  return std::get<std::vector<std::string>>(at(name));
 }
 
 }  // namespace sluice

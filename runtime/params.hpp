@@ -10,7 +10,7 @@
 
 namespace sluice {
 
-enum class ParamType { integer, number, boolean, string, choice, numbers };
+enum class ParamType { integer, number, boolean, string, choice, numbers, strings };
 
 struct ParamSpec {
   std::string name;
@@ -19,13 +19,13 @@ struct ParamSpec {
   std::string doc;
   std::optional<double> min, max;      // integer, number, numbers (each element)
   std::vector<std::string> choices;    // choice
-  int list_size = 0;                   // numbers: exact element count
+  int list_size = 0;                   // numbers: exact element count (strings: any count)
   bool required = false;
 
   std::string type_name() const;  // e.g. "int 1..4096", "one of bars|noise", "3 numbers"
 };
 
-using ParamValue = std::variant<std::int64_t, double, bool, std::string, std::vector<double>>;
+using ParamValue = std::variant<std::int64_t, double, bool, std::string, std::vector<double>, std::vector<std::string>>;
 
 // Validated parameter values of one stage: every declared name has a value (given or default).
 class ParamValues {
@@ -35,6 +35,7 @@ class ParamValues {
   bool boolean(const std::string& name) const;
   const std::string& string(const std::string& name) const;  // string and choice
   const std::vector<double>& numbers(const std::string& name) const;
+  const std::vector<std::string>& strings(const std::string& name) const;
   bool was_given(const std::string& name) const { return given_.count(name) != 0; }
 
   void set(const std::string& name, ParamValue v, bool given) {
@@ -51,7 +52,7 @@ class ParamValues {
 
 // Parses `text` as a value of `spec`; on failure returns nullopt and sets `error` to a one-line reason.
 std::optional<ParamValue> parse_param(const ParamSpec& spec, const std::string& text, std::string& error);
-// Checks a list value (a YAML sequence) for a `numbers` parameter.
+// Checks a list value (a YAML sequence) for a `numbers` or `strings` parameter.
 std::optional<ParamValue> parse_param_list(const ParamSpec& spec, const std::vector<std::string>& items,
                                            std::string& error);
 std::string format_param(const ParamValue& v);

@@ -104,10 +104,15 @@ good = pipeline("first", 200)
 env = dict(os.environ, NOTIFY_SOCKET=notify_path, WATCHDOG_USEC="2000000")
 log = open(os.path.join(tmp, "sluiced.log"), "w")
 proc = subprocess.Popen(["sh", "-c", 'WATCHDOG_PID=$$ exec "$0" "$@"', sluiced, "--config", good, "--socket", sock_path,
-                         "--metrics", "127.0.0.1:19464", "--client-timeout", "1",
+                         "--metrics", "127.0.0.1:0", "--client-timeout", "1",
                          "--drain-timeout", "20"], env=env, stdout=log, stderr=subprocess.STDOUT)
 try:
-    check("ready notified", wait_for(lambda: any("READY=1" in n for n in notes)), notes)
+    ready = wait_for(lambda: any("READY=1" in n for n in notes))
+    log.flush()
+    check("ready notified", ready, open(os.path.join(tmp, "sluiced.log")).read())
+    # Ports are picked by the kernel (port 0): read them from the ready line.
+    ready_line = next(l for l in open(os.path.join(tmp, "sluiced.log")) if " ready: " in l)
+    metrics_port = int(ready_line.rsplit("metrics on 127.0.0.1:", 1)[1].split()[0])
     st = request({"request": "status"})
     check("status shape", st["ok"] and st["state"] == "running" and st["generation"] == 1 and
           [s["name"] for s in st["stages"]] == ["decode", "upload", "preprocess", "download", "sink"] and
@@ -204,7 +209,7 @@ try:
     check("trace needs seconds", not r["ok"] and "seconds" in r["error"], r)
 
     # Prometheus.
-    body = urllib.request.urlopen("http://127.0.0.1:19464/metrics", timeout=5).read().decode()
+    body = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5).read().decode()
     check("metrics scraped", "sluice_frames_total" in body and 'stage="decode"' in body and "sluice_pipeline_generation 3" in body,
           body[:400])
 
@@ -228,11 +233,34 @@ finally:
         proc.kill()
     notify.close()
 
-# `stop` over the socket also drains and exits 0.
-proc = subprocess.Popen([sluiced, "--config", good, "--socket", sock_path], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+# Settings from the pipeline file: the socket path, a TCP listener, allow lists. TCP peers have no
+# credentials, so with an allow list they may read but not change anything. `stop` drains and exits 0.
+svc = pipeline("svc", 200).replace(".yaml", "-svc.yaml")
+with open(pipeline("svc", 200)) as f:
+    text = f.read()
+with open(svc, "w") as f:
+    f.write(f"control_socket: {sock_path}\ncontrol_tcp: 127.0.0.1:0\ncontrol_allow_users: [root, nobody]\n" + text)
+svc_log = os.path.join(tmp, "svc.log")
+proc = subprocess.Popen([sluiced, "--config", svc], stdout=open(svc_log, "w"), stderr=subprocess.STDOUT)
+
+
+def tcp_request(obj):
+    line = next(l for l in open(svc_log) if " ready: " in l)
+    port = int(line.split("control on tcp 127.0.0.1:", 1)[1].split(",")[0].split()[0])
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.sendall((json.dumps(obj) + "\n").encode())
+        return json.loads(read_line(s))
+
+
 try:
-    wait_for(lambda: os.path.exists(sock_path))
+    check("socket path from the file", wait_for(lambda: os.path.exists(sock_path)))
     wait_for(lambda: request({"request": "status"})["frames"]["delivered"] > 10)
+    r = tcp_request({"request": "status"})
+    check("control over TCP: status", r["ok"] and r["pipeline"] == "svc", r)
+    r = tcp_request({"request": "pause"})
+    check("control over TCP: no credentials, no pause", not r["ok"] and "permission denied" in r["error"], r)
+    if os.getuid() == 0:
+        check("allowed user may pause", request({"request": "pause"}).get("ok") is True)
     check("stop request", request({"request": "stop"})["state"] == "stopping")
     check("stop exits 0", proc.wait(timeout=30) == 0)
 finally:
