@@ -191,7 +191,19 @@ std::string render_prometheus(const PipelineSnapshot& s, const MetricsInfo& info
   e.sample("sluice_latency_seconds", {{"quantile", "0.5"}}, ns_to_s_or_nan(s.latency_p50_ns));
   e.sample("sluice_latency_seconds", {{"quantile", "0.9"}}, ns_to_s_or_nan(s.latency_p90_ns));
   e.sample("sluice_latency_seconds", {{"quantile", "0.99"}}, ns_to_s_or_nan(s.latency_p99_ns));
-  if (info.latency) e.sample("sluice_latency_seconds_count", {}, info.latency->count());
+  if (info.latency) {
+    e.sample("sluice_latency_seconds_count", {}, info.latency->count());
+    // The same latencies as a histogram, which Prometheus can aggregate across instances.
+    static constexpr double kLe[] = {0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10};
+    e.family("sluice_frame_latency_seconds", "histogram",
+             "Capture-to-sink latency of delivered frames (bucket edges at the engine's ~4% resolution).");
+    for (double le : kLe)
+      e.sample("sluice_frame_latency_seconds_bucket", {{"le", prometheus_format_value(le)}},
+               info.latency->count_at_most(static_cast<std::int64_t>(le * 1e9)));
+    e.sample("sluice_frame_latency_seconds_bucket", {{"le", "+Inf"}}, info.latency->count());
+    e.sample("sluice_frame_latency_seconds_sum", {}, static_cast<double>(info.latency->sum_ns()) / 1e9);
+    e.sample("sluice_frame_latency_seconds_count", {}, info.latency->count());
+  }
 
   e.family("sluice_uptime_seconds", "gauge", "Seconds since the daemon started.");
   e.sample("sluice_uptime_seconds", {}, info.uptime_s);

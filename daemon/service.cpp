@@ -28,31 +28,36 @@ namespace {
 
 namespace asio = boost::asio;
 
-// Frames per stage over the last 1/10/60 s, from one sample per second.
+// Per stage, frames per second and GPU busy fraction over the last 1/10/60 s, from one sample per second.
 class RateWindows {
  public:
   void sample(const PipelineSnapshot& s) {
-    Sample x{std::chrono::steady_clock::now(), {}};
-    for (const auto& st : s.stages) x.frames.push_back(st.frames);
+    Sample x{std::chrono::steady_clock::now(), {}, {}};
+    for (const auto& st : s.stages) {
+      x.frames.push_back(static_cast<double>(st.frames));
+      x.gpu_s.push_back(st.gpu_ms_total / 1e3);
+    }
     samples_.push_back(std::move(x));
     while (samples_.size() > 61) samples_.pop_front();
   }
   void reset() { samples_.clear(); }
-  // Frames per second of stage i over the last `seconds` (or as much of it as was sampled).
-  double fps(std::size_t stage, int seconds) const {
-    if (samples_.size() < 2) return 0;
-    const Sample& now = samples_.back();
-    const Sample& then = samples_[samples_.size() - 1 - std::min<std::size_t>(static_cast<std::size_t>(seconds), samples_.size() - 1)];
-    const double dt = std::chrono::duration<double>(now.at - then.at).count();
-    if (dt <= 0 || stage >= now.frames.size() || stage >= then.frames.size()) return 0;
-    return static_cast<double>(now.frames[stage] - then.frames[stage]) / dt;
-  }
+  // Over the last `seconds` (or as much of it as was sampled); nullopt before two samples.
+  std::optional<double> fps(std::size_t stage, int seconds) const { return rate(&Sample::frames, stage, seconds); }
+  std::optional<double> busy(std::size_t stage, int seconds) const { return rate(&Sample::gpu_s, stage, seconds); }
 
  private:
   struct Sample {
     std::chrono::steady_clock::time_point at;
-    std::vector<std::uint64_t> frames;
+    std::vector<double> frames, gpu_s;
   };
+  std::optional<double> rate(std::vector<double> Sample::*field, std::size_t stage, int seconds) const {
+    if (samples_.size() < 2) return std::nullopt;
+    const Sample& now = samples_.back();
+    const Sample& then = samples_[samples_.size() - 1 - std::min<std::size_t>(static_cast<std::size_t>(seconds), samples_.size() - 1)];
+    const double dt = std::chrono::duration<double>(now.at - then.at).count();
+    if (dt <= 0 || stage >= (now.*field).size() || stage >= (then.*field).size()) return std::nullopt;
+    return ((now.*field)[stage] - (then.*field)[stage]) / dt;
+  }
   std::deque<Sample> samples_;
 };
 
@@ -313,7 +318,7 @@ class Service {
     const std::size_t sink = snap.stages.size() - 1;
     char status[256];
     std::snprintf(status, sizeof status, "STATUS=%s: %s, %.1f frames/s (10 s), %llu delivered, %llu dropped, %llu failed",
-                  plan_name_.c_str(), state_.c_str(), windows_.fps(sink, 10),
+                  plan_name_.c_str(), state_.c_str(), windows_.fps(sink, 10).value_or(0),
                   static_cast<unsigned long long>(before_.delivered + snap.frames.delivered),
                   static_cast<unsigned long long>(before_.dropped + snap.frames.dropped),
                   static_cast<unsigned long long>(before_.failed + snap.frames.failed));
@@ -350,9 +355,10 @@ class Service {
     for (std::size_t i = 0; i < s.stages.size(); ++i) {
       const auto& st = s.stages[i];
       stages.push_back({{"name", st.name}, {"kind", st.kind}, {"on_gpu", st.on_gpu}, {"frames", st.frames},
-                        {"batches", st.batches}, {"fps_1s", windows_.fps(i, 1)}, {"fps_10s", windows_.fps(i, 10)},
-                        {"fps_60s", windows_.fps(i, 60)}, {"gpu_ms_per_batch", st.gpu_ms_per_batch},
-                        {"busy", st.gpu_busy}, {"host_ms_per_batch", st.host_ms_per_batch},
+                        {"batches", st.batches}, {"fps_1s", windows_.fps(i, 1).value_or(0)},
+                        {"fps_10s", windows_.fps(i, 10).value_or(0)}, {"fps_60s", windows_.fps(i, 60).value_or(0)},
+                        {"gpu_ms_per_batch", st.gpu_ms_per_batch},
+                        {"busy", windows_.busy(i, 10).value_or(st.gpu_busy)}, {"host_ms_per_batch", st.host_ms_per_batch},
                         {"queue_depth", st.queue_depth}, {"queue_capacity", st.queue_capacity},
                         {"dropped", st.dropped}, {"errors", st.errors}});
     }
@@ -369,7 +375,11 @@ class Service {
             {"latency_ms", {{"p50", static_cast<double>(s.latency_p50_ns) / 1e6},
                             {"p90", static_cast<double>(s.latency_p90_ns) / 1e6},
                             {"p99", static_cast<double>(s.latency_p99_ns) / 1e6}}},
-            {"stages", stages}};
+            {"stages", stages},
+            {"sources", nlohmann::json::array({{{"stage", s.stages.front().name},
+                                                 {"kind", s.stages.front().kind},
+                                                 {"state", !s.running ? "eos" : pipeline_->paused() ? "paused" : "live"},
+                                                 {"frames", f.produced}}})}};
   }
 
   std::string render_metrics() const {

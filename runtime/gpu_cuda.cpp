@@ -10,7 +10,7 @@ namespace sluice::gpu {
 namespace {
 struct AtomicCounts {
   std::atomic<std::uint64_t> device_allocs{0}, device_frees{0}, pinned_allocs{0}, pinned_frees{0};
-  std::atomic<std::uint64_t> device_syncs{0}, stream_syncs{0}, event_syncs{0}, sync_copies{0};
+  std::atomic<std::uint64_t> device_syncs{0}, stream_syncs{0}, event_syncs{0};
   std::atomic<std::uint64_t> async_copies{0}, event_records{0}, stream_waits{0};
 };
 AtomicCounts g_counts;
@@ -126,7 +126,6 @@ CallCounts call_counts() noexcept {
   c.device_syncs = g_counts.device_syncs.load();
   c.stream_syncs = g_counts.stream_syncs.load();
   c.event_syncs = g_counts.event_syncs.load();
-  c.sync_copies = g_counts.sync_copies.load();
   c.async_copies = g_counts.async_copies.load();
   c.event_records = g_counts.event_records.load();
   c.stream_waits = g_counts.stream_waits.load();

@@ -37,6 +37,13 @@ std::int64_t LatencyHistogram::upper_edge(int bucket) noexcept {
 void LatencyHistogram::record(std::int64_t ns) noexcept {
   buckets_[static_cast<std::size_t>(bucket_of(ns))].fetch_add(1, std::memory_order_relaxed);
   count_.fetch_add(1, std::memory_order_relaxed);
+  sum_ns_.fetch_add(ns, std::memory_order_relaxed);
+}
+
+std::uint64_t LatencyHistogram::count_at_most(std::int64_t ns) const noexcept {
+  std::uint64_t n = 0;
+  for (int i = 0; i < kBuckets && upper_edge(i) <= ns; ++i) n += buckets_[static_cast<std::size_t>(i)].load(std::memory_order_relaxed);
+  return n;
 }
 
 std::int64_t LatencyHistogram::quantile_ns(double p) const noexcept {

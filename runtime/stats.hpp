@@ -20,6 +20,9 @@ class LatencyHistogram {
   std::uint64_t count() const noexcept { return count_.load(std::memory_order_relaxed); }
   // Upper edge of the bucket holding the p-quantile (p in 0..1), in ns; 0 when empty.
   std::int64_t quantile_ns(double p) const noexcept;
+  // Values recorded in buckets whose upper edge is <= ns (a Prometheus `le` bucket, at ~4% resolution).
+  std::uint64_t count_at_most(std::int64_t ns) const noexcept;
+  std::int64_t sum_ns() const noexcept { return sum_ns_.load(std::memory_order_relaxed); }
 
  private:
   static constexpr int kBuckets = 640;
@@ -27,6 +30,7 @@ class LatencyHistogram {
   static std::int64_t upper_edge(int bucket) noexcept;
   std::array<std::atomic<std::uint64_t>, kBuckets> buckets_{};
   std::atomic<std::uint64_t> count_{0};
+  std::atomic<std::int64_t> sum_ns_{0};
 };
 
 // Every frame a source produced ends in exactly one of: delivered, dropped (with a reason), failed.

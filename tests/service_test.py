@@ -116,7 +116,8 @@ try:
     st = request({"request": "status"})
     check("status shape", st["ok"] and st["state"] == "running" and st["generation"] == 1 and
           [s["name"] for s in st["stages"]] == ["decode", "upload", "preprocess", "download", "sink"] and
-          {"p50", "p90", "p99"} <= set(st["latency_ms"]) and "in_flight" in st["frames"], st)
+          {"p50", "p90", "p99"} <= set(st["latency_ms"]) and "in_flight" in st["frames"] and
+          st["sources"][0]["state"] == "live", st)
     check("version", request({"request": "version"}).get("version", "").count(".") == 2)
 
     # Frames flow; after a second the 1 s window has a rate.
@@ -125,6 +126,7 @@ try:
 
     # Pause: the source stops (produced stays put once in-flight frames drain); resume: it goes on.
     check("pause", request({"request": "pause"}) == {"ok": True, "state": "paused"})
+    check("source paused", request({"request": "status"})["sources"][0]["state"] == "paused")
     time.sleep(0.3)
     a = request({"request": "status"})["frames"]
     time.sleep(0.5)

@@ -209,6 +209,12 @@ TEST_CASE("render_prometheus writes every family once, with exact samples", "[me
     CHECK(has_line(text, "sluice_latency_seconds{quantile=\"0.9\"} 0.004"));
     CHECK(has_line(text, "sluice_latency_seconds{quantile=\"0.99\"} 0.00525"));
     CHECK(has_line(text, "sluice_latency_seconds_count 7"));
+    CHECK(has_line(text, "# TYPE sluice_frame_latency_seconds histogram"));
+    CHECK(has_line(text, "sluice_frame_latency_seconds_bucket{le=\"0.002\"} 0"));  // all seven took 3 ms
+    CHECK(has_line(text, "sluice_frame_latency_seconds_bucket{le=\"0.005\"} 7"));
+    CHECK(has_line(text, "sluice_frame_latency_seconds_bucket{le=\"+Inf\"} 7"));
+    CHECK(has_line(text, "sluice_frame_latency_seconds_sum 0.021"));
+    CHECK(has_line(text, "sluice_frame_latency_seconds_count 7"));
     CHECK(has_line(text, "# TYPE sluice_uptime_seconds gauge"));
     CHECK(has_line(text, "sluice_uptime_seconds 12.5"));
     CHECK(has_line(text, "# TYPE sluice_pipeline_generation gauge"));
@@ -239,14 +245,16 @@ TEST_CASE("render_prometheus writes every family once, with exact samples", "[me
         CHECK(help[name] == 1);  // HELP comes first
         CHECK(seen_families.insert(name).second);
         current = name;
-        CHECK((t == "counter" || t == "gauge" || t == "summary"));
+        CHECK((t == "counter" || t == "gauge" || t == "summary" || t == "histogram"));
       } else {
         std::string name, value;
         std::map<std::string, std::string> labels;
         REQUIRE(parse_sample(l, name, labels, value));
-        // Every sample belongs to the family declared last (summaries add _count/_sum).
-        const bool ok = name == current || (type_of[current] == "summary" &&
-                                            (name == current + "_count" || name == current + "_sum"));
+        // Every sample belongs to the family declared last (summaries add _count/_sum, histograms _bucket too).
+        const bool ok = name == current ||
+                        (type_of[current] == "summary" && (name == current + "_count" || name == current + "_sum")) ||
+                        (type_of[current] == "histogram" &&
+                         (name == current + "_bucket" || name == current + "_count" || name == current + "_sum"));
         CHECK(ok);
         CHECK(name.rfind("sluice_", 0) == 0);
       }
@@ -254,7 +262,7 @@ TEST_CASE("render_prometheus writes every family once, with exact samples", "[me
     for (const auto& [name, n] : help) CHECK(n == 1);
     for (const auto& [name, n] : type) CHECK(n == 1);
     CHECK(help.size() == type.size());
-    CHECK(type.size() == 20);
+    CHECK(type.size() == 21);
   }
   SECTION("the odd stage name survives a round trip through the text") {
     bool found = false;
