@@ -58,6 +58,11 @@ PipelinePlan plan_pipeline(const PipelineSpec& spec) {
     ps.input = upstream;
     ps.queue_depth = ss.queue_depth;
     ps.queue_policy = ss.queue_policy;
+    for (const auto& [name, value] : ss.params.all()) {
+      const std::string text = format_param(value);
+      ps.params += (ps.params.empty() ? "" : " ") + name + "=" + (text.empty() ? "\"\"" : text) +
+                   (ss.params.was_given(name) ? "" : "*");
+    }
     StageInit init{ss.name, ss.params, upstream, plan.device, spec.batch_size, spec.batch_timeout_us, names,
                    static_cast<int>(i)};
     try {
@@ -90,6 +95,7 @@ std::string describe_plan(const PipelinePlan& plan) {
     out += "  " + std::to_string(i + 1) + ". " + ps.name + " (" + ps.kind + ", " + stream + ")";
     if (ps.role != StageRole::sink) out += " -> " + ps.output.describe();
     out += "\n";
+    if (!ps.params.empty()) out += "       params: " + ps.params + "\n";
     if (ps.pool_slots > 0)
       out += "       pool: " + std::to_string(ps.pool_slots) + " x " + mib(ps.output.batch_bytes()) + " " +
              to_string(ps.output.memory) + "\n";
@@ -100,7 +106,7 @@ std::string describe_plan(const PipelinePlan& plan) {
              (ps.queue_policy == QueuePolicy::block ? std::string("blocking (lossless)")
                                                     : "leaky: " + std::string(to_string(ps.queue_policy))) + "\n";
   }
-  out += "memory: pinned host " + mib(plan.pool_bytes(MemoryKind::pinned)) + ", device " +
+  out += "(* = default)\nmemory: pinned host " + mib(plan.pool_bytes(MemoryKind::pinned)) + ", device " +
          mib(plan.pool_bytes(MemoryKind::device)) + ", host " + mib(plan.pool_bytes(MemoryKind::host)) + "\n";
   return out;
 }

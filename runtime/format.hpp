@@ -39,7 +39,6 @@ struct PayloadDesc {
 
   std::size_t item_bytes() const noexcept;
   std::size_t batch_bytes() const noexcept { return item_bytes() * static_cast<std::size_t>(batch); }
-  bool on_device() const noexcept { return memory == MemoryKind::device; }
   // e.g. "frames bgr8 1920x1080 x8 (pinned)" or "tensor f16 nhwc 3x224x224 x8 (device)"
   std::string describe() const;
 };

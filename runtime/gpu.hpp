@@ -40,17 +40,16 @@ void* device_alloc(std::size_t bytes);
 void device_free(void* p) noexcept;
 
 void copy_async(void* dst, const void* src, std::size_t bytes, StreamHandle s);  // direction inferred
-void device_synchronize();  // counted: never on the data path
 
 // NVTX ranges, for people looking at the pipeline in Nsight Systems.
 void range_push(const char* name) noexcept;
 void range_pop() noexcept;
 
 // Counters of calls that are forbidden in steady state; a test snapshots them around N batches.
-// (This layer has no synchronous copy at all: every copy is copy_async on a stream.)
+// (This layer has no synchronous copy and no device-wide sync at all: every copy is copy_async on a stream.)
 struct CallCounts {
   std::uint64_t device_allocs = 0, device_frees = 0, pinned_allocs = 0, pinned_frees = 0;
-  std::uint64_t device_syncs = 0, stream_syncs = 0, event_syncs = 0;
+  std::uint64_t stream_syncs = 0, event_syncs = 0;
   std::uint64_t async_copies = 0, event_records = 0, stream_waits = 0;
 };
 CallCounts call_counts() noexcept;

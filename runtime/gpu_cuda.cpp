@@ -10,7 +10,7 @@ namespace sluice::gpu {
 namespace {
 struct AtomicCounts {
   std::atomic<std::uint64_t> device_allocs{0}, device_frees{0}, pinned_allocs{0}, pinned_frees{0};
-  std::atomic<std::uint64_t> device_syncs{0}, stream_syncs{0}, event_syncs{0};
+  std::atomic<std::uint64_t> stream_syncs{0}, event_syncs{0};
   std::atomic<std::uint64_t> async_copies{0}, event_records{0}, stream_waits{0};
 };
 AtomicCounts g_counts;
@@ -109,10 +109,6 @@ void copy_async(void* dst, const void* src, std::size_t bytes, StreamHandle s) {
   bump(g_counts.async_copies);
   CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s));
 }
-void device_synchronize() {
-  bump(g_counts.device_syncs);
-  CUDA_CHECK(cudaDeviceSynchronize());
-}
 
 void range_push(const char* name) noexcept { nvtxRangePushA(name); }
 void range_pop() noexcept { nvtxRangePop(); }
@@ -123,7 +119,6 @@ CallCounts call_counts() noexcept {
   c.device_frees = g_counts.device_frees.load();
   c.pinned_allocs = g_counts.pinned_allocs.load();
   c.pinned_frees = g_counts.pinned_frees.load();
-  c.device_syncs = g_counts.device_syncs.load();
   c.stream_syncs = g_counts.stream_syncs.load();
   c.event_syncs = g_counts.event_syncs.load();
   c.async_copies = g_counts.async_copies.load();

@@ -28,7 +28,6 @@ void pinned_free(void*) noexcept {}
 void* device_alloc(std::size_t) { no_cuda("device_alloc"); }
 void device_free(void*) noexcept {}
 void copy_async(void*, const void*, std::size_t, StreamHandle) { no_cuda("copy_async"); }
-void device_synchronize() { no_cuda("device_synchronize"); }
 void range_push(const char*) noexcept {}
 void range_pop() noexcept {}
 CallCounts call_counts() noexcept { return {}; }

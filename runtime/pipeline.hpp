@@ -29,6 +29,7 @@ struct PlannedStage {
   int queue_depth = 4;           // the queue after this stage
   QueuePolicy queue_policy = QueuePolicy::block;
   int pool_slots = 0;            // 0: the stage takes no output pool (it forwards or it is the sink)
+  std::string params;            // resolved parameters, "name=value ...", for `sluiced check`
 };
 
 struct PipelinePlan {

@@ -41,7 +41,6 @@ struct StageContext {
   std::int64_t acquire_wait_ns = 0;  // blocked in acquire(): back-pressure from downstream
   std::int64_t pacing_wait_ns = 0;   // a source waiting for its next frame to be due
 
-  bool on_gpu() const { return stream != nullptr; }
   bool stopping() const { return stop && stop->load(std::memory_order_relaxed); }
   // An output batch from the stage's pool, ready for this stage's stream (or the host) to write.
   BatchLease acquire();

@@ -71,7 +71,6 @@ stages:
   CHECK(after.device_allocs == before.device_allocs);
   CHECK(after.pinned_allocs == before.pinned_allocs);
   CHECK(after.device_frees == before.device_frees);
-  CHECK(after.device_syncs == before.device_syncs);
   // Streams are synchronised once each at shutdown (upload, preprocess, download), never per batch.
   CHECK(after.stream_syncs - before.stream_syncs == 3);
   CHECK(after.async_copies - before.async_copies == 2 * 50);  // one H2D and one D2H per batch
