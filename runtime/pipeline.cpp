@@ -34,6 +34,15 @@ struct Pipeline::StageRuntime {
 namespace {
 constexpr int kTimerSlots = 64;
 
+// An NVTX range that closes on every way out of its scope, exceptions included.
+class ScopedRange {
+ public:
+  explicit ScopedRange(const char* name) noexcept { gpu::range_push(name); }
+  ~ScopedRange() { gpu::range_pop(); }
+  ScopedRange(const ScopedRange&) = delete;
+  ScopedRange& operator=(const ScopedRange&) = delete;
+};
+
 std::string first_frame(const Batch* b) {
   if (!b || b->frames.empty()) return "";
   const auto& f = b->frames.front();
@@ -189,8 +198,8 @@ BatchLease Pipeline::step(std::size_t i, BatchLease& in) {
                      pacing_wait0 = rt.ctx.pacing_wait_ns;
   const std::uint64_t first_sequence = in && !in->frames.empty() ? in->frames.front().sequence : 0;
   BatchLease out;
-  gpu::range_push(ps.name.c_str());
   try {
+    const ScopedRange range(ps.name.c_str());
     if (s) rt.timer.begin(s, first_sequence, in ? in->count : 0);
     out = stage.process(in.get(), rt.ctx);
     if (s) {
@@ -207,11 +216,9 @@ BatchLease Pipeline::step(std::size_t i, BatchLease& in) {
       } catch (const std::exception&) {
       }
     }
-    gpu::range_pop();
     fail_frames(i, in.get(), e.what());
     return {};
   }
-  gpu::range_pop();
   if (stage.forwards_input()) out = std::move(in);
   const std::int64_t t1 = now_ns();
   const std::int64_t blocked = rt.ctx.acquire_wait_ns - acquire_wait0;  // waiting for a free output slot
@@ -237,15 +244,15 @@ BatchLease Pipeline::step(std::size_t i, BatchLease& in) {
     gpu::event_record(in->released.get(), s);
     in->release_pending = true;
   }
-  if (t0 < trace_until_ns_.load(std::memory_order_relaxed)) {
-    const Batch* b = out ? out.get() : in.get();
-    std::lock_guard lock(rt.trace_mu);
-    if (rt.host_trace.size() < rt.host_trace.capacity())
-      rt.host_trace.push_back({t0, t1, b && !b->frames.empty() ? b->frames.front().sequence : first_sequence, b ? b->count : 0});
-  }
-  if (const Batch* counted = out ? out.get() : in.get()) {
-    rt.counters.frames += static_cast<std::uint64_t>(counted->count);
+  // What this step handled: its output, or the input a sink consumed.
+  if (const Batch* handled = out ? out.get() : in.get()) {
+    rt.counters.frames += static_cast<std::uint64_t>(handled->count);
     rt.counters.batches++;
+    if (t0 < trace_until_ns_.load(std::memory_order_relaxed)) {
+      const std::uint64_t first = handled->frames.empty() ? 0 : handled->frames.front().sequence;
+      std::lock_guard lock(rt.trace_mu);
+      if (rt.host_trace.size() < rt.host_trace.capacity()) rt.host_trace.push_back({t0, t1, first, handled->count});
+    }
   }
   if (ps.role == StageRole::sink && in) {
     for (const auto& f : in->frames) latency_.record(t1 - f.capture_ns);
