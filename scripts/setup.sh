@@ -11,6 +11,9 @@ packages=(
   libspdlog-dev libfmt-dev
   libopencv-core-dev libopencv-imgproc-dev
   libsystemd-dev systemd  # sd_notify; systemd-analyze verifies the unit files in the tests
+  libonnx-dev libprotobuf-dev  # ONNX model files (the onnx_proto messages over protobuf)
+  libopenblas-dev         # the CPU inference backend's matrix products
+  python3-torch python3-torchvision python3-onnx python3-numpy  # reference models and outputs for the tests
   python3                 # the service tests drive the daemon from a script
 )
 missing=()

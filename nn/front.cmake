@@ -1,0 +1,3 @@
+# ONNX loading, graph passes, .npy files.
+list(APPEND SLUICE_NN_SOURCES)
+list(APPEND SLUICE_NN_TEST_SOURCES)

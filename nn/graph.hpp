@@ -1,0 +1,120 @@
+#pragma once
+// The model graph sluice executes: what the ONNX loader makes, what the passes rewrite, what the backends run.
+//
+// Life of a model:
+//   Graph g = load_onnx(path);          // nn/onnx_loader.hpp: ONNX as written (opset 11-17), ops checked
+//   Graph p = prepare(g, batch);        // nn/passes.hpp: batch bound, canonical ops, shapes, folds, fusions
+//   CpuEngine / CudaEngine run p.       // nn/cpu/engine.hpp, nn/cuda/engine.hpp
+//
+// The contract between prepare() and the backends (the "prepared form") is written down here, next to the
+// types, so that a backend never has to understand ONNX's many spellings of one thing.
+#include <cstdint>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace sluice::nn {
+
+// A model that cannot be loaded or run: the message names the file, the node (name and op) and what is wrong.
+class ModelError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+using Shape = std::vector<std::int64_t>;
+std::int64_t element_count(const Shape& s);
+std::string to_string(const Shape& s);  // "[1,3,224,224]"
+
+// A constant: an initializer, a Constant node's value, or a value the passes folded.
+// Floating point data of any ONNX type is held as f32; integer and bool data as i64.
+enum class ElementType : std::uint8_t { f32, i64 };
+struct Tensor {
+  ElementType type = ElementType::f32;
+  Shape shape;
+  std::vector<float> f32;         // type == f32
+  std::vector<std::int64_t> i64;  // type == i64
+  std::int64_t elements() const { return element_count(shape); }
+};
+
+using AttrValue = std::variant<std::int64_t, float, std::string, std::vector<std::int64_t>, std::vector<float>, Tensor>;
+
+struct Attributes {
+  std::map<std::string, AttrValue> values;
+  bool has(const std::string& name) const { return values.count(name) != 0; }
+  // Typed reads with a default; a present attribute of the wrong type throws ModelError naming it.
+  std::int64_t i(const std::string& name, std::int64_t fallback) const;
+  float f(const std::string& name, float fallback) const;
+  std::string s(const std::string& name, const std::string& fallback) const;
+  std::vector<std::int64_t> ints(const std::string& name, const std::vector<std::int64_t>& fallback = {}) const;
+  std::vector<float> floats(const std::string& name, const std::vector<float>& fallback = {}) const;
+  const Tensor* tensor(const std::string& name) const;  // null when absent
+};
+
+struct Node {
+  std::string name;  // the ONNX node's name, or "<op>_<index>" when the file gave none
+  std::string op;    // ONNX op_type (canonical spelling after prepare(), see below)
+  std::vector<std::string> inputs;  // "" marks an absent optional input
+  std::vector<std::string> outputs;
+  Attributes attrs;
+  std::string where() const { return "node '" + name + "' (" + op + ")"; }
+};
+
+struct ValueInfo {
+  std::string name;
+  Shape shape;  // -1 for a dimension the file leaves symbolic (usually the batch)
+  ElementType type = ElementType::f32;
+};
+
+struct Graph {
+  std::string source;  // file name, for messages
+  std::int64_t opset = 0;
+  std::vector<ValueInfo> inputs;   // the graph's inputs that are not initializers
+  std::vector<ValueInfo> outputs;
+  std::vector<Node> nodes;         // topological order
+  std::map<std::string, Tensor> constants;  // initializers, Constant nodes, folded values
+  std::map<std::string, Shape> shapes;      // after prepare(): every non-constant value's concrete shape
+  std::vector<std::string> rewrites;        // after prepare(): one line per fold/fusion/removal, for `sluiced model`
+
+  bool is_constant(const std::string& value) const { return constants.count(value) != 0; }
+  const Shape& shape_of(const std::string& value) const;  // constants and values; throws ModelError if unknown
+};
+
+// ---- The prepared form (what prepare() guarantees and the backends may rely on) ----------------------------
+// * Every graph input has a concrete shape (the batch bound); every non-constant value is f32 data (a
+//   backend may hold it as f16/bf16) with a concrete entry in `shapes`. Integer data exists only as constants.
+// * Nodes are in topological order; no node has only constant inputs (folded); no dead nodes; no Identity,
+//   Dropout, Constant, Shape, Gather-on-shapes, Cast, Upsample or ConstantOfShape remains.
+// * Ops that remain, with their canonical attributes (all axes non-negative, all lists concrete):
+//   Conv            inputs X, W (constant, f32, OIHW), B (constant or ""), R (residual or "", same shape as Y)
+//                   attrs strides, pads [top,left,bottom,right], dilations, group (auto_pad resolved away);
+//                   "activation": "" | Relu | LeakyRelu | Clip | Sigmoid | HardSigmoid | HardSwish | Tanh,
+//                   "act_alpha", "act_beta" (LeakyRelu alpha; HardSigmoid alpha, beta; Clip min, max).
+//                   Y = activation(conv(X, W) + B + R). BatchNormalization that follows a Conv is folded into W, B.
+//   BatchNormalization  inputs X, scale, bias, mean, var (constants); attr epsilon (only where no Conv precedes)
+//   Relu, Sigmoid, Tanh, HardSwish              no attrs
+//   LeakyRelu (alpha), HardSigmoid (alpha, beta), Clip ("min", "max" floats; +-inf when absent)
+//   Add, Sub, Mul, Div   two inputs, numpy broadcasting; either may be a constant
+//   MaxPool, AveragePool attrs kernel_shape, strides, pads [top,left,bottom,right], dilations (MaxPool),
+//                        ceil_mode, count_include_pad (AveragePool); 2-D (NCHW) only
+//   GlobalAveragePool
+//   Reshape          one input; attr "shape": the concrete output shape (Flatten, Squeeze, Unsqueeze and
+//                    Reshape all become this; the data order does not change)
+//   Transpose        attr perm
+//   Gemm             inputs A, B, C ("" if absent); attrs alpha, beta, transA, transB. B usually constant
+//   MatMul           numpy semantics (batched, broadcast); B may be constant
+//   Concat           attr axis
+//   Split            attr axis, attr "split" (sizes, concrete)
+//   Slice            one input; attrs "starts", "ends", "steps" (one per dimension, clamped, concrete)
+//   Softmax          attr axis; attr "coerce_2d" (1: opset < 13 semantics, softmax over all dims from axis on)
+//   Resize           one input; attr "sizes" (concrete output shape), "mode" (nearest | linear),
+//                    "coordinate_transformation_mode", "nearest_mode" (ONNX spellings); 4-D NCHW, H and W only
+//   Pad              one input; attr "pads" (ONNX order: begins then ends, one per dimension), "mode"
+//                    (constant | reflect | edge), "value"
+// Shapes and data are in ONNX's layout (NCHW for images); a backend may store 4-D values NHWC inside.
+
+// Ops the loader accepts (as written in ONNX files); anything else is refused, naming the node.
+const std::vector<std::string>& supported_onnx_ops();
+
+}  // namespace sluice::nn

@@ -1,0 +1,24 @@
+# The inference engine (nn/): ONNX loading, graph passes, the CPU backend and the CUDA backend.
+# Included from the top-level CMakeLists.txt, so the source lists below are visible to tests/.
+# Each part lists its own files in its own fragment: nn/front.cmake, nn/cpu/sources.cmake, nn/cuda/sources.cmake.
+find_package(Protobuf REQUIRED)  # before ONNX: its targets name protobuf::libprotobuf
+find_package(ONNX REQUIRED)  # Debian's libonnx-dev: the onnx_proto message classes, over protobuf
+pkg_check_modules(OPENBLAS REQUIRED IMPORTED_TARGET openblas)
+
+set(SLUICE_NN_SOURCES nn/graph.cpp)
+set(SLUICE_NN_CUDA_SOURCES)
+set(SLUICE_NN_TEST_SOURCES)      # CPU tests (tests/nn/...), built into sluice_nn_tests
+set(SLUICE_NN_GPU_TEST_SOURCES)  # GPU tests (tests/gpu/...), built into sluice_gpu_tests
+include(nn/front.cmake)
+include(nn/cpu/sources.cmake)
+if(SLUICE_WITH_CUDA)
+  include(nn/cuda/sources.cmake)
+endif()
+
+add_library(sluice_nn STATIC ${SLUICE_NN_SOURCES})
+target_link_libraries(sluice_nn PUBLIC sluice_core onnx_proto PkgConfig::OPENBLAS)
+if(SLUICE_WITH_CUDA)
+  find_library(CUDNN_LIBRARY cudnn REQUIRED HINTS ${CUDAToolkit_LIBRARY_DIR} ${CUDAToolkit_LIBRARY_ROOT}/lib)
+  target_sources(sluice_nn PRIVATE ${SLUICE_NN_CUDA_SOURCES})
+  target_link_libraries(sluice_nn PUBLIC ${CUDNN_LIBRARY} CUDA::cublas CUDA::cublasLt CUDA::cudart)
+endif()
