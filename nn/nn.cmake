@@ -15,10 +15,13 @@ if(SLUICE_WITH_CUDA)
   include(nn/cuda/sources.cmake)
 endif()
 
-add_library(sluice_nn STATIC ${SLUICE_NN_SOURCES})
-target_link_libraries(sluice_nn PUBLIC sluice_core onnx_proto PkgConfig::OPENBLAS)
+# Part of sluice_core: the infer stage (stages/) is registered with the other built-in stages.
+# `sluice_nn` is the name tests and tools link against.
+target_sources(sluice_core PRIVATE ${SLUICE_NN_SOURCES})
+target_link_libraries(sluice_core PUBLIC onnx_proto PkgConfig::OPENBLAS)
 if(SLUICE_WITH_CUDA)
   find_library(CUDNN_LIBRARY cudnn REQUIRED HINTS ${CUDAToolkit_LIBRARY_DIR} ${CUDAToolkit_LIBRARY_ROOT}/lib)
-  target_sources(sluice_nn PRIVATE ${SLUICE_NN_CUDA_SOURCES})
-  target_link_libraries(sluice_nn PUBLIC ${CUDNN_LIBRARY} CUDA::cublas CUDA::cublasLt CUDA::cudart)
+  target_sources(sluice_core PRIVATE ${SLUICE_NN_CUDA_SOURCES})
+  target_link_libraries(sluice_core PUBLIC ${CUDNN_LIBRARY} CUDA::cublas CUDA::cublasLt)
 endif()
+add_library(sluice_nn ALIAS sluice_core)

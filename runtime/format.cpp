@@ -58,6 +58,7 @@ std::size_t dtype_bytes(DType d) noexcept {
 
 std::size_t PayloadDesc::item_bytes() const noexcept {
   if (kind == PayloadKind::frames) return image_bytes(pixel, width, height);
+  if (kind == PayloadKind::classes) return static_cast<std::size_t>(channels) * 8;  // kernels::ClassScore
   return static_cast<std::size_t>(channels) * static_cast<std::size_t>(width) * static_cast<std::size_t>(height) *
          dtype_bytes(dtype);
 }
@@ -66,6 +67,8 @@ std::string PayloadDesc::describe() const {
   std::string s;
   if (kind == PayloadKind::frames) {
     s = "frames " + std::string(to_string(pixel)) + " " + std::to_string(width) + "x" + std::to_string(height);
+  } else if (kind == PayloadKind::classes) {
+    s = "classes top-" + std::to_string(channels) + " of " + std::to_string(classes) + (labels ? " (labelled)" : "");
   } else {
     s = "tensor " + std::string(to_string(dtype)) + " " + std::string(to_string(layout)) + " " +
         std::to_string(channels) + "x" + std::to_string(height) + "x" + std::to_string(width);

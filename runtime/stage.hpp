@@ -30,6 +30,7 @@ struct StageInit {
   std::int64_t batch_timeout_us = 0;
   std::vector<std::string> stage_names;  // every stage of the pipeline, in order
   int index = 0;                         // this stage's position
+  std::string pipeline_file;             // the pipeline's file: relative paths in params are relative to it
 };
 
 struct StageContext {
