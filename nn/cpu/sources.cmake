@@ -1,3 +1,19 @@
 # The CPU backend.
-list(APPEND SLUICE_NN_SOURCES)
-list(APPEND SLUICE_NN_TEST_SOURCES)
+list(APPEND SLUICE_NN_SOURCES
+  nn/cpu/engine.cpp
+  nn/cpu/layer.cpp
+  nn/cpu/memory_plan.cpp
+  nn/cpu/strided.cpp
+  nn/cpu/activation.cpp
+  nn/cpu/conv.cpp
+  nn/cpu/pool.cpp
+  nn/cpu/elementwise.cpp
+  nn/cpu/matmul.cpp
+  nn/cpu/shape_ops.cpp
+  nn/cpu/resize.cpp
+  nn/cpu/softmax.cpp
+  nn/cpu/batchnorm.cpp
+)
+list(APPEND SLUICE_NN_TEST_SOURCES
+  tests/nn/test_cpu_ops.cpp
+)

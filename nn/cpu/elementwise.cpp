@@ -1,0 +1,138 @@
+// Activations as nodes of their own, and Add/Sub/Mul/Div with numpy broadcasting.
+#include <array>
+#include <stdexcept>
+
+#include "nn/cpu/activation.hpp"
+#include "nn/cpu/layer.hpp"
+#include "nn/cpu/strided.hpp"
+
+namespace sluice::nn::cpu {
+
+namespace {
+
+class UnaryLayer final : public Layer {
+ public:
+  UnaryLayer(Activation act, std::int64_t count) : act_(act), count_(static_cast<std::size_t>(count)) {}
+  void run(const float* const* in, float* const* out, float*) const override {
+    apply_activation(act_, in[0], 0.0f, nullptr, out[0], count_);
+  }
+
+ private:
+  Activation act_;
+  std::size_t count_;
+};
+
+enum class BinaryOp { add, sub, mul, div };
+
+template <BinaryOp Op>
+inline float combine(float a, float b) {
+  if constexpr (Op == BinaryOp::add) return a + b;
+  if constexpr (Op == BinaryOp::sub) return a - b;
+  if constexpr (Op == BinaryOp::mul) return a * b;
+  if constexpr (Op == BinaryOp::div) return a / b;
+}
+
+// y[i] = a[i * sa] op b[i * sb] for i < n; the common stride pairs get loops the compiler vectorises.
+template <BinaryOp Op>
+void combine_row(const float* a, std::int64_t sa, const float* b, std::int64_t sb, float* y, std::int64_t n) {
+  if (sa == 1 && sb == 1) {
+    for (std::int64_t i = 0; i < n; ++i) y[i] = combine<Op>(a[i], b[i]);
+  } else if (sa == 1 && sb == 0) {
+    const float bv = *b;
+    for (std::int64_t i = 0; i < n; ++i) y[i] = combine<Op>(a[i], bv);
+  } else if (sa == 0 && sb == 1) {
+    const float av = *a;
+    for (std::int64_t i = 0; i < n; ++i) y[i] = combine<Op>(av, b[i]);
+  } else {
+    for (std::int64_t i = 0; i < n; ++i) y[i] = combine<Op>(a[i * sa], b[i * sb]);
+  }
+}
+
+// The output's dimensions with both inputs' strides, size-1 dimensions dropped and neighbours merged wherever
+// both inputs allow it: [N,C,H,W] * [1,C,1,1] becomes [N, C, H*W] with strides (CHW, HW, 1) and (0, 1, 0).
+struct BroadcastLoop {
+  std::vector<std::int64_t> dims, a_strides, b_strides;
+};
+
+BroadcastLoop plan_broadcast(const Shape& a, const Shape& b, const Shape& out) {
+  const auto sa = broadcast_strides(a, out), sb = broadcast_strides(b, out);
+  BroadcastLoop loop;
+  if (element_count(out) == 0) return {{0}, {0}, {0}};
+  for (std::size_t k = 0; k < out.size(); ++k) {
+    if (out[k] == 1) continue;
+    if (!loop.dims.empty() && loop.a_strides.back() == sa[k] * out[k] && loop.b_strides.back() == sb[k] * out[k]) {
+      loop.dims.back() *= out[k];
+      loop.a_strides.back() = sa[k];
+      loop.b_strides.back() = sb[k];
+    } else {
+      loop.dims.push_back(out[k]);
+      loop.a_strides.push_back(sa[k]);
+      loop.b_strides.push_back(sb[k]);
+    }
+  }
+  if (loop.dims.empty()) loop = {{1}, {1}, {1}};
+  if (loop.dims.size() > kMaxRank) throw std::invalid_argument("too many dimensions after broadcasting");
+  return loop;
+}
+
+template <BinaryOp Op>
+class BinaryLayer final : public Layer {
+ public:
+  explicit BinaryLayer(BroadcastLoop loop) : loop_(std::move(loop)) {}
+
+  void run(const float* const* in, float* const* out, float*) const override {
+    const float* a = in[0];
+    const float* b = in[1];
+    float* y = out[0];
+    const std::size_t outer = loop_.dims.size() - 1;
+    const std::int64_t n = loop_.dims.back();
+    std::array<std::int64_t, kMaxRank> index{};
+    std::int64_t ao = 0, bo = 0;
+    for (;;) {
+      combine_row<Op>(a + ao, loop_.a_strides.back(), b + bo, loop_.b_strides.back(), y, n);
+      y += n;
+      std::size_t k = outer;
+      for (;;) {
+        if (k == 0) return;
+        --k;
+        ao += loop_.a_strides[k];
+        bo += loop_.b_strides[k];
+        if (++index[k] < loop_.dims[k]) break;
+        ao -= loop_.a_strides[k] * loop_.dims[k];
+        bo -= loop_.b_strides[k] * loop_.dims[k];
+        index[k] = 0;
+      }
+    }
+  }
+
+ private:
+  BroadcastLoop loop_;
+};
+
+}  // namespace
+
+std::unique_ptr<Layer> make_unary(const LayerContext& ctx) {
+  ctx.expect_inputs(1, 1);
+  ctx.expect_outputs(1);
+  ctx.expect_output_shape(0, ctx.input_shape(0));
+  return std::make_unique<UnaryLayer>(unary_activation(ctx), element_count(ctx.input_shape(0)));
+}
+
+std::unique_ptr<Layer> make_binary(const LayerContext& ctx) {
+  ctx.expect_inputs(2, 2);
+  ctx.expect_outputs(1);
+  const Shape& a = ctx.input_shape(0);
+  const Shape& b = ctx.input_shape(1);
+  Shape out;
+  if (!broadcast_shape(a, b, out)) ctx.fail("input shapes " + to_string(a) + " and " + to_string(b) + " do not broadcast");
+  ctx.expect_output_shape(0, out);
+  BroadcastLoop loop = plan_broadcast(a, b, out);
+  const std::string& op = ctx.node().op;
+  if (op == "Add") return std::make_unique<BinaryLayer<BinaryOp::add>>(std::move(loop));
+  if (op == "Sub") return std::make_unique<BinaryLayer<BinaryOp::sub>>(std::move(loop));
+  if (op == "Mul") return std::make_unique<BinaryLayer<BinaryOp::mul>>(std::move(loop));
+  if (op == "Div") return std::make_unique<BinaryLayer<BinaryOp::div>>(std::move(loop));
+  ctx.fail("is not a binary arithmetic op");
+}
+
+}  // namespace sluice::nn::cpu

@@ -1,0 +1,184 @@
+#include "nn/cpu/engine.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+
+#include "nn/cpu/layer.hpp"
+#include "nn/cpu/memory_plan.hpp"
+
+namespace sluice::nn {
+
+namespace {
+
+// Where a value's data is during a run.
+enum class Home { graph_input, graph_output, arena, constant };
+
+struct Value {
+  Home home = Home::arena;
+  std::size_t index = 0;  // graph input/output position, or arena request
+  std::int64_t floats = 0;
+};
+
+struct Step {
+  std::unique_ptr<cpu::Layer> layer;
+  std::vector<int> inputs;  // value ids; -1 for an absent optional input
+  std::vector<int> outputs;
+  // Gathered pointers, sized once so that a run allocates nothing.
+  std::vector<const float*> input_ptrs;
+  std::vector<float*> output_ptrs;
+};
+
+// A graph output that no node writes (it is a graph input or a constant) or that repeats another output.
+struct OutputCopy {
+  int value;
+  std::size_t output;
+};
+
+}  // namespace
+
+struct CpuEngine::State {
+  Graph graph;
+  std::map<std::string, std::vector<float>> integer_constants_as_f32;
+  std::vector<Value> values;
+  std::vector<float*> value_ptrs;  // per value id, refreshed for graph inputs/outputs on every run
+  std::vector<Step> steps;
+  std::vector<OutputCopy> output_copies;
+  std::vector<float> arena;
+  std::vector<float> scratch;
+};
+
+CpuEngine::CpuEngine(Graph prepared) : state_(std::make_unique<State>()) {
+  State& s = *state_;
+  s.graph = std::move(prepared);
+  const Graph& g = s.graph;
+  auto fail = [&](const std::string& what) { throw ModelError(g.source + ": " + what); };
+
+  std::map<std::string, int> ids;
+  auto add_value = [&](const std::string& name, Value v) {
+    ids[name] = static_cast<int>(s.values.size());
+    s.values.push_back(v);
+    s.value_ptrs.push_back(nullptr);
+    return ids[name];
+  };
+  auto add_constant = [&](const std::string& name, const Tensor& c) {
+    const int id = add_value(name, {Home::constant, 0, c.elements()});
+    if (c.type == ElementType::f32) {
+      s.value_ptrs[static_cast<std::size_t>(id)] = const_cast<float*>(c.f32.data());
+    } else {  // integer data used as data: the prepared form keeps it as i64 constants only
+      auto& converted = s.integer_constants_as_f32[name];
+      converted.assign(c.i64.begin(), c.i64.end());
+      s.value_ptrs[static_cast<std::size_t>(id)] = converted.data();
+    }
+    return id;
+  };
+
+  for (std::size_t i = 0; i < g.inputs.size(); ++i) {
+    const auto& in = g.inputs[i];
+    if (ids.count(in.name)) fail("graph input '" + in.name + "' is listed twice");
+    for (auto d : in.shape)
+      if (d < 0) fail("graph input '" + in.name + "' has shape " + to_string(in.shape) + " (the graph is not prepared)");
+    add_value(in.name, {Home::graph_input, i, element_count(in.shape)});
+  }
+
+  // Which graph output each value is written to directly (its first mention); the rest are copied.
+  std::map<std::string, std::size_t> output_slot;
+  for (std::size_t o = 0; o < g.outputs.size(); ++o) output_slot.emplace(g.outputs[o].name, o);
+
+  std::vector<cpu::BufferRequest> requests;
+  std::vector<int> request_value;
+  for (std::size_t n = 0; n < g.nodes.size(); ++n) {
+    const Node& node = g.nodes[n];
+    Step step;
+    step.layer = cpu::make_layer(g, node);
+    for (const std::string& name : node.inputs) {
+      if (name.empty()) {
+        step.inputs.push_back(-1);
+        continue;
+      }
+      auto known = ids.find(name);
+      if (known == ids.end()) {
+        auto c = g.constants.find(name);
+        if (c == g.constants.end())
+          fail(node.where() + ": input '" + name + "' is neither a graph input, a constant nor made by an earlier node");
+        step.inputs.push_back(add_constant(name, c->second));
+        continue;
+      }
+      const Value& v = s.values[static_cast<std::size_t>(known->second)];
+      if (v.home == Home::arena) requests[v.index].last_step = static_cast<int>(n);
+      step.inputs.push_back(known->second);
+    }
+    for (const std::string& name : node.outputs) {
+      if (ids.count(name) || g.is_constant(name)) fail(node.where() + ": output '" + name + "' is written twice");
+      const std::int64_t floats = element_count(g.shape_of(name));
+      auto slot = output_slot.find(name);
+      int id;
+      if (slot != output_slot.end()) {
+        id = add_value(name, {Home::graph_output, slot->second, floats});
+      } else {
+        id = add_value(name, {Home::arena, requests.size(), floats});
+        requests.push_back({static_cast<std::size_t>(floats), static_cast<int>(n), static_cast<int>(n)});
+        request_value.push_back(id);
+      }
+      step.outputs.push_back(id);
+    }
+    step.input_ptrs.resize(step.inputs.size());
+    step.output_ptrs.resize(step.outputs.size());
+    s.steps.push_back(std::move(step));
+  }
+
+  for (std::size_t o = 0; o < g.outputs.size(); ++o) {
+    const std::string& name = g.outputs[o].name;
+    auto id = ids.find(name);
+    if (id == ids.end()) {
+      auto c = g.constants.find(name);
+      if (c == g.constants.end()) fail("graph output '" + name + "' is not made by any node");
+      s.output_copies.push_back({add_constant(name, c->second), o});
+      continue;
+    }
+    const Value& v = s.values[static_cast<std::size_t>(id->second)];
+    if (!(v.home == Home::graph_output && v.index == o)) s.output_copies.push_back({id->second, o});
+  }
+
+  const cpu::MemoryPlan plan = cpu::plan_memory(requests);
+  s.arena.assign(plan.arena_floats, 0.0f);
+  for (std::size_t r = 0; r < requests.size(); ++r)
+    s.value_ptrs[static_cast<std::size_t>(request_value[r])] = s.arena.data() + plan.offsets[r];
+  std::size_t scratch = 0;
+  for (const Step& step : s.steps) scratch = std::max(scratch, step.layer->scratch_floats());
+  s.scratch.assign(scratch, 0.0f);
+}
+
+CpuEngine::~CpuEngine() = default;
+CpuEngine::CpuEngine(CpuEngine&&) noexcept = default;
+CpuEngine& CpuEngine::operator=(CpuEngine&&) noexcept = default;
+
+const Graph& CpuEngine::graph() const { return state_->graph; }
+
+void CpuEngine::run(const std::vector<const float*>& inputs, const std::vector<float*>& outputs) {
+  State& s = *state_;
+  const Graph& g = s.graph;
+  if (inputs.size() != g.inputs.size() || outputs.size() != g.outputs.size())
+    throw ModelError(g.source + ": run() got " + std::to_string(inputs.size()) + " inputs and " +
+                     std::to_string(outputs.size()) + " outputs, the graph has " + std::to_string(g.inputs.size()) +
+                     " and " + std::to_string(g.outputs.size()));
+  for (std::size_t v = 0; v < s.values.size(); ++v) {
+    const Value& value = s.values[v];
+    if (value.home == Home::graph_input) s.value_ptrs[v] = const_cast<float*>(inputs[value.index]);
+    if (value.home == Home::graph_output) s.value_ptrs[v] = outputs[value.index];
+  }
+  for (Step& step : s.steps) {
+    for (std::size_t i = 0; i < step.inputs.size(); ++i)
+      step.input_ptrs[i] = step.inputs[i] < 0 ? nullptr : s.value_ptrs[static_cast<std::size_t>(step.inputs[i])];
+    for (std::size_t o = 0; o < step.outputs.size(); ++o)
+      step.output_ptrs[o] = s.value_ptrs[static_cast<std::size_t>(step.outputs[o])];
+    step.layer->run(step.input_ptrs.data(), step.output_ptrs.data(), s.scratch.data());
+  }
+  for (const OutputCopy& copy : s.output_copies) {
+    const float* src = s.value_ptrs[static_cast<std::size_t>(copy.value)];
+    std::memcpy(outputs[copy.output], src,
+                static_cast<std::size_t>(s.values[static_cast<std::size_t>(copy.value)].floats) * sizeof(float));
+  }
+}
+
+}  // namespace sluice::nn

@@ -1,0 +1,35 @@
+#pragma once
+// The CPU backend: runs a graph in the prepared form (nn/graph.hpp) in f32, NCHW, with OpenBLAS for the
+// convolutions and matrix products. It is the oracle the CUDA backend is tested against, and what runs
+// pipelines on machines without a GPU.
+#include <memory>
+#include <vector>
+
+#include "nn/graph.hpp"
+
+namespace sluice::nn {
+
+namespace cpu {
+class Layer;
+}
+
+class CpuEngine {
+ public:
+  // Checks every node against the prepared form (ModelError naming the node otherwise), makes the layers and
+  // plans all intermediate memory; run() allocates nothing.
+  explicit CpuEngine(Graph prepared);
+  ~CpuEngine();
+  CpuEngine(CpuEngine&&) noexcept;
+  CpuEngine& operator=(CpuEngine&&) noexcept;
+
+  const Graph& graph() const;
+  // One pointer per graph input/output, f32, contiguous, ONNX layout and the prepared shapes. Outputs must not
+  // overlap inputs. One run at a time per engine.
+  void run(const std::vector<const float*>& inputs, const std::vector<float*>& outputs);
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace sluice::nn

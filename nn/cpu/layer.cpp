@@ -1,0 +1,112 @@
+#include "nn/cpu/layer.hpp"
+
+#include <functional>
+#include <map>
+
+namespace sluice::nn::cpu {
+
+void LayerContext::fail(const std::string& what) const { throw ModelError(graph_.source + ": " + node_.where() + ": " + what); }
+
+const Shape& LayerContext::input_shape(std::size_t i) const {
+  if (!has_input(i)) fail("input " + std::to_string(i) + " is missing");
+  auto c = graph_.constants.find(node_.inputs[i]);
+  if (c != graph_.constants.end()) return c->second.shape;
+  auto s = graph_.shapes.find(node_.inputs[i]);
+  if (s == graph_.shapes.end()) fail("no shape for input '" + node_.inputs[i] + "' (the graph is not prepared)");
+  return s->second;
+}
+
+const Shape& LayerContext::output_shape(std::size_t i) const {
+  if (i >= node_.outputs.size()) fail("output " + std::to_string(i) + " is missing");
+  auto s = graph_.shapes.find(node_.outputs[i]);
+  if (s == graph_.shapes.end()) fail("no shape for output '" + node_.outputs[i] + "' (the graph is not prepared)");
+  return s->second;
+}
+
+const Tensor& LayerContext::constant_input(std::size_t i, const std::string& role) const {
+  if (!has_input(i)) fail(role + " (input " + std::to_string(i) + ") is missing");
+  auto c = graph_.constants.find(node_.inputs[i]);
+  if (c == graph_.constants.end()) fail(role + " '" + node_.inputs[i] + "' must be a constant");
+  if (c->second.type != ElementType::f32) fail(role + " '" + node_.inputs[i] + "' must be floating point");
+  return c->second;
+}
+
+void LayerContext::expect_inputs(std::size_t min, std::size_t max) const {
+  std::size_t present = node_.inputs.size();
+  while (present > 0 && node_.inputs[present - 1].empty()) --present;
+  if (present < min || present > max)
+    fail("takes " + (min == max ? std::to_string(min) : std::to_string(min) + " to " + std::to_string(max)) +
+         " inputs, got " + std::to_string(present));
+  for (std::size_t i = 0; i < min; ++i)
+    if (node_.inputs[i].empty()) fail("input " + std::to_string(i) + " is missing");
+}
+
+void LayerContext::expect_outputs(std::size_t count) const {
+  if (node_.outputs.size() != count)
+    fail("has " + std::to_string(node_.outputs.size()) + " outputs, the CPU backend expects " + std::to_string(count));
+  for (const auto& o : node_.outputs)
+    if (o.empty()) fail("has an unnamed output");
+}
+
+void LayerContext::expect_output_shape(std::size_t i, const Shape& computed) const {
+  const Shape& given = output_shape(i);
+  if (given != computed)
+    fail("output '" + node_.outputs[i] + "' has shape " + to_string(given) + " but the inputs give " +
+         to_string(computed));
+}
+
+std::vector<std::int64_t> LayerContext::required_ints(const std::string& name) const {
+  if (!attrs().has(name)) fail("attribute '" + name + "' is missing (the graph is not prepared)");
+  try {
+    return attrs().ints(name);
+  } catch (const ModelError& e) {
+    fail(e.what());
+  }
+}
+
+std::unique_ptr<Layer> make_layer(const Graph& graph, const Node& node) {
+  using Factory = std::function<std::unique_ptr<Layer>(const LayerContext&)>;
+  static const std::map<std::string, Factory> factories = {
+      {"Conv", make_conv},
+      {"BatchNormalization", make_batchnorm},
+      {"Relu", make_unary},
+      {"LeakyRelu", make_unary},
+      {"Clip", make_unary},
+      {"Sigmoid", make_unary},
+      {"HardSigmoid", make_unary},
+      {"HardSwish", make_unary},
+      {"Tanh", make_unary},
+      {"Add", make_binary},
+      {"Sub", make_binary},
+      {"Mul", make_binary},
+      {"Div", make_binary},
+      {"MaxPool", make_pool},
+      {"AveragePool", make_pool},
+      {"GlobalAveragePool", make_global_average_pool},
+      {"Gemm", make_gemm},
+      {"MatMul", make_matmul},
+      {"Reshape", make_reshape},
+      {"Transpose", make_transpose},
+      {"Concat", make_concat},
+      {"Split", make_split},
+      {"Slice", make_slice},
+      {"Pad", make_pad},
+      {"Resize", make_resize},
+      {"Softmax", make_softmax},
+  };
+  LayerContext ctx(graph, node);
+  auto it = factories.find(node.op);
+  if (it == factories.end())
+    ctx.fail("is not an op of the prepared form (the CPU backend runs only what prepare() leaves; was the graph "
+             "prepared?)");
+  try {
+    return it->second(ctx);
+  } catch (const std::exception& e) {
+    // Messages from Attributes' typed reads (an attribute of the wrong type) do not yet name the node.
+    const std::string what = e.what();
+    if (dynamic_cast<const ModelError*>(&e) && what.find(node.where()) != std::string::npos) throw;
+    ctx.fail(what);
+  }
+}
+
+}  // namespace sluice::nn::cpu

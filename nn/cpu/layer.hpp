@@ -1,0 +1,74 @@
+#pragma once
+// One prepared-graph node as the CPU backend runs it. A layer checks its node against the prepared form of
+// nn/graph.hpp when it is made (anything outside it is a ModelError naming the node), copies what it needs
+// from the constants, and from then on only computes: no allocation, no lookups by name.
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "nn/graph.hpp"
+
+namespace sluice::nn::cpu {
+
+class Layer {
+ public:
+  virtual ~Layer() = default;
+  // Floats of temporary memory run() needs (im2col columns); the engine shares one buffer among all layers.
+  virtual std::size_t scratch_floats() const { return 0; }
+  // One pointer per node input (constants included; null for an absent optional input) and per node output,
+  // f32, contiguous, in the shapes the prepared graph gives. Outputs never alias inputs.
+  virtual void run(const float* const* inputs, float* const* outputs, float* scratch) const = 0;
+};
+
+// What a layer factory may ask about its node.
+class LayerContext {
+ public:
+  LayerContext(const Graph& graph, const Node& node) : graph_(graph), node_(node) {}
+  const Graph& graph() const { return graph_; }
+  const Node& node() const { return node_; }
+  const Attributes& attrs() const { return node_.attrs; }
+
+  // "<file>: node 'name' (Op): <what>"
+  [[noreturn]] void fail(const std::string& what) const;
+
+  bool has_input(std::size_t i) const { return i < node_.inputs.size() && !node_.inputs[i].empty(); }
+  const Shape& input_shape(std::size_t i) const;
+  const Shape& output_shape(std::size_t i) const;
+  // An input the prepared form requires to be an f32 constant (weights); `role` names it in the message.
+  const Tensor& constant_input(std::size_t i, const std::string& role) const;
+
+  // Arity checks: inputs counted up to the last present one.
+  void expect_inputs(std::size_t min, std::size_t max) const;
+  void expect_outputs(std::size_t count) const;
+  // The prepared graph's shape for output i must equal what the op computes from its inputs.
+  void expect_output_shape(std::size_t i, const Shape& computed) const;
+  // A canonical attribute the prepared form always carries.
+  std::vector<std::int64_t> required_ints(const std::string& name) const;
+
+ private:
+  const Graph& graph_;
+  const Node& node_;
+};
+
+// Factories, one per concern (conv.cpp, pool.cpp, elementwise.cpp, ...).
+std::unique_ptr<Layer> make_conv(const LayerContext& ctx);
+std::unique_ptr<Layer> make_batchnorm(const LayerContext& ctx);
+std::unique_ptr<Layer> make_unary(const LayerContext& ctx);   // Relu, Sigmoid, Tanh, HardSwish, LeakyRelu, ...
+std::unique_ptr<Layer> make_binary(const LayerContext& ctx);  // Add, Sub, Mul, Div
+std::unique_ptr<Layer> make_pool(const LayerContext& ctx);    // MaxPool, AveragePool
+std::unique_ptr<Layer> make_global_average_pool(const LayerContext& ctx);
+std::unique_ptr<Layer> make_gemm(const LayerContext& ctx);
+std::unique_ptr<Layer> make_matmul(const LayerContext& ctx);
+std::unique_ptr<Layer> make_reshape(const LayerContext& ctx);
+std::unique_ptr<Layer> make_transpose(const LayerContext& ctx);
+std::unique_ptr<Layer> make_concat(const LayerContext& ctx);
+std::unique_ptr<Layer> make_split(const LayerContext& ctx);
+std::unique_ptr<Layer> make_slice(const LayerContext& ctx);
+std::unique_ptr<Layer> make_pad(const LayerContext& ctx);
+std::unique_ptr<Layer> make_resize(const LayerContext& ctx);
+std::unique_ptr<Layer> make_softmax(const LayerContext& ctx);
+
+// Dispatch on the node's op; an op outside the prepared form is a ModelError naming the node.
+std::unique_ptr<Layer> make_layer(const Graph& graph, const Node& node);
+
+}  // namespace sluice::nn::cpu

@@ -1,0 +1,132 @@
+// Gemm (alpha, beta, transA, transB, C broadcast to the output) and MatMul (numpy: batched, broadcast, 1-D
+// operands), both on OpenBLAS's sgemm.
+#include <cblas.h>
+
+#include "nn/cpu/layer.hpp"
+#include "nn/cpu/strided.hpp"
+
+namespace sluice::nn::cpu {
+
+namespace {
+
+int blas_int(std::int64_t v) { return static_cast<int>(v); }
+
+class GemmLayer final : public Layer {
+ public:
+  GemmLayer(std::int64_t m, std::int64_t n, std::int64_t k, bool trans_a, bool trans_b, float alpha, float beta,
+            bool has_c, StridedView c_view)
+      : m_(m), n_(n), k_(k), trans_a_(trans_a), trans_b_(trans_b), alpha_(alpha), beta_(beta), has_c_(has_c),
+        c_view_(std::move(c_view)) {}
+
+  void run(const float* const* in, float* const* out, float*) const override {
+    float* y = out[0];
+    float gemm_beta = 0.0f;
+    if (has_c_ && beta_ != 0.0f) {
+      copy_strided(in[2], c_view_, y);
+      if (beta_ != 1.0f)
+        for (std::int64_t i = 0; i < m_ * n_; ++i) y[i] *= beta_;
+      gemm_beta = 1.0f;
+    }
+    cblas_sgemm(CblasRowMajor, trans_a_ ? CblasTrans : CblasNoTrans, trans_b_ ? CblasTrans : CblasNoTrans, blas_int(m_),
+                blas_int(n_), blas_int(k_), alpha_, in[0], blas_int(trans_a_ ? m_ : k_), in[1],
+                blas_int(trans_b_ ? k_ : n_), gemm_beta, y, blas_int(n_));
+  }
+
+ private:
+  std::int64_t m_, n_, k_;
+  bool trans_a_, trans_b_;
+  float alpha_, beta_;
+  bool has_c_;
+  StridedView c_view_;
+};
+
+// Y[b] = A[a_offsets[b]] x B[b_offsets[b]] for each batch matrix b; rows of A may span several batch matrices
+// at once (m = batch * M) when B is shared by all of them.
+class MatMulLayer final : public Layer {
+ public:
+  MatMulLayer(std::int64_t m, std::int64_t n, std::int64_t k, std::vector<std::int64_t> a_offsets,
+              std::vector<std::int64_t> b_offsets)
+      : m_(m), n_(n), k_(k), a_offsets_(std::move(a_offsets)), b_offsets_(std::move(b_offsets)) {}
+
+  void run(const float* const* in, float* const* out, float*) const override {
+    for (std::size_t b = 0; b < a_offsets_.size(); ++b)
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, blas_int(m_), blas_int(n_), blas_int(k_), 1.0f,
+                  in[0] + a_offsets_[b], blas_int(k_), in[1] + b_offsets_[b], blas_int(n_), 0.0f,
+                  out[0] + static_cast<std::int64_t>(b) * m_ * n_, blas_int(n_));
+  }
+
+ private:
+  std::int64_t m_, n_, k_;
+  std::vector<std::int64_t> a_offsets_, b_offsets_;
+};
+
+}  // namespace
+
+std::unique_ptr<Layer> make_gemm(const LayerContext& ctx) {
+  ctx.expect_inputs(2, 3);
+  ctx.expect_outputs(1);
+  const Shape& a = ctx.input_shape(0);
+  const Shape& b = ctx.input_shape(1);
+  if (a.size() != 2 || b.size() != 2)
+    ctx.fail("A and B must be matrices, got " + to_string(a) + " and " + to_string(b));
+  const bool trans_a = ctx.attrs().i("transA", 0) != 0, trans_b = ctx.attrs().i("transB", 0) != 0;
+  const std::int64_t m = trans_a ? a[1] : a[0], k = trans_a ? a[0] : a[1];
+  const std::int64_t kb = trans_b ? b[1] : b[0], n = trans_b ? b[0] : b[1];
+  if (k != kb) ctx.fail("A " + to_string(a) + " and B " + to_string(b) + " do not multiply (transA/transB applied)");
+  const Shape y{m, n};
+  ctx.expect_output_shape(0, y);
+  StridedView c_view;
+  if (ctx.has_input(2)) {
+    const Shape& c = ctx.input_shape(2);
+    Shape joint;
+    if (c.size() > 2 || !broadcast_shape(c, y, joint) || joint != y)
+      ctx.fail("C " + to_string(c) + " does not broadcast to the output " + to_string(y));
+    c_view = collapse({y, broadcast_strides(c, y), 0});
+  }
+  return std::make_unique<GemmLayer>(m, n, k, trans_a, trans_b, ctx.attrs().f("alpha", 1.0f), ctx.attrs().f("beta", 1.0f),
+                                     ctx.has_input(2), std::move(c_view));
+}
+
+std::unique_ptr<Layer> make_matmul(const LayerContext& ctx) {
+  ctx.expect_inputs(2, 2);
+  ctx.expect_outputs(1);
+  const Shape& a = ctx.input_shape(0);
+  const Shape& b = ctx.input_shape(1);
+  if (a.empty() || b.empty()) ctx.fail("operands must have at least one dimension");
+  // numpy: a 1-D A is a row vector, a 1-D B a column vector, and that dimension is dropped from the result.
+  const Shape a2 = a.size() == 1 ? Shape{1, a[0]} : a;
+  const Shape b2 = b.size() == 1 ? Shape{b[0], 1} : b;
+  const std::int64_t m = a2[a2.size() - 2], k = a2.back(), n = b2.back();
+  if (b2[b2.size() - 2] != k) ctx.fail("A " + to_string(a) + " and B " + to_string(b) + " do not multiply");
+  const Shape a_batch(a2.begin(), a2.end() - 2), b_batch(b2.begin(), b2.end() - 2);
+  Shape batch;
+  if (!broadcast_shape(a_batch, b_batch, batch))
+    ctx.fail("batch dimensions of A " + to_string(a) + " and B " + to_string(b) + " do not broadcast");
+  Shape y = batch;
+  if (a.size() > 1) y.push_back(m);
+  if (b.size() > 1) y.push_back(n);
+  ctx.expect_output_shape(0, y);
+
+  const std::int64_t batches = element_count(batch);
+  if (element_count(b_batch) == 1 && a_batch == batch)  // one B for every matrix of A: a single taller GEMM
+    return std::make_unique<MatMulLayer>(batches * m, n, k, std::vector<std::int64_t>{0}, std::vector<std::int64_t>{0});
+  std::vector<std::int64_t> a_offsets, b_offsets;
+  const auto a_strides = broadcast_strides(a_batch, batch), b_strides = broadcast_strides(b_batch, batch);
+  std::vector<std::int64_t> index(batch.size(), 0);
+  for (std::int64_t i = 0; i < batches; ++i) {
+    std::int64_t ao = 0, bo = 0;
+    for (std::size_t d = 0; d < batch.size(); ++d) {
+      ao += index[d] * a_strides[d];
+      bo += index[d] * b_strides[d];
+    }
+    a_offsets.push_back(ao * m * k);
+    b_offsets.push_back(bo * k * n);
+    for (std::size_t d = batch.size(); d-- > 0;) {
+      if (++index[d] < batch[d]) break;
+      index[d] = 0;
+    }
+  }
+  return std::make_unique<MatMulLayer>(m, n, k, std::move(a_offsets), std::move(b_offsets));
+}
+
+}  // namespace sluice::nn::cpu

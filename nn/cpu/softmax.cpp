@@ -1,0 +1,58 @@
+// Softmax along one axis, or (coerce_2d, opset < 13) over all dimensions from the axis on.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "nn/cpu/layer.hpp"
+
+namespace sluice::nn::cpu {
+
+namespace {
+
+// outer x length x inner: softmax over `length` elements at distance `inner`.
+class SoftmaxLayer final : public Layer {
+ public:
+  SoftmaxLayer(std::int64_t outer, std::int64_t length, std::int64_t inner)
+      : outer_(outer), length_(length), inner_(inner) {}
+
+  void run(const float* const* in, float* const* out, float*) const override {
+    for (std::int64_t o = 0; o < outer_; ++o) {
+      for (std::int64_t i = 0; i < inner_; ++i) {
+        const float* x = in[0] + o * length_ * inner_ + i;
+        float* y = out[0] + o * length_ * inner_ + i;
+        float max = -std::numeric_limits<float>::infinity();
+        for (std::int64_t k = 0; k < length_; ++k) max = std::max(max, x[k * inner_]);
+        float sum = 0.0f;
+        for (std::int64_t k = 0; k < length_; ++k) {
+          const float e = std::exp(x[k * inner_] - max);
+          y[k * inner_] = e;
+          sum += e;
+        }
+        const float scale = 1.0f / sum;
+        for (std::int64_t k = 0; k < length_; ++k) y[k * inner_] *= scale;
+      }
+    }
+  }
+
+ private:
+  std::int64_t outer_, length_, inner_;
+};
+
+}  // namespace
+
+std::unique_ptr<Layer> make_softmax(const LayerContext& ctx) {
+  ctx.expect_inputs(1, 1);
+  ctx.expect_outputs(1);
+  const Shape& x = ctx.input_shape(0);
+  ctx.expect_output_shape(0, x);
+  if (x.empty()) ctx.fail("needs an input with at least one dimension");
+  const std::int64_t axis = ctx.attrs().i("axis", static_cast<std::int64_t>(x.size()) - 1);
+  if (axis < 0 || axis >= static_cast<std::int64_t>(x.size()))
+    ctx.fail("axis " + std::to_string(axis) + " is outside [0, " + std::to_string(x.size()) + ")");
+  const auto split = x.begin() + axis;
+  const std::int64_t outer = element_count(Shape(x.begin(), split));
+  if (ctx.attrs().i("coerce_2d", 0) != 0) return std::make_unique<SoftmaxLayer>(outer, element_count(Shape(split, x.end())), 1);
+  return std::make_unique<SoftmaxLayer>(outer, *split, element_count(Shape(split + 1, x.end())));
+}
+
+}  // namespace sluice::nn::cpu

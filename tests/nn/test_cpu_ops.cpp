@@ -1,0 +1,1005 @@
+// The CPU backend's operators, each against a naive reference written here with plain loops (no code shared
+// with nn/cpu), on random inputs from fixed seeds and many shapes.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "nn/cpu/engine.hpp"
+#include "nn/cpu/memory_plan.hpp"
+
+namespace {
+
+using sluice::nn::AttrValue;
+using sluice::nn::CpuEngine;
+using sluice::nn::Graph;
+using sluice::nn::ModelError;
+using sluice::nn::Node;
+using sluice::nn::Shape;
+using sluice::nn::Tensor;
+using Ints = std::vector<std::int64_t>;
+using Floats = std::vector<float>;
+
+std::int64_t count(const Shape& s) {
+  std::int64_t n = 1;
+  for (auto d : s) n *= d;
+  return n;
+}
+
+Floats random_floats(std::mt19937& rng, std::int64_t n, float lo = -1.0f, float hi = 1.0f) {
+  std::uniform_real_distribution<float> dist(lo, hi);
+  Floats v(static_cast<std::size_t>(n));
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+int random_int(std::mt19937& rng, int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); }
+
+// Row-major index helpers for the references.
+Ints unravel(std::int64_t flat, const Shape& shape) {
+  Ints idx(shape.size());
+  for (std::size_t d = shape.size(); d-- > 0;) {
+    idx[d] = flat % shape[d];
+    flat /= shape[d];
+  }
+  return idx;
+}
+std::int64_t ravel(const Ints& idx, const Shape& shape) {
+  std::int64_t flat = 0;
+  for (std::size_t d = 0; d < shape.size(); ++d) flat = flat * shape[d] + idx[d];
+  return flat;
+}
+
+// A hand-made prepared graph: inputs, constants, nodes, outputs and every value's shape.
+struct TestGraph {
+  Graph graph;
+  std::vector<Floats> feeds;
+
+  TestGraph() { graph.source = "test.onnx"; }
+  void input(const std::string& name, const Shape& shape, Floats data) {
+    REQUIRE(static_cast<std::int64_t>(data.size()) == count(shape));
+    graph.inputs.push_back({name, shape});
+    graph.shapes[name] = shape;
+    feeds.push_back(std::move(data));
+  }
+  void constant(const std::string& name, const Shape& shape, Floats data) {
+    Tensor t;
+    t.shape = shape;
+    t.f32 = std::move(data);
+    graph.constants[name] = std::move(t);
+  }
+  Node& node(const std::string& op, std::vector<std::string> inputs, std::vector<std::string> outputs,
+             std::map<std::string, AttrValue> attrs = {}) {
+    Node n;
+    n.name = op + "_" + std::to_string(graph.nodes.size());
+    n.op = op;
+    n.inputs = std::move(inputs);
+    n.outputs = std::move(outputs);
+    n.attrs.values = std::move(attrs);
+    graph.nodes.push_back(std::move(n));
+    return graph.nodes.back();
+  }
+  void value(const std::string& name, const Shape& shape) { graph.shapes[name] = shape; }
+  void output(const std::string& name, const Shape& shape) {
+    graph.outputs.push_back({name, shape});
+    graph.shapes[name] = shape;
+  }
+
+  std::vector<Floats> run() const {
+    CpuEngine engine(graph);
+    return run_on(engine);
+  }
+  std::vector<Floats> run_on(CpuEngine& engine) const {
+    std::vector<Floats> results;
+    for (const auto& o : graph.outputs) results.emplace_back(static_cast<std::size_t>(count(o.shape)), std::nanf(""));
+    std::vector<const float*> in;
+    for (const auto& f : feeds) in.push_back(f.data());
+    std::vector<float*> out;
+    for (auto& r : results) out.push_back(r.data());
+    engine.run(in, out);
+    return results;
+  }
+};
+
+// max |a - b| / max |b| (absolute when the reference is all zeros); NaN anywhere fails.
+double relative_error(const Floats& got, const Floats& want) {
+  REQUIRE(got.size() == want.size());
+  double diff = 0.0, scale = 0.0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    if (std::isnan(got[i]) != std::isnan(want[i])) return std::numeric_limits<double>::infinity();
+    if (std::isinf(want[i]) && got[i] == want[i]) continue;
+    diff = std::max(diff, std::abs(static_cast<double>(got[i]) - want[i]));
+    scale = std::max(scale, std::abs(static_cast<double>(want[i])));
+  }
+  return scale > 0.0 ? diff / scale : diff;
+}
+
+#define CHECK_CLOSE(got, want, tolerance) CHECK(relative_error((got), (want)) <= (tolerance))
+
+// ---- activations -----------------------------------------------------------------------------------------------
+
+float activation_ref(const std::string& op, float x, float alpha, float beta) {
+  if (op.empty()) return x;
+  if (op == "Relu") return std::max(x, 0.0f);
+  if (op == "LeakyRelu") return x < 0 ? alpha * x : x;
+  if (op == "Clip") return std::min(beta, std::max(alpha, x));
+  if (op == "Sigmoid") return static_cast<float>(1.0 / (1.0 + std::exp(-static_cast<double>(x))));
+  if (op == "HardSigmoid") return std::max(0.0f, std::min(1.0f, alpha * x + beta));
+  if (op == "HardSwish") return x * std::max(0.0f, std::min(1.0f, x / 6.0f + 0.5f));
+  if (op == "Tanh") return static_cast<float>(std::tanh(static_cast<double>(x)));
+  FAIL("unknown activation " << op);
+  return 0;
+}
+
+// ---- convolution -----------------------------------------------------------------------------------------------
+
+struct ConvCase {
+  Shape x;  // N, C, H, W
+  std::int64_t out_channels, kernel_h, kernel_w;
+  Ints strides, pads, dilations;  // pads: top, left, bottom, right
+  std::int64_t group;
+  bool bias, residual;
+  std::string activation;
+  float alpha = 0.0f, beta = 0.0f;
+};
+
+Shape conv_output_shape(const ConvCase& c) {
+  return {c.x[0], c.out_channels,
+          (c.x[2] + c.pads[0] + c.pads[2] - c.dilations[0] * (c.kernel_h - 1) - 1) / c.strides[0] + 1,
+          (c.x[3] + c.pads[1] + c.pads[3] - c.dilations[1] * (c.kernel_w - 1) - 1) / c.strides[1] + 1};
+}
+
+Floats conv_ref(const ConvCase& c, const Floats& x, const Floats& w, const Floats& b, const Floats& r) {
+  const Shape y = conv_output_shape(c);
+  const std::int64_t cg = c.x[1] / c.group, mg = c.out_channels / c.group;
+  Floats out(static_cast<std::size_t>(count(y)));
+  for (std::int64_t n = 0; n < y[0]; ++n)
+    for (std::int64_t m = 0; m < y[1]; ++m)
+      for (std::int64_t oh = 0; oh < y[2]; ++oh)
+        for (std::int64_t ow = 0; ow < y[3]; ++ow) {
+          double acc = c.bias ? b[static_cast<std::size_t>(m)] : 0.0;
+          const std::int64_t g = m / mg;
+          for (std::int64_t ci = 0; ci < cg; ++ci)
+            for (std::int64_t kh = 0; kh < c.kernel_h; ++kh)
+              for (std::int64_t kw = 0; kw < c.kernel_w; ++kw) {
+                const std::int64_t ih = oh * c.strides[0] - c.pads[0] + kh * c.dilations[0];
+                const std::int64_t iw = ow * c.strides[1] - c.pads[1] + kw * c.dilations[1];
+                if (ih < 0 || iw < 0 || ih >= c.x[2] || iw >= c.x[3]) continue;
+                acc += static_cast<double>(x[static_cast<std::size_t>(ravel({n, g * cg + ci, ih, iw}, c.x))]) *
+                       w[static_cast<std::size_t>(ravel({m, ci, kh, kw}, {c.out_channels, cg, c.kernel_h, c.kernel_w}))];
+              }
+          const auto at = static_cast<std::size_t>(ravel({n, m, oh, ow}, y));
+          if (c.residual) acc += r[at];
+          out[at] = activation_ref(c.activation, static_cast<float>(acc), c.alpha, c.beta);
+        }
+  return out;
+}
+
+void check_conv(const ConvCase& c, std::mt19937& rng) {
+  const Shape y = conv_output_shape(c);
+  const Shape wshape{c.out_channels, c.x[1] / c.group, c.kernel_h, c.kernel_w};
+  INFO("x " << sluice::nn::to_string(c.x) << " w " << sluice::nn::to_string(wshape) << " strides " << c.strides[0]
+            << "x" << c.strides[1] << " pads " << c.pads[0] << "," << c.pads[1] << "," << c.pads[2] << "," << c.pads[3]
+            << " dilations " << c.dilations[0] << "x" << c.dilations[1] << " group " << c.group << " bias " << c.bias
+            << " residual " << c.residual << " activation '" << c.activation << "'");
+  TestGraph t;
+  const Floats x = random_floats(rng, count(c.x)), w = random_floats(rng, count(wshape));
+  const Floats b = c.bias ? random_floats(rng, c.out_channels) : Floats{};
+  const Floats r = c.residual ? random_floats(rng, count(y)) : Floats{};
+  t.input("x", c.x, x);
+  if (c.residual) t.input("r", y, r);
+  t.constant("w", wshape, w);
+  if (c.bias) t.constant("b", {c.out_channels}, b);
+  std::map<std::string, AttrValue> attrs{{"strides", c.strides}, {"pads", c.pads}, {"dilations", c.dilations},
+                                         {"group", c.group}, {"activation", c.activation}};
+  if (c.activation == "LeakyRelu" || c.activation == "HardSigmoid" || c.activation == "Clip") {
+    attrs["act_alpha"] = c.alpha;
+    attrs["act_beta"] = c.beta;
+  }
+  t.node("Conv", {"x", "w", c.bias ? "b" : "", c.residual ? "r" : ""}, {"y"}, attrs);
+  t.output("y", y);
+  CHECK_CLOSE(t.run()[0], conv_ref(c, x, w, b, r), 1e-5);
+}
+
+TEST_CASE("Conv matches the naive reference on chosen shapes", "[cpu_ops][conv]") {
+  std::mt19937 rng(1);
+  const std::vector<ConvCase> cases = {
+      // pointwise (one GEMM on the input)
+      {{1, 16, 7, 9}, 8, 1, 1, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1, true, false, ""},
+      {{2, 12, 5, 5}, 6, 1, 1, {1, 1}, {0, 0, 0, 0}, {1, 1}, 3, false, true, "Relu"},
+      // 1x1 that still needs im2col: stride 2, padding
+      {{1, 8, 9, 7}, 4, 1, 1, {2, 2}, {0, 0, 0, 0}, {1, 1}, 1, true, false, ""},
+      {{1, 3, 4, 4}, 5, 1, 1, {1, 1}, {1, 0, 2, 1}, {1, 1}, 1, true, false, ""},
+      // im2col + GEMM
+      {{1, 3, 23, 19}, 8, 7, 7, {2, 2}, {3, 3, 3, 3}, {1, 1}, 1, true, false, "Relu"},
+      {{2, 5, 11, 13}, 7, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1, true, true, "Relu"},
+      {{1, 4, 10, 12}, 6, 3, 5, {2, 3}, {0, 2, 1, 1}, {1, 1}, 2, true, false, "LeakyRelu", 0.1f},
+      {{1, 6, 15, 15}, 6, 3, 3, {1, 1}, {2, 2, 2, 2}, {2, 2}, 1, false, false, "Clip", 0.0f, 6.0f},
+      {{1, 4, 9, 9}, 4, 3, 3, {3, 1}, {1, 0, 0, 2}, {2, 1}, 1, true, false, "Sigmoid"},
+      {{1, 8, 6, 6}, 8, 2, 2, {2, 2}, {0, 0, 0, 0}, {1, 1}, 4, true, false, "Tanh"},
+      {{1, 9, 8, 8}, 6, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, 3, true, true, "HardSwish"},
+      {{1, 4, 8, 8}, 4, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1, true, false, "HardSigmoid", 0.2f, 0.5f},
+      {{1, 2, 5, 5}, 3, 5, 5, {4, 4}, {0, 0, 0, 0}, {1, 1}, 1, false, false, ""},  // stride > kernel coverage
+      {{1, 2, 3, 3}, 2, 3, 3, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1, true, false, ""},   // 1x1 output
+      // depthwise (direct loop), with channel multiplier, strides, dilation, asymmetric pads
+      {{1, 8, 14, 14}, 8, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, 8, true, false, "Clip", 0.0f, 6.0f},
+      {{2, 6, 15, 13}, 6, 3, 3, {2, 2}, {1, 1, 1, 1}, {1, 1}, 6, true, true, "Relu"},
+      {{1, 5, 17, 16}, 5, 5, 5, {2, 2}, {2, 2, 2, 2}, {1, 1}, 5, false, false, ""},
+      {{1, 4, 12, 12}, 8, 3, 3, {1, 1}, {2, 2, 2, 2}, {2, 2}, 4, true, false, "HardSwish"},
+      {{1, 3, 10, 11}, 3, 7, 9, {1, 2}, {3, 0, 2, 4}, {1, 1}, 3, true, false, ""},
+      {{1, 3, 8, 8}, 3, 3, 3, {1, 1}, {0, 1, 2, 0}, {3, 2}, 3, true, false, ""},
+      {{1, 1, 9, 9}, 4, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1, true, false, ""},  // one input channel, group 1
+  };
+  for (const auto& c : cases) check_conv(c, rng);
+}
+
+TEST_CASE("Conv matches the naive reference on random shapes", "[cpu_ops][conv]") {
+  std::mt19937 rng(2);
+  const std::vector<std::string> activations = {"", "Relu", "LeakyRelu", "Clip", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh"};
+  for (int trial = 0; trial < 60; ++trial) {
+    ConvCase c;
+    c.group = random_int(rng, 1, 4);
+    const std::int64_t cg = random_int(rng, 1, 4), mg = random_int(rng, 1, 4);
+    if (trial % 3 == 0) c.group = random_int(rng, 2, 9);  // depthwise-like: one input channel per group
+    const std::int64_t in_per_group = trial % 3 == 0 ? 1 : cg;
+    c.kernel_h = random_int(rng, 1, 5);
+    c.kernel_w = random_int(rng, 1, 5);
+    c.strides = {random_int(rng, 1, 3), random_int(rng, 1, 3)};
+    c.dilations = {random_int(rng, 1, 2), random_int(rng, 1, 2)};
+    c.pads = {random_int(rng, 0, 3), random_int(rng, 0, 3), random_int(rng, 0, 3), random_int(rng, 0, 3)};
+    const std::int64_t min_h = c.dilations[0] * (c.kernel_h - 1) + 1, min_w = c.dilations[1] * (c.kernel_w - 1) + 1;
+    c.x = {random_int(rng, 1, 2), c.group * in_per_group, min_h + random_int(rng, 0, 12), min_w + random_int(rng, 0, 12)};
+    c.out_channels = c.group * mg;
+    c.bias = random_int(rng, 0, 1) == 1;
+    c.residual = random_int(rng, 0, 1) == 1;
+    c.activation = activations[static_cast<std::size_t>(random_int(rng, 0, 7))];
+    c.alpha = c.activation == "Clip" ? -0.5f : 0.2f;
+    c.beta = c.activation == "Clip" ? 0.7f : 0.5f;
+    check_conv(c, rng);
+  }
+}
+
+// ---- pooling ---------------------------------------------------------------------------------------------------
+
+struct PoolCase {
+  bool max;
+  Shape x;
+  Ints kernel, strides, pads, dilations;
+  bool ceil_mode, count_include_pad;
+};
+
+// PyTorch's output length: in ceil mode the last window must start inside the input or its leading padding.
+std::int64_t pool_length(std::int64_t in, std::int64_t k, std::int64_t s, std::int64_t d, std::int64_t pb,
+                         std::int64_t pe, bool ceil_mode) {
+  const std::int64_t span = in + pb + pe - d * (k - 1) - 1;
+  std::int64_t out = (ceil_mode ? static_cast<std::int64_t>(std::ceil(static_cast<double>(span) / s)) : span / s) + 1;
+  if (ceil_mode && (out - 1) * s >= in + pb) --out;
+  return out;
+}
+
+Floats pool_ref(const PoolCase& c, const Floats& x, const Shape& y) {
+  Floats out;
+  for (std::int64_t p = 0; p < y[0] * y[1]; ++p)
+    for (std::int64_t oh = 0; oh < y[2]; ++oh)
+      for (std::int64_t ow = 0; ow < y[3]; ++ow) {
+        double best = -std::numeric_limits<double>::infinity(), sum = 0.0;
+        int valid = 0, padded = 0;
+        for (std::int64_t kh = 0; kh < c.kernel[0]; ++kh)
+          for (std::int64_t kw = 0; kw < c.kernel[1]; ++kw) {
+            const std::int64_t ih = oh * c.strides[0] - c.pads[0] + kh * c.dilations[0];
+            const std::int64_t iw = ow * c.strides[1] - c.pads[1] + kw * c.dilations[1];
+            if (ih < c.x[2] + c.pads[2] && iw < c.x[3] + c.pads[3]) ++padded;
+            if (ih < 0 || iw < 0 || ih >= c.x[2] || iw >= c.x[3]) continue;
+            const double v = x[static_cast<std::size_t>((p * c.x[2] + ih) * c.x[3] + iw)];
+            best = std::max(best, v);
+            sum += v;
+            ++valid;
+          }
+        out.push_back(static_cast<float>(c.max ? best : sum / (c.count_include_pad ? padded : valid)));
+      }
+  return out;
+}
+
+void check_pool(const PoolCase& c, std::mt19937& rng) {
+  const Shape y{c.x[0], c.x[1],
+                pool_length(c.x[2], c.kernel[0], c.strides[0], c.dilations[0], c.pads[0], c.pads[2], c.ceil_mode),
+                pool_length(c.x[3], c.kernel[1], c.strides[1], c.dilations[1], c.pads[1], c.pads[3], c.ceil_mode)};
+  INFO((c.max ? "MaxPool" : "AveragePool") << " x " << sluice::nn::to_string(c.x) << " kernel " << c.kernel[0] << "x"
+                                           << c.kernel[1] << " strides " << c.strides[0] << "x" << c.strides[1]
+                                           << " pads " << c.pads[0] << "," << c.pads[1] << "," << c.pads[2] << ","
+                                           << c.pads[3] << " ceil " << c.ceil_mode << " include_pad "
+                                           << c.count_include_pad << " -> " << sluice::nn::to_string(y));
+  TestGraph t;
+  const Floats x = random_floats(rng, count(c.x));
+  t.input("x", c.x, x);
+  std::map<std::string, AttrValue> attrs{{"kernel_shape", c.kernel}, {"strides", c.strides}, {"pads", c.pads},
+                                         {"ceil_mode", std::int64_t{c.ceil_mode}}};
+  if (c.max) attrs["dilations"] = c.dilations;
+  else attrs["count_include_pad"] = std::int64_t{c.count_include_pad};
+  t.node(c.max ? "MaxPool" : "AveragePool", {"x"}, {"y"}, attrs);
+  t.output("y", y);
+  CHECK_CLOSE(t.run()[0], pool_ref(c, x, y), 1e-6);
+}
+
+TEST_CASE("MaxPool and AveragePool match the naive reference", "[cpu_ops][pool]") {
+  std::mt19937 rng(3);
+  const std::vector<PoolCase> cases = {
+      {true, {1, 4, 112, 112}, {3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, false, false},  // ResNet's stem
+      {true, {2, 3, 7, 7}, {2, 2}, {2, 2}, {0, 0, 0, 0}, {1, 1}, true, false},
+      {true, {1, 2, 8, 9}, {3, 2}, {2, 1}, {1, 0, 0, 1}, {2, 1}, false, false},
+      {true, {1, 2, 9, 9}, {3, 3}, {2, 2}, {1, 1, 1, 1}, {2, 2}, true, false},
+      {false, {1, 3, 7, 7}, {3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, false, true},
+      {false, {1, 3, 7, 7}, {3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, false, false},
+      {false, {2, 2, 8, 8}, {3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, true, true},  // ceil window past the padding
+      {false, {2, 2, 8, 8}, {3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, true, false},
+      {false, {1, 2, 6, 10}, {2, 4}, {1, 3}, {0, 2, 1, 1}, {1, 1}, false, true},  // asymmetric pads
+      {false, {1, 1, 5, 5}, {5, 5}, {1, 1}, {0, 0, 0, 0}, {1, 1}, false, false},
+  };
+  for (const auto& c : cases) check_pool(c, rng);
+  for (int trial = 0; trial < 40; ++trial) {
+    PoolCase c;
+    c.max = trial % 2 == 0;
+    c.kernel = {random_int(rng, 1, 4), random_int(rng, 1, 4)};
+    c.strides = {random_int(rng, 1, 3), random_int(rng, 1, 3)};
+    c.dilations = c.max ? Ints{random_int(rng, 1, 2), random_int(rng, 1, 2)} : Ints{1, 1};
+    // pads at most half the kernel (PyTorch's rule, so no window lies entirely in the padding)
+    c.pads = {random_int(rng, 0, static_cast<int>(c.kernel[0] / 2)), random_int(rng, 0, static_cast<int>(c.kernel[1] / 2)),
+              random_int(rng, 0, static_cast<int>(c.kernel[0] / 2)), random_int(rng, 0, static_cast<int>(c.kernel[1] / 2))};
+    c.x = {random_int(rng, 1, 2), random_int(rng, 1, 3), c.dilations[0] * (c.kernel[0] - 1) + 1 + random_int(rng, 0, 9),
+           c.dilations[1] * (c.kernel[1] - 1) + 1 + random_int(rng, 0, 9)};
+    c.ceil_mode = random_int(rng, 0, 1) == 1;
+    c.count_include_pad = random_int(rng, 0, 1) == 1;
+    check_pool(c, rng);
+  }
+}
+
+TEST_CASE("GlobalAveragePool matches the naive reference", "[cpu_ops][pool]") {
+  std::mt19937 rng(4);
+  for (const Shape& x : {Shape{1, 8, 7, 7}, Shape{3, 5, 1, 1}, Shape{2, 4, 13, 3}}) {
+    TestGraph t;
+    const Floats data = random_floats(rng, count(x));
+    t.input("x", x, data);
+    t.node("GlobalAveragePool", {"x"}, {"y"});
+    t.output("y", {x[0], x[1], 1, 1});
+    Floats want;
+    for (std::int64_t p = 0; p < x[0] * x[1]; ++p) {
+      double sum = 0;
+      for (std::int64_t i = 0; i < x[2] * x[3]; ++i) sum += data[static_cast<std::size_t>(p * x[2] * x[3] + i)];
+      want.push_back(static_cast<float>(sum / static_cast<double>(x[2] * x[3])));
+    }
+    CHECK_CLOSE(t.run()[0], want, 1e-6);
+  }
+}
+
+// ---- elementwise -----------------------------------------------------------------------------------------------
+
+TEST_CASE("Activation nodes match their formulas", "[cpu_ops][elementwise]") {
+  std::mt19937 rng(5);
+  struct Case {
+    std::string op;
+    std::map<std::string, AttrValue> attrs;
+    float alpha, beta;  // what the reference uses (the ONNX defaults where attrs leaves them out)
+  };
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<Case> cases = {
+      {"Relu", {}, 0, 0},
+      {"Sigmoid", {}, 0, 0},
+      {"Tanh", {}, 0, 0},
+      {"HardSwish", {}, 0, 0},
+      {"LeakyRelu", {}, 0.01f, 0},
+      {"LeakyRelu", {{"alpha", 0.3f}}, 0.3f, 0},
+      {"HardSigmoid", {}, 0.2f, 0.5f},
+      {"HardSigmoid", {{"alpha", 0.25f}, {"beta", 0.4f}}, 0.25f, 0.4f},
+      {"Clip", {{"min", 0.0f}, {"max", 6.0f}}, 0.0f, 6.0f},
+      {"Clip", {{"min", -1.5f}}, -1.5f, inf},
+      {"Clip", {}, -inf, inf},
+  };
+  for (const auto& c : cases) {
+    INFO(c.op);
+    const Shape shape{2, 3, 5, 7};
+    const Floats x = random_floats(rng, count(shape), -8.0f, 8.0f);
+    TestGraph t;
+    t.input("x", shape, x);
+    t.node(c.op, {"x"}, {"y"}, c.attrs);
+    t.output("y", shape);
+    Floats want;
+    for (float v : x) want.push_back(activation_ref(c.op, v, c.alpha, c.beta));
+    CHECK_CLOSE(t.run()[0], want, 1e-6);
+  }
+}
+
+Floats binary_ref(const std::string& op, const Floats& a, const Shape& as, const Floats& b, const Shape& bs, Shape& ys) {
+  const std::size_t rank = std::max(as.size(), bs.size());
+  auto dim = [&](const Shape& s, std::size_t d) { return d < rank - s.size() ? std::int64_t{1} : s[d - (rank - s.size())]; };
+  ys.assign(rank, 1);
+  for (std::size_t d = 0; d < rank; ++d) ys[d] = std::max(dim(as, d), dim(bs, d));
+  Floats y;
+  for (std::int64_t i = 0; i < count(ys); ++i) {
+    const Ints idx = unravel(i, ys);
+    auto read = [&](const Floats& v, const Shape& s) {
+      Ints own;
+      for (std::size_t d = rank - s.size(); d < rank; ++d) own.push_back(s[d - (rank - s.size())] == 1 ? 0 : idx[d]);
+      return v[static_cast<std::size_t>(ravel(own, s))];
+    };
+    const float va = read(a, as), vb = read(b, bs);
+    y.push_back(op == "Add" ? va + vb : op == "Sub" ? va - vb : op == "Mul" ? va * vb : va / vb);
+  }
+  return y;
+}
+
+TEST_CASE("Add Sub Mul Div broadcast like numpy", "[cpu_ops][elementwise]") {
+  std::mt19937 rng(6);
+  const std::vector<std::pair<Shape, Shape>> shapes = {
+      {{2, 3, 4, 5}, {2, 3, 4, 5}}, {{2, 3, 4, 5}, {}},           {{2, 3, 4, 5}, {1}},
+      {{2, 3, 4, 5}, {1, 3, 1, 1}}, {{2, 3, 4, 5}, {3, 1, 1}},    {{2, 3, 4, 5}, {2, 3, 1, 1}},
+      {{2, 1, 4, 1}, {1, 3, 1, 5}}, {{5}, {2, 3, 4, 5}},          {{1, 1, 1}, {3, 1, 7}},
+      {{4, 1}, {1, 6}},             {{2, 3, 1, 5}, {2, 1, 4, 1}}, {{7, 1, 3}, {1, 2, 1}},
+  };
+  for (const std::string op : {"Add", "Sub", "Mul", "Div"}) {
+    for (const auto& [as, bs] : shapes) {
+      for (bool b_constant : {false, true}) {
+        INFO(op << " " << sluice::nn::to_string(as) << " " << sluice::nn::to_string(bs) << " constant B " << b_constant);
+        const Floats a = random_floats(rng, count(as), 0.5f, 2.0f), b = random_floats(rng, count(bs), 0.5f, 2.0f);
+        Shape ys;
+        const Floats want = binary_ref(op, a, as, b, bs, ys);
+        TestGraph t;
+        t.input("a", as, a);
+        if (b_constant) t.constant("b", bs, b);
+        else t.input("b", bs, b);
+        t.node(op, {"a", "b"}, {"y"});
+        t.output("y", ys);
+        CHECK_CLOSE(t.run()[0], want, 1e-6);
+        // and with the operands swapped
+        Shape ys2;
+        const Floats want2 = binary_ref(op, b, bs, a, as, ys2);
+        TestGraph u;
+        u.input("a", as, a);
+        if (b_constant) u.constant("b", bs, b);
+        else u.input("b", bs, b);
+        u.node(op, {"b", "a"}, {"y"});
+        u.output("y", ys2);
+        CHECK_CLOSE(u.run()[0], want2, 1e-6);
+      }
+    }
+  }
+}
+
+TEST_CASE("BatchNormalization matches its formula", "[cpu_ops][batchnorm]") {
+  std::mt19937 rng(7);
+  for (const Shape& x : {Shape{2, 5, 4, 3}, Shape{3, 6}, Shape{1, 4, 9}}) {
+    const std::int64_t c = x[1];
+    const Floats data = random_floats(rng, count(x)), scale = random_floats(rng, c), bias = random_floats(rng, c),
+                 mean = random_floats(rng, c), var = random_floats(rng, c, 0.1f, 2.0f);
+    TestGraph t;
+    t.input("x", x, data);
+    t.constant("scale", {c}, scale);
+    t.constant("bias", {c}, bias);
+    t.constant("mean", {c}, mean);
+    t.constant("var", {c}, var);
+    t.node("BatchNormalization", {"x", "scale", "bias", "mean", "var"}, {"y"}, {{"epsilon", 1e-3f}});
+    t.output("y", x);
+    Floats want;
+    for (std::int64_t i = 0; i < count(x); ++i) {
+      const auto ch = static_cast<std::size_t>(unravel(i, x)[1]);
+      want.push_back(static_cast<float>((data[static_cast<std::size_t>(i)] - mean[ch]) / std::sqrt(var[ch] + 1e-3) *
+                                            scale[ch] + bias[ch]));
+    }
+    CHECK_CLOSE(t.run()[0], want, 1e-5);
+  }
+}
+
+// ---- matrix products -------------------------------------------------------------------------------------------
+
+TEST_CASE("Gemm matches the naive reference", "[cpu_ops][matmul]") {
+  std::mt19937 rng(8);
+  const std::int64_t m = 5, k = 7, n = 6;
+  const std::vector<Shape> c_shapes = {{}, {n}, {1, n}, {m, 1}, {m, n}, {1}};
+  for (bool trans_a : {false, true})
+    for (bool trans_b : {false, true})
+      for (std::size_t ci = 0; ci <= c_shapes.size(); ++ci) {
+        const bool has_c = ci < c_shapes.size();
+        const Shape cs = has_c ? c_shapes[ci] : Shape{};
+        const float alpha = 0.75f, beta = has_c && ci % 2 ? 1.0f : 1.5f;
+        INFO("transA " << trans_a << " transB " << trans_b << " C " << (has_c ? sluice::nn::to_string(cs) : "none"));
+        const Shape as = trans_a ? Shape{k, m} : Shape{m, k}, bs = trans_b ? Shape{n, k} : Shape{k, n};
+        const Floats a = random_floats(rng, count(as)), b = random_floats(rng, count(bs)), c = random_floats(rng, count(cs));
+        TestGraph t;
+        t.input("a", as, a);
+        t.constant("b", bs, b);
+        if (has_c) t.constant("c", cs, c);
+        t.node("Gemm", {"a", "b", has_c ? "c" : ""}, {"y"},
+               {{"alpha", alpha}, {"beta", beta}, {"transA", std::int64_t{trans_a}}, {"transB", std::int64_t{trans_b}}});
+        t.output("y", {m, n});
+        Floats want;
+        for (std::int64_t i = 0; i < m; ++i)
+          for (std::int64_t j = 0; j < n; ++j) {
+            double acc = 0;
+            for (std::int64_t p = 0; p < k; ++p)
+              acc += static_cast<double>(a[static_cast<std::size_t>(trans_a ? p * m + i : i * k + p)]) *
+                     b[static_cast<std::size_t>(trans_b ? j * k + p : p * n + j)];
+            double cv = 0;
+            if (has_c) {
+              const std::int64_t ci_row = cs.size() == 2 && cs[0] != 1 ? i : 0;
+              const std::int64_t ci_col = !cs.empty() && cs.back() != 1 ? j : 0;
+              cv = c[static_cast<std::size_t>(cs.size() == 2 ? ci_row * cs[1] + ci_col : ci_col)];
+            }
+            want.push_back(static_cast<float>(alpha * acc + beta * cv));
+          }
+        CHECK_CLOSE(t.run()[0], want, 1e-5);
+      }
+}
+
+TEST_CASE("MatMul is batched and broadcast like numpy", "[cpu_ops][matmul]") {
+  std::mt19937 rng(9);
+  const std::vector<std::pair<Shape, Shape>> shapes = {
+      {{4, 5}, {5, 3}},       {{5}, {5, 3}},          {{4, 5}, {5}},           {{5}, {5}},
+      {{2, 4, 5}, {5, 3}},    {{2, 4, 5}, {2, 5, 3}}, {{1, 4, 5}, {3, 5, 2}},  {{2, 1, 4, 5}, {3, 5, 2}},
+      {{5}, {2, 5, 3}},       {{2, 3, 4, 5}, {5}},    {{3, 4, 5}, {1, 5, 6}},  {{2, 2, 3, 4}, {2, 1, 4, 2}},
+  };
+  for (const auto& [as, bs] : shapes) {
+    INFO(sluice::nn::to_string(as) << " x " << sluice::nn::to_string(bs));
+    for (bool b_constant : {false, true}) {
+      const Floats a = random_floats(rng, count(as)), b = random_floats(rng, count(bs));
+      // numpy: promote 1-D operands, broadcast the batch, multiply, drop the promoted dimensions.
+      const Shape a2 = as.size() == 1 ? Shape{1, as[0]} : as, b2 = bs.size() == 1 ? Shape{bs[0], 1} : bs;
+      const std::int64_t m = a2[a2.size() - 2], k = a2.back(), n = b2.back();
+      const Shape ab(a2.begin(), a2.end() - 2), bb(b2.begin(), b2.end() - 2);
+      Shape batch;
+      const Floats dummy_a(static_cast<std::size_t>(count(ab)), 0.0f), dummy_b(static_cast<std::size_t>(count(bb)), 0.0f);
+      binary_ref("Add", dummy_a, ab, dummy_b, bb, batch);
+      Floats want;
+      for (std::int64_t bi = 0; bi < count(batch); ++bi) {
+        const Ints idx = unravel(bi, batch);
+        auto matrix = [&](const Shape& s) {
+          Ints own;
+          for (std::size_t d = batch.size() - s.size(); d < batch.size(); ++d)
+            own.push_back(s[d - (batch.size() - s.size())] == 1 ? 0 : idx[d]);
+          return ravel(own, s);
+        };
+        const std::int64_t ao = matrix(ab) * m * k, bo = matrix(bb) * k * n;
+        for (std::int64_t i = 0; i < m; ++i)
+          for (std::int64_t j = 0; j < n; ++j) {
+            double acc = 0;
+            for (std::int64_t p = 0; p < k; ++p)
+              acc += static_cast<double>(a[static_cast<std::size_t>(ao + i * k + p)]) * b[static_cast<std::size_t>(bo + p * n + j)];
+            want.push_back(static_cast<float>(acc));
+          }
+      }
+      Shape ys = batch;
+      if (as.size() > 1) ys.push_back(m);
+      if (bs.size() > 1) ys.push_back(n);
+      TestGraph t;
+      t.input("a", as, a);
+      if (b_constant) t.constant("b", bs, b);
+      else t.input("b", bs, b);
+      t.node("MatMul", {"a", "b"}, {"y"});
+      t.output("y", ys);
+      CHECK_CLOSE(t.run()[0], want, 1e-5);
+    }
+  }
+}
+
+// ---- data movement ---------------------------------------------------------------------------------------------
+
+TEST_CASE("Reshape keeps the data order", "[cpu_ops][shape]") {
+  std::mt19937 rng(10);
+  const Floats x = random_floats(rng, 2 * 3 * 4 * 5);
+  TestGraph t;
+  t.input("x", {2, 3, 4, 5}, x);
+  t.node("Reshape", {"x"}, {"y"}, {{"shape", Ints{6, 20}}});
+  t.output("y", {6, 20});
+  CHECK(t.run()[0] == x);
+}
+
+TEST_CASE("Transpose matches the naive reference", "[cpu_ops][shape]") {
+  std::mt19937 rng(11);
+  const std::vector<std::pair<Shape, Ints>> cases = {
+      {{3, 4}, {1, 0}},          {{2, 3, 4}, {0, 2, 1}},          {{2, 3, 4}, {2, 0, 1}},
+      {{2, 3, 4, 5}, {0, 2, 3, 1}}, {{2, 3, 4, 5}, {0, 3, 1, 2}}, {{2, 1, 4, 5}, {3, 2, 1, 0}},
+      {{2, 3, 2, 3, 2}, {4, 1, 3, 0, 2}}, {{1, 6, 1, 2}, {0, 1, 2, 3}}, {{2, 3, 5}, {}},
+  };
+  for (const auto& [xs, perm] : cases) {
+    INFO(sluice::nn::to_string(xs));
+    Ints p = perm;
+    if (p.empty())
+      for (std::size_t d = xs.size(); d-- > 0;) p.push_back(static_cast<std::int64_t>(d));
+    Shape ys;
+    for (auto d : p) ys.push_back(xs[static_cast<std::size_t>(d)]);
+    const Floats x = random_floats(rng, count(xs));
+    Floats want(x.size());
+    for (std::int64_t i = 0; i < count(xs); ++i) {
+      const Ints idx = unravel(i, xs);
+      Ints out_idx;
+      for (auto d : p) out_idx.push_back(idx[static_cast<std::size_t>(d)]);
+      want[static_cast<std::size_t>(ravel(out_idx, ys))] = x[static_cast<std::size_t>(i)];
+    }
+    TestGraph t;
+    t.input("x", xs, x);
+    std::map<std::string, AttrValue> attrs;
+    if (!perm.empty()) attrs["perm"] = perm;
+    t.node("Transpose", {"x"}, {"y"}, attrs);
+    t.output("y", ys);
+    CHECK(t.run()[0] == want);
+  }
+}
+
+TEST_CASE("Concat and Split match the naive reference", "[cpu_ops][shape]") {
+  std::mt19937 rng(12);
+  const Shape base{2, 3, 4, 5};
+  for (std::int64_t axis = 0; axis < 4; ++axis) {
+    INFO("axis " << axis);
+    const Ints sizes = {1, base[static_cast<std::size_t>(axis)], 2};
+    std::vector<Shape> parts;
+    std::vector<Floats> data;
+    TestGraph t;
+    Shape ys = base;
+    ys[static_cast<std::size_t>(axis)] = 0;
+    for (std::size_t i = 0; i < sizes.size(); ++i) {
+      Shape s = base;
+      s[static_cast<std::size_t>(axis)] = sizes[i];
+      parts.push_back(s);
+      data.push_back(random_floats(rng, count(s)));
+      ys[static_cast<std::size_t>(axis)] += sizes[i];
+    }
+    t.input("p0", parts[0], data[0]);
+    t.constant("p1", parts[1], data[1]);  // a constant among the inputs
+    t.input("p2", parts[2], data[2]);
+    t.node("Concat", {"p0", "p1", "p2"}, {"y"}, {{"axis", axis}});
+    t.output("y", ys);
+    Floats want(static_cast<std::size_t>(count(ys)));
+    std::int64_t start = 0;
+    for (std::size_t i = 0; i < parts.size(); ++i) {
+      for (std::int64_t e = 0; e < count(parts[i]); ++e) {
+        Ints idx = unravel(e, parts[i]);
+        idx[static_cast<std::size_t>(axis)] += start;
+        want[static_cast<std::size_t>(ravel(idx, ys))] = data[i][static_cast<std::size_t>(e)];
+      }
+      start += sizes[i];
+    }
+    const Floats joined = t.run()[0];
+    CHECK(joined == want);
+
+    TestGraph s;
+    s.input("x", ys, joined);
+    s.node("Split", {"x"}, {"a", "b", "c"}, {{"axis", axis}, {"split", sizes}});
+    s.output("a", parts[0]);
+    s.output("b", parts[1]);
+    s.output("c", parts[2]);
+    const auto pieces = s.run();
+    for (std::size_t i = 0; i < parts.size(); ++i) CHECK(pieces[i] == data[i]);
+  }
+}
+
+TEST_CASE("Slice matches the naive reference", "[cpu_ops][shape]") {
+  std::mt19937 rng(13);
+  const Shape xs{3, 5, 6, 7};
+  struct Case {
+    Ints starts, ends, steps;
+  };
+  const std::vector<Case> cases = {
+      {{0, 0, 0, 0}, {3, 5, 6, 7}, {1, 1, 1, 1}},    {{1, 0, 2, 1}, {3, 5, 5, 6}, {1, 1, 1, 1}},
+      {{0, 1, 0, 0}, {3, 5, 6, 7}, {1, 2, 3, 2}},    {{2, 4, 5, 6}, {-1, -1, -1, -1}, {-1, -1, -1, -1}},
+      {{0, 4, 5, 6}, {3, 0, 0, 0}, {1, -2, -3, -4}}, {{0, 0, 3, 0}, {3, 5, 3, 7}, {1, 1, 1, 1}},
+      {{0, 0, 0, 1}, {3, 5, 6, 100}, {2, 1, 1, 3}},
+  };
+  for (const auto& c : cases) {
+    Shape ys;
+    std::vector<Ints> picks;
+    for (std::size_t d = 0; d < xs.size(); ++d) {
+      Ints pick;
+      for (std::int64_t i = c.starts[d]; c.steps[d] > 0 ? i < std::min(c.ends[d], xs[d]) : i > c.ends[d]; i += c.steps[d])
+        pick.push_back(i);
+      ys.push_back(static_cast<std::int64_t>(pick.size()));
+      picks.push_back(pick);
+    }
+    const Floats x = random_floats(rng, count(xs));
+    Floats want;
+    for (std::int64_t i = 0; i < count(ys); ++i) {
+      const Ints idx = unravel(i, ys);
+      Ints src;
+      for (std::size_t d = 0; d < xs.size(); ++d) src.push_back(picks[d][static_cast<std::size_t>(idx[d])]);
+      want.push_back(x[static_cast<std::size_t>(ravel(src, xs))]);
+    }
+    INFO("output " << sluice::nn::to_string(ys));
+    TestGraph t;
+    t.input("x", xs, x);
+    t.node("Slice", {"x"}, {"y"}, {{"starts", c.starts}, {"ends", c.ends}, {"steps", c.steps}});
+    t.output("y", ys);
+    CHECK(t.run()[0] == want);
+  }
+}
+
+TEST_CASE("Pad matches the naive reference in every mode", "[cpu_ops][shape]") {
+  std::mt19937 rng(14);
+  const std::vector<std::pair<Shape, Ints>> cases = {
+      {{1, 2, 4, 5}, {0, 0, 1, 2, 0, 0, 2, 1}},
+      {{2, 3, 3, 4}, {0, 1, 3, 0, 1, 0, 0, 3}},
+      {{1, 1, 5, 6}, {0, 0, 4, 5, 0, 0, 4, 5}},  // reflect beyond one period
+      {{3, 7}, {2, 1, 0, 3}},
+      {{1, 2, 1, 5}, {0, 0, 2, 0, 1, 0, 0, 0}},  // a dimension of one
+  };
+  for (const std::string mode : {"constant", "reflect", "edge"}) {
+    for (const auto& [xs, pads] : cases) {
+      INFO(mode << " " << sluice::nn::to_string(xs));
+      const std::size_t rank = xs.size();
+      Shape ys;
+      for (std::size_t d = 0; d < rank; ++d) ys.push_back(xs[d] + pads[d] + pads[d + rank]);
+      const Floats x = random_floats(rng, count(xs));
+      Floats want;
+      for (std::int64_t i = 0; i < count(ys); ++i) {
+        const Ints idx = unravel(i, ys);
+        Ints src;
+        bool outside = false;
+        for (std::size_t d = 0; d < rank; ++d) {
+          std::int64_t s = idx[d] - pads[d];
+          const std::int64_t n = xs[d];
+          if (mode == "edge") s = std::max<std::int64_t>(0, std::min(n - 1, s));
+          if (mode == "reflect")
+            while (s < 0 || s >= n) s = n == 1 ? 0 : s < 0 ? -s : 2 * (n - 1) - s;
+          if (s < 0 || s >= n) outside = true;
+          src.push_back(s);
+        }
+        want.push_back(outside ? 2.5f : x[static_cast<std::size_t>(ravel(src, xs))]);
+      }
+      TestGraph t;
+      t.input("x", xs, x);
+      t.node("Pad", {"x"}, {"y"}, {{"pads", pads}, {"mode", mode}, {"value", 2.5f}});
+      t.output("y", ys);
+      CHECK(t.run()[0] == want);
+    }
+  }
+  // Negative pads crop.
+  const Shape xs{2, 6};
+  const Floats x = random_floats(rng, count(xs));
+  TestGraph t;
+  t.input("x", xs, x);
+  t.node("Pad", {"x"}, {"y"}, {{"pads", Ints{0, -2, 0, 1}}, {"mode", std::string("constant")}});
+  t.output("y", {2, 5});
+  Floats want;
+  for (std::int64_t r = 0; r < 2; ++r)
+    for (std::int64_t c = 2; c < 7; ++c) want.push_back(c < 6 ? x[static_cast<std::size_t>(r * 6 + c)] : 0.0f);
+  CHECK(t.run()[0] == want);
+}
+
+// ---- resize ----------------------------------------------------------------------------------------------------
+
+double resize_coordinate(const std::string& transform, std::int64_t o, std::int64_t in, std::int64_t out) {
+  const double scale = static_cast<double>(out) / static_cast<double>(in);
+  if (transform == "asymmetric") return o / scale;
+  if (transform == "align_corners") return out == 1 ? 0.0 : o * (in - 1.0) / (out - 1.0);
+  if (transform == "pytorch_half_pixel" && out == 1) return 0.0;
+  return (o + 0.5) / scale - 0.5;  // half_pixel, pytorch_half_pixel
+}
+
+std::int64_t resize_nearest(const std::string& mode, double x, std::int64_t in) {
+  double r;
+  const bool half = x - std::floor(x) == 0.5;
+  if (mode == "floor") r = std::floor(x);
+  else if (mode == "ceil") r = std::ceil(x);
+  else if (mode == "round_prefer_ceil") r = half ? std::ceil(x) : std::nearbyint(x);
+  else r = half ? std::floor(x) : std::nearbyint(x);
+  return std::max<std::int64_t>(0, std::min<std::int64_t>(in - 1, static_cast<std::int64_t>(r)));
+}
+
+TEST_CASE("Resize matches the ONNX formulas", "[cpu_ops][resize]") {
+  std::mt19937 rng(15);
+  const std::vector<std::pair<Shape, Shape>> sizes = {
+      {{1, 2, 4, 5}, {1, 2, 8, 10}}, {{2, 3, 5, 4}, {2, 3, 7, 9}}, {{1, 1, 9, 8}, {1, 1, 4, 3}}, {{1, 2, 3, 3}, {1, 2, 1, 6}},
+      {{1, 1, 6, 6}, {1, 1, 6, 6}},
+  };
+  for (const std::string transform : {"half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel"}) {
+    for (const std::string mode : {"nearest", "linear"}) {
+      for (const std::string nearest : {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"}) {
+        if (mode == "linear" && nearest != "round_prefer_floor") continue;
+        for (const auto& [xs, ys] : sizes) {
+          INFO(mode << " " << transform << " " << nearest << " " << sluice::nn::to_string(xs) << " -> "
+                    << sluice::nn::to_string(ys));
+          const Floats x = random_floats(rng, count(xs));
+          Floats want;
+          for (std::int64_t p = 0; p < xs[0] * xs[1]; ++p)
+            for (std::int64_t oh = 0; oh < ys[2]; ++oh)
+              for (std::int64_t ow = 0; ow < ys[3]; ++ow) {
+                const double fy = resize_coordinate(transform, oh, xs[2], ys[2]);
+                const double fx = resize_coordinate(transform, ow, xs[3], ys[3]);
+                auto at = [&](std::int64_t h, std::int64_t w) {
+                  return static_cast<double>(x[static_cast<std::size_t>((p * xs[2] + h) * xs[3] + w)]);
+                };
+                if (mode == "nearest") {
+                  want.push_back(static_cast<float>(at(resize_nearest(nearest, fy, xs[2]), resize_nearest(nearest, fx, xs[3]))));
+                  continue;
+                }
+                const double cy = std::max(0.0, std::min<double>(fy, xs[2] - 1)), cx = std::max(0.0, std::min<double>(fx, xs[3] - 1));
+                const auto y0 = static_cast<std::int64_t>(std::floor(cy)), x0 = static_cast<std::int64_t>(std::floor(cx));
+                const std::int64_t y1 = std::min(y0 + 1, xs[2] - 1), x1 = std::min(x0 + 1, xs[3] - 1);
+                const double dy = cy - y0, dx = cx - x0;
+                want.push_back(static_cast<float>(at(y0, x0) * (1 - dy) * (1 - dx) + at(y0, x1) * (1 - dy) * dx +
+                                                  at(y1, x0) * dy * (1 - dx) + at(y1, x1) * dy * dx));
+              }
+          TestGraph t;
+          t.input("x", xs, x);
+          t.node("Resize", {"x"}, {"y"},
+                 {{"sizes", ys}, {"mode", mode}, {"coordinate_transformation_mode", transform}, {"nearest_mode", nearest}});
+          t.output("y", ys);
+          CHECK_CLOSE(t.run()[0], want, 1e-5);
+        }
+      }
+    }
+  }
+}
+
+// ---- softmax ---------------------------------------------------------------------------------------------------
+
+TEST_CASE("Softmax along an axis and coerced to 2-D", "[cpu_ops][softmax]") {
+  std::mt19937 rng(16);
+  const Shape xs{2, 3, 4, 5};
+  for (std::int64_t axis = 0; axis < 4; ++axis) {
+    for (bool coerce : {false, true}) {
+      INFO("axis " << axis << " coerce_2d " << coerce);
+      const Floats x = random_floats(rng, count(xs), -5.0f, 5.0f);
+      // Group the elements that share one softmax, then normalise each group.
+      std::map<std::int64_t, std::vector<std::int64_t>> groups;
+      for (std::int64_t i = 0; i < count(xs); ++i) {
+        Ints idx = unravel(i, xs);
+        if (coerce) {
+          for (std::size_t d = static_cast<std::size_t>(axis); d < xs.size(); ++d) idx[d] = 0;
+        } else {
+          idx[static_cast<std::size_t>(axis)] = 0;
+        }
+        groups[ravel(idx, xs)].push_back(i);
+      }
+      Floats want(x.size());
+      for (const auto& [key, members] : groups) {
+        double sum = 0;
+        for (auto i : members) sum += std::exp(static_cast<double>(x[static_cast<std::size_t>(i)]));
+        for (auto i : members)
+          want[static_cast<std::size_t>(i)] = static_cast<float>(std::exp(static_cast<double>(x[static_cast<std::size_t>(i)])) / sum);
+      }
+      TestGraph t;
+      t.input("x", xs, x);
+      t.node("Softmax", {"x"}, {"y"}, {{"axis", axis}, {"coerce_2d", std::int64_t{coerce}}});
+      t.output("y", xs);
+      CHECK_CLOSE(t.run()[0], want, 1e-5);
+    }
+  }
+}
+
+// ---- the engine: several nodes, memory reuse, outputs, errors -------------------------------------------------
+
+TEST_CASE("A multi-node graph reuses memory and gives the same result on every run", "[cpu_ops][engine]") {
+  std::mt19937 rng(17);
+  // x -> relu a -> (a + x) b -> sigmoid c -> (c * b) d = output 0; b is also output 1; a chain of 8 Tanh after d
+  // gives output 2, so that intermediate buffers are reused.
+  const Shape s{2, 3, 5, 5};
+  const Floats x = random_floats(rng, count(s), -2.0f, 2.0f);
+  TestGraph t;
+  t.input("x", s, x);
+  t.node("Relu", {"x"}, {"a"});
+  t.value("a", s);
+  t.node("Add", {"a", "x"}, {"b"});
+  t.node("Sigmoid", {"b"}, {"c"});
+  t.value("c", s);
+  t.node("Mul", {"c", "b"}, {"d"});
+  std::string last = "d";
+  for (int i = 0; i < 8; ++i) {
+    const std::string next = "t" + std::to_string(i);
+    t.node("Tanh", {last}, {next});
+    t.value(next, s);
+    last = next;
+  }
+  t.output("d", s);
+  t.output("b", s);
+  t.output(last, s);
+  t.output("x", s);  // an input passed straight through
+  t.output("d", s);  // the same value twice
+
+  Floats b, d, chain;
+  for (float v : x) {
+    const float bv = std::max(v, 0.0f) + v;
+    const float dv = bv / (1.0f + std::exp(-bv));
+    float cv = dv;
+    for (int i = 0; i < 8; ++i) cv = std::tanh(cv);
+    b.push_back(bv);
+    d.push_back(dv);
+    chain.push_back(cv);
+  }
+  CpuEngine engine(t.graph);
+  for (int run = 0; run < 3; ++run) {
+    const auto out = t.run_on(engine);
+    CHECK_CLOSE(out[0], d, 1e-6);
+    CHECK_CLOSE(out[1], b, 1e-6);
+    CHECK_CLOSE(out[2], chain, 1e-6);
+    CHECK(out[3] == x);
+    CHECK(out[4] == out[0]);
+  }
+}
+
+TEST_CASE("The memory planner never overlaps buffers that live at the same time", "[cpu_ops][engine]") {
+  std::mt19937 rng(18);
+  for (int trial = 0; trial < 50; ++trial) {
+    std::vector<sluice::nn::cpu::BufferRequest> requests;
+    const int steps = random_int(rng, 1, 30);
+    std::size_t peak_sum = 0;
+    for (int i = 0; i < random_int(rng, 1, 40); ++i) {
+      const int first = random_int(rng, 0, steps - 1);
+      requests.push_back({static_cast<std::size_t>(random_int(rng, 1, 5000)), first, random_int(rng, first, steps - 1)});
+      peak_sum += requests.back().floats + sluice::nn::cpu::kAlignFloats;
+    }
+    const auto plan = sluice::nn::cpu::plan_memory(requests);
+    REQUIRE(plan.offsets.size() == requests.size());
+    CHECK(plan.arena_floats <= peak_sum);
+    for (std::size_t i = 0; i < requests.size(); ++i) {
+      CHECK(plan.offsets[i] % sluice::nn::cpu::kAlignFloats == 0);
+      CHECK(plan.offsets[i] + requests[i].floats <= plan.arena_floats);
+      for (std::size_t j = i + 1; j < requests.size(); ++j) {
+        const bool together = requests[i].first_step <= requests[j].last_step && requests[j].first_step <= requests[i].last_step;
+        const bool apart = plan.offsets[i] + requests[i].floats <= plan.offsets[j] ||
+                           plan.offsets[j] + requests[j].floats <= plan.offsets[i];
+        if (together) CHECK(apart);
+      }
+    }
+  }
+  // A chain where each value dies right after its one reader needs only two buffers.
+  std::vector<sluice::nn::cpu::BufferRequest> chain;
+  for (int i = 0; i < 10; ++i) chain.push_back({1000, i, i + 1});
+  CHECK(sluice::nn::cpu::plan_memory(chain).arena_floats <= 2 * 1008);
+}
+
+std::string model_error_of(const TestGraph& t) {
+  try {
+    CpuEngine engine(t.graph);
+  } catch (const ModelError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST_CASE("Ops and attributes outside the prepared form are refused naming the node", "[cpu_ops][engine]") {
+  const Shape s{1, 2, 4, 4};
+  const Floats x(static_cast<std::size_t>(count(s)), 1.0f);
+  auto one_node = [&](const std::string& op, std::map<std::string, AttrValue> attrs, const Shape& out) {
+    TestGraph t;
+    t.input("x", s, x);
+    t.node(op, {"x"}, {"y"}, std::move(attrs)).name = "the_node";
+    t.output("y", out);
+    return model_error_of(t);
+  };
+  auto names_node = [](const std::string& message, const std::string& op, const std::string& what) {
+    INFO(message);
+    CHECK(message.find("test.onnx") != std::string::npos);
+    CHECK(message.find("'the_node' (" + op + ")") != std::string::npos);
+    CHECK(message.find(what) != std::string::npos);
+  };
+  names_node(one_node("LRN", {}, s), "LRN", "prepared form");
+  names_node(one_node("Identity", {}, s), "Identity", "prepared form");
+  names_node(one_node("Resize", {{"sizes", Ints{1, 2, 8, 8}}, {"mode", std::string("cubic")}}, {1, 2, 8, 8}), "Resize", "cubic");
+  names_node(one_node("Resize", {{"sizes", Ints{1, 2, 8, 8}}, {"coordinate_transformation_mode", std::string("tf_crop_and_resize")}},
+                      {1, 2, 8, 8}),
+             "Resize", "tf_crop_and_resize");
+  names_node(one_node("Pad", {{"pads", Ints{0, 0, 1, 1, 0, 0, 1, 1}}, {"mode", std::string("wrap")}}, {1, 2, 6, 6}), "Pad", "wrap");
+  names_node(one_node("MaxPool", {{"kernel_shape", Ints{2, 2}}, {"auto_pad", std::string("SAME_UPPER")}}, {1, 2, 4, 4}),
+             "MaxPool", "auto_pad");
+  names_node(one_node("Relu", {}, {1, 2, 4, 5}), "Relu", "shape");
+  names_node(one_node("Softmax", {{"axis", std::string("one")}}, s), "Softmax", "axis");
+  names_node(one_node("Transpose", {{"perm", Ints{0, 1, 1, 2}}}, s), "Transpose", "perm");
+
+  TestGraph conv;
+  conv.input("x", s, x);
+  conv.constant("w", {3, 2, 3, 3}, Floats(54, 0.5f));
+  conv.node("Conv", {"x", "w"}, {"y"}, {{"activation", std::string("Gelu")}}).name = "the_node";
+  conv.output("y", {1, 3, 2, 2});
+  names_node(model_error_of(conv), "Conv", "Gelu");
+
+  TestGraph weights_not_constant;
+  weights_not_constant.input("x", s, x);
+  weights_not_constant.input("w", {3, 2, 3, 3}, Floats(54, 0.5f));
+  weights_not_constant.node("Conv", {"x", "w"}, {"y"}).name = "the_node";
+  weights_not_constant.output("y", {1, 3, 2, 2});
+  names_node(model_error_of(weights_not_constant), "Conv", "constant");
+}
+
+}  // namespace
