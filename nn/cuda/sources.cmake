@@ -1,3 +1,22 @@
 # The CUDA backend (cuDNN, cuBLAS, own kernels, CUDA graphs).
-list(APPEND SLUICE_NN_CUDA_SOURCES)
-list(APPEND SLUICE_NN_GPU_TEST_SOURCES)
+list(APPEND SLUICE_NN_CUDA_SOURCES
+  nn/cuda/algo_cache.cpp
+  nn/cuda/memory_plan.cpp
+  nn/cuda/values.cpp
+  nn/cuda/conv_layer.cpp
+  nn/cuda/gemm_layer.cpp
+  nn/cuda/kernel_layers.cpp
+  nn/cuda/engine.cpp
+  nn/cuda/elementwise.cu
+  nn/cuda/copy.cu
+  nn/cuda/pool.cu
+  nn/cuda/resize.cu
+  nn/cuda/softmax.cu
+)
+list(APPEND SLUICE_NN_GPU_TEST_SOURCES
+  tests/gpu/test_nn_ops_gpu.cpp
+  tests/gpu/test_nn_engine_gpu.cpp
+)
+# Throughput and latency of one ONNX model on CudaEngine (see the file's header).
+add_executable(sluice_nn_cuda_bench nn/cuda/bench.cpp)
+target_link_libraries(sluice_nn_cuda_bench PRIVATE sluice_core)

@@ -1,0 +1,36 @@
+#pragma once
+// The measured convolution algorithms, kept in a small text file so that a restart does not measure again.
+// A key holds everything the choice depends on: GPU name, cuDNN version, precision, shapes, strides, pads,
+// dilations, groups and the epilogue (see ConvLayer::cache_key). One line per entry: key TAB mode TAB algorithm.
+#include <cstddef>
+#include <map>
+#include <optional>
+#include <string>
+
+namespace sluice::nn::cuda {
+
+struct ConvChoice {
+  bool fused = false;  // cudnnConvolutionBiasActivationForward, else cudnnConvolutionForward + epilogue kernel
+  int algo = 0;        // cudnnConvolutionFwdAlgo_t
+};
+
+class AlgoCache {
+ public:
+  // "" keeps entries in memory only. An existing file is read now; a malformed line throws std::runtime_error
+  // naming the file and line.
+  explicit AlgoCache(std::string path);
+  std::optional<ConvChoice> find(const std::string& key) const;
+  void put(const std::string& key, ConvChoice choice);
+  // Writes every entry (those read and those added) to the file, through a temporary file and a rename so that
+  // a reader never sees half a file. Nothing happens for "" or when nothing was added.
+  void save();
+  std::size_t size() const { return entries_.size(); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  std::map<std::string, ConvChoice> entries_;
+  bool changed_ = false;
+};
+
+}  // namespace sluice::nn::cuda

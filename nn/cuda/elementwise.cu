@@ -1,0 +1,191 @@
+// Elementwise kernels: activations, the convolution epilogue, broadcasting binary ops, per-channel affine.
+// All are memory bound; contiguous cases move 16 bytes per thread and access when sizes and pointers allow.
+#include "nn/cuda/kernel_util.cuh"
+
+namespace sluice::nn::cuda {
+namespace {
+
+// Elements per 16-byte access.
+template <typename T>
+constexpr int kVec = 16 / sizeof(T);
+
+template <typename T>
+struct alignas(16) Pack {
+  T v[kVec<T>];
+};
+
+bool aligned16(const void* p) { return p == nullptr || reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
+
+template <typename T, bool Vectorised>
+__global__ void epilogue_kernel(T* y, const T* bias, const T* residual, std::int64_t n, std::int64_t channels,
+                                ActivationParams act) {
+  const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  if constexpr (Vectorised) {
+    constexpr int V = kVec<T>;
+    for (std::int64_t p = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; p < n / V; p += step) {
+      Pack<T> out = reinterpret_cast<const Pack<T>*>(y)[p];
+      Pack<T> res{};
+      if (residual) res = reinterpret_cast<const Pack<T>*>(residual)[p];
+      const std::int64_t c0 = (p * V) % channels;  // channels % V == 0: one pack never wraps
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        float v = to_f32(out.v[k]);
+        if (bias) v += to_f32(bias[c0 + k]);
+        if (residual) v += to_f32(res.v[k]);
+        out.v[k] = from_f32<T>(apply_activation(act, v));
+      }
+      reinterpret_cast<Pack<T>*>(y)[p] = out;
+    }
+  } else {
+    for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n; i += step) {
+      float v = to_f32(y[i]);
+      if (bias) v += to_f32(bias[i % channels]);
+      if (residual) v += to_f32(residual[i]);
+      y[i] = from_f32<T>(apply_activation(act, v));
+    }
+  }
+}
+
+template <typename T, bool Vectorised>
+__global__ void activation_kernel(T* y, const T* x, std::int64_t n, ActivationParams act) {
+  const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  if constexpr (Vectorised) {
+    constexpr int V = kVec<T>;
+    for (std::int64_t p = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; p < n / V; p += step) {
+      Pack<T> v = reinterpret_cast<const Pack<T>*>(x)[p];
+#pragma unroll
+      for (int k = 0; k < V; ++k) v.v[k] = from_f32<T>(apply_activation(act, to_f32(v.v[k])));
+      reinterpret_cast<Pack<T>*>(y)[p] = v;
+    }
+  } else {
+    for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n; i += step)
+      y[i] = from_f32<T>(apply_activation(act, to_f32(x[i])));
+  }
+}
+
+__device__ __forceinline__ float apply_binary(BinaryOp op, float a, float b) {
+  switch (op) {
+    case BinaryOp::add: return a + b;
+    case BinaryOp::sub: return a - b;
+    case BinaryOp::mul: return a * b;
+    case BinaryOp::div: return a / b;
+  }
+  return a;
+}
+
+struct BinaryShape {
+  int rank;
+  std::int64_t shape[kMaxRank], a_stride[kMaxRank], b_stride[kMaxRank];
+};
+
+template <typename T>
+__global__ void binary_kernel(BinaryOp op, T* y, const T* a, const T* b, BinaryShape s, std::int64_t n) {
+  const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n; i += step) {
+    std::int64_t rest = i, ao = 0, bo = 0;
+    for (int d = s.rank - 1; d >= 0; --d) {
+      const std::int64_t q = rest / s.shape[d];
+      const std::int64_t coord = rest - q * s.shape[d];
+      ao += coord * s.a_stride[d];
+      bo += coord * s.b_stride[d];
+      rest = q;
+    }
+    y[i] = from_f32<T>(apply_binary(op, to_f32(a[ao]), to_f32(b[bo])));
+  }
+}
+
+// Both operands contiguous with y's shape (the residual-add case): 16-byte packs.
+template <typename T>
+__global__ void binary_same_kernel(BinaryOp op, T* y, const T* a, const T* b, std::int64_t packs) {
+  const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t p = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; p < packs; p += step) {
+    const Pack<T> va = reinterpret_cast<const Pack<T>*>(a)[p];
+    const Pack<T> vb = reinterpret_cast<const Pack<T>*>(b)[p];
+    Pack<T> out;
+#pragma unroll
+    for (int k = 0; k < kVec<T>; ++k) out.v[k] = from_f32<T>(apply_binary(op, to_f32(va.v[k]), to_f32(vb.v[k])));
+    reinterpret_cast<Pack<T>*>(y)[p] = out;
+  }
+}
+
+template <typename T>
+__global__ void channel_affine_kernel(T* y, const T* x, const float* scale, const float* shift, std::int64_t n,
+                                      std::int64_t channels, std::int64_t inner) {
+  const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n; i += step) {
+    const std::int64_t c = (i / inner) % channels;
+    y[i] = from_f32<T>(to_f32(x[i]) * scale[c] + shift[c]);
+  }
+}
+
+}  // namespace
+
+void activation(DType type, void* y, const void* x, std::int64_t n, ActivationParams act, cudaStream_t stream) {
+  if (n == 0) return;
+  dispatch_float_type(type, [&](auto tag) {
+    using T = decltype(tag);
+    if (n % kVec<T> == 0 && aligned16(x) && aligned16(y))
+      activation_kernel<T, true><<<grid_for(n / kVec<T>), kBlock, 0, stream>>>(static_cast<T*>(y),
+                                                                               static_cast<const T*>(x), n, act);
+    else
+      activation_kernel<T, false><<<grid_for(n), kBlock, 0, stream>>>(static_cast<T*>(y), static_cast<const T*>(x),
+                                                                       n, act);
+  });
+  check_launch();
+}
+
+void bias_residual_activation(DType type, void* y, const void* bias, const void* residual, std::int64_t n,
+                              std::int64_t channels, ActivationParams act, cudaStream_t stream) {
+  if (n == 0) return;
+  dispatch_float_type(type, [&](auto tag) {
+    using T = decltype(tag);
+    auto* out = static_cast<T*>(y);
+    const auto* b = static_cast<const T*>(bias);
+    const auto* r = static_cast<const T*>(residual);
+    if (channels % kVec<T> == 0 && aligned16(y) && aligned16(residual))
+      epilogue_kernel<T, true><<<grid_for(n / kVec<T>), kBlock, 0, stream>>>(out, b, r, n, channels, act);
+    else
+      epilogue_kernel<T, false><<<grid_for(n), kBlock, 0, stream>>>(out, b, r, n, channels, act);
+  });
+  check_launch();
+}
+
+void binary(DType type, BinaryOp op, void* y, int rank, const std::int64_t* out_shape, const void* a,
+            const std::int64_t* a_stride, const void* b, const std::int64_t* b_stride, cudaStream_t stream) {
+  if (rank > kMaxRank) throw std::invalid_argument("nn/cuda binary: rank above 6");
+  BinaryShape s{};
+  s.rank = rank;
+  std::int64_t n = 1;
+  bool same = true;  // a and b both contiguous in y's order
+  for (int d = rank - 1; d >= 0; --d) {
+    s.shape[d] = out_shape[d];
+    s.a_stride[d] = a_stride[d];
+    s.b_stride[d] = b_stride[d];
+    if (out_shape[d] != 1 && (a_stride[d] != n || b_stride[d] != n)) same = false;
+    n *= out_shape[d];
+  }
+  if (n == 0) return;
+  dispatch_float_type(type, [&](auto tag) {
+    using T = decltype(tag);
+    if (same && n % kVec<T> == 0 && aligned16(a) && aligned16(b) && aligned16(y))
+      binary_same_kernel<T><<<grid_for(n / kVec<T>), kBlock, 0, stream>>>(
+          op, static_cast<T*>(y), static_cast<const T*>(a), static_cast<const T*>(b), n / kVec<T>);
+    else
+      binary_kernel<T><<<grid_for(n), kBlock, 0, stream>>>(op, static_cast<T*>(y), static_cast<const T*>(a),
+                                                           static_cast<const T*>(b), s, n);
+  });
+  check_launch();
+}
+
+void channel_affine(DType type, void* y, const void* x, const float* scale, const float* shift, std::int64_t n,
+                    std::int64_t channels, std::int64_t inner, cudaStream_t stream) {
+  if (n == 0) return;
+  dispatch_float_type(type, [&](auto tag) {
+    using T = decltype(tag);
+    channel_affine_kernel<T><<<grid_for(n), kBlock, 0, stream>>>(static_cast<T*>(y), static_cast<const T*>(x), scale,
+                                                                 shift, n, channels, inner);
+  });
+  check_launch();
+}
+
+}  // namespace sluice::nn::cuda

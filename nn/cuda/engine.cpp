@@ -1,0 +1,445 @@
+#include "nn/cuda/engine.hpp"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <list>
+#include <set>
+#include <sstream>
+
+#include "nn/cuda/algo_cache.hpp"
+#include "nn/cuda/check.hpp"
+#include "nn/cuda/conv_layer.hpp"
+#include "nn/cuda/cudnn_handles.hpp"
+#include "nn/cuda/layer.hpp"
+#include "nn/cuda/memory_plan.hpp"
+
+namespace sluice::nn {
+
+using namespace cuda;
+
+std::string_view to_string(Precision p) noexcept {
+  switch (p) {
+    case Precision::f32: return "f32";
+    case Precision::f16: return "f16";
+    case Precision::bf16: return "bf16";
+  }
+  return "?";
+}
+
+namespace {
+
+constexpr std::size_t kCublasWorkspace = std::size_t(32) << 20;  // cuBLAS' advice for Hopper
+constexpr std::size_t kGraphCacheSize = 8;  // graph executables kept (a pool's buffers are a few)
+
+DType dtype_of(Precision p) { return p == Precision::f32 ? DType::f32 : p == Precision::f16 ? DType::f16 : DType::bf16; }
+
+std::string megabytes(std::size_t bytes) {
+  std::ostringstream s;
+  s.precision(1);
+  s << std::fixed << static_cast<double>(bytes) / (1 << 20) << " MiB";
+  return s.str();
+}
+
+// A 4-D value that, held NHWC, has the same bytes as NCHW (only size-1 dims move).
+bool layouts_agree(const Shape& s) { return s.size() != 4 || s[1] == 1 || s[2] * s[3] == 1; }
+
+// A binding is used in place when it already is what the engine holds.
+bool binds_in_place(const TensorBinding& b, DType type, const Shape& shape) {
+  return b.dtype == type && (shape.size() != 4 || b.layout == Layout::nhwc || layouts_agree(shape));
+}
+
+View binding_view(const Shape& shape, Layout layout) {
+  View v;
+  v.rank = static_cast<int>(shape.size());
+  std::int64_t s = 1;
+  for (int d = v.rank - 1; d >= 0; --d) {
+    v.shape[d] = shape[static_cast<std::size_t>(d)];
+    v.stride[d] = s;
+    s *= shape[static_cast<std::size_t>(d)];
+  }
+  if (v.rank == 4 && layout == Layout::nhwc) {
+    v.stride[1] = 1;
+    v.stride[3] = shape[1];
+    v.stride[2] = shape[1] * shape[3];
+    v.stride[0] = shape[1] * shape[2] * shape[3];
+  }
+  return v;
+}
+
+struct GraphKey {
+  int count = 0;
+  std::vector<void*> pointers;
+  std::vector<int> formats;  // dtype * 2 + layout per binding
+  bool operator==(const GraphKey&) const = default;
+};
+
+}  // namespace
+
+struct CudaEngine::State {
+  Graph graph;
+  CudaEngineOptions options;
+  DType type;
+  std::int64_t batch = 0;
+  ValueTable values;
+  std::string device_name;
+  Stream stream;          // construction, profiling
+  Stream capture_stream;  // graph capture (never executes work)
+  CudnnHandle cudnn;
+  CublasHandle cublas;
+  std::vector<Memory> weights;
+  std::size_t weight_bytes = 0;
+  Memory arena, workspace, scratch, cublas_workspace;
+  std::vector<std::unique_ptr<Layer>> layers;
+  std::vector<int> inputs, outputs;
+  std::vector<void*> base_ptr, run_ptr;
+  std::string partial_problem;
+  std::set<int> prepared_counts, eager_counts;
+  std::list<std::pair<GraphKey, cudaGraphExec_t>> graphs;  // most recently used first
+  GraphKey key;                                            // reused: no host allocation per run either
+  bool graphs_work = true;
+  std::string graph_note;
+  int convs_measured = 0, convs_cached = 0;
+
+  State(Graph g, const CudaEngineOptions& o)
+      : graph(std::move(g)), options(o), type(dtype_of(o.precision)), values(type, 0) {}
+
+  ~State() {
+    for (auto& [k, exec] : graphs) cudaGraphExecDestroy(exec);
+  }
+
+  void build();
+  void prepare(int count);
+  void bind(const std::vector<TensorBinding>& in, const std::vector<TensorBinding>& out, int count);
+  void run_all(const std::vector<TensorBinding>& in, const std::vector<TensorBinding>& out, int count,
+               cudaStream_t s);
+  RunContext context(int count, cudaStream_t s);
+  cudaGraphExec_t capture(const std::vector<TensorBinding>& in, const std::vector<TensorBinding>& out, int count);
+};
+
+void CudaEngine::State::build() {
+  const std::string& src = graph.source;
+  if (graph.inputs.empty()) throw ModelError(src + ": the graph has no inputs");
+  for (const auto& in : graph.inputs)
+    if (in.shape.empty() || std::any_of(in.shape.begin(), in.shape.end(), [](auto d) { return d < 0; }))
+      throw ModelError(src + ": input '" + in.name + "' has no concrete shape " + to_string(in.shape) +
+                       " (run prepare() first)");
+  batch = graph.inputs[0].shape[0];
+  values = ValueTable(type, batch);
+  device_name = gpu::device_name([] {
+    int d = 0;
+    CUDA_CHECK(cudaGetDevice(&d));
+    return d;
+  }());
+  stream = Stream::create();
+  capture_stream = Stream::create();
+
+  // Values: constants first (uploaded when a layer asks), then activations with their lifetimes.
+  for (const auto& [name, t] : graph.constants) {
+    ValueSlot s;
+    s.name = name;
+    s.shape = t.shape;
+    s.constant = true;
+    values.add(std::move(s));
+  }
+  const int layer_count = static_cast<int>(graph.nodes.size());
+  std::vector<LiveBlock> blocks;
+  std::vector<int> block_value;
+  auto add_activation = [&](const std::string& name, const Shape& shape, int first) {
+    if (values.has(name)) throw ModelError(src + ": value '" + name + "' is defined twice");
+    ValueSlot s;
+    s.name = name;
+    s.shape = shape;
+    s.nhwc = shape.size() == 4;
+    s.batched = !shape.empty() && shape[0] == batch;
+    s.bytes = static_cast<std::size_t>(element_count(shape)) * dtype_bytes(type);
+    block_value.push_back(values.add(std::move(s)));
+    blocks.push_back({values.slot(block_value.back()).bytes, first, first});
+  };
+  for (const auto& in : graph.inputs) add_activation(in.name, in.shape, -1);
+  for (int i = 0; i < layer_count; ++i)
+    for (const auto& out : graph.nodes[static_cast<std::size_t>(i)].outputs) {
+      auto it = graph.shapes.find(out);
+      if (it == graph.shapes.end())
+        throw ModelError(src + ": " + graph.nodes[static_cast<std::size_t>(i)].where() + ": no shape for output '" +
+                         out + "' (run prepare() first)");
+      add_activation(out, it->second, i);
+    }
+  std::vector<int> block_of(values.size(), -1);
+  for (std::size_t b = 0; b < block_value.size(); ++b) block_of[static_cast<std::size_t>(block_value[b])] = static_cast<int>(b);
+  for (int i = 0; i < layer_count; ++i)
+    for (const auto& in : graph.nodes[static_cast<std::size_t>(i)].inputs) {
+      if (in.empty()) continue;
+      const int b = block_of[static_cast<std::size_t>(values.id(in))];
+      if (b >= 0) blocks[static_cast<std::size_t>(b)].last = std::max(blocks[static_cast<std::size_t>(b)].last, i);
+    }
+  for (const auto& in : graph.inputs) inputs.push_back(values.id(in.name));
+  for (const auto& out : graph.outputs) {
+    const int id = values.id(out.name);
+    outputs.push_back(id);
+    if (block_of[static_cast<std::size_t>(id)] >= 0) blocks[static_cast<std::size_t>(block_of[static_cast<std::size_t>(id)])].last = layer_count;
+  }
+  const ArenaPlan plan = plan_arena(blocks);
+  arena = Memory(MemoryKind::device, std::max<std::size_t>(plan.bytes, 256));
+  CUDA_CHECK(cudaMemsetAsync(arena.data(), 0, arena.bytes(), stream.get()));  // no NaN garbage in trial runs
+  for (std::size_t b = 0; b < blocks.size(); ++b) values.slot(block_value[b]).base = arena.data() + plan.offsets[b];
+
+  // Layers (weights are uploaded here).
+  BuildContext ctx{graph, values, stream.get(), cudnn.get(), weights};
+  std::vector<ConvLayer*> convs;
+  for (const auto& node : graph.nodes) {
+    if (node.op == "Conv") {
+      auto conv = std::make_unique<ConvLayer>(node, ctx);
+      convs.push_back(conv.get());
+      layers.push_back(std::move(conv));
+    } else if (node.op == "Gemm" || node.op == "MatMul") {
+      layers.push_back(make_gemm(node, ctx));
+    } else {
+      layers.push_back(make_kernel_layer(node, ctx));
+    }
+    if (partial_problem.empty() && !layers.back()->partial_batch_problem().empty())
+      partial_problem = node.where() + ": " + layers.back()->partial_batch_problem();
+  }
+  weight_bytes = ctx.weight_bytes;
+  base_ptr.resize(values.size());
+  for (std::size_t i = 0; i < values.size(); ++i) base_ptr[i] = values.slot(static_cast<int>(i)).base;
+  run_ptr = base_ptr;
+
+  std::size_t scratch_bytes = 0;
+  for (const auto& l : layers) scratch_bytes = std::max(scratch_bytes, l->scratch_bytes());
+  if (scratch_bytes) scratch = Memory(MemoryKind::device, scratch_bytes);
+
+  // Convolution algorithms: cached or measured with the real buffers, then one workspace for all.
+  if (!convs.empty()) {
+    AlgoCache cache(options.algo_cache);
+    Memory trial_workspace(MemoryKind::device, std::max<std::size_t>(options.workspace_limit, 256));
+    ConvSelection sel{cudnn.get(), stream.get(), trial_workspace.data(), options.workspace_limit, scratch.data(),
+                      cache, device_name, &base_ptr};
+    for (ConvLayer* c : convs) {
+      c->select_algorithm(sel);
+      (c->from_cache() ? convs_cached : convs_measured)++;
+    }
+    cache.save();
+  }
+  std::size_t workspace_bytes = 0;
+  for (const auto& l : layers) workspace_bytes = std::max(workspace_bytes, l->workspace_bytes());
+  if (workspace_bytes) workspace = Memory(MemoryKind::device, workspace_bytes);
+
+  cublas_workspace = Memory(MemoryKind::device, kCublasWorkspace);
+  CUBLAS_CHECK(cublasSetWorkspace(cublas.get(), cublas_workspace.data(), kCublasWorkspace));
+  CUBLAS_CHECK(cublasSetMathMode(cublas.get(), CUBLAS_DEFAULT_MATH));  // f32 stays f32 (no TF32)
+  prepare(static_cast<int>(batch));
+  CUDA_CHECK(cudaStreamSynchronize(stream.get()));
+}
+
+void CudaEngine::State::prepare(int count) {
+  if (prepared_counts.count(count)) return;
+  for (auto& l : layers) l->prepare(count);
+  prepared_counts.insert(count);
+}
+
+RunContext CudaEngine::State::context(int count, cudaStream_t s) {
+  CUDNN_CHECK(cudnnSetStream(cudnn.get(), s));
+  CUBLAS_CHECK(cublasSetStream(cublas.get(), s));
+  RunContext ctx;
+  ctx.stream = s;
+  ctx.count = count;
+  ctx.ptr = &run_ptr;
+  ctx.cudnn = cudnn.get();
+  ctx.cublas = cublas.get();
+  ctx.workspace = workspace.data();
+  ctx.workspace_bytes = workspace.bytes();
+  ctx.scratch = scratch.data();
+  return ctx;
+}
+
+// Points bound inputs/outputs that need no conversion at the caller's memory; the rest use the arena.
+void CudaEngine::State::bind(const std::vector<TensorBinding>& in, const std::vector<TensorBinding>& out, int count) {
+  (void)count;
+  std::copy(base_ptr.begin(), base_ptr.end(), run_ptr.begin());
+  for (std::size_t i = 0; i < inputs.size(); ++i)
+    if (binds_in_place(in[i], type, values.slot(inputs[i]).shape)) run_ptr[static_cast<std::size_t>(inputs[i])] = in[i].data;
+  for (std::size_t i = 0; i < outputs.size(); ++i) {
+    const int id = outputs[i];
+    const bool is_input = std::find(inputs.begin(), inputs.end(), id) != inputs.end();
+    const bool bound_twice = std::find(outputs.begin(), outputs.begin() + static_cast<std::ptrdiff_t>(i), id) !=
+                             outputs.begin() + static_cast<std::ptrdiff_t>(i);
+    if (!is_input && !bound_twice && binds_in_place(out[i], type, values.slot(id).shape))
+      run_ptr[static_cast<std::size_t>(id)] = out[i].data;
+  }
+}
+
+void CudaEngine::State::run_all(const std::vector<TensorBinding>& in, const std::vector<TensorBinding>& out, int count,
+                                cudaStream_t s) {
+  const RunContext ctx = context(count, s);
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    const int id = inputs[i];
+    if (run_ptr[static_cast<std::size_t>(id)] == in[i].data) continue;
+    View dst = values.view(id, count), src = binding_view(values.shape_at(id, count), in[i].layout);
+    order_by_destination(dst, src);
+    remap_copy(type, run_ptr[static_cast<std::size_t>(id)], dst, in[i].dtype, in[i].data, src, s);
+  }
+  for (auto& l : layers) l->run(ctx);
+  for (std::size_t i = 0; i < outputs.size(); ++i) {
+    const int id = outputs[i];
+    if (run_ptr[static_cast<std::size_t>(id)] == out[i].data) continue;
+    View dst = binding_view(values.shape_at(id, count), out[i].layout), src = values.view(id, count);
+    order_by_destination(dst, src);
+    remap_copy(out[i].dtype, out[i].data, dst, type, run_ptr[static_cast<std::size_t>(id)], src, s);
+  }
+}
+
+cudaGraphExec_t CudaEngine::State::capture(const std::vector<TensorBinding>& in, const std::vector<TensorBinding>& out,
+                                           int count) {
+  cudaStream_t s = capture_stream.get();
+  CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  cudaGraph_t g = nullptr;
+  try {
+    run_all(in, out, count, s);
+  } catch (...) {
+    cudaStreamEndCapture(s, &g);
+    if (g) cudaGraphDestroy(g);
+    cudaGetLastError();
+    throw;
+  }
+  CUDA_CHECK(cudaStreamEndCapture(s, &g));
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t err = cudaGraphInstantiate(&exec, g, 0);
+  cudaGraphDestroy(g);
+  CUDA_CHECK(err);
+  return exec;
+}
+
+CudaEngine::CudaEngine(const Graph& prepared, const CudaEngineOptions& options)
+    : state_(std::make_unique<State>(prepared, options)) {
+  state_->build();
+}
+
+CudaEngine::~CudaEngine() = default;
+
+const Graph& CudaEngine::graph() const { return state_->graph; }
+
+void CudaEngine::enqueue(const std::vector<TensorBinding>& inputs, const std::vector<TensorBinding>& outputs,
+                         int count, gpu::StreamHandle stream) {
+  State& st = *state_;
+  const std::string& src = st.graph.source;
+  if (inputs.size() != st.inputs.size() || outputs.size() != st.outputs.size())
+    throw ModelError(src + ": enqueue got " + std::to_string(inputs.size()) + " inputs and " +
+                     std::to_string(outputs.size()) + " outputs; the graph has " + std::to_string(st.inputs.size()) +
+                     " and " + std::to_string(st.outputs.size()));
+  if (count < 1 || count > st.batch)
+    throw ModelError(src + ": count " + std::to_string(count) + " is outside 1.." + std::to_string(st.batch));
+  if (count < st.batch && !st.partial_problem.empty())
+    throw ModelError(src + ": runs of fewer than " + std::to_string(st.batch) + " items are not supported: " +
+                     st.partial_problem);
+  for (const auto* list : {&inputs, &outputs})
+    for (const auto& b : *list)
+      if (b.dtype == DType::u8 || b.data == nullptr)
+        throw ModelError(src + ": bindings need device memory of f32, f16 or bf16");
+  if (!stream) throw GpuError("CudaEngine::enqueue: the legacy default stream is not used; pass a stream");
+  st.prepare(count);
+  st.bind(inputs, outputs, count);
+
+  const bool use_graph = st.options.cuda_graph && st.graphs_work;
+  if (!use_graph || !st.eager_counts.count(count)) {
+    // The first run at a count goes layer by layer: libraries load their kernels outside any capture.
+    st.run_all(inputs, outputs, count, stream);
+    st.eager_counts.insert(count);
+    return;
+  }
+  GraphKey& key = st.key;
+  key.count = count;
+  key.pointers.clear();
+  key.formats.clear();
+  for (const auto* list : {&inputs, &outputs})
+    for (const auto& b : *list) {
+      key.pointers.push_back(b.data);
+      key.formats.push_back(static_cast<int>(b.dtype) * 2 + static_cast<int>(b.layout));
+    }
+  auto it = std::find_if(st.graphs.begin(), st.graphs.end(), [&](const auto& e) { return e.first == key; });
+  if (it == st.graphs.end()) {
+    cudaGraphExec_t exec = nullptr;
+    try {
+      exec = st.capture(inputs, outputs, count);
+    } catch (const std::exception& e) {
+      // Keep serving without graphs, and say so in describe().
+      st.graphs_work = false;
+      st.graph_note = std::string("CUDA graph capture failed, running layer by layer: ") + e.what();
+      st.run_all(inputs, outputs, count, stream);
+      return;
+    }
+    st.graphs.emplace_front(key, exec);
+    if (st.graphs.size() > kGraphCacheSize) {
+      cudaGraphExecDestroy(st.graphs.back().second);
+      st.graphs.pop_back();
+    }
+    it = st.graphs.begin();
+  } else if (it != st.graphs.begin()) {
+    st.graphs.splice(st.graphs.begin(), st.graphs, it);
+    it = st.graphs.begin();
+  }
+  CUDA_CHECK(cudaGraphLaunch(it->second, stream));
+}
+
+std::string CudaEngine::describe() const {
+  const State& st = *state_;
+  std::ostringstream s;
+  int cudnn_version = static_cast<int>(cudnnGetVersion());
+  s << "CUDA engine: " << st.graph.source << " on " << st.device_name << ", cuDNN " << cudnn_version << ", precision "
+    << to_string(st.options.precision) << ", batch " << st.batch << ", activations NHWC\n";
+  s << "  #  layer                                   op                  output              kernel\n";
+  for (std::size_t i = 0; i < st.layers.size(); ++i) {
+    const auto& l = *st.layers[i];
+    const auto& node = st.graph.nodes[i];
+    std::string line(120, ' ');
+    auto put = [&](std::size_t col, const std::string& text) { line.replace(col, std::min(text.size(), line.size() - col), text); };
+    put(0, std::to_string(i));
+    put(5, l.name());
+    put(45, l.op());
+    put(65, to_string(st.graph.shape_of(node.outputs[0])));
+    line.resize(85);
+    s << line << l.kernel();
+    if (l.workspace_bytes()) s << ", workspace " << megabytes(l.workspace_bytes());
+    s << "\n";
+  }
+  s << "memory: weights " << megabytes(st.weight_bytes) << ", activations " << megabytes(st.arena.bytes())
+    << " (one arena, shared by liveness), convolution workspace " << megabytes(st.workspace.bytes()) << ", scratch "
+    << megabytes(st.scratch.bytes()) << ", cuBLAS workspace " << megabytes(st.cublas_workspace.bytes()) << "\n";
+  s << "convolution algorithms: " << st.convs_measured << " measured, " << st.convs_cached << " from the cache"
+    << (st.options.algo_cache.empty() ? " (no cache file)" : " (" + st.options.algo_cache + ")") << "\n";
+  s << "CUDA graph: " << (!st.options.cuda_graph ? "off" : st.graphs_work ? "on" : st.graph_note) << "\n";
+  s << "partial batches: " << (st.partial_problem.empty() ? "yes" : "no (" + st.partial_problem + ")") << "\n";
+  return s.str();
+}
+
+std::vector<std::pair<std::string, double>> CudaEngine::profile_layers(int iterations) {
+  State& st = *state_;
+  const int count = static_cast<int>(st.batch);
+  iterations = std::max(iterations, 1);
+  std::copy(st.base_ptr.begin(), st.base_ptr.end(), st.run_ptr.begin());
+  const RunContext ctx = st.context(count, st.stream.get());
+  for (auto& l : st.layers) l->run(ctx);  // warm
+  cudaEvent_t start = nullptr, stop = nullptr;
+  CUDA_CHECK(cudaEventCreate(&start));
+  CUDA_CHECK(cudaEventCreate(&stop));
+  std::vector<std::pair<std::string, double>> result;
+  std::vector<double> times(static_cast<std::size_t>(iterations));
+  for (auto& l : st.layers) {
+    for (int it = 0; it < iterations; ++it) {
+      CUDA_CHECK(cudaEventRecord(start, st.stream.get()));
+      l->run(ctx);
+      CUDA_CHECK(cudaEventRecord(stop, st.stream.get()));
+      CUDA_CHECK(cudaEventSynchronize(stop));
+      float ms = 0;
+      CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+      times[static_cast<std::size_t>(it)] = ms;
+    }
+    std::nth_element(times.begin(), times.begin() + iterations / 2, times.end());
+    result.emplace_back(l->name() + " (" + l->op() + ")", times[static_cast<std::size_t>(iterations / 2)]);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return result;
+}
+
+}  // namespace sluice::nn

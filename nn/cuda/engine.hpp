@@ -1,0 +1,66 @@
+#pragma once
+// The CUDA backend: runs a graph in the prepared form (nn/graph.hpp) with cuDNN (convolutions, NHWC, fused
+// epilogues), cuBLAS (Gemm/MatMul) and its own kernels, in f32, f16 or bf16.
+//
+// Construction does all the slow work: weights converted once (KRSC for convolutions), every activation placed
+// in one arena by liveness, convolution algorithms measured (or read from the algorithm cache file), one shared
+// workspace. enqueue() allocates nothing and never synchronises: the first run at a given count runs layer by
+// layer and later runs replay a CUDA graph captured for (count, bound pointers and formats); a small LRU of
+// graph executables covers a pool's few buffers.
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "nn/graph.hpp"
+#include "runtime/format.hpp"
+#include "runtime/gpu.hpp"
+
+namespace sluice::nn {
+
+enum class Precision : std::uint8_t { f32, f16, bf16 };
+
+struct CudaEngineOptions {
+  Precision precision = Precision::f16;
+  std::string algo_cache;        // file of measured convolution algorithms ("" = measure, keep in memory only)
+  bool cuda_graph = true;        // capture and replay the network as a CUDA graph
+  std::size_t workspace_limit = std::size_t(512) << 20;
+};
+
+// Device memory of one graph input or output, in the given dtype (f32/f16/bf16) and layout (nchw/nhwc: for 4-D
+// values; ignored otherwise). Binding the engine's own precision and NHWC for 4-D values needs no conversion.
+struct TensorBinding {
+  void* data;
+  DType dtype;
+  Layout layout;
+};
+
+class CudaEngine {
+ public:
+  CudaEngine(const Graph& prepared, const CudaEngineOptions& options);  // allocates everything; picks algorithms
+  ~CudaEngine();
+  CudaEngine(const CudaEngine&) = delete;
+  CudaEngine& operator=(const CudaEngine&) = delete;
+
+  const Graph& graph() const;
+  // Enqueue one run on `stream` for `count` <= the prepared batch items. Inputs/outputs are device memory
+  // in the given dtype (f32/f16/bf16) and layout (nchw/nhwc; for 4-D values). No allocation and no sync.
+  // Runs share the engine's memory: runs on different streams must be ordered by the caller.
+  void enqueue(const std::vector<TensorBinding>& inputs, const std::vector<TensorBinding>& outputs, int count,
+               gpu::StreamHandle stream);
+  std::string describe() const;  // per layer: kernel/algorithm, workspace, precision
+  // Per-layer GPU time (median over `iterations`), for profiles in notes and `sluiced model --profile`.
+  // Synchronises; runs at the full batch on internal buffers.
+  std::vector<std::pair<std::string, double>> profile_layers(int iterations);
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+std::string_view to_string(Precision p) noexcept;
+
+}  // namespace sluice::nn

@@ -1,0 +1,204 @@
+// Gemm and MatMul on cuBLAS: row-major products computed as the column-major product of the transposes
+// (Y^T = B^T A^T), f32 accumulation, tensor cores for f16/bf16 and plain FP32 for f32 (no TF32).
+#include <cublas_v2.h>
+
+#include <numeric>
+#include <sstream>
+
+#include "nn/cuda/check.hpp"
+#include "nn/cuda/layer.hpp"
+
+namespace sluice::nn::cuda {
+namespace {
+
+cudaDataType_t cublas_type(DType t) { return t == DType::f32 ? CUDA_R_32F : t == DType::f16 ? CUDA_R_16F : CUDA_R_16BF; }
+
+std::size_t align256(std::size_t b) { return (b + 255) / 256 * 256; }
+
+// A 4-D NHWC value whose memory equals its NCHW form (only size-1 dims move) needs no staging.
+bool needs_staging(const ValueTable& v, int id) {
+  const ValueSlot& s = v.slot(id);
+  return s.nhwc && s.shape[1] != 1 && s.shape[2] * s.shape[3] != 1;
+}
+
+// Row-major Y[M,N] = op(A) op(B) (+ beta Y), batched with the given element strides.
+void row_major_gemm(cublasHandle_t h, DType t, bool trans_a, bool trans_b, std::int64_t m, std::int64_t n,
+                    std::int64_t k, float alpha, const void* a, std::int64_t stride_a, const void* b,
+                    std::int64_t stride_b, float beta, void* y, std::int64_t batches) {
+  const cudaDataType_t dt = cublas_type(t);
+  const int lda = static_cast<int>(trans_a ? m : k), ldb = static_cast<int>(trans_b ? k : n);
+  const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  if (batches == 1)
+    CUBLAS_CHECK(cublasGemmEx(h, op_b, op_a, static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), &alpha, b,
+                              dt, ldb, a, dt, lda, &beta, y, dt, static_cast<int>(n), CUBLAS_COMPUTE_32F,
+                              CUBLAS_GEMM_DEFAULT));
+  else
+    CUBLAS_CHECK(cublasGemmStridedBatchedEx(h, op_b, op_a, static_cast<int>(n), static_cast<int>(m),
+                                            static_cast<int>(k), &alpha, b, dt, ldb, stride_b, a, dt, lda, stride_a,
+                                            &beta, y, dt, static_cast<int>(n), m * n, static_cast<int>(batches),
+                                            CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+class GemmLayer : public Layer {
+ public:
+  GemmLayer(const Node& node, BuildContext& ctx) : Layer(node), values_(ctx.values) {
+    const Graph& g = ctx.graph;
+    if (node.inputs.size() < 2) throw ModelError(g.source + ": " + node.where() + ": expects A, B[, C]");
+    for (const auto& in : {node.inputs[0], node.inputs[1]})
+      if (g.shape_of(in).size() != 2) throw ModelError(g.source + ": " + node.where() + ": A and B must be 2-D");
+    a_ = ctx.values.id(node.inputs[0]);
+    b_ = ctx.values.id(node.inputs[1]);
+    if (node.inputs.size() > 2 && !node.inputs[2].empty()) {
+      c_ = ctx.values.id(node.inputs[2]);
+      if (g.shape_of(node.inputs[2]).size() > 2) throw ModelError(g.source + ": " + node.where() + ": C above 2-D");
+    }
+    y_ = ctx.values.id(node.outputs.at(0));
+    for (int id : {a_, b_, c_})
+      if (id >= 0 && values_.slot(id).constant) ctx.constant(values_.slot(id).name);
+    trans_a_ = node.attrs.i("transA", 0) != 0;
+    trans_b_ = node.attrs.i("transB", 0) != 0;
+    alpha_ = node.attrs.f("alpha", 1.f);
+    beta_ = node.attrs.f("beta", 1.f);
+  }
+
+  std::string partial_batch_problem() const override {
+    if (trans_a_ && values_.slot(a_).batched) return "Gemm with transA=1 on a batched A";
+    if (values_.slot(b_).batched) return "Gemm with a batched B";
+    return "";
+  }
+
+  void run(const RunContext& ctx) override {
+    const Shape a = values_.shape_at(a_, ctx.count), y = values_.shape_at(y_, ctx.count);
+    const std::int64_t m = y[0], n = y[1], k = trans_a_ ? a[0] : a[1];
+    float beta = 0.f;
+    if (c_ >= 0) {  // Y = C broadcast, then the product adds onto it
+      const Shape c = values_.shape_at(c_, ctx.count);
+      View dst, src;
+      dst.rank = src.rank = 2;
+      dst.shape[0] = src.shape[0] = m;
+      dst.shape[1] = src.shape[1] = n;
+      dst.stride[0] = n;
+      dst.stride[1] = 1;
+      const std::int64_t cm = c.size() == 2 ? c[0] : 1, cn = c.empty() ? 1 : c.back();
+      src.stride[0] = cm == 1 ? 0 : cn;
+      src.stride[1] = cn == 1 ? 0 : 1;
+      remap_copy(values_.type(), ctx.at(y_), dst, values_.type(), ctx.at(c_), src, ctx.stream);
+      beta = beta_;
+    }
+    row_major_gemm(ctx.cublas, values_.type(), trans_a_, trans_b_, m, n, k, alpha_, ctx.at(a_), 0, ctx.at(b_), 0, beta,
+                   ctx.at(y_), 1);
+  }
+
+  std::string kernel() const override {
+    return std::string("cublasGemmEx") + (c_ >= 0 ? " after broadcasting C" : "");
+  }
+
+ private:
+  const ValueTable& values_;
+  int a_ = -1, b_ = -1, c_ = -1, y_ = -1;
+  bool trans_a_ = false, trans_b_ = false;
+  float alpha_ = 1.f, beta_ = 1.f;
+};
+
+class MatMulLayer : public Layer {
+ public:
+  MatMulLayer(const Node& node, BuildContext& ctx) : Layer(node), values_(ctx.values) {
+    if (node.inputs.size() != 2) throw ModelError(ctx.graph.source + ": " + node.where() + ": expects A, B");
+    a_ = ctx.values.id(node.inputs[0]);
+    b_ = ctx.values.id(node.inputs[1]);
+    y_ = ctx.values.id(node.outputs.at(0));
+    for (int id : {a_, b_})
+      if (values_.slot(id).constant) ctx.constant(values_.slot(id).name);
+    for (int id : {a_, b_, y_})
+      if (values_.slot(id).shape.size() > kMaxRank)
+        throw ModelError(ctx.graph.source + ": " + node.where() + ": more than 6 dimensions");
+  }
+
+  std::size_t scratch_bytes() const override {
+    std::size_t total = 0;
+    for (int id : {a_, b_, y_})
+      if (needs_staging(values_, id)) total += align256(values_.slot(id).bytes);
+    return total;
+  }
+
+  void run(const RunContext& ctx) override {
+    auto* scratch = static_cast<std::byte*>(ctx.scratch);
+    // Operands in row-major ONNX order: staged out of NHWC when needed.
+    auto natural = [&](int id) -> void* {
+      if (!needs_staging(values_, id)) return ctx.at(id);
+      void* dst = scratch;
+      scratch += align256(values_.slot(id).bytes);
+      if (id == y_) return dst;
+      View src = values_.view(id, ctx.count), d = src;
+      for (int i = d.rank - 1, s = 1; i >= 0; --i) {
+        d.stride[i] = s;
+        s *= static_cast<int>(d.shape[i]);
+      }
+      remap_copy(values_.type(), dst, d, values_.type(), ctx.at(id), src, ctx.stream);
+      return dst;
+    };
+    const void* a = natural(a_);
+    const void* b = natural(b_);
+    void* y = natural(y_);
+
+    Shape as = values_.shape_at(a_, ctx.count), bs = values_.shape_at(b_, ctx.count);
+    if (as.size() == 1) as.insert(as.begin(), 1);
+    if (bs.size() == 1) bs.push_back(1);
+    const std::int64_t m = as[as.size() - 2], k = as.back(), n = bs.back();
+    const std::size_t rank = std::max(as.size(), bs.size()) - 2;
+    Shape ab(rank, 1), bb(rank, 1), ob(rank, 1);  // batch dims, right-aligned
+    for (std::size_t i = 0; i + 2 < as.size(); ++i) ab[rank - (as.size() - 2) + i] = as[i];
+    for (std::size_t i = 0; i + 2 < bs.size(); ++i) bb[rank - (bs.size() - 2) + i] = bs[i];
+    for (std::size_t i = 0; i < rank; ++i) ob[i] = std::max(ab[i], bb[i]);
+    const std::int64_t batches = element_count(ob);
+    const std::int64_t a_batches = element_count(ab), b_batches = element_count(bb);
+    const DType t = values_.type();
+    const std::size_t eb = dtype_bytes(t);
+    if ((a_batches == batches || a_batches == 1) && (b_batches == batches || b_batches == 1) &&
+        (a_batches == 1 || ab == ob) && (b_batches == 1 || bb == ob)) {
+      if (b_batches == 1 && a_batches == batches)  // one product with the batch folded into M
+        row_major_gemm(ctx.cublas, t, false, false, m * batches, n, k, 1.f, a, 0, b, 0, 0.f, y, 1);
+      else
+        row_major_gemm(ctx.cublas, t, false, false, m, n, k, 1.f, a, a_batches == 1 ? 0 : m * k, b,
+                       b_batches == 1 ? 0 : k * n, 0.f, y, batches);
+    } else {  // general broadcasting: one product per output batch index
+      for (std::int64_t i = 0; i < batches; ++i) {
+        std::int64_t rest = i, ai = 0, bi = 0, a_scale = 1, b_scale = 1;
+        for (std::size_t d = rank; d-- > 0;) {
+          const std::int64_t coord = rest % ob[d];
+          rest /= ob[d];
+          ai += (ab[d] == 1 ? 0 : coord) * a_scale;
+          bi += (bb[d] == 1 ? 0 : coord) * b_scale;
+          a_scale *= ab[d];
+          b_scale *= bb[d];
+        }
+        row_major_gemm(ctx.cublas, t, false, false, m, n, k, 1.f, static_cast<const std::byte*>(a) + ai * m * k * eb, 0,
+                       static_cast<const std::byte*>(b) + bi * k * n * eb, 0, 0.f,
+                       static_cast<std::byte*>(y) + i * m * n * eb, 1);
+      }
+    }
+    if (y != ctx.at(y_)) {  // back into NHWC
+      View dst = values_.view(y_, ctx.count), src = dst;
+      for (int i = src.rank - 1, s = 1; i >= 0; --i) {
+        src.stride[i] = s;
+        s *= static_cast<int>(src.shape[i]);
+      }
+      remap_copy(t, ctx.at(y_), dst, t, y, src, ctx.stream);
+    }
+  }
+
+  std::string kernel() const override { return "cublasGemmEx / cublasGemmStridedBatchedEx"; }
+
+ private:
+  const ValueTable& values_;
+  int a_ = -1, b_ = -1, y_ = -1;
+};
+
+}  // namespace
+
+std::unique_ptr<Layer> make_gemm(const Node& node, BuildContext& ctx) {
+  if (node.op == "Gemm") return std::make_unique<GemmLayer>(node, ctx);
+  return std::make_unique<MatMulLayer>(node, ctx);
+}
+
+}  // namespace sluice::nn::cuda

@@ -1,0 +1,477 @@
+// Layers that run the backend's own kernels (kernels.cuh): activations, broadcasting arithmetic, standalone
+// batch norm, pools, data movement (reshape, transpose, concat, split, slice, pad), softmax and resize.
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "nn/cuda/layer.hpp"
+
+namespace sluice::nn::cuda {
+namespace {
+
+std::string fail(const BuildContext& ctx, const Node& node, const std::string& what) {
+  return ctx.graph.source + ": " + node.where() + ": " + what;
+}
+
+class ActivationLayer : public Layer {
+ public:
+  ActivationLayer(const Node& node, BuildContext& ctx) : Layer(node), values_(ctx.values) {
+    x_ = ctx.values.id(node.inputs.at(0));
+    y_ = ctx.values.id(node.outputs.at(0));
+    const auto& a = node.attrs;
+    if (node.op == "Relu") act_ = {Activation::relu, 0, 0};
+    else if (node.op == "LeakyRelu") act_ = {Activation::leaky_relu, a.f("alpha", 0.01f), 0};
+    else if (node.op == "Clip") act_ = {Activation::clip, a.f("min", -INFINITY), a.f("max", INFINITY)};
+    else if (node.op == "Sigmoid") act_ = {Activation::sigmoid, 0, 0};
+    else if (node.op == "HardSigmoid") act_ = {Activation::hard_sigmoid, a.f("alpha", 0.2f), a.f("beta", 0.5f)};
+    else if (node.op == "HardSwish") act_ = {Activation::hard_swish, 0, 0};
+    else act_ = {Activation::tanh, 0, 0};
+  }
+  void run(const RunContext& ctx) override {
+    activation(values_.type(), ctx.at(y_), ctx.at(x_), element_count(values_.shape_at(y_, ctx.count)), act_,
+               ctx.stream);
+  }
+  std::string kernel() const override { return "activation"; }
+
+ private:
+  const ValueTable& values_;
+  int x_, y_;
+  ActivationParams act_;
+};
+
+class BinaryLayer : public Layer {
+ public:
+  BinaryLayer(const Node& node, BuildContext& ctx) : Layer(node), values_(ctx.values) {
+    if (node.inputs.size() != 2) throw ModelError(fail(ctx, node, "expects two inputs"));
+    a_ = ctx.values.id(node.inputs[0]);
+    b_ = ctx.values.id(node.inputs[1]);
+    y_ = ctx.values.id(node.outputs.at(0));
+    for (int id : {a_, b_})
+      if (values_.slot(id).constant) ctx.constant(values_.slot(id).name);
+    if (values_.slot(y_).shape.size() > kMaxRank) throw ModelError(fail(ctx, node, "more than 6 dimensions"));
+    op_ = node.op == "Add" ? BinaryOp::add : node.op == "Sub" ? BinaryOp::sub : node.op == "Mul" ? BinaryOp::mul
+                                                                                                    : BinaryOp::div;
+  }
+  void run(const RunContext& ctx) override {
+    const Shape ys = values_.shape_at(y_, ctx.count);
+    const int rank = static_cast<int>(ys.size());
+    const auto order = values_.memory_order(y_);
+    std::int64_t shape[kMaxRank], as[kMaxRank], bs[kMaxRank];
+    auto operand_strides = [&](int id, std::int64_t* out) {
+      const Shape s = values_.shape_at(id, ctx.count);
+      const auto st = values_.strides(id, s);
+      const int lead = rank - static_cast<int>(s.size());  // numpy: align on the right
+      for (int i = 0; i < rank; ++i) {
+        const int d = order[static_cast<std::size_t>(i)] - lead;
+        out[i] = (d < 0 || s[static_cast<std::size_t>(d)] == 1) ? 0 : st[static_cast<std::size_t>(d)];
+      }
+    };
+    for (int i = 0; i < rank; ++i) shape[i] = ys[static_cast<std::size_t>(order[static_cast<std::size_t>(i)])];
+    operand_strides(a_, as);
+    operand_strides(b_, bs);
+    binary(values_.type(), op_, ctx.at(y_), rank, shape, ctx.at(a_), as, ctx.at(b_), bs, ctx.stream);
+  }
+  std::string kernel() const override { return "binary (broadcast)"; }
+
+ private:
+  const ValueTable& values_;
+  int a_, b_, y_;
+  BinaryOp op_;
+};
+
+class BatchNormLayer : public Layer {
+ public:
+  BatchNormLayer(const Node& node, BuildContext& ctx) : Layer(node), values_(ctx.values) {
+    if (node.inputs.size() != 5) throw ModelError(fail(ctx, node, "expects X, scale, bias, mean, var"));
+    x_ = ctx.values.id(node.inputs[0]);
+    y_ = ctx.values.id(node.outputs.at(0));
+    const Shape& xs = values_.slot(x_).shape;
+    if (xs.size() < 2) throw ModelError(fail(ctx, node, "X needs a channel dimension"));
+    channels_ = xs[1];
+    const float eps = node.attrs.f("epsilon", 1e-5f);
+    const auto& g = ctx.graph;
+    for (int i = 1; i < 5; ++i)
+      if (!g.is_constant(node.inputs[static_cast<std::size_t>(i)]) ||
+          g.constants.at(node.inputs[static_cast<std::size_t>(i)]).f32.size() != static_cast<std::size_t>(channels_))
+        throw ModelError(fail(ctx, node, "scale, bias, mean and var must be constants of one value per channel"));
+    const auto& gamma = g.constants.at(node.inputs[1]).f32;
+    const auto& beta = g.constants.at(node.inputs[2]).f32;
+    const auto& mean = g.constants.at(node.inputs[3]).f32;
+    const auto& var = g.constants.at(node.inputs[4]).f32;
+    std::vector<float> scale(gamma.size()), shift(gamma.size());
+    for (std::size_t c = 0; c < gamma.size(); ++c) {
+      scale[c] = gamma[c] / std::sqrt(var[c] + eps);
+      shift[c] = beta[c] - mean[c] * scale[c];
+    }
+    scale_ = static_cast<float*>(ctx.upload(scale, true));
+    shift_ = static_cast<float*>(ctx.upload(shift, true));
+    if (!values_.slot(x_).nhwc)
+      for (std::size_t d = 2; d < xs.size(); ++d) inner_ *= xs[d];
+  }
+  void run(const RunContext& ctx) override {
+    channel_affine(values_.type(), ctx.at(y_), ctx.at(x_), scale_, shift_,
+                   element_count(values_.shape_at(y_, ctx.count)), channels_, inner_, ctx.stream);
+  }
+  std::string kernel() const override { return "channel affine"; }
+
+ private:
+  const ValueTable& values_;
+  int x_, y_;
+  std::int64_t channels_ = 1, inner_ = 1;
+  float *scale_ = nullptr, *shift_ = nullptr;
+};
+
+class PoolLayer : public Layer {
+ public:
+  PoolLayer(const Node& node, BuildContext& ctx) : Layer(node), values_(ctx.values) {
+    x_ = ctx.values.id(node.inputs.at(0));
+    y_ = ctx.values.id(node.outputs.at(0));
+    const Shape& xs = values_.slot(x_).shape;
+    const Shape& ys = values_.slot(y_).shape;
+    if (xs.size() != 4) throw ModelError(fail(ctx, node, "only 2-D pooling (4-D NCHW tensors) is supported"));
+    const auto k = node.attrs.ints("kernel_shape");
+    const auto s = node.attrs.ints("strides", {1, 1});
+    const auto d = node.attrs.ints("dilations", {1, 1});
+    const auto p = node.attrs.ints("pads", {0, 0, 0, 0});
+    if (k.size() != 2 || s.size() != 2 || d.size() != 2 || p.size() != 4)
+      throw ModelError(fail(ctx, node, "kernel_shape, strides, dilations need 2 values and pads 4"));
+    p_.max = node.op == "MaxPool";
+    p_.c = static_cast<int>(xs[1]);
+    p_.h = static_cast<int>(xs[2]);
+    p_.w = static_cast<int>(xs[3]);
+    p_.out_h = static_cast<int>(ys[2]);
+    p_.out_w = static_cast<int>(ys[3]);
+    p_.kernel_h = static_cast<int>(k[0]);
+    p_.kernel_w = static_cast<int>(k[1]);
+    p_.stride_h = static_cast<int>(s[0]);
+    p_.stride_w = static_cast<int>(s[1]);
+    p_.dilation_h = static_cast<int>(d[0]);
+    p_.dilation_w = static_cast<int>(d[1]);
+    p_.pad_top = static_cast<int>(p[0]);
+    p_.pad_left = static_cast<int>(p[1]);
+    p_.pad_bottom = static_cast<int>(p[2]);
+    p_.pad_right = static_cast<int>(p[3]);
+    p_.count_include_pad = node.attrs.i("count_include_pad", 0) != 0;
+  }
+  void run(const RunContext& ctx) override {
+    Pool2dParams p = p_;
+    p.n = ctx.count;
+    pool2d(values_.type(), p, ctx.at(y_), ctx.at(x_), ctx.stream);
+  }
+  std::string kernel() const override { return p_.max ? "max pool (NHWC)" : "average pool (NHWC)"; }
+
+ private:
+  const ValueTable& values_;
+  int x_, y_;
+  Pool2dParams p_;
+};
+
+class GlobalAveragePoolLayer : public Layer {
+ public:
+  GlobalAveragePoolLayer(const Node& node, BuildContext& ctx) : Layer(node), values_(ctx.values) {
+    x_ = ctx.values.id(node.inputs.at(0));
+    y_ = ctx.values.id(node.outputs.at(0));
+    if (values_.slot(x_).shape.size() != 4)
+      throw ModelError(fail(ctx, node, "only 4-D NCHW inputs are supported"));
+  }
+  void run(const RunContext& ctx) override {
+    const Shape& s = values_.slot(x_).shape;
+    global_average_pool(values_.type(), ctx.at(y_), ctx.at(x_), ctx.count, s[2] * s[3], s[1], ctx.stream);
+  }
+  std::string kernel() const override { return "global average pool (NHWC)"; }
+
+ private:
+  const ValueTable& values_;
+  int x_, y_;
+};
+
+// Reshape: element k of the input (ONNX order) is element k of the output, whatever either stores.
+class ReshapeLayer : public Layer {
+ public:
+  ReshapeLayer(const Node& node, BuildContext& ctx) : Layer(node), values_(ctx.values) {
+    x_ = ctx.values.id(node.inputs.at(0));
+    y_ = ctx.values.id(node.outputs.at(0));
+    const Shape &xs = values_.slot(x_).shape, &ys = values_.slot(y_).shape;
+    if (xs.size() > kMaxRank || ys.size() > kMaxRank) throw ModelError(fail(ctx, node, "more than 6 dimensions"));
+    if (values_.slot(x_).batched && (!values_.slot(y_).batched || xs[0] != ys[0])) batch_moves_ = true;
+  }
+  std::string partial_batch_problem() const override {
+    return batch_moves_ ? "Reshape that merges or splits the batch dimension" : "";
+  }
+  void run(const RunContext& ctx) override {
+    remap_copy(values_.type(), ctx.at(y_), values_.view(y_, ctx.count), values_.type(), ctx.at(x_),
+               values_.view(x_, ctx.count), ctx.stream);
+  }
+  std::string kernel() const override { return "remap copy"; }
+
+ private:
+  const ValueTable& values_;
+  int x_, y_;
+  bool batch_moves_ = false;
+};
+
+class TransposeLayer : public Layer {
+ public:
+  TransposeLayer(const Node& node, BuildContext& ctx) : Layer(node), values_(ctx.values) {
+    x_ = ctx.values.id(node.inputs.at(0));
+    y_ = ctx.values.id(node.outputs.at(0));
+    perm_ = node.attrs.ints("perm");
+    if (perm_.size() != values_.slot(x_).shape.size()) throw ModelError(fail(ctx, node, "perm does not match X"));
+    if (perm_.size() > kMaxRank) throw ModelError(fail(ctx, node, "more than 6 dimensions"));
+  }
+  std::string partial_batch_problem() const override {
+    return !perm_.empty() && perm_[0] != 0 && values_.slot(x_).batched ? "Transpose that moves the batch dimension"
+                                                                        : "";
+  }
+  void run(const RunContext& ctx) override {
+    View dst = values_.view(y_, ctx.count), in = values_.view(x_, ctx.count), src = dst;
+    for (int i = 0; i < dst.rank; ++i) {
+      src.shape[i] = in.shape[perm_[static_cast<std::size_t>(i)]];
+      src.stride[i] = in.stride[perm_[static_cast<std::size_t>(i)]];
+    }
+    order_by_destination(dst, src);
+    remap_copy(values_.type(), ctx.at(y_), dst, values_.type(), ctx.at(x_), src, ctx.stream);
+  }
+  std::string kernel() const override { return "remap copy"; }
+
+ private:
+  const ValueTable& values_;
+  int x_, y_;
+  std::vector<std::int64_t> perm_;
+};
+
+// Concat, Split and Slice: copies between a piece of one tensor and the whole of another.
+class PiecesLayer : public Layer {
+ public:
+  PiecesLayer(const Node& node, BuildContext& ctx) : Layer(node), values_(ctx.values) {
+    const auto& g = ctx.graph;
+    if (node.op == "Concat") {
+      axis_ = node.attrs.i("axis", 0);
+      whole_ = ctx.values.id(node.outputs.at(0));
+      std::int64_t at = 0;
+      for (const auto& in : node.inputs) {
+        const int id = ctx.values.id(in);
+        if (values_.slot(id).constant) ctx.constant(in);
+        pieces_.push_back({id, at});
+        at += g.shape_of(in).at(static_cast<std::size_t>(axis_));
+      }
+      into_whole_ = true;
+    } else if (node.op == "Split") {
+      axis_ = node.attrs.i("axis", 0);
+      whole_ = ctx.values.id(node.inputs.at(0));
+      std::int64_t at = 0;
+      for (const auto& out : node.outputs) {
+        const int id = ctx.values.id(out);
+        pieces_.push_back({id, at});
+        at += g.shape_of(out).at(static_cast<std::size_t>(axis_));
+      }
+    } else {  // Slice
+      whole_ = ctx.values.id(node.inputs.at(0));
+      starts_ = node.attrs.ints("starts");
+      steps_ = node.attrs.ints("steps");
+      const auto rank = values_.slot(whole_).shape.size();
+      if (starts_.size() != rank || steps_.size() != rank)
+        throw ModelError(fail(ctx, node, "starts and steps need one value per dimension"));
+      pieces_.push_back({ctx.values.id(node.outputs.at(0)), 0});
+    }
+    if (values_.slot(whole_).shape.size() > kMaxRank) throw ModelError(fail(ctx, node, "more than 6 dimensions"));
+    const Shape& ws = values_.slot(whole_).shape;
+    if (values_.slot(whole_).batched) {
+      if (axis_ == 0 && node.op != "Slice") batch_problem_ = node.op + " along the batch dimension";
+      if (node.op == "Slice" && (starts_[0] != 0 || steps_[0] != 1 || values_.slot(pieces_[0].id).shape[0] != ws[0]))
+        batch_problem_ = "Slice of the batch dimension";
+    }
+  }
+  std::string partial_batch_problem() const override { return batch_problem_; }
+
+  void run(const RunContext& ctx) override {
+    const View whole = values_.view(whole_, ctx.count);
+    for (const auto& piece : pieces_) {
+      View part = values_.view(piece.id, ctx.count), in_whole = whole;
+      for (int d = 0; d < part.rank; ++d) in_whole.shape[d] = part.shape[d];
+      if (starts_.empty()) {
+        in_whole.offset = piece.at * whole.stride[axis_];
+      } else {
+        for (int d = 0; d < part.rank; ++d) {
+          in_whole.offset += starts_[static_cast<std::size_t>(d)] * whole.stride[d];
+          in_whole.stride[d] = whole.stride[d] * steps_[static_cast<std::size_t>(d)];
+        }
+      }
+      if (into_whole_) {
+        order_by_destination(in_whole, part);
+        remap_copy(values_.type(), ctx.at(whole_), in_whole, values_.type(), ctx.at(piece.id), part, ctx.stream);
+      } else {
+        order_by_destination(part, in_whole);
+        remap_copy(values_.type(), ctx.at(piece.id), part, values_.type(), ctx.at(whole_), in_whole, ctx.stream);
+      }
+    }
+  }
+  std::string kernel() const override { return "remap copy x" + std::to_string(pieces_.size()); }
+
+ private:
+  struct Piece {
+    int id;
+    std::int64_t at;  // start along the axis (Concat, Split)
+  };
+  const ValueTable& values_;
+  int whole_ = -1;
+  std::int64_t axis_ = 0;
+  bool into_whole_ = false;
+  std::vector<Piece> pieces_;
+  std::vector<std::int64_t> starts_, steps_;
+  std::string batch_problem_;
+};
+
+class PadLayer : public Layer {
+ public:
+  PadLayer(const Node& node, BuildContext& ctx) : Layer(node), values_(ctx.values) {
+    x_ = ctx.values.id(node.inputs.at(0));
+    y_ = ctx.values.id(node.outputs.at(0));
+    const auto pads = node.attrs.ints("pads");
+    const auto rank = values_.slot(x_).shape.size();
+    if (pads.size() != 2 * rank) throw ModelError(fail(ctx, node, "pads needs 2 values per dimension"));
+    if (rank > kMaxRank) throw ModelError(fail(ctx, node, "more than 6 dimensions"));
+    begin_.assign(pads.begin(), pads.begin() + static_cast<std::ptrdiff_t>(rank));
+    if (values_.slot(x_).batched && (pads[0] != 0 || pads[rank] != 0)) batch_padded_ = true;
+    const std::string mode = node.attrs.s("mode", "constant");
+    if (mode == "constant") mode_ = PadMode::constant;
+    else if (mode == "reflect") mode_ = PadMode::reflect;
+    else if (mode == "edge") mode_ = PadMode::edge;
+    else throw ModelError(fail(ctx, node, "mode '" + mode + "' is not constant, reflect or edge"));
+    value_ = node.attrs.f("value", 0.f);
+  }
+  std::string partial_batch_problem() const override { return batch_padded_ ? "Pad of the batch dimension" : ""; }
+  void run(const RunContext& ctx) override {
+    const View in = values_.view(x_, ctx.count), out = values_.view(y_, ctx.count);
+    const auto order = values_.memory_order(y_);
+    std::int64_t out_shape[kMaxRank], in_shape[kMaxRank], in_stride[kMaxRank], begin[kMaxRank];
+    for (int i = 0; i < out.rank; ++i) {
+      const int d = order[static_cast<std::size_t>(i)];
+      out_shape[i] = out.shape[d];
+      in_shape[i] = in.shape[d];
+      in_stride[i] = in.stride[d];
+      begin[i] = begin_[static_cast<std::size_t>(d)];
+    }
+    pad(values_.type(), ctx.at(y_), out.rank, out_shape, ctx.at(x_), in_shape, in_stride, begin, mode_, value_,
+        ctx.stream);
+  }
+  std::string kernel() const override { return "pad"; }
+
+ private:
+  const ValueTable& values_;
+  int x_, y_;
+  std::vector<std::int64_t> begin_;
+  PadMode mode_ = PadMode::constant;
+  float value_ = 0.f;
+  bool batch_padded_ = false;
+};
+
+class SoftmaxLayer : public Layer {
+ public:
+  SoftmaxLayer(const Node& node, BuildContext& ctx) : Layer(node), values_(ctx.values) {
+    x_ = ctx.values.id(node.inputs.at(0));
+    y_ = ctx.values.id(node.outputs.at(0));
+    axis_ = static_cast<int>(node.attrs.i("axis", -1));
+    coerce_ = node.attrs.i("coerce_2d", 0) != 0;
+    const int rank = static_cast<int>(values_.slot(x_).shape.size());
+    if (axis_ < 0 || axis_ >= rank) throw ModelError(fail(ctx, node, "axis out of range"));
+  }
+  std::string partial_batch_problem() const override {
+    return axis_ == 0 && values_.slot(x_).batched ? "Softmax over the batch dimension" : "";
+  }
+  void run(const RunContext& ctx) override {
+    const Shape s = values_.shape_at(x_, ctx.count);
+    const auto order = values_.memory_order(x_);
+    // The softmax dims ({axis} or {axis..}) are contiguous in memory order; outer/inner are the rest.
+    std::int64_t outer = 1, len = 1, inner = 1;
+    bool seen = false;
+    for (int d : order) {
+      const bool in_set = coerce_ ? d >= axis_ : d == axis_;
+      if (in_set) {
+        len *= s[static_cast<std::size_t>(d)];
+        seen = true;
+      } else if (!seen) {
+        outer *= s[static_cast<std::size_t>(d)];
+      } else {
+        inner *= s[static_cast<std::size_t>(d)];
+      }
+    }
+    softmax(values_.type(), ctx.at(y_), ctx.at(x_), outer, len, inner, ctx.stream);
+  }
+  std::string kernel() const override { return "softmax"; }
+
+ private:
+  const ValueTable& values_;
+  int x_, y_, axis_;
+  bool coerce_ = false;
+};
+
+class ResizeLayer : public Layer {
+ public:
+  ResizeLayer(const Node& node, BuildContext& ctx) : Layer(node), values_(ctx.values) {
+    x_ = ctx.values.id(node.inputs.at(0));
+    y_ = ctx.values.id(node.outputs.at(0));
+    const Shape &xs = values_.slot(x_).shape, &ys = values_.slot(y_).shape;
+    if (xs.size() != 4 || ys.size() != 4 || xs[0] != ys[0] || xs[1] != ys[1])
+      throw ModelError(fail(ctx, node, "only resizing H and W of 4-D NCHW tensors is supported"));
+    const std::string mode = node.attrs.s("mode", "nearest");
+    if (mode != "nearest" && mode != "linear")
+      throw ModelError(fail(ctx, node, "mode '" + mode + "' is not nearest or linear"));
+    p_.linear = mode == "linear";
+    const std::string ct = node.attrs.s("coordinate_transformation_mode", "half_pixel");
+    if (ct == "half_pixel") p_.coordinates = ResizeCoordinates::half_pixel;
+    else if (ct == "pytorch_half_pixel") p_.coordinates = ResizeCoordinates::pytorch_half_pixel;
+    else if (ct == "align_corners") p_.coordinates = ResizeCoordinates::align_corners;
+    else if (ct == "asymmetric") p_.coordinates = ResizeCoordinates::asymmetric;
+    else if (ct == "tf_half_pixel_for_nearest") p_.coordinates = ResizeCoordinates::tf_half_pixel_for_nearest;
+    else
+      throw ModelError(fail(ctx, node, "coordinate_transformation_mode '" + ct +
+                                           "' is not half_pixel, pytorch_half_pixel, align_corners, asymmetric or "
+                                           "tf_half_pixel_for_nearest"));
+    const std::string nm = node.attrs.s("nearest_mode", "round_prefer_floor");
+    if (nm == "round_prefer_floor") p_.rounding = NearestRounding::round_prefer_floor;
+    else if (nm == "round_prefer_ceil") p_.rounding = NearestRounding::round_prefer_ceil;
+    else if (nm == "floor") p_.rounding = NearestRounding::floor;
+    else if (nm == "ceil") p_.rounding = NearestRounding::ceil;
+    else throw ModelError(fail(ctx, node, "nearest_mode '" + nm + "' is not round_prefer_floor, round_prefer_ceil, floor or ceil"));
+    p_.c = static_cast<int>(xs[1]);
+    p_.h = static_cast<int>(xs[2]);
+    p_.w = static_cast<int>(xs[3]);
+    p_.out_h = static_cast<int>(ys[2]);
+    p_.out_w = static_cast<int>(ys[3]);
+  }
+  void run(const RunContext& ctx) override {
+    ResizeParams p = p_;
+    p.n = ctx.count;
+    resize(values_.type(), p, ctx.at(y_), ctx.at(x_), ctx.stream);
+  }
+  std::string kernel() const override { return p_.linear ? "resize linear (NHWC)" : "resize nearest (NHWC)"; }
+
+ private:
+  const ValueTable& values_;
+  int x_, y_;
+  ResizeParams p_;
+};
+
+}  // namespace
+
+std::unique_ptr<Layer> make_kernel_layer(const Node& node, BuildContext& ctx) {
+  const std::string& op = node.op;
+  if (op == "Relu" || op == "LeakyRelu" || op == "Clip" || op == "Sigmoid" || op == "HardSigmoid" ||
+      op == "HardSwish" || op == "Tanh")
+    return std::make_unique<ActivationLayer>(node, ctx);
+  if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div") return std::make_unique<BinaryLayer>(node, ctx);
+  if (op == "BatchNormalization") return std::make_unique<BatchNormLayer>(node, ctx);
+  if (op == "MaxPool" || op == "AveragePool") return std::make_unique<PoolLayer>(node, ctx);
+  if (op == "GlobalAveragePool") return std::make_unique<GlobalAveragePoolLayer>(node, ctx);
+  if (op == "Reshape") return std::make_unique<ReshapeLayer>(node, ctx);
+  if (op == "Transpose") return std::make_unique<TransposeLayer>(node, ctx);
+  if (op == "Concat" || op == "Split" || op == "Slice") return std::make_unique<PiecesLayer>(node, ctx);
+  if (op == "Pad") return std::make_unique<PadLayer>(node, ctx);
+  if (op == "Softmax") return std::make_unique<SoftmaxLayer>(node, ctx);
+  if (op == "Resize") return std::make_unique<ResizeLayer>(node, ctx);
+  throw ModelError(ctx.graph.source + ": " + node.where() + ": the CUDA backend does not run this op (not in the "
+                   "prepared form of nn/graph.hpp)");
+}
+
+}  // namespace sluice::nn::cuda

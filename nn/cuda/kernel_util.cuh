@@ -1,0 +1,77 @@
+#pragma once
+// Device helpers shared by the backend's kernels: f32 <-> element conversions, grid sizing, type dispatch.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <stdexcept>
+
+#include "nn/cuda/kernels.cuh"
+#include "runtime/cuda_check.hpp"
+
+namespace sluice::nn::cuda {
+
+__device__ __forceinline__ float to_f32(float v) { return v; }
+__device__ __forceinline__ float to_f32(__half v) { return __half2float(v); }
+__device__ __forceinline__ float to_f32(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+template <typename T>
+__device__ __forceinline__ T from_f32(float v);
+template <>
+__device__ __forceinline__ float from_f32<float>(float v) { return v; }
+template <>
+__device__ __forceinline__ __half from_f32<__half>(float v) { return __float2half_rn(v); }
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+
+__device__ __forceinline__ float apply_activation(const ActivationParams& a, float x) {
+  switch (a.kind) {
+    case Activation::none: return x;
+    case Activation::relu: return x > 0.f ? x : 0.f;
+    case Activation::leaky_relu: return x >= 0.f ? x : a.alpha * x;
+    case Activation::clip: return fminf(fmaxf(x, a.alpha), a.beta);
+    case Activation::sigmoid: return 1.f / (1.f + __expf(-x));
+    case Activation::hard_sigmoid: return fminf(fmaxf(a.alpha * x + a.beta, 0.f), 1.f);
+    case Activation::hard_swish: return x * fminf(fmaxf(x * (1.f / 6.f) + 0.5f, 0.f), 1.f);
+    case Activation::tanh: return tanhf(x);
+  }
+  return x;
+}
+
+constexpr int kBlock = 256;
+
+// Blocks for a grid-stride loop over n items: enough to fill the GPU several times over, never more than needed.
+inline unsigned grid_for(std::int64_t n, int block = kBlock) {
+  const std::int64_t blocks = (n + block - 1) / block;
+  return static_cast<unsigned>(std::clamp<std::int64_t>(blocks, 1, 132 * 32));
+}
+
+inline void check_launch() { CUDA_CHECK(cudaPeekAtLastError()); }
+
+// Calls f(T{}) with T the device type of `type` (float, __half, __nv_bfloat16).
+template <typename F>
+void dispatch_float_type(DType type, F&& f) {
+  switch (type) {
+    case DType::f32: f(float{}); return;
+    case DType::f16: f(__half{}); return;
+    case DType::bf16: f(__nv_bfloat16{}); return;
+    case DType::u8: break;
+  }
+  throw std::invalid_argument("nn/cuda: kernels take f32, f16 or bf16 data");
+}
+
+// Index decomposition of a row-major shape, dot with strides.
+__device__ __forceinline__ std::int64_t offset_of(std::int64_t linear, int rank, const std::int64_t* shape,
+                                                  const std::int64_t* stride) {
+  std::int64_t off = 0;
+  for (int d = rank - 1; d >= 0; --d) {
+    const std::int64_t q = linear / shape[d];
+    off += (linear - q * shape[d]) * stride[d];
+    linear = q;
+  }
+  return off;
+}
+
+}  // namespace sluice::nn::cuda

@@ -1,0 +1,98 @@
+#pragma once
+// Launchers of the CUDA backend's own kernels. Plain types only (no CUDA headers), so engine code in .cpp files
+// includes this; every launcher enqueues on `stream`, checks the launch and never synchronises.
+// Element types: f32, f16 or bf16 (DType from runtime/format.hpp); arithmetic is done in f32.
+// Tensors of rank 4 that hold images are NHWC in memory; a View says where each logical element lives.
+#include <cstdint>
+
+#include "runtime/format.hpp"
+
+struct CUstream_st;
+using cudaStream_t = CUstream_st*;
+
+namespace sluice::nn::cuda {
+
+constexpr int kMaxRank = 6;
+
+// Logical shape plus the element stride of each logical dimension (0 broadcasts), from `offset`.
+struct View {
+  int rank = 0;
+  std::int64_t shape[kMaxRank] = {};
+  std::int64_t stride[kMaxRank] = {};
+  std::int64_t offset = 0;
+  std::int64_t elements() const {
+    std::int64_t n = 1;
+    for (int i = 0; i < rank; ++i) n *= shape[i];
+    return n;
+  }
+};
+
+// The activations a Conv may carry and the standalone activation ops.
+enum class Activation : std::uint8_t { none, relu, leaky_relu, clip, sigmoid, hard_sigmoid, hard_swish, tanh };
+struct ActivationParams {
+  Activation kind = Activation::none;
+  float alpha = 0.f, beta = 0.f;  // LeakyRelu alpha; HardSigmoid alpha, beta; Clip min, max
+};
+
+enum class BinaryOp : std::uint8_t { add, sub, mul, div };
+
+// y[i] = act(x[i]) over n contiguous elements (y may equal x).
+void activation(DType type, void* y, const void* x, std::int64_t n, ActivationParams act, cudaStream_t stream);
+
+// The convolution epilogue: y = act(y + bias[c] + residual) over n contiguous NHWC elements, c = i % channels.
+// bias (channels values) and residual may be null.
+void bias_residual_activation(DType type, void* y, const void* bias, const void* residual, std::int64_t n,
+                              std::int64_t channels, ActivationParams act, cudaStream_t stream);
+
+// y = a op b: y is contiguous in the order of `out_shape`; a and b are read through their strides (0 broadcasts).
+void binary(DType type, BinaryOp op, void* y, int rank, const std::int64_t* out_shape, const void* a,
+            const std::int64_t* a_stride, const void* b, const std::int64_t* b_stride, cudaStream_t stream);
+
+// y = x * scale[c] + shift[c] with c = (i / inner) % channels (standalone BatchNormalization).
+void channel_affine(DType type, void* y, const void* x, const float* scale, const float* shift, std::int64_t n,
+                    std::int64_t channels, std::int64_t inner, cudaStream_t stream);
+
+// Element k of `src` (its k-th element in the row-major order of src.shape) goes to element k of `dst` (in
+// dst.shape's order); both hold the same number of elements. Converts between element types on the way.
+// Covers layout changes, transposes, concat/split/slice pieces, reshapes across layouts and broadcasts.
+void remap_copy(DType dst_type, void* dst, const View& dst_view, DType src_type, const void* src,
+                const View& src_view, cudaStream_t stream);
+
+enum class PadMode : std::uint8_t { constant, reflect, edge };
+// y (contiguous in the order of out.shape) = pad(x); x is read through in_shape/in_stride in the same dim order;
+// begin[d] elements are added before dimension d.
+void pad(DType type, void* y, int rank, const std::int64_t* out_shape, const void* x, const std::int64_t* in_shape,
+         const std::int64_t* in_stride, const std::int64_t* begin, PadMode mode, float value, cudaStream_t stream);
+
+struct Pool2dParams {
+  bool max = true;  // else average
+  int n = 0, h = 0, w = 0, c = 0, out_h = 0, out_w = 0;
+  int kernel_h = 1, kernel_w = 1, stride_h = 1, stride_w = 1, dilation_h = 1, dilation_w = 1;
+  int pad_top = 0, pad_left = 0, pad_bottom = 0, pad_right = 0;
+  bool count_include_pad = false;
+};
+// NHWC pooling. Average: divides by the window's elements inside the input, or (count_include_pad) inside the
+// padded input (windows that ceil_mode lets run past the padding are cut there, like PyTorch).
+void pool2d(DType type, const Pool2dParams& p, void* y, const void* x, cudaStream_t stream);
+
+// NHWC [n, hw, c] -> [n, c]: the mean over hw.
+void global_average_pool(DType type, void* y, const void* x, std::int64_t n, std::int64_t hw, std::int64_t c,
+                         cudaStream_t stream);
+
+enum class ResizeCoordinates : std::uint8_t { half_pixel, pytorch_half_pixel, align_corners, asymmetric,
+                                              tf_half_pixel_for_nearest };
+enum class NearestRounding : std::uint8_t { round_prefer_floor, round_prefer_ceil, floor, ceil };
+struct ResizeParams {
+  bool linear = false;  // else nearest
+  ResizeCoordinates coordinates = ResizeCoordinates::half_pixel;
+  NearestRounding rounding = NearestRounding::round_prefer_floor;
+  int n = 0, h = 0, w = 0, c = 0, out_h = 0, out_w = 0;
+};
+// NHWC resize of H and W.
+void resize(DType type, const ResizeParams& p, void* y, const void* x, cudaStream_t stream);
+
+// Softmax over `len` elements spaced `inner` apart, for each of outer * inner rows (contiguous [outer, len, inner]).
+void softmax(DType type, void* y, const void* x, std::int64_t outer, std::int64_t len, std::int64_t inner,
+             cudaStream_t stream);
+
+}  // namespace sluice::nn::cuda

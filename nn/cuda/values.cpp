@@ -1,0 +1,116 @@
+// ValueTable (where each value lives and how it is laid out) and BuildContext's uploads.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <numeric>
+
+#include "kernels/half.hpp"
+#include "nn/cuda/layer.hpp"
+#include "runtime/cuda_check.hpp"
+
+namespace sluice::nn::cuda {
+
+int ValueTable::add(ValueSlot slot) {
+  const int id = static_cast<int>(slots_.size());
+  index_[slot.name] = id;
+  slots_.push_back(std::move(slot));
+  return id;
+}
+
+int ValueTable::id(const std::string& name) const {
+  auto it = index_.find(name);
+  if (it == index_.end()) throw ModelError("nn/cuda: no value named '" + name + "'");
+  return it->second;
+}
+
+Shape ValueTable::shape_at(int id, int count) const {
+  Shape s = slot(id).shape;
+  if (slot(id).batched) s[0] = count;
+  return s;
+}
+
+std::vector<std::int64_t> ValueTable::strides(int id, const Shape& shape) const {
+  const int rank = static_cast<int>(shape.size());
+  std::vector<std::int64_t> stride(shape.size(), 1);
+  if (slot(id).nhwc) {  // [N,C,H,W] held as N,H,W,C
+    stride[1] = 1;
+    stride[3] = shape[1];
+    stride[2] = shape[1] * shape[3];
+    stride[0] = shape[1] * shape[2] * shape[3];
+    return stride;
+  }
+  for (int d = rank - 2; d >= 0; --d) stride[d] = stride[d + 1] * shape[d + 1];
+  return stride;
+}
+
+View ValueTable::view(int id, int count) const {
+  const Shape s = shape_at(id, count);
+  const auto st = strides(id, s);
+  View v;
+  v.rank = static_cast<int>(s.size());
+  if (v.rank > kMaxRank) throw ModelError("nn/cuda: value '" + slot(id).name + "' has more than 6 dimensions");
+  for (int d = 0; d < v.rank; ++d) {
+    v.shape[d] = s[d];
+    v.stride[d] = st[d];
+  }
+  return v;
+}
+
+std::vector<int> ValueTable::memory_order(int id) const {
+  if (slot(id).nhwc) return {0, 2, 3, 1};
+  std::vector<int> order(slot(id).shape.size());
+  std::iota(order.begin(), order.end(), 0);
+  return order;
+}
+
+void order_by_destination(View& dst, View& src) {
+  std::vector<int> order(static_cast<std::size_t>(dst.rank));
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return dst.stride[a] > dst.stride[b]; });
+  View d = dst, s = src;
+  for (int i = 0; i < dst.rank; ++i) {
+    d.shape[i] = dst.shape[order[static_cast<std::size_t>(i)]];
+    d.stride[i] = dst.stride[order[static_cast<std::size_t>(i)]];
+    s.shape[i] = src.shape[order[static_cast<std::size_t>(i)]];
+    s.stride[i] = src.stride[order[static_cast<std::size_t>(i)]];
+  }
+  dst = d;
+  src = s;
+}
+
+void* BuildContext::upload(const std::vector<float>& data, bool as_f32) {
+  const DType type = as_f32 ? DType::f32 : values.type();
+  const std::size_t bytes = data.size() * dtype_bytes(type);
+  std::vector<std::uint16_t> narrow;
+  const void* host = data.data();
+  if (type != DType::f32) {
+    narrow.resize(data.size());
+    for (std::size_t i = 0; i < data.size(); ++i)
+      narrow[i] = type == DType::f16 ? kernels::float_to_half_bits(data[i]) : kernels::float_to_bf16_bits(data[i]);
+    host = narrow.data();
+  }
+  weights.emplace_back(MemoryKind::device, bytes == 0 ? 1 : bytes);
+  void* dst = weights.back().data();
+  // Synchronous on purpose: construction may wait, and `narrow` must outlive the copy.
+  CUDA_CHECK(cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice, stream));
+  CUDA_CHECK(cudaStreamSynchronize(stream));
+  weight_bytes += bytes;
+  return dst;
+}
+
+void* BuildContext::constant(const std::string& value) {
+  ValueSlot& s = values.slot(values.id(value));
+  if (!s.constant) throw ModelError("nn/cuda: value '" + value + "' is not a constant");
+  if (!s.base) {
+    const Tensor& t = graph.constants.at(value);
+    if (t.type == ElementType::f32) {
+      s.base = upload(t.f32);
+    } else {
+      std::vector<float> as_float(t.i64.begin(), t.i64.end());
+      s.base = upload(as_float);
+    }
+  }
+  return s.base;
+}
+
+}  // namespace sluice::nn::cuda

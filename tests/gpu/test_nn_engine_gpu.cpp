@@ -1,0 +1,204 @@
+// CudaEngine as a whole: bindings in other formats, partial batches, graph replay without allocation or
+// synchronisation, the algorithm cache file, and models against PyTorch's outputs.
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "kernels/half.hpp"
+#include "nn/cuda/algo_cache.hpp"
+#include "nn/npy.hpp"
+#include "nn/onnx_loader.hpp"
+#include "nn/passes.hpp"
+#include "nn_gpu_support.hpp"
+#include "runtime/gpu.hpp"
+
+using namespace sluice;
+using namespace sluice::nn;
+using namespace sluice::nn::test;
+
+namespace {
+
+// conv(relu) -> conv(+residual, relu) -> global average pool -> reshape -> gemm -> softmax: a small ResNet tail.
+Graph small_net(std::int64_t batch) {
+  Graph g;
+  g.source = "test:small_net";
+  g.opset = 17;
+  auto constant = [&](const std::string& name, const Shape& s, std::uint32_t seed) {
+    Tensor t;
+    t.shape = s;
+    t.f32 = random_values(static_cast<std::size_t>(element_count(s)), seed, -0.3f, 0.3f);
+    g.constants[name] = t;
+  };
+  g.inputs.push_back({"image", {batch, 3, 16, 16}, ElementType::f32});
+  g.shapes["image"] = {batch, 3, 16, 16};
+  constant("w1", {16, 3, 3, 3}, 1);
+  constant("b1", {16}, 2);
+  constant("w2", {16, 16, 3, 3}, 3);
+  constant("b2", {16}, 4);
+  constant("fc_w", {10, 16}, 5);
+  constant("fc_b", {10}, 6);
+  auto ints = [](std::vector<std::int64_t> v) { return AttrValue(v); };
+  Node c1{"conv1", "Conv", {"image", "w1", "b1", ""}, {"a"}, {}};
+  c1.attrs.values = {{"strides", ints({1, 1})}, {"pads", ints({1, 1, 1, 1})}, {"dilations", ints({1, 1})},
+                     {"group", std::int64_t{1}}, {"activation", std::string("Relu")}};
+  Node c2{"conv2", "Conv", {"a", "w2", "b2", "a"}, {"b"}, {}};
+  c2.attrs = c1.attrs;
+  Node gap{"gap", "GlobalAveragePool", {"b"}, {"p"}, {}};
+  Node flat{"flatten", "Reshape", {"p"}, {"f"}, {}};
+  flat.attrs.values["shape"] = ints({batch, 16});
+  Node fc{"fc", "Gemm", {"f", "fc_w", "fc_b"}, {"logits"}, {}};
+  fc.attrs.values = {{"transB", std::int64_t{1}}};
+  Node sm{"softmax", "Softmax", {"logits"}, {"probs"}, {}};
+  sm.attrs.values = {{"axis", std::int64_t{1}}};
+  g.nodes = {c1, c2, gap, flat, fc, sm};
+  g.shapes["a"] = g.shapes["b"] = {batch, 16, 16, 16};
+  g.shapes["p"] = {batch, 16, 1, 1};
+  g.shapes["f"] = {batch, 16};
+  g.shapes["logits"] = g.shapes["probs"] = {batch, 10};
+  g.outputs.push_back({"probs", {batch, 10}, ElementType::f32});
+  return g;
+}
+
+std::vector<std::uint16_t> to_half_nhwc(const std::vector<float>& nchw, const Shape& s) {
+  std::vector<std::uint16_t> out(nchw.size());
+  const std::int64_t c = s[1], h = s[2], w = s[3];
+  for (std::int64_t n = 0; n < s[0]; ++n)
+    for (std::int64_t ch = 0; ch < c; ++ch)
+      for (std::int64_t y = 0; y < h; ++y)
+        for (std::int64_t x = 0; x < w; ++x)
+          out[static_cast<std::size_t>(((n * h + y) * w + x) * c + ch)] =
+              kernels::float_to_half_bits(nchw[static_cast<std::size_t>(((n * c + ch) * h + y) * w + x)]);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("CUDA engine runs a small net like the CPU", "[nn][nn_cuda][engine]") {
+  const Graph g = small_net(4);
+  const auto inputs = random_inputs(g, 3);
+  const auto want = run_cpu(g, inputs);
+  for (Precision p : {Precision::f32, Precision::f16, Precision::bf16}) {
+    for (bool graph : {true, false}) {
+      CudaEngineOptions o;
+      o.precision = p;
+      o.cuda_graph = graph;
+      CudaEngine engine(g, o);
+      INFO(to_string(p) << (graph ? " with" : " without") << " CUDA graph\n" << engine.describe());
+      for (int run = 0; run < 3; ++run)  // eager first run, then capture, then replay
+        CHECK(relative_error(run_gpu(engine, inputs)[0], want[0]) <= tolerance(p));
+    }
+  }
+}
+
+TEST_CASE("CUDA engine takes an f16 NHWC input and runs partial batches", "[nn][nn_cuda][engine]") {
+  const Graph g = small_net(4);
+  const auto inputs = random_inputs(g, 5);
+  const auto want = run_cpu(g, inputs);
+  CudaEngineOptions o;
+  o.precision = Precision::f16;
+  CudaEngine engine(g, o);
+  const auto half = to_half_nhwc(inputs[0], g.inputs[0].shape);
+  DeviceBuffer in(half.size() * 2), out(40 * sizeof(float));
+  CUDA_CHECK(cudaMemcpy(in.get(), half.data(), half.size() * 2, cudaMemcpyHostToDevice));
+  TestStream stream;
+  for (int count : {4, 3, 1, 4, 3, 1}) {
+    CUDA_CHECK(cudaMemset(out.get(), 0, 40 * sizeof(float)));
+    engine.enqueue({{in.get(), DType::f16, Layout::nhwc}}, {{out.get(), DType::f32, Layout::nchw}}, count,
+                   stream.get());
+    CUDA_CHECK(cudaStreamSynchronize(stream.get()));
+    std::vector<float> got(40);
+    CUDA_CHECK(cudaMemcpy(got.data(), out.get(), got.size() * sizeof(float), cudaMemcpyDeviceToHost));
+    const std::vector<float> first(want[0].begin(), want[0].begin() + count * 10);
+    INFO("count " << count);
+    CHECK(relative_error(std::vector<float>(got.begin(), got.begin() + count * 10), first) <= 1e-2);
+    for (int i = count * 10; i < 40; ++i) CHECK(got[static_cast<std::size_t>(i)] == 0.f);  // untouched
+  }
+}
+
+TEST_CASE("CUDA engine replays without allocating or synchronising", "[nn][nn_cuda][engine]") {
+  const Graph g = small_net(8);
+  CudaEngine engine(g, CudaEngineOptions{});
+  DeviceBuffer in(8 * 3 * 16 * 16 * 2), out(8 * 10 * 4);
+  CUDA_CHECK(cudaMemset(in.get(), 0, 8 * 3 * 16 * 16 * 2));
+  TestStream stream;
+  const std::vector<TensorBinding> ins{{in.get(), DType::f16, Layout::nhwc}}, outs{{out.get(), DType::f32, Layout::nchw}};
+  for (int i = 0; i < 3; ++i) engine.enqueue(ins, outs, 8, stream.get());  // eager, capture, replay
+  CUDA_CHECK(cudaStreamSynchronize(stream.get()));
+  const gpu::CallCounts before = gpu::call_counts();
+  for (int i = 0; i < 50; ++i) engine.enqueue(ins, outs, 8, stream.get());
+  const gpu::CallCounts after = gpu::call_counts();
+  CUDA_CHECK(cudaStreamSynchronize(stream.get()));
+  CHECK(after.device_allocs == before.device_allocs);
+  CHECK(after.device_frees == before.device_frees);
+  CHECK(after.pinned_allocs == before.pinned_allocs);
+  CHECK(after.stream_syncs == before.stream_syncs);
+  CHECK(after.event_syncs == before.event_syncs);
+  CHECK(after.async_copies == before.async_copies);
+  CHECK(engine.describe().find("CUDA graph: on") != std::string::npos);
+}
+
+TEST_CASE("The algorithm cache file round-trips and a second engine measures nothing", "[nn][nn_cuda][engine]") {
+  const std::string path = (std::filesystem::temp_directory_path() / "sluice_algo_cache_test.txt").string();
+  std::filesystem::remove(path);
+  {
+    cuda::AlgoCache cache(path);
+    cache.put("gpu|key one", {true, 1});
+    cache.put("gpu|key two", {false, 6});
+    cache.save();
+  }
+  cuda::AlgoCache read(path);
+  REQUIRE(read.size() == 2);
+  CHECK(read.find("gpu|key one")->fused);
+  CHECK(read.find("gpu|key one")->algo == 1);
+  CHECK(!read.find("gpu|key two")->fused);
+  CHECK(read.find("gpu|key two")->algo == 6);
+  CHECK(!read.find("gpu|key three"));
+  std::filesystem::remove(path);
+
+  const Graph g = small_net(2);
+  CudaEngineOptions o;
+  o.algo_cache = path;
+  const auto inputs = random_inputs(g, 9);
+  std::vector<float> first;
+  {
+    CudaEngine engine(g, o);
+    CHECK(engine.describe().find("2 measured, 0 from the cache") != std::string::npos);
+    first = run_gpu(engine, inputs)[0];
+  }
+  REQUIRE(std::filesystem::exists(path));
+  CudaEngine again(g, o);
+  CHECK(again.describe().find("0 measured, 2 from the cache") != std::string::npos);
+  CHECK(relative_error(run_gpu(again, inputs)[0], first) <= 1e-2);
+  std::filesystem::remove(path);
+}
+
+TEST_CASE("CUDA engine matches PyTorch on the reference models", "[nn][nn_cuda][models]") {
+  const char* dir = std::getenv("SLUICE_NN_REFERENCE_DIR");
+  if (!dir) {
+    WARN("SLUICE_NN_REFERENCE_DIR is not set: no reference models compared");
+    return;
+  }
+  int compared = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.path().extension() != ".onnx") continue;
+    const std::string base = (entry.path().parent_path() / entry.path().stem()).string();
+    if (!std::filesystem::exists(base + ".input.npy") || !std::filesystem::exists(base + ".output.npy")) continue;
+    const NpyArray input = read_npy(base + ".input.npy");
+    const NpyArray output = read_npy(base + ".output.npy");
+    const Graph prepared = prepare(load_onnx(entry.path().string()), input.shape[0]);
+    for (Precision p : {Precision::f32, Precision::f16}) {
+      CudaEngineOptions o;
+      o.precision = p;
+      CudaEngine engine(prepared, o);
+      const auto got = run_gpu(engine, {input.data});
+      INFO(entry.path().filename().string() << " at " << to_string(p));
+      // Whole networks: f16 rounding compounds over dozens of layers, so the f16 bound is 3x the per-op one.
+      CHECK(relative_error(got[0], output.data) <= (p == Precision::f32 ? 1e-3 : 3e-2));
+    }
+    ++compared;
+  }
+  CHECK(compared > 0);
+}

@@ -1,0 +1,284 @@
+// The CUDA backend against the CPU backend (the oracle), one op at a time, random inputs and weights (fixed
+// seeds), many shapes. Bound as f32 NCHW on both sides, so the GPU path includes its layout/dtype conversions.
+// Error bound: max |gpu - cpu| / max |cpu| <= 1e-3 at f32 (cuDNN/cuBLAS with FMA only, no TF32), 1e-2 at f16
+// (inputs, weights and every intermediate rounded to 11 bits, f32 accumulation) and 3e-2 at bf16 (8 bits).
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+#include "nn_gpu_support.hpp"
+
+using namespace sluice::nn;
+using namespace sluice::nn::test;
+
+namespace {
+
+void check_all_precisions(const Graph& g, std::uint32_t seed = 1) {
+  const auto inputs = random_inputs(g, seed);
+  const auto want = run_cpu(g, inputs);
+  for (Precision p : {Precision::f32, Precision::f16, Precision::bf16}) {
+    CudaEngineOptions o;
+    o.precision = p;
+    CudaEngine engine(g, o);
+    const auto got = run_gpu(engine, inputs);
+    for (std::size_t i = 0; i < want.size(); ++i) {
+      INFO(g.source << " output " << i << " at " << to_string(p));
+      CHECK(relative_error(got[i], want[i]) <= tolerance(p));
+    }
+  }
+}
+
+struct ConvCase {
+  std::int64_t n, c, h, w, k, r, s, stride, group, dil;
+  std::vector<std::int64_t> pads;
+  std::string activation;
+  bool bias, residual;
+};
+
+Shape conv_out(const ConvCase& t) {
+  const std::int64_t eh = t.dil * (t.r - 1) + 1, ew = t.dil * (t.s - 1) + 1;
+  return {t.n, t.k, (t.h + t.pads[0] + t.pads[2] - eh) / t.stride + 1, (t.w + t.pads[1] + t.pads[3] - ew) / t.stride + 1};
+}
+
+}  // namespace
+
+TEST_CASE("CUDA Conv matches the CPU", "[nn][nn_cuda][conv]") {
+  const std::vector<ConvCase> cases = {
+      {2, 16, 14, 14, 32, 1, 1, 1, 1, 1, {0, 0, 0, 0}, "", true, false},
+      {2, 16, 14, 14, 16, 3, 3, 1, 1, 1, {1, 1, 1, 1}, "Relu", true, true},
+      {2, 16, 15, 15, 24, 3, 3, 2, 1, 1, {1, 1, 1, 1}, "Relu", true, false},
+      {2, 3, 32, 32, 16, 7, 7, 2, 1, 1, {3, 3, 3, 3}, "Relu", true, false},
+      {2, 32, 12, 12, 32, 3, 3, 1, 32, 1, {1, 1, 1, 1}, "Clip", true, false},
+      {2, 16, 12, 12, 16, 3, 3, 1, 4, 1, {1, 1, 1, 1}, "LeakyRelu", false, false},
+      {2, 8, 16, 16, 8, 3, 3, 1, 1, 2, {2, 2, 2, 2}, "Sigmoid", true, true},
+      {2, 8, 16, 16, 8, 3, 3, 2, 1, 1, {0, 0, 1, 1}, "HardSwish", true, false},
+      {2, 8, 9, 11, 12, 3, 3, 1, 1, 1, {1, 0, 1, 2}, "HardSigmoid", true, false},
+      {1, 8, 8, 8, 16, 1, 1, 1, 1, 1, {0, 0, 0, 0}, "Tanh", false, true},
+      {3, 5, 10, 10, 7, 3, 3, 1, 1, 1, {1, 1, 1, 1}, "", false, true},
+  };
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const ConvCase& t = cases[i];
+    const Shape y = conv_out(t);
+    OneNode b("Conv", "case " + std::to_string(i));
+    b.input("x", {t.n, t.c, t.h, t.w}).constant("w", {t.k, t.c / t.group, t.r, t.s}, 100 + i);
+    if (t.bias) b.constant("b", {t.k}, 200 + i); else b.absent();
+    if (t.residual) b.input("r", y);
+    b.output("y", y)
+        .attr("strides", std::vector<std::int64_t>{t.stride, t.stride})
+        .attr("dilations", std::vector<std::int64_t>{t.dil, t.dil})
+        .attr("pads", t.pads)
+        .attr("group", t.group)
+        .attr("activation", t.activation);
+    if (t.activation == "Clip") b.attr("act_alpha", -0.3f).attr("act_beta", 0.4f);
+    if (t.activation == "LeakyRelu") b.attr("act_alpha", 0.1f);
+    if (t.activation == "HardSigmoid") b.attr("act_alpha", 0.25f).attr("act_beta", 0.45f);
+    check_all_precisions(b.g, 10 + static_cast<std::uint32_t>(i));
+  }
+}
+
+TEST_CASE("CUDA activations match the CPU", "[nn][nn_cuda][elementwise]") {
+  for (const std::string op : {"Relu", "LeakyRelu", "Clip", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh"}) {
+    for (const Shape& s : {Shape{2, 16, 5, 7}, Shape{3, 37}, Shape{2, 3, 4, 5, 2}}) {
+      OneNode b(op, to_string(s));
+      b.input("x", s).output("y", s);
+      if (op == "LeakyRelu") b.attr("alpha", 0.2f);
+      if (op == "Clip") b.attr("min", -0.5f).attr("max", 0.25f);
+      if (op == "HardSigmoid") b.attr("alpha", 0.3f).attr("beta", 0.4f);
+      check_all_precisions(b.g);
+    }
+  }
+}
+
+TEST_CASE("CUDA binary ops broadcast like the CPU", "[nn][nn_cuda][elementwise]") {
+  struct Case {
+    Shape a, b, y;
+    bool b_constant;
+  };
+  const std::vector<Case> cases = {
+      {{2, 16, 6, 6}, {2, 16, 6, 6}, {2, 16, 6, 6}, false},  {{2, 16, 6, 6}, {1, 16, 1, 1}, {2, 16, 6, 6}, true},
+      {{2, 16, 6, 6}, {2, 16, 1, 1}, {2, 16, 6, 6}, false},  {{2, 8, 5, 7}, {7}, {2, 8, 5, 7}, true},
+      {{2, 8, 5, 7}, {1, 8, 5, 7}, {2, 8, 5, 7}, true},      {{4, 10}, {1}, {4, 10}, true},
+      {{3, 1, 5}, {3, 4, 1}, {3, 4, 5}, false},
+  };
+  for (const std::string op : {"Add", "Sub", "Mul", "Div"})
+    for (std::size_t i = 0; i < cases.size(); ++i) {
+      const Case& c = cases[i];
+      OneNode b(op, "case " + std::to_string(i));
+      b.input("a", c.a);
+      if (c.b_constant) {
+        b.constant("b", c.b, 7 + i);
+        if (op == "Div")  // keep divisors away from zero
+          for (auto& v : b.g.constants["b"].f32) v = v >= 0 ? v + 0.5f : v - 0.5f;
+      } else {
+        b.input("b", c.b);
+      }
+      b.output("y", c.y);
+      if (op == "Div" && !c.b_constant) continue;  // random divisors near zero make relative error meaningless
+      check_all_precisions(b.g);
+    }
+}
+
+TEST_CASE("CUDA BatchNormalization matches the CPU", "[nn][nn_cuda][elementwise]") {
+  for (const Shape& s : {Shape{2, 12, 5, 5}, Shape{4, 12}}) {
+    OneNode b("BatchNormalization", to_string(s));
+    b.input("x", s).constant("scale", {12}, 1).constant("bias", {12}, 2).constant("mean", {12}, 3).constant("var", {12}, 4);
+    for (auto& v : b.g.constants["var"].f32) v = std::fabs(v) + 0.1f;
+    b.output("y", s).attr("epsilon", 1e-5f);
+    check_all_precisions(b.g);
+  }
+}
+
+TEST_CASE("CUDA pools match the CPU", "[nn][nn_cuda][pool]") {
+  struct Case {
+    std::string op;
+    std::int64_t k, stride;
+    std::vector<std::int64_t> pads;
+    std::int64_t ceil, include_pad;
+  };
+  const std::vector<Case> cases = {{"MaxPool", 3, 2, {1, 1, 1, 1}, 0, 0},    {"MaxPool", 2, 2, {0, 0, 0, 0}, 1, 0},
+                                   {"AveragePool", 3, 1, {1, 1, 1, 1}, 0, 0}, {"AveragePool", 3, 1, {1, 1, 1, 1}, 0, 1},
+                                   {"AveragePool", 2, 2, {0, 0, 0, 0}, 0, 0}, {"AveragePool", 3, 2, {0, 1, 1, 0}, 1, 1}};
+  for (const auto& c : cases) {
+    const std::int64_t h = 11, w = 9;
+    auto out = [&](std::int64_t len, std::int64_t before, std::int64_t after) {
+      const std::int64_t span = len + before + after - c.k;
+      std::int64_t o = (c.ceil ? (span + c.stride - 1) / c.stride : span / c.stride) + 1;
+      if (c.ceil && (o - 1) * c.stride >= len + before) --o;  // the last window must start inside
+      return o;
+    };
+    const Shape y{2, 6, out(h, c.pads[0], c.pads[2]), out(w, c.pads[1], c.pads[3])};
+    OneNode b(c.op, "k" + std::to_string(c.k) + " s" + std::to_string(c.stride) + " ceil " + std::to_string(c.ceil) +
+                        " include_pad " + std::to_string(c.include_pad));
+    b.input("x", {2, 6, h, w}).output("y", y)
+        .attr("kernel_shape", std::vector<std::int64_t>{c.k, c.k})
+        .attr("strides", std::vector<std::int64_t>{c.stride, c.stride})
+        .attr("pads", c.pads)
+        .attr("ceil_mode", c.ceil);
+    if (c.op == "MaxPool") b.attr("dilations", std::vector<std::int64_t>{1, 1});
+    else b.attr("count_include_pad", c.include_pad);
+    check_all_precisions(b.g);
+  }
+  OneNode gap("GlobalAveragePool");
+  gap.input("x", {3, 20, 7, 7}).output("y", {3, 20, 1, 1});
+  check_all_precisions(gap.g);
+}
+
+TEST_CASE("CUDA data movement matches the CPU", "[nn][nn_cuda][copy]") {
+  {
+    OneNode b("Reshape", "4-D to 2-D");
+    b.input("x", {2, 6, 3, 4}).output("y", {2, 72}).attr("shape", std::vector<std::int64_t>{2, 72});
+    check_all_precisions(b.g);
+  }
+  {
+    OneNode b("Reshape", "4-D to 4-D");
+    b.input("x", {2, 6, 3, 4}).output("y", {2, 3, 6, 4}).attr("shape", std::vector<std::int64_t>{2, 3, 6, 4});
+    check_all_precisions(b.g);
+  }
+  {
+    OneNode b("Transpose", "4-D");
+    b.input("x", {2, 6, 3, 5}).output("y", {2, 5, 6, 3}).attr("perm", std::vector<std::int64_t>{0, 3, 1, 2});
+    check_all_precisions(b.g);
+  }
+  {
+    OneNode b("Transpose", "3-D");
+    b.input("x", {2, 7, 5}).output("y", {2, 5, 7}).attr("perm", std::vector<std::int64_t>{0, 2, 1});
+    check_all_precisions(b.g);
+  }
+  {
+    OneNode b("Concat", "channels");
+    b.input("a", {2, 5, 4, 4}).input("b", {2, 3, 4, 4}).constant("c", {2, 2, 4, 4}, 9).output("y", {2, 10, 4, 4})
+        .attr("axis", std::int64_t{1});
+    check_all_precisions(b.g);
+  }
+  {
+    OneNode b("Concat", "width");
+    b.input("a", {2, 3, 4, 2}).input("b", {2, 3, 4, 5}).output("y", {2, 3, 4, 7}).attr("axis", std::int64_t{3});
+    check_all_precisions(b.g);
+  }
+  {
+    OneNode b("Split", "channels");
+    b.input("x", {2, 10, 3, 3}).output("a", {2, 4, 3, 3}).output("b", {2, 6, 3, 3})
+        .attr("axis", std::int64_t{1}).attr("split", std::vector<std::int64_t>{4, 6});
+    check_all_precisions(b.g);
+  }
+  {
+    OneNode b("Slice", "steps");
+    b.input("x", {2, 10, 9, 8}).output("y", {2, 4, 3, 6})
+        .attr("starts", std::vector<std::int64_t>{0, 1, 8, 1})
+        .attr("ends", std::vector<std::int64_t>{2, 9, -1000, 7})
+        .attr("steps", std::vector<std::int64_t>{1, 2, -3, 1});
+    check_all_precisions(b.g);
+  }
+  for (const std::string mode : {"constant", "reflect", "edge"}) {
+    OneNode b("Pad", mode);
+    b.input("x", {2, 3, 5, 6}).output("y", {2, 3, 8, 8})
+        .attr("pads", std::vector<std::int64_t>{0, 0, 1, 2, 0, 0, 2, 0}).attr("mode", mode).attr("value", 0.5f);
+    check_all_precisions(b.g);
+  }
+}
+
+TEST_CASE("CUDA Softmax matches the CPU", "[nn][nn_cuda][softmax]") {
+  struct Case {
+    Shape s;
+    std::int64_t axis, coerce;
+  };
+  for (const auto& c : std::vector<Case>{{{4, 1000}, 1, 0}, {{2, 10, 3, 3}, 1, 0}, {{2, 10, 3, 3}, 2, 0},
+                                         {{2, 10, 3, 3}, 1, 1}, {{2, 10, 3, 3}, 2, 1}, {{3, 5, 7}, 1, 0}}) {
+    OneNode b("Softmax", to_string(c.s) + " axis " + std::to_string(c.axis) + " coerce " + std::to_string(c.coerce));
+    b.input("x", c.s).output("y", c.s).attr("axis", c.axis).attr("coerce_2d", c.coerce);
+    check_all_precisions(b.g);
+  }
+}
+
+TEST_CASE("CUDA Resize matches the CPU", "[nn][nn_cuda][resize]") {
+  struct Case {
+    std::string mode, coordinates, nearest;
+    Shape out;
+  };
+  const std::vector<Case> cases = {
+      {"nearest", "asymmetric", "floor", {2, 4, 12, 10}},
+      {"nearest", "half_pixel", "round_prefer_floor", {2, 4, 9, 7}},
+      {"nearest", "align_corners", "round_prefer_ceil", {2, 4, 11, 13}},
+      {"nearest", "tf_half_pixel_for_nearest", "ceil", {2, 4, 3, 4}},
+      {"linear", "half_pixel", "round_prefer_floor", {2, 4, 12, 15}},
+      {"linear", "pytorch_half_pixel", "round_prefer_floor", {2, 4, 1, 3}},
+      {"linear", "align_corners", "round_prefer_floor", {2, 4, 11, 9}},
+      {"linear", "asymmetric", "round_prefer_floor", {2, 4, 4, 3}},
+  };
+  for (const auto& c : cases) {
+    OneNode b("Resize", c.mode + " " + c.coordinates + " " + c.nearest);
+    b.input("x", {2, 4, 6, 5}).output("y", c.out)
+        .attr("sizes", c.out).attr("mode", c.mode).attr("coordinate_transformation_mode", c.coordinates)
+        .attr("nearest_mode", c.nearest);
+    check_all_precisions(b.g);
+  }
+}
+
+TEST_CASE("CUDA Gemm and MatMul match the CPU", "[nn][nn_cuda][gemm]") {
+  {
+    OneNode b("Gemm", "transB with C");
+    b.input("a", {8, 64}).constant("w", {10, 64}, 3).constant("c", {10}, 4).output("y", {8, 10})
+        .attr("transB", std::int64_t{1}).attr("alpha", 0.5f).attr("beta", 2.f);
+    check_all_precisions(b.g);
+  }
+  {
+    OneNode b("Gemm", "transA");
+    b.input("a", {32, 6}).constant("w", {32, 9}, 3).output("y", {6, 9}).attr("transA", std::int64_t{1});
+    check_all_precisions(b.g);
+  }
+  {
+    OneNode b("MatMul", "batched constant B");
+    b.input("a", {2, 3, 5, 16}).constant("w", {16, 7}, 5).output("y", {2, 3, 5, 7});
+    check_all_precisions(b.g);
+  }
+  {
+    OneNode b("MatMul", "batched both");
+    b.input("a", {4, 5, 16}).input("b", {4, 16, 6}).output("y", {4, 5, 6});
+    check_all_precisions(b.g);
+  }
+  {
+    OneNode b("MatMul", "broadcast batch");
+    b.input("a", {2, 1, 5, 8}).input("b", {1, 3, 8, 4}).output("y", {2, 3, 5, 4});
+    check_all_precisions(b.g);
+  }
+}
