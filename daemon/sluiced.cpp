@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <initializer_list>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -15,7 +16,9 @@
 #include "config/pipeline_spec.hpp"
 #include "config/plan.hpp"
 #include "daemon/bench.hpp"
+#include "daemon/model_tool.hpp"
 #include "daemon/service.hpp"
+#include "nn/graph.hpp"
 #include "runtime/errors.hpp"
 #include "runtime/gpu.hpp"
 #include "runtime/pipeline.hpp"
@@ -58,6 +61,14 @@ commands:
                   print frames/s, per-stage ms per batch, stream busy fractions, CPU used, and
                   pipelined / bound. --serial: the serial run only. --json: the report as JSON.
                   --trace: Chrome/Perfetto trace of the measured run, one track per stage stream.
+  model FILE.onnx [--batch N] [--device auto|cpu|cuda] [--precision f32|f16|bf16]
+                  [--input X.npy]... [--output Y.npy]... [--bench] [--iterations N] [--warmup N]
+                  [--profile] [--no-graph] [--algo-cache PATH] [--json PATH]
+                  load an ONNX model and print the graph after sluice's passes (layers, fusions,
+                  weights and activation memory); --input runs the given NumPy inputs (batch from
+                  their first dimension) and --output writes the outputs as .npy; --bench times it
+                  (median, min, p90, max of N runs, and back-to-back throughput on the GPU);
+                  --profile: per-layer GPU times. Default device: cuda when a GPU is usable.
   check FILE      validate FILE and print the resolved pipeline: stages, the stream of each,
                   queue depths, pool sizes and the memory the pools take.
   inspect [KIND]  list the stage kinds, or print the parameters of one;
@@ -160,6 +171,16 @@ class OptionReader {
     if (i_ + 1 >= args_.size()) throw std::invalid_argument(option() + " needs a value");
     return args_[++i_];
   }
+  const std::string& choice(std::initializer_list<const char*> allowed) {
+    const std::string& name = option();
+    const std::string& v = value();
+    std::string list;
+    for (const char* a : allowed) {
+      if (v == a) return v;
+      list += (list.empty() ? "" : "|") + std::string(a);
+    }
+    throw std::invalid_argument(name + " needs one of " + list + ", got '" + v + "'");
+  }
   int integer(int min) {
     const std::string& name = option();
     const std::string& v = value();
@@ -208,6 +229,30 @@ int cmd_bench(const std::vector<std::string>& args) {
   }
   if (o.file.empty()) throw std::invalid_argument("bench needs a pipeline FILE");
   return sluice::run_bench(o);
+}
+
+int cmd_model(const std::vector<std::string>& args) {
+  sluice::ModelToolOptions o;
+  for (OptionReader r(args); r.next();) {
+    const std::string& a = r.option();
+    if (a == "--batch") o.batch = r.integer(1);
+    else if (a == "--device") o.device = r.choice({"auto", "cpu", "cuda"});
+    else if (a == "--precision") o.precision = r.choice({"f32", "f16", "bf16"});
+    else if (a == "--input") o.inputs.push_back(r.value());
+    else if (a == "--output") o.outputs.push_back(r.value());
+    else if (a == "--bench") o.bench = true;
+    else if (a == "--profile") o.profile = true;
+    else if (a == "--no-graph") o.cuda_graph = false;
+    else if (a == "--iterations") o.iterations = r.integer(1);
+    else if (a == "--warmup") o.warmup = r.integer(0);
+    else if (a == "--algo-cache") o.algo_cache = r.value();
+    else if (a == "--json") o.json_path = r.value();
+    else if (!a.empty() && a[0] == '-') throw std::invalid_argument("unknown option '" + a + "'");
+    else if (o.file.empty()) o.file = a;
+    else throw std::invalid_argument("model takes one FILE.onnx");
+  }
+  if (o.file.empty()) throw std::invalid_argument("model needs a FILE.onnx");
+  return sluice::run_model_tool(o);
 }
 
 int cmd_service(const std::vector<std::string>& args) {
@@ -278,10 +323,14 @@ int main(int argc, char** argv) {
       return cmd == "check" ? cmd_check(args[0]) : cmd_run(args[0]);
     }
     if (cmd == "bench") return cmd_bench(args);
+    if (cmd == "model") return cmd_model(args);
     return usage_error("unknown command '" + cmd + "'");
   } catch (const std::invalid_argument& e) {
     return usage_error(e.what());
   } catch (const sluice::ConfigError& e) {
+    std::fprintf(stderr, "sluiced: %s\n", e.what());
+    return 2;
+  } catch (const sluice::nn::ModelError& e) {
     std::fprintf(stderr, "sluiced: %s\n", e.what());
     return 2;
   } catch (const std::exception& e) {

@@ -6,6 +6,7 @@ void register_builtin_stages(StageRegistry& registry) {
   registry.add(decode_stage());
   registry.add(upload_stage());
   registry.add(preprocess_stage());
+  registry.add(infer_stage());
   registry.add(download_stage());
   registry.add(sink_stage());
 }

@@ -8,6 +8,7 @@ namespace sluice {
 StageInfo decode_stage();
 StageInfo upload_stage();
 StageInfo preprocess_stage();
+StageInfo infer_stage();
 StageInfo download_stage();
 StageInfo sink_stage();
 

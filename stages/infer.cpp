@@ -1,0 +1,293 @@
+// infer: runs an ONNX model on each batch (nn/): the CUDA backend on the GPU, the CPU backend otherwise.
+// Output: the model's raw output tensor, or per item the top-k classes (softmax, labels) for the sink.
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/half.hpp"
+#include "kernels/topk.hpp"
+#include "nn/cpu/engine.hpp"
+#include "nn/onnx_loader.hpp"
+#include "nn/passes.hpp"
+#include "runtime/errors.hpp"
+#include "stages/builtin.hpp"
+#if SLUICE_WITH_CUDA
+#include "kernels/topk.cuh"
+#include "nn/cuda/engine.hpp"
+#endif
+
+namespace sluice {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Relative paths in a pipeline file are relative to that file, so a service's working directory does not matter.
+std::string resolve_path(const std::string& pipeline_file, const std::string& path) {
+  if (path.empty() || fs::path(path).is_absolute()) return path;
+  const fs::path base = fs::path(pipeline_file).parent_path();
+  return (base.empty() || !fs::is_regular_file(pipeline_file)) ? path : (base / path).string();
+}
+
+std::vector<std::string> read_labels(const std::string& path, std::int64_t classes) {
+  std::ifstream in(path);
+  if (!in) throw ConfigError("cannot read labels file '" + path + "'");
+  std::vector<std::string> labels;
+  for (std::string line; std::getline(in, line);) {
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+    labels.push_back(line);
+  }
+  while (!labels.empty() && labels.back().empty()) labels.pop_back();
+  if (static_cast<std::int64_t>(labels.size()) != classes)
+    throw ConfigError("labels file '" + path + "' has " + std::to_string(labels.size()) + " lines but the model has " +
+                      std::to_string(classes) + " classes");
+  return labels;
+}
+
+// Where measured convolution algorithms are kept between runs: systemd's CacheDirectory, else the user's cache.
+std::string default_algo_cache() {
+  if (const char* d = std::getenv("CACHE_DIRECTORY"); d && *d) return std::string(d) + "/cudnn-algorithms.json";
+  if (const char* d = std::getenv("XDG_CACHE_HOME"); d && *d) return std::string(d) + "/sluice/cudnn-algorithms.json";
+  if (const char* d = std::getenv("HOME"); d && *d) return std::string(d) + "/.cache/sluice/cudnn-algorithms.json";
+  return "";
+}
+
+// The model's input as the upstream tensor holds it, as f32 NCHW (the CPU backend's only form).
+void to_f32_nchw(const PayloadDesc& d, const std::byte* src, int count, float* dst) {
+  const std::size_t plane = static_cast<std::size_t>(d.width) * static_cast<std::size_t>(d.height);
+  const std::size_t per_item = plane * static_cast<std::size_t>(d.channels);
+  for (std::size_t i = 0; i < per_item * static_cast<std::size_t>(count); ++i) {
+    const std::size_t item = i / per_item, rest = i % per_item;
+    // rest indexes the stored layout; map it to the NCHW position.
+    std::size_t to = rest;
+    if (d.layout == Layout::nhwc) {
+      const std::size_t pixel = rest / static_cast<std::size_t>(d.channels), c = rest % static_cast<std::size_t>(d.channels);
+      to = c * plane + pixel;
+    }
+    float v = 0.f;
+    switch (d.dtype) {
+      case DType::f32: v = reinterpret_cast<const float*>(src)[i]; break;
+      case DType::f16: v = kernels::half_bits_to_float(reinterpret_cast<const std::uint16_t*>(src)[i]); break;
+      case DType::bf16: v = kernels::bf16_bits_to_float(reinterpret_cast<const std::uint16_t*>(src)[i]); break;
+      case DType::u8: v = static_cast<float>(reinterpret_cast<const std::uint8_t*>(src)[i]); break;
+    }
+    dst[item * per_item + to] = v;
+  }
+}
+
+class InferStage final : public Stage {
+ public:
+  explicit InferStage(const StageInit& init) : on_gpu_(init.device == Device::cuda), batch_(init.batch_size) {
+    const PayloadDesc& in = *init.input;
+    if (in.kind != PayloadKind::tensor)
+      throw ConfigError("takes a tensor (put a preprocess stage before it), got " + in.describe());
+    if (on_gpu_ && in.memory != MemoryKind::device)
+      throw ConfigError("runs on the GPU and needs its input on the device (put an upload stage before it), got " +
+                        in.describe());
+    if (!on_gpu_ && in.memory == MemoryKind::device)
+      throw ConfigError("runs on the CPU and needs its input in host memory, got " + in.describe());
+    in_ = in;
+    const auto& p = init.params;
+    model_path_ = resolve_path(init.pipeline_file, p.string("model"));
+    nn::Graph model;
+    try {
+      model = nn::load_onnx(model_path_);
+    } catch (const nn::ModelError& e) {
+      throw ConfigError(e.what());
+    }
+    if (model.inputs.size() != 1)
+      throw ConfigError("model '" + model_path_ + "' has " + std::to_string(model.inputs.size()) +
+                        " inputs; the infer stage feeds one image tensor");
+    check_input_shape(model.inputs[0], in);
+    // Only the chosen output is computed: the passes drop what it does not need.
+    model.outputs = {model.outputs.at(pick_output(model.outputs, p.string("output_name")))};
+    try {
+      prepared_ = nn::prepare(model, batch_);
+    } catch (const nn::ModelError& e) {
+      throw ConfigError(e.what());
+    }
+    const nn::Shape out_shape = prepared_.shape_of(prepared_.outputs[0].name);
+    per_item_outputs_ = nn::element_count(out_shape) / batch_;
+    single_output_model_ = std::move(model);
+
+    const std::string& precision = p.string("precision");
+    precision_ = precision == "auto" ? (on_gpu_ ? "f16" : "f32") : precision;
+    if (!on_gpu_ && precision_ != "f32")
+      throw ConfigError("precision " + precision_ + " needs the GPU; on the CPU the model runs in f32");
+    cuda_graph_ = p.boolean("cuda_graph");
+    const std::string& cache = p.string("algo_cache");
+    algo_cache_ = cache == "off" ? "" : cache.empty() ? default_algo_cache() : resolve_path(init.pipeline_file, cache);
+
+    out_.batch = in.batch;
+    out_.memory = in.memory;
+    if (p.string("output") == "classes") {
+      classes_ = true;
+      topk_.classes = static_cast<int>(per_item_outputs_);
+      topk_.k = static_cast<int>(p.integer("top_k"));
+      topk_.softmax = p.boolean("softmax");
+      try {
+        kernels::validate(topk_);
+      } catch (const std::invalid_argument& e) {
+        throw ConfigError(e.what());
+      }
+      out_.kind = PayloadKind::classes;
+      out_.channels = topk_.k;
+      out_.classes = topk_.classes;
+      if (const std::string& labels = p.string("labels"); !labels.empty())
+        out_.labels = std::make_shared<const std::vector<std::string>>(
+            read_labels(resolve_path(init.pipeline_file, labels), per_item_outputs_));
+    } else {
+      out_.kind = PayloadKind::tensor;
+      out_.dtype = DType::f32;
+      out_.layout = Layout::nchw;
+      // The item's shape after the batch dimension, as channels x height x width (missing dims are 1).
+      std::int64_t dims[3] = {1, 1, 1};
+      for (std::size_t d = 1; d < out_shape.size(); ++d) dims[std::min<std::size_t>(d - 1, 2)] *= out_shape[d];
+      out_.channels = static_cast<int>(dims[0]);
+      out_.height = static_cast<int>(dims[1]);
+      out_.width = static_cast<int>(dims[2]);
+    }
+  }
+
+  PayloadDesc output() const override { return out_; }
+  bool uses_gpu() const override { return on_gpu_; }
+
+  void open(StageContext&) override {
+#if SLUICE_WITH_CUDA
+    if (on_gpu_) {
+      nn::CudaEngineOptions options;
+      options.precision = precision_ == "f32" ? nn::Precision::f32 : precision_ == "bf16" ? nn::Precision::bf16
+                                                                                          : nn::Precision::f16;
+      options.algo_cache = algo_cache_;
+      options.cuda_graph = cuda_graph_;
+      if (!algo_cache_.empty()) {
+        std::error_code ignored;  // an unwritable cache only costs a re-measure next time
+        fs::create_directories(fs::path(algo_cache_).parent_path(), ignored);
+      }
+      gpu_engine_ = std::make_unique<nn::CudaEngine>(prepared_, options);
+      if (classes_)
+        logits_ = Memory(MemoryKind::device, static_cast<std::size_t>(per_item_outputs_) * batch_ * sizeof(float));
+      return;
+    }
+#endif
+    const std::size_t items = static_cast<std::size_t>(batch_);
+    if (in_.dtype != DType::f32 || in_.layout != Layout::nchw)
+      input_f32_.resize(items * static_cast<std::size_t>(in_.channels) * in_.width * in_.height);
+    if (classes_) logits_host_.resize(items * static_cast<std::size_t>(per_item_outputs_));
+  }
+
+  BatchLease process(Batch* in, StageContext& ctx) override {
+    BatchLease out = ctx.acquire();
+    if (!out) throw StageError("output pool closed");
+    const int count = in->count;
+    topk_.items = count;
+#if SLUICE_WITH_CUDA
+    if (on_gpu_) {
+      void* result = classes_ ? static_cast<void*>(logits_.data()) : static_cast<void*>(out->memory.data());
+      gpu_engine_->enqueue({{in->memory.data(), in_.dtype, in_.layout}}, {{result, DType::f32, Layout::nchw}}, count,
+                           ctx.stream);
+      if (classes_)
+        kernels::topk_gpu(topk_, static_cast<const float*>(result),
+                          reinterpret_cast<kernels::ClassScore*>(out->memory.data()), ctx.stream);
+      return out;
+    }
+#endif
+    const float* input = reinterpret_cast<const float*>(in->memory.data());
+    if (!input_f32_.empty()) {
+      to_f32_nchw(in_, in->memory.data(), count, input_f32_.data());
+      input = input_f32_.data();
+    }
+    float* result = classes_ ? logits_host_.data() : reinterpret_cast<float*>(out->memory.data());
+    cpu_engine(count).run({input}, {result});
+    if (classes_) kernels::topk_cpu(topk_, result, reinterpret_cast<kernels::ClassScore*>(out->memory.data()));
+    return out;
+  }
+
+  void close(StageContext&) override {
+#if SLUICE_WITH_CUDA
+    gpu_engine_.reset();
+    logits_ = Memory();
+#endif
+    cpu_engines_.clear();
+  }
+
+ private:
+  std::size_t pick_output(const std::vector<nn::ValueInfo>& outputs, const std::string& name) const {
+    if (name.empty()) return 0;
+    std::string names;
+    for (std::size_t i = 0; i < outputs.size(); ++i) {
+      if (outputs[i].name == name) return i;
+      names += (i ? ", " : "") + outputs[i].name;
+    }
+    throw ConfigError("model '" + model_path_ + "' has no output named '" + name + "' (it has: " + names + ")");
+  }
+
+  void check_input_shape(const nn::ValueInfo& input, const PayloadDesc& in) const {
+    const nn::Shape& s = input.shape;
+    const bool fits = s.size() == 4 && (s[1] < 0 || s[1] == in.channels) && (s[2] < 0 || s[2] == in.height) &&
+                      (s[3] < 0 || s[3] == in.width);
+    if (!fits)
+      throw ConfigError("model '" + model_path_ + "' input '" + input.name + "' is " + nn::to_string(s) +
+                        " (N,C,H,W) but the upstream tensor is " + std::to_string(in.channels) + "x" +
+                        std::to_string(in.height) + "x" + std::to_string(in.width) +
+                        " (set the preprocess stage's width/height/order to match)");
+    if (s[0] > 0 && s[0] != batch_)
+      throw ConfigError("model '" + model_path_ + "' has a fixed batch of " + std::to_string(s[0]) +
+                        " but the pipeline's batch_size is " + std::to_string(batch_));
+  }
+
+  // Partial batches (stream end, batch timeout) run an engine prepared for exactly that count.
+  nn::CpuEngine& cpu_engine(int count) {
+    auto it = cpu_engines_.find(count);
+    if (it == cpu_engines_.end())
+      it = cpu_engines_.emplace(count, std::make_unique<nn::CpuEngine>(count == batch_ ? prepared_
+                                                                                       : nn::prepare(single_output_model_, count)))
+               .first;
+    return *it->second;
+  }
+
+  bool on_gpu_;
+  int batch_;
+  PayloadDesc in_, out_;
+  std::string model_path_, precision_, algo_cache_;
+  bool cuda_graph_ = true, classes_ = false;
+  std::int64_t per_item_outputs_ = 0;
+  nn::Graph single_output_model_, prepared_;
+  kernels::TopKParams topk_;
+  std::map<int, std::unique_ptr<nn::CpuEngine>> cpu_engines_;
+  std::vector<float> input_f32_, logits_host_;
+#if SLUICE_WITH_CUDA
+  std::unique_ptr<nn::CudaEngine> gpu_engine_;
+  Memory logits_;
+#endif
+};
+
+}  // namespace
+
+StageInfo infer_stage() {
+  return {"infer",
+          StageRole::transform,
+          "runs an ONNX model (cuDNN/cuBLAS on the GPU, OpenBLAS on the CPU): tensor in, the model's output or the "
+          "top-k classes out",
+          {
+              {"model", ParamType::string, "", "ONNX file (relative paths are relative to the pipeline file)", {}, {},
+               {}, 0, true},
+              {"precision", ParamType::choice, "auto", "GPU arithmetic (auto: f16 on the GPU, f32 on the CPU)", {},
+               {}, {"auto", "f32", "f16", "bf16"}},
+              {"output_name", ParamType::string, "", "the model output to emit (default: its first)"},
+              {"output", ParamType::choice, "tensor", "tensor: the raw output (f32); classes: top-k per item", {}, {},
+               {"tensor", "classes"}},
+              {"top_k", ParamType::integer, "5", "classes: how many best classes per item", 1.0, 32.0},
+              {"softmax", ParamType::boolean, "true", "classes: scores are softmax probabilities (else raw logits)"},
+              {"labels", ParamType::string, "", "classes: file with one class name per line, in output order"},
+              {"algo_cache", ParamType::string, "",
+               "GPU: file of measured convolution algorithms (empty: $CACHE_DIRECTORY or ~/.cache/sluice; off: none)"},
+              {"cuda_graph", ParamType::boolean, "true", "GPU: replay the network as one CUDA graph"},
+          },
+          [](const StageInit& init) -> std::unique_ptr<Stage> { return std::make_unique<InferStage>(init); }};
+}
+
+}  // namespace sluice
