@@ -16,6 +16,11 @@ with sluice in the same session on the same host:
   bound    the same K-stream loop doing only the H2D copy of the same batches (the copy-engine bound), and the
            same GPU work on device-resident input without copies (compute-only), interleaved with the repeats.
 
+With --model (e.g. resnet50): after step 3 the batch goes through the torchvision model (random weights, eval,
+f16 channels_last when --dtype f16, cudnn.benchmark on), softmax and top-k on the GPU; step 4 copies only the top-k
+back, and once a slot's event has fired the host writes one JSON line per frame (sequence, top-k indices and
+scores) to --jsonl: the whole chain a hand-written stream loop runs.
+
 Works on PyTorch 1.13 .. 2.x. --device cpu runs the same math on the CPU (no pinning, no streams, no copies)
 as a smoke test.
 """
@@ -124,6 +129,13 @@ class Recipe:
         # Normalise: if this torch/device casts an op's f32 result straight into an f16 out= tensor (CUDA's
         # TensorIterator does), that is one kernel; else (1.13's CPU) f32 result, then copy_ into the output.
         self.fused_cast = self.out_dtype == torch.float32 or self._probe_fused_cast()
+        self.model = None
+        if args.model:
+            import torchvision
+
+            torch.backends.cudnn.benchmark = True
+            m = getattr(torchvision.models, args.model)().eval().to(device, dtype=self.out_dtype)
+            self.model = m.to(memory_format=torch.channels_last) if args.layout == "nhwc" else m
 
     def _probe_fused_cast(self):
         x = torch.arange(2 * 3 * 4 * 5, dtype=torch.float32, device=self.dev).view(2, 3, 4, 5)
@@ -145,6 +157,11 @@ class Recipe:
         s["d_out"] = torch.empty(oshape, dtype=self.out_dtype, device=dev)
         # logical NCHW view the math writes through (channels_last strides for nhwc)
         s["out_view"] = s["d_out"].permute(0, 3, 1, 2) if a.layout == "nhwc" else s["d_out"]
+        if self.model is not None:
+            k = a.topk
+            s["d_top"] = (torch.empty((batch, k), dtype=torch.float32, device=dev),
+                          torch.empty((batch, k), dtype=torch.int64, device=dev))
+            s["h_top"] = tuple(torch.empty_like(t, device="cpu", pin_memory=pin) for t in s["d_top"])
         if dev.type == "cuda":
             s["h_out"] = torch.empty(oshape, dtype=self.out_dtype, pin_memory=pin)
         else:
@@ -181,7 +198,13 @@ class Recipe:
             s["out_view"].copy_(torch.addcmul(self.bias, rgb, self.scale))
 
     def process(self, x, s):
-        """x: (B, *frame_shape) uint8 on the compute device. Writes s['out_view']."""
+        """x: (B, *frame_shape) uint8 on the compute device. Writes s['out_view'] (and s['d_top'] with a model)."""
+        self.preprocess(x, s)
+        if self.model is not None:
+            logits = self.model(s["out_view"])
+            torch.topk(torch.softmax(logits.float(), 1), self.a.topk, 1, out=s["d_top"])
+
+    def preprocess(self, x, s):
         a, H, W, B = self.a, self.H, self.W, x.shape[0]
         osz = (self.oh, self.ow)
         if a.format == "bgr8":
@@ -251,6 +274,9 @@ class Recipe:
             st.append("addcmul x*1/(255 std) - mean/std in f32, stored as %s %s (1 kernel)" % (a.dtype, a.layout))
         else:
             st.append("addcmul x*1/(255 std) - mean/std in f32, then copy_ to %s %s (2 kernels)" % (a.dtype, a.layout))
+        if self.model is not None:
+            st.append("torchvision %s eager (%s, %s), softmax, top-%d; D2H of the top-k; host writes JSON lines"
+                      % (a.model, a.dtype, "channels_last" if a.layout == "nhwc" else "contiguous", a.topk))
         return st
 
 
@@ -264,7 +290,9 @@ class Loop:
         self.streams = [torch.cuda.Stream(device=device) for _ in range(K)] if self.cuda else None
         self.events = [torch.cuda.Event() for _ in range(K)] if self.cuda else None
         self.pending = [False] * K
+        self.first_seq = [0] * K
         self.n = 0
+        self.sink = open(recipe.a.jsonl, "w") if recipe.model is not None else None
 
     def _slot(self):
         k = self.n % self.K
@@ -273,19 +301,36 @@ class Loop:
         if self.pending[k]:
             # the host needs the result anyway: wait for slot k's previous D2H before reusing its buffers
             self.events[k].synchronize()
+            if self.sink is not None:
+                self._write_results(k)
+        self.first_seq[k] = (self.n - 1) * self.B
         return k, src
+
+    def _write_results(self, k):
+        scores, classes = (t.tolist() for t in self.slots[k]["h_top"])
+        seq = self.first_seq[k]
+        for i in range(self.B):
+            self.sink.write(json.dumps({"sequence": seq + i, "top": classes[i], "scores": scores[i]}) + "\n")
 
     def recipe_step(self):
         k, src = self._slot()
         s = self.slots[k]
         if not self.cuda:
             self.rc.process(src, s)
+            if self.sink is not None:
+                for h, d in zip(s["h_top"], s["d_top"]):
+                    h.copy_(d)
+                self._write_results(k)
             return
         st = self.streams[k]
         with torch.cuda.stream(st):
             s["d_in"].copy_(src, non_blocking=True)
             self.rc.process(s["d_in"], s)
-            s["h_out"].copy_(s["d_out"], non_blocking=True)
+            if self.sink is not None:
+                for h, d in zip(s["h_top"], s["d_top"]):
+                    h.copy_(d, non_blocking=True)
+            else:
+                s["h_out"].copy_(s["d_out"], non_blocking=True)
             self.events[k].record(st)
         self.pending[k] = True
 
@@ -337,14 +382,15 @@ def verify(recipe, ring, device, nframes=2):
     """GPU output of the first frames vs the same math on the CPU in f32 (catches layout/stream bugs)."""
     x = ring[0][:nframes]
     s = recipe.make_slot(nframes, pin=False)
-    recipe.process(x.to(device), s)
+    recipe.preprocess(x.to(device), s)
     got = s["d_out"].float().cpu()
     cpu_args = argparse.Namespace(**vars(recipe.a))
     cpu_args.resize_dtype = "f32"
     cpu_args.dtype = "f32"
+    cpu_args.model = None
     ref_rc = Recipe(cpu_args, torch.device("cpu"))
     rs = ref_rc.make_slot(nframes, pin=False)
-    ref_rc.process(x.cpu(), rs)
+    ref_rc.preprocess(x.cpu(), rs)
     return float((got - rs["d_out"]).abs().max())
 
 
@@ -378,6 +424,9 @@ def main(argv=None):
                    help="float type of the full-resolution work and the resize (after it: f32 math, output dtype)")
     p.add_argument("--no-bound", action="store_true", help="skip the H2D-only and compute-only measurements")
     p.add_argument("--no-verify", action="store_true", help="skip the GPU-vs-CPU check of the first frames")
+    p.add_argument("--model", help="torchvision model to run after preprocessing (e.g. resnet50)")
+    p.add_argument("--topk", type=int, default=5, help="--model: classes per frame written to --jsonl")
+    p.add_argument("--jsonl", default="/dev/null", help="--model: where the per-frame JSON lines go")
     p.add_argument("--json", metavar="PATH", help="write the result as a JSON object to PATH")
     a = p.parse_args(argv)
 
@@ -459,14 +508,14 @@ def run(a, device, cuda, K):
     med = statistics.median(fps)
     bmed = statistics.median(bound) if bound else None
     res = {
-        "recipe": "torch-eager-%dstream" % K if cuda else "torch-eager-cpu",
+        "recipe": ("torch-eager-%dstream" % K if cuda else "torch-eager-cpu") + ("-" + a.model if a.model else ""),
         "config": {
             "device": str(device), "width": a.width, "height": a.height, "format": a.format, "batch": B,
             "frames": a.frames, "seed": a.seed, "out": list(a.out_wh), "dtype": a.dtype, "layout": a.layout,
             "streams": K, "warmup": a.warmup, "batches": a.batches, "repeats": a.repeats,
             "nv12_path": a.nv12_path if a.format == "nv12" else None,
             "uv_upsample": a.uv_upsample if a.format == "nv12" and a.nv12_path == "convert-first" else None,
-            "resize_dtype": a.resize_dtype, "ring_batches": R, "pinned": pinned,
+            "resize_dtype": a.resize_dtype, "ring_batches": R, "pinned": pinned, "model": a.model, "topk": a.topk,
             "in_bytes_per_batch": B * frame_bytes, "out_bytes_per_batch": out_bytes,
             "yuv": "bt601 limited" if a.format == "nv12" else None,
             "steps": rc.steps(),
