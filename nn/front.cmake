@@ -1,3 +1,19 @@
 # ONNX loading, graph passes, .npy files.
-list(APPEND SLUICE_NN_SOURCES)
-list(APPEND SLUICE_NN_TEST_SOURCES)
+list(APPEND SLUICE_NN_SOURCES
+  nn/onnx_loader.cpp
+  nn/npy.cpp
+  nn/describe.cpp
+  nn/passes/prepare.cpp
+  nn/passes/bind_batch.cpp
+  nn/passes/lower.cpp
+  nn/passes/canonicalize.cpp
+  nn/passes/shape_inference.cpp
+  nn/passes/fold_constants.cpp
+  nn/passes/fold_batchnorm.cpp
+  nn/passes/fuse.cpp
+  nn/passes/prune.cpp
+  nn/passes/graph_queries.cpp)
+list(APPEND SLUICE_NN_TEST_SOURCES
+  tests/nn/test_onnx_loader.cpp
+  tests/nn/test_passes.cpp
+  tests/nn/test_npy.cpp)

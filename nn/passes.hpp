@@ -1,0 +1,21 @@
+#pragma once
+// prepare(): a loaded Graph (nn/onnx_loader.hpp) -> the prepared form documented in nn/graph.hpp.
+//
+// Steps, in order (each rewrite adds one line to Graph::rewrites):
+//   1. bind the batch: dim 0 of every input becomes `batch`; any other symbolic dimension is an error;
+//   2. one topological sweep that, node by node, removes Identity/Dropout/float Casts, turns Shape into a
+//      constant, canonicalizes the node (graph.hpp's spellings), folds it when all its inputs are constants,
+//      and otherwise infers its concrete output shapes;
+//   3. folds BatchNormalization into the Conv before it;
+//   4. fuses Conv + bias Add, Conv + residual Add, Conv + activation;
+//   5. removes dead nodes and unused constants.
+// Graph input and output names never change. Errors are ModelError naming the file, the node and the fault.
+#include <cstdint>
+
+#include "nn/graph.hpp"
+
+namespace sluice::nn {
+
+Graph prepare(const Graph& model, std::int64_t batch);
+
+}  // namespace sluice::nn

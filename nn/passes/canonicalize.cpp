@@ -1,0 +1,494 @@
+// One spelling per operation (the prepared form in nn/graph.hpp): parameter inputs become attributes, every
+// default is written out, axes are non-negative, auto_pad and the Flatten/Squeeze/Unsqueeze/Upsample variants
+// are resolved. Needs the shapes of the node's inputs and the values of its parameter inputs.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "nn/passes/pass_support.hpp"
+
+namespace sluice::nn::passes {
+namespace {
+
+using Ints = std::vector<std::int64_t>;
+
+Node respelled(const Node& from, std::string op, std::vector<std::string> inputs, Attributes attrs) {
+  Node n;
+  n.name = from.name;
+  n.op = std::move(op);
+  n.inputs = std::move(inputs);
+  n.outputs = from.outputs;
+  n.attrs = std::move(attrs);
+  return n;
+}
+
+const std::string& input(const Graph& g, const Node& n, std::size_t index) {
+  if (index >= n.inputs.size() || n.inputs[index].empty())
+    fail(g, n, "input " + std::to_string(index) + " is missing");
+  return n.inputs[index];
+}
+
+const Shape& input_shape(const Graph& g, const Node& n, std::size_t index) { return g.shape_of(input(g, n, index)); }
+
+Ints constant_ints(const Graph& g, const Node& n, std::size_t index, const std::string& what) {
+  const Tensor* t = constant_input(g, n, index);
+  if (!t) fail(g, n, what + " ('" + input(g, n, index) + "') must be a constant, known before running");
+  return as_ints(*t);
+}
+
+// A constant input that may be absent or an empty placeholder tensor (as exporters write for "none").
+const Tensor* optional_constant(const Graph& g, const Node& n, std::size_t index, const std::string& what) {
+  if (index >= n.inputs.size() || n.inputs[index].empty()) return nullptr;
+  const Tensor* t = constant_input(g, n, index);
+  if (!t) fail(g, n, what + " ('" + n.inputs[index] + "') must be a constant, known before running");
+  return t->elements() == 0 ? nullptr : t;
+}
+
+void refuse_used_extra_outputs(const Graph& g, const Node& n, const std::set<std::string>& used, const char* what) {
+  for (std::size_t i = 1; i < n.outputs.size(); ++i)
+    if (!n.outputs[i].empty() && used.count(n.outputs[i]))
+      fail(g, n, std::string("output '") + n.outputs[i] + "' (" + what + ") is used, which is not supported");
+}
+
+Node first_output_only(Node n) {
+  n.outputs.resize(1);
+  return n;
+}
+
+void require_rank(const Graph& g, const Node& n, const Shape& x, std::size_t rank, const char* what) {
+  if (x.size() != rank)
+    fail(g, n, std::string(what) + " (input shape " + to_string(x) + ")");
+}
+
+Ints pair_attr(const Graph& g, const Node& n, const std::string& name) {
+  Ints v = n.attrs.ints(name, {1, 1});
+  if (v.size() != 2 || v[0] < 1 || v[1] < 1)
+    fail(g, n, "attribute " + name + " [" + join_ints(v) + "] must hold two positive values (2-D only)");
+  return v;
+}
+
+// Explicit [top, left, bottom, right] pads, with auto_pad resolved against the input size.
+Ints spatial_pads(const Graph& g, const Node& n, const Shape& x, const Ints& kernel, const Ints& strides,
+                  const Ints& dilations) {
+  const std::string auto_pad = n.attrs.s("auto_pad", "NOTSET");
+  if (auto_pad == "NOTSET") {
+    Ints pads = n.attrs.ints("pads", {0, 0, 0, 0});
+    if (pads.size() != 4 || std::any_of(pads.begin(), pads.end(), [](auto p) { return p < 0; }))
+      fail(g, n, "attribute pads [" + join_ints(pads) + "] must hold four non-negative values");
+    return pads;
+  }
+  if (auto_pad == "VALID") return {0, 0, 0, 0};
+  if (auto_pad != "SAME_UPPER" && auto_pad != "SAME_LOWER")
+    fail(g, n, "auto_pad '" + auto_pad + "' is not supported (NOTSET, VALID, SAME_UPPER, SAME_LOWER)");
+  Ints pads(4);
+  for (int d = 0; d < 2; ++d) {
+    const std::int64_t in = x[2 + d];
+    const std::int64_t out = (in + strides[d] - 1) / strides[d];
+    const std::int64_t total = std::max<std::int64_t>(0, (out - 1) * strides[d] + (kernel[d] - 1) * dilations[d] + 1 - in);
+    const std::int64_t smaller = total / 2, larger = total - smaller;  // SAME_UPPER puts the odd pixel at the end
+    pads[d] = auto_pad == "SAME_UPPER" ? smaller : larger;
+    pads[d + 2] = total - pads[d];
+  }
+  return pads;
+}
+
+Node conv(const Node& n, const Graph& g) {
+  const Shape& x = input_shape(g, n, 0);
+  require_rank(g, n, x, 4, "only 2-D convolutions (4-D NCHW input) are supported");
+  const Tensor* w = constant_input(g, n, 1);
+  if (!w) fail(g, n, "weights '" + input(g, n, 1) + "' must be a constant (initializer)");
+  if (w->shape.size() != 4) fail(g, n, "weights have shape " + to_string(w->shape) + "; expected 4-D OIHW");
+  const bool has_bias = n.inputs.size() > 2 && !n.inputs[2].empty();
+  if (has_bias && !constant_input(g, n, 2)) fail(g, n, "bias '" + n.inputs[2] + "' must be a constant (initializer)");
+  const Ints kernel{w->shape[2], w->shape[3]};
+  if (n.attrs.has("kernel_shape") && n.attrs.ints("kernel_shape") != kernel)
+    fail(g, n, "kernel_shape [" + join_ints(n.attrs.ints("kernel_shape")) + "] disagrees with the weights " +
+                   to_string(w->shape));
+  const Ints strides = pair_attr(g, n, "strides"), dilations = pair_attr(g, n, "dilations");
+  const std::int64_t group = n.attrs.i("group", 1);
+  if (group < 1) fail(g, n, "group " + std::to_string(group) + " must be positive");
+  Attributes a;
+  a.values["strides"] = strides;
+  a.values["pads"] = spatial_pads(g, n, x, kernel, strides, dilations);
+  a.values["dilations"] = dilations;
+  a.values["group"] = group;
+  a.values["activation"] = std::string();
+  a.values["act_alpha"] = 0.f;
+  a.values["act_beta"] = 0.f;
+  return respelled(n, "Conv", {n.inputs[0], n.inputs[1], has_bias ? n.inputs[2] : "", ""}, std::move(a));
+}
+
+Node pool(const Node& n, const Graph& g, const std::set<std::string>& used) {
+  const Shape& x = input_shape(g, n, 0);
+  require_rank(g, n, x, 4, "only 2-D pooling (4-D NCHW input) is supported");
+  refuse_used_extra_outputs(g, n, used, "Indices");
+  const Ints kernel = n.attrs.ints("kernel_shape");
+  if (kernel.size() != 2 || kernel[0] < 1 || kernel[1] < 1)
+    fail(g, n, "kernel_shape [" + join_ints(kernel) + "] must hold two positive values");
+  const bool max = n.op == "MaxPool";
+  const Ints strides = pair_attr(g, n, "strides");
+  const Ints dilations = max ? pair_attr(g, n, "dilations") : Ints{1, 1};
+  Attributes a;
+  a.values["kernel_shape"] = kernel;
+  a.values["strides"] = strides;
+  a.values["pads"] = spatial_pads(g, n, x, kernel, strides, dilations);
+  a.values["ceil_mode"] = n.attrs.i("ceil_mode", 0);
+  if (max) a.values["dilations"] = dilations;
+  else a.values["count_include_pad"] = n.attrs.i("count_include_pad", 0);
+  return first_output_only(respelled(n, n.op, {n.inputs[0]}, std::move(a)));
+}
+
+Node batchnorm(const Node& n, const Graph& g, const std::set<std::string>& used) {
+  if (n.attrs.i("training_mode", 0) != 0) fail(g, n, "training_mode=1 is not supported (export the model in eval mode)");
+  refuse_used_extra_outputs(g, n, used, "running statistics");
+  for (std::size_t i = 1; i <= 4; ++i)
+    if (!constant_input(g, n, i)) fail(g, n, "parameter '" + input(g, n, i) + "' must be a constant (initializer)");
+  Attributes a;
+  a.values["epsilon"] = n.attrs.f("epsilon", 1e-5f);
+  return first_output_only(
+      respelled(n, n.op, {n.inputs[0], n.inputs[1], n.inputs[2], n.inputs[3], n.inputs[4]}, std::move(a)));
+}
+
+float scalar_bound(const Graph& g, const Node& n, std::size_t index, const char* name, float fallback) {
+  if (index < n.inputs.size() && !n.inputs[index].empty()) {
+    const Tensor* t = constant_input(g, n, index);
+    if (!t || t->elements() != 1) fail(g, n, std::string(name) + " ('" + n.inputs[index] + "') must be a constant scalar");
+    return as_floats(*t)[0];
+  }
+  return n.attrs.f(name, fallback);
+}
+
+Node activation(const Node& n, const Graph& g) {
+  Attributes a;
+  if (n.op == "LeakyRelu") {
+    a.values["alpha"] = n.attrs.f("alpha", 0.01f);
+  } else if (n.op == "HardSigmoid") {
+    a.values["alpha"] = n.attrs.f("alpha", 0.2f);
+    a.values["beta"] = n.attrs.f("beta", 0.5f);
+  } else if (n.op == "Clip") {
+    a.values["min"] = scalar_bound(g, n, 1, "min", -std::numeric_limits<float>::infinity());
+    a.values["max"] = scalar_bound(g, n, 2, "max", std::numeric_limits<float>::infinity());
+  }
+  return respelled(n, n.op, {input(g, n, 0)}, std::move(a));
+}
+
+Node binary(const Node& n, const Graph& g) {
+  if (n.inputs.size() != 2) fail(g, n, "needs exactly two inputs");
+  return respelled(n, n.op, {input(g, n, 0), input(g, n, 1)}, {});
+}
+
+Node reshape_to(const Node& n, const Shape& shape) {
+  Attributes a;
+  a.values["shape"] = Ints(shape);
+  return respelled(n, "Reshape", {n.inputs[0]}, std::move(a));
+}
+
+Node flatten(const Node& n, const Graph& g) {
+  const Shape& x = input_shape(g, n, 0);
+  const auto rank = static_cast<std::int64_t>(x.size());
+  const std::int64_t axis = normalize_axis(g, n, n.attrs.i("axis", 1), rank, true);
+  const Shape outer(x.begin(), x.begin() + axis), inner(x.begin() + axis, x.end());
+  return reshape_to(n, {element_count(outer), element_count(inner)});
+}
+
+Node reshape(const Node& n, const Graph& g) {
+  const Shape& x = input_shape(g, n, 0);
+  const Ints spec = constant_ints(g, n, 1, "the target shape");
+  const bool allow_zero = n.attrs.i("allowzero", 0) != 0;
+  Shape out(spec.size());
+  std::int64_t inferred = -1, known = 1;
+  for (std::size_t i = 0; i < spec.size(); ++i) {
+    std::int64_t d = spec[i];
+    if (d == 0 && !allow_zero) {
+      if (i >= x.size()) fail(g, n, "target shape [" + join_ints(spec) + "] copies dimension " + std::to_string(i) +
+                                        " that the input " + to_string(x) + " lacks");
+      d = x[i];
+    }
+    if (d == -1) {
+      if (inferred >= 0) fail(g, n, "target shape [" + join_ints(spec) + "] has more than one -1");
+      inferred = static_cast<std::int64_t>(i);
+      continue;
+    }
+    if (d < 0) fail(g, n, "target shape [" + join_ints(spec) + "] has a negative dimension");
+    out[i] = d;
+    known *= d;
+  }
+  if (inferred >= 0) {
+    const std::int64_t total = element_count(x);
+    if (known == 0 || total % known != 0)
+      fail(g, n, "cannot reshape " + to_string(x) + " to [" + join_ints(spec) + "]");
+    out[static_cast<std::size_t>(inferred)] = total / known;
+  }
+  return reshape_to(n, out);
+}
+
+Ints squeeze_axes(const Node& n, const Graph& g, bool& given) {
+  given = true;
+  if (n.attrs.has("axes")) return n.attrs.ints("axes");
+  if (n.inputs.size() > 1 && !n.inputs[1].empty()) return constant_ints(g, n, 1, "axes");
+  given = false;
+  return {};
+}
+
+Node squeeze(const Node& n, const Graph& g) {
+  const Shape& x = input_shape(g, n, 0);
+  bool given = false;
+  const Ints axes = squeeze_axes(n, g, given);
+  std::vector<bool> drop(x.size(), false);
+  for (std::size_t i = 0; i < x.size(); ++i) drop[i] = !given && x[i] == 1;
+  for (auto axis : axes) {
+    const auto a = static_cast<std::size_t>(normalize_axis(g, n, axis, static_cast<std::int64_t>(x.size())));
+    if (x[a] != 1) fail(g, n, "cannot squeeze axis " + std::to_string(axis) + " of " + to_string(x) + " (not 1)");
+    drop[a] = true;
+  }
+  Shape out;
+  for (std::size_t i = 0; i < x.size(); ++i)
+    if (!drop[i]) out.push_back(x[i]);
+  return reshape_to(n, out);
+}
+
+Node unsqueeze(const Node& n, const Graph& g) {
+  const Shape& x = input_shape(g, n, 0);
+  bool given = false;
+  const Ints axes = squeeze_axes(n, g, given);
+  if (!given) fail(g, n, "needs axes");
+  const auto rank = static_cast<std::int64_t>(x.size() + axes.size());
+  std::vector<bool> inserted(static_cast<std::size_t>(rank), false);
+  for (auto axis : axes) {
+    const auto a = static_cast<std::size_t>(normalize_axis(g, n, axis, rank));
+    if (inserted[a]) fail(g, n, "axes [" + join_ints(axes) + "] repeat an axis");
+    inserted[a] = true;
+  }
+  Shape out;
+  std::size_t next = 0;
+  for (std::int64_t i = 0; i < rank; ++i) out.push_back(inserted[static_cast<std::size_t>(i)] ? 1 : x[next++]);
+  return reshape_to(n, out);
+}
+
+Node transpose(const Node& n, const Graph& g) {
+  const Shape& x = input_shape(g, n, 0);
+  const auto rank = static_cast<std::int64_t>(x.size());
+  Ints perm(x.size());
+  std::iota(perm.rbegin(), perm.rend(), 0);  // default: reverse the dimensions
+  if (n.attrs.has("perm")) {
+    perm = n.attrs.ints("perm");
+    if (static_cast<std::int64_t>(perm.size()) != rank) fail(g, n, "perm [" + join_ints(perm) + "] does not match rank " + std::to_string(rank));
+    for (auto& p : perm) p = normalize_axis(g, n, p, rank);
+    Ints sorted = perm;
+    std::sort(sorted.begin(), sorted.end());
+    for (std::int64_t i = 0; i < rank; ++i)
+      if (sorted[static_cast<std::size_t>(i)] != i) fail(g, n, "perm [" + join_ints(perm) + "] is not a permutation");
+  }
+  Attributes a;
+  a.values["perm"] = perm;
+  return respelled(n, "Transpose", {n.inputs[0]}, std::move(a));
+}
+
+Node gemm(const Node& n, const Graph& g) {
+  Attributes a;
+  a.values["alpha"] = n.attrs.f("alpha", 1.f);
+  a.values["beta"] = n.attrs.f("beta", 1.f);
+  a.values["transA"] = n.attrs.i("transA", 0);
+  a.values["transB"] = n.attrs.i("transB", 0);
+  const std::string c = n.inputs.size() > 2 ? n.inputs[2] : "";
+  return respelled(n, "Gemm", {input(g, n, 0), input(g, n, 1), c}, std::move(a));
+}
+
+Node concat(const Node& n, const Graph& g) {
+  if (!n.attrs.has("axis")) fail(g, n, "needs attribute axis");
+  const auto rank = static_cast<std::int64_t>(input_shape(g, n, 0).size());
+  Attributes a;
+  a.values["axis"] = normalize_axis(g, n, n.attrs.i("axis", 0), rank);
+  return respelled(n, "Concat", n.inputs, std::move(a));
+}
+
+Node split(const Node& n, const Graph& g) {
+  const Shape& x = input_shape(g, n, 0);
+  const std::int64_t axis = normalize_axis(g, n, n.attrs.i("axis", 0), static_cast<std::int64_t>(x.size()));
+  const auto parts = static_cast<std::int64_t>(n.outputs.size());
+  Ints sizes;
+  if (n.attrs.has("split")) sizes = n.attrs.ints("split");
+  else if (n.inputs.size() > 1 && !n.inputs[1].empty()) sizes = constant_ints(g, n, 1, "split");
+  else {
+    const std::int64_t dim = x[static_cast<std::size_t>(axis)];
+    if (dim % parts != 0)
+      fail(g, n, "cannot split dimension " + std::to_string(dim) + " into " + std::to_string(parts) + " equal parts");
+    sizes.assign(static_cast<std::size_t>(parts), dim / parts);
+  }
+  if (static_cast<std::int64_t>(sizes.size()) != parts)
+    fail(g, n, "split [" + join_ints(sizes) + "] does not give one size per output (" + std::to_string(parts) + ")");
+  Attributes a;
+  a.values["axis"] = axis;
+  a.values["split"] = sizes;
+  return respelled(n, "Split", {n.inputs[0]}, std::move(a));
+}
+
+// Per-dimension starts/ends/steps, clamped like the ONNX reference: for a negative step the end may be -1,
+// meaning "through index 0".
+Node slice(const Node& n, const Graph& g) {
+  const Shape& x = input_shape(g, n, 0);
+  const auto rank = static_cast<std::int64_t>(x.size());
+  const Ints starts = constant_ints(g, n, 1, "starts"), ends = constant_ints(g, n, 2, "ends");
+  Ints axes(starts.size());
+  std::iota(axes.begin(), axes.end(), 0);
+  if (n.inputs.size() > 3 && !n.inputs[3].empty()) axes = constant_ints(g, n, 3, "axes");
+  Ints steps(starts.size(), 1);
+  if (n.inputs.size() > 4 && !n.inputs[4].empty()) steps = constant_ints(g, n, 4, "steps");
+  if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size())
+    fail(g, n, "starts, ends, axes and steps differ in length");
+  Ints full_starts(x.size(), 0), full_ends(x.begin(), x.end()), full_steps(x.size(), 1);
+  std::vector<bool> seen(x.size(), false);
+  for (std::size_t i = 0; i < starts.size(); ++i) {
+    const auto axis = static_cast<std::size_t>(normalize_axis(g, n, axes[i], rank));
+    if (seen[axis]) fail(g, n, "axes [" + join_ints(axes) + "] repeat an axis");
+    seen[axis] = true;
+    const std::int64_t step = steps[i], dim = x[axis];
+    if (step == 0) fail(g, n, "a step of 0 is not allowed");
+    std::int64_t s = starts[i], e = ends[i];
+    if (s < 0) s = s < -dim ? -1 : s + dim;  // written so that INT64_MIN cannot overflow
+    if (e < 0) e = e < -dim ? -1 : e + dim;
+    if (step > 0) {
+      s = std::clamp<std::int64_t>(s, 0, dim);
+      e = std::clamp<std::int64_t>(e, 0, dim);
+    } else {
+      s = std::clamp<std::int64_t>(s, 0, dim - 1);
+      e = std::clamp<std::int64_t>(e, -1, dim - 1);
+    }
+    full_starts[axis] = s;
+    full_ends[axis] = e;
+    full_steps[axis] = step;
+  }
+  Attributes a;
+  a.values["starts"] = full_starts;
+  a.values["ends"] = full_ends;
+  a.values["steps"] = full_steps;
+  return respelled(n, "Slice", {n.inputs[0]}, std::move(a));
+}
+
+Node softmax(const Node& n, const Graph& g) {
+  const auto rank = static_cast<std::int64_t>(input_shape(g, n, 0).size());
+  const bool legacy = g.opset < 13;  // before opset 13 Softmax flattens to 2-D at axis (default 1)
+  const std::int64_t axis = normalize_axis(g, n, n.attrs.i("axis", legacy ? 1 : -1), rank);
+  Attributes a;
+  a.values["axis"] = axis;
+  a.values["coerce_2d"] = std::int64_t{legacy && axis != rank - 1};  // the last axis means the same either way
+  return respelled(n, "Softmax", {n.inputs[0]}, std::move(a));
+}
+
+Node resize_node(const Node& n, const Graph& g, const Shape& x, const Shape& sizes, std::string mode,
+                 std::string coordinates, std::string nearest) {
+  if (mode != "nearest" && mode != "linear") fail(g, n, "mode '" + mode + "' is not supported (nearest, linear)");
+  static const std::set<std::string> supported{"half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric",
+                                               "tf_half_pixel_for_nn"};
+  if (!supported.count(coordinates))
+    fail(g, n, "coordinate_transformation_mode '" + coordinates +
+                   "' is not supported (half_pixel, pytorch_half_pixel, align_corners, asymmetric, tf_half_pixel_for_nn)");
+  static const std::set<std::string> nearest_modes{"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"};
+  if (!nearest_modes.count(nearest)) fail(g, n, "nearest_mode '" + nearest + "' is not supported");
+  if (sizes.size() != 4) fail(g, n, "output size [" + join_ints(sizes) + "] must have 4 dimensions");
+  if (sizes[0] != x[0] || sizes[1] != x[1])
+    fail(g, n, "only H and W may be resized (input " + to_string(x) + ", output " + to_string(sizes) + ")");
+  if (sizes[2] < 1 || sizes[3] < 1) fail(g, n, "output size " + to_string(sizes) + " is empty");
+  Attributes a;
+  a.values["sizes"] = Ints(sizes);
+  a.values["mode"] = std::move(mode);
+  a.values["coordinate_transformation_mode"] = std::move(coordinates);
+  a.values["nearest_mode"] = std::move(nearest);
+  return respelled(n, "Resize", {n.inputs[0]}, std::move(a));
+}
+
+Shape scaled(const Graph& g, const Node& n, const Shape& x, const std::vector<float>& scales) {
+  if (scales.size() != x.size()) fail(g, n, "scales do not match the input rank " + std::to_string(x.size()));
+  Shape out;
+  for (std::size_t i = 0; i < x.size(); ++i)
+    out.push_back(static_cast<std::int64_t>(std::floor(static_cast<double>(x[i]) * scales[i])));
+  return out;
+}
+
+Node resize(const Node& n, const Graph& g) {
+  const Shape& x = input_shape(g, n, 0);
+  require_rank(g, n, x, 4, "only 4-D NCHW Resize is supported");
+  const std::string coordinates = n.attrs.s("coordinate_transformation_mode", "half_pixel");
+  if (coordinates == "tf_crop_and_resize") fail(g, n, "coordinate_transformation_mode tf_crop_and_resize is not supported");
+  if (n.attrs.i("exclude_outside", 0) != 0) fail(g, n, "exclude_outside=1 is not supported");
+  Shape sizes;
+  if (const Tensor* s = optional_constant(g, n, 3, "sizes")) sizes = as_ints(*s);
+  else if (const Tensor* s = optional_constant(g, n, 2, "scales")) sizes = scaled(g, n, x, as_floats(*s));
+  else fail(g, n, "needs scales or sizes");
+  return resize_node(n, g, x, sizes, n.attrs.s("mode", "nearest"), coordinates,
+                     n.attrs.s("nearest_mode", "round_prefer_floor"));
+}
+
+// Upsample (deprecated) is Resize with asymmetric coordinates and floor rounding.
+Node upsample(const Node& n, const Graph& g) {
+  const Shape& x = input_shape(g, n, 0);
+  require_rank(g, n, x, 4, "only 4-D NCHW Upsample is supported");
+  std::vector<float> scales = n.attrs.floats("scales");
+  if (const Tensor* s = optional_constant(g, n, 1, "scales")) scales = as_floats(*s);
+  std::string mode = n.attrs.s("mode", "nearest");
+  if (mode == "bilinear") mode = "linear";
+  return resize_node(n, g, x, scaled(g, n, x, scales), mode, "asymmetric", "floor");
+}
+
+Node pad(const Node& n, const Graph& g) {
+  const Shape& x = input_shape(g, n, 0);
+  const Ints pads = n.attrs.has("pads") ? n.attrs.ints("pads") : constant_ints(g, n, 1, "pads");
+  if (pads.size() != 2 * x.size())
+    fail(g, n, "pads [" + join_ints(pads) + "] must hold 2 values per dimension of " + to_string(x));
+  if (n.inputs.size() > 3 && !n.inputs[3].empty()) fail(g, n, "the axes input is not supported");
+  float value = n.attrs.f("value", 0.f);
+  if (const Tensor* v = optional_constant(g, n, 2, "constant_value")) value = as_floats(*v)[0];
+  const std::string mode = n.attrs.s("mode", "constant");
+  if (mode != "constant" && mode != "reflect" && mode != "edge")
+    fail(g, n, "mode '" + mode + "' is not supported (constant, reflect, edge)");
+  Attributes a;
+  a.values["pads"] = pads;
+  a.values["mode"] = mode;
+  a.values["value"] = value;
+  return respelled(n, "Pad", {n.inputs[0]}, std::move(a));
+}
+
+// Ops that only ever run at prepare time: their data must already be constant.
+Node prepare_time_only(const Node& n, const Graph& g) {
+  for (std::size_t i = 0; i < n.inputs.size(); ++i)
+    if (!n.inputs[i].empty() && !g.is_constant(n.inputs[i]))
+      fail(g, n, "input '" + n.inputs[i] + "' is computed at run time; " + n.op +
+                     " is only supported on constants and shapes (folded before running)");
+  return n;
+}
+
+}  // namespace
+
+Node canonicalize(const Node& node, const Graph& g, const std::set<std::string>& used) {
+  const std::string& op = node.op;
+  if (op == "Conv") return conv(node, g);
+  if (op == "MaxPool" || op == "AveragePool") return pool(node, g, used);
+  if (op == "BatchNormalization") return batchnorm(node, g, used);
+  if (op == "Relu" || op == "Sigmoid" || op == "Tanh" || op == "HardSwish" || op == "LeakyRelu" ||
+      op == "HardSigmoid" || op == "Clip")
+    return activation(node, g);
+  if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div") return binary(node, g);
+  if (op == "GlobalAveragePool") {
+    if (input_shape(g, node, 0).size() < 3) fail(g, node, "needs an N,C,spatial... input");
+    return respelled(node, op, {node.inputs[0]}, {});
+  }
+  if (op == "Flatten") return flatten(node, g);
+  if (op == "Reshape") return reshape(node, g);
+  if (op == "Squeeze") return squeeze(node, g);
+  if (op == "Unsqueeze") return unsqueeze(node, g);
+  if (op == "Transpose") return transpose(node, g);
+  if (op == "Gemm") return gemm(node, g);
+  if (op == "MatMul") return binary(node, g);
+  if (op == "Concat") return concat(node, g);
+  if (op == "Split") return split(node, g);
+  if (op == "Slice") return slice(node, g);
+  if (op == "Softmax") return softmax(node, g);
+  if (op == "Resize") return resize(node, g);
+  if (op == "Upsample") return upsample(node, g);
+  if (op == "Pad") return pad(node, g);
+  if (op == "Gather" || op == "ConstantOfShape" || op == "Cast") return prepare_time_only(node, g);
+  fail(g, node, "operator " + op + " has no prepared form");
+}
+
+}  // namespace sluice::nn::passes

@@ -1,0 +1,418 @@
+// Evaluates a canonical node whose inputs are all constants, so that it never has to run: shape arithmetic
+// (Gather/Concat/Cast/ConstantOfShape chains from exporters), weight reshapes and transposes, small
+// elementwise and matrix products. Straightforward loops: constants are small and this runs once.
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/half.hpp"
+#include "nn/passes/pass_support.hpp"
+
+namespace sluice::nn::passes {
+namespace {
+
+using Ints = std::vector<std::int64_t>;
+
+Ints strides_of(const Shape& shape) {
+  Ints strides(shape.size(), 1);
+  for (std::size_t i = shape.size(); i-- > 1;) strides[i - 1] = strides[i] * shape[i];
+  return strides;
+}
+
+// Calls visit(index) for every position of `shape` in C order.
+template <typename Visit>
+void for_each_index(const Shape& shape, Visit visit) {
+  if (element_count(shape) == 0) return;
+  Ints index(shape.size(), 0);
+  while (true) {
+    visit(index);
+    std::size_t d = shape.size();
+    while (d > 0) {
+      if (++index[d - 1] < shape[d - 1]) break;
+      index[--d] = 0;
+    }
+    if (d == 0) return;
+  }
+}
+
+Tensor empty_like(ElementType type, Shape shape) {
+  Tensor t;
+  t.type = type;
+  t.shape = std::move(shape);
+  if (type == ElementType::f32) t.f32.resize(static_cast<std::size_t>(t.elements()));
+  else t.i64.resize(static_cast<std::size_t>(t.elements()));
+  return t;
+}
+
+// Calls f(input values, output values) with the typed vectors of two tensors of the same element type.
+template <typename F>
+void typed(const Tensor& from, Tensor& to, F f) {
+  if (from.type == ElementType::f32) f(from.f32, to.f32);
+  else f(from.i64, to.i64);
+}
+
+const Tensor& constant(const Graph& g, const Node& n, std::size_t index) { return g.constants.at(n.inputs.at(index)); }
+
+// Output `out` gathers input element at in_offset(output index) for every output position.
+template <typename Offset>
+Tensor remap(const Tensor& x, Shape out_shape, Offset in_offset) {
+  Tensor out = empty_like(x.type, std::move(out_shape));
+  typed(x, out, [&](const auto& src, auto& dst) {
+    std::size_t next = 0;
+    for_each_index(out.shape, [&](const Ints& idx) { dst[next++] = src[static_cast<std::size_t>(in_offset(idx))]; });
+  });
+  return out;
+}
+
+Tensor transpose(const Tensor& x, const Ints& perm) {
+  const Ints in_strides = strides_of(x.shape);
+  Shape out_shape;
+  for (auto p : perm) out_shape.push_back(x.shape[static_cast<std::size_t>(p)]);
+  return remap(x, out_shape, [&](const Ints& idx) {
+    std::int64_t offset = 0;
+    for (std::size_t i = 0; i < idx.size(); ++i) offset += idx[i] * in_strides[static_cast<std::size_t>(perm[i])];
+    return offset;
+  });
+}
+
+Tensor slice(const Tensor& x, const Node& n, const Shape& out_shape) {
+  const Ints starts = n.attrs.ints("starts"), steps = n.attrs.ints("steps"), in_strides = strides_of(x.shape);
+  return remap(x, out_shape, [&](const Ints& idx) {
+    std::int64_t offset = 0;
+    for (std::size_t d = 0; d < idx.size(); ++d) offset += (starts[d] + idx[d] * steps[d]) * in_strides[d];
+    return offset;
+  });
+}
+
+Tensor pad(const Tensor& x, const Node& n, const Shape& out_shape) {
+  const Ints pads = n.attrs.ints("pads"), in_strides = strides_of(x.shape);
+  const std::string mode = n.attrs.s("mode", "constant");
+  const float value = n.attrs.f("value", 0.f);
+  Tensor out = empty_like(x.type, out_shape);
+  typed(x, out, [&](const auto& src, auto& dst) {
+    std::size_t next = 0;
+    for_each_index(out.shape, [&](const Ints& idx) {
+      std::int64_t offset = 0;
+      bool outside = false;
+      for (std::size_t d = 0; d < idx.size(); ++d) {
+        const std::int64_t dim = x.shape[d];
+        std::int64_t s = idx[d] - pads[d];
+        if (s < 0 || s >= dim) {
+          if (mode == "edge") s = std::clamp<std::int64_t>(s, 0, dim - 1);
+          else if (mode == "reflect") s = s < 0 ? -s : 2 * (dim - 1) - s;
+          else outside = true;
+        }
+        offset += s * in_strides[d];
+      }
+      using T = typename std::decay_t<decltype(dst)>::value_type;
+      dst[next++] = outside ? static_cast<T>(value) : src[static_cast<std::size_t>(offset)];
+    });
+  });
+  return out;
+}
+
+Tensor concat(const Graph& g, const Node& n, const Shape& out_shape) {
+  const auto axis = static_cast<std::size_t>(n.attrs.i("axis", 0));
+  const ElementType type = constant(g, n, 0).type;
+  Tensor out = empty_like(type, out_shape);
+  const std::int64_t outer = element_count(Shape(out_shape.begin(), out_shape.begin() + static_cast<std::ptrdiff_t>(axis)));
+  const std::int64_t inner = element_count(Shape(out_shape.begin() + static_cast<std::ptrdiff_t>(axis) + 1, out_shape.end()));
+  std::int64_t at = 0;  // position along the axis where the next input starts
+  for (std::size_t i = 0; i < n.inputs.size(); ++i) {
+    const Tensor& part = constant(g, n, i);
+    if (part.type != type) fail(g, n, "inputs mix integer and floating point data");
+    const std::int64_t block = part.shape[axis] * inner;
+    typed(part, out, [&](const auto& src, auto& dst) {
+      for (std::int64_t o = 0; o < outer; ++o)
+        std::copy_n(src.begin() + o * block, block, dst.begin() + (o * out_shape[axis] + at) * inner);
+    });
+    at += part.shape[axis];
+  }
+  return out;
+}
+
+std::vector<Tensor> split(const Tensor& x, const Node& n, const std::vector<Shape>& shapes) {
+  const auto axis = static_cast<std::size_t>(n.attrs.i("axis", 0));
+  std::vector<Tensor> parts;
+  std::int64_t at = 0;
+  for (const Shape& s : shapes) {
+    Shape starts(x.shape.size(), 0);
+    starts[axis] = at;
+    const Ints in_strides = strides_of(x.shape);
+    parts.push_back(remap(x, s, [&](const Ints& idx) {
+      std::int64_t offset = 0;
+      for (std::size_t d = 0; d < idx.size(); ++d) offset += (starts[d] + idx[d]) * in_strides[d];
+      return offset;
+    }));
+    at += s[axis];
+  }
+  return parts;
+}
+
+Tensor gather(const Graph& g, const Node& n, const Shape& out_shape) {
+  const Tensor& data = constant(g, n, 0);
+  const Ints indices = as_ints(constant(g, n, 1));
+  const auto axis = static_cast<std::size_t>(normalize_axis(g, n, n.attrs.i("axis", 0), static_cast<std::int64_t>(data.shape.size())));
+  const std::int64_t dim = data.shape[axis];
+  const std::int64_t outer = element_count(Shape(data.shape.begin(), data.shape.begin() + static_cast<std::ptrdiff_t>(axis)));
+  const std::int64_t inner = element_count(Shape(data.shape.begin() + static_cast<std::ptrdiff_t>(axis) + 1, data.shape.end()));
+  Tensor out = empty_like(data.type, out_shape);
+  typed(data, out, [&](const auto& src, auto& dst) {
+    auto next = dst.begin();
+    for (std::int64_t o = 0; o < outer; ++o)
+      for (auto index : indices) {
+        if (index < -dim || index >= dim) fail(g, n, "index " + std::to_string(index) + " is out of range for " + std::to_string(dim));
+        const std::int64_t row = index < 0 ? index + dim : index;
+        next = std::copy_n(src.begin() + (o * dim + row) * inner, inner, next);
+      }
+  });
+  return out;
+}
+
+Tensor cast(const Graph& g, const Node& n) {
+  const Tensor& x = constant(g, n, 0);
+  const auto to = n.attrs.i("to", 1);
+  Tensor out;
+  out.shape = x.shape;
+  switch (to) {
+    case 1: case 11: out.f32 = as_floats(x); break;  // float, double
+    case 10:  // float16: round like the model would
+      for (float v : as_floats(x)) out.f32.push_back(kernels::half_bits_to_float(kernels::float_to_half_bits(v)));
+      break;
+    case 16:
+      for (float v : as_floats(x)) out.f32.push_back(kernels::bf16_bits_to_float(kernels::float_to_bf16_bits(v)));
+      break;
+    case 9:  // bool
+      out.type = ElementType::i64;
+      if (x.type == ElementType::i64) for (auto v : x.i64) out.i64.push_back(v != 0);
+      else for (float v : x.f32) out.i64.push_back(v != 0.f);
+      break;
+    case 2: case 3: case 4: case 5: case 6: case 7: case 12: case 13:  // integers
+      out.type = ElementType::i64;
+      out.i64 = as_ints(x);
+      break;
+    default: fail(g, n, "cast to data type " + std::to_string(to) + " is not supported");
+  }
+  return out;
+}
+
+Tensor constant_of_shape(const Graph& g, const Node& n) {
+  const Ints dims = as_ints(constant(g, n, 0));
+  Tensor fill;
+  fill.f32 = {0.f};
+  if (const Tensor* v = n.attrs.tensor("value")) fill = *v;
+  if (fill.elements() != 1) fail(g, n, "value must hold one element");
+  if (std::any_of(dims.begin(), dims.end(), [](auto d) { return d < 0; })) fail(g, n, "negative dimension in [" + join_ints(dims) + "]");
+  Tensor out = empty_like(fill.type, dims);
+  if (fill.type == ElementType::f32) std::fill(out.f32.begin(), out.f32.end(), fill.f32[0]);
+  else std::fill(out.i64.begin(), out.i64.end(), fill.i64[0]);
+  return out;
+}
+
+// Offset into a broadcast operand of shape `s` for an output index (s right-aligned to the output).
+std::int64_t broadcast_offset(const Ints& idx, const Shape& s, const Ints& strides) {
+  std::int64_t offset = 0;
+  const std::size_t lead = idx.size() - s.size();
+  for (std::size_t d = 0; d < s.size(); ++d)
+    if (s[d] != 1) offset += idx[lead + d] * strides[d];
+  return offset;
+}
+
+Tensor binary(const Graph& g, const Node& n, const Shape& out_shape) {
+  const Tensor& a = constant(g, n, 0);
+  const Tensor& b = constant(g, n, 1);
+  if (a.type != b.type) fail(g, n, "inputs mix integer and floating point data");
+  const Ints sa = strides_of(a.shape), sb = strides_of(b.shape);
+  Tensor out = empty_like(a.type, out_shape);
+  auto compute = [&](const auto& x, const auto& y, auto& z) {
+    using T = typename std::decay_t<decltype(z)>::value_type;
+    std::size_t next = 0;
+    for_each_index(out_shape, [&](const Ints& idx) {
+      const T l = x[static_cast<std::size_t>(broadcast_offset(idx, a.shape, sa))];
+      const T r = y[static_cast<std::size_t>(broadcast_offset(idx, b.shape, sb))];
+      T v{};
+      if (n.op == "Add") v = l + r;
+      else if (n.op == "Sub") v = l - r;
+      else if (n.op == "Mul") v = l * r;
+      else if constexpr (std::is_integral_v<T>) {
+        if (r == 0) fail(g, n, "integer division by zero");
+        v = l / r;
+      } else v = l / r;
+      z[next++] = v;
+    });
+  };
+  if (a.type == ElementType::f32) compute(a.f32, b.f32, out.f32);
+  else compute(a.i64, b.i64, out.i64);
+  return out;
+}
+
+float activate(const Node& n, float x) {
+  const std::string& op = n.op;
+  if (op == "Relu") return std::max(x, 0.f);
+  if (op == "Sigmoid") return 1.f / (1.f + std::exp(-x));
+  if (op == "Tanh") return std::tanh(x);
+  if (op == "HardSwish") return x * std::clamp(x / 6.f + 0.5f, 0.f, 1.f);
+  if (op == "LeakyRelu") return x >= 0.f ? x : x * n.attrs.f("alpha", 0.01f);
+  if (op == "HardSigmoid") return std::clamp(n.attrs.f("alpha", 0.2f) * x + n.attrs.f("beta", 0.5f), 0.f, 1.f);
+  return std::min(std::max(x, n.attrs.f("min", -INFINITY)), n.attrs.f("max", INFINITY));  // Clip
+}
+
+Tensor unary(const Graph& g, const Node& n) {
+  Tensor out = constant(g, n, 0);
+  if (out.type == ElementType::i64) {
+    if (n.op != "Clip" && n.op != "Relu") fail(g, n, "needs floating point data");
+    for (auto& v : out.i64) v = static_cast<std::int64_t>(activate(n, static_cast<float>(v)));
+    return out;
+  }
+  for (auto& v : out.f32) v = activate(n, v);
+  return out;
+}
+
+const std::vector<float>& floats(const Graph& g, const Node& n, std::size_t index) {
+  const Tensor& t = constant(g, n, index);
+  if (t.type != ElementType::f32) fail(g, n, "input '" + n.inputs[index] + "' must be floating point");
+  return t.f32;
+}
+
+Tensor softmax(const Graph& g, const Node& n) {
+  Tensor out = constant(g, n, 0);
+  out.f32 = floats(g, n, 0);
+  const auto axis = static_cast<std::size_t>(n.attrs.i("axis", 0));
+  const bool coerce = n.attrs.i("coerce_2d", 0) != 0;
+  const Shape& s = out.shape;
+  const std::int64_t outer = element_count(Shape(s.begin(), s.begin() + static_cast<std::ptrdiff_t>(axis)));
+  const std::int64_t dim = coerce ? element_count(Shape(s.begin() + static_cast<std::ptrdiff_t>(axis), s.end())) : s[axis];
+  const std::int64_t inner = coerce ? 1 : element_count(Shape(s.begin() + static_cast<std::ptrdiff_t>(axis) + 1, s.end()));
+  for (std::int64_t o = 0; o < outer; ++o)
+    for (std::int64_t i = 0; i < inner; ++i) {
+      auto at = [&](std::int64_t k) -> float& { return out.f32[static_cast<std::size_t>((o * dim + k) * inner + i)]; };
+      float top = -INFINITY, sum = 0.f;
+      for (std::int64_t k = 0; k < dim; ++k) top = std::max(top, at(k));
+      for (std::int64_t k = 0; k < dim; ++k) sum += (at(k) = std::exp(at(k) - top));
+      for (std::int64_t k = 0; k < dim; ++k) at(k) /= sum;
+    }
+  return out;
+}
+
+Tensor gemm(const Graph& g, const Node& n, const Shape& out_shape) {
+  const auto& a = floats(g, n, 0);
+  const auto& b = floats(g, n, 1);
+  const Shape& as = constant(g, n, 0).shape;
+  const bool ta = n.attrs.i("transA", 0) != 0, tb = n.attrs.i("transB", 0) != 0;
+  const float alpha = n.attrs.f("alpha", 1.f), beta = n.attrs.f("beta", 1.f);
+  const std::int64_t m = out_shape[0], cols = out_shape[1], k = ta ? as[0] : as[1];
+  Tensor out = empty_like(ElementType::f32, out_shape);
+  std::vector<float> c;
+  Shape cs;
+  if (!n.inputs[2].empty()) {
+    c = floats(g, n, 2);
+    cs = constant(g, n, 2).shape;
+  }
+  const Ints c_strides = strides_of(cs);
+  for (std::int64_t i = 0; i < m; ++i)
+    for (std::int64_t j = 0; j < cols; ++j) {
+      double sum = 0;
+      for (std::int64_t p = 0; p < k; ++p)
+        sum += static_cast<double>(a[static_cast<std::size_t>(ta ? p * m + i : i * k + p)]) *
+               b[static_cast<std::size_t>(tb ? j * k + p : p * cols + j)];
+      float v = alpha * static_cast<float>(sum);
+      if (!c.empty()) v += beta * c[static_cast<std::size_t>(broadcast_offset({i, j}, cs, c_strides))];
+      out.f32[static_cast<std::size_t>(i * cols + j)] = v;
+    }
+  return out;
+}
+
+Tensor matmul(const Graph& g, const Node& n, const Shape& out_shape) {
+  const auto& a = floats(g, n, 0);
+  const auto& b = floats(g, n, 1);
+  Shape as = constant(g, n, 0).shape, bs = constant(g, n, 1).shape;
+  if (as.size() == 1) as.insert(as.begin(), 1);
+  if (bs.size() == 1) bs.push_back(1);
+  const std::int64_t m = as[as.size() - 2], k = as.back(), cols = bs.back();
+  Shape batch_a(as.begin(), as.end() - 2), batch_b(bs.begin(), bs.end() - 2);
+  const Ints sa = strides_of(batch_a), sb = strides_of(batch_b);
+  Tensor out = empty_like(ElementType::f32, out_shape);
+  std::size_t next = 0;
+  auto multiply = [&](const Ints& idx) {
+    const std::int64_t oa = broadcast_offset(idx, batch_a, sa) * m * k, ob = broadcast_offset(idx, batch_b, sb) * k * cols;
+    for (std::int64_t i = 0; i < m; ++i)
+      for (std::int64_t j = 0; j < cols; ++j) {
+        double sum = 0;
+        for (std::int64_t p = 0; p < k; ++p)
+          sum += static_cast<double>(a[static_cast<std::size_t>(oa + i * k + p)]) * b[static_cast<std::size_t>(ob + p * cols + j)];
+        out.f32[next++] = static_cast<float>(sum);
+      }
+  };
+  // Batch dimensions come from the broadcast of both operands' leading dimensions.
+  Shape batch(std::max(batch_a.size(), batch_b.size()), 1);
+  for (std::size_t d = 0; d < batch.size(); ++d) {
+    const std::size_t from_end = batch.size() - d;
+    const std::int64_t da = from_end <= batch_a.size() ? batch_a[batch_a.size() - from_end] : 1;
+    const std::int64_t db = from_end <= batch_b.size() ? batch_b[batch_b.size() - from_end] : 1;
+    batch[d] = std::max(da, db);
+  }
+  if (batch.empty()) multiply({});
+  else for_each_index(batch, multiply);
+  return out;
+}
+
+Tensor batchnorm(const Graph& g, const Node& n) {
+  Tensor out = constant(g, n, 0);
+  out.f32 = floats(g, n, 0);
+  const auto &scale = floats(g, n, 1), &bias = floats(g, n, 2), &mean = floats(g, n, 3), &var = floats(g, n, 4);
+  const float epsilon = n.attrs.f("epsilon", 1e-5f);
+  const std::int64_t channels = out.shape[1];
+  const std::int64_t inner = element_count(Shape(out.shape.begin() + 2, out.shape.end()));
+  for (std::size_t i = 0; i < out.f32.size(); ++i) {
+    const auto c = static_cast<std::size_t>((static_cast<std::int64_t>(i) / inner) % channels);
+    out.f32[i] = (out.f32[i] - mean[c]) / std::sqrt(var[c] + epsilon) * scale[c] + bias[c];
+  }
+  return out;
+}
+
+Tensor global_average_pool(const Graph& g, const Node& n, const Shape& out_shape) {
+  const auto& x = floats(g, n, 0);
+  const std::int64_t planes = element_count(out_shape);
+  const auto area = static_cast<std::int64_t>(x.size()) / std::max<std::int64_t>(planes, 1);
+  Tensor out = empty_like(ElementType::f32, out_shape);
+  for (std::int64_t p = 0; p < planes; ++p) {
+    double sum = 0;
+    for (std::int64_t i = 0; i < area; ++i) sum += x[static_cast<std::size_t>(p * area + i)];
+    out.f32[static_cast<std::size_t>(p)] = static_cast<float>(sum / static_cast<double>(area));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<Tensor> evaluate(const Node& n, const Graph& g) {
+  const std::string& op = n.op;
+  if (op == "Cast") return {cast(g, n)};
+  if (op == "ConstantOfShape") return {constant_of_shape(g, n)};
+  if (op == "Conv" || op == "MaxPool" || op == "AveragePool" || op == "Resize")
+    fail(g, n, "all inputs are constants, and folding " + op + " at prepare time is not supported");
+  const std::vector<Shape> shapes = infer_shapes(n, g);
+  const Tensor& x = constant(g, n, 0);
+  if (op == "Reshape") {
+    Tensor out = x;
+    out.shape = shapes[0];
+    return {out};
+  }
+  if (op == "Transpose") return {transpose(x, n.attrs.ints("perm"))};
+  if (op == "Slice") return {slice(x, n, shapes[0])};
+  if (op == "Pad") return {pad(x, n, shapes[0])};
+  if (op == "Concat") return {concat(g, n, shapes[0])};
+  if (op == "Split") return split(x, n, shapes);
+  if (op == "Gather") return {gather(g, n, shapes[0])};
+  if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div") return {binary(g, n, shapes[0])};
+  if (op == "Relu" || op == "Sigmoid" || op == "Tanh" || op == "HardSwish" || op == "LeakyRelu" ||
+      op == "HardSigmoid" || op == "Clip")
+    return {unary(g, n)};
+  if (op == "Softmax") return {softmax(g, n)};
+  if (op == "Gemm") return {gemm(g, n, shapes[0])};
+  if (op == "MatMul") return {matmul(g, n, shapes[0])};
+  if (op == "BatchNormalization") return {batchnorm(g, n)};
+  if (op == "GlobalAveragePool") return {global_average_pool(g, n, shapes[0])};
+  fail(g, n, "cannot fold operator " + op + " at prepare time");
+}
+
+}  // namespace sluice::nn::passes

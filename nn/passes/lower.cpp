@@ -1,0 +1,137 @@
+// The topological sweep of prepare(): every node is, in order, either removed (Identity, Dropout, float Cast),
+// turned into a constant (Shape; any node whose inputs are all constants), or canonicalized and given
+// concrete output shapes. Going in order means a node's inputs always have known shapes and, for
+// parameter inputs computed by export artefacts (Shape -> Gather -> Concat -> Reshape), known values.
+#include <algorithm>
+
+#include "nn/passes/pass_support.hpp"
+
+namespace sluice::nn::passes {
+namespace {
+
+bool is_float_type(std::int64_t onnx_type) {
+  return onnx_type == 1 || onnx_type == 10 || onnx_type == 11 || onnx_type == 16;  // float, f16, double, bf16
+}
+
+bool passes_data_through(const Node& n, const Graph& g) {
+  if (n.op == "Identity" || n.op == "Dropout") return true;
+  return n.op == "Cast" && is_float_type(n.attrs.i("to", 0)) && !g.is_constant(n.inputs.at(0));
+}
+
+std::string describe_constant(const std::string& name, const Tensor& t) {
+  return "'" + name + "' " + to_string(t.shape);
+}
+
+class Sweep {
+ public:
+  explicit Sweep(Graph& g) : g_(g) {
+    for (const auto& node : g.nodes)
+      for (const auto& in : node.inputs) used_.insert(in);
+    for (const auto& out : g.outputs) used_.insert(out.name);
+  }
+
+  void run() {
+    for (const Node& original : g_.nodes) visit(original);
+    g_.nodes = std::move(kept_);
+    for (auto& out : g_.outputs) {
+      if (g_.is_constant(out.name))
+        throw ModelError(g_.source + ": graph output '" + out.name +
+                         "' is a constant (it does not depend on any input), which is not supported");
+      out.shape = g_.shapes.at(out.name);
+      out.type = ElementType::f32;
+    }
+  }
+
+ private:
+  std::string resolve(std::string value) const {
+    for (auto it = alias_.find(value); it != alias_.end(); it = alias_.find(value)) value = it->second;
+    return value;
+  }
+
+  void visit(Node node) {
+    for (auto& in : node.inputs)
+      if (!in.empty()) in = resolve(in);
+    if (node.inputs.empty() || node.inputs[0].empty()) fail(g_, node, "input 0 is missing");
+    if (passes_data_through(node, g_)) return remove_pass_through(node);
+    if (node.op == "Shape") return fold_shape(node);
+
+    const Node canonical = canonicalize(node, g_, used_);
+    const bool all_constant = std::all_of(canonical.inputs.begin(), canonical.inputs.end(),
+                                          [&](const std::string& in) { return in.empty() || g_.is_constant(in); });
+    if (all_constant) return fold(canonical);
+
+    for (const auto& in : canonical.inputs)
+      if (!in.empty() && g_.is_constant(in) && g_.constants.at(in).type != ElementType::f32)
+        fail(g_, canonical, "integer constant '" + in + "' is used as data; only floating point data runs");
+    const std::vector<Shape> shapes = infer_shapes(canonical, g_);
+    for (std::size_t i = 0; i < canonical.outputs.size(); ++i)
+      if (!canonical.outputs[i].empty()) g_.shapes[canonical.outputs[i]] = shapes.at(i);
+    if (canonical.op != node.op)
+      g_.rewrites.push_back("rewrote " + node.where() + " as " + canonical.op +
+                            (canonical.op == "Reshape" ? " to " + to_string(canonical.attrs.ints("shape")) : ""));
+    kept_.push_back(canonical);
+  }
+
+  void fold(const Node& canonical) {
+    std::vector<Tensor> values = evaluate(canonical, g_);
+    std::string made;
+    for (std::size_t i = 0; i < canonical.outputs.size(); ++i) {
+      if (canonical.outputs[i].empty()) continue;
+      made += (made.empty() ? "" : ", ") + describe_constant(canonical.outputs[i], values.at(i));
+      g_.constants[canonical.outputs[i]] = std::move(values[i]);
+    }
+    g_.rewrites.push_back("folded " + canonical.where() + " into constant " + made);
+  }
+
+  // Shapes are all known once the batch is bound, so Shape is a constant even of run-time data.
+  void fold_shape(const Node& node) {
+    const Shape& of = g_.shape_of(node.inputs[0]);
+    const auto rank = static_cast<std::int64_t>(of.size());
+    auto bound = [&](std::int64_t v) { return std::clamp<std::int64_t>(v < 0 ? v + rank : v, 0, rank); };
+    const std::int64_t start = bound(node.attrs.i("start", 0)), end = bound(node.attrs.i("end", rank));
+    Tensor t;
+    t.type = ElementType::i64;
+    if (start < end) t.i64.assign(of.begin() + start, of.begin() + end);
+    t.shape = {static_cast<std::int64_t>(t.i64.size())};
+    g_.rewrites.push_back("folded " + node.where() + " into constant " + describe_constant(node.outputs.at(0), t));
+    g_.constants[node.outputs.at(0)] = std::move(t);
+  }
+
+  // Identity, Dropout and float-to-float Cast: later readers read the input instead. A graph output keeps
+  // its name, so when one passes through here its producer is renamed instead.
+  void remove_pass_through(const Node& node) {
+    for (std::size_t i = 1; i < node.outputs.size(); ++i)
+      if (!node.outputs[i].empty() && used_.count(node.outputs[i]))
+        fail(g_, node, "output '" + node.outputs[i] + "' (the dropout mask) is used, which is not supported");
+    const std::string& in = node.inputs[0];
+    const std::string& out = node.outputs.at(0);
+    g_.rewrites.push_back("removed " + node.where());
+    if (!is_graph_output(g_, out)) {
+      alias_[out] = in;
+      return;
+    }
+    auto producer = std::find_if(kept_.begin(), kept_.end(), [&](const Node& k) {
+      return std::find(k.outputs.begin(), k.outputs.end(), in) != k.outputs.end();
+    });
+    if (producer == kept_.end() || is_graph_output(g_, in))
+      fail(g_, node, "graph output '" + out + "' would be a copy of '" + in + "', which is not supported");
+    for (auto& k : kept_) {
+      std::replace(k.inputs.begin(), k.inputs.end(), in, out);
+      std::replace(k.outputs.begin(), k.outputs.end(), in, out);
+    }
+    g_.shapes[out] = g_.shapes.at(in);
+    g_.shapes.erase(in);
+    alias_[in] = out;
+  }
+
+  Graph& g_;
+  std::set<std::string> used_;                 // values some node or graph output reads
+  std::map<std::string, std::string> alias_;   // removed value -> the value to read instead
+  std::vector<Node> kept_;
+};
+
+}  // namespace
+
+void lower(Graph& g) { Sweep(g).run(); }
+
+}  // namespace sluice::nn::passes

@@ -1,0 +1,40 @@
+#pragma once
+// What the pass files of prepare() share: the passes themselves and small graph queries.
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "nn/graph.hpp"
+
+namespace sluice::nn::passes {
+
+// ---- the passes, in the order prepare() runs them ----------------------------------------------------------
+void bind_batch(Graph& g, std::int64_t batch);                           // bind_batch.cpp
+void lower(Graph& g);                                                    // lower.cpp: the topological sweep
+// canonicalize.cpp: the node in graph.hpp's canonical spelling; inputs' shapes and parameter constants must be known.
+// `used` holds every value some node or graph output reads (to refuse optional outputs that are used).
+Node canonicalize(const Node& node, const Graph& g, const std::set<std::string>& used);
+std::vector<Shape> infer_shapes(const Node& canonical, const Graph& g);  // shape_inference.cpp
+std::vector<Tensor> evaluate(const Node& canonical, const Graph& g);     // fold_constants.cpp: all inputs constant
+void fold_batchnorm(Graph& g);                                           // fold_batchnorm.cpp
+void fuse_conv(Graph& g);                                                // fuse.cpp
+void prune(Graph& g);                                                    // prune.cpp
+
+// ---- queries (graph_queries.cpp) ---------------------------------------------------------------------------
+[[noreturn]] void fail(const Graph& g, const Node& node, const std::string& what);
+// How many node inputs read each value (graph outputs not counted).
+std::map<std::string, int> consumer_counts(const Graph& g);
+bool is_graph_output(const Graph& g, const std::string& value);
+// A value that a fusion may swallow: read by exactly one node and not a graph output.
+bool has_single_use(const Graph& g, const std::map<std::string, int>& consumers, const std::string& value);
+// Axis in [-rank, rank) (or [-rank, rank] when `inclusive`, as Flatten's) -> non-negative.
+std::int64_t normalize_axis(const Graph& g, const Node& node, std::int64_t axis, std::int64_t rank, bool inclusive = false);
+// The constant behind input `index`, or null when the input is absent or not constant.
+const Tensor* constant_input(const Graph& g, const Node& node, std::size_t index);
+// Integer contents of a constant (i64 as is, f32 truncated), for shapes, axes and indices.
+std::vector<std::int64_t> as_ints(const Tensor& t);
+std::vector<float> as_floats(const Tensor& t);
+std::string join_ints(const std::vector<std::int64_t>& values);  // "1,2,3"
+
+}  // namespace sluice::nn::passes

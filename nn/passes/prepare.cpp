@@ -1,0 +1,20 @@
+#include "nn/passes.hpp"
+
+#include "nn/passes/pass_support.hpp"
+
+namespace sluice::nn {
+
+Graph prepare(const Graph& model, std::int64_t batch) {
+  Graph g = model;
+  g.shapes.clear();
+  g.rewrites.clear();
+  passes::bind_batch(g, batch);
+  passes::lower(g);
+  passes::prune(g);  // first, so that dead readers do not block the fusions below
+  passes::fold_batchnorm(g);
+  passes::fuse_conv(g);
+  passes::prune(g);
+  return g;
+}
+
+}  // namespace sluice::nn

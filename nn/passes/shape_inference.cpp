@@ -1,0 +1,206 @@
+// Concrete output shapes of a canonical node (see canonicalize.cpp), checking that its inputs agree.
+#include <algorithm>
+
+#include "nn/passes/pass_support.hpp"
+
+namespace sluice::nn::passes {
+namespace {
+
+using Ints = std::vector<std::int64_t>;
+
+const Shape& in(const Graph& g, const Node& n, std::size_t index) { return g.shape_of(n.inputs.at(index)); }
+
+Shape broadcast(const Graph& g, const Node& n, const Shape& a, const Shape& b) {
+  Shape out(std::max(a.size(), b.size()));
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    const std::int64_t da = i < out.size() - a.size() ? 1 : a[i - (out.size() - a.size())];
+    const std::int64_t db = i < out.size() - b.size() ? 1 : b[i - (out.size() - b.size())];
+    if (da != db && da != 1 && db != 1)
+      fail(g, n, "shapes " + to_string(a) + " and " + to_string(b) + " do not broadcast");
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+// Output extent of a sliding window (ceil_mode as PyTorch and ONNX: the last window must start inside the input).
+std::int64_t window_extent(const Graph& g, const Node& n, std::int64_t size, std::int64_t pad_begin,
+                           std::int64_t pad_end, std::int64_t kernel, std::int64_t stride, std::int64_t dilation,
+                           bool ceil_mode) {
+  const std::int64_t span = size + pad_begin + pad_end - (dilation * (kernel - 1) + 1);
+  if (span < 0) fail(g, n, "the window (kernel " + std::to_string(kernel) + ") is larger than the padded input (" +
+                               std::to_string(size + pad_begin + pad_end) + ")");
+  std::int64_t out = (ceil_mode ? (span + stride - 1) / stride : span / stride) + 1;
+  if (ceil_mode && (out - 1) * stride >= size + pad_begin) --out;
+  return out;
+}
+
+Shape conv(const Graph& g, const Node& n) {
+  const Shape& x = in(g, n, 0);
+  const Shape& w = in(g, n, 1);
+  const std::int64_t group = n.attrs.i("group", 1);
+  if (x[1] != w[1] * group || w[0] % group != 0)
+    fail(g, n, "input " + to_string(x) + " does not fit weights " + to_string(w) + " with group " + std::to_string(group));
+  if (!n.inputs[2].empty() && element_count(in(g, n, 2)) != w[0])
+    fail(g, n, "bias " + to_string(in(g, n, 2)) + " does not match " + std::to_string(w[0]) + " output channels");
+  const Ints s = n.attrs.ints("strides"), p = n.attrs.ints("pads"), d = n.attrs.ints("dilations");
+  Shape out{x[0], w[0], window_extent(g, n, x[2], p[0], p[2], w[2], s[0], d[0], false),
+            window_extent(g, n, x[3], p[1], p[3], w[3], s[1], d[1], false)};
+  if (n.inputs.size() > 3 && !n.inputs[3].empty() && in(g, n, 3) != out)
+    fail(g, n, "residual " + to_string(in(g, n, 3)) + " differs from the output " + to_string(out));
+  return out;
+}
+
+Shape pool(const Graph& g, const Node& n) {
+  const Shape& x = in(g, n, 0);
+  const Ints k = n.attrs.ints("kernel_shape"), s = n.attrs.ints("strides"), p = n.attrs.ints("pads");
+  const Ints d = n.attrs.ints("dilations", {1, 1});
+  const bool ceil_mode = n.attrs.i("ceil_mode", 0) != 0;
+  return {x[0], x[1], window_extent(g, n, x[2], p[0], p[2], k[0], s[0], d[0], ceil_mode),
+          window_extent(g, n, x[3], p[1], p[3], k[1], s[1], d[1], ceil_mode)};
+}
+
+Shape batchnorm(const Graph& g, const Node& n) {
+  const Shape& x = in(g, n, 0);
+  if (x.size() < 2) fail(g, n, "input " + to_string(x) + " has no channel dimension");
+  for (std::size_t i = 1; i <= 4; ++i)
+    if (element_count(in(g, n, i)) != x[1])
+      fail(g, n, "parameter '" + n.inputs[i] + "' " + to_string(in(g, n, i)) + " does not match " +
+                     std::to_string(x[1]) + " channels");
+  return x;
+}
+
+Shape gemm(const Graph& g, const Node& n) {
+  const Shape& a = in(g, n, 0);
+  const Shape& b = in(g, n, 1);
+  if (a.size() != 2 || b.size() != 2) fail(g, n, "needs 2-D inputs, not " + to_string(a) + " and " + to_string(b));
+  const bool ta = n.attrs.i("transA", 0) != 0, tb = n.attrs.i("transB", 0) != 0;
+  const std::int64_t m = ta ? a[1] : a[0], k = ta ? a[0] : a[1];
+  const std::int64_t kb = tb ? b[1] : b[0], cols = tb ? b[0] : b[1];
+  if (k != kb) fail(g, n, "inner dimensions differ: " + to_string(a) + " and " + to_string(b));
+  const Shape out{m, cols};
+  if (!n.inputs[2].empty() && broadcast(g, n, in(g, n, 2), out) != out)
+    fail(g, n, "C " + to_string(in(g, n, 2)) + " does not broadcast to " + to_string(out));
+  return out;
+}
+
+// numpy.matmul: 1-D operands are promoted (and the added dimension dropped), leading dimensions broadcast.
+Shape matmul(const Graph& g, const Node& n) {
+  Shape a = in(g, n, 0), b = in(g, n, 1);
+  if (a.empty() || b.empty()) fail(g, n, "scalars cannot be multiplied as matrices");
+  const bool a_vector = a.size() == 1, b_vector = b.size() == 1;
+  if (a_vector) a.insert(a.begin(), 1);
+  if (b_vector) b.push_back(1);
+  if (a.back() != b[b.size() - 2])
+    fail(g, n, "inner dimensions differ: " + to_string(in(g, n, 0)) + " and " + to_string(in(g, n, 1)));
+  Shape out = broadcast(g, n, Shape(a.begin(), a.end() - 2), Shape(b.begin(), b.end() - 2));
+  if (!a_vector) out.push_back(a[a.size() - 2]);
+  if (!b_vector) out.push_back(b.back());
+  return out;
+}
+
+Shape concat(const Graph& g, const Node& n) {
+  const auto axis = static_cast<std::size_t>(n.attrs.i("axis", 0));
+  Shape out = in(g, n, 0);
+  for (std::size_t i = 1; i < n.inputs.size(); ++i) {
+    const Shape& s = in(g, n, i);
+    bool fits = s.size() == out.size();
+    for (std::size_t d = 0; fits && d < s.size(); ++d) fits = d == axis || s[d] == out[d];
+    if (!fits) fail(g, n, "input " + to_string(s) + " does not fit " + to_string(in(g, n, 0)) + " along axis " + std::to_string(axis));
+    out[axis] += s[axis];
+  }
+  return out;
+}
+
+std::vector<Shape> split(const Graph& g, const Node& n) {
+  const Shape& x = in(g, n, 0);
+  const auto axis = static_cast<std::size_t>(n.attrs.i("axis", 0));
+  const Ints sizes = n.attrs.ints("split");
+  std::int64_t total = 0;
+  std::vector<Shape> out;
+  for (auto size : sizes) {
+    if (size < 0) fail(g, n, "split [" + join_ints(sizes) + "] has a negative size");
+    total += size;
+    out.push_back(x);
+    out.back()[axis] = size;
+  }
+  if (total != x[axis])
+    fail(g, n, "split [" + join_ints(sizes) + "] does not add up to dimension " + std::to_string(axis) + " of " + to_string(x));
+  return out;
+}
+
+Shape slice(const Node& n) {
+  const Ints starts = n.attrs.ints("starts"), ends = n.attrs.ints("ends"), steps = n.attrs.ints("steps");
+  Shape out(starts.size());
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    const std::int64_t step = steps[i], span = ends[i] - starts[i];
+    out[i] = std::max<std::int64_t>(0, step > 0 ? (span + step - 1) / step : (span + step + 1) / step);
+  }
+  return out;
+}
+
+Shape pad(const Graph& g, const Node& n) {
+  Shape out = in(g, n, 0);
+  const Ints pads = n.attrs.ints("pads");
+  const std::string mode = n.attrs.s("mode", "constant");
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    const std::int64_t before = pads[i], after = pads[i + out.size()];
+    if (mode == "reflect" && std::max(before, after) >= out[i])
+      fail(g, n, "reflect padding of " + std::to_string(std::max(before, after)) + " needs a dimension larger than " +
+                     std::to_string(out[i]));
+    if (mode == "edge" && out[i] == 0 && std::max(before, after) > 0) fail(g, n, "edge padding of an empty dimension");
+    out[i] += before + after;
+    if (out[i] < 0) fail(g, n, "pads [" + join_ints(pads) + "] remove more than dimension " + std::to_string(i) + " holds");
+  }
+  return out;
+}
+
+Shape gather(const Graph& g, const Node& n) {
+  const Shape& data = in(g, n, 0);
+  const Shape& indices = in(g, n, 1);
+  const auto axis = static_cast<std::size_t>(normalize_axis(g, n, n.attrs.i("axis", 0), static_cast<std::int64_t>(data.size())));
+  Shape out(data.begin(), data.begin() + static_cast<std::ptrdiff_t>(axis));
+  out.insert(out.end(), indices.begin(), indices.end());
+  out.insert(out.end(), data.begin() + static_cast<std::ptrdiff_t>(axis) + 1, data.end());
+  return out;
+}
+
+}  // namespace
+
+std::vector<Shape> infer_shapes(const Node& n, const Graph& g) {
+  const std::string& op = n.op;
+  if (op == "Conv") return {conv(g, n)};
+  if (op == "MaxPool" || op == "AveragePool") return {pool(g, n)};
+  if (op == "BatchNormalization") return {batchnorm(g, n)};
+  if (op == "Relu" || op == "Sigmoid" || op == "Tanh" || op == "HardSwish" || op == "LeakyRelu" ||
+      op == "HardSigmoid" || op == "Clip" || op == "Softmax" || op == "Identity" || op == "Dropout" || op == "Cast")
+    return {in(g, n, 0)};
+  if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div") return {broadcast(g, n, in(g, n, 0), in(g, n, 1))};
+  if (op == "GlobalAveragePool") {
+    Shape out = in(g, n, 0);
+    std::fill(out.begin() + 2, out.end(), 1);
+    return {out};
+  }
+  if (op == "Reshape") {
+    const Shape out = n.attrs.ints("shape");
+    if (element_count(out) != element_count(in(g, n, 0)))
+      fail(g, n, "cannot reshape " + to_string(in(g, n, 0)) + " to " + to_string(out));
+    return {out};
+  }
+  if (op == "Transpose") {
+    const Shape& x = in(g, n, 0);
+    Shape out;
+    for (auto p : n.attrs.ints("perm")) out.push_back(x[static_cast<std::size_t>(p)]);
+    return {out};
+  }
+  if (op == "Gemm") return {gemm(g, n)};
+  if (op == "MatMul") return {matmul(g, n)};
+  if (op == "Concat") return {concat(g, n)};
+  if (op == "Split") return split(g, n);
+  if (op == "Slice") return {slice(n)};
+  if (op == "Resize") return {n.attrs.ints("sizes")};
+  if (op == "Pad") return {pad(g, n)};
+  if (op == "Gather") return {gather(g, n)};
+  fail(g, n, "no shape inference for operator " + op);
+}
+
+}  // namespace sluice::nn::passes

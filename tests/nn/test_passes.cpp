@@ -1,0 +1,760 @@
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <functional>
+#include <limits>
+#include <random>
+#include <set>
+
+#include "nn/describe.hpp"
+#include "nn/npy.hpp"
+#include "nn/onnx_loader.hpp"
+#include "nn/passes.hpp"
+#include "tests/nn/model_builder.hpp"
+
+using namespace sluice::nn;
+using sluice::nn::test::ModelBuilder;
+using Catch::Matchers::Contains;
+using Ints = std::vector<std::int64_t>;
+
+namespace {
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const ModelError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+Graph prepared(const ModelBuilder& m, std::int64_t batch = 1) { return prepare(m.load(), batch); }
+
+std::size_t count_op(const Graph& g, const std::string& op) {
+  return static_cast<std::size_t>(std::count_if(g.nodes.begin(), g.nodes.end(), [&](const Node& n) { return n.op == op; }));
+}
+
+const Node& only_node(const Graph& g) {
+  REQUIRE(g.nodes.size() == 1);
+  return g.nodes[0];
+}
+
+std::vector<float> random_values(std::size_t count, unsigned seed, float low = -1.f, float high = 1.f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(low, high);
+  std::vector<float> v(count);
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+// The prepared-form invariants of nn/graph.hpp that hold for any model.
+void check_prepared_form(const Graph& g) {
+  static const std::set<std::string> ops{"Conv", "BatchNormalization", "Relu", "LeakyRelu", "Clip", "Sigmoid",
+                                         "HardSigmoid", "HardSwish", "Tanh", "Add", "Sub", "Mul", "Div", "MaxPool",
+                                         "AveragePool", "GlobalAveragePool", "Reshape", "Transpose", "Gemm",
+                                         "MatMul", "Concat", "Split", "Slice", "Softmax", "Resize", "Pad"};
+  std::set<std::string> available;
+  for (const auto& in : g.inputs) {
+    available.insert(in.name);
+    CHECK(std::all_of(in.shape.begin(), in.shape.end(), [](auto d) { return d >= 0; }));
+  }
+  for (const auto& n : g.nodes) {
+    INFO(n.where());
+    CHECK(ops.count(n.op));
+    bool any_runtime_input = false;
+    for (const auto& in : n.inputs) {
+      if (in.empty()) continue;
+      const bool constant = g.is_constant(in);
+      any_runtime_input = any_runtime_input || !constant;
+      CHECK((constant || available.count(in)));  // topological order
+      if (constant) CHECK(g.constants.at(in).type == ElementType::f32);
+    }
+    CHECK(any_runtime_input);
+    for (const auto& out : n.outputs) {
+      available.insert(out);
+      REQUIRE(g.shapes.count(out));
+      CHECK(std::all_of(g.shapes.at(out).begin(), g.shapes.at(out).end(), [](auto d) { return d >= 0; }));
+    }
+    if (n.op == "Conv") {
+      CHECK(n.inputs.size() == 4);
+      CHECK(g.is_constant(n.inputs[1]));
+      CHECK(n.attrs.ints("pads").size() == 4);
+      CHECK_FALSE(n.attrs.has("auto_pad"));
+    }
+  }
+  for (const auto& out : g.outputs) CHECK(available.count(out.name));
+}
+
+// Direct convolution (NCHW, OIHW, symmetric stride/pad, group 1): the reference for folding checks.
+std::vector<float> reference_conv(const std::vector<float>& x, const Shape& xs, const std::vector<float>& w,
+                                  const Shape& ws, const std::vector<float>& b, std::int64_t pad) {
+  const std::int64_t n = xs[0], c = xs[1], h = xs[2], wd = xs[3], m = ws[0], kh = ws[2], kw = ws[3];
+  const std::int64_t oh = h + 2 * pad - kh + 1, ow = wd + 2 * pad - kw + 1;
+  std::vector<float> y(static_cast<std::size_t>(n * m * oh * ow));
+  for (std::int64_t i = 0; i < n; ++i)
+    for (std::int64_t o = 0; o < m; ++o)
+      for (std::int64_t r = 0; r < oh; ++r)
+        for (std::int64_t q = 0; q < ow; ++q) {
+          double sum = b.empty() ? 0.0 : b[static_cast<std::size_t>(o)];
+          for (std::int64_t ch = 0; ch < c; ++ch)
+            for (std::int64_t u = 0; u < kh; ++u)
+              for (std::int64_t v = 0; v < kw; ++v) {
+                const std::int64_t yy = r + u - pad, xx = q + v - pad;
+                if (yy < 0 || yy >= h || xx < 0 || xx >= wd) continue;
+                sum += static_cast<double>(x[static_cast<std::size_t>(((i * c + ch) * h + yy) * wd + xx)]) *
+                       w[static_cast<std::size_t>(((o * c + ch) * kh + u) * kw + v)];
+              }
+          y[static_cast<std::size_t>(((i * m + o) * oh + r) * ow + q)] = static_cast<float>(sum);
+        }
+  return y;
+}
+
+}  // namespace
+
+// ---- batch binding ------------------------------------------------------------------------------------------
+
+TEST_CASE("prepare binds the symbolic batch and refuses other symbolic dimensions", "[nn][passes]") {
+  ModelBuilder m;
+  m.input("x", {-1, 3, 8, 8}).output("y");
+  m.node("Relu", {"x"}, {"y"});
+  const Graph g = prepared(m, 5);
+  CHECK(g.inputs[0].shape == Shape{5, 3, 8, 8});
+  CHECK(g.outputs[0].shape == Shape{5, 3, 8, 8});
+  CHECK(g.shapes.at("y") == Shape{5, 3, 8, 8});
+
+  ModelBuilder symbolic;
+  symbolic.input("image", {-1, 3, -1, 8}).output("y");
+  symbolic.node("Relu", {"image"}, {"y"});
+  const std::string e = error_of([&] { prepared(symbolic, 2); });
+  CHECK_THAT(e, Contains("graph input 'image'"));
+  CHECK_THAT(e, Contains("symbolic dimension 2"));
+
+  ModelBuilder fixed;
+  fixed.input("x", {1, 3}).output("y");
+  fixed.node("Relu", {"x"}, {"y"});
+  CHECK(prepared(fixed, 1).inputs[0].shape == Shape{1, 3});
+  CHECK_THAT(error_of([&] { prepared(fixed, 4); }), Contains("fixed batch of 1"));
+}
+
+// ---- canonicalization ---------------------------------------------------------------------------------------
+
+TEST_CASE("Flatten Squeeze Unsqueeze and Reshape become Reshape with a concrete shape", "[nn][passes]") {
+  SECTION("Flatten") {
+    ModelBuilder m;
+    m.input("x", {-1, 4, 3, 2}).output("y");
+    test::set_int(m.node("Flatten", {"x"}, {"y"}), "axis", -2);
+    const Graph g = prepared(m, 2);
+    const Node& n = only_node(g);
+    CHECK(n.op == "Reshape");
+    CHECK(n.inputs == std::vector<std::string>{"x"});
+    CHECK(n.attrs.ints("shape") == Ints{8, 6});
+  }
+  SECTION("Squeeze with axes as an attribute (opset 11) and as an input (opset 13)") {
+    ModelBuilder m11(11);
+    m11.input("x", {-1, 1, 5, 1}).output("y");
+    test::set_ints(m11.node("Squeeze", {"x"}, {"y"}), "axes", {-1});
+    CHECK(only_node(prepared(m11, 3)).attrs.ints("shape") == Ints{3, 1, 5});
+    ModelBuilder m13(13);
+    m13.input("x", {-1, 1, 5, 1}).output("y").ints("axes", {1});
+    m13.node("Squeeze", {"x", "axes"}, {"y"});
+    CHECK(only_node(prepared(m13, 3)).attrs.ints("shape") == Ints{3, 5, 1});
+    ModelBuilder all(13);
+    all.input("x", {-1, 1, 5, 1}).output("y");
+    all.node("Squeeze", {"x"}, {"y"});
+    CHECK(only_node(prepared(all, 3)).attrs.ints("shape") == Ints{3, 5});
+    ModelBuilder bad(13);
+    bad.input("x", {-1, 2, 5}).output("y").ints("axes", {1});
+    bad.node("Squeeze", {"x", "axes"}, {"y"}, "sq");
+    CHECK_THAT(error_of([&] { prepared(bad, 1); }), Contains("node 'sq' (Squeeze)"));
+  }
+  SECTION("Unsqueeze with negative axes") {
+    ModelBuilder m;
+    m.input("x", {-1, 5}).output("y").ints("axes", {-1, 1});
+    m.node("Unsqueeze", {"x", "axes"}, {"y"});
+    CHECK(only_node(prepared(m, 2)).attrs.ints("shape") == Ints{2, 1, 5, 1});
+  }
+  SECTION("Reshape with 0 and -1") {
+    ModelBuilder m;
+    m.input("x", {-1, 4, 6}).output("y").ints("shape", {0, -1, 3});
+    m.node("Reshape", {"x", "shape"}, {"y"});
+    const Graph g = prepared(m, 2);
+    CHECK(only_node(g).attrs.ints("shape") == Ints{2, 8, 3});
+    CHECK(g.outputs[0].shape == Shape{2, 8, 3});
+  }
+  SECTION("Reshape to a shape of another element count is refused") {
+    ModelBuilder m;
+    m.input("x", {-1, 4, 6}).output("y").ints("shape", {5, 5});
+    m.node("Reshape", {"x", "shape"}, {"y"}, "bad_reshape");
+    const std::string e = error_of([&] { prepared(m, 1); });
+    CHECK_THAT(e, Contains("node 'bad_reshape' (Reshape)"));
+    CHECK_THAT(e, Contains("[1,4,6]"));
+  }
+}
+
+TEST_CASE("Clip bounds from inputs become min and max attributes", "[nn][passes]") {
+  ModelBuilder m;
+  m.input("x", {1, 4}).output("y").output("z").weights("lo", {}, {-1.5f}).weights("hi", {}, {6.f});
+  m.node("Clip", {"x", "lo", "hi"}, {"y"});
+  m.node("Clip", {"x", "", "hi"}, {"z"});
+  const Graph g = prepared(m);
+  REQUIRE(g.nodes.size() == 2);
+  CHECK(g.nodes[0].inputs == std::vector<std::string>{"x"});
+  CHECK(g.nodes[0].attrs.f("min", 0.f) == -1.5f);
+  CHECK(g.nodes[0].attrs.f("max", 0.f) == 6.f);
+  CHECK(g.nodes[1].attrs.f("min", 0.f) == -std::numeric_limits<float>::infinity());
+  CHECK(g.nodes[1].attrs.f("max", 0.f) == 6.f);
+}
+
+TEST_CASE("Slice inputs become clamped per-dimension attributes", "[nn][passes]") {
+  ModelBuilder m;
+  m.input("x", {-1, 10, 8}).output("y");
+  m.ints("starts", {-3, 100}).ints("ends", {std::numeric_limits<std::int64_t>::max(), -100}).ints("axes", {1, -1});
+  m.ints("steps", {1, -2});
+  m.node("Slice", {"x", "starts", "ends", "axes", "steps"}, {"y"});
+  const Graph g = prepared(m, 2);
+  const Node& n = only_node(g);
+  CHECK(n.inputs.size() == 1);
+  CHECK(n.attrs.ints("starts") == Ints{0, 7, 7});
+  CHECK(n.attrs.ints("ends") == Ints{2, 10, -1});
+  CHECK(n.attrs.ints("steps") == Ints{1, 1, -2});
+  CHECK(g.shapes.at("y") == Shape{2, 3, 4});  // rows 7..9, columns 7,5,3,1
+}
+
+TEST_CASE("Split sizes come from the input the attribute or equal parts", "[nn][passes]") {
+  ModelBuilder m13(13);
+  m13.input("x", {-1, 6}).output("a").output("b").ints("sizes", {2, 4});
+  test::set_int(m13.node("Split", {"x", "sizes"}, {"a", "b"}), "axis", -1);
+  const Graph g = prepared(m13, 3);
+  CHECK(only_node(g).attrs.ints("split") == Ints{2, 4});
+  CHECK(only_node(g).attrs.i("axis", -7) == 1);
+  CHECK(g.shapes.at("b") == Shape{3, 4});
+
+  ModelBuilder m11(11);
+  m11.input("x", {-1, 6}).output("a").output("b");
+  auto& s = m11.node("Split", {"x"}, {"a", "b"});
+  test::set_int(s, "axis", 1);
+  test::set_ints(s, "split", {5, 1});
+  CHECK(only_node(prepared(m11, 1)).attrs.ints("split") == Ints{5, 1});
+
+  ModelBuilder equal(13);
+  equal.input("x", {-1, 6}).output("a").output("b").output("c");
+  test::set_int(equal.node("Split", {"x"}, {"a", "b", "c"}), "axis", 1);
+  CHECK(only_node(prepared(equal, 1)).attrs.ints("split") == Ints{2, 2, 2});
+}
+
+TEST_CASE("Pad inputs become pads mode and value attributes", "[nn][passes]") {
+  auto pad_model = [](const std::string& mode) {
+    ModelBuilder m;
+    m.input("x", {-1, 2, 3, 3}).output("y").ints("pads", {0, 0, 1, 2, 0, 0, 3, 4}).weights("v", {}, {0.5f});
+    test::set_string(m.node("Pad", {"x", "pads", "v"}, {"y"}, "pad"), "mode", mode);
+    return m;
+  };
+  const Graph g = prepared(pad_model("edge"), 1);
+  const Node& n = only_node(g);
+  CHECK(n.inputs.size() == 1);
+  CHECK(n.attrs.ints("pads") == Ints{0, 0, 1, 2, 0, 0, 3, 4});
+  CHECK(n.attrs.s("mode", "") == "edge");
+  CHECK(n.attrs.f("value", 0.f) == 0.5f);
+  CHECK(g.shapes.at("y") == Shape{1, 2, 7, 9});
+  // Reflecting 3 or 4 rows of a 3-row input is not defined.
+  CHECK_THAT(error_of([&] { prepared(pad_model("reflect"), 1); }), Contains("node 'pad' (Pad): reflect padding"));
+}
+
+TEST_CASE("Resize scales and sizes become concrete sizes and Upsample becomes Resize", "[nn][passes]") {
+  ModelBuilder scales;
+  scales.input("x", {-1, 3, 5, 4}).output("y").weights("roi", {0}, {}).weights("scales", {4}, {1.f, 1.f, 2.f, 1.5f});
+  auto& r = scales.node("Resize", {"x", "roi", "scales"}, {"y"});
+  test::set_string(r, "mode", "linear");
+  test::set_string(r, "coordinate_transformation_mode", "align_corners");
+  const Graph g = prepared(scales, 2);
+  const Node& n = only_node(g);
+  CHECK(n.inputs.size() == 1);
+  CHECK(n.attrs.ints("sizes") == Ints{2, 3, 10, 6});
+  CHECK(n.attrs.s("mode", "") == "linear");
+  CHECK(n.attrs.s("coordinate_transformation_mode", "") == "align_corners");
+  CHECK(n.attrs.s("nearest_mode", "") == "round_prefer_floor");
+
+  ModelBuilder sizes;
+  sizes.input("x", {-1, 3, 5, 4}).output("y").ints("sizes", {1, 3, 7, 9});
+  sizes.node("Resize", {"x", "", "", "sizes"}, {"y"});
+  CHECK(only_node(prepared(sizes, 1)).attrs.ints("sizes") == Ints{1, 3, 7, 9});
+
+  ModelBuilder channels;
+  channels.input("x", {-1, 3, 5, 4}).output("y").weights("scales", {4}, {1.f, 2.f, 1.f, 1.f});
+  channels.node("Resize", {"x", "", "scales"}, {"y"});
+  CHECK_THAT(error_of([&] { prepared(channels, 1); }), Contains("only H and W may be resized"));
+
+  ModelBuilder upsample(11);
+  upsample.input("x", {-1, 3, 5, 4}).output("y").weights("scales", {4}, {1.f, 1.f, 2.f, 2.f});
+  upsample.node("Upsample", {"x", "scales"}, {"y"});
+  const Graph u = prepared(upsample, 1);
+  const Node& un = only_node(u);
+  CHECK(un.op == "Resize");
+  CHECK(un.attrs.ints("sizes") == Ints{1, 3, 10, 8});
+  CHECK(un.attrs.s("coordinate_transformation_mode", "") == "asymmetric");
+  CHECK(un.attrs.s("nearest_mode", "") == "floor");
+  CHECK(std::any_of(u.rewrites.begin(), u.rewrites.end(), [](const std::string& r) { return r.find("Upsample") != std::string::npos; }));
+}
+
+TEST_CASE("Softmax gets an axis and coerce_2d by opset", "[nn][passes]") {
+  auto softmax = [](std::int64_t opset, Shape dims) {
+    ModelBuilder m(opset);
+    m.input("x", dims).output("y");
+    m.node("Softmax", {"x"}, {"y"});
+    return prepared(m, dims[0]).nodes.at(0);
+  };
+  const Node legacy = softmax(11, {2, 3, 4});
+  CHECK(legacy.attrs.i("axis", -1) == 1);
+  CHECK(legacy.attrs.i("coerce_2d", -1) == 1);
+  const Node legacy_last = softmax(11, {2, 3});
+  CHECK(legacy_last.attrs.i("axis", -1) == 1);
+  CHECK(legacy_last.attrs.i("coerce_2d", -1) == 0);  // same meaning either way
+  const Node modern = softmax(13, {2, 3, 4});
+  CHECK(modern.attrs.i("axis", -1) == 2);
+  CHECK(modern.attrs.i("coerce_2d", -1) == 0);
+}
+
+TEST_CASE("auto_pad becomes explicit pads", "[nn][passes]") {
+  auto pads_for = [](const std::string& auto_pad, std::int64_t size) {
+    ModelBuilder m;
+    m.input("x", {1, 1, size, size}).output("y").weights("w", {1, 1, 3, 3}, std::vector<float>(9, 1.f));
+    auto& c = m.node("Conv", {"x", "w"}, {"y"});
+    test::set_string(c, "auto_pad", auto_pad);
+    test::set_ints(c, "strides", {2, 2});
+    const Graph g = prepared(m);
+    return std::make_pair(g.nodes.at(0).attrs.ints("pads"), g.shapes.at("y"));
+  };
+  // Output ceil(size / 2); total padding (out - 1) * 2 + 3 - size, the odd pixel at the end (UPPER) or start (LOWER).
+  CHECK(pads_for("SAME_UPPER", 7) == std::make_pair(Ints{1, 1, 1, 1}, Shape{1, 1, 4, 4}));
+  CHECK(pads_for("SAME_UPPER", 8) == std::make_pair(Ints{0, 0, 1, 1}, Shape{1, 1, 4, 4}));
+  CHECK(pads_for("SAME_LOWER", 8) == std::make_pair(Ints{1, 1, 0, 0}, Shape{1, 1, 4, 4}));
+  CHECK(pads_for("VALID", 8) == std::make_pair(Ints{0, 0, 0, 0}, Shape{1, 1, 3, 3}));
+}
+
+TEST_CASE("negative axes are normalized and Transpose gets its default perm", "[nn][passes]") {
+  ModelBuilder m;
+  m.input("x", {-1, 2, 3}).output("y").output("t");
+  test::set_int(m.node("Concat", {"x", "x"}, {"y"}), "axis", -1);
+  m.node("Transpose", {"x"}, {"t"});
+  const Graph g = prepared(m, 4);
+  CHECK(g.nodes.at(0).attrs.i("axis", -1) == 2);
+  CHECK(g.shapes.at("y") == Shape{4, 2, 6});
+  CHECK(g.nodes.at(1).attrs.ints("perm") == Ints{2, 1, 0});
+  CHECK(g.shapes.at("t") == Shape{3, 2, 4});
+}
+
+// ---- shape inference ----------------------------------------------------------------------------------------
+
+TEST_CASE("shape inference follows the ONNX formulas", "[nn][passes]") {
+  ModelBuilder m;
+  m.input("x", {-1, 4, 11, 9}).output("conv").output("max").output("avg").output("gap").output("gemm")
+      .output("mm").output("mv").output("add");
+  // Conv: out = floor((in + pads - dilation * (k - 1) - 1) / stride) + 1, channels from W, group 2.
+  m.weights("w", {6, 2, 3, 3}, std::vector<float>(108, 0.1f)).weights("b", {6}, std::vector<float>(6, 0.f));
+  auto& c = m.node("Conv", {"x", "w", "b"}, {"conv"});
+  test::set_ints(c, "strides", {2, 1});
+  test::set_ints(c, "pads", {1, 0, 1, 0});
+  test::set_ints(c, "dilations", {1, 2});
+  test::set_int(c, "group", 2);
+  auto& mp = m.node("MaxPool", {"x"}, {"max"});
+  test::set_ints(mp, "kernel_shape", {3, 3});
+  test::set_ints(mp, "strides", {2, 2});
+  test::set_int(mp, "ceil_mode", 1);
+  auto& ap = m.node("AveragePool", {"x"}, {"avg"});
+  test::set_ints(ap, "kernel_shape", {2, 2});
+  test::set_ints(ap, "strides", {2, 2});
+  m.node("GlobalAveragePool", {"x"}, {"gap"});
+  m.node("Flatten", {"gap"}, {"flat"});
+  m.weights("fc", {10, 4}, std::vector<float>(40, 0.f));
+  test::set_int(m.node("Gemm", {"flat", "fc"}, {"gemm"}), "transB", 1);
+  m.weights("mat", {9, 5}, std::vector<float>(45, 0.f)).weights("vec", {9}, std::vector<float>(9, 0.f));
+  m.node("MatMul", {"x", "mat"}, {"mm"});
+  m.node("MatMul", {"x", "vec"}, {"mv"});
+  m.weights("row", {1, 1, 9}, std::vector<float>(9, 0.f));
+  m.node("Add", {"x", "row"}, {"add"});
+  const Graph g = prepared(m, 3);
+  CHECK(g.shapes.at("conv") == Shape{3, 6, 6, 5});  // H (11+2-2-1)/2+1 = 6, W (9-4-1)/1+1 = 5
+  CHECK(g.shapes.at("max") == Shape{3, 4, 5, 4});   // ceil((11-3)/2)+1 = 5, ceil((9-3)/2)+1 = 4
+  CHECK(g.shapes.at("avg") == Shape{3, 4, 5, 4});   // floor
+  CHECK(g.shapes.at("gap") == Shape{3, 4, 1, 1});
+  CHECK(g.shapes.at("gemm") == Shape{3, 10});
+  CHECK(g.shapes.at("mm") == Shape{3, 4, 11, 5});
+  CHECK(g.shapes.at("mv") == Shape{3, 4, 11});
+  CHECK(g.shapes.at("add") == Shape{3, 4, 11, 9});
+  check_prepared_form(g);
+}
+
+TEST_CASE("shape inference refuses inconsistent shapes naming the node", "[nn][passes]") {
+  ModelBuilder conv;
+  conv.input("x", {1, 3, 8, 8}).output("y").weights("w", {4, 2, 1, 1}, std::vector<float>(8, 0.f));
+  conv.node("Conv", {"x", "w"}, {"y"}, "c1");
+  std::string e = error_of([&] { prepared(conv); });
+  CHECK_THAT(e, Contains("node 'c1' (Conv)"));
+  CHECK_THAT(e, Contains("[1,3,8,8]"));
+
+  ModelBuilder add;
+  add.input("x", {1, 3}).input("z", {1, 4}).output("y");
+  add.node("Add", {"x", "z"}, {"y"}, "a1");
+  e = error_of([&] { prepared(add); });
+  CHECK_THAT(e, Contains("node 'a1' (Add)"));
+  CHECK_THAT(e, Contains("do not broadcast"));
+
+  ModelBuilder gemm;
+  gemm.input("x", {1, 3}).output("y").weights("w", {4, 5}, std::vector<float>(20, 0.f));
+  gemm.node("Gemm", {"x", "w"}, {"y"}, "g1");
+  CHECK_THAT(error_of([&] { prepared(gemm); }), Contains("node 'g1' (Gemm)"));
+}
+
+// ---- constant folding ---------------------------------------------------------------------------------------
+
+TEST_CASE("exporter shape chains fold into constants and Reshape gets a concrete shape", "[nn][passes]") {
+  // x.view(x.size(0), -1) as exporters write it: Shape -> Gather -> Unsqueeze -> Concat -> Reshape.
+  ModelBuilder m;
+  m.input("x", {-1, 3, 4, 4}).output("y");
+  m.weights("zero", {}, {0.f});
+  auto& index = m.initializer("index");
+  index.set_data_type(onnx::TensorProto::INT64);
+  index.add_int64_data(0);
+  m.ints("minus_one", {-1}).ints("unsqueeze_axes", {0});
+  m.node("Shape", {"x"}, {"shape"});
+  test::set_int(m.node("Gather", {"shape", "index"}, {"batch"}), "axis", 0);
+  m.node("Unsqueeze", {"batch", "unsqueeze_axes"}, {"batch_1d"});
+  test::set_int(m.node("Concat", {"batch_1d", "minus_one"}, {"target"}), "axis", 0);
+  m.node("Reshape", {"x", "target"}, {"flat"});
+  // ... and a Cast / ConstantOfShape chain that only feeds constants.
+  test::set_int(m.node("Cast", {"target"}, {"target_f"}), "to", 1);
+  auto& fill = m.node("ConstantOfShape", {"unsqueeze_axes_size"}, {"ones_i"});
+  m.ints("unsqueeze_axes_size", {1});
+  auto* value = fill.add_attribute();
+  value->set_name("value");
+  value->set_type(onnx::AttributeProto::TENSOR);
+  value->mutable_t()->set_data_type(onnx::TensorProto::INT64);
+  value->mutable_t()->add_dims(1);
+  value->mutable_t()->add_int64_data(1);
+  test::set_int(m.node("Cast", {"ones_i"}, {"ones"}), "to", 1);
+  m.node("Mul", {"flat", "ones"}, {"y"});
+  const Graph g = prepared(m, 6);
+  check_prepared_form(g);
+  REQUIRE(g.nodes.size() == 2);
+  CHECK(g.nodes[0].op == "Reshape");
+  CHECK(g.nodes[0].attrs.ints("shape") == Ints{6, 48});
+  CHECK(g.nodes[1].op == "Mul");
+  CHECK(g.constants.at("ones").type == ElementType::f32);
+  CHECK(g.constants.at("ones").f32 == std::vector<float>{1.f});
+  CHECK(std::count_if(g.rewrites.begin(), g.rewrites.end(),
+                      [](const std::string& r) { return r.rfind("folded", 0) == 0; }) >= 6);
+}
+
+TEST_CASE("constant weight transforms fold to the values computed by hand", "[nn][passes]") {
+  ModelBuilder m;
+  m.input("x", {-1, 3}).output("y");
+  const std::vector<float> w = {1, 2, 3, 4, 5, 6};  // [2,3]
+  m.weights("w", {2, 3}, w).weights("scale", {1}, {0.5f}).weights("shift", {3}, {1.f, 0.f, -1.f});
+  m.node("Transpose", {"w"}, {"wt"});                      // [3,2]
+  m.node("Mul", {"wt", "scale"}, {"wt_half"});
+  m.node("MatMul", {"shift", "wt"}, {"projected"});        // [3] x [3,2] -> [2]
+  m.node("MatMul", {"x", "wt_half"}, {"xw"});
+  m.node("Add", {"xw", "projected"}, {"y"});
+  const Graph g = prepared(m, 2);
+  check_prepared_form(g);
+  REQUIRE(g.nodes.size() == 2);
+  const Tensor& half = g.constants.at(g.nodes[0].inputs[1]);
+  CHECK(half.shape == Shape{3, 2});
+  CHECK(half.f32 == std::vector<float>{0.5f, 2.f, 1.f, 2.5f, 1.5f, 3.f});
+  const Tensor& projected = g.constants.at("projected");
+  CHECK(projected.shape == Shape{2});
+  CHECK(projected.f32 == std::vector<float>{1 * 1 - 3, 4 * 1 - 6});
+}
+
+TEST_CASE("Gather of run-time data is refused naming the node", "[nn][passes]") {
+  ModelBuilder m;
+  m.input("x", {-1, 3}).output("y").ints("idx", {0});
+  m.node("Gather", {"x", "idx"}, {"y"}, "gather_rows");
+  const std::string e = error_of([&] { prepared(m, 1); });
+  CHECK_THAT(e, Contains("node 'gather_rows' (Gather)"));
+  CHECK_THAT(e, Contains("only supported on constants and shapes"));
+}
+
+// ---- removal ------------------------------------------------------------------------------------------------
+
+TEST_CASE("Identity Dropout and dead nodes are removed and output names kept", "[nn][passes]") {
+  ModelBuilder m;
+  m.input("x", {-1, 3}).output("out");
+  m.node("Relu", {"x"}, {"r"});
+  m.node("Dropout", {"r"}, {"d"});
+  m.node("Sigmoid", {"d"}, {"unused"}, "dead_sigmoid");
+  m.node("Tanh", {"d"}, {"t"});
+  m.node("Identity", {"t"}, {"out"});
+  const Graph g = prepared(m, 2);
+  check_prepared_form(g);
+  REQUIRE(g.nodes.size() == 2);
+  CHECK(g.nodes[0].op == "Relu");
+  CHECK(g.nodes[1].op == "Tanh");
+  CHECK(g.nodes[1].inputs == std::vector<std::string>{g.nodes[0].outputs[0]});
+  CHECK(g.nodes[1].outputs == std::vector<std::string>{"out"});
+  CHECK(g.outputs[0].name == "out");
+  CHECK(g.shapes.count("out"));
+  CHECK(std::any_of(g.rewrites.begin(), g.rewrites.end(), [](const std::string& r) { return r.find("dead_sigmoid") != std::string::npos; }));
+  CHECK(std::any_of(g.rewrites.begin(), g.rewrites.end(), [](const std::string& r) { return r.find("(Dropout)") != std::string::npos; }));
+}
+
+// ---- BatchNormalization folding and fusion ------------------------------------------------------------------
+
+TEST_CASE("BatchNormalization folds into the Conv with the same numbers as conv then bn", "[nn][passes]") {
+  const Shape xs{1, 2, 5, 5}, ws{3, 2, 3, 3};
+  const auto x = random_values(50, 1), w = random_values(54, 2), b = random_values(3, 3);
+  const auto scale = random_values(3, 4, 0.5f, 2.f), shift = random_values(3, 5), mean = random_values(3, 6);
+  const auto var = random_values(3, 7, 0.1f, 3.f);
+  const float epsilon = 1e-3f;
+  ModelBuilder m;
+  m.input("x", {-1, 2, 5, 5}).output("y").weights("w", ws, w).weights("b", {3}, b);
+  m.weights("scale", {3}, scale).weights("shift", {3}, shift).weights("mean", {3}, mean).weights("var", {3}, var);
+  test::set_ints(m.node("Conv", {"x", "w", "b"}, {"c"}, "conv"), "pads", {1, 1, 1, 1});
+  test::set_float(m.node("BatchNormalization", {"c", "scale", "shift", "mean", "var"}, {"y"}, "bn"), "epsilon", epsilon);
+  const Graph g = prepared(m);
+  const Node& conv = only_node(g);
+  CHECK(conv.op == "Conv");
+  CHECK(conv.outputs[0] == "y");
+  CHECK(conv.inputs[0] == "x");
+  REQUIRE(g.is_constant(conv.inputs[2]));
+
+  // Reference: the convolution, then BatchNormalization's formula, per element.
+  std::vector<float> expected = reference_conv(x, xs, w, ws, b, 1);
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    const std::size_t c = (i / 25) % 3;
+    expected[i] = (expected[i] - mean[c]) / std::sqrt(var[c] + epsilon) * scale[c] + shift[c];
+  }
+  const std::vector<float> folded =
+      reference_conv(x, xs, g.constants.at(conv.inputs[1]).f32, ws, g.constants.at(conv.inputs[2]).f32, 1);
+  REQUIRE(folded.size() == expected.size());
+  for (std::size_t i = 0; i < expected.size(); ++i) CHECK(folded[i] == Approx(expected[i]).epsilon(1e-5).margin(1e-5));
+  CHECK(std::any_of(g.rewrites.begin(), g.rewrites.end(), [](const std::string& r) {
+    return r == "folded node 'bn' (BatchNormalization) into node 'conv' (Conv)";
+  }));
+}
+
+TEST_CASE("BatchNormalization stays when the Conv output has another reader", "[nn][passes]") {
+  ModelBuilder m;
+  m.input("x", {-1, 1, 4, 4}).output("y").output("c").weights("w", {2, 1, 1, 1}, {1.f, 2.f});
+  for (const char* p : {"s", "b", "mu", "v"}) m.weights(p, {2}, {1.f, 1.f});
+  m.node("Conv", {"x", "w"}, {"c"});
+  m.node("BatchNormalization", {"c", "s", "b", "mu", "v"}, {"y"});
+  const Graph g = prepared(m);
+  CHECK(count_op(g, "BatchNormalization") == 1);
+  CHECK(count_op(g, "Conv") == 1);
+  check_prepared_form(g);
+}
+
+TEST_CASE("a ResNet block fuses into Convs with residual and activation", "[nn][passes]") {
+  // relu(bn2(conv2(relu(bn1(conv1(x))))) + x)
+  ModelBuilder m;
+  m.input("x", {-1, 4, 6, 6}).output("out");
+  for (const char* c : {"w1", "w2"}) m.weights(c, {4, 4, 3, 3}, random_values(144, 9));
+  for (const char* bn : {"1", "2"})
+    for (const char* p : {"s", "b", "mu", "v"}) m.weights(std::string(p) + bn, {4}, random_values(4, 10, 0.5f, 1.5f));
+  test::set_ints(m.node("Conv", {"x", "w1"}, {"c1"}, "conv1"), "pads", {1, 1, 1, 1});
+  m.node("BatchNormalization", {"c1", "s1", "b1", "mu1", "v1"}, {"n1"});
+  m.node("Relu", {"n1"}, {"r1"});
+  test::set_ints(m.node("Conv", {"r1", "w2"}, {"c2"}, "conv2"), "pads", {1, 1, 1, 1});
+  m.node("BatchNormalization", {"c2", "s2", "b2", "mu2", "v2"}, {"n2"});
+  m.node("Add", {"n2", "x"}, {"sum"});
+  m.node("Relu", {"sum"}, {"out"});
+  const Graph g = prepared(m, 2);
+  check_prepared_form(g);
+  REQUIRE(g.nodes.size() == 2);
+  const Node& first = g.nodes[0];
+  const Node& second = g.nodes[1];
+  CHECK(first.name == "conv1");
+  CHECK(first.attrs.s("activation", "?") == "Relu");
+  CHECK(first.inputs[3].empty());
+  CHECK(second.name == "conv2");
+  CHECK(second.inputs[0] == first.outputs[0]);
+  CHECK(second.inputs[3] == "x");
+  CHECK(second.attrs.s("activation", "?") == "Relu");
+  CHECK(second.outputs[0] == "out");
+  const std::string text = describe_graph(g);
+  CHECK_THAT(text, Contains("Conv+Add+Relu"));
+  CHECK_THAT(text, Contains("fused residual node"));
+}
+
+TEST_CASE("fusion leaves values that have other readers or are graph outputs", "[nn][passes]") {
+  ModelBuilder m;
+  m.input("x", {-1, 2, 3, 3}).output("r").output("c2").output("second").weights("w", {2, 2, 1, 1}, random_values(4, 11));
+  m.node("Conv", {"x", "w"}, {"c1"});
+  m.node("Relu", {"c1"}, {"r"});
+  m.node("Sigmoid", {"c1"}, {"second"});  // c1 has two readers: no fusion
+  m.node("Conv", {"x", "w"}, {"c2"});
+  m.node("Relu", {"c2"}, {"unused_relu"});  // dead; c2 is a graph output
+  const Graph g = prepared(m, 1);
+  check_prepared_form(g);
+  CHECK(count_op(g, "Relu") == 1);
+  CHECK(count_op(g, "Sigmoid") == 1);
+  for (const auto& n : g.nodes)
+    if (n.op == "Conv") CHECK(n.attrs.s("activation", "?").empty());
+}
+
+TEST_CASE("a per-channel constant Add joins the bias and Clip fuses with its bounds", "[nn][passes]") {
+  ModelBuilder m;
+  m.input("x", {-1, 2, 3, 3}).output("y").weights("w", {2, 2, 1, 1}, random_values(4, 12)).weights("b", {2}, {0.25f, -1.f});
+  m.weights("channel_shift", {2, 1, 1}, {1.f, 2.f}).weights("lo", {}, {0.f}).weights("hi", {}, {6.f});
+  m.node("Conv", {"x", "w", "b"}, {"c"});
+  m.node("Add", {"channel_shift", "c"}, {"shifted"});
+  m.node("Clip", {"shifted", "lo", "hi"}, {"y"});
+  const Graph g = prepared(m, 1);
+  const Node& conv = only_node(g);
+  CHECK(g.constants.at(conv.inputs[2]).f32 == std::vector<float>{1.25f, 1.f});
+  CHECK(conv.attrs.s("activation", "") == "Clip");
+  CHECK(conv.attrs.f("act_alpha", -1.f) == 0.f);
+  CHECK(conv.attrs.f("act_beta", -1.f) == 6.f);
+  CHECK(conv.outputs[0] == "y");
+}
+
+TEST_CASE("describe_graph reports layers totals and rewrites", "[nn][passes]") {
+  ModelBuilder m;
+  m.input("x", {-1, 3, 32, 32}).output("y").weights("w", {8, 3, 3, 3}, random_values(216, 13)).weights("b", {8}, random_values(8, 14));
+  m.weights("fc", {5, 7200}, random_values(36000, 15));
+  m.node("Conv", {"x", "w", "b"}, {"c"}, "stem");
+  m.node("Relu", {"c"}, {"r"});
+  m.node("Flatten", {"r"}, {"f"});
+  test::set_int(m.node("Gemm", {"f", "fc"}, {"y"}, "head"), "transB", 1);
+  const Graph g = prepared(m, 2);
+  const std::string text = describe_graph(g);
+  CHECK_THAT(text, Contains("stem"));
+  CHECK_THAT(text, Contains("Conv+Relu"));
+  CHECK_THAT(text, Contains("[2,8,30,30]"));
+  // Parameters 8*27 + 8 + 5*7200 = 36224. FLOPs: Conv 2 * (2*8*30*30) * 27 = 777600, Gemm 2 * (2*5) * 7200 = 144000.
+  CHECK_THAT(text, Contains("total: 36224 parameters, 0.9 MFLOPs"));
+  CHECK_THAT(text, Contains("weights (f32): 144896 B"));
+  // x 24576 B, conv output 57600 B, its Reshape 57600 B, y 40 B. Peak: the Reshape's output while the conv
+  // output is still held (x is freed after the Conv).
+  CHECK_THAT(text, Contains("activations (f32): 139816 B (136.5 KiB) in all, peak 115200 B (112.5 KiB)"));
+  CHECK_THAT(text, Contains("rewrote node 'Flatten_f' (Flatten) as Reshape to [2,7200]"));
+  CHECK_THAT(text, Contains("fused activation node 'Relu_r' (Relu) into node 'stem' (Conv)"));
+}
+
+// ---- real models exported by PyTorch ------------------------------------------------------------------------
+
+namespace {
+
+// A torchvision model as ONNX: the reference file of tests/nn/export_reference.py when present (default
+// opset), else exported here with Debian's torch (cached in the temp folder). "" when neither works.
+std::string torchvision_onnx(const std::string& name, int opset) {
+  namespace fs = std::filesystem;
+  const fs::path reference = fs::path(SLUICE_BINARY_DIR) / "nn-reference" / (name + ".onnx");
+  if (opset == 0 && fs::exists(reference)) return reference.string();
+  const int version = opset == 0 ? 14 : opset;
+  const fs::path dir = fs::temp_directory_path() / "sluice_nn_front_models";
+  fs::create_directories(dir);
+  const fs::path file = dir / (name + "_opset" + std::to_string(version) + ".onnx");
+  if (fs::exists(file)) return file.string();
+  const fs::path partial = file.string() + ".partial";
+  const std::string command =
+      "/usr/bin/python3 -c \"import torch, torchvision; torch.manual_seed(0); "
+      "m = torchvision.models." + name + "().eval(); "
+      "torch.onnx.export(m, torch.randn(1, 3, 224, 224), '" + partial.string() + "', opset_version=" +
+      std::to_string(version) + ", input_names=['input'], output_names=['output'], "
+      "dynamic_axes={'input': {0: 'batch'}, 'output': {0: 'batch'}})\" > /dev/null 2>&1";
+  if (std::system(command.c_str()) != 0) return "";
+  fs::rename(partial, file);
+  return file.string();
+}
+
+}  // namespace
+
+TEST_CASE("torchvision resnet18 prepares to 20 fused Convs", "[nn][passes][models]") {
+  for (int opset : {0, 11, 17}) {
+    INFO("opset " << opset);
+    const std::string path = torchvision_onnx("resnet18", opset);
+    if (path.empty()) {
+      WARN("could not export resnet18 with /usr/bin/python3 (torch, torchvision): skipped");
+      return;
+    }
+    const Graph model = load_onnx(path);
+    const Graph g = prepare(model, 4);
+    check_prepared_form(g);
+    CHECK(count_op(g, "Conv") == 20);  // stem + 8 blocks x 2 + 3 downsample
+    CHECK(count_op(g, "BatchNormalization") == 0);
+    CHECK(count_op(g, "Relu") == 0);
+    CHECK(count_op(g, "Add") == 0);
+    CHECK(count_op(g, "MaxPool") == 1);
+    CHECK(count_op(g, "GlobalAveragePool") == 1);
+    CHECK(count_op(g, "Gemm") == 1);
+    CHECK(g.nodes.size() == 24);
+    std::size_t residual = 0;
+    for (const auto& n : g.nodes)
+      if (n.op == "Conv" && !n.inputs[3].empty()) {
+        ++residual;
+        CHECK(n.attrs.s("activation", "") == "Relu");
+      }
+    CHECK(residual == 8);
+    REQUIRE(g.outputs.size() == 1);
+    CHECK(g.outputs[0].name == model.outputs[0].name);
+    CHECK(g.outputs[0].shape == Shape{4, 1000});
+  }
+}
+
+TEST_CASE("torchvision mobilenet_v2 prepares with Clip and residuals fused", "[nn][passes][models]") {
+  for (int opset : {0, 11, 17}) {
+    INFO("opset " << opset);
+    const std::string path = torchvision_onnx("mobilenet_v2", opset);
+    if (path.empty()) {
+      WARN("could not export mobilenet_v2 with /usr/bin/python3 (torch, torchvision): skipped");
+      return;
+    }
+    const Graph g = prepare(load_onnx(path), 2);
+    check_prepared_form(g);
+    CHECK(count_op(g, "Conv") == 52);
+    CHECK(count_op(g, "BatchNormalization") == 0);
+    CHECK(count_op(g, "Clip") == 0);
+    CHECK(count_op(g, "Add") == 0);
+    std::size_t residual = 0, clipped = 0;
+    for (const auto& n : g.nodes) {
+      if (n.op != "Conv") continue;
+      residual += !n.inputs[3].empty();
+      if (n.attrs.s("activation", "") == "Clip") {
+        ++clipped;
+        CHECK(n.attrs.f("act_alpha", -1.f) == 0.f);
+        CHECK(n.attrs.f("act_beta", -1.f) == 6.f);
+      }
+    }
+    CHECK(residual == 10);
+    CHECK(clipped == 35);  // every Conv but the 17 linear bottleneck projections
+    CHECK(g.outputs[0].shape == Shape{2, 1000});
+  }
+}
+
+TEST_CASE("every reference model of export_reference.py prepares to the prepared form", "[nn][passes][models]") {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(SLUICE_BINARY_DIR) / "nn-reference";
+  if (!fs::is_directory(dir)) {
+    WARN("no " << dir.string() << " (tests/nn/export_reference.py writes it): skipped");
+    return;
+  }
+  std::size_t models = 0;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    if (entry.path().extension() != ".onnx") continue;
+    INFO(entry.path().string());
+    ++models;
+    const Graph model = load_onnx(entry.path().string());
+    for (std::int64_t batch : {1, 3}) {
+      const Graph g = prepare(model, batch);
+      check_prepared_form(g);
+      REQUIRE(g.outputs.size() == model.outputs.size());
+      for (std::size_t i = 0; i < g.outputs.size(); ++i) {
+        CHECK(g.outputs[i].name == model.outputs[i].name);
+        CHECK(g.outputs[i].shape.at(0) == batch);
+      }
+      // The reference output's items must have the prepared output's item shape.
+      const fs::path expected = entry.path().parent_path() / (entry.path().stem().string() + ".output.npy");
+      if (fs::exists(expected)) {
+        const Shape reference = read_npy(expected.string()).shape;
+        CHECK(Shape(reference.begin() + 1, reference.end()) == Shape(g.outputs[0].shape.begin() + 1, g.outputs[0].shape.end()));
+      }
+      CHECK_FALSE(describe_graph(g).empty());
+    }
+  }
+  CHECK(models > 0);
+}
