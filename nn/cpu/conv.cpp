@@ -37,11 +37,17 @@ class ConvLayer final : public Layer {
     depthwise_ = g_.in_per_group() == 1;
     pointwise_ = g_.kernel_h == 1 && g_.kernel_w == 1 && g_.stride_h == 1 && g_.stride_w == 1 && g_.pad_top == 0 &&
                  g_.pad_left == 0 && g_.out_h == g_.in_h && g_.out_w == g_.in_w;
+    // Small output planes make thin GEMMs that waste most of the BLAS kernel: put the columns of several
+    // images side by side so that one GEMM has at least kWideColumns columns.
+    const std::int64_t out_plane = g_.out_h * g_.out_w;
+    images_per_gemm_ = depthwise_ ? 1 : std::clamp<std::int64_t>((kWideColumns + out_plane - 1) / out_plane, 1, g_.batch);
   }
 
   std::size_t scratch_floats() const override {
-    if (depthwise_ || pointwise_) return 0;
-    return static_cast<std::size_t>(g_.in_per_group() * g_.kernel_h * g_.kernel_w * g_.out_h * g_.out_w);
+    if (depthwise_ || (pointwise_ && images_per_gemm_ == 1)) return 0;
+    const std::int64_t columns = images_per_gemm_ * g_.out_h * g_.out_w;
+    const std::int64_t product = images_per_gemm_ > 1 ? g_.out_per_group() * columns : 0;
+    return static_cast<std::size_t>(g_.in_per_group() * g_.kernel_h * g_.kernel_w * columns + product);
   }
 
   void run(const float* const* in, float* const* out, float* scratch) const override {
@@ -50,45 +56,94 @@ class ConvLayer final : public Layer {
     const float* bias = in[2];
     const float* residual = in[3];
     float* y = out[0];
-    const std::int64_t in_plane = g_.in_h * g_.in_w, out_plane = g_.out_h * g_.out_w;
-    for (std::int64_t n = 0; n < g_.batch; ++n) {
-      const float* xn = x + n * g_.in_channels * in_plane;
-      float* yn = y + n * g_.out_channels * out_plane;
+    const std::int64_t in_image = g_.in_channels * g_.in_h * g_.in_w, out_image = g_.out_channels * g_.out_h * g_.out_w;
+    for (std::int64_t n = 0; n < g_.batch; n += images_per_gemm_) {
+      const std::int64_t images = std::min(images_per_gemm_, g_.batch - n);
+      const float* rn = residual ? residual + n * out_image : nullptr;
       if (depthwise_) {
-        for (std::int64_t m = 0; m < g_.out_channels; ++m)
-          depthwise_channel(xn + (m / g_.out_per_group()) * in_plane, w + m * g_.kernel_h * g_.kernel_w,
-                            yn + m * out_plane);
+        depthwise(x + n * in_image, w, y + n * out_image);
+        finish(y + n * out_image, bias, rn);
+      } else if (images == 1) {
+        convolve_one(x + n * in_image, w, y + n * out_image, scratch);
+        finish(y + n * out_image, bias, rn);
       } else {
-        const std::int64_t k = g_.in_per_group() * g_.kernel_h * g_.kernel_w;
-        for (std::int64_t group = 0; group < g_.groups; ++group) {
-          const float* xg = xn + group * g_.in_per_group() * in_plane;
-          const float* columns = xg;
-          if (!pointwise_) {
-            im2col(xg, scratch);
-            columns = scratch;
-          }
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(g_.out_per_group()),
-                      static_cast<int>(out_plane), static_cast<int>(k), 1.0f, w + group * g_.out_per_group() * k,
-                      static_cast<int>(k), columns, static_cast<int>(out_plane), 0.0f,
-                      yn + group * g_.out_per_group() * out_plane, static_cast<int>(out_plane));
-        }
+        convolve_side_by_side(x + n * in_image, w, images, y + n * out_image, bias, rn, scratch);
       }
-      const float* rn = residual ? residual + n * g_.out_channels * out_plane : nullptr;
-      for (std::int64_t m = 0; m < g_.out_channels; ++m)
-        apply_activation(act_, yn + m * out_plane, bias ? bias[m] : 0.0f, rn ? rn + m * out_plane : nullptr,
-                         yn + m * out_plane, static_cast<std::size_t>(out_plane));
     }
   }
 
  private:
-  // columns[(c, kh, kw), (oh, ow)] = x[c, oh*sh - pt + kh*dh, ow*sw - pl + kw*dw], zero outside the image.
-  void im2col(const float* x, float* columns) const {
+  static constexpr std::int64_t kWideColumns = 1024;
+
+  std::int64_t k() const { return g_.in_per_group() * g_.kernel_h * g_.kernel_w; }
+
+  void gemm(const float* w, const float* columns, std::int64_t width, float* product) const {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(g_.out_per_group()), static_cast<int>(width),
+                static_cast<int>(k()), 1.0f, w, static_cast<int>(k()), columns, static_cast<int>(width), 0.0f, product,
+                static_cast<int>(width));
+  }
+
+  // One image, group by group, the GEMM writing the output in place.
+  void convolve_one(const float* x, const float* w, float* y, float* scratch) const {
+    const std::int64_t in_plane = g_.in_h * g_.in_w, out_plane = g_.out_h * g_.out_w;
+    for (std::int64_t group = 0; group < g_.groups; ++group) {
+      const float* xg = x + group * g_.in_per_group() * in_plane;
+      const float* columns = xg;
+      if (!pointwise_) {
+        im2col(xg, scratch, out_plane);
+        columns = scratch;
+      }
+      gemm(w + group * g_.out_per_group() * k(), columns, out_plane, y + group * g_.out_per_group() * out_plane);
+    }
+  }
+
+  // Several images in one GEMM per group: their columns side by side, the product [Mg, images * plane] then
+  // spread back to NCHW by the epilogue.
+  void convolve_side_by_side(const float* x, const float* w, std::int64_t images, float* y, const float* bias,
+                             const float* residual, float* scratch) const {
+    const std::int64_t in_plane = g_.in_h * g_.in_w, out_plane = g_.out_h * g_.out_w;
+    const std::int64_t width = images * out_plane;
+    float* columns = scratch;
+    float* product = scratch + k() * width;
+    for (std::int64_t group = 0; group < g_.groups; ++group) {
+      for (std::int64_t i = 0; i < images; ++i)
+        im2col(x + i * g_.in_channels * in_plane + group * g_.in_per_group() * in_plane, columns + i * out_plane, width);
+      gemm(w + group * g_.out_per_group() * k(), columns, width, product);
+      for (std::int64_t i = 0; i < images; ++i) {
+        const std::int64_t first = i * g_.out_channels * out_plane + group * g_.out_per_group() * out_plane;
+        for (std::int64_t m = 0; m < g_.out_per_group(); ++m) {
+          const std::int64_t channel = group * g_.out_per_group() + m;
+          apply_activation(act_, product + m * width + i * out_plane, bias ? bias[channel] : 0.0f,
+                           residual ? residual + first + m * out_plane : nullptr, y + first + m * out_plane,
+                           static_cast<std::size_t>(out_plane));
+        }
+      }
+    }
+  }
+
+  // y = activation(y + bias + residual) for one image, in place.
+  void finish(float* y, const float* bias, const float* residual) const {
     const std::int64_t out_plane = g_.out_h * g_.out_w;
+    for (std::int64_t m = 0; m < g_.out_channels; ++m)
+      apply_activation(act_, y + m * out_plane, bias ? bias[m] : 0.0f, residual ? residual + m * out_plane : nullptr,
+                       y + m * out_plane, static_cast<std::size_t>(out_plane));
+  }
+
+  // Every output channel from its one input channel.
+  void depthwise(const float* x, const float* w, float* y) const {
+    const std::int64_t in_plane = g_.in_h * g_.in_w, out_plane = g_.out_h * g_.out_w;
+    for (std::int64_t m = 0; m < g_.out_channels; ++m)
+      depthwise_channel(x + (m / g_.out_per_group()) * in_plane, w + m * g_.kernel_h * g_.kernel_w, y + m * out_plane);
+  }
+
+  // columns[(c, kh, kw), (oh, ow)] = x[c, oh*sh - pt + kh*dh, ow*sw - pl + kw*dw], zero outside the image;
+  // rows `row_stride` floats apart (wider than one image's plane when images sit side by side).
+  void im2col(const float* x, float* columns, std::int64_t row_stride) const {
     float* row = columns;
     for (std::int64_t c = 0; c < g_.in_per_group(); ++c) {
       const float* plane = x + c * g_.in_h * g_.in_w;
       for (std::int64_t kh = 0; kh < g_.kernel_h; ++kh) {
-        for (std::int64_t kw = 0; kw < g_.kernel_w; ++kw, row += out_plane) {
+        for (std::int64_t kw = 0; kw < g_.kernel_w; ++kw, row += row_stride) {
           const std::int64_t col_offset = kw * g_.dilation_w - g_.pad_left;
           const Range cols = valid_outputs(g_.in_w, col_offset, g_.stride_w, g_.out_w);
           for (std::int64_t oh = 0; oh < g_.out_h; ++oh) {
@@ -140,6 +195,7 @@ class ConvLayer final : public Layer {
   Activation act_;
   bool depthwise_ = false;
   bool pointwise_ = false;
+  std::int64_t images_per_gemm_ = 1;
 };
 
 std::vector<std::int64_t> ints_or(const LayerContext& ctx, const std::string& name, std::vector<std::int64_t> fallback,

@@ -226,6 +226,10 @@ TEST_CASE("Conv matches the naive reference on chosen shapes", "[cpu_ops][conv]"
       {{1, 4, 8, 8}, 4, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1, true, false, "HardSigmoid", 0.2f, 0.5f},
       {{1, 2, 5, 5}, 3, 5, 5, {4, 4}, {0, 0, 0, 0}, {1, 1}, 1, false, false, ""},  // stride > kernel coverage
       {{1, 2, 3, 3}, 2, 3, 3, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1, true, false, ""},   // 1x1 output
+      // batches whose images share GEMMs (side by side), with a shorter last group of images
+      {{3, 4, 24, 24}, 6, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, 2, true, true, "Relu"},
+      {{5, 8, 4, 4}, 16, 1, 1, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1, true, true, "Relu"},
+      {{4, 8, 9, 9}, 8, 3, 3, {2, 2}, {1, 1, 1, 1}, {1, 1}, 4, true, false, "Clip", 0.0f, 6.0f},
       // depthwise (direct loop), with channel multiplier, strides, dilation, asymmetric pads
       {{1, 8, 14, 14}, 8, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, 8, true, false, "Clip", 0.0f, 6.0f},
       {{2, 6, 15, 13}, 6, 3, 3, {2, 2}, {1, 1, 1, 1}, {1, 1}, 6, true, true, "Relu"},
@@ -253,7 +257,7 @@ TEST_CASE("Conv matches the naive reference on random shapes", "[cpu_ops][conv]"
     c.dilations = {random_int(rng, 1, 2), random_int(rng, 1, 2)};
     c.pads = {random_int(rng, 0, 3), random_int(rng, 0, 3), random_int(rng, 0, 3), random_int(rng, 0, 3)};
     const std::int64_t min_h = c.dilations[0] * (c.kernel_h - 1) + 1, min_w = c.dilations[1] * (c.kernel_w - 1) + 1;
-    c.x = {random_int(rng, 1, 2), c.group * in_per_group, min_h + random_int(rng, 0, 12), min_w + random_int(rng, 0, 12)};
+    c.x = {random_int(rng, 1, 3), c.group * in_per_group, min_h + random_int(rng, 0, 12), min_w + random_int(rng, 0, 12)};
     c.out_channels = c.group * mg;
     c.bias = random_int(rng, 0, 1) == 1;
     c.residual = random_int(rng, 0, 1) == 1;
@@ -768,8 +772,9 @@ TEST_CASE("Pad matches the naive reference in every mode", "[cpu_ops][shape]") {
 
 // ---- resize ----------------------------------------------------------------------------------------------------
 
-double resize_coordinate(const std::string& transform, std::int64_t o, std::int64_t in, std::int64_t out) {
-  const double scale = static_cast<double>(out) / static_cast<double>(in);
+// `scale` 0: the ratio of the sizes.
+double resize_coordinate(const std::string& transform, std::int64_t o, std::int64_t in, std::int64_t out, double scale = 0) {
+  if (scale == 0) scale = static_cast<double>(out) / static_cast<double>(in);
   if (transform == "asymmetric") return o / scale;
   if (transform == "align_corners") return out == 1 ? 0.0 : o * (in - 1.0) / (out - 1.0);
   if (transform == "pytorch_half_pixel" && out == 1) return 0.0;
@@ -829,6 +834,39 @@ TEST_CASE("Resize matches the ONNX formulas", "[cpu_ops][resize]") {
         }
       }
     }
+  }
+}
+
+TEST_CASE("Resize maps coordinates with the model's own scales when it gives them", "[cpu_ops][resize]") {
+  // 5 -> 7 with scale 1.5 (PyTorch's scale_factor=1.5): the coordinates differ from those of the ratio 7/5.
+  std::mt19937 rng(19);
+  const Shape xs{1, 2, 5, 5}, ys{1, 2, 7, 7};
+  const Floats x = random_floats(rng, count(xs));
+  for (const std::string mode : {"nearest", "linear"}) {
+    INFO(mode);
+    Floats want;
+    for (std::int64_t p = 0; p < 2; ++p)
+      for (std::int64_t oh = 0; oh < 7; ++oh)
+        for (std::int64_t ow = 0; ow < 7; ++ow) {
+          const double fy = resize_coordinate("asymmetric", oh, 5, 7, 1.5), fx = resize_coordinate("asymmetric", ow, 5, 7, 1.5);
+          auto at = [&](std::int64_t h, std::int64_t w) { return x[static_cast<std::size_t>((p * 5 + h) * 5 + w)]; };
+          if (mode == "nearest") {
+            want.push_back(at(resize_nearest("floor", fy, 5), resize_nearest("floor", fx, 5)));
+            continue;
+          }
+          const auto y0 = static_cast<std::int64_t>(fy), x0 = static_cast<std::int64_t>(fx);
+          const std::int64_t y1 = std::min<std::int64_t>(y0 + 1, 4), x1 = std::min<std::int64_t>(x0 + 1, 4);
+          const double dy = fy - y0, dx = fx - x0;
+          want.push_back(static_cast<float>(at(y0, x0) * (1 - dy) * (1 - dx) + at(y0, x1) * (1 - dy) * dx +
+                                            at(y1, x0) * dy * (1 - dx) + at(y1, x1) * dy * dx));
+        }
+    TestGraph t;
+    t.input("x", xs, x);
+    t.node("Resize", {"x"}, {"y"},
+           {{"sizes", ys}, {"scales", Floats{1.0f, 1.0f, 1.5f, 1.5f}}, {"mode", mode},
+            {"coordinate_transformation_mode", std::string("asymmetric")}, {"nearest_mode", std::string("floor")}});
+    t.output("y", ys);
+    CHECK_CLOSE(t.run()[0], want, 1e-5);
   }
 }
 
