@@ -103,6 +103,9 @@ class Sweep {
     for (std::size_t i = 1; i < node.outputs.size(); ++i)
       if (!node.outputs[i].empty() && used_.count(node.outputs[i]))
         fail(g_, node, "output '" + node.outputs[i] + "' (the dropout mask) is used, which is not supported");
+    if (node.op == "Dropout")
+      if (const Tensor* training = constant_input(g_, node, 2); training && as_ints(*training).at(0) != 0)
+        fail(g_, node, "training_mode=true is not supported (export the model in eval mode)");
     const std::string& in = node.inputs[0];
     const std::string& out = node.outputs.at(0);
     g_.rewrites.push_back("removed " + node.where());
