@@ -1,0 +1,212 @@
+#!/usr/bin/env python3
+"""Reference models and PyTorch's outputs for sluice's inference tests.
+
+usage: /usr/bin/python3 tests/nn/export_reference.py OUTDIR
+
+For each model NAME it writes OUTDIR/NAME.onnx (batch dimension dynamic), OUTDIR/NAME.input.npy (a random
+batch of 2, f32) and OUTDIR/NAME.output.npy (PyTorch's f32 output for it: eval mode, torch.no_grad):
+
+  resnet18, mobilenet_v2   torchvision, random weights, with random BatchNorm running statistics and affine
+                           parameters, exported with the BatchNormalization nodes kept (so sluice's folding of
+                           them into the convolutions is really tested), opset 13, 2x3x224x224
+  mixnet                   a small net that exercises every op the loader and passes handle (see MixNet),
+                           opset 13, 2x3x64x64; also as mixnet_op11 and mixnet_op17 (the same weights and
+                           input exported at opsets 11 and 17, where ONNX spells several ops differently)
+
+Deterministic (fixed seeds). A model whose three files exist and are newer than this script is skipped.
+Works under torch 1.13 (Debian) and torch 2.x (dynamo=False where torch.onnx.export has that argument).
+"""
+
+import inspect
+import os
+import sys
+import warnings
+
+import numpy as np
+import onnx
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+import torchvision
+
+SEED = 20261130
+
+
+def randomize_batchnorm(model, calibration, generator):
+    """Gives every BatchNorm2d statistics and affine parameters that are neither identity nor degenerate.
+
+    Running statistics are first measured on `calibration` (so activations stay in a sane range through deep
+    nets), then perturbed; weight and bias are drawn at random."""
+    bns = [m for m in model.modules() if isinstance(m, nn.BatchNorm2d)]
+    for bn in bns:
+        bn.reset_running_stats()
+        bn.momentum = None  # cumulative average over the calibration batch
+    model.train()
+    with torch.no_grad():
+        model(calibration)
+    for bn in bns:
+        c = bn.num_features
+        with torch.no_grad():
+            std = bn.running_var.sqrt()
+            bn.running_mean += 0.2 * std * torch.randn(c, generator=generator)
+            bn.running_var *= torch.empty(c).uniform_(0.6, 1.6, generator=generator)
+            bn.weight.copy_(torch.empty(c).uniform_(0.5, 1.5, generator=generator))
+            bn.bias.copy_(0.2 * torch.randn(c, generator=generator))
+        bn.momentum = 0.1
+    model.eval()
+
+
+class MixNet(nn.Module):
+    """Every op the ONNX front end takes, at small sizes (input 3x64x64, output 10 logits).
+
+    Conv (plain, strided, depthwise, dilated, with and without BatchNorm), BatchNormalization not after a
+    Conv, Relu, Clip (ReLU6), HardSwish, HardSigmoid, LeakyRelu, Sigmoid, Tanh, Concat, Split, Slice (steps),
+    Pad (constant, reflect), Resize (nearest; bilinear with align_corners False), MaxPool and AveragePool
+    (ceil_mode, padding, count_include_pad both ways), GlobalAveragePool, Transpose, MatMul, Softmax, Reshape,
+    Flatten, Gemm, and Add/Sub/Mul/Div with broadcasting against [1,C,1,1] constants, scalars and activations."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Conv2d(3, 16, 3, stride=2, padding=1, bias=False)
+        self.stem_bn = nn.BatchNorm2d(16)
+        self.depthwise = nn.Conv2d(16, 16, 3, padding=1, groups=16, bias=False)
+        self.depthwise_bn = nn.BatchNorm2d(16)
+        self.dilated = nn.Conv2d(16, 16, 3, padding=2, dilation=2)
+        self.branch_a = nn.Conv2d(16, 8, 1)
+        self.branch_b = nn.Conv2d(16, 8, 1)
+        self.mix_bn = nn.BatchNorm2d(32)  # follows Mul/Sub, not a Conv: stays a BatchNormalization
+        self.channel_scale = nn.Parameter(torch.empty(1, 32, 1, 1))
+        self.channel_shift = nn.Parameter(torch.empty(1, 32, 1, 1))
+        self.channel_divisor = nn.Parameter(torch.empty(1, 12, 1, 1))
+        self.reduce = nn.Conv2d(20, 12, 1)
+        self.up_conv = nn.Conv2d(12, 12, 3, padding=1)
+        self.attn_q = nn.Conv2d(12, 8, 1)
+        self.attn_k = nn.Conv2d(12, 8, 1)
+        self.attn_v = nn.Conv2d(12, 12, 1)
+        self.head_pool = nn.AvgPool2d(3, stride=2, padding=1, count_include_pad=True)
+        self.fc1 = nn.Linear(12 * 4 * 4, 32)
+        self.fc2 = nn.Linear(32 + 12, 10)
+
+    def forward(self, x):  # x: N,3,64,64
+        s = F.relu6(self.stem_bn(self.stem(x)))                                 # N,16,32,32
+        d = F.hardswish(self.depthwise_bn(self.depthwise(s)))
+        d = F.leaky_relu(self.dilated(d), 0.1)
+        a = torch.sigmoid(self.branch_a(d))
+        b = torch.tanh(self.branch_b(d))
+        c = torch.cat([a, b, s], 1)                                             # N,32,32,32
+        c = self.mix_bn(c * self.channel_scale - self.channel_shift)
+        p, q = torch.split(c, [12, 20], 1)
+        p = F.hardsigmoid(p)
+        q = F.relu(self.reduce(q))
+        m = p + q / self.channel_divisor                                        # N,12,32,32
+        m = F.pad(m, (1, 1, 0, 1), value=0.25)                                  # N,12,33,34
+        m = F.max_pool2d(m, 3, stride=2, ceil_mode=True)                        # N,12,16,17 (last column partial)
+        m = m[:, :, 1:15, 0:17:2]                                               # N,12,14,9
+        m = F.avg_pool2d(m, 2, stride=2, ceil_mode=True, count_include_pad=False)  # N,12,7,5 (last column partial)
+        m = F.interpolate(m, scale_factor=2.0, mode="nearest")                  # N,12,14,10
+        m = F.interpolate(m, size=(16, 12), mode="bilinear", align_corners=False)  # N,12,16,12
+        m = F.pad(m, (2, 2, 0, 0), mode="reflect")                              # N,12,16,16
+        m = self.up_conv(m) * torch.sigmoid(m) - 0.5                            # N,12,16,16
+        n, ch, h, w = m.shape
+        # Attention over the 8x8 positions: Transpose, MatMul, Softmax, Reshape.
+        small = F.max_pool2d(m, 2)                                              # N,12,8,8
+        q_ = self.attn_q(small).reshape(n, 8, 64).transpose(1, 2)              # N,64,8
+        k_ = self.attn_k(small).reshape(n, 8, 64)                               # N,8,64
+        v_ = self.attn_v(small).reshape(n, 12, 64)                              # N,12,64
+        weights = torch.softmax(torch.matmul(q_, k_) / 8.0 ** 0.5, dim=-1)     # N,64,64
+        attended = torch.matmul(v_, weights.transpose(1, 2)).reshape(n, 12, 8, 8)
+        pooled = self.head_pool(attended + small)                              # N,12,4,4
+        pooled_sum = F.adaptive_avg_pool2d(m, 1).flatten(1)                   # N,12
+        hidden = F.leaky_relu(self.fc1(torch.flatten(pooled, 1)), 0.2)
+        return self.fc2(torch.cat([hidden, pooled_sum], 1)) / 0.125
+
+
+def build_mixnet(generator):
+    torch.manual_seed(SEED + 3)
+    net = MixNet()
+    with torch.no_grad():
+        net.channel_scale.copy_(torch.empty(1, 32, 1, 1).uniform_(0.5, 1.5, generator=generator))
+        net.channel_shift.copy_(0.3 * torch.randn(1, 32, 1, 1, generator=generator))
+        net.channel_divisor.copy_(torch.empty(1, 12, 1, 1).uniform_(0.5, 2.0, generator=generator))
+    return net
+
+
+def torchvision_model(name):
+    builder = getattr(torchvision.models, name)
+    if "weights" in inspect.signature(builder).parameters:
+        return builder(weights=None)
+    return builder(pretrained=False)
+
+
+def export_onnx(model, example, path, opset):
+    kwargs = {}
+    if "dynamo" in inspect.signature(torch.onnx.export).parameters:
+        kwargs["dynamo"] = False
+    # PRESERVE keeps each BatchNormalization as a node (EVAL would fold it into the Conv before sluice sees it).
+    kwargs["training"] = torch.onnx.TrainingMode.PRESERVE
+    torch.onnx.export(model, example, path, opset_version=opset, input_names=["input"], output_names=["output"],
+                      dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}}, do_constant_folding=True, **kwargs)
+    graph = onnx.load(path)
+    onnx.checker.check_model(graph)
+    if any(isinstance(m, nn.BatchNorm2d) for m in model.modules()) and not any(
+            n.op_type == "BatchNormalization" for n in graph.graph.node):
+        raise RuntimeError("%s: the export folded BatchNormalization away; the reference would not test folding" % path)
+
+
+def up_to_date(outdir, name):
+    script_time = os.path.getmtime(os.path.abspath(__file__))
+    paths = [os.path.join(outdir, name + suffix) for suffix in (".onnx", ".input.npy", ".output.npy")]
+    return all(os.path.exists(p) and os.path.getmtime(p) >= script_time for p in paths)
+
+
+def write_reference(outdir, name, model, example, opset):
+    model.eval()
+    with torch.no_grad():
+        output = model(example)
+    export_onnx(model, example, os.path.join(outdir, name + ".onnx"), opset)
+    np.save(os.path.join(outdir, name + ".input.npy"), example.numpy().astype(np.float32))
+    np.save(os.path.join(outdir, name + ".output.npy"), output.numpy().astype(np.float32))
+    print("wrote %s/%s.{onnx,input.npy,output.npy}: opset %d, input %s, output %s (|max| %.3g)"
+          % (outdir, name, opset, list(example.shape), list(output.shape), float(output.abs().max())), flush=True)
+
+
+def main(argv):
+    if len(argv) != 2:
+        print(__doc__.split("\n\n")[1], file=sys.stderr)
+        return 2
+    outdir = argv[1]
+    # The exporter's advice (constant folding with PRESERVE, Slice steps, shape inference of constants) is about
+    # cases that do not arise with these eval-mode models; checker and the BatchNormalization check stay on.
+    warnings.filterwarnings("ignore", category=UserWarning, module=r"torch\.onnx")
+    warnings.filterwarnings("ignore", message=".*legacy TorchScript-based ONNX export")  # torch >= 2.9: chosen
+    os.makedirs(outdir, exist_ok=True)
+    torch.set_num_threads(min(2, torch.get_num_threads()))
+
+    jobs = [("resnet18", 224, 13), ("mobilenet_v2", 224, 13), ("mixnet", 64, 13), ("mixnet_op11", 64, 11),
+            ("mixnet_op17", 64, 17)]
+    mixnet = None
+    for name, size, opset in jobs:
+        if up_to_date(outdir, name):
+            print("up to date: %s/%s.{onnx,input.npy,output.npy}" % (outdir, name), flush=True)
+            continue
+        # One generator per model, seeded from its family, so each model's files do not depend on the others.
+        family = name.split("_op")[0]
+        generator = torch.Generator().manual_seed(SEED + sum(family.encode()))
+        example = torch.randn(2, 3, size, size, generator=generator)
+        if family == "mixnet":
+            if mixnet is None:
+                mixnet = build_mixnet(generator)
+                calibration = torch.randn(8, 3, size, size, generator=generator)
+                randomize_batchnorm(mixnet, calibration, generator)
+            model = mixnet
+        else:
+            torch.manual_seed(SEED)
+            model = torchvision_model(name)
+            calibration = torch.randn(8, 3, size, size, generator=generator)
+            randomize_batchnorm(model, calibration, generator)
+        write_reference(outdir, name, model, example, opset)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
