@@ -376,8 +376,10 @@ Node softmax(const Node& n, const Graph& g) {
   return respelled(n, "Softmax", {n.inputs[0]}, std::move(a));
 }
 
-Node resize_node(const Node& n, const Graph& g, const Shape& x, const Shape& sizes, std::string mode,
-                 std::string coordinates, std::string nearest) {
+// `scales` (empty when the model gave sizes) is kept as an attribute: ONNX maps coordinates with the model's
+// own scales, which differ from sizes / input for non-integer ratios.
+Node resize_node(const Node& n, const Graph& g, const Shape& x, const Shape& sizes, const std::vector<float>& scales,
+                 std::string mode, std::string coordinates, std::string nearest) {
   if (mode != "nearest" && mode != "linear") fail(g, n, "mode '" + mode + "' is not supported (nearest, linear)");
   static const std::set<std::string> supported{"half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric",
                                                "tf_half_pixel_for_nn"};
@@ -392,6 +394,7 @@ Node resize_node(const Node& n, const Graph& g, const Shape& x, const Shape& siz
   if (sizes[2] < 1 || sizes[3] < 1) fail(g, n, "output size " + to_string(sizes) + " is empty");
   Attributes a;
   a.values["sizes"] = Ints(sizes);
+  if (!scales.empty()) a.values["scales"] = scales;
   a.values["mode"] = std::move(mode);
   a.values["coordinate_transformation_mode"] = std::move(coordinates);
   a.values["nearest_mode"] = std::move(nearest);
@@ -413,10 +416,16 @@ Node resize(const Node& n, const Graph& g) {
   if (coordinates == "tf_crop_and_resize") fail(g, n, "coordinate_transformation_mode tf_crop_and_resize is not supported");
   if (n.attrs.i("exclude_outside", 0) != 0) fail(g, n, "exclude_outside=1 is not supported");
   Shape sizes;
-  if (const Tensor* s = optional_constant(g, n, 3, "sizes")) sizes = as_ints(*s);
-  else if (const Tensor* s = optional_constant(g, n, 2, "scales")) sizes = scaled(g, n, x, as_floats(*s));
-  else fail(g, n, "needs scales or sizes");
-  return resize_node(n, g, x, sizes, n.attrs.s("mode", "nearest"), coordinates,
+  std::vector<float> scales;
+  if (const Tensor* s = optional_constant(g, n, 3, "sizes")) {
+    sizes = as_ints(*s);
+  } else if (const Tensor* s = optional_constant(g, n, 2, "scales")) {
+    scales = as_floats(*s);
+    sizes = scaled(g, n, x, scales);
+  } else {
+    fail(g, n, "needs scales or sizes");
+  }
+  return resize_node(n, g, x, sizes, scales, n.attrs.s("mode", "nearest"), coordinates,
                      n.attrs.s("nearest_mode", "round_prefer_floor"));
 }
 
@@ -428,7 +437,7 @@ Node upsample(const Node& n, const Graph& g) {
   if (const Tensor* s = optional_constant(g, n, 1, "scales")) scales = as_floats(*s);
   std::string mode = n.attrs.s("mode", "nearest");
   if (mode == "bilinear") mode = "linear";
-  return resize_node(n, g, x, scaled(g, n, x, scales), mode, "asymmetric", "floor");
+  return resize_node(n, g, x, scaled(g, n, x, scales), scales, mode, "asymmetric", "floor");
 }
 
 Node pad(const Node& n, const Graph& g) {

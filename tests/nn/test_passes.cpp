@@ -273,6 +273,7 @@ TEST_CASE("Resize scales and sizes become concrete sizes and Upsample becomes Re
   const Node& n = only_node(g);
   CHECK(n.inputs.size() == 1);
   CHECK(n.attrs.ints("sizes") == Ints{2, 3, 10, 6});
+  CHECK(n.attrs.floats("scales") == std::vector<float>{1.f, 1.f, 2.f, 1.5f});
   CHECK(n.attrs.s("mode", "") == "linear");
   CHECK(n.attrs.s("coordinate_transformation_mode", "") == "align_corners");
   CHECK(n.attrs.s("nearest_mode", "") == "round_prefer_floor");
@@ -281,6 +282,7 @@ TEST_CASE("Resize scales and sizes become concrete sizes and Upsample becomes Re
   sizes.input("x", {-1, 3, 5, 4}).output("y").ints("sizes", {1, 3, 7, 9});
   sizes.node("Resize", {"x", "", "", "sizes"}, {"y"});
   CHECK(only_node(prepared(sizes, 1)).attrs.ints("sizes") == Ints{1, 3, 7, 9});
+  CHECK_FALSE(only_node(prepared(sizes, 1)).attrs.has("scales"));
 
   ModelBuilder channels;
   channels.input("x", {-1, 3, 5, 4}).output("y").weights("scales", {4}, {1.f, 2.f, 1.f, 1.f});
@@ -294,6 +296,7 @@ TEST_CASE("Resize scales and sizes become concrete sizes and Upsample becomes Re
   const Node& un = only_node(u);
   CHECK(un.op == "Resize");
   CHECK(un.attrs.ints("sizes") == Ints{1, 3, 10, 8});
+  CHECK(un.attrs.floats("scales") == std::vector<float>{1.f, 1.f, 2.f, 2.f});
   CHECK(un.attrs.s("coordinate_transformation_mode", "") == "asymmetric");
   CHECK(un.attrs.s("nearest_mode", "") == "floor");
   CHECK(std::any_of(u.rewrites.begin(), u.rewrites.end(), [](const std::string& r) { return r.find("Upsample") != std::string::npos; }));
