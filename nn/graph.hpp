@@ -109,7 +109,8 @@ struct Graph {
 //   Slice            one input; attrs "starts", "ends", "steps" (one per dimension, clamped, concrete)
 //   Softmax          attr axis; attr "coerce_2d" (1: opset < 13 semantics, softmax over all dims from axis on)
 //   Resize           one input; attr "sizes" (concrete output shape), "mode" (nearest | linear),
-//                    "coordinate_transformation_mode", "nearest_mode" (ONNX spellings); 4-D NCHW, H and W only
+//                    "coordinate_transformation_mode", "nearest_mode" (ONNX spellings); 4-D NCHW, H and W only;
+//                    "scales" (4 floats, optional): the model's scales, which the coordinates use when given
 //   Pad              one input; attr "pads" (ONNX order: begins then ends, one per dimension), "mode"
 //                    (constant | reflect | edge), "value"
 // Shapes and data are in ONNX's layout (NCHW for images); a backend may store 4-D values NHWC inside.
