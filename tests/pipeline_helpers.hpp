@@ -1,6 +1,7 @@
 #pragma once
 // Shared by the CPU and GPU pipeline tests: run a YAML pipeline to its end and read what it wrote.
 #include <fstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,49 @@ inline std::string chain_yaml(const std::string& device, const std::string& form
          "\n    frames: " + std::to_string(frames) +
          "\n  - kind: upload\n  - kind: preprocess\n    width: 96\n    height: 64\n" + extra_pre +
          "  - kind: download\n  - kind: sink\n    type: jsonl\n    path: " + jsonl_path + "\n";
+}
+
+// The shipped default pipeline (config/pipelines/default.yaml: testsrc -> ... -> infer with the shipped model ->
+// sink) on fresh frames: each pattern at sizes, formats, seeds and frame numbers the model was not trained on
+// (models/README.md lists its training set), top-1 label against the pattern that was rendered.
+struct Accuracy {
+  int correct = 0, total = 0;
+  std::string misses;  // "pattern size format: got label" for each miss, for the failure message
+};
+
+inline Accuracy default_model_accuracy(DeviceChoice device, const std::string& jsonl_path) {
+  struct Fresh {
+    int width, height;
+    const char* format;
+  };
+  const Fresh fresh[] = {{960, 540, "bgr8"}, {1366, 768, "nv12"}, {640, 480, "i420"}, {1152, 648, "rgb8"}};
+  Accuracy acc;
+  for (const char* pattern : {"bars", "shapes", "gradient", "checkerboard", "noise"}) {
+    for (const Fresh& f : fresh) {
+      PipelineSpec spec = load_pipeline(SLUICE_SOURCE_DIR "/config/pipelines/default.yaml");
+      spec.device = device;
+      ParamValues& src = spec.stages.front().params;
+      src.set("pattern", std::string(pattern), true);
+      src.set("width", std::int64_t{f.width}, true);
+      src.set("height", std::int64_t{f.height}, true);
+      src.set("format", std::string(f.format), true);
+      src.set("frames", std::int64_t{12}, true);
+      src.set("seed", std::int64_t{4242}, true);
+      ParamValues& sink = spec.stages.back().params;
+      sink.set("type", std::string("jsonl"), true);
+      sink.set("path", jsonl_path, true);
+      const auto totals = run_to_end(plan_pipeline(spec));
+      if (totals.delivered != 12) throw std::runtime_error("default pipeline delivered " + std::to_string(totals.delivered) + " of 12");
+      for (const auto& record : read_jsonl(jsonl_path)) {
+        const std::string label = record.at("classes").at(0).at("label");
+        ++acc.total;
+        if (label == pattern) ++acc.correct;
+        else acc.misses += std::string(pattern) + " " + std::to_string(f.width) + "x" + std::to_string(f.height) + " " +
+                           f.format + " seq " + record.at("sequence").dump() + ": got " + label + "\n";
+      }
+    }
+  }
+  return acc;
 }
 
 }  // namespace sluice::test
