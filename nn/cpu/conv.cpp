@@ -1,6 +1,7 @@
 // Conv: Y = activation(conv(X, W) + B + R), 2-D, NCHW, any group, stride, dilation and asymmetric padding.
 // Three ways: a direct loop when each output channel reads one input channel (depthwise), one GEMM on the input
-// itself for 1x1 stride-1 unpadded kernels, and im2col + GEMM (OpenBLAS) for everything else.
+// itself for 1x1 stride-1 unpadded kernels, and im2col + GEMM (OpenBLAS) for everything else. In a batch whose
+// output planes are small, the columns of several images sit side by side so that each GEMM is wide enough.
 #include <cblas.h>
 
 #include <algorithm>
@@ -73,7 +74,7 @@ class ConvLayer final : public Layer {
   }
 
  private:
-  static constexpr std::int64_t kWideColumns = 1024;
+  static constexpr std::int64_t kWideColumns = 1024;  // GEMM width from which OpenBLAS runs near its best
 
   std::int64_t k() const { return g_.in_per_group() * g_.kernel_h * g_.kernel_w; }
 
