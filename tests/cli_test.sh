@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # sluiced's command line end to end: exit codes, messages, the default pipeline, draining on SIGINT.
 set -uo pipefail
-sluiced=$1; src=$2
+sluiced=$1; src=$(cd "$2" && pwd)
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 fails=0
 check() {  # check NAME EXPECTED_STATUS GREP_PATTERN -- COMMAND...
@@ -30,15 +30,31 @@ check check-bad 2 "bad.yaml:3:13: stage 'decode' \(decode\): key 'frames': expec
 check run-bad 2 "bad.yaml:3:13" -- "$sluiced" run "$tmp/bad.yaml"
 check check-missing 2 'cannot open pipeline file' -- "$sluiced" check "$tmp/none.yaml"
 
-sed 's/type: stdout/type: "null"/' "$src/config/pipelines/default.yaml" | sed 's/frames: 64/frames: 40/' >"$tmp/default.yaml"
+# Copies of the default pipeline live in $tmp: point its model paths (relative to the file) at the repo's models.
+default_copy() { sed "s#\.\./\.\./models/#$src/models/#" "$src/config/pipelines/default.yaml" | sed "$@"; }
+default_copy 's/type: stdout/type: "null"/; s/frames: 64/frames: 40/' >"$tmp/default.yaml"
 check run-default 0 'produced 40 = delivered 40 \+ dropped 0 \+ failed 0' -- "$sluiced" run "$tmp/default.yaml"
 
 # A sink that cannot write: the run reports the stage and exits 1 with every frame accounted for.
-sed 's#type: stdout#type: jsonl\n    path: /nonexistent/x.jsonl#' "$src/config/pipelines/default.yaml" >"$tmp/nowrite.yaml"
+default_copy 's#type: stdout#type: jsonl\n    path: /nonexistent/x.jsonl#' >"$tmp/nowrite.yaml"
 check run-sink-fails 1 "failed 64 \+ in flight 0" -- "$sluiced" run "$tmp/nowrite.yaml"
 
+# The default pipeline prints the shipped model's predictions: the source draws shapes.
+check run-default-predicts 0 'seq 0 .* shapes 0\.[0-9]+' -- "$sluiced" run "$src/config/pipelines/default.yaml"
+
+# Model errors name the file (and the node), exit 2.
+check model-missing 2 "none.onnx" -- "$sluiced" model "$tmp/none.onnx"
+head -c 3000 "$src/models/testsrc-classifier.onnx" >"$tmp/truncated.onnx"
+check model-truncated 2 "truncated.onnx: not a valid ONNX model" -- "$sluiced" model "$tmp/truncated.onnx"
+check model-describe 0 "Conv\+Relu" -- "$sluiced" model "$src/models/testsrc-classifier.onnx" --device cpu
+check model-bad-option 2 "--precision needs one of" -- "$sluiced" model "$src/models/testsrc-classifier.onnx" --precision f8
+default_copy 's#testsrc-classifier.onnx#missing.onnx#' >"$tmp/nomodel.yaml"
+check check-missing-model 2 "nomodel.yaml:[0-9]+:[0-9]+: stage 'infer' \(infer\): .*missing.onnx" -- "$sluiced" check "$tmp/nomodel.yaml"
+default_copy 's/width: 64/width: 96/' >"$tmp/wrongsize.yaml"
+check check-model-shape 2 "stage 'infer' \(infer\): model .* input 'image' is \[\?,3,64,64\]" -- "$sluiced" check "$tmp/wrongsize.yaml"
+
 # SIGINT on an endless source: sources stop, frames in flight drain, exit 0.
-sed 's/frames: 64/frames: 0/; s/type: stdout/type: "null"/' "$src/config/pipelines/default.yaml" >"$tmp/endless.yaml"
+default_copy 's/frames: 64/frames: 0/; s/type: stdout/type: "null"/' >"$tmp/endless.yaml"
 "$sluiced" run "$tmp/endless.yaml" >"$tmp/endless.out" 2>&1 &
 pid=$!
 sleep 1.5; kill -INT $pid; wait $pid; status=$?
