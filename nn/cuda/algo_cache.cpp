@@ -9,8 +9,17 @@
 
 namespace sluice::nn::cuda {
 
+const char* to_string(ConvMode m) {
+  switch (m) {
+    case ConvMode::fused: return "fused";
+    case ConvMode::separate: return "separate";
+    case ConvMode::gemm: return "gemm";
+  }
+  return "?";
+}
+
 namespace {
-constexpr const char* kHeader = "# sluice nn/cuda convolution algorithms: key<TAB>fused|separate<TAB>cudnn algo";
+constexpr const char* kHeader = "# sluice nn/cuda convolution algorithms: key<TAB>fused|separate|gemm<TAB>cudnn algo";
 }
 
 AlgoCache::AlgoCache(std::string path) : path_(std::move(path)) {
@@ -25,11 +34,13 @@ AlgoCache::AlgoCache(std::string path) : path_(std::move(path)) {
     if (tab2 == std::string::npos)
       throw std::runtime_error(path_ + ":" + std::to_string(number) + ": expected key<TAB>mode<TAB>algorithm");
     const std::string mode = line.substr(tab1 + 1, tab2 - tab1 - 1);
-    if (mode != "fused" && mode != "separate")
-      throw std::runtime_error(path_ + ":" + std::to_string(number) + ": mode '" + mode +
-                               "' is neither fused nor separate");
     ConvChoice choice;
-    choice.fused = mode == "fused";
+    if (mode == "fused") choice.mode = ConvMode::fused;
+    else if (mode == "separate") choice.mode = ConvMode::separate;
+    else if (mode == "gemm") choice.mode = ConvMode::gemm;
+    else
+      throw std::runtime_error(path_ + ":" + std::to_string(number) + ": mode '" + mode +
+                               "' is not fused, separate or gemm");
     try {
       choice.algo = std::stoi(line.substr(tab2 + 1));
     } catch (const std::exception&) {
@@ -58,7 +69,7 @@ void AlgoCache::save() {
     if (!out) throw std::runtime_error("cannot write the algorithm cache " + tmp);
     out << kHeader << "\n";
     for (const auto& [key, choice] : entries_)
-      out << key << '\t' << (choice.fused ? "fused" : "separate") << '\t' << choice.algo << '\n';
+      out << key << '\t' << to_string(choice.mode) << '\t' << choice.algo << '\n';
     if (!out.flush()) throw std::runtime_error("cannot write the algorithm cache " + tmp);
   }
   std::filesystem::rename(tmp, path_);

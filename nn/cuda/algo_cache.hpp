@@ -1,17 +1,25 @@
 #pragma once
 // The measured convolution algorithms, kept in a small text file so that a restart does not measure again.
 // A key holds everything the choice depends on: GPU name, cuDNN version, precision, shapes, strides, pads,
-// dilations, groups and the epilogue (see ConvLayer::cache_key). One line per entry: key TAB mode TAB algorithm.
+// dilations, groups and the epilogue (see ConvLayer::cache_key). One line per entry: key TAB mode (fused|separate|gemm) TAB algorithm.
 #include <cstddef>
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
 
 namespace sluice::nn::cuda {
 
+enum class ConvMode : std::uint8_t {
+  fused,     // cudnnConvolutionBiasActivationForward
+  separate,  // cudnnConvolutionForward, then the epilogue kernel
+  gemm,      // a 1x1 convolution as one cuBLAS product over NHWC pixels, then the epilogue kernel
+};
+const char* to_string(ConvMode m);
+
 struct ConvChoice {
-  bool fused = false;  // cudnnConvolutionBiasActivationForward, else cudnnConvolutionForward + epilogue kernel
-  int algo = 0;        // cudnnConvolutionFwdAlgo_t
+  ConvMode mode = ConvMode::separate;
+  int algo = 0;  // cudnnConvolutionFwdAlgo_t (unused for gemm)
 };
 
 class AlgoCache {

@@ -150,6 +150,17 @@ int main(int argc, char** argv) {
     std::printf("latency %s batch 1: %.3f ms median, p90 %.3f ms over %d runs\n",
                 std::string(to_string(a.precision)).c_str(), percentile(ms, 0.5), percentile(ms, 0.9),
                 a.latency_iters);
+    if (a.profile > 0) {
+      std::printf("%s", engine.describe().c_str());
+      auto layers = engine.profile_layers(10);
+      double total = 0;
+      for (const auto& [n, t] : layers) total += t;
+      std::sort(layers.begin(), layers.end(), [](const auto& x, const auto& y) { return x.second > y.second; });
+      std::printf("profile batch 1 (median of 10, layer by layer): sum %.3f ms\n", total);
+      for (int i = 0; i < a.profile && i < static_cast<int>(layers.size()); ++i)
+        std::printf("  %8.3f ms  %s\n", layers[static_cast<std::size_t>(i)].second,
+                    layers[static_cast<std::size_t>(i)].first.c_str());
+    }
   }
   cudaStreamDestroy(s);
   return 0;

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "nn/cuda/check.hpp"
+#include "nn/cuda/gemm.hpp"
 
 namespace sluice::nn::cuda {
 namespace {
@@ -75,7 +76,7 @@ ConvLayer::ConvLayer(const Node& node, BuildContext& ctx) : Layer(node), type_(c
   if (strides.size() != 2 || dil.size() != 2 || pads.size() != 4)
     throw ModelError(g.source + ": " + node.where() + ": strides/dilations need 2 values and pads 4");
   if (groups_ < 1 || c_ % groups_ != 0 || ws[1] * groups_ != c_)
-    throw ModelError(g.source + ": " + node.where() + ": W " + to_string(ws) + " does not match X " + to_string(xs) +
+    throw ModelError(g.source + ": " + node.where() + ": W " + nn::to_string(ws) + " does not match X " + nn::to_string(xs) +
                      " with group " + std::to_string(groups_));
   stride_h_ = static_cast<int>(strides[0]);
   stride_w_ = static_cast<int>(strides[1]);
@@ -88,6 +89,8 @@ ConvLayer::ConvLayer(const Node& node, BuildContext& ctx) : Layer(node), type_(c
   extra_left_ = static_cast<int>(pads[1]) - pad_w_;
   extra_right_ = static_cast<int>(pads[3]) - pad_w_;
   act_ = conv_activation(node);
+  pointwise_ = r_ == 1 && s_ == 1 && stride_h_ == 1 && stride_w_ == 1 && groups_ == 1 && pads[0] == 0 && pads[1] == 0 &&
+               pads[2] == 0 && pads[3] == 0;
 
   // Weights OIHW -> KRSC (the filter layout of NHWC convolutions).
   const Tensor& wt = g.constants.at(node.inputs[1]);
@@ -127,8 +130,8 @@ ConvLayer::ConvLayer(const Node& node, BuildContext& ctx) : Layer(node), type_(c
   int on = 0, oc = 0, oh = 0, ow = 0;
   CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(conv_.get(), probe.x.get(), filter_.get(), &on, &oc, &oh, &ow));
   if (oc != k_ || oh != out_h_ || ow != out_w_)
-    throw ModelError(g.source + ": " + node.where() + ": output " + to_string(ys) + " does not follow from X " +
-                     to_string(xs) + ", W " + to_string(ws) + ", strides, pads and dilations");
+    throw ModelError(g.source + ": " + node.where() + ": output " + nn::to_string(ys) + " does not follow from X " +
+                     nn::to_string(xs) + ", W " + nn::to_string(ws) + ", strides, pads and dilations");
 }
 
 void ConvLayer::describe_tensors(PerCount& pc, int count) const {
@@ -166,7 +169,15 @@ cudnnStatus_t ConvLayer::launch(const PerCount& pc, const RunContext& ctx) const
   void* y = ctx.at(y_);
   const void* residual = residual_ >= 0 ? ctx.at(residual_) : nullptr;
   const float one = 1.f, zero = 0.f;
-  if (pc.fused) {
+  const std::int64_t elements = static_cast<std::int64_t>(ctx.count) * out_h_ * out_w_ * k_;
+  if (pc.mode == ConvMode::gemm) {  // Y[pixels, K] = X[pixels, C] W[K, C]^T
+    row_major_gemm(ctx.cublas, type_, false, true, static_cast<std::int64_t>(ctx.count) * h_ * w_, k_, c_, 1.f, x, 0,
+                   weight_, 0, 0.f, y, 1);
+    if (has_bias_ || residual || act_.kind != Activation::none)
+      bias_residual_activation(type_, y, has_bias_ ? bias_ : nullptr, residual, elements, k_, act_, ctx.stream);
+    return CUDNN_STATUS_SUCCESS;
+  }
+  if (pc.mode == ConvMode::fused) {
     const float alpha2 = residual ? 1.f : 0.f;
     return cudnnConvolutionBiasActivationForward(ctx.cudnn, &one, pc.x.get(), x, filter_.get(), weight_, conv_.get(),
                                                  pc.algo, ctx.workspace, ctx.workspace_bytes, &alpha2, pc.y.get(),
@@ -177,8 +188,7 @@ cudnnStatus_t ConvLayer::launch(const PerCount& pc, const RunContext& ctx) const
                                                    pc.algo, ctx.workspace, ctx.workspace_bytes, &zero, pc.y.get(), y);
   if (st != CUDNN_STATUS_SUCCESS) return st;
   if (has_bias_ || residual || act_.kind != Activation::none)
-    bias_residual_activation(type_, y, has_bias_ ? bias_ : nullptr, residual,
-                             static_cast<std::int64_t>(ctx.count) * out_h_ * out_w_ * k_, k_, act_, ctx.stream);
+    bias_residual_activation(type_, y, has_bias_ ? bias_ : nullptr, residual, elements, k_, act_, ctx.stream);
   return CUDNN_STATUS_SUCCESS;
 }
 
@@ -200,18 +210,21 @@ void ConvLayer::select_algorithm(ConvSelection& sel) {
   trial.count = n_;
   trial.ptr = sel.ptr;
   trial.cudnn = sel.cudnn;
+  trial.cublas = sel.cublas;
   trial.workspace = sel.workspace;
   trial.workspace_bytes = sel.workspace_limit;
   trial.scratch = sel.scratch;
   CUDNN_CHECK(cudnnSetStream(sel.cudnn, sel.stream));
+  CUBLAS_CHECK(cublasSetStream(sel.cublas, sel.stream));
   const bool fusable = act_.kind == Activation::none || act_.kind == Activation::relu;
   const std::string key = cache_key(sel.device_name);
 
   if (auto cached = sel.cache.find(key)) {
     const auto algo = static_cast<cudnnConvolutionFwdAlgo_t>(cached->algo);
-    const std::size_t bytes = workspace_for(full, algo);
-    if (bytes <= sel.workspace_limit && (!cached->fused || fusable)) {
-      fused_ = cached->fused;
+    const std::size_t bytes = cached->mode == ConvMode::gemm ? 0 : workspace_for(full, algo);
+    const bool legal = cached->mode == ConvMode::gemm ? pointwise_ : cached->mode == ConvMode::separate || fusable;
+    if (bytes <= sel.workspace_limit && legal) {
+      mode_ = cached->mode;
       algo_ = algo;
       workspace_ = bytes;
       from_cache_ = true;
@@ -227,31 +240,45 @@ void ConvLayer::select_algorithm(ConvSelection& sel) {
   CUDA_CHECK(cudaEventCreate(&start));
   CUDA_CHECK(cudaEventCreate(&stop));
   double best = std::numeric_limits<double>::infinity();
-  for (int mode = 0; mode < 2; ++mode) {
-    full.fused = mode == 0;
-    if (full.fused && !fusable) continue;
+  // Times one candidate (best of a few runs); infinity when it does not run.
+  auto trial_ms = [&](PerCount& pc) {
+    if (launch(pc, trial) != CUDNN_STATUS_SUCCESS) return std::numeric_limits<double>::infinity();
+    double fastest = std::numeric_limits<double>::infinity();
+    for (int run = 0; run < kTrialRuns; ++run) {
+      CUDA_CHECK(cudaEventRecord(start, sel.stream));
+      launch(pc, trial);
+      CUDA_CHECK(cudaEventRecord(stop, sel.stream));
+      CUDA_CHECK(cudaEventSynchronize(stop));
+      float ms = 0;
+      CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+      fastest = std::min(fastest, static_cast<double>(ms));
+    }
+    return fastest;
+  };
+  for (ConvMode mode : {ConvMode::fused, ConvMode::separate}) {
+    full.mode = mode;
+    if (mode == ConvMode::fused && !fusable) continue;
     for (int i = 0; i < returned; ++i) {
       if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
       full.algo = perf[i].algo;
       const std::size_t bytes = workspace_for(full, full.algo);
       if (bytes > sel.workspace_limit) continue;
-      if (launch(full, trial) != CUDNN_STATUS_SUCCESS) continue;  // e.g. fused identity needs PRECOMP_GEMM
-      double fastest = std::numeric_limits<double>::infinity();
-      for (int run = 0; run < kTrialRuns; ++run) {
-        CUDA_CHECK(cudaEventRecord(start, sel.stream));
-        launch(full, trial);
-        CUDA_CHECK(cudaEventRecord(stop, sel.stream));
-        CUDA_CHECK(cudaEventSynchronize(stop));
-        float ms = 0;
-        CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-        fastest = std::min(fastest, static_cast<double>(ms));
-      }
-      if (fastest < best) {
-        best = fastest;
-        fused_ = full.fused;
+      const double ms = trial_ms(full);  // a refused fused call (identity needs PRECOMP_GEMM) is infinite
+      if (ms < best) {
+        best = ms;
+        mode_ = mode;
         algo_ = full.algo;
         workspace_ = bytes;
       }
+    }
+  }
+  if (pointwise_) {
+    full.mode = ConvMode::gemm;
+    const double ms = trial_ms(full);
+    if (ms < best) {
+      best = ms;
+      mode_ = ConvMode::gemm;
+      workspace_ = 0;
     }
   }
   cudaEventDestroy(start);
@@ -260,16 +287,16 @@ void ConvLayer::select_algorithm(ConvSelection& sel) {
   if (!std::isfinite(best))
     throw GpuError("node '" + name() + "' (Conv): no cuDNN algorithm runs this convolution within the workspace limit");
   measured_ms_ = best;
-  sel.cache.put(key, ConvChoice{fused_, static_cast<int>(algo_)});
+  sel.cache.put(key, ConvChoice{mode_, mode_ == ConvMode::gemm ? 0 : static_cast<int>(algo_)});
 }
 
 void ConvLayer::prepare(int count) {
   if (per_count_.count(count)) return;
   PerCount& pc = per_count_[count];
   describe_tensors(pc, count);
-  pc.fused = fused_;
+  pc.mode = mode_;
   pc.algo = algo_;
-  pc.workspace = workspace_for(pc, algo_);
+  pc.workspace = mode_ == ConvMode::gemm ? 0 : workspace_for(pc, algo_);
   if (pc.workspace <= workspace_) return;
   // The measured algorithm needs more workspace at this count: take cuDNN's first suggestion that fits.
   cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
@@ -278,7 +305,7 @@ void ConvLayer::prepare(int count) {
                                                      CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned, perf));
   for (int i = 0; i < returned; ++i) {
     if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > workspace_) continue;
-    pc.fused = false;
+    pc.mode = ConvMode::separate;
     pc.algo = perf[i].algo;
     pc.workspace = perf[i].memory;
     return;
@@ -296,10 +323,14 @@ void ConvLayer::run(const RunContext& ctx) {
 
 std::string ConvLayer::kernel() const {
   static const char* act_names[] = {"", "relu", "leaky_relu", "clip", "sigmoid", "hard_sigmoid", "hard_swish", "tanh"};
+  const bool fused = mode_ == ConvMode::fused;
   std::ostringstream k;
-  k << (fused_ ? "cudnn conv+bias" : "cudnn conv") << (fused_ && residual_ >= 0 ? "+residual" : "")
-    << (fused_ && act_.kind == Activation::relu ? "+relu" : "") << " " << algo_name(algo_);
-  if (!fused_ && (has_bias_ || residual_ >= 0 || act_.kind != Activation::none))
+  if (mode_ == ConvMode::gemm)
+    k << "cublas gemm (1x1 conv)";
+  else
+    k << (fused ? "cudnn conv+bias" : "cudnn conv") << (fused && residual_ >= 0 ? "+residual" : "")
+      << (fused && act_.kind == Activation::relu ? "+relu" : "") << " " << algo_name(algo_);
+  if (!fused && (has_bias_ || residual_ >= 0 || act_.kind != Activation::none))
     k << " -> epilogue" << (has_bias_ ? " bias" : "") << (residual_ >= 0 ? " residual" : "") << " "
       << act_names[static_cast<int>(act_.kind)];
   if (scratch_bytes()) k << " (explicit asymmetric pad)";

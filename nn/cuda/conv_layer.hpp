@@ -1,9 +1,11 @@
 #pragma once
 // Conv on cuDNN, NHWC tensors, KRSC weights in the engine's precision (tensor cores for f16/bf16, FMA only for
-// f32 so that results match the CPU). Two ways to run, chosen by measurement per layer:
+// f32 so that results match the CPU). Up to three ways to run, chosen by measurement per layer:
 //   fused:    cudnnConvolutionBiasActivationForward: y = act(conv(x) + bias + residual), act ReLU or identity
 //             (identity only with IMPLICIT_PRECOMP_GEMM, a cuDNN rule);
-//   separate: cudnnConvolutionForward, then the epilogue kernel for bias + residual + any activation.
+//   separate: cudnnConvolutionForward, then the epilogue kernel for bias + residual + any activation;
+//   gemm:     1x1, stride 1, no pad, one group: NHWC pixels x KC weights on cuBLAS, then the epilogue kernel
+//             (cuDNN's legacy kernels are slow for the small products of batch 1).
 // Asymmetric pads: the input is padded into scratch by the extra amount and cuDNN gets the symmetric part.
 #include <map>
 #include <string>
@@ -17,6 +19,7 @@ namespace sluice::nn::cuda {
 // Construction-time services for choosing algorithms (after the arena exists, so trials use real buffers).
 struct ConvSelection {
   cudnnHandle_t cudnn;
+  cublasHandle_t cublas;  // workspace set
   cudaStream_t stream;
   void* workspace;  // workspace_limit bytes for trying algorithms
   std::size_t workspace_limit;
@@ -44,7 +47,7 @@ class ConvLayer : public Layer {
   struct PerCount {
     TensorDesc x, y;
     cudnnConvolutionFwdAlgo_t algo{};
-    bool fused = false;
+    ConvMode mode = ConvMode::separate;
     std::size_t workspace = 0;
   };
   std::string cache_key(const std::string& device_name) const;
@@ -68,7 +71,8 @@ class ConvLayer : public Layer {
   ConvDesc conv_;
   TensorDesc bias_desc_;
   ActivationDesc act_desc_;
-  bool fused_ = false;
+  bool pointwise_ = false;  // may run as a product
+  ConvMode mode_ = ConvMode::separate;
   cudnnConvolutionFwdAlgo_t algo_{};
   std::size_t workspace_ = 0;
   bool from_cache_ = false;

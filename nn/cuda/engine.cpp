@@ -209,11 +209,15 @@ void CudaEngine::State::build() {
   for (const auto& l : layers) scratch_bytes = std::max(scratch_bytes, l->scratch_bytes());
   if (scratch_bytes) scratch = Memory(MemoryKind::device, scratch_bytes);
 
+  cublas_workspace = Memory(MemoryKind::device, kCublasWorkspace);
+  CUBLAS_CHECK(cublasSetWorkspace(cublas.get(), cublas_workspace.data(), kCublasWorkspace));
+  CUBLAS_CHECK(cublasSetMathMode(cublas.get(), CUBLAS_DEFAULT_MATH));  // f32 stays f32 (no TF32)
+
   // Convolution algorithms: cached or measured with the real buffers, then one workspace for all.
   if (!convs.empty()) {
     AlgoCache cache(options.algo_cache);
     Memory trial_workspace(MemoryKind::device, std::max<std::size_t>(options.workspace_limit, 256));
-    ConvSelection sel{cudnn.get(), stream.get(), trial_workspace.data(), options.workspace_limit, scratch.data(),
+    ConvSelection sel{cudnn.get(), cublas.get(), stream.get(), trial_workspace.data(), options.workspace_limit, scratch.data(),
                       cache, device_name, &base_ptr};
     for (ConvLayer* c : convs) {
       c->select_algorithm(sel);
@@ -225,9 +229,6 @@ void CudaEngine::State::build() {
   for (const auto& l : layers) workspace_bytes = std::max(workspace_bytes, l->workspace_bytes());
   if (workspace_bytes) workspace = Memory(MemoryKind::device, workspace_bytes);
 
-  cublas_workspace = Memory(MemoryKind::device, kCublasWorkspace);
-  CUBLAS_CHECK(cublasSetWorkspace(cublas.get(), cublas_workspace.data(), kCublasWorkspace));
-  CUBLAS_CHECK(cublasSetMathMode(cublas.get(), CUBLAS_DEFAULT_MATH));  // f32 stays f32 (no TF32)
   prepare(static_cast<int>(batch));
   CUDA_CHECK(cudaStreamSynchronize(stream.get()));
 }

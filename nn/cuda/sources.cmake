@@ -4,6 +4,7 @@ list(APPEND SLUICE_NN_CUDA_SOURCES
   nn/cuda/memory_plan.cpp
   nn/cuda/values.cpp
   nn/cuda/conv_layer.cpp
+  nn/cuda/gemm.cpp
   nn/cuda/gemm_layer.cpp
   nn/cuda/kernel_layers.cpp
   nn/cuda/engine.cpp

@@ -122,7 +122,9 @@ inline std::vector<std::vector<float>> run_gpu(CudaEngine& engine, const std::ve
   }
   std::vector<std::vector<float>> out;
   for (const auto& o : g.outputs) {
-    out.emplace_back(static_cast<std::size_t>(element_count(o.shape) / batch * count));
+    // Outputs whose dim 0 is the batch hold `count` items; others (rare) are whole.
+    const bool batched = !o.shape.empty() && o.shape[0] == batch;
+    out.emplace_back(static_cast<std::size_t>(batched ? element_count(o.shape) / batch * count : element_count(o.shape)));
     buffers.push_back(std::make_unique<DeviceBuffer>(out.back().size() * sizeof(float)));
     out_b.push_back({buffers.back()->get(), DType::f32, Layout::nchw});
   }

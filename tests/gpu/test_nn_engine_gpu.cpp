@@ -145,17 +145,19 @@ TEST_CASE("The algorithm cache file round-trips and a second engine measures not
   std::filesystem::remove(path);
   {
     cuda::AlgoCache cache(path);
-    cache.put("gpu|key one", {true, 1});
-    cache.put("gpu|key two", {false, 6});
+    cache.put("gpu|key one", {cuda::ConvMode::fused, 1});
+    cache.put("gpu|key two", {cuda::ConvMode::separate, 6});
+    cache.put("gpu|key three", {cuda::ConvMode::gemm, 0});
     cache.save();
   }
   cuda::AlgoCache read(path);
-  REQUIRE(read.size() == 2);
-  CHECK(read.find("gpu|key one")->fused);
+  REQUIRE(read.size() == 3);
+  CHECK(read.find("gpu|key one")->mode == cuda::ConvMode::fused);
   CHECK(read.find("gpu|key one")->algo == 1);
-  CHECK(!read.find("gpu|key two")->fused);
+  CHECK(read.find("gpu|key two")->mode == cuda::ConvMode::separate);
   CHECK(read.find("gpu|key two")->algo == 6);
-  CHECK(!read.find("gpu|key three"));
+  CHECK(read.find("gpu|key three")->mode == cuda::ConvMode::gemm);
+  CHECK(!read.find("gpu|key four"));
   std::filesystem::remove(path);
 
   const Graph g = small_net(2);
@@ -197,6 +199,27 @@ TEST_CASE("CUDA engine matches PyTorch on the reference models", "[nn][nn_cuda][
       INFO(entry.path().filename().string() << " at " << to_string(p));
       // Whole networks: f16 rounding compounds over dozens of layers, so the f16 bound is 3x the per-op one.
       CHECK(relative_error(got[0], output.data) <= (p == Precision::f32 ? 1e-3 : 3e-2));
+    }
+    // Every intermediate value against the CPU backend at f32: names the first layer that goes wrong.
+    Graph all = prepared;
+    all.outputs.clear();
+    for (const auto& node : all.nodes)
+      for (const auto& out : node.outputs) all.outputs.push_back({out, all.shapes.at(out), ElementType::f32});
+    const auto want = run_cpu(all, {input.data});
+    CudaEngineOptions o;
+    o.precision = Precision::f32;
+    CudaEngine engine(all, o);
+    const auto got = run_gpu(engine, {input.data});
+    for (std::size_t i = 0; i < want.size(); ++i) {
+      const double err = relative_error(got[i], want[i]);
+      if (err <= 1e-3) continue;
+      const Node* producer = nullptr;
+      for (const auto& node : all.nodes)
+        for (const auto& out : node.outputs)
+          if (out == all.outputs[i].name) producer = &node;
+      FAIL_CHECK(entry.path().filename().string() << ": first value off at f32: '" << all.outputs[i].name << "' of "
+                 << (producer ? producer->where() : std::string("?")) << ", relative error " << err);
+      break;
     }
     ++compared;
   }

@@ -62,7 +62,7 @@ TEST_CASE("CUDA Conv matches the CPU", "[nn][nn_cuda][conv]") {
     OneNode b("Conv", "case " + std::to_string(i));
     b.input("x", {t.n, t.c, t.h, t.w}).constant("w", {t.k, t.c / t.group, t.r, t.s}, 100 + i);
     if (t.bias) b.constant("b", {t.k}, 200 + i); else b.absent();
-    if (t.residual) b.input("r", y);
+    if (t.residual) b.input("r", y); else b.absent();  // the prepared form always has X, W, B, R
     b.output("y", y)
         .attr("strides", std::vector<std::int64_t>{t.stride, t.stride})
         .attr("dilations", std::vector<std::int64_t>{t.dil, t.dil})
@@ -138,6 +138,7 @@ TEST_CASE("CUDA pools match the CPU", "[nn][nn_cuda][pool]") {
   const std::vector<Case> cases = {{"MaxPool", 3, 2, {1, 1, 1, 1}, 0, 0},    {"MaxPool", 2, 2, {0, 0, 0, 0}, 1, 0},
                                    {"AveragePool", 3, 1, {1, 1, 1, 1}, 0, 0}, {"AveragePool", 3, 1, {1, 1, 1, 1}, 0, 1},
                                    {"AveragePool", 2, 2, {0, 0, 0, 0}, 0, 0}, {"AveragePool", 3, 2, {0, 1, 1, 0}, 1, 1}};
+  for (const std::int64_t channels : {6, 16})  // 16: the 16-byte vector path at every precision
   for (const auto& c : cases) {
     const std::int64_t h = 11, w = 9;
     auto out = [&](std::int64_t len, std::int64_t before, std::int64_t after) {
@@ -146,10 +147,10 @@ TEST_CASE("CUDA pools match the CPU", "[nn][nn_cuda][pool]") {
       if (c.ceil && (o - 1) * c.stride >= len + before) --o;  // the last window must start inside
       return o;
     };
-    const Shape y{2, 6, out(h, c.pads[0], c.pads[2]), out(w, c.pads[1], c.pads[3])};
+    const Shape y{2, channels, out(h, c.pads[0], c.pads[2]), out(w, c.pads[1], c.pads[3])};
     OneNode b(c.op, "k" + std::to_string(c.k) + " s" + std::to_string(c.stride) + " ceil " + std::to_string(c.ceil) +
                         " include_pad " + std::to_string(c.include_pad));
-    b.input("x", {2, 6, h, w}).output("y", y)
+    b.input("x", {2, channels, h, w}).output("y", y)
         .attr("kernel_shape", std::vector<std::int64_t>{c.k, c.k})
         .attr("strides", std::vector<std::int64_t>{c.stride, c.stride})
         .attr("pads", c.pads)
