@@ -1,5 +1,5 @@
-// sink: the pipeline's end. Splits batches into frames again and writes one record per frame, or (npy) each
-// batch's payload as a NumPy file with an index of its frames.
+// sink: the pipeline's end. Splits batches into frames again and writes one record per frame (a payload summary,
+// or the top-k classes), or (npy) each batch's payload as a NumPy file with an index of its frames.
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -12,6 +12,7 @@
 #include <iostream>
 #include <limits>
 #include <optional>
+#include <span>
 
 #include "kernels/half.hpp"
 #include "kernels/topk.hpp"
@@ -47,6 +48,16 @@ PayloadSummary summarise(const PayloadDesc& d, const std::byte* item) {
   }
   if (n) s.mean /= static_cast<double>(n);
   return s;
+}
+
+// Classes items: the top-k entries, best first, and a class's name (its label, or "class N" without labels).
+std::span<const kernels::ClassScore> class_scores(const PayloadDesc& d, const std::byte* item) {
+  return {reinterpret_cast<const kernels::ClassScore*>(item), static_cast<std::size_t>(d.channels)};
+}
+std::string class_name(const PayloadDesc& d, std::int32_t index) {
+  if (d.labels && index >= 0 && static_cast<std::size_t>(index) < d.labels->size())
+    return (*d.labels)[static_cast<std::size_t>(index)];
+  return "class " + std::to_string(index);
 }
 
 // NumPy .npy (format 1.0) of one batch: [count, ...] in the payload's own layout and element type.
@@ -166,15 +177,29 @@ class SinkStage final : public Stage {
     }
     std::ostream& out = file_.is_open() ? static_cast<std::ostream&>(file_) : std::cout;
     const std::int64_t now = now_ns();
+    const bool classes = in->desc.kind == PayloadKind::classes;
     for (int i = 0; i < in->count; ++i) {
       const FrameMeta& f = in->frames[static_cast<std::size_t>(i)];
-      const PayloadSummary s = summarise(in->desc, in->item(i));
       if (type_ == "stdout") {
         char line[256];
-        std::snprintf(line, sizeof line, "source %u seq %llu pts %.3fs latency %.2fms %s mean %.4f min %.4f max %.4f\n",
-                      f.source_id, static_cast<unsigned long long>(f.sequence), static_cast<double>(f.pts_ns) / 1e9,
-                      static_cast<double>(now - f.capture_ns) / 1e6, item_shape(in->desc).c_str(), s.mean, s.min, s.max);
+        std::snprintf(line, sizeof line, "source %u seq %llu pts %.3fs latency %.2fms ", f.source_id,
+                      static_cast<unsigned long long>(f.sequence), static_cast<double>(f.pts_ns) / 1e9,
+                      static_cast<double>(now - f.capture_ns) / 1e6);
         out << line;
+        if (classes) {
+          const char* separator = "";
+          for (const kernels::ClassScore& c : class_scores(in->desc, in->item(i))) {
+            std::snprintf(line, sizeof line, " %.4f", static_cast<double>(c.score));
+            out << separator << class_name(in->desc, c.index) << line;
+            separator = ", ";
+          }
+          out << '\n';
+        } else {
+          const PayloadSummary s = summarise(in->desc, in->item(i));
+          std::snprintf(line, sizeof line, "%s mean %.4f min %.4f max %.4f\n", item_shape(in->desc).c_str(), s.mean,
+                        s.min, s.max);
+          out << line;
+        }
         continue;
       }
       nlohmann::json j;
@@ -191,7 +216,15 @@ class SinkStage final : public Stage {
       }
       j["stage_ms"] = stages;
       j["latency_ms"] = static_cast<double>(now - f.capture_ns) / 1e6;
-      j["payload"] = {{"shape", item_shape(in->desc)}, {"mean", s.mean}, {"min", s.min}, {"max", s.max}};
+      if (classes) {
+        nlohmann::json best = nlohmann::json::array();
+        for (const kernels::ClassScore& c : class_scores(in->desc, in->item(i)))
+          best.push_back({{"index", c.index}, {"label", class_name(in->desc, c.index)}, {"score", c.score}});
+        j["classes"] = best;
+      } else {
+        const PayloadSummary s = summarise(in->desc, in->item(i));
+        j["payload"] = {{"shape", item_shape(in->desc)}, {"mean", s.mean}, {"min", s.min}, {"max", s.max}};
+      }
       out << j.dump() << '\n';
     }
     if (!out) throw StageError("writing to '" + (file_.is_open() ? path_ : std::string("stdout")) + "' failed");
@@ -249,9 +282,9 @@ class SinkStage final : public Stage {
 StageInfo sink_stage() {
   return {"sink",
           StageRole::sink,
-          "writes one record per frame: null (count only), stdout (a line each), jsonl (one JSON object each) or "
-          "npy (each batch's payload as a NumPy file, plus index.jsonl: file, row, source_id, sequence, pts_ns per "
-          "frame)",
+          "writes one record per frame (a payload summary, or the top-k classes by label): null (count only), stdout "
+          "(a line each), jsonl (one JSON object each) or npy (each batch's payload as a NumPy file, plus index.jsonl: "
+          "file, row, source_id, sequence, pts_ns per frame)",
           {
               {"type", ParamType::choice, "null", "where records go", {}, {}, {"null", "stdout", "jsonl", "npy"}},
               {"path", ParamType::string, "",
