@@ -154,6 +154,12 @@ int run_cuda(const ModelToolOptions& o, const nn::Graph& prepared, const std::ve
                                                                                     : nn::Precision::f16;
   options.algo_cache = o.algo_cache;
   options.cuda_graph = o.cuda_graph;
+  if (!o.conv_modes.empty()) {
+    const auto allowed = [&](const char* m) { return std::find(o.conv_modes.begin(), o.conv_modes.end(), m) != o.conv_modes.end(); };
+    options.conv_fused = allowed("fused");
+    options.conv_separate = allowed("separate");
+    options.conv_gemm = allowed("gemm");
+  }
   const auto t_build = std::chrono::steady_clock::now();
   nn::CudaEngine engine(prepared, options);
   const double build_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_build).count();

@@ -63,12 +63,15 @@ commands:
                   --trace: Chrome/Perfetto trace of the measured run, one track per stage stream.
   model FILE.onnx [--batch N] [--device auto|cpu|cuda] [--precision f32|f16|bf16]
                   [--input X.npy]... [--output Y.npy]... [--bench] [--iterations N] [--warmup N]
-                  [--profile] [--no-graph] [--algo-cache PATH] [--json PATH]
+                  [--profile] [--no-graph] [--algo-cache PATH] [--conv-modes fused|separate|gemm]...
+                  [--json PATH]
                   load an ONNX model and print the graph after sluice's passes (layers, fusions,
                   weights and activation memory); --input runs the given NumPy inputs (batch from
                   their first dimension) and --output writes the outputs as .npy; --bench times it
                   (median, min, p90, max of N runs, and back-to-back throughput on the GPU);
-                  --profile: per-layer GPU times. Default device: cuda when a GPU is usable.
+                  --profile: per-layer GPU times; --conv-modes (repeatable) limits how convolutions
+                  may run (cuDNN fused epilogue, cuDNN then sluice's epilogue, 1x1 as a cuBLAS
+                  product), for diagnosis. Default device: cuda when a GPU is usable.
   check FILE      validate FILE and print the resolved pipeline: stages, the stream of each,
                   queue depths, pool sizes and the memory the pools take.
   inspect [KIND]  list the stage kinds, or print the parameters of one;
@@ -246,6 +249,7 @@ int cmd_model(const std::vector<std::string>& args) {
     else if (a == "--iterations") o.iterations = r.integer(1);
     else if (a == "--warmup") o.warmup = r.integer(0);
     else if (a == "--algo-cache") o.algo_cache = r.value();
+    else if (a == "--conv-modes") o.conv_modes.push_back(r.choice({"fused", "separate", "gemm"}));
     else if (a == "--json") o.json_path = r.value();
     else if (!a.empty() && a[0] == '-') throw std::invalid_argument("unknown option '" + a + "'");
     else if (o.file.empty()) o.file = a;

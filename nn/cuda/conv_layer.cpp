@@ -216,13 +216,15 @@ void ConvLayer::select_algorithm(ConvSelection& sel) {
   trial.scratch = sel.scratch;
   CUDNN_CHECK(cudnnSetStream(sel.cudnn, sel.stream));
   CUBLAS_CHECK(cublasSetStream(sel.cublas, sel.stream));
-  const bool fusable = act_.kind == Activation::none || act_.kind == Activation::relu;
+  const bool fusable = sel.allow_fused && (act_.kind == Activation::none || act_.kind == Activation::relu);
+  const bool gemm_ok = sel.allow_gemm && pointwise_;
   const std::string key = cache_key(sel.device_name);
 
   if (auto cached = sel.cache.find(key)) {
     const auto algo = static_cast<cudnnConvolutionFwdAlgo_t>(cached->algo);
     const std::size_t bytes = cached->mode == ConvMode::gemm ? 0 : workspace_for(full, algo);
-    const bool legal = cached->mode == ConvMode::gemm ? pointwise_ : cached->mode == ConvMode::separate || fusable;
+    const bool legal = cached->mode == ConvMode::gemm ? gemm_ok
+                       : cached->mode == ConvMode::separate ? sel.allow_separate : fusable;
     if (bytes <= sel.workspace_limit && legal) {
       mode_ = cached->mode;
       algo_ = algo;
@@ -257,7 +259,7 @@ void ConvLayer::select_algorithm(ConvSelection& sel) {
   };
   for (ConvMode mode : {ConvMode::fused, ConvMode::separate}) {
     full.mode = mode;
-    if (mode == ConvMode::fused && !fusable) continue;
+    if ((mode == ConvMode::fused && !fusable) || (mode == ConvMode::separate && !sel.allow_separate)) continue;
     for (int i = 0; i < returned; ++i) {
       if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
       full.algo = perf[i].algo;
@@ -272,7 +274,7 @@ void ConvLayer::select_algorithm(ConvSelection& sel) {
       }
     }
   }
-  if (pointwise_) {
+  if (gemm_ok) {
     full.mode = ConvMode::gemm;
     const double ms = trial_ms(full);
     if (ms < best) {
@@ -285,7 +287,7 @@ void ConvLayer::select_algorithm(ConvSelection& sel) {
   cudaEventDestroy(stop);
   CUDA_CHECK(cudaGetLastError());
   if (!std::isfinite(best))
-    throw GpuError("node '" + name() + "' (Conv): no cuDNN algorithm runs this convolution within the workspace limit");
+    throw GpuError("node '" + name() + "' (Conv): no allowed way runs this convolution within the workspace limit");
   measured_ms_ = best;
   sel.cache.put(key, ConvChoice{mode_, mode_ == ConvMode::gemm ? 0 : static_cast<int>(algo_)});
 }

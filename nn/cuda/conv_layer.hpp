@@ -27,6 +27,7 @@ struct ConvSelection {
   AlgoCache& cache;
   std::string device_name;
   const std::vector<void*>* ptr;  // value pointers for trial runs
+  bool allow_fused = true, allow_separate = true, allow_gemm = true;
 };
 
 class ConvLayer : public Layer {

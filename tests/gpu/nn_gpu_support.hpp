@@ -12,6 +12,7 @@
 #include "nn/cpu/engine.hpp"
 #include "nn/cuda/engine.hpp"
 #include "runtime/cuda_check.hpp"
+#include "tests/gpu/device_copy.hpp"
 
 namespace sluice::nn::test {
 
@@ -117,7 +118,7 @@ inline std::vector<std::vector<float>> run_gpu(CudaEngine& engine, const std::ve
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     const std::size_t bytes = inputs[i].size() * sizeof(float);
     buffers.push_back(std::make_unique<DeviceBuffer>(bytes));
-    CUDA_CHECK(cudaMemcpy(buffers.back()->get(), inputs[i].data(), bytes, cudaMemcpyHostToDevice));
+    sluice::test::copy_to_device(buffers.back()->get(), inputs[i].data(), bytes);
     in_b.push_back({buffers.back()->get(), DType::f32, Layout::nchw});
   }
   std::vector<std::vector<float>> out;

@@ -102,7 +102,7 @@ TEST_CASE("CUDA engine takes an f16 NHWC input and runs partial batches", "[nn][
   CudaEngine engine(g, o);
   const auto half = to_half_nhwc(inputs[0], g.inputs[0].shape);
   DeviceBuffer in(half.size() * 2), out(40 * sizeof(float));
-  CUDA_CHECK(cudaMemcpy(in.get(), half.data(), half.size() * 2, cudaMemcpyHostToDevice));
+  sluice::test::copy_to_device(in.get(), half.data(), half.size() * 2);
   TestStream stream;
   for (int count : {4, 3, 1, 4, 3, 1}) {
     CUDA_CHECK(cudaMemset(out.get(), 0, 40 * sizeof(float)));
@@ -197,8 +197,8 @@ TEST_CASE("CUDA engine matches PyTorch on the reference models", "[nn][nn_cuda][
       CudaEngine engine(prepared, o);
       const auto got = run_gpu(engine, {input.data});
       INFO(entry.path().filename().string() << " at " << to_string(p));
-      // Whole networks: f16 rounding compounds over dozens of layers, so the f16 bound is 3x the per-op one.
-      CHECK(relative_error(got[0], output.data) <= (p == Precision::f32 ? 1e-3 : 3e-2));
+      // The issue's bounds: f32 (no TF32) 1e-3, f16 1e-2, relative to the output's scale.
+      CHECK(relative_error(got[0], output.data) <= (p == Precision::f32 ? 1e-3 : 1e-2));
     }
     // Every intermediate value against the CPU backend at f32: names the first layer that goes wrong.
     Graph all = prepared;

@@ -26,6 +26,7 @@
 #include "kernels/preprocess.cuh"
 #include "kernels/preprocess_cpu.hpp"
 #include "runtime/cuda_check.hpp"
+#include "tests/gpu/device_copy.hpp"
 
 using sluice::DType;
 using sluice::Layout;
@@ -189,7 +190,7 @@ TEST_CASE("preprocess_gpu matches the CPU twin on random inputs", "[gpu][preproc
       const std::size_t bytes = sluice::image_bytes(f, s.in_w, s.in_h) * static_cast<std::size_t>(s.batch);
       const auto src = random_bytes(bytes, seed++);
       DeviceBuffer src_dev(bytes);
-      CUDA_CHECK(cudaMemcpy(src_dev.get(), src.data(), bytes, cudaMemcpyHostToDevice));
+      sluice::test::copy_to_device(src_dev.get(), src.data(), bytes);
 
       for (ChannelOrder order : orders)
         for (Layout layout : {Layout::nchw, Layout::nhwc})
@@ -238,7 +239,7 @@ void compare_all(PreprocessParams p, std::uint32_t seed, TestStream& stream) {
   const std::size_t bytes = sluice::image_bytes(p.in_format, p.in_width, p.in_height) * static_cast<std::size_t>(p.batch);
   const auto src = random_bytes(bytes, seed);
   DeviceBuffer src_dev(bytes);
-  CUDA_CHECK(cudaMemcpy(src_dev.get(), src.data(), bytes, cudaMemcpyHostToDevice));
+  sluice::test::copy_to_device(src_dev.get(), src.data(), bytes);
   for (ChannelOrder order : {ChannelOrder::rgb, ChannelOrder::bgr, ChannelOrder::gray})
     for (Layout layout : {Layout::nchw, Layout::nhwc})
       for (DType dtype : {DType::f32, DType::f16, DType::bf16}) {
@@ -334,7 +335,7 @@ TEST_CASE("preprocess_gpu vector stores: odd widths, wide rows and misaligned te
   // misaligned and the unaligned ends go one element at a time; nothing outside the tensor is touched.
   const auto src = random_bytes(sluice::image_bytes(PixelFormat::bgr8, 640, 360) * 2, 77);
   DeviceBuffer src_dev(src.size());
-  CUDA_CHECK(cudaMemcpy(src_dev.get(), src.data(), src.size(), cudaMemcpyHostToDevice));
+  sluice::test::copy_to_device(src_dev.get(), src.data(), src.size());
   for (std::size_t offset : {1, 3, 5})
     for (Layout layout : {Layout::nchw, Layout::nhwc})
       for (DType dtype : {DType::f32, DType::f16, DType::bf16}) {
@@ -359,7 +360,7 @@ TEST_CASE("preprocess_gpu covers batches beyond one grid z-extent", "[gpu][prepr
   const std::size_t bytes = sluice::image_bytes(p.in_format, 2, 2) * static_cast<std::size_t>(p.batch);
   const auto src = random_bytes(bytes, 99);
   DeviceBuffer src_dev(bytes);
-  CUDA_CHECK(cudaMemcpy(src_dev.get(), src.data(), bytes, cudaMemcpyHostToDevice));
+  sluice::test::copy_to_device(src_dev.get(), src.data(), bytes);
   TestStream stream;
   compare(p, src, src_dev, stream.get());
 }

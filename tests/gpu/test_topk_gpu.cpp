@@ -1,5 +1,6 @@
 // The top-k kernel against its CPU twin on random logits (fixed seeds). Both select on the same logits with the
-// same tie rule, so the indices must match exactly; scores differ only by the softmax sum's order of addition.
+// same tie rule, so the indices must match exactly; scores differ only by the softmax sum's order of addition:
+// float sums of n terms in two orders differ by about sqrt(n) ulp (3e-5 relative at n = 100000), so 1e-4 relative.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -42,7 +43,7 @@ TEST_CASE("top-k kernel matches its CPU twin", "[gpu][topk]") {
     for (std::size_t i = 0; i < want.size(); ++i) {
       INFO("entry " << i);
       REQUIRE(got[i].index == want[i].index);
-      REQUIRE(std::abs(got[i].score - want[i].score) <= 1e-5f * std::max(1.f, std::abs(want[i].score)));
+      REQUIRE(std::abs(got[i].score - want[i].score) <= 1e-4f * std::abs(want[i].score) + 1e-7f);
     }
   }
 }
