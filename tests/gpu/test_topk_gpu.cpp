@@ -1,6 +1,7 @@
 // The top-k kernel against its CPU twin on random logits (fixed seeds). Both select on the same logits with the
-// same tie rule, so the indices must match exactly; scores differ only by the softmax sum's order of addition:
-// float sums of n terms in two orders differ by about sqrt(n) ulp (3e-5 relative at n = 100000), so 1e-4 relative.
+// same tie rule, so the indices must match exactly; scores differ only by the softmax sum: the twin sums in
+// double; the kernel in float, each thread summing n/256 terms in turn before a tree: at most about n/256 ulp
+// (2.3e-5 relative at n = 100000, typically far less), so 5e-5 relative.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -43,7 +44,7 @@ TEST_CASE("top-k kernel matches its CPU twin", "[gpu][topk]") {
     for (std::size_t i = 0; i < want.size(); ++i) {
       INFO("entry " << i);
       REQUIRE(got[i].index == want[i].index);
-      REQUIRE(std::abs(got[i].score - want[i].score) <= 1e-4f * std::abs(want[i].score) + 1e-7f);
+      REQUIRE(std::abs(got[i].score - want[i].score) <= 5e-5f * std::abs(want[i].score) + 1e-7f);
     }
   }
 }
