@@ -7,7 +7,8 @@
 #   /usr/lib/systemd/system/sluiced.service, sluiced@.service   (SLUICE_SYSTEMD_UNITDIR)
 #   /usr/lib/sysusers.d/sluice.conf, /usr/lib/tmpfiles.d/sluice.conf
 #   /etc/sluice/sluice.yaml                                      (CMAKE_INSTALL_FULL_SYSCONFDIR/sluice)
-#   /usr/share/sluice/pipelines/*.yaml, /usr/share/doc/sluice/README.md
+#   /usr/share/sluice/config/pipelines/*.yaml, /usr/share/sluice/models/ (the default model and labels),
+#   /usr/share/doc/sluice/README.md   (pipelines name models relative to themselves: ../../models/)
 #
 # The units name absolute paths (ExecStart= binary, --config file), fixed when CMake configures:
 # install with the prefix you configured. For a staged install use DESTDIR, not --prefix:
@@ -52,8 +53,10 @@ install(FILES "${_sluice_src}/systemd/sluice.tmpfiles" DESTINATION ${SLUICE_TMPF
 # --- configuration, pipelines, documentation ----------------------------------------------------
 # With prefix /usr: /etc/sluice, where DESTDIR applies but --prefix does not.
 install(FILES "${_sluice_src}/config/sluice.yaml" DESTINATION ${_sluice_confdest})
-install(DIRECTORY "${_sluice_src}/config/pipelines/" DESTINATION ${CMAKE_INSTALL_DATADIR}/sluice/pipelines
+install(DIRECTORY "${_sluice_src}/config/pipelines/" DESTINATION ${CMAKE_INSTALL_DATADIR}/sluice/config/pipelines
         FILES_MATCHING PATTERN "*.yaml")
+install(FILES "${_sluice_src}/models/testsrc-classifier.onnx" "${_sluice_src}/models/testsrc-classifier.labels"
+              "${_sluice_src}/models/README.md" DESTINATION ${CMAKE_INSTALL_DATADIR}/sluice/models)
 install(FILES "${_sluice_src}/README.md" DESTINATION ${CMAKE_INSTALL_DATADIR}/doc/sluice)
 
 # `cmake --install --prefix OTHER` would put the binary where the units do not look for it.
