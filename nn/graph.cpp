@@ -12,8 +12,12 @@ std::int64_t element_count(const Shape& s) {
 
 std::string to_string(const Shape& s) {
   std::string out = "[";
-  for (std::size_t i = 0; i < s.size(); ++i) out += (i ? "," : "") + (s[i] < 0 ? std::string("?") : std::to_string(s[i]));
-  return out + "]";
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (i) out += ',';
+    out += s[i] < 0 ? std::string("?") : std::to_string(s[i]);
+  }
+  out += ']';
+  return out;
 }
 
 namespace {

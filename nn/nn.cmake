@@ -5,7 +5,7 @@ find_package(Protobuf REQUIRED)  # before ONNX: its targets name protobuf::libpr
 find_package(ONNX REQUIRED)  # Debian's libonnx-dev: the onnx_proto message classes, over protobuf
 pkg_check_modules(OPENBLAS REQUIRED IMPORTED_TARGET openblas)
 
-set(SLUICE_NN_SOURCES nn/graph.cpp)
+set(SLUICE_NN_SOURCES nn/graph.cpp nn/memory_plan.cpp)
 set(SLUICE_NN_CUDA_SOURCES)
 set(SLUICE_NN_TEST_SOURCES)      # CPU tests (tests/nn/...), built into sluice_nn_tests
 set(SLUICE_NN_GPU_TEST_SOURCES)  # GPU tests (tests/gpu/...), built into sluice_gpu_tests

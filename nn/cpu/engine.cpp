@@ -5,7 +5,7 @@
 #include <map>
 
 #include "nn/cpu/layer.hpp"
-#include "nn/cpu/memory_plan.hpp"
+#include "nn/memory_plan.hpp"
 
 namespace sluice::nn {
 
@@ -85,7 +85,7 @@ CpuEngine::CpuEngine(Graph prepared) : state_(std::make_unique<State>()) {
   std::map<std::string, std::size_t> output_slot;
   for (std::size_t o = 0; o < g.outputs.size(); ++o) output_slot.emplace(g.outputs[o].name, o);
 
-  std::vector<cpu::BufferRequest> requests;
+  std::vector<BufferRequest> requests;  // sizes in floats
   std::vector<int> request_value;
   for (std::size_t n = 0; n < g.nodes.size(); ++n) {
     const Node& node = g.nodes[n];
@@ -140,8 +140,9 @@ CpuEngine::CpuEngine(Graph prepared) : state_(std::make_unique<State>()) {
     if (!(v.home == Home::graph_output && v.index == o)) s.output_copies.push_back({id->second, o});
   }
 
-  const cpu::MemoryPlan plan = cpu::plan_memory(requests);
-  s.arena.assign(plan.arena_floats, 0.0f);
+  constexpr std::size_t kAlignFloats = 16;  // 64 bytes: a cache line, and full AVX-512 vectors
+  const MemoryPlan plan = plan_memory(requests, kAlignFloats);
+  s.arena.assign(plan.arena, 0.0f);
   for (std::size_t r = 0; r < requests.size(); ++r)
     s.value_ptrs[static_cast<std::size_t>(request_value[r])] = s.arena.data() + plan.offsets[r];
   std::size_t scratch = 0;

@@ -2,7 +2,6 @@
 list(APPEND SLUICE_NN_SOURCES
   nn/cpu/engine.cpp
   nn/cpu/layer.cpp
-  nn/cpu/memory_plan.cpp
   nn/cpu/strided.cpp
   nn/cpu/activation.cpp
   nn/cpu/conv.cpp

@@ -12,7 +12,7 @@
 #include "nn/cuda/conv_layer.hpp"
 #include "nn/cuda/cudnn_handles.hpp"
 #include "nn/cuda/layer.hpp"
-#include "nn/cuda/memory_plan.hpp"
+#include "nn/memory_plan.hpp"
 
 namespace sluice::nn {
 
@@ -143,7 +143,7 @@ void CudaEngine::State::build() {
     values.add(std::move(s));
   }
   const int layer_count = static_cast<int>(graph.nodes.size());
-  std::vector<LiveBlock> blocks;
+  std::vector<BufferRequest> blocks;  // sizes in bytes
   std::vector<int> block_value;
   auto add_activation = [&](const std::string& name, const Shape& shape, int first) {
     if (values.has(name)) throw ModelError(src + ": value '" + name + "' is defined twice");
@@ -171,16 +171,16 @@ void CudaEngine::State::build() {
     for (const auto& in : graph.nodes[static_cast<std::size_t>(i)].inputs) {
       if (in.empty()) continue;
       const int b = block_of[static_cast<std::size_t>(values.id(in))];
-      if (b >= 0) blocks[static_cast<std::size_t>(b)].last = std::max(blocks[static_cast<std::size_t>(b)].last, i);
+      if (b >= 0) blocks[static_cast<std::size_t>(b)].last_step = std::max(blocks[static_cast<std::size_t>(b)].last_step, i);
     }
   for (const auto& in : graph.inputs) inputs.push_back(values.id(in.name));
   for (const auto& out : graph.outputs) {
     const int id = values.id(out.name);
     outputs.push_back(id);
-    if (block_of[static_cast<std::size_t>(id)] >= 0) blocks[static_cast<std::size_t>(block_of[static_cast<std::size_t>(id)])].last = layer_count;
+    if (block_of[static_cast<std::size_t>(id)] >= 0) blocks[static_cast<std::size_t>(block_of[static_cast<std::size_t>(id)])].last_step = layer_count;
   }
-  const ArenaPlan plan = plan_arena(blocks);
-  arena = Memory(MemoryKind::device, std::max<std::size_t>(plan.bytes, 256));
+  const MemoryPlan plan = plan_memory(blocks, 256);  // 256 bytes: cuDNN's and the vector kernels' alignment
+  arena = Memory(MemoryKind::device, std::max<std::size_t>(plan.arena, 256));
   CUDA_CHECK(cudaMemsetAsync(arena.data(), 0, arena.bytes(), stream.get()));  // no NaN garbage in trial runs
   for (std::size_t b = 0; b < blocks.size(); ++b) values.slot(block_value[b]).base = arena.data() + plan.offsets[b];
 

@@ -1,7 +1,6 @@
 # The CUDA backend (cuDNN, cuBLAS, own kernels, CUDA graphs).
 list(APPEND SLUICE_NN_CUDA_SOURCES
   nn/cuda/algo_cache.cpp
-  nn/cuda/memory_plan.cpp
   nn/cuda/values.cpp
   nn/cuda/conv_layer.cpp
   nn/cuda/gemm.cpp
@@ -18,6 +17,3 @@ list(APPEND SLUICE_NN_GPU_TEST_SOURCES
   tests/gpu/test_nn_ops_gpu.cpp
   tests/gpu/test_nn_engine_gpu.cpp
 )
-# Throughput and latency of one ONNX model on CudaEngine (see the file's header).
-add_executable(sluice_nn_cuda_bench nn/cuda/bench.cpp)
-target_link_libraries(sluice_nn_cuda_bench PRIVATE sluice_core)

@@ -12,7 +12,7 @@
 #include "nn/cpu/engine.hpp"
 #include "nn/cuda/engine.hpp"
 #include "runtime/cuda_check.hpp"
-#include "tests/gpu/device_copy.hpp"
+#include "tests/gpu/device_memory.hpp"
 
 namespace sluice::nn::test {
 
@@ -64,29 +64,8 @@ struct OneNode {
   }
 };
 
-class DeviceBuffer {
- public:
-  explicit DeviceBuffer(std::size_t bytes) { CUDA_CHECK(cudaMalloc(&p_, std::max<std::size_t>(bytes, 1))); }
-  ~DeviceBuffer() { cudaFree(p_); }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  void* get() const { return p_; }
-
- private:
-  void* p_ = nullptr;
-};
-
-class TestStream {
- public:
-  TestStream() { CUDA_CHECK(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking)); }
-  ~TestStream() { cudaStreamDestroy(s_); }
-  TestStream(const TestStream&) = delete;
-  TestStream& operator=(const TestStream&) = delete;
-  cudaStream_t get() const { return s_; }
-
- private:
-  cudaStream_t s_ = nullptr;
-};
+using sluice::test::DeviceBuffer;
+using sluice::test::TestStream;
 
 inline std::vector<std::vector<float>> random_inputs(const Graph& g, std::uint32_t seed) {
   std::vector<std::vector<float>> in;

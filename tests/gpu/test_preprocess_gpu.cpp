@@ -26,7 +26,7 @@
 #include "kernels/preprocess.cuh"
 #include "kernels/preprocess_cpu.hpp"
 #include "runtime/cuda_check.hpp"
-#include "tests/gpu/device_copy.hpp"
+#include "tests/gpu/device_memory.hpp"
 
 using sluice::DType;
 using sluice::Layout;
@@ -41,29 +41,8 @@ constexpr double kF16MaxRel = 1e-2;
 constexpr double kBf16MaxAbs = 1e-2;
 constexpr double kBf16MaxRel = 1e-2;
 
-class DeviceBuffer {
- public:
-  explicit DeviceBuffer(std::size_t bytes) { CUDA_CHECK(cudaMalloc(&p_, bytes)); }
-  ~DeviceBuffer() { cudaFree(p_); }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  void* get() const { return p_; }
-
- private:
-  void* p_ = nullptr;
-};
-
-class TestStream {
- public:
-  TestStream() { CUDA_CHECK(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking)); }
-  ~TestStream() { cudaStreamDestroy(s_); }
-  TestStream(const TestStream&) = delete;
-  TestStream& operator=(const TestStream&) = delete;
-  cudaStream_t get() const { return s_; }
-
- private:
-  cudaStream_t s_ = nullptr;
-};
+using sluice::test::DeviceBuffer;
+using sluice::test::TestStream;
 
 std::size_t out_elems(const PreprocessParams& p) {
   return static_cast<std::size_t>(p.batch) * static_cast<std::size_t>(p.out_channels()) *

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "nn/cpu/engine.hpp"
-#include "nn/cpu/memory_plan.hpp"
+#include "nn/memory_plan.hpp"
 
 namespace {
 
@@ -957,34 +957,35 @@ TEST_CASE("A multi-node graph reuses memory and gives the same result on every r
 }
 
 TEST_CASE("The memory planner never overlaps buffers that live at the same time", "[cpu_ops][engine]") {
+  constexpr std::size_t kAlign = 16;
   std::mt19937 rng(18);
   for (int trial = 0; trial < 50; ++trial) {
-    std::vector<sluice::nn::cpu::BufferRequest> requests;
+    std::vector<sluice::nn::BufferRequest> requests;
     const int steps = random_int(rng, 1, 30);
     std::size_t peak_sum = 0;
     for (int i = 0; i < random_int(rng, 1, 40); ++i) {
       const int first = random_int(rng, 0, steps - 1);
       requests.push_back({static_cast<std::size_t>(random_int(rng, 1, 5000)), first, random_int(rng, first, steps - 1)});
-      peak_sum += requests.back().floats + sluice::nn::cpu::kAlignFloats;
+      peak_sum += requests.back().size + kAlign;
     }
-    const auto plan = sluice::nn::cpu::plan_memory(requests);
+    const auto plan = sluice::nn::plan_memory(requests, kAlign);
     REQUIRE(plan.offsets.size() == requests.size());
-    CHECK(plan.arena_floats <= peak_sum);
+    CHECK(plan.arena <= peak_sum);
     for (std::size_t i = 0; i < requests.size(); ++i) {
-      CHECK(plan.offsets[i] % sluice::nn::cpu::kAlignFloats == 0);
-      CHECK(plan.offsets[i] + requests[i].floats <= plan.arena_floats);
+      CHECK(plan.offsets[i] % kAlign == 0);
+      CHECK(plan.offsets[i] + requests[i].size <= plan.arena);
       for (std::size_t j = i + 1; j < requests.size(); ++j) {
         const bool together = requests[i].first_step <= requests[j].last_step && requests[j].first_step <= requests[i].last_step;
-        const bool apart = plan.offsets[i] + requests[i].floats <= plan.offsets[j] ||
-                           plan.offsets[j] + requests[j].floats <= plan.offsets[i];
+        const bool apart = plan.offsets[i] + requests[i].size <= plan.offsets[j] ||
+                           plan.offsets[j] + requests[j].size <= plan.offsets[i];
         if (together) CHECK(apart);
       }
     }
   }
   // A chain where each value dies right after its one reader needs only two buffers.
-  std::vector<sluice::nn::cpu::BufferRequest> chain;
+  std::vector<sluice::nn::BufferRequest> chain;
   for (int i = 0; i < 10; ++i) chain.push_back({1000, i, i + 1});
-  CHECK(sluice::nn::cpu::plan_memory(chain).arena_floats <= 2 * 1008);
+  CHECK(sluice::nn::plan_memory(chain, kAlign).arena <= 2 * 1008);
 }
 
 std::string model_error_of(const TestGraph& t) {

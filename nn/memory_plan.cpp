@@ -1,31 +1,31 @@
-#include "nn/cpu/memory_plan.hpp"
+#include "nn/memory_plan.hpp"
 
 #include <algorithm>
 #include <numeric>
 
-namespace sluice::nn::cpu {
+namespace sluice::nn {
 
 namespace {
-std::size_t aligned(std::size_t floats) { return (floats + kAlignFloats - 1) / kAlignFloats * kAlignFloats; }
 bool overlap_in_time(const BufferRequest& a, const BufferRequest& b) {
   return a.first_step <= b.last_step && b.first_step <= a.last_step;
 }
 }  // namespace
 
-MemoryPlan plan_memory(const std::vector<BufferRequest>& requests) {
+MemoryPlan plan_memory(const std::vector<BufferRequest>& requests, std::size_t alignment) {
+  const auto aligned = [alignment](std::size_t n) { return (n + alignment - 1) / alignment * alignment; };
   MemoryPlan plan;
   plan.offsets.assign(requests.size(), 0);
   std::vector<std::size_t> order(requests.size());
   std::iota(order.begin(), order.end(), std::size_t{0});
   std::stable_sort(order.begin(), order.end(),
-                   [&](std::size_t a, std::size_t b) { return requests[a].floats > requests[b].floats; });
+                   [&](std::size_t a, std::size_t b) { return requests[a].size > requests[b].size; });
 
   struct Placed {
     std::size_t begin, end, request;
   };
   std::vector<Placed> placed;  // kept sorted by begin
   for (std::size_t r : order) {
-    const std::size_t size = aligned(std::max<std::size_t>(requests[r].floats, 1));
+    const std::size_t size = aligned(std::max<std::size_t>(requests[r].size, 1));
     // The lowest gap between buffers alive at the same time that fits.
     std::size_t candidate = 0;
     for (const Placed& p : placed) {
@@ -34,7 +34,7 @@ MemoryPlan plan_memory(const std::vector<BufferRequest>& requests) {
       candidate = std::max(candidate, p.end);
     }
     plan.offsets[r] = candidate;
-    plan.arena_floats = std::max(plan.arena_floats, candidate + size);
+    plan.arena = std::max(plan.arena, candidate + size);
     const Placed entry{candidate, candidate + size, r};
     placed.insert(std::upper_bound(placed.begin(), placed.end(), entry,
                                    [](const Placed& a, const Placed& b) { return a.begin < b.begin; }),
@@ -43,4 +43,4 @@ MemoryPlan plan_memory(const std::vector<BufferRequest>& requests) {
   return plan;
 }
 
-}  // namespace sluice::nn::cpu
+}  // namespace sluice::nn
