@@ -1,11 +1,14 @@
 #include "nn/cuda/algo_cache.hpp"
 
-#include <cstdio>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
-#include <stdexcept>
-#include <unistd.h>
+#include <string>
 
 namespace sluice::nn::cuda {
 
@@ -31,20 +34,28 @@ AlgoCache::AlgoCache(std::string path) : path_(std::move(path)) {
     if (line.empty() || line[0] == '#') continue;
     const auto tab1 = line.find('\t');
     const auto tab2 = tab1 == std::string::npos ? tab1 : line.find('\t', tab1 + 1);
-    if (tab2 == std::string::npos)
-      throw std::runtime_error(path_ + ":" + std::to_string(number) + ": expected key<TAB>mode<TAB>algorithm");
-    const std::string mode = line.substr(tab1 + 1, tab2 - tab1 - 1);
+    std::string fault;
     ConvChoice choice;
-    if (mode == "fused") choice.mode = ConvMode::fused;
-    else if (mode == "separate") choice.mode = ConvMode::separate;
-    else if (mode == "gemm") choice.mode = ConvMode::gemm;
-    else
-      throw std::runtime_error(path_ + ":" + std::to_string(number) + ": mode '" + mode +
-                               "' is not fused, separate or gemm");
-    try {
-      choice.algo = std::stoi(line.substr(tab2 + 1));
-    } catch (const std::exception&) {
-      throw std::runtime_error(path_ + ":" + std::to_string(number) + ": algorithm is not a number");
+    if (tab2 == std::string::npos) {
+      fault = "expected key<TAB>mode<TAB>algorithm";
+    } else {
+      const std::string mode = line.substr(tab1 + 1, tab2 - tab1 - 1);
+      if (mode == "fused") choice.mode = ConvMode::fused;
+      else if (mode == "separate") choice.mode = ConvMode::separate;
+      else if (mode == "gemm") choice.mode = ConvMode::gemm;
+      else fault = "mode '" + mode + "' is not fused, separate or gemm";
+      try {
+        choice.algo = std::stoi(line.substr(tab2 + 1));
+      } catch (const std::exception&) {
+        fault = "algorithm is not a number";
+      }
+    }
+    if (!fault.empty()) {
+      // A cache only saves time: a damaged one is measured again and rewritten, never a reason not to start.
+      spdlog::warn("{}:{}: {}; ignoring the algorithm cache (convolutions are measured again)", path_, number, fault);
+      entries_.clear();
+      changed_ = true;
+      return;
     }
     entries_[line.substr(0, tab1)] = choice;
   }
@@ -61,19 +72,35 @@ void AlgoCache::put(const std::string& key, ConvChoice choice) {
   changed_ = true;
 }
 
-void AlgoCache::save() {
-  if (path_.empty() || !changed_) return;
-  const std::string tmp = path_ + ".tmp." + std::to_string(::getpid());
+bool AlgoCache::save() {
+  if (path_.empty() || !changed_) return true;
+  // Unique per writer: two engines (a reload builds the new pipeline before the old one ends) may save at once.
+  static std::atomic<unsigned> writers{0};
+  const std::string tmp = path_ + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(writers++);
   {
     std::ofstream out(tmp, std::ios::trunc);
-    if (!out) throw std::runtime_error("cannot write the algorithm cache " + tmp);
-    out << kHeader << "\n";
-    for (const auto& [key, choice] : entries_)
-      out << key << '\t' << to_string(choice.mode) << '\t' << choice.algo << '\n';
-    if (!out.flush()) throw std::runtime_error("cannot write the algorithm cache " + tmp);
+    if (out) {
+      out << kHeader << "\n";
+      for (const auto& [key, choice] : entries_)
+        out << key << '\t' << to_string(choice.mode) << '\t' << choice.algo << '\n';
+      out.flush();
+    }
+    if (!out) {
+      spdlog::warn("cannot write the algorithm cache {} ({}): the next start measures again", tmp, std::strerror(errno));
+      std::error_code ignored;
+      std::filesystem::remove(tmp, ignored);
+      return false;
+    }
   }
-  std::filesystem::rename(tmp, path_);
+  std::error_code error;
+  std::filesystem::rename(tmp, path_, error);
+  if (error) {
+    spdlog::warn("cannot replace the algorithm cache {}: {}", path_, error.message());
+    std::filesystem::remove(tmp, error);
+    return false;
+  }
   changed_ = false;
+  return true;
 }
 
 }  // namespace sluice::nn::cuda

@@ -24,14 +24,15 @@ struct ConvChoice {
 
 class AlgoCache {
  public:
-  // "" keeps entries in memory only. An existing file is read now; a malformed line throws std::runtime_error
-  // naming the file and line.
+  // "" keeps entries in memory only. An existing file is read now; a malformed one is ignored with a warning
+  // naming the file and line (everything is measured again and the file rewritten).
   explicit AlgoCache(std::string path);
   std::optional<ConvChoice> find(const std::string& key) const;
   void put(const std::string& key, ConvChoice choice);
   // Writes every entry (those read and those added) to the file, through a temporary file and a rename so that
-  // a reader never sees half a file. Nothing happens for "" or when nothing was added.
-  void save();
+  // a reader never sees half a file. Nothing happens for "" or when nothing was added. A file that cannot be
+  // written is a warning, not an error (returns false): the cache only saves time.
+  bool save();
   std::size_t size() const { return entries_.size(); }
   const std::string& path() const { return path_; }
 
