@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """service_test.py SLUICED SLUICECTL SRC_DIR: sluiced in service mode, driven over its real control socket.
 
-Checks status shape, pause/resume in the frame counts, reload of a good and a bad file (and SIGHUP), stop
-draining with conservation intact, malformed/oversized/half-sent requests, 50 clients at once, SIGTERM,
+Checks status shape, pause/resume in the frame counts, reload of a good and a bad file, a damaged model and
+SIGHUP, stop draining with conservation intact, malformed/oversized/half-sent requests, 50 clients at once, SIGTERM,
 sd_notify messages on a NOTIFY_SOCKET this test owns, the Prometheus endpoint, and sluicectl against it.
 """
 import json
@@ -146,6 +146,19 @@ try:
     r = request({"request": "reload", "path": bad})
     check("bad reload refused with location", not r["ok"] and "bad.yaml:3:10" in r["error"] and "fps" in r["error"], r)
     check("still generation 1", request({"request": "status"})["generation"] == 1)
+    # A damaged model is refused the same way, before anything of the new pipeline runs.
+    with open(os.path.join(src, "models", "testsrc-classifier.onnx"), "rb") as f:
+        model = f.read()
+    with open(os.path.join(tmp, "broken.onnx"), "wb") as f:
+        f.write(model[: len(model) // 2])
+    bad_model = os.path.join(tmp, "bad-model.yaml")
+    with open(bad_model, "w") as f:
+        f.write("stages:\n  - kind: decode\n  - kind: preprocess\n    width: 64\n    height: 64\n"
+                "  - kind: infer\n    model: broken.onnx\n  - kind: sink\n")
+    r = request({"request": "reload", "path": bad_model})
+    check("damaged model refused with location", not r["ok"] and "bad-model.yaml:6:5" in r["error"] and
+          "broken.onnx" in r["error"] and "truncated or corrupt" in r["error"], r)
+    check("still generation 1 after the damaged model", request({"request": "status"})["generation"] == 1)
     second = pipeline("second", 300, pattern="noise")
     r = request({"request": "reload", "path": second})
     check("good reload", r["ok"] and r["generation"] == 2, r)
