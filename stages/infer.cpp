@@ -102,6 +102,7 @@ class InferStage final : public Stage {
       throw ConfigError("model '" + model_path_ + "' has " + std::to_string(model.inputs.size()) +
                         " inputs; the infer stage feeds one image tensor");
     check_input_shape(model.inputs[0], in);
+    fixed_batch_ = model.inputs[0].shape[0] > 0;
     // Only the chosen output is computed: the passes drop what it does not need.
     model.outputs = {model.outputs.at(pick_output(model.outputs, p.string("output_name")))};
     try {
@@ -184,10 +185,13 @@ class InferStage final : public Stage {
     if (!out) throw StageError("output pool closed");
     const int count = in->count;
     topk_.items = count;
+    // A model exported with a fixed batch runs whole batches: the rows past `count` hold a slot's stale items,
+    // computed and ignored (inference treats items independently).
+    const int run = fixed_batch_ ? batch_ : count;
 #if SLUICE_WITH_CUDA
     if (on_gpu_) {
       void* result = classes_ ? static_cast<void*>(logits_.data()) : static_cast<void*>(out->memory.data());
-      gpu_engine_->enqueue({{in->memory.data(), in_.dtype, in_.layout}}, {{result, DType::f32, Layout::nchw}}, count,
+      gpu_engine_->enqueue({{in->memory.data(), in_.dtype, in_.layout}}, {{result, DType::f32, Layout::nchw}}, run,
                            ctx.stream);
       if (classes_)
         kernels::topk_gpu(topk_, static_cast<const float*>(result),
@@ -197,11 +201,11 @@ class InferStage final : public Stage {
 #endif
     const float* input = reinterpret_cast<const float*>(in->memory.data());
     if (!input_f32_.empty()) {
-      to_f32_nchw(in_, in->memory.data(), count, input_f32_.data());
+      to_f32_nchw(in_, in->memory.data(), run, input_f32_.data());
       input = input_f32_.data();
     }
     float* result = classes_ ? logits_host_.data() : reinterpret_cast<float*>(out->memory.data());
-    cpu_engine(count).run({input}, {result});
+    cpu_engine(run).run({input}, {result});
     if (classes_) kernels::topk_cpu(topk_, result, reinterpret_cast<kernels::ClassScore*>(out->memory.data()));
     return out;
   }
@@ -253,7 +257,7 @@ class InferStage final : public Stage {
   int batch_;
   PayloadDesc in_, out_;
   std::string model_path_, precision_, algo_cache_;
-  bool cuda_graph_ = true, classes_ = false;
+  bool cuda_graph_ = true, classes_ = false, fixed_batch_ = false;
   std::int64_t per_item_outputs_ = 0;
   nn::Graph single_output_model_, prepared_;
   kernels::TopKParams topk_;

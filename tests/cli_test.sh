@@ -53,6 +53,19 @@ check check-missing-model 2 "nomodel.yaml:[0-9]+:[0-9]+: stage 'infer' \(infer\)
 default_copy 's/width: 64/width: 96/' >"$tmp/wrongsize.yaml"
 check check-model-shape 2 "stage 'infer' \(infer\): model .* input 'image' is \[\?,3,64,64\]" -- "$sluiced" check "$tmp/wrongsize.yaml"
 
+# A model exported with a fixed batch (8): whole batches run, the partial last one too; another batch_size is refused.
+/usr/bin/python3 - "$src/models/testsrc-classifier.onnx" "$tmp/fixed8.onnx" <<'PY'
+import sys, onnx
+m = onnx.load(sys.argv[1])
+for v in list(m.graph.input) + list(m.graph.output):
+    v.type.tensor_type.shape.dim[0].dim_value = 8
+onnx.save(m, sys.argv[2])
+PY
+default_copy "s#$src/models/testsrc-classifier.onnx#$tmp/fixed8.onnx#; s/frames: 64/frames: 21/" >"$tmp/fixed8.yaml"
+check run-fixed-batch 0 'produced 21 = delivered 21 \+ dropped 0 \+ failed 0' -- "$sluiced" run "$tmp/fixed8.yaml"
+sed 's/^batch_size: 8/batch_size: 4/' "$tmp/fixed8.yaml" >"$tmp/fixed8-b4.yaml"
+check check-fixed-batch 2 "fixed batch of 8 but the pipeline's batch_size is 4" -- "$sluiced" check "$tmp/fixed8-b4.yaml"
+
 # SIGINT on an endless source: sources stop, frames in flight drain, exit 0.
 default_copy 's/frames: 64/frames: 0/; s/type: stdout/type: "null"/' >"$tmp/endless.yaml"
 "$sluiced" run "$tmp/endless.yaml" >"$tmp/endless.out" 2>&1 &
