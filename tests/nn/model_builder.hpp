@@ -2,6 +2,7 @@
 // Builds small ONNX models in memory (onnx::ModelProto) for the front-end tests.
 #include <onnx/onnx_pb.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -109,6 +110,16 @@ inline void set_floats(onnx::NodeProto& n, const std::string& name, const std::v
   a->set_name(name);
   a->set_type(onnx::AttributeProto::FLOATS);
   for (auto x : v) a->add_floats(x);
+}
+
+// The ModelError message of f(), or "(no error)": tests match on what the user would read.
+inline std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const ModelError& e) {
+    return e.what();
+  }
+  return "(no error)";
 }
 
 }  // namespace sluice::nn::test

@@ -13,6 +13,7 @@
 
 using namespace sluice::nn;
 using sluice::nn::test::ModelBuilder;
+using sluice::nn::test::error_of;
 using Catch::Matchers::Contains;
 
 namespace {
@@ -25,15 +26,6 @@ ModelBuilder conv_model(std::int64_t opset = 13) {
   test::set_string(conv, "auto_pad", "NOTSET");
   test::set_float(conv, "some_float", 0.5f);
   return m;
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const ModelError& e) {
-    return e.what();
-  }
-  return "(no error)";
 }
 
 std::filesystem::path scratch_dir(const std::string& name) {

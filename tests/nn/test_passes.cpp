@@ -17,19 +17,11 @@
 
 using namespace sluice::nn;
 using sluice::nn::test::ModelBuilder;
+using sluice::nn::test::error_of;
 using Catch::Matchers::Contains;
 using Ints = std::vector<std::int64_t>;
 
 namespace {
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const ModelError& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
 
 Graph prepared(const ModelBuilder& m, std::int64_t batch = 1) { return prepare(m.load(), batch); }
 
