@@ -49,9 +49,9 @@ std::vector<std::string> read_labels(const std::string& path, std::int64_t class
 
 // Where measured convolution algorithms are kept between runs: systemd's CacheDirectory, else the user's cache.
 std::string default_algo_cache() {
-  if (const char* d = std::getenv("CACHE_DIRECTORY"); d && *d) return std::string(d) + "/cudnn-algorithms.json";
-  if (const char* d = std::getenv("XDG_CACHE_HOME"); d && *d) return std::string(d) + "/sluice/cudnn-algorithms.json";
-  if (const char* d = std::getenv("HOME"); d && *d) return std::string(d) + "/.cache/sluice/cudnn-algorithms.json";
+  if (const char* d = std::getenv("CACHE_DIRECTORY"); d && *d) return std::string(d) + "/conv-algorithms.tsv";
+  if (const char* d = std::getenv("XDG_CACHE_HOME"); d && *d) return std::string(d) + "/sluice/conv-algorithms.tsv";
+  if (const char* d = std::getenv("HOME"); d && *d) return std::string(d) + "/.cache/sluice/conv-algorithms.tsv";
   return "";
 }
 
