@@ -21,6 +21,7 @@ nothing is timed. Works on PyTorch 1.13 .. 2.x; --device cpu runs one small smok
 import argparse
 import inspect
 import json
+import os
 import platform
 import statistics
 import sys
@@ -29,11 +30,11 @@ import time
 import torch
 import torchvision
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch_recipe import log, versions  # noqa: E402 - the same reporting as the data path baseline
+
 SEED = 0
 
-
-def log(msg):
-    print(msg, file=sys.stderr, flush=True)
 
 
 def build_resnet50():
@@ -132,17 +133,6 @@ def time_latency(runner, warmup, iters):
         times.append(start.elapsed_time(end))
     return {"ms_median": statistics.median(times), "ms_p90": percentile(times, 90), "ms_min": min(times),
             "iters": iters}
-
-
-def versions(device):
-    info = {"torch_version": torch.__version__, "torchvision_version": torchvision.__version__,
-            "cuda_version": torch.version.cuda, "cudnn_version": None, "python_version": platform.python_version()}
-    try:
-        info["cudnn_version"] = torch.backends.cudnn.version()
-    except Exception:  # noqa: BLE001 - informational only
-        pass
-    info["gpu_name"] = torch.cuda.get_device_name(device) if device.type == "cuda" else None
-    return info
 
 
 def run_cuda(a, device):
