@@ -169,6 +169,9 @@ class InferStage final : public Stage {
         fs::create_directories(fs::path(algo_cache_).parent_path(), ignored);
       }
       gpu_engine_ = std::make_unique<nn::CudaEngine>(prepared_, options);
+      // The engine holds the weights on the device and runs partial batches itself: the host graphs are done.
+      prepared_ = {};
+      single_output_model_ = {};
       if (classes_)
         logits_ = Memory(MemoryKind::device, static_cast<std::size_t>(per_item_outputs_) * batch_ * sizeof(float));
       return;
@@ -178,6 +181,8 @@ class InferStage final : public Stage {
     if (in_.dtype != DType::f32 || in_.layout != Layout::nchw)
       input_f32_.resize(items * static_cast<std::size_t>(in_.channels) * in_.width * in_.height);
     if (classes_) logits_host_.resize(items * static_cast<std::size_t>(per_item_outputs_));
+    // The full-batch engine takes the prepared graph (no second copy of the weights) before the first batch.
+    cpu_engines_.emplace(batch_, std::make_unique<nn::CpuEngine>(std::move(prepared_)));
   }
 
   BatchLease process(Batch* in, StageContext& ctx) override {
@@ -243,13 +248,12 @@ class InferStage final : public Stage {
                         " but the pipeline's batch_size is " + std::to_string(batch_));
   }
 
-  // Partial batches (stream end, batch timeout) run an engine prepared for exactly that count.
+  // Partial batches (stream end, batch timeout) run an engine prepared for exactly that count (made on first use;
+  // the full batch's is made in open()).
   nn::CpuEngine& cpu_engine(int count) {
     auto it = cpu_engines_.find(count);
     if (it == cpu_engines_.end())
-      it = cpu_engines_.emplace(count, std::make_unique<nn::CpuEngine>(count == batch_ ? prepared_
-                                                                                       : nn::prepare(single_output_model_, count)))
-               .first;
+      it = cpu_engines_.emplace(count, std::make_unique<nn::CpuEngine>(nn::prepare(single_output_model_, count))).first;
     return *it->second;
   }
 
