@@ -5,13 +5,21 @@
 
 namespace sluice {
 
-const StageRegistry& StageRegistry::builtin() {
-  static const StageRegistry registry = [] {
+namespace {
+StageRegistry& builtin_registry() {
+  static StageRegistry registry = [] {
     StageRegistry r;
     register_builtin_stages(r);
     return r;
   }();
   return registry;
+}
+}  // namespace
+
+const StageRegistry& StageRegistry::builtin() { return builtin_registry(); }
+
+void StageRegistry::add_builtin(StageInfo info) {
+  if (!builtin_registry().find(info.kind)) builtin_registry().add(std::move(info));
 }
 
 void StageRegistry::add(StageInfo info) {

@@ -13,8 +13,10 @@
 #include <vector>
 
 #include "runtime/batch.hpp"
+#include "runtime/input_tracker.hpp"
 #include "runtime/params.hpp"
 #include "runtime/pool.hpp"
+#include "runtime/stats.hpp"
 
 namespace sluice {
 
@@ -31,12 +33,15 @@ struct StageInit {
   std::vector<std::string> stage_names;  // every stage of the pipeline, in order
   int index = 0;                         // this stage's position
   std::string pipeline_file;             // the pipeline's file: relative paths in params are relative to it
+  std::shared_ptr<PipelineShared> shared;  // inputs, job ledger, frame tap: what stages share besides batches
+  std::string state_dir;                 // where resumable jobs keep their ledger ($STATE_DIRECTORY, --state-dir)
 };
 
 struct StageContext {
   gpu::StreamHandle stream = nullptr;  // the stage's stream; null when the stage runs on the CPU
   BatchPool* out_pool = nullptr;       // where the stage takes output batches (null if it forwards or sinks)
   const std::atomic<bool>* stop = nullptr;  // sources end their stream once this is set
+  FrameLedger* ledger = nullptr;            // sources count frames they drop before batching here
 
   // Waiting is not work: the runner moves these out of the stage's host time.
   std::int64_t acquire_wait_ns = 0;  // blocked in acquire(): back-pressure from downstream
@@ -61,8 +66,13 @@ class Stage {
   // Transforms: fill a batch from ctx.out_pool (the runner copies frame metadata), or return empty if
   // forwards_input(). Sinks: consume `in`, return empty. Throwing fails the batch's frames, not the pipeline.
   virtual BatchLease process(Batch* in, StageContext& ctx) = 0;
-  // After the last batch: flush (sinks) and free what open() made.
+  // After the last batch: flush (sinks) and free what open() made. Sinks discard uncommitted outputs.
   virtual void close(StageContext&) {}
+  // Sinks: every frame of `input` is settled; commit its outputs (fsync, rename) and return their paths.
+  // Runs on the sink's thread between process() calls. Throwing fails the input (it is not recorded done).
+  virtual std::vector<std::string> finish_input(const InputProgress&, StageContext&) { return {}; }
+  // Sources that manage sources at run time (the decode stage) expose them here for the control socket.
+  virtual class SourceControl* source_control() { return nullptr; }
 };
 
 struct StageInfo {
@@ -77,6 +87,9 @@ class StageRegistry {
  public:
   // The registry with every built-in stage registered.
   static const StageRegistry& builtin();
+  // Adds a stage kind to builtin() (a library linked into the executable, e.g. the media library's
+  // annotate sink). Call at start, before pipelines are built; a kind already there is left as it is.
+  static void add_builtin(StageInfo info);
   void add(StageInfo info);  // throws std::logic_error on a duplicate kind
   const StageInfo* find(const std::string& kind) const;
   const std::vector<StageInfo>& all() const { return stages_; }

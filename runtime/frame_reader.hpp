@@ -1,0 +1,91 @@
+#pragma once
+// Where a source's frames come from: one opened input (a video file, an image, an image sequence, a camera,
+// a network stream, a test pattern) that decodes frame after frame into memory the caller owns.
+//
+// Readers are made by factories registered per input kind. The core registers the test pattern; the media
+// library (OpenCV videoio/imgcodecs, left out of GPU-host builds) registers files, images, cameras and
+// streams, so a build without it reports "needs the media library" instead of failing obscurely.
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "runtime/format.hpp"
+
+namespace sluice {
+
+// A frame's destination: one item of the pipeline's frame layout (image_bytes(pixel, width, height) bytes).
+// Readers scale (stretch) and convert whatever they decode into it.
+struct FrameTarget {
+  std::byte* data = nullptr;
+  int width = 0, height = 0;
+  PixelFormat pixel = PixelFormat::bgr8;
+};
+
+enum class InputKind : std::uint8_t { file, image, image_sequence, camera, stream, testsrc };
+std::string_view to_string(InputKind k) noexcept;
+// Cameras and streams are live: they reconnect after errors and drop the oldest frames when the pipeline
+// falls behind. Files, images and sequences end with their own end of stream and are never dropped.
+constexpr bool is_live(InputKind k) noexcept { return k == InputKind::camera || k == InputKind::stream; }
+
+// What a reader knows about its input once opened.
+struct InputInfo {
+  std::string uri;
+  InputKind kind = InputKind::file;
+  std::int64_t frames_total = -1;  // from the container or the file list; -1 when unknown (live, some files)
+  double fps = 0;                  // native rate when known, else 0
+  int width = 0, height = 0;       // native size when known
+  std::string backend;             // e.g. "FFMPEG", "V4L2", "testsrc"
+};
+
+struct ReaderOptions {
+  // Cameras: the mode to request (0 / empty = the camera's default). fourcc e.g. "MJPG", "YUYV".
+  int width = 0, height = 0;
+  double fps = 0;
+  std::string fourcc;
+  // Network streams: how long opening and one read may block before they count as failed.
+  double open_timeout_s = 10, read_timeout_s = 5;
+  // Test patterns (testsrc:PATTERN): frames (0 = endless), rate (0 = as fast as possible), seed.
+  std::uint64_t frames = 0;
+  std::uint64_t seed = 1;
+  bool animate = true;
+};
+
+enum class ReadStatus : std::uint8_t { frame, end, error };
+
+class FrameReader {
+ public:
+  virtual ~FrameReader() = default;
+  // Decodes the next frame into `target`. `end`: the input has no more frames (files); `error`: `why` says
+  // what went wrong (a corrupt packet, a camera unplugged, a stream cut).
+  virtual ReadStatus read(const FrameTarget& target, std::string& why) = 0;
+  virtual const InputInfo& info() const = 0;
+};
+
+// Thrown by a factory that cannot open its input; the message is the reason (shown per source).
+struct InputError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+using ReaderFactory = std::function<std::unique_ptr<FrameReader>(const std::string& uri, const ReaderOptions&)>;
+
+// Factories per input kind; filled at start (core: testsrc; media library: the rest), read afterwards.
+class ReaderRegistry {
+ public:
+  static ReaderRegistry& global();
+  void add(InputKind kind, ReaderFactory factory);  // replaces an earlier one of the same kind
+  bool has(InputKind kind) const;
+  // Opens `uri` as `kind`; throws InputError naming the URI and the reason (or the missing library).
+  std::unique_ptr<FrameReader> open(InputKind kind, const std::string& uri, const ReaderOptions& options) const;
+
+ private:
+  mutable std::mutex mu_;
+  std::map<InputKind, ReaderFactory> factories_;
+};
+
+}  // namespace sluice

@@ -1,0 +1,43 @@
+#pragma once
+// A copy of the source frames for sinks that draw onto them (the pipeline is linear: after infer the batch
+// holds results, not pictures). The source puts each frame in, scaled to the tap's size as BGR; the sink
+// takes it back by (source, sequence). Bounded: the oldest entries are evicted when full, which only ever
+// hits frames that a queue dropped or a stage failed, when the capacity exceeds the frames in flight.
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <vector>
+
+#include "runtime/batch.hpp"
+#include "runtime/frame_reader.hpp"
+
+namespace sluice {
+
+class FrameTap {
+ public:
+  // width x height BGR copies, `capacity` of them (allocated here, once).
+  FrameTap(int width, int height, std::size_t capacity);
+  // From the source threads: converts and scales `frame` into a free (or the oldest) slot.
+  void put(const FrameMeta& meta, const FrameTarget& frame);
+  // Copies the frame of (source_id, sequence) into `bgr` (width*height*3 bytes) and frees its slot; false
+  // when it is not there (evicted).
+  bool take(std::uint32_t source_id, std::uint64_t sequence, std::vector<std::uint8_t>& bgr);
+  int width() const { return width_; }
+  int height() const { return height_; }
+  std::uint64_t evicted() const;
+
+ private:
+  struct Slot {
+    std::uint32_t source_id = 0;
+    std::uint64_t sequence = 0, age = 0;
+    bool used = false;
+  };
+  int width_, height_;
+  std::size_t slot_bytes_;
+  mutable std::mutex mu_;
+  std::vector<Slot> slots_;
+  std::vector<std::uint8_t> pixels_;
+  std::uint64_t clock_ = 0, evicted_ = 0;
+};
+
+}  // namespace sluice

@@ -1,0 +1,89 @@
+#pragma once
+// Per-input bookkeeping shared by the source, the sink and the runner: which inputs (one file of a job, one
+// camera or stream connection) exist, how many frames each decoded, and how many reached their fate. An
+// input is complete once it ended and every frame it decoded is settled (delivered, dropped or failed);
+// the sink then finishes its outputs for it (atomic rename) and the job ledger records it.
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "runtime/batch.hpp"
+#include "runtime/frame_reader.hpp"
+
+namespace sluice {
+
+class JobLedger;
+class FrameTap;
+
+enum class FrameFate : std::uint8_t { delivered, dropped, failed };
+
+struct InputProgress {
+  std::uint32_t id = 0;         // FrameMeta::input
+  std::uint32_t source_id = 0;  // FrameMeta::source_id
+  std::string source;           // the source's name
+  std::string uri;              // the input itself (a file path, a camera, a stream URL)
+  InputKind kind = InputKind::file;
+  std::int64_t frames_total = -1;  // expected frames when known (container metadata), else -1
+  std::uint64_t decoded = 0, delivered = 0, dropped = 0, failed = 0;
+  bool ended = false;     // the reader finished (end of file, error, removal, stop)
+  std::string error;      // why it ended early; empty when it ended normally
+  bool complete = false;  // ended and every decoded frame settled
+  std::int64_t started_ns = 0, ended_ns = 0, completed_ns = 0;  // steady clock
+
+  std::uint64_t settled() const { return delivered + dropped + failed; }
+  double rate_fps(std::int64_t now) const;  // settled frames per second since it started
+  // Seconds until done at the current rate; nullopt when the total or the rate is unknown.
+  std::optional<double> eta_s(std::int64_t now) const;
+};
+
+class InputTracker {
+ public:
+  // Registers a source's name for its id (sinks name outputs and records after it).
+  void name_source(std::uint32_t source_id, std::string name);
+  std::string source_name(std::uint32_t source_id) const;
+
+  // The source opened an input; returns the id its frames carry in FrameMeta::input (never 0).
+  std::uint32_t begin(std::uint32_t source_id, std::string uri, InputKind kind, std::int64_t frames_total);
+  void decoded(std::uint32_t input, std::uint64_t n = 1);
+  // The input has no more frames: normal end (`error` empty) or an early end with the reason.
+  void end(std::uint32_t input, std::string error = {});
+  // Frames reached a fate (called by the runner for every batch a sink consumed, a queue dropped or a stage
+  // failed, and by the source for frames it dropped before batching). Frames without an input are ignored.
+  void settle(std::span<const FrameMeta> frames, FrameFate fate);
+
+  // Inputs that became complete since the last call, in completion order (the sink thread finishes them).
+  std::vector<InputProgress> take_completed();
+  std::optional<InputProgress> get(std::uint32_t input) const;
+  // Every input not yet complete, plus the last `recent` completed ones (for status and the progress bar).
+  std::vector<InputProgress> snapshot(std::size_t recent = 8) const;
+
+  struct Totals {
+    std::uint64_t inputs = 0, complete = 0, with_errors = 0;
+  };
+  Totals totals() const;
+
+ private:
+  void maybe_complete(InputProgress& p);  // with mu_ held
+  mutable std::mutex mu_;
+  std::uint32_t next_id_ = 1;
+  std::map<std::uint32_t, InputProgress> open_;  // not complete yet
+  std::deque<InputProgress> done_;               // the most recent completed ones
+  std::vector<InputProgress> completed_;         // waiting for take_completed()
+  std::map<std::uint32_t, std::string> source_names_;
+  Totals totals_;
+};
+
+// What the stages of one pipeline share besides the data path (made by the planner, handed to every stage).
+struct PipelineShared {
+  InputTracker inputs;
+  std::shared_ptr<JobLedger> job;  // set by a source running a resumable batch job
+  std::shared_ptr<FrameTap> tap;   // set by a sink that draws onto the source frames
+};
+
+}  // namespace sluice

@@ -1,0 +1,59 @@
+#pragma once
+// Sources managed at run time: what the control socket lists, adds and removes (`sluicectl sources`,
+// `source-add`, `source-remove`). Implemented by the decode stage; every call returns promptly and never
+// waits on another source.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runtime/frame_reader.hpp"
+
+namespace sluice {
+
+enum class SourceState : std::uint8_t { connecting, live, stalled, backoff, eos, failed, removed };
+std::string_view to_string(SourceState s) noexcept;
+
+// How one source behaves; the decode stage's parameters give the defaults.
+struct SourceOptions {
+  std::string uri;                  // file, directory, glob, image sequence (%04d), /dev/videoN, rtsp://..., testsrc:PATTERN
+  std::string name;                 // default: derived from the URI
+  std::optional<bool> leaky;        // default: live sources leaky (drop oldest), files blocking
+  double rate_limit = 0;            // frames per second, 0 = unlimited (live: extra frames are dropped)
+  bool loop = false;                // files: start again at the end (soak tests, demo loops)
+  int decode_threads = 1;           // directories/globs: files decoded at once
+  double stall_timeout_s = 5;       // live: no frame for this long = stalled
+  double backoff_initial_s = 0.5, backoff_max_s = 30;  // live: reconnect delays (jittered, doubling)
+  int max_attempts = 0;             // live: reconnects before giving up (failed); 0 = forever
+  ReaderOptions reader;             // camera mode, stream timeouts, test pattern settings
+};
+
+struct SourceReport {
+  std::uint32_t id = 0;
+  std::string name, uri;
+  InputKind kind = InputKind::file;
+  SourceState state = SourceState::connecting;
+  std::string reason;               // why it is stalled, backing off, failed (or the last error)
+  bool leaky = false;
+  std::uint64_t frames = 0;         // decoded and handed to the pipeline
+  std::uint64_t dropped = 0;        // dropped before batching (leaky or rate limit)
+  std::uint64_t errors = 0;         // read/open errors, bad files
+  std::uint64_t reconnects = 0;
+  std::uint64_t inputs_total = 0, inputs_done = 0, inputs_failed = 0, inputs_skipped = 0;  // files of a job
+  double fps = 0;                   // decoded frames per second over the last few seconds
+  double since_last_frame_s = -1;   // -1 before the first frame
+  double next_attempt_in_s = -1;    // backoff: seconds until the next attempt
+  std::vector<std::string> bad_inputs;  // "path: reason" for the first few bad files
+};
+
+class SourceControl {
+ public:
+  virtual ~SourceControl() = default;
+  virtual std::vector<SourceReport> sources() const = 0;
+  // Starts a new source; returns its id. Throws std::invalid_argument with a message for a bad request.
+  virtual std::uint32_t add_source(SourceOptions options) = 0;
+  // Stops a source by id or name: frames it already decoded still flow; false when there is no such source.
+  virtual bool remove_source(const std::string& id_or_name) = 0;
+};
+
+}  // namespace sluice
