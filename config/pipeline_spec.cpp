@@ -2,6 +2,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <optional>
 #include <set>
@@ -133,6 +134,10 @@ StageSpec parse_stage(const YAML::Node& node, int index, const std::string& file
   spec.kind = kind_it->second.Scalar();
   spec.where = at;
   const StageInfo* info = StageRegistry::builtin().find(spec.kind);
+  if (!info && spec.kind == "annotate")
+    fail(where(file, kind_it->second),
+         ordinal + ": stage kind 'annotate' needs the media library (OpenCV videoio/imgcodecs), which this sluiced "
+                   "was built without (SLUICE_GPU_HOST)");
   if (!info)
     fail(where(file, kind_it->second),
          ordinal + ": unknown stage kind '" + spec.kind + "' (known: " + StageRegistry::builtin().kinds() + ")");
@@ -221,7 +226,13 @@ PipelineSpec load_pipeline(const std::string& path) {
   if (!in) throw ConfigError(path + ": cannot open pipeline file");
   std::stringstream ss;
   ss << in.rdbuf();
-  return parse_pipeline(ss.str(), path);
+  PipelineSpec spec = parse_pipeline(ss.str(), path);
+  // systemd's StateDirectory= hands the directory over in $STATE_DIRECTORY (colon-separated when several).
+  if (const char* dirs = std::getenv("STATE_DIRECTORY"); dirs && *dirs) {
+    const std::string all(dirs);
+    spec.state_dir = all.substr(0, all.find(':'));
+  }
+  return spec;
 }
 
 std::string describe_pipeline_keys() {

@@ -47,6 +47,7 @@ struct PipelineSpec {
   std::int64_t batch_timeout_us = 10'000;
   std::vector<StageSpec> stages;
   ServiceSettings service;
+  std::string state_dir;  // resumable jobs' ledgers: --state-dir, else $STATE_DIRECTORY (systemd), else empty
 };
 
 // Parses a pipeline; `file` names the origin in messages. Throws ConfigError.

@@ -64,7 +64,7 @@ PipelinePlan plan_pipeline(const PipelineSpec& spec) {
                    (ss.params.was_given(name) ? "" : "*");
     }
     StageInit init{ss.name, ss.params, upstream, plan.device, spec.batch_size, spec.batch_timeout_us, names,
-                   static_cast<int>(i), spec.file};
+                   static_cast<int>(i), spec.file, plan.shared, spec.state_dir};
     try {
       ps.stage = info.make(init);
     } catch (const ConfigError& e) {

@@ -17,10 +17,12 @@
 #include "config/plan.hpp"
 #include "daemon/control_server.hpp"
 #include "daemon/metrics.hpp"
+#include "daemon/progress.hpp"
 #include "daemon/watchdog.hpp"
 #include "runtime/errors.hpp"
 #include "runtime/gpu.hpp"
 #include "runtime/pipeline.hpp"
+#include "runtime/source_control.hpp"
 #include "version.hpp"
 
 namespace sluice {
@@ -61,6 +63,16 @@ class RateWindows {
   std::deque<Sample> samples_;
 };
 
+nlohmann::json source_json(const SourceReport& r) {
+  return {{"id", r.id}, {"name", r.name}, {"uri", r.uri}, {"kind", to_string(r.kind)}, {"state", to_string(r.state)},
+          {"reason", r.reason}, {"leaky", r.leaky}, {"frames", r.frames}, {"dropped", r.dropped},
+          {"errors", r.errors}, {"reconnects", r.reconnects}, {"fps", r.fps},
+          {"since_last_frame_s", r.since_last_frame_s}, {"next_attempt_in_s", r.next_attempt_in_s},
+          {"inputs", {{"total", r.inputs_total}, {"done", r.inputs_done}, {"failed", r.inputs_failed},
+                      {"skipped", r.inputs_skipped}}},
+          {"bad_inputs", r.bad_inputs}};
+}
+
 class Service {
  public:
   explicit Service(const ServiceOptions& o)
@@ -68,7 +80,7 @@ class Service {
 
   int run() {
     config_path_ = std::filesystem::absolute(options_.config).string();
-    const PipelineSpec spec = load_pipeline(config_path_);
+    const PipelineSpec spec = load_spec(config_path_);
     settings_ = spec.service;
     apply_settings(settings_);
     start_pipeline(plan_pipeline(spec));
@@ -119,6 +131,12 @@ class Service {
     windows_.reset();
   }
 
+  PipelineSpec load_spec(const std::string& path) const {
+    PipelineSpec spec = load_pipeline(path);
+    if (!options_.state_dir.empty()) spec.state_dir = options_.state_dir;
+    return spec;
+  }
+
   // --- signals ---------------------------------------------------------------------------------------
   void wait_signal() {
     signals_.async_wait([this](boost::system::error_code ec, int sig) {
@@ -160,13 +178,15 @@ class Service {
 
   nlohmann::json handle(const nlohmann::json& request, const PeerCredentials& peer) {
     if (!request.is_object() || !request.contains("request") || !request["request"].is_string())
-      return error("expected an object with a string 'request' (one of version, status, trace, pause, resume, reload, stop)");
+      return error("expected an object with a string 'request' (one of " + std::string(kRequests) + ")");
     const std::string name = request["request"];
     if (name == "version")
       return {{"ok", true}, {"version", SLUICE_VERSION}, {"cuda", gpu::built_with_cuda()}};
     if (name == "status") return status();
-    const bool mutating = name == "pause" || name == "resume" || name == "reload" || name == "stop";
-    if (!mutating) return error("unknown request '" + name + "' (version, status, trace, pause, resume, reload, stop)");
+    if (name == "sources") return {{"ok", true}, {"sources", sources_json()}, {"inputs", inputs_json()}};
+    const bool mutating = name == "pause" || name == "resume" || name == "reload" || name == "stop" ||
+                          name == "source-add" || name == "source-remove";
+    if (!mutating) return error("unknown request '" + name + "' (" + std::string(kRequests) + ")");
     std::string why;
     if (!may_mutate(peer, why)) {
       spdlog::warn("control: {} refused for {}: {}", name, peer.remote, why);
@@ -178,6 +198,15 @@ class Service {
       pipeline_->set_paused(name == "pause");
       state_ = name == "pause" ? "paused" : "running";
       return {{"ok", true}, {"state", state_}};
+    }
+    if (name == "source-add") return add_source(request);
+    if (name == "source-remove") {
+      if (!request.contains("source") || !request["source"].is_string())
+        return error("source-remove needs 'source': an id or a name");
+      SourceControl* control = pipeline_->source_control();
+      const std::string which = request["source"];
+      if (!control || !control->remove_source(which)) return error("no source '" + which + "'");
+      return {{"ok", true}};
     }
     if (name == "reload") {
       std::string path = config_path_;
@@ -192,6 +221,46 @@ class Service {
   }
 
   static nlohmann::json error(const std::string& what) { return {{"ok", false}, {"error", what}}; }
+  static constexpr const char* kRequests =
+      "version, status, sources, trace, pause, resume, reload, stop, source-add, source-remove";
+
+  // Starts a source in the running pipeline; the others are not touched (no lock they wait on is held
+  // while it opens: opening happens on the new source's own thread).
+  nlohmann::json add_source(const nlohmann::json& request) {
+    SourceControl* control = pipeline_->source_control();
+    if (!control)
+      return error("pipeline '" + plan_name_ + "' has no run-time sources: its decode stage renders one test pattern "
+                   "directly; give it 'uri' (or 'idle: wait') to manage sources");
+    if (!request.contains("uri") || !request["uri"].is_string()) return error("source-add needs 'uri', a string");
+    SourceOptions o;
+    o.uri = request["uri"];
+    try {
+      if (request.contains("name")) o.name = request.at("name").get<std::string>();
+      if (request.contains("leaky")) o.leaky = request.at("leaky").get<bool>();
+      if (request.contains("rate_limit")) o.rate_limit = request.at("rate_limit").get<double>();
+      if (request.contains("loop")) o.loop = request.at("loop").get<bool>();
+      const std::uint32_t id = control->add_source(std::move(o));
+      for (const auto& r : control->sources())
+        if (r.id == id) return {{"ok", true}, {"id", id}, {"name", r.name}};
+      return {{"ok", true}, {"id", id}};
+    } catch (const nlohmann::json::exception&) {
+      return error("source-add: 'name' must be a string, 'leaky' and 'loop' booleans, 'rate_limit' a number");
+    } catch (const std::exception& e) {
+      return error(e.what());
+    }
+  }
+
+  nlohmann::json sources_json() const {
+    nlohmann::json out = nlohmann::json::array();
+    if (SourceControl* control = pipeline_->source_control())
+      for (const auto& r : control->sources()) {
+        out.push_back(source_json(r));
+        const bool producing = r.state == SourceState::live || r.state == SourceState::stalled;
+        if (producing && pipeline_->paused()) out.back()["state"] = "paused";
+      }
+    return out;
+  }
+  nlohmann::json inputs_json() const { return progress_json(pipeline_->inputs().snapshot(), now_ns()); }
 
   // `trace SECONDS`: records the live pipeline, then replies with the Chrome/Perfetto trace. Only the
   // requesting connection waits; the pipeline keeps running as before.
@@ -215,7 +284,7 @@ class Service {
     if (state_ == "stopping") return error("sluiced is stopping");
     std::optional<PipelinePlan> plan;
     try {
-      const PipelineSpec spec = load_pipeline(path);
+      const PipelineSpec spec = load_spec(path);
       if (!(spec.service == settings_))
         spdlog::warn("reload {}: control_socket/control_tcp/metrics/control_allow_* changed; they apply at the next start",
                      path);
@@ -234,6 +303,7 @@ class Service {
     pipeline_->request_stop();
     pipeline_->wait();
     account_finished(*pipeline_);
+    pipeline_->release_job();  // the new pipeline may resume the same job
     config_path_ = path;
     plan_name_ = next->plan().name;
     next->start();
@@ -360,7 +430,7 @@ class Service {
                         {"gpu_ms_per_batch", st.gpu_ms_per_batch},
                         {"busy", windows_.busy(i, 10).value_or(st.gpu_busy)}, {"host_ms_per_batch", st.host_ms_per_batch},
                         {"queue_depth", st.queue_depth}, {"queue_capacity", st.queue_capacity},
-                        {"dropped", st.dropped}, {"errors", st.errors}});
+                        {"dropped", st.dropped}, {"errors", st.errors}, {"health", st.health}});
     }
     const auto& f = s.frames;
     return {{"ok", true}, {"state", state_},
@@ -376,10 +446,8 @@ class Service {
                             {"p90", static_cast<double>(s.latency_p90_ns) / 1e6},
                             {"p99", static_cast<double>(s.latency_p99_ns) / 1e6}}},
             {"stages", stages},
-            {"sources", nlohmann::json::array({{{"stage", s.stages.front().name},
-                                                 {"kind", s.stages.front().kind},
-                                                 {"state", !s.running ? "eos" : pipeline_->paused() ? "paused" : "live"},
-                                                 {"frames", f.produced}}})}};
+            {"sources", sources_json()},
+            {"inputs", inputs_json()}};
   }
 
   std::string render_metrics() const {

@@ -17,6 +17,7 @@ struct ServiceOptions {
   double watchdog_stall_s = 0;      // frames in flight without progress this long = wedged (0: WatchdogSec/2)
   double client_timeout_s = 30;     // control clients without a complete request are dropped
   std::vector<std::string> allow_users, allow_groups;  // may send mutating requests (empty: anyone who can connect)
+  std::string state_dir;            // resumable jobs' ledgers (empty: $STATE_DIRECTORY)
 };
 
 // Runs until stopped; returns the process exit status.

@@ -27,6 +27,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -63,6 +64,13 @@ commands:
   status [--json]       state, uptime, config, per-stage frames/fps/GPU time/queues, the frame
                         ledger and latency percentiles; --json: the daemon's raw reply, indented
   watch [--interval S]  status, refreshed every S seconds (default 1) until Ctrl-C
+  sources [--json]      the run-time sources (state, frames, fps, drops, errors, reconnects, why one
+                        is stalled or failed, a job's inputs) and the inputs being decoded (progress,
+                        ETA); --json: the daemon's raw reply, indented
+  add-source URI [--name NAME] [--leaky|--no-leaky] [--rate-limit FPS] [--loop]
+                        start a source in the running pipeline: a file, directory or glob (a job),
+                        image, image sequence, camera, stream URL or testsrc:PATTERN
+  remove-source ID|NAME stop a source; frames it already decoded still reach the sink
   pause                 sources stop producing; frames in flight still reach the sink
   resume                sources produce again
   reload [FILE]         validate and switch to FILE (default: the daemon's current config file);
@@ -106,7 +114,10 @@ Print the daemon's state, uptime, config file, pipeline and device, then one row
   queue           input queue depth / capacity
   drops, errors   frames the stage dropped or failed
 followed by the frame ledger (produced = delivered + dropped + failed + in flight), drop reasons and
-errors, and capture-to-sink latency percentiles. Fields the daemon did not send are shown as '-'.
+errors, and capture-to-sink latency percentiles. Between the stages and the ledger: one row per source
+(as sluicectl sources shows them, without URIs and bad inputs) and, while there are inputs, their
+progress (a job's inputs done/total, and frames done/total, fps and ETA of each input being decoded).
+Fields the daemon did not send are shown as '-'.
 
   --json          print the daemon's reply as indented JSON instead
 )"},
@@ -115,6 +126,54 @@ errors, and capture-to-sink latency percentiles. Fields the daemon did not send 
 Clear the screen and print status every SECONDS (default 1, at least 0.1; -n S is short for
 --interval S) until Ctrl-C (exit 0).
 Connection errors are shown in place and retried, so a daemon restart can be watched through.
+)"},
+    {"sources", R"(usage: sluicectl sources [--json]
+
+List the pipeline's run-time sources, one row per source:
+  id, source      its id and name (either one names it for remove-source)
+  kind            file, image, image-sequence, camera, stream or testsrc (a directory or glob: file)
+  state           connecting, live, stalled, backoff, eos, failed or removed (paused while the daemon is)
+  frames, fps     frames decoded and handed on, and decoded frames per second lately
+  dropped         frames dropped before batching (a leaky source behind the pipeline, or --rate-limit)
+  errors          open and read errors, bad files
+  reconnects      times a camera or stream connected again
+then why a source is stalled, backing off or failed (and when it tries again), and for a job (a directory
+or glob) its inputs done/total and failed; below each row its URI and its bad inputs. Then one row per
+input being decoded: frames done/total (done = delivered + dropped + failed), %, fps and ETA, followed by
+the recently finished inputs with their error. Fields the daemon did not send are shown as '-'.
+A pipeline whose decode stage renders its test pattern directly has no run-time sources.
+
+  --json          print the daemon's reply as indented JSON instead
+)"},
+    {"add-source", R"(usage: sluicectl add-source URI [--name NAME] [--leaky|--no-leaky] [--rate-limit FPS] [--loop]
+
+Ask the daemon to start a source in the running pipeline; the other sources keep running. URI is
+  clip.mp4                 a video file
+  clips/, 'clips/*.mp4'    a directory or glob (quote it): a job over the files it holds
+  photo.jpg                an image
+  frames/img_%04d.png      an image sequence
+  /dev/video0, v4l2:0      a camera
+  rtsp://HOST/PATH         a stream (also rtmp://, http(s)://, tcp://, udp://, srt://)
+  testsrc:PATTERN          a test pattern (bars, shapes, gradient, checkerboard, noise)
+A local path is made absolute (against this shell's working directory) before it is sent, and the
+daemon must be able to read it at that path. Prints the new source's id and name. The daemon answers
+before anything is opened: a file it cannot read or a camera that does not answer shows up in
+sluicectl sources (state, reason, errors). It refuses (exit 1) a --name in use, and any source when the
+pipeline's decode stage has no run-time sources. May be restricted by sluiced's --allow-user /
+--allow-group.
+
+  --name NAME        the source's name (default: from URI, e.g. clip for clip.mp4, video0 for a camera)
+  --leaky            when the pipeline is behind, drop the oldest frame (default for live sources)
+  --no-leaky         when the pipeline is behind, wait for it (default for files)
+  --rate-limit FPS   at most FPS frames per second (0: unlimited, the default); live sources drop the rest
+  --loop             files: start again at the end
+Use -- before a URI that starts with '-'.
+)"},
+    {"remove-source", R"(usage: sluicectl remove-source ID|NAME
+
+Ask the daemon to stop a source, named by its id or its name (sluicectl sources lists both). Frames it
+already decoded still reach the sink. Prints "removed source ID|NAME" as given. May be restricted by
+sluiced's --allow-user / --allow-group.
 )"},
     {"pause", R"(usage: sluicectl pause
 
@@ -535,6 +594,232 @@ const json* earlier_ledger(const json& r) {
   return before;
 }
 
+// ---------------------------------------------------------------------------------------------------------
+// Formatting sources and inputs: the `sources` reply, and the same two arrays in a `status` reply.
+
+// 1.8 s, 42 s, 3m 07s, 2h 05m, 1d 03h; '-' for a missing or negative value (-1: not known).
+std::string format_duration(std::optional<double> s) {
+  if (!s || *s < 0) return "-";
+  char buf[64];
+  if (*s < 9.95) {
+    std::snprintf(buf, sizeof buf, "%.1f s", *s);
+    return buf;
+  }
+  if (*s < 59.5) {
+    std::snprintf(buf, sizeof buf, "%.0f s", *s);
+    return buf;
+  }
+  const auto t = static_cast<unsigned long long>(*s + 0.5);
+  if (t < 3600)
+    std::snprintf(buf, sizeof buf, "%llum %02llus", t / 60, t % 60);
+  else if (t < 86400)
+    std::snprintf(buf, sizeof buf, "%lluh %02llum", t / 3600, t / 60 % 60);
+  else
+    std::snprintf(buf, sizeof buf, "%llud %02lluh", t / 86400, t / 3600 % 24);
+  return buf;
+}
+
+std::string shorten(std::string s, std::size_t max) {
+  if (s.size() > max) s = s.substr(0, max - 3) + "...";
+  return s;
+}
+
+// The array under `key`, or nullptr when the reply has none (an older daemon).
+const json* array_field(const json& j, const char* key) {
+  const json* v = field(j, key);
+  return v && v->is_array() ? v : nullptr;
+}
+
+std::string source_label(const json& s) {
+  std::string name = text(s, "name");
+  if (name == "-") name = text(s, "stage");  // daemons before run-time sources named the decode stage
+  return shorten(name, 32);
+}
+
+// Live sources connect and reconnect; their `inputs` count connections, not the files of a job.
+bool is_live_kind(const std::string& kind) { return kind == "camera" || kind == "stream" || kind == "testsrc"; }
+
+// What follows a source's columns: why it is stalled, backing off or failed; a job's input counts.
+std::string source_notes(const json& s) {
+  std::vector<std::string> notes;
+  const std::string state = text(s, "state");
+  if (state == "stalled" || state == "backoff" || state == "failed") {
+    std::string note;
+    if (const json* reason = field(s, "reason"); reason && reason->is_string()) note = reason->get<std::string>();
+    std::string when;
+    if (state == "stalled" && number(s, "since_last_frame_s").value_or(-1) >= 0)
+      when = "last frame " + format_duration(number(s, "since_last_frame_s")) + " ago";
+    if (state == "backoff" && number(s, "next_attempt_in_s").value_or(-1) >= 0)
+      when = "next attempt in " + format_duration(number(s, "next_attempt_in_s"));
+    if (note.empty())
+      note = when;
+    else if (!when.empty())
+      note += " (" + when + ")";
+    if (!note.empty()) notes.push_back(state + ": " + note);  // the state column says it already otherwise
+  }
+  if (const json* in = field(s, "inputs"); in && in->is_object() && !is_live_kind(text(s, "kind"))) {
+    const auto total = number(*in, "total"), failed = number(*in, "failed"), skipped = number(*in, "skipped");
+    if (total.value_or(0) > 1 || failed.value_or(0) > 0 || skipped.value_or(0) > 0) {
+      std::string note = "inputs " + count(*in, "done") + "/" + count(*in, "total") + " done, " +
+                         count(*in, "failed") + " failed";
+      if (skipped.value_or(0) > 0) note += ", " + count(*in, "skipped") + " skipped";
+      notes.push_back(note);
+    }
+  }
+  std::string out;
+  for (const auto& n : notes) out += (out.empty() ? "" : "; ") + n;
+  return out;
+}
+
+// One row per source; with `detailed` (the sources command) each row is followed by the source's URI and
+// its bad inputs.
+void append_sources_table(std::string& out, const json& sources, bool detailed) {
+  int name_w = 6, kind_w = 4;
+  for (const auto& s : sources) {
+    name_w = std::max(name_w, static_cast<int>(source_label(s).size()));
+    kind_w = std::max(kind_w, static_cast<int>(shorten(text(s, "kind"), 16).size()));
+  }
+  char line[512];
+  std::snprintf(line, sizeof line, "%4s  %-*s %-*s %-10s %10s %7s %8s %7s %10s\n", "id", name_w, "source", kind_w,
+                "kind", "state", "frames", "fps", "dropped", "errors", "reconnects");
+  out += line;
+  for (const auto& s : sources) {
+    std::snprintf(line, sizeof line, "%4s  %-*s %-*s %-10s %10s %7s %8s %7s %10s", count(s, "id").c_str(), name_w,
+                  source_label(s).c_str(), kind_w, shorten(text(s, "kind"), 16).c_str(),
+                  shorten(text(s, "state"), 10).c_str(), count(s, "frames").c_str(), fmt(s, "fps", "%.1f").c_str(),
+                  count(s, "dropped").c_str(), count(s, "errors").c_str(), count(s, "reconnects").c_str());
+    out += line;
+    if (std::string notes = source_notes(s); !notes.empty()) out += "  " + notes;
+    out += "\n";
+    if (!detailed) continue;
+    if (const json* uri = field(s, "uri"); uri && uri->is_string()) out += "        uri " + uri->get<std::string>() + "\n";
+    if (const json* bad = array_field(s, "bad_inputs")) {
+      std::size_t shown = 0;
+      for (const auto& b : *bad) {
+        if (shown == 8) {
+          out += "        ... " + std::to_string(bad->size() - shown) + " more bad inputs (sources --json for all)\n";
+          break;
+        }
+        out += "        bad input: " + (b.is_string() ? b.get<std::string>() : b.dump()) + "\n";
+        ++shown;
+      }
+    }
+  }
+}
+
+bool input_in_progress(const json& in) {
+  const std::string state = text(in, "state");
+  return state != "done" && state != "failed";
+}
+
+// frames done/total: "37/120", "37/-" while the total is not known.
+std::string input_frames(const json& in) {
+  std::string done = count(in, "frames_done");
+  if (done == "-") {  // derive it when the daemon left it out
+    auto d = number(in, "delivered"), x = number(in, "dropped"), f = number(in, "failed");
+    if (d && x && f) done = std::to_string(static_cast<long long>(*d + *x + *f));
+  }
+  return done + "/" + count(in, "frames_total");
+}
+
+std::string input_percent(const json& in) {
+  auto total = number(in, "frames_total");
+  auto done = number(in, "frames_done");
+  if (!done) {
+    auto d = number(in, "delivered"), x = number(in, "dropped"), f = number(in, "failed");
+    if (d && x && f) done = *d + *x + *f;
+  }
+  if (!total || *total <= 0 || !done) return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.0f%%", std::floor(std::clamp(*done / *total, 0.0, 1.0) * 100.0));
+  return buf;
+}
+
+// The inputs table of the sources command: the inputs in progress first, then the recently finished ones.
+void append_inputs_table(std::string& out, const json& inputs) {
+  std::vector<const json*> rows;
+  for (const auto& in : inputs) rows.push_back(&in);
+  std::stable_partition(rows.begin(), rows.end(), [](const json* in) { return input_in_progress(*in); });
+  int source_w = 6;
+  for (const json* in : rows) source_w = std::max(source_w, static_cast<int>(shorten(text(*in, "source"), 32).size()));
+  char line[512];
+  std::snprintf(line, sizeof line, "%5s  %-*s %-10s %15s %5s %7s %8s  %s\n", "input", source_w, "source", "state",
+                "frames", "%", "fps", "ETA", "uri");
+  out += line;
+  for (const json* in : rows) {
+    std::snprintf(line, sizeof line, "%5s  %-*s %-10s %15s %5s %7s %8s  ", count(*in, "id").c_str(), source_w,
+                  shorten(text(*in, "source"), 32).c_str(), shorten(text(*in, "state"), 10).c_str(),
+                  input_frames(*in).c_str(), input_percent(*in).c_str(), fmt(*in, "fps", "%.1f").c_str(),
+                  input_in_progress(*in) ? format_duration(number(*in, "eta_s")).c_str() : "-");
+    out += line + text(*in, "uri");
+    if (const json* e = field(*in, "error"); e && e->is_string() && !e->get<std::string>().empty())
+      out += " (" + e->get<std::string>() + ")";
+    out += "\n";
+  }
+}
+
+// status: the inputs of the sources that read files summed up, and a line per input in progress (at most 4).
+void append_progress(std::string& out, const json* sources, const json* inputs) {
+  double total = 0, done = 0, failed = 0, skipped = 0;
+  bool counted = false;
+  if (sources)
+    for (const auto& s : *sources) {
+      const json* in = field(s, "inputs");
+      if (!in || !in->is_object() || is_live_kind(text(s, "kind"))) continue;
+      auto t = number(*in, "total"), d = number(*in, "done"), f = number(*in, "failed"), k = number(*in, "skipped");
+      if (!t) continue;
+      counted = true;
+      total += *t;
+      done += d.value_or(0);
+      failed += f.value_or(0);
+      skipped += k.value_or(0);
+    }
+  std::vector<const json*> running;  // a camera or stream connection has no end to be near: not listed
+  if (inputs)
+    for (const auto& in : *inputs)
+      if (input_in_progress(in) && (!is_live_kind(text(in, "kind")) || number(in, "frames_total")))
+        running.push_back(&in);
+  if (!(counted && total > 0) && running.empty()) return;
+  auto n = [](double v) { return std::to_string(static_cast<long long>(v)); };
+  std::string line = "inputs: ";
+  if (counted && total > 0) {
+    line += n(done) + "/" + n(total) + " done, " + n(failed) + " failed";
+    if (skipped > 0) line += ", " + n(skipped) + " skipped";
+    line += ", ";
+  }
+  out += line + std::to_string(running.size()) + " in progress\n";
+  std::size_t shown = 0;
+  for (const json* in : running) {
+    if (shown == 4) {
+      out += "  ... " + std::to_string(running.size() - shown) + " more (sluicectl sources)\n";
+      break;
+    }
+    std::string uri = text(*in, "uri");
+    if (uri.size() > 60) uri = "..." + uri.substr(uri.size() - 57);
+    const std::string pct = input_percent(*in);
+    out += "  " + uri + "  " + input_frames(*in) + (pct == "-" ? "" : " (" + pct + ")") + "  " +
+           fmt(*in, "fps", "%.1f") + " fps  ETA " + format_duration(number(*in, "eta_s")) + "\n";
+    ++shown;
+  }
+}
+
+// The sources command's output.
+std::string format_sources(const json& r) {
+  std::string out;
+  const json* sources = array_field(r, "sources");
+  if (!sources)
+    out += "(no sources reported)\n";
+  else if (sources->empty())
+    out += "no sources\n";
+  else
+    append_sources_table(out, *sources, /*detailed=*/true);
+  if (const json* inputs = array_field(r, "inputs"); inputs && !inputs->empty()) {
+    out += "\n";
+    append_inputs_table(out, *inputs);
+  }
+  return out;
+}
+
 std::string format_status(const json& r) {
   std::string out;
   char line[512];
@@ -586,6 +871,19 @@ std::string format_status(const json& r) {
     }
   }
   out += "\n";
+
+  // Sources and inputs (daemons before run-time sources send neither, or a list without ids: '-').
+  const json* sources = array_field(r, "sources");
+  const json* inputs = array_field(r, "inputs");
+  if (sources) {
+    if (sources->empty())
+      out += "sources: none\n";
+    else
+      append_sources_table(out, *sources, /*detailed=*/false);
+  }
+  const std::size_t before_progress = out.size();
+  append_progress(out, sources, inputs);
+  if (sources || out.size() != before_progress) out += "\n";
 
   static const json kEmpty = json::object();
   const json* frames = field(r, "frames");
@@ -669,6 +967,74 @@ int cmd_status(const Options& o, bool as_json) {
     std::printf("%s\n", r.reply.dump(2, ' ', false, json::error_handler_t::replace).c_str());
   else
     std::printf("%s", format_status(r.reply).c_str());
+  return kExitOk;
+}
+
+int cmd_sources(const Options& o, bool as_json) {
+  Outcome r = exchange(o.socket, json{{"request", "sources"}}, o.timeout_s);
+  if (r.code != kExitOk) return report_failure(r);
+  if (as_json)
+    std::printf("%s\n", r.reply.dump(2, ' ', false, json::error_handler_t::replace).c_str());
+  else
+    std::printf("%s", format_sources(r.reply).c_str());
+  return kExitOk;
+}
+
+// A URI the daemon reads as a local path (a file, directory, glob or image sequence) rather than a URL
+// (scheme://...), a camera (/dev/..., v4l2:N) or a test pattern (testsrc:PATTERN).
+bool is_local_path(const std::string& uri) {
+  auto starts_with_icase = [&](std::string_view prefix) {
+    return uri.size() >= prefix.size() && std::equal(prefix.begin(), prefix.end(), uri.begin(), [](char a, char b) {
+             return std::tolower(static_cast<unsigned char>(a)) == std::tolower(static_cast<unsigned char>(b));
+           });
+  };
+  if (uri.rfind("/dev/", 0) == 0 || starts_with_icase("testsrc:") || starts_with_icase("v4l2:")) return false;
+  const std::size_t sep = uri.find("://");
+  if (sep != std::string::npos && sep > 0 && std::isalpha(static_cast<unsigned char>(uri[0])) &&
+      std::all_of(uri.begin(), uri.begin() + static_cast<std::ptrdiff_t>(sep), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || c == '+' || c == '-' || c == '.';
+      }))
+    return false;
+  return true;
+}
+
+struct SourceAddArgs {
+  std::string uri;
+  std::optional<std::string> name;
+  std::optional<bool> leaky;
+  std::optional<double> rate_limit;
+  bool loop = false;
+};
+
+int cmd_add_source(const Options& o, const SourceAddArgs& a) {
+  json req{{"request", "source-add"}};
+  std::string uri = a.uri;
+  if (is_local_path(uri)) {
+    std::error_code ec;
+    std::filesystem::path p = std::filesystem::absolute(uri, ec);
+    if (ec) return usage_error("add-source: cannot make '" + uri + "' absolute: " + ec.message());
+    uri = p.lexically_normal().string();
+  }
+  req["uri"] = uri;
+  if (a.name) req["name"] = *a.name;
+  if (a.leaky) req["leaky"] = *a.leaky;
+  if (a.rate_limit) {
+    if (*a.rate_limit == std::floor(*a.rate_limit) && *a.rate_limit < 1e15)
+      req["rate_limit"] = static_cast<std::int64_t>(*a.rate_limit);  // 25, not 25.0
+    else
+      req["rate_limit"] = *a.rate_limit;
+  }
+  if (a.loop) req["loop"] = true;
+  Outcome r = exchange(o.socket, req, o.timeout_s);
+  if (r.code != kExitOk) return report_failure(r);
+  std::printf("added source %s '%s'\n", count(r.reply, "id").c_str(), text(r.reply, "name").c_str());
+  return kExitOk;
+}
+
+int cmd_remove_source(const Options& o, const std::string& which) {
+  Outcome r = exchange(o.socket, json{{"request", "source-remove"}, {"source", which}}, o.timeout_s);
+  if (r.code != kExitOk) return report_failure(r);
+  std::printf("removed source %s\n", which.c_str());
   return kExitOk;
 }
 
@@ -1010,6 +1376,78 @@ int run(int argc, char** argv) {
       return usage_error("trace: SECONDS must be a number more than 0 and at most 60, got '" + *seconds_arg + "'");
     if (!output) return usage_error("trace: -o FILE is required ('-' for stdout)");
     return cmd_trace(opt, seconds, *output);
+  }
+  if (cmd == "sources") {
+    bool as_json = false;
+    for (const auto& a : args) {
+      if (a == "--json")
+        as_json = true;
+      else
+        return usage_error("sources: unexpected argument '" + a + "'");
+    }
+    return cmd_sources(opt, as_json);
+  }
+  if (cmd == "add-source") {
+    SourceAddArgs a;
+    bool have_uri = false;
+    for (std::size_t i = 0; i < args.size(); ++i) {
+      const std::string& w = args[i];
+      const bool literal = i + 1 >= literal_from;  // args[i] is words[i + 1]
+      // --flag VALUE or --flag=VALUE: 1 with `v` filled, 0 when `w` is not `flag`, -1 when VALUE is missing
+      auto value = [&](const std::string& flag, std::optional<std::string>& v) {
+        if (w == flag) {
+          if (i + 1 >= args.size()) return -1;
+          v = args[++i];
+          return 1;
+        }
+        if (w.rfind(flag + "=", 0) == 0) {
+          v = w.substr(flag.size() + 1);
+          return 1;
+        }
+        return 0;
+      };
+      std::optional<std::string> name_v, rate_v;
+      if (!literal) {
+        if (value("--name", name_v) < 0) return usage_error("add-source: --name needs a NAME");
+        if (!name_v && value("--rate-limit", rate_v) < 0) return usage_error("add-source: --rate-limit needs FPS");
+      }
+      if (name_v) {
+        if (a.name) return usage_error("add-source: --name given more than once");
+        if (name_v->empty()) return usage_error("add-source: empty --name");
+        a.name = std::move(name_v);
+      } else if (rate_v) {
+        if (a.rate_limit) return usage_error("add-source: --rate-limit given more than once");
+        double fps = 0;
+        if (!parse_seconds(*rate_v, 0.0, fps))
+          return usage_error("add-source: --rate-limit: need frames per second, a number >= 0 (0: unlimited), got '" +
+                             *rate_v + "'");
+        a.rate_limit = fps;
+      } else if (!literal && (w == "--leaky" || w == "--no-leaky")) {
+        const bool leaky = w == "--leaky";
+        if (a.leaky && *a.leaky != leaky) return usage_error("add-source: --leaky and --no-leaky together");
+        a.leaky = leaky;
+      } else if (!literal && w == "--loop") {
+        a.loop = true;
+      } else if (!literal && w.size() > 1 && w[0] == '-') {
+        return usage_error("add-source: unknown option '" + w + "' (use -- before a URI starting with '-')");
+      } else if (have_uri) {
+        return usage_error("add-source: unexpected argument '" + w + "' (one URI per source)");
+      } else {
+        if (w.empty()) return usage_error("add-source: empty URI");
+        a.uri = w;
+        have_uri = true;
+      }
+    }
+    if (!have_uri) return usage_error("add-source: URI missing (sluicectl add-source URI [--name NAME] ...)");
+    return cmd_add_source(opt, a);
+  }
+  if (cmd == "remove-source") {
+    if (args.empty()) return usage_error("remove-source: ID or NAME missing (sluicectl sources lists them)");
+    if (args.size() > 1) return usage_error("remove-source: unexpected argument '" + args[1] + "' (one source at a time)");
+    if (args[0].empty()) return usage_error("remove-source: empty ID or NAME");
+    if (literal_from > 1 && args[0].size() > 1 && args[0][0] == '-')
+      return usage_error("remove-source: unknown option '" + args[0] + "' (use -- before a NAME starting with '-')");
+    return cmd_remove_source(opt, args[0]);
   }
   if (!args.empty()) return usage_error(cmd + ": unexpected argument '" + args[0] + "'");
   if (cmd == "version") return cmd_version(opt);

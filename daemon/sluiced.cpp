@@ -9,6 +9,7 @@
 #include <cstring>
 #include <ctime>
 #include <initializer_list>
+#include <optional>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -17,12 +18,18 @@
 #include "config/plan.hpp"
 #include "daemon/bench.hpp"
 #include "daemon/model_tool.hpp"
+#include "daemon/progress.hpp"
 #include "daemon/service.hpp"
 #include "nn/graph.hpp"
 #include "runtime/errors.hpp"
 #include "runtime/gpu.hpp"
 #include "runtime/pipeline.hpp"
+#include "runtime/source_control.hpp"
 #include "version.hpp"
+#if SLUICE_WITH_MEDIA
+#include "media/media.hpp"
+#endif
+
 
 namespace {
 
@@ -47,12 +54,20 @@ and watchdog.
                          moved one for S seconds (default WatchdogSec/2); an idle source with nothing
                          in flight, or a paused pipeline, is not a stall
   --client-timeout S     drop control clients that send no complete request for S seconds (default 30)
+  --state-dir DIR        where resumable jobs keep their ledgers (default $STATE_DIRECTORY, which
+                         systemd's StateDirectory= sets)
   --allow-user NAME, --allow-group NAME
                          only these (and root, and sluiced's own user) may pause/resume/reload/stop;
                          repeatable; by default anyone who can open the socket may
 
 commands:
-  run FILE        run the pipeline in FILE until its sources end, then print a summary.
+  run FILE [--state-dir DIR] [--no-progress]
+                  run the pipeline in FILE until its sources end, then print a summary and each
+                  source's outcome (frames, drops, errors, bad inputs with their reasons).
+                  On a terminal, a progress bar per file being processed (frames done/total,
+                  rate, ETA) and a line per source. Directory/glob jobs keep their ledger in
+                  DIR/jobs (default $STATE_DIRECTORY, else ~/.local/state/sluice): run again after
+                  a crash or kill and finished files are skipped.
                   SIGINT/SIGTERM: stop the sources and drain frames in flight to the sink;
                   a second signal exits at once (exit 130).
   bench FILE [--batches N] [--warmup N] [--serial] [--json PATH] [--trace PATH]
@@ -80,8 +95,8 @@ commands:
   --version       print the version
   --help          print this help
 
-exit status: 0 success; 1 frames failed or the pipeline could not run; 2 usage or configuration
-error; 130 interrupted twice.
+exit status: 0 success; 1 frames failed, an input could not be read (missing, corrupt, truncated), or
+the pipeline could not run; 2 usage or configuration error; 130 interrupted twice.
 )";
 
 int usage_error(const std::string& msg) {
@@ -125,7 +140,19 @@ int cmd_check(const std::string& file) {
   return 0;
 }
 
-int cmd_run(const std::string& file) {
+// The default state directory of `sluiced run` outside systemd: $XDG_STATE_HOME/sluice or ~/.local/state/sluice.
+std::string user_state_dir() {
+  if (const char* xdg = std::getenv("XDG_STATE_HOME"); xdg && *xdg) return std::string(xdg) + "/sluice";
+  if (const char* home = std::getenv("HOME"); home && *home) return std::string(home) + "/.local/state/sluice";
+  return {};
+}
+
+std::vector<sluice::SourceReport> source_reports(const sluice::Pipeline& pipeline) {
+  if (auto* control = pipeline.source_control()) return control->sources();
+  return {};
+}
+
+int cmd_run(const std::string& file, std::string state_dir, bool progress) {
   // Signals are taken synchronously by this thread; every stage thread inherits the blocked mask.
   sigset_t signals;
   sigemptyset(&signals);
@@ -134,15 +161,26 @@ int cmd_run(const std::string& file) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   auto spec = sluice::load_pipeline(file);
+  if (!state_dir.empty()) spec.state_dir = state_dir;
+  if (spec.state_dir.empty()) spec.state_dir = user_state_dir();
   sluice::Pipeline pipeline(sluice::plan_pipeline(spec));
   spdlog::info("pipeline '{}' starting: {} stages on {} ({})", spec.name, spec.stages.size(),
                sluice::to_string(pipeline.plan().device), sluice::to_string(pipeline.plan().execution));
   pipeline.start();
+  std::optional<sluice::ProgressDisplay> display;
+  if (progress && sluice::ProgressDisplay::wanted(stderr)) display.emplace(stderr);
   int interrupts = 0;
+  std::int64_t next_draw = 0;
   while (!pipeline.finished()) {
+    if (display && sluice::now_ns() >= next_draw) {
+      display->update(sluice::render_progress(pipeline.inputs().snapshot(), source_reports(pipeline),
+                                              sluice::now_ns(), sluice::ProgressDisplay::columns(stderr) - 1));
+      next_draw = sluice::now_ns() + 250'000'000;
+    }
     timespec slice{0, 100'000'000};
     const int sig = sigtimedwait(&signals, nullptr, &slice);
     if (sig <= 0) continue;
+    if (display) display->clear();  // the message goes above the progress block, not under it
     if (++interrupts == 1) {
       spdlog::info("{}: stopping sources and draining (again to exit at once)", strsignal(sig));
       pipeline.request_stop();
@@ -153,15 +191,25 @@ int cmd_run(const std::string& file) {
     }
   }
   pipeline.wait();
+  if (display) {
+    display->update(sluice::render_progress(pipeline.inputs().snapshot(), source_reports(pipeline), sluice::now_ns(),
+                                            sluice::ProgressDisplay::columns(stderr) - 1));
+    display->finish();
+  }
   const auto snap = pipeline.snapshot();
   std::fflush(stdout);
   std::fprintf(stderr, "%s", sluice::format_summary(snap).c_str());
+  if (auto reports = source_reports(pipeline); !reports.empty())
+    std::fprintf(stderr, "%s", sluice::render_progress({}, reports, sluice::now_ns(), 1000).c_str());
   const auto& f = snap.frames;
   if (f.in_flight() != 0) {
     spdlog::critical("frame conservation violated: {} frames unaccounted for", f.in_flight());
     return 1;
   }
-  return f.failed == 0 ? 0 : 1;
+  const auto inputs = pipeline.inputs().totals();
+  if (inputs.with_errors > 0)
+    spdlog::error("{} of {} inputs could not be read completely (see the sources above)", inputs.with_errors, inputs.inputs);
+  return f.failed == 0 && inputs.with_errors == 0 ? 0 : 1;
 }
 
 // Walks the options of one command: the current option, its value, and checked numbers.
@@ -259,6 +307,21 @@ int cmd_model(const std::vector<std::string>& args) {
   return sluice::run_model_tool(o);
 }
 
+int cmd_run_args(const std::vector<std::string>& args) {
+  std::string file, state_dir;
+  bool progress = true;
+  for (OptionReader r(args); r.next();) {
+    const std::string& a = r.option();
+    if (a == "--state-dir") state_dir = r.value();
+    else if (a == "--no-progress") progress = false;
+    else if (!a.empty() && a[0] == '-') throw std::invalid_argument("unknown option '" + a + "'");
+    else if (file.empty()) file = a;
+    else throw std::invalid_argument("run takes exactly one pipeline FILE");
+  }
+  if (file.empty()) throw std::invalid_argument("run takes exactly one pipeline FILE");
+  return cmd_run(file, state_dir, progress);
+}
+
 int cmd_service(const std::vector<std::string>& args) {
   sluice::ServiceOptions o;
   for (OptionReader r(args); r.next();) {
@@ -270,6 +333,7 @@ int cmd_service(const std::vector<std::string>& args) {
     else if (a == "--drain-timeout") o.drain_timeout_s = r.seconds();
     else if (a == "--watchdog-stall") o.watchdog_stall_s = r.seconds();
     else if (a == "--client-timeout") o.client_timeout_s = r.seconds();
+    else if (a == "--state-dir") o.state_dir = r.value();
     else if (a == "--allow-user") o.allow_users.push_back(r.value());
     else if (a == "--allow-group") o.allow_groups.push_back(r.value());
     else throw std::invalid_argument("unknown service option '" + a + "'");
@@ -307,6 +371,9 @@ void setup_logging() {
 
 int main(int argc, char** argv) {
   setup_logging();
+#if SLUICE_WITH_MEDIA
+  sluice::register_media();  // files, images, cameras, streams, the annotate sink
+#endif
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
     std::printf("%s", kUsage);
@@ -322,10 +389,11 @@ int main(int argc, char** argv) {
     }
     if (cmd == "inspect") return cmd_inspect(args);
     if (cmd == "devices") return cmd_devices();
-    if (cmd == "check" || cmd == "run") {
+    if (cmd == "check") {
       if (args.size() != 1) return usage_error(cmd + " takes exactly one pipeline FILE");
-      return cmd == "check" ? cmd_check(args[0]) : cmd_run(args[0]);
+      return cmd_check(args[0]);
     }
+    if (cmd == "run") return cmd_run_args(args);
     if (cmd == "bench") return cmd_bench(args);
     if (cmd == "model") return cmd_model(args);
     return usage_error("unknown command '" + cmd + "'");

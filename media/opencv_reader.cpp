@@ -1,0 +1,425 @@
+#include "media/opencv_reader.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <stdexcept>
+#include <system_error>
+
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
+#include <opencv2/videoio.hpp>
+#include <spdlog/spdlog.h>
+
+namespace sluice {
+namespace fs = std::filesystem;
+namespace {
+
+[[noreturn]] void fail(const std::string& uri, const std::string& why) { throw InputError("'" + uri + "': " + why); }
+
+std::string lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+bool all_digits(const std::string& s) {
+  return !s.empty() && s.size() <= 6 && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+std::string fourcc_string(double value) {
+  const auto v = static_cast<std::uint32_t>(value);
+  std::string s;
+  for (int i = 0; i < 4; ++i) {
+    const char c = static_cast<char>((v >> (8 * i)) & 0xff);
+    s += std::isprint(static_cast<unsigned char>(c)) ? c : '?';
+  }
+  return s;
+}
+
+// A local path that must exist as a readable regular file; throws InputError otherwise.
+void check_readable_file(const std::string& uri) {
+  std::error_code ec;
+  const fs::file_status st = fs::status(uri, ec);
+  if (ec && ec != std::errc::no_such_file_or_directory) fail(uri, ec.message());
+  if (!fs::exists(st)) fail(uri, "no such file");
+  if (fs::is_directory(st)) fail(uri, "is a directory, not a file");
+  if (::access(uri.c_str(), R_OK) != 0) fail(uri, std::string("cannot read it: ") + std::strerror(errno));
+  if (fs::is_regular_file(st) && fs::file_size(uri, ec) == 0 && !ec) fail(uri, "empty file (0 bytes), not a video or image");
+}
+
+double sane_fps(double fps) { return std::isfinite(fps) && fps > 0 && fps <= 1000 ? fps : 0; }
+
+// Reads frames from a cv::VideoCapture into targets. With a bgr8 target of the frame's own size the capture
+// copies straight into the target; otherwise frames land in frame_ and are converted from there.
+class CaptureReader : public FrameReader {
+ public:
+  const InputInfo& info() const override { return info_; }
+
+ protected:
+  // False when the capture delivered no frame.
+  bool decode_into(const FrameTarget& t) {
+    if (direct_ && t.pixel == PixelFormat::bgr8 && t.data != nullptr && t.width == info_.width &&
+        t.height == info_.height) {
+      cv::Mat dst(t.height, t.width, CV_8UC3, t.data);
+      if (!cap_.read(dst)) return false;
+      if (dst.data != reinterpret_cast<uchar*>(t.data)) {  // not the announced size or type: convert from now on
+        direct_ = false;
+        converter_.convert(dst, t);
+      }
+      return true;
+    }
+    if (!cap_.read(frame_)) return false;
+    converter_.convert(frame_, t);
+    return true;
+  }
+
+  void fill_info(const std::string& uri, InputKind kind) {
+    info_.uri = uri;
+    info_.kind = kind;
+    info_.width = static_cast<int>(cap_.get(cv::CAP_PROP_FRAME_WIDTH));
+    info_.height = static_cast<int>(cap_.get(cv::CAP_PROP_FRAME_HEIGHT));
+    info_.fps = sane_fps(cap_.get(cv::CAP_PROP_FPS));
+    try {
+      info_.backend = cap_.getBackendName();
+    } catch (const cv::Exception&) {
+      info_.backend = "?";
+    }
+  }
+
+  cv::VideoCapture cap_;
+  InputInfo info_;
+  FrameConverter converter_;
+  cv::Mat frame_;
+  bool direct_ = true;
+};
+
+// Video files through FFmpeg; image sequences through CAP_IMAGES. Both end when the frames run out, and a
+// read that fails well before the announced count is reported as truncated.
+class FiniteCaptureReader final : public CaptureReader {
+ public:
+  FiniteCaptureReader(const std::string& uri, InputKind kind) {
+    if (kind == InputKind::image_sequence) {
+      if (!cap_.open(uri, cv::CAP_IMAGES))
+        fail(uri, "no image of the sequence exists (looked for the pattern numbered from 0 and from 1)");
+    } else {
+      check_readable_file(uri);
+      if (!cap_.open(uri, cv::CAP_FFMPEG)) fail(uri, "not a video FFmpeg can decode (unsupported or corrupt)");
+    }
+    fill_info(uri, kind);
+    const double count = cap_.get(cv::CAP_PROP_FRAME_COUNT);
+    info_.frames_total = std::isfinite(count) && count > 0 ? static_cast<std::int64_t>(std::llround(count)) : -1;
+    if (kind == InputKind::image_sequence) info_.fps = 0;
+    if (kind == InputKind::file && (info_.width <= 0 || info_.height <= 0))
+      fail(uri, "not a video FFmpeg can decode (no video stream)");
+  }
+
+  ReadStatus read(const FrameTarget& target, std::string& why) override {
+    if (done_) return ReadStatus::end;
+    // CAP_IMAGES counted the files that exist; reading past the last one only logs a warning.
+    if (info_.kind == InputKind::image_sequence && info_.frames_total > 0 && frames_read_ >= info_.frames_total) {
+      done_ = true;
+      return ReadStatus::end;
+    }
+    try {
+      if (decode_into(target)) {
+        ++frames_read_;
+        return ReadStatus::frame;
+      }
+    } catch (const std::exception& e) {  // cv::Exception, or a target the converter refuses
+      done_ = true;
+      why = "frame " + std::to_string(frames_read_ + 1) + ": " + e.what();
+      return ReadStatus::error;
+    }
+    done_ = true;
+    const std::int64_t total = info_.frames_total;
+    const std::int64_t tolerance = info_.kind == InputKind::image_sequence ? 0 : truncation_tolerance(total);
+    if (total > 0 && frames_read_ + tolerance < total) {
+      why = info_.kind == InputKind::image_sequence
+                ? "ended after " + std::to_string(frames_read_) + " of " + std::to_string(total) +
+                      " images (image " + std::to_string(frames_read_ + 1) + " is unreadable or corrupt)"
+                : "ended after " + std::to_string(frames_read_) + " of " + std::to_string(total) +
+                      " frames (truncated or corrupt)";
+      return ReadStatus::error;
+    }
+    if (frames_read_ == 0) {
+      why = "no frame could be decoded (corrupt, or a codec FFmpeg lacks)";
+      return ReadStatus::error;
+    }
+    return ReadStatus::end;
+  }
+
+ private:
+  std::int64_t frames_read_ = 0;
+  bool done_ = false;
+};
+
+class ImageReader final : public FrameReader {
+ public:
+  explicit ImageReader(const std::string& uri) {
+    check_readable_file(uri);
+    image_ = cv::imread(uri, cv::IMREAD_COLOR);
+    if (image_.empty()) fail(uri, "not an image OpenCV can decode (unsupported or corrupt)");
+    info_.uri = uri;
+    info_.kind = InputKind::image;
+    info_.frames_total = 1;
+    info_.width = image_.cols;
+    info_.height = image_.rows;
+    info_.backend = "imgcodecs";
+  }
+
+  ReadStatus read(const FrameTarget& target, std::string& why) override {
+    if (image_.empty()) return ReadStatus::end;
+    try {
+      converter_.convert(image_, target);
+    } catch (const std::exception& e) {
+      why = e.what();
+      image_.release();
+      return ReadStatus::error;
+    }
+    image_.release();
+    return ReadStatus::frame;
+  }
+  const InputInfo& info() const override { return info_; }
+
+ private:
+  cv::Mat image_;
+  InputInfo info_;
+  FrameConverter converter_;
+};
+
+class CameraReader final : public CaptureReader {
+ public:
+  CameraReader(const std::string& uri, const ReaderOptions& o) {
+    const int index = camera_index(uri);
+    if (index < 0) fail(uri, "no such camera (names no /dev/videoN device)");
+    const std::string dev = "/dev/video" + std::to_string(index);
+    std::error_code ec;
+    if (!fs::exists(dev, ec))
+      fail(uri, "no such camera: " + dev + " does not exist (unplugged? `v4l2-ctl --list-devices` lists cameras)");
+    if (::access(dev.c_str(), R_OK | W_OK) != 0) {
+      const int err = errno;
+      fail(uri, "cannot open " + dev + ": " + std::strerror(err) +
+                    (err == EACCES ? " (the user needs to be in the 'video' group)" : ""));
+    }
+    if (!cap_.open(index, cv::CAP_V4L2))
+      fail(uri, "cannot capture from " + dev +
+                    " (busy in another program, a metadata node rather than the capture node, or a pixel format "
+                    "OpenCV cannot convert)");
+    configure(uri, o);
+    fill_info(uri, InputKind::camera);
+    info_.frames_total = -1;
+  }
+
+  ReadStatus read(const FrameTarget& target, std::string& why) override {
+    try {
+      if (decode_into(target)) return ReadStatus::frame;
+      why = "camera stopped delivering frames (unplugged?)";
+    } catch (const std::exception& e) {
+      why = std::string("camera frame could not be converted: ") + e.what();
+    }
+    return ReadStatus::error;
+  }
+
+ private:
+  // The mode asked for, in the order V4L2 needs it (the pixel format first: it decides which sizes and rates
+  // exist), then what the camera actually accepted.
+  void configure(const std::string& uri, const ReaderOptions& o) {
+    if (!o.fourcc.empty()) {
+      if (o.fourcc.size() != 4) fail(uri, "fourcc must be 4 characters, e.g. MJPG or YUYV (got '" + o.fourcc + "')");
+      cap_.set(cv::CAP_PROP_FOURCC, cv::VideoWriter::fourcc(o.fourcc[0], o.fourcc[1], o.fourcc[2], o.fourcc[3]));
+    }
+    if (o.width > 0 || o.height > 0) {  // V4L2 applies a size once both axes are set
+      cap_.set(cv::CAP_PROP_FRAME_WIDTH, o.width > 0 ? o.width : cap_.get(cv::CAP_PROP_FRAME_WIDTH));
+      cap_.set(cv::CAP_PROP_FRAME_HEIGHT, o.height > 0 ? o.height : cap_.get(cv::CAP_PROP_FRAME_HEIGHT));
+    }
+    if (o.fps > 0) cap_.set(cv::CAP_PROP_FPS, o.fps);
+
+    const int w = static_cast<int>(cap_.get(cv::CAP_PROP_FRAME_WIDTH));
+    const int h = static_cast<int>(cap_.get(cv::CAP_PROP_FRAME_HEIGHT));
+    const double fps = cap_.get(cv::CAP_PROP_FPS);
+    const std::string fourcc = fourcc_string(cap_.get(cv::CAP_PROP_FOURCC));
+    const bool size_differs = (o.width > 0 && w != o.width) || (o.height > 0 && h != o.height);
+    const bool fps_differs = o.fps > 0 && std::abs(fps - o.fps) > 0.5;
+    const bool fourcc_differs = !o.fourcc.empty() && fourcc != o.fourcc;
+    if (size_differs || fps_differs || fourcc_differs)
+      spdlog::warn("camera {}: asked for {}x{} at {} fps{}{}, the camera gave {}x{} at {} fps {}", uri,
+                   o.width > 0 ? std::to_string(o.width) : "?", o.height > 0 ? std::to_string(o.height) : "?",
+                   o.fps > 0 ? fmt::format("{:g}", o.fps) : "?", o.fourcc.empty() ? "" : " ", o.fourcc, w, h,
+                   fmt::format("{:g}", fps), fourcc);
+    else
+      spdlog::info("camera {}: {}x{} at {:g} fps {}", uri, w, h, fps, fourcc);
+  }
+};
+
+class StreamReader final : public CaptureReader {
+ public:
+  StreamReader(const std::string& uri, const ReaderOptions& o) : read_timeout_s_(o.read_timeout_s) {
+    const auto ms = [](double s) { return static_cast<int>(std::clamp(s * 1000.0, 1.0, 3'600'000.0)); };
+    const std::vector<int> params{cv::CAP_PROP_OPEN_TIMEOUT_MSEC, ms(o.open_timeout_s), cv::CAP_PROP_READ_TIMEOUT_MSEC,
+                                  ms(o.read_timeout_s)};
+    if (!cap_.open(uri, cv::CAP_FFMPEG, params))
+      fail(uri, fmt::format("cannot open the stream (nothing answered within {:g} s, the connection was refused, or "
+                            "it is not a video FFmpeg can decode)",
+                            o.open_timeout_s));
+    fill_info(uri, InputKind::stream);
+    info_.frames_total = -1;
+  }
+
+  ReadStatus read(const FrameTarget& target, std::string& why) override {
+    try {
+      if (decode_into(target)) {
+        ++frames_read_;
+        return ReadStatus::frame;
+      }
+      why = fmt::format("stream stopped after {} frames (the server closed it, or no frame came within {:g} s)",
+                        frames_read_, read_timeout_s_);
+    } catch (const std::exception& e) {
+      why = std::string("stream frame could not be converted: ") + e.what();
+    }
+    return ReadStatus::error;
+  }
+
+ private:
+  double read_timeout_s_;
+  std::int64_t frames_read_ = 0;
+};
+
+}  // namespace
+
+std::int64_t truncation_tolerance(std::int64_t frames_announced) noexcept {
+  return std::max<std::int64_t>(2, frames_announced / 50);  // 2 frames or 2%
+}
+
+int camera_index(const std::string& uri) {
+  std::string s = lower(uri.substr(0, 5)) == "v4l2:" ? uri.substr(5) : uri;
+  if (all_digits(s)) return std::stoi(s);
+  if (s.rfind("/dev/v4l/", 0) == 0) {  // by-id / by-path links to /dev/videoN
+    std::error_code ec;
+    const fs::path target = fs::canonical(s, ec);
+    if (ec) return -1;
+    s = target.string();
+  }
+  constexpr std::string_view kVideo = "/dev/video";
+  if (s.rfind(kVideo, 0) == 0 && all_digits(s.substr(kVideo.size()))) return std::stoi(s.substr(kVideo.size()));
+  return -1;
+}
+
+std::unique_ptr<FrameReader> open_file_reader(const std::string& uri, const ReaderOptions&) {
+  return std::make_unique<FiniteCaptureReader>(uri, InputKind::file);
+}
+
+std::unique_ptr<FrameReader> open_image_reader(const std::string& uri, const ReaderOptions&) {
+  return std::make_unique<ImageReader>(uri);
+}
+
+std::unique_ptr<FrameReader> open_image_sequence_reader(const std::string& uri, const ReaderOptions&) {
+  return std::make_unique<FiniteCaptureReader>(uri, InputKind::image_sequence);
+}
+
+std::unique_ptr<FrameReader> open_camera_reader(const std::string& uri, const ReaderOptions& options) {
+  return std::make_unique<CameraReader>(uri, options);
+}
+
+std::unique_ptr<FrameReader> open_stream_reader(const std::string& uri, const ReaderOptions& options) {
+  return std::make_unique<StreamReader>(uri, options);
+}
+
+// ---- FrameConverter ----
+
+const cv::Mat& FrameConverter::to_bgr8(const cv::Mat& frame) {
+  if (frame.type() == CV_8UC3) return frame;
+  const cv::Mat* src = &frame;
+  if (frame.depth() != CV_8U) {
+    const double scale = frame.depth() == CV_16U   ? 1.0 / 257.0
+                         : frame.depth() == CV_32F || frame.depth() == CV_64F ? 255.0
+                                                                               : 1.0;
+    frame.convertTo(depth8_, CV_8U, scale);
+    src = &depth8_;
+  }
+  switch (src->channels()) {
+    case 1: cv::cvtColor(*src, bgr_, cv::COLOR_GRAY2BGR); return bgr_;
+    case 3: return *src;
+    case 4: cv::cvtColor(*src, bgr_, cv::COLOR_BGRA2BGR); return bgr_;
+    default:
+      throw std::invalid_argument("frame with " + std::to_string(src->channels()) +
+                                  " channels (expected 1, 3 or 4)");
+  }
+}
+
+void FrameConverter::convert(const cv::Mat& frame, const FrameTarget& t) {
+  if (t.data == nullptr) throw std::invalid_argument("frame target without memory");
+  if (t.width <= 0 || t.height <= 0)
+    throw std::invalid_argument("frame target size must be positive (got " + std::to_string(t.width) + "x" +
+                                std::to_string(t.height) + ")");
+  const bool yuv = t.pixel == PixelFormat::nv12 || t.pixel == PixelFormat::i420;
+  if (yuv && (t.width % 2 != 0 || t.height % 2 != 0))
+    throw std::invalid_argument(std::string(to_string(t.pixel)) + " needs even width and height (got " +
+                                std::to_string(t.width) + "x" + std::to_string(t.height) + ")");
+  if (frame.empty()) throw std::invalid_argument("empty frame");
+
+  const cv::Mat& src = to_bgr8(frame);
+  const cv::Size size(t.width, t.height);
+  const bool shrink = size.width <= src.cols && size.height <= src.rows;
+  // The frame at the target size, in BGR: `dst` itself when given (bgr8 targets), else resized_.
+  auto sized_bgr = [&](cv::Mat* dst) -> const cv::Mat& {
+    if (src.size() == size) {
+      if (dst == nullptr) return src;
+      src.copyTo(*dst);
+      return *dst;
+    }
+    cv::Mat& out = dst != nullptr ? *dst : resized_;
+    cv::resize(src, out, size, 0, 0, shrink ? cv::INTER_AREA : cv::INTER_LINEAR);
+    return out;
+  };
+  auto* data = reinterpret_cast<std::uint8_t*>(t.data);
+  auto check_in_place = [&](const cv::Mat& m) {  // OpenCV must have written into the target, not reallocated
+    if (m.data != data) throw std::logic_error("frame conversion did not write into the target");
+  };
+
+  switch (t.pixel) {
+    case PixelFormat::bgr8: {
+      cv::Mat dst(size, CV_8UC3, data);
+      sized_bgr(&dst);
+      check_in_place(dst);
+      return;
+    }
+    case PixelFormat::rgb8: {
+      cv::Mat dst(size, CV_8UC3, data);
+      cv::cvtColor(sized_bgr(nullptr), dst, cv::COLOR_BGR2RGB);
+      check_in_place(dst);
+      return;
+    }
+    case PixelFormat::gray8: {  // full range, 0.299 R + 0.587 G + 0.114 B (as testsrc)
+      cv::Mat dst(size, CV_8UC1, data);
+      cv::cvtColor(sized_bgr(nullptr), dst, cv::COLOR_BGR2GRAY);
+      check_in_place(dst);
+      return;
+    }
+    case PixelFormat::i420: {  // OpenCV's I420 is BT.601 limited range, chroma from each 2x2 block's top-left
+      cv::Mat dst(t.height * 3 / 2, t.width, CV_8UC1, data);
+      cv::cvtColor(sized_bgr(nullptr), dst, cv::COLOR_BGR2YUV_I420);
+      check_in_place(dst);
+      return;
+    }
+    case PixelFormat::nv12: {  // I420 planes, then U and V interleaved
+      cv::cvtColor(sized_bgr(nullptr), i420_, cv::COLOR_BGR2YUV_I420);
+      const std::size_t luma = static_cast<std::size_t>(t.width) * static_cast<std::size_t>(t.height);
+      std::memcpy(data, i420_.data, luma);
+      const int cw = t.width / 2, ch = t.height / 2;
+      cv::Mat planes[2] = {cv::Mat(ch, cw, CV_8UC1, i420_.data + luma),
+                           cv::Mat(ch, cw, CV_8UC1, i420_.data + luma + luma / 4)};
+      cv::Mat uv(ch, cw, CV_8UC2, data + luma);
+      cv::merge(planes, 2, uv);
+      if (uv.data != data + luma) throw std::logic_error("frame conversion did not write into the target");
+      return;
+    }
+  }
+  throw std::invalid_argument("unknown pixel format " + std::to_string(static_cast<int>(t.pixel)));
+}
+
+}  // namespace sluice

@@ -44,7 +44,8 @@ struct InputInfo {
 };
 
 struct ReaderOptions {
-  // Cameras: the mode to request (0 / empty = the camera's default). fourcc e.g. "MJPG", "YUYV".
+  // Cameras: the mode to request; fourcc e.g. "MJPG", "YUYV" (empty: the driver's). With width/height 0,
+  // OpenCV's V4L2 backend asks for 640x480 at 30 fps; the decode stage passes its own frame size.
   int width = 0, height = 0;
   double fps = 0;
   std::string fourcc;

@@ -1,0 +1,128 @@
+#include "runtime/frame_tap.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#include <opencv2/core.hpp>
+#include <opencv2/imgproc.hpp>
+
+namespace sluice {
+
+FrameTap::FrameTap(int width, int height, std::size_t capacity)
+    : width_(width), height_(height),
+      slot_bytes_(static_cast<std::size_t>(width) * static_cast<std::size_t>(height) * 3),
+      slots_(std::max<std::size_t>(capacity, 1)) {
+  if (width <= 0 || height <= 0)
+    throw std::invalid_argument("frame tap: size must be positive, got " + std::to_string(width) + "x" +
+                                std::to_string(height));
+}
+
+namespace {
+
+// Converts `frame` to BGR at the tap's size into `dst` (which wraps the slot: OpenCV writes into it in place).
+void convert(const FrameTarget& frame, cv::Mat& dst) {
+  thread_local cv::Mat scratch;  // one per source thread; reallocated only when a size or format changes
+  const int w = frame.width, h = frame.height;
+  void* data = frame.data;
+  const cv::Size size = dst.size();
+  const bool same = w == size.width && h == size.height;
+  const int interpolation = w >= size.width && h >= size.height ? cv::INTER_AREA : cv::INTER_LINEAR;
+  switch (frame.pixel) {
+    case PixelFormat::bgr8: {
+      const cv::Mat src(h, w, CV_8UC3, data);
+      if (same) src.copyTo(dst);
+      else cv::resize(src, dst, size, 0, 0, interpolation);
+      break;
+    }
+    case PixelFormat::rgb8:
+    case PixelFormat::gray8: {
+      // Scale first (fewer pixels to convert); the channel swap or copy commutes with scaling.
+      const bool gray = frame.pixel == PixelFormat::gray8;
+      const int code = gray ? cv::COLOR_GRAY2BGR : cv::COLOR_RGB2BGR;
+      const cv::Mat src(h, w, gray ? CV_8UC1 : CV_8UC3, data);
+      if (same) {
+        cv::cvtColor(src, dst, code);
+      } else {
+        cv::resize(src, scratch, size, 0, 0, interpolation);
+        cv::cvtColor(scratch, dst, code);
+      }
+      break;
+    }
+    case PixelFormat::nv12:
+    case PixelFormat::i420: {
+      // Both planes stacked: (h * 3/2) rows of w bytes. BT.601 limited range, as OpenCV's YUV420 conversions.
+      const cv::Mat src(h * 3 / 2, w, CV_8UC1, data);
+      const int code = frame.pixel == PixelFormat::nv12 ? cv::COLOR_YUV2BGR_NV12 : cv::COLOR_YUV2BGR_I420;
+      if (same) {
+        cv::cvtColor(src, dst, code);
+      } else {
+        cv::cvtColor(src, scratch, code);
+        cv::resize(scratch, dst, size, 0, 0, interpolation);
+      }
+      break;
+    }
+  }
+}
+
+}  // namespace
+
+void FrameTap::put(const FrameMeta& meta, const FrameTarget& frame) {
+  std::size_t slot = slots_.size();
+  {
+    std::lock_guard lock(mu_);
+    if (pixels_.empty()) pixels_.resize(slot_bytes_ * slots_.size());
+    std::size_t oldest = slots_.size();
+    for (std::size_t i = 0; i < slots_.size(); ++i) {
+      if (slots_[i].state == State::free) {
+        slot = i;
+        break;
+      }
+      if (slots_[i].state == State::ready && (oldest == slots_.size() || slots_[i].age < slots_[oldest].age))
+        oldest = i;
+    }
+    if (slot == slots_.size()) {
+      ++evicted_;  // the oldest frame goes; or this one, when every slot is being written right now
+      if (oldest == slots_.size()) return;
+      slot = oldest;
+    }
+    slots_[slot] = Slot{meta.source_id, meta.sequence, ++clock_, State::writing};
+  }
+  cv::Mat dst(height_, width_, CV_8UC3, pixels_.data() + slot * slot_bytes_);
+  try {
+    convert(frame, dst);
+  } catch (...) {
+    std::lock_guard lock(mu_);
+    slots_[slot].state = State::free;
+    throw;
+  }
+  std::lock_guard lock(mu_);
+  slots_[slot].state = State::ready;
+}
+
+bool FrameTap::take(std::uint32_t source_id, std::uint64_t sequence, std::vector<std::uint8_t>& bgr) {
+  std::lock_guard lock(mu_);
+  for (std::size_t i = 0; i < slots_.size(); ++i) {
+    Slot& s = slots_[i];
+    if (s.state != State::ready || s.source_id != source_id || s.sequence != sequence) continue;
+    bgr.resize(slot_bytes_);
+    std::memcpy(bgr.data(), pixels_.data() + i * slot_bytes_, slot_bytes_);
+    s.state = State::free;
+    return true;
+  }
+  return false;
+}
+
+std::size_t FrameTap::size() const {
+  std::lock_guard lock(mu_);
+  return static_cast<std::size_t>(
+      std::count_if(slots_.begin(), slots_.end(), [](const Slot& s) { return s.state != State::free; }));
+}
+
+std::uint64_t FrameTap::evicted() const {
+  std::lock_guard lock(mu_);
+  return evicted_;
+}
+
+}  // namespace sluice

@@ -85,7 +85,7 @@ float event_elapsed_ms(EventHandle start, EventHandle end) {
 void* pinned_alloc(std::size_t bytes) {
   bump(g_counts.pinned_allocs);
   void* p = nullptr;
-  CUDA_CHECK(cudaHostAlloc(&p, bytes, cudaHostAllocDefault));
+  CUDA_CHECK(cudaHostAlloc(&p, bytes, cudaHostAllocPortable));  // portable: usable from any thread's context
   return p;
 }
 void pinned_free(void* p) noexcept {

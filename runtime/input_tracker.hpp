@@ -33,6 +33,7 @@ struct InputProgress {
   std::uint64_t decoded = 0, delivered = 0, dropped = 0, failed = 0;
   bool ended = false;     // the reader finished (end of file, error, removal, stop)
   std::string error;      // why it ended early; empty when it ended normally
+  bool interrupted = false;  // stopped before its end (shutdown, source removed): redo it, record nothing
   bool complete = false;  // ended and every decoded frame settled
   std::int64_t started_ns = 0, ended_ns = 0, completed_ns = 0;  // steady clock
 
@@ -53,6 +54,8 @@ class InputTracker {
   void decoded(std::uint32_t input, std::uint64_t n = 1);
   // The input has no more frames: normal end (`error` empty) or an early end with the reason.
   void end(std::uint32_t input, std::string error = {});
+  // The input was stopped before its end (shutdown, removal): it completes once settled, marked interrupted.
+  void interrupt(std::uint32_t input);
   // Frames reached a fate (called by the runner for every batch a sink consumed, a queue dropped or a stage
   // failed, and by the source for frames it dropped before batching). Frames without an input are ignored.
   void settle(std::span<const FrameMeta> frames, FrameFate fate);
@@ -64,7 +67,8 @@ class InputTracker {
   std::vector<InputProgress> snapshot(std::size_t recent = 8) const;
 
   struct Totals {
-    std::uint64_t inputs = 0, complete = 0, with_errors = 0;
+    std::uint64_t inputs = 0, complete = 0;
+    std::uint64_t with_errors = 0;  // files that could not be read completely, or inputs with failed frames
   };
   Totals totals() const;
 

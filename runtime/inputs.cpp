@@ -1,0 +1,283 @@
+#include "runtime/inputs.hpp"
+
+#include <glob.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <filesystem>
+#include <system_error>
+
+namespace sluice {
+namespace fs = std::filesystem;
+namespace {
+
+constexpr std::array<std::string_view, 10> kStreamSchemes{"rtsp://", "rtsps://", "rtmp://", "rtmps://", "rtp://",
+                                                          "http://", "https://", "tcp://",  "udp://",   "srt://"};
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+bool starts_with_icase(std::string_view s, std::string_view prefix) {
+  return s.size() >= prefix.size() && lower(s.substr(0, prefix.size())) == prefix;
+}
+
+bool all_digits(std::string_view s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// The extension of the last path component, lower case, with its dot ("" when none).
+std::string extension_of(std::string_view path) {
+  const auto slash = path.find_last_of('/');
+  const std::string_view name = slash == std::string_view::npos ? path : path.substr(slash + 1);
+  const auto dot = name.find_last_of('.');
+  if (dot == std::string_view::npos || dot == 0) return {};
+  return lower(name.substr(dot));
+}
+
+bool has_extension_in(std::string_view path, const std::vector<std::string_view>& list) {
+  const std::string ext = extension_of(path);
+  return !ext.empty() && std::find(list.begin(), list.end(), ext) != list.end();
+}
+
+// Where a printf integer conversion (%d, %4d, %04d) starts in `s`, and its length; npos when none.
+std::pair<std::size_t, std::size_t> find_printf_int(std::string_view s) {
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (s[i] != '%') continue;
+    std::size_t j = i + 1;
+    while (j < s.size() && s[j] >= '0' && s[j] <= '9') ++j;
+    if (j < s.size() && s[j] == 'd') return {i, j + 1 - i};
+  }
+  return {std::string_view::npos, 0};
+}
+
+bool is_stream(std::string_view uri) {
+  return std::any_of(kStreamSchemes.begin(), kStreamSchemes.end(),
+                     [&](std::string_view scheme) { return starts_with_icase(uri, scheme); });
+}
+
+// /dev/videoN, v4l2:N, v4l2:/dev/videoN, /dev/v4l/by-id/..., /dev/v4l/by-path/... (the part after "v4l2:").
+bool is_camera_path(std::string_view s) {
+  constexpr std::string_view kVideo = "/dev/video";
+  if (s.substr(0, kVideo.size()) == kVideo && all_digits(s.substr(kVideo.size()))) return true;
+  return (s.rfind("/dev/v4l/by-id/", 0) == 0 || s.rfind("/dev/v4l/by-path/", 0) == 0) && s.back() != '/';
+}
+
+bool is_camera(std::string_view uri) {
+  if (is_camera_path(uri)) return true;
+  if (!starts_with_icase(uri, "v4l2:")) return false;
+  const std::string_view rest = uri.substr(5);
+  return all_digits(rest) || is_camera_path(rest);
+}
+
+bool has_glob_chars(std::string_view s) { return s.find_first_of("*?[") != std::string_view::npos; }
+
+// The kind of a file found in a directory or by a glob: by extension only (its name is not a pattern).
+InputKind kind_of_found_file(const std::string& path) {
+  return has_extension_in(path, image_extensions()) ? InputKind::image : InputKind::file;
+}
+
+std::string join_extensions() {
+  std::string s;
+  for (const auto* list : {&video_extensions(), &image_extensions()})
+    for (std::string_view e : *list) {
+      if (!s.empty()) s += ' ';
+      s += e;
+    }
+  return s;
+}
+
+ExpandedSource expand_directory(const std::string& uri) {
+  ExpandedSource out;
+  out.job = true;
+  std::error_code ec;
+  fs::directory_iterator it(uri, ec);
+  if (ec) throw InputError("cannot read directory '" + uri + "': " + ec.message());
+  std::size_t others = 0;
+  for (const fs::directory_iterator end; it != end; it.increment(ec)) {
+    if (ec) throw InputError("cannot read directory '" + uri + "': " + ec.message());
+    const fs::path& path = it->path();
+    const std::string name = path.filename().string();
+    std::error_code type_ec;
+    // Hidden files (.complete markers, macOS ._clip.mp4 companions) and subdirectories are not inputs.
+    if (name.empty() || name[0] == '.' || !it->is_regular_file(type_ec)) continue;
+    const std::string p = path.string();
+    if (has_extension_in(p, video_extensions()) || has_extension_in(p, image_extensions()))
+      out.inputs.emplace_back(p, kind_of_found_file(p));
+    else
+      ++others;
+  }
+  if (ec) throw InputError("cannot read directory '" + uri + "': " + ec.message());
+  if (out.inputs.empty())
+    throw InputError("directory '" + uri + "' holds no video or image files" +
+                     (others ? " (" + std::to_string(others) + " other file" + (others == 1 ? "" : "s") + ")" : "") +
+                     "; looked for " + join_extensions() + " (not in subdirectories)");
+  std::sort(out.inputs.begin(), out.inputs.end());
+  return out;
+}
+
+ExpandedSource expand_glob(const std::string& pattern) {
+  glob_t g{};
+  struct Free {
+    glob_t* g;
+    ~Free() { globfree(g); }
+  } free_later{&g};
+  const int rc = glob(pattern.c_str(), 0, nullptr, &g);
+  if (rc == GLOB_NOMATCH) throw InputError("'" + pattern + "' matches no files");
+  if (rc == GLOB_ABORTED) throw InputError("cannot read the directories of '" + pattern + "'");
+  if (rc != 0) throw InputError("cannot expand '" + pattern + "' (out of memory)");
+  ExpandedSource out;
+  out.job = true;
+  for (std::size_t i = 0; i < g.gl_pathc; ++i) {
+    const std::string p = g.gl_pathv[i];
+    struct stat st {};
+    if (::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode)) out.inputs.emplace_back(p, kind_of_found_file(p));
+  }
+  if (out.inputs.empty())
+    throw InputError("'" + pattern + "' matches no regular files (only " + std::to_string(g.gl_pathc) +
+                     " director" + (g.gl_pathc == 1 ? "y" : "ies") + " or other non-files)");
+  std::sort(out.inputs.begin(), out.inputs.end());
+  return out;
+}
+
+// Keeps [A-Za-z0-9._-]; other characters become '-', runs of '-' collapse, and '-', '.' and '_' are trimmed
+// at both ends. At most 64 characters.
+std::string sanitize_name(std::string_view s) {
+  std::string out;
+  for (char c : s) {
+    const bool ok = std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
+    const char d = ok && static_cast<unsigned char>(c) < 128 ? c : '-';
+    if (d == '-' && !out.empty() && out.back() == '-') continue;
+    out += d;
+  }
+  const auto first = out.find_first_not_of("-._");
+  if (first == std::string::npos) return {};
+  out = out.substr(first, out.find_last_not_of("-._") - first + 1);
+  if (out.size() > 64) out.resize(64);
+  return out;
+}
+
+// The last non-empty component of a path ("clips/" -> "clips"; "." -> the current directory's name).
+std::string last_component(const std::string& path) {
+  fs::path p = fs::path(path).lexically_normal();
+  if (!p.has_filename()) p = p.parent_path();  // trailing slash
+  std::string name = p.filename().string();
+  if (name.empty() || name == "." || name == "..") {
+    std::error_code ec;
+    const fs::path abs = fs::absolute(p, ec).lexically_normal();
+    fs::path q = abs;
+    if (!q.has_filename()) q = q.parent_path();
+    name = q.filename().string();
+  }
+  return name;
+}
+
+std::string stream_name(const std::string& uri) {
+  const auto sep = uri.find("://");
+  const std::string scheme = lower(uri.substr(0, sep));
+  std::string authority = uri.substr(sep + 3);
+  authority = authority.substr(0, authority.find_first_of("/?#"));
+  if (const auto at = authority.rfind('@'); at != std::string::npos) authority = authority.substr(at + 1);
+  std::string host = authority, port;
+  if (!authority.empty() && authority[0] == '[') {  // [ipv6]:port
+    const auto close = authority.find(']');
+    host = authority.substr(1, close == std::string::npos ? std::string::npos : close - 1);
+    if (close != std::string::npos && close + 1 < authority.size() && authority[close + 1] == ':')
+      port = authority.substr(close + 2);
+  } else if (const auto colon = authority.rfind(':'); colon != std::string::npos) {
+    host = authority.substr(0, colon);
+    port = authority.substr(colon + 1);
+  }
+  if (host.empty()) host = scheme;  // udp://@:1234, tcp://:9000
+  return port.empty() ? host : host + "-" + port;
+}
+
+}  // namespace
+
+const std::vector<std::string_view>& video_extensions() {
+  static const std::vector<std::string_view> list{".mp4", ".mkv", ".avi",  ".mov",  ".webm", ".m4v", ".ts", ".mpg",
+                                                  ".mpeg", ".flv", ".wmv", ".h264", ".h265", ".hevc"};
+  return list;
+}
+
+const std::vector<std::string_view>& image_extensions() {
+  static const std::vector<std::string_view> list{".png",  ".jpg",  ".jpeg", ".bmp", ".tif",
+                                                  ".tiff", ".webp", ".pgm",  ".ppm"};
+  return list;
+}
+
+InputKind classify_uri(const std::string& uri) {
+  if (starts_with_icase(uri, "testsrc:")) return InputKind::testsrc;
+  if (is_stream(uri)) return InputKind::stream;
+  if (is_camera(uri)) return InputKind::camera;
+  if (has_extension_in(uri, image_extensions())) {
+    const auto slash = uri.find_last_of('/');
+    const std::string_view name = std::string_view(uri).substr(slash == std::string::npos ? 0 : slash + 1);
+    return find_printf_int(name).first != std::string_view::npos ? InputKind::image_sequence : InputKind::image;
+  }
+  return InputKind::file;
+}
+
+ExpandedSource expand_source(const std::string& uri) {
+  const InputKind kind = classify_uri(uri);
+  if (kind == InputKind::file || kind == InputKind::image) {
+    std::error_code ec;
+    const fs::file_status st = fs::status(uri, ec);
+    if (!ec && fs::is_directory(st)) return expand_directory(uri);
+    // An existing file whose name holds glob characters is that file, not a pattern.
+    if (!fs::exists(st) && has_glob_chars(uri)) return expand_glob(uri);
+  }
+  ExpandedSource out;
+  out.kind = kind;
+  out.inputs.emplace_back(uri, kind);
+  return out;
+}
+
+std::string default_source_name(const std::string& uri) {
+  std::string name;
+  switch (classify_uri(uri)) {
+    case InputKind::testsrc: name = "testsrc-" + sanitize_name(uri.substr(uri.find(':') + 1)); break;
+    case InputKind::stream: name = stream_name(uri); break;
+    case InputKind::camera: {
+      const std::string path = starts_with_icase(uri, "v4l2:") ? uri.substr(5) : uri;
+      name = all_digits(path) ? "video" + path : fs::path(path).filename().string();
+      break;
+    }
+    case InputKind::image_sequence: {
+      const fs::path p(uri);
+      std::string stem = p.stem().string();
+      const auto [at, len] = find_printf_int(stem);
+      if (at != std::string::npos) stem.erase(at, len);
+      name = sanitize_name(stem);
+      if (name.empty()) name = last_component(p.parent_path().empty() ? "." : p.parent_path().string());
+      break;
+    }
+    case InputKind::file:
+    case InputKind::image: {
+      std::error_code ec;
+      if (fs::is_directory(uri, ec)) {
+        name = last_component(uri);
+      } else if (!fs::exists(uri, ec) && has_glob_chars(uri)) {
+        // The deepest directory without glob characters: clips/cam*/x.mp4 -> clips.
+        fs::path dir;
+        for (const fs::path& part : fs::path(uri).parent_path()) {
+          if (has_glob_chars(part.string())) break;
+          dir /= part;
+        }
+        name = last_component(dir.empty() ? "." : dir.string());
+      } else {
+        name = fs::path(uri).stem().string();
+        if (name.empty()) name = last_component(uri);
+      }
+      break;
+    }
+  }
+  name = sanitize_name(name);
+  return name.empty() ? "source" : name;
+}
+
+}  // namespace sluice

@@ -1,0 +1,362 @@
+#include "runtime/job_ledger.hpp"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <spdlog/spdlog.h>
+#include <stdexcept>
+#include <string_view>
+#include <thread>
+#include <utility>
+
+namespace sluice {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string errno_text(int err) { return std::strerror(err); }
+
+[[noreturn]] void fail(const fs::path& file, const std::string& what, int err) {
+  throw std::runtime_error("job ledger " + file.string() + ": " + what + ": " + errno_text(err));
+}
+
+// fsync a directory so that an entry created in it survives a crash.
+void fsync_dir(const fs::path& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) fail(dir, "cannot open the directory to sync it", errno);
+  const int rc = ::fsync(fd);
+  const int err = errno;
+  ::close(fd);
+  if (rc != 0 && err != EINVAL) fail(dir, "fsync of the directory failed", err);  // EINVAL: fs without dir sync
+}
+
+struct FileId {
+  std::int64_t size = -1, mtime_ns = -1;
+};
+
+FileId stat_input(const std::string& key) {
+  struct stat st {};
+  if (::stat(key.c_str(), &st) != 0) return {};
+  return {static_cast<std::int64_t>(st.st_size),
+          static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + static_cast<std::int64_t>(st.st_mtim.tv_nsec)};
+}
+
+std::string utc_now_iso8601() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_REALTIME, &ts);
+  std::tm t{};
+  ::gmtime_r(&ts.tv_sec, &t);
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", t.tm_year + 1900, t.tm_mon + 1, t.tm_mday,
+                t.tm_hour, t.tm_min, t.tm_sec, static_cast<int>(ts.tv_nsec / 1'000'000));
+  return buf;
+}
+
+bool valid_utf8(const std::string& s) {
+  try {
+    (void)nlohmann::json(s).dump();
+    return true;
+  } catch (const nlohmann::json::type_error&) {
+    return false;
+  }
+}
+
+std::string to_hex(std::string_view bytes) {
+  static constexpr char digits[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(bytes.size() * 2);
+  for (unsigned char c : bytes) {
+    out += digits[c >> 4];
+    out += digits[c & 15];
+  }
+  return out;
+}
+
+std::optional<std::string> from_hex(std::string_view hex) {
+  if (hex.size() % 2 != 0) return std::nullopt;
+  auto nibble = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  std::string out;
+  out.reserve(hex.size() / 2);
+  for (std::size_t i = 0; i < hex.size(); i += 2) {
+    const int hi = nibble(hex[i]), lo = nibble(hex[i + 1]);
+    if (hi < 0 || lo < 0) return std::nullopt;
+    out += static_cast<char>(hi * 16 + lo);
+  }
+  return out;
+}
+
+bool blank(std::string_view s) {
+  return std::all_of(s.begin(), s.end(), [](char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\0'; });
+}
+
+// Creates `dir` and any missing parents, syncing each parent whose entries changed.
+void create_dirs_durably(const fs::path& dir) {
+  std::vector<fs::path> missing;
+  for (fs::path p = dir; !p.empty() && !fs::exists(p); p = p.parent_path()) {
+    missing.push_back(p);
+    if (p == p.parent_path()) break;
+  }
+  if (missing.empty()) return;
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw std::runtime_error("job ledger: cannot create " + dir.string() + ": " + ec.message());
+  for (auto it = missing.rbegin(); it != missing.rend(); ++it) {
+    const fs::path parent = it->parent_path().empty() ? fs::path(".") : it->parent_path();
+    fsync_dir(parent);
+  }
+}
+
+}  // namespace
+
+std::string JobLedger::key(const std::string& input) {
+  if (input.empty() || input.find("://") != std::string::npos) return input;
+  return fs::absolute(fs::path(input)).lexically_normal().string();
+}
+
+JobLedger::JobLedger(fs::path file, std::chrono::milliseconds lock_wait) : path_(std::move(file)) {
+  const fs::path dir = path_.parent_path().empty() ? fs::path(".") : path_.parent_path();
+  create_dirs_durably(dir);
+
+  bool created = false;
+  fd_ = ::open(path_.c_str(), O_RDWR | O_APPEND | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd_ >= 0) {
+    created = true;
+  } else if (errno == EEXIST) {
+    fd_ = ::open(path_.c_str(), O_RDWR | O_APPEND | O_CLOEXEC);
+  }
+  if (fd_ < 0) fail(path_, "cannot open", errno);
+
+  try {
+    const auto give_up = std::chrono::steady_clock::now() + lock_wait;
+    while (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+      const int err = errno;
+      if (err == EINTR) continue;
+      if (err != EWOULDBLOCK) fail(path_, "cannot lock", err);
+      if (std::chrono::steady_clock::now() >= give_up)
+        throw std::runtime_error("job ledger " + path_.string() +
+                                 " is in use (another sluiced, or another pipeline in this one, runs the same job)");
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    if (created) fsync_dir(dir);
+    std::lock_guard lock(mu_);
+    load();
+  } catch (...) {
+    ::close(fd_);
+    fd_ = -1;
+    throw;
+  }
+}
+
+JobLedger::~JobLedger() {
+  if (fd_ >= 0) ::close(fd_);  // also releases the lock
+}
+
+void JobLedger::load() {
+  std::string text;
+  {
+    char buf[1 << 16];
+    off_t off = 0;
+    for (;;) {
+      const ssize_t n = ::pread(fd_, buf, sizeof buf, off);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        fail(path_, "cannot read", errno);
+      }
+      if (n == 0) break;
+      text.append(buf, static_cast<std::size_t>(n));
+      off += n;
+    }
+  }
+
+  std::size_t pos = 0, line_no = 0;
+  std::optional<std::size_t> cut;  // offset to truncate at (a torn last line)
+  std::string cut_why;
+  while (pos < text.size()) {
+    ++line_no;
+    const std::size_t nl = text.find('\n', pos);
+    const std::string_view line(text.data() + pos, (nl == std::string::npos ? text.size() : nl) - pos);
+    const std::string where = path_.string() + ":" + std::to_string(line_no);
+    if (nl == std::string::npos) {  // a write cut short by a crash (or NUL bytes left by a power loss)
+      cut = pos;
+      cut_why = blank(line) ? "it holds only blank or NUL bytes" : "it has no line end";
+      break;
+    }
+    const std::size_t next = nl + 1;
+    if (blank(line)) {
+      pos = next;
+      continue;
+    }
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(line);
+    } catch (const nlohmann::json::parse_error& e) {
+      if (blank(std::string_view(text).substr(next))) {  // the last line: a write cut short by a crash
+        cut = pos;
+        cut_why = std::string("it is not JSON (") + e.what() + ")";
+        break;
+      }
+      throw std::runtime_error("job ledger " + where + ": not a JSON record (" + e.what() +
+                               "); fix or remove the line, or delete the ledger to redo the whole job");
+    }
+    try {
+      if (!j.is_object()) throw std::runtime_error("not a JSON object");
+      std::string input;
+      if (auto h = j.find("input_hex"); h != j.end()) {
+        auto raw = from_hex(h->get<std::string>());
+        if (!raw) throw std::runtime_error("\"input_hex\" is not hex");
+        input = std::move(*raw);
+      } else {
+        input = j.at("input").get<std::string>();
+      }
+      if (input.empty()) throw std::runtime_error("\"input\" is empty");
+      const std::string status = j.at("status").get<std::string>();
+      if (status != "done" && status != "failed")
+        throw std::runtime_error("\"status\" is '" + status + "', not done or failed");
+      Entry e;
+      e.size = j.at("size").get<std::int64_t>();
+      e.mtime_ns = j.at("mtime_ns").get<std::int64_t>();
+      e.failed = status == "failed";
+      finished_[input] = e;
+      ++resumed_;
+    } catch (const nlohmann::json::exception& e) {
+      throw std::runtime_error("job ledger " + where + ": not a ledger record (" + e.what() + ")");
+    } catch (const std::runtime_error& e) {
+      throw std::runtime_error("job ledger " + where + ": not a ledger record (" + e.what() + ")");
+    }
+    pos = next;
+  }
+
+  if (cut) {
+    spdlog::warn("job ledger {}:{}: the last line is torn ({}; a crash while writing it?); cutting off its {} "
+                 "bytes, the input it named will be redone",
+                 path_.string(), line_no, cut_why, text.size() - *cut);
+    if (::ftruncate(fd_, static_cast<off_t>(*cut)) != 0) fail(path_, "cannot cut off the torn last line", errno);
+    if (::fsync(fd_) != 0) fail(path_, "fsync after cutting the torn last line failed", errno);
+  }
+}
+
+bool JobLedger::finished(const std::string& input) const {
+  const std::string k = key(input);
+  Entry e;
+  {
+    std::lock_guard lock(mu_);
+    auto it = finished_.find(k);
+    if (it == finished_.end()) return false;
+    e = it->second;
+  }
+  const FileId now = stat_input(k);
+  return now.size == e.size && now.mtime_ns == e.mtime_ns;
+}
+
+bool JobLedger::done(const std::string& input, std::uint64_t frames, const std::vector<std::string>& outputs) {
+  return append(input, false, frames, outputs, {});
+}
+
+bool JobLedger::failed(const std::string& input, const std::string& reason, std::uint64_t frames) {
+  return append(input, true, frames, {}, reason);
+}
+
+bool JobLedger::append(const std::string& input, bool failed, std::uint64_t frames,
+                       const std::vector<std::string>& outputs, const std::string& reason) {
+  const std::string k = key(input);
+  const FileId id = stat_input(k);
+
+  nlohmann::ordered_json j;
+  j["input"] = k;
+  j["size"] = id.size;
+  j["mtime_ns"] = id.mtime_ns;
+  j["status"] = failed ? "failed" : "done";
+  j["frames"] = frames;
+  j["outputs"] = outputs;
+  j["reason"] = reason;
+  j["at"] = utc_now_iso8601();
+  if (!valid_utf8(k)) j["input_hex"] = to_hex(k);
+  // Invalid UTF-8 in outputs or reason is replaced (informational only); the input itself is kept exactly.
+  const std::string line = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+
+  std::lock_guard lock(mu_);
+  if (fd_ < 0) throw std::runtime_error("job ledger " + path_.string() + " is closed");
+  if (auto it = finished_.find(k); it != finished_.end() && it->second.failed == failed &&
+                                   it->second.size == id.size && it->second.mtime_ns == id.mtime_ns) {
+    spdlog::debug("job ledger {}: {} is already recorded as {}", path_.string(), k, failed ? "failed" : "done");
+    return false;
+  }
+
+  struct stat st {};
+  if (::fstat(fd_, &st) != 0) fail(path_, "cannot stat", errno);
+  const off_t before = st.st_size;
+  ssize_t n;
+  do {
+    n = ::write(fd_, line.data(), line.size());
+  } while (n < 0 && errno == EINTR);
+  if (n != static_cast<ssize_t>(line.size())) {
+    const int err = n < 0 ? errno : ENOSPC;  // a short write on a regular file: the disk is full
+    if (n > 0 && ::ftruncate(fd_, before) == 0) (void)::fsync(fd_);  // take the partial line back
+    fail(path_, "cannot append the record for " + k, err);
+  }
+  if (::fsync(fd_) != 0) fail(path_, "fsync of the record for " + k + " failed", errno);
+  finished_[k] = Entry{id.size, id.mtime_ns, failed};
+  return true;
+}
+
+std::size_t JobLedger::finished_count() const {
+  std::lock_guard lock(mu_);
+  return finished_.size();
+}
+
+std::size_t JobLedger::failed_count() const {
+  std::lock_guard lock(mu_);
+  return static_cast<std::size_t>(
+      std::count_if(finished_.begin(), finished_.end(), [](const auto& kv) { return kv.second.failed; }));
+}
+
+std::size_t JobLedger::resumed_count() const {
+  std::lock_guard lock(mu_);
+  return resumed_;
+}
+
+fs::path job_ledger_path(const fs::path& state_dir, const std::string& pipeline, const std::vector<std::string>& uris) {
+  std::vector<std::string> sorted = uris;
+  std::sort(sorted.begin(), sorted.end());
+  sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
+
+  std::uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a 64
+  auto feed = [&h](std::string_view s) {
+    for (unsigned char c : s) {
+      h ^= c;
+      h *= 0x100000001b3ull;
+    }
+    h ^= 0;  // the NUL separator
+    h *= 0x100000001b3ull;
+  };
+  feed(pipeline);
+  for (const auto& u : sorted) feed(u);
+
+  std::string name;
+  for (char c : pipeline) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+                    c == '_' || c == '-';
+    name += ok ? c : '_';
+  }
+  if (name.empty() || name == "." || name == "..") name = "job";
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  return state_dir / "jobs" / (name + "-" + hex + ".ledger");
+}
+
+}  // namespace sluice

@@ -2,6 +2,14 @@
 // The ledger of a resumable batch job: an append-only file in the state directory, one JSON line per
 // finished input, fsync'ed before the call returns. After kill -9 and a restart the job skips what the
 // ledger lists (same path, size and modification time) and redoes the rest: no input missed, none twice.
+//
+// One record per line (keys in this order; `input` is the absolute, lexically normal path):
+//   {"input":"/data/clips/a.mp4","size":1048576,"mtime_ns":1714557296123456789,"status":"done",
+//    "frames":120,"outputs":["/out/a.npy"],"reason":"","at":"2024-05-01T09:54:56.123Z"}
+// `status` is "done" or "failed" (then `reason` says why). `size` and `mtime_ns` are -1 when the input could
+// not be stat'ed. An input path that is not valid UTF-8 also carries "input_hex" (its bytes in hex), which
+// wins over "input" when read back. When an input appears more than once, the last record counts.
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <map>
@@ -14,33 +22,55 @@ namespace sluice {
 class JobLedger {
  public:
   // Opens `file` (creating it and its directory), reads earlier records; a torn last line (a crash mid-write)
-  // is cut off. Throws std::runtime_error naming the file and line when it cannot be read or written.
-  explicit JobLedger(std::filesystem::path file);
+  // is cut off with a warning. Throws std::runtime_error naming the file (and line) when it cannot be read or
+  // written, or when a line before the last is not a record.
+  // The ledger holds an exclusive flock(2) while open, so two daemons (or two pipelines of one) never run one
+  // job at once; it waits up to `lock_wait` for another holder to let go (a reload whose old pipeline is
+  // still being torn down), then throws std::runtime_error saying the job is in use.
+  explicit JobLedger(std::filesystem::path file, std::chrono::milliseconds lock_wait = std::chrono::seconds(5));
   ~JobLedger();
   JobLedger(const JobLedger&) = delete;
   JobLedger& operator=(const JobLedger&) = delete;
 
-  // True when `input` finished (done or failed) in this or an earlier run and has not changed since.
+  // True when `input` finished (done or failed) in this or an earlier run and has not changed since
+  // (same size and modification time as recorded).
   bool finished(const std::string& input) const;
-  // Appends and fsyncs one record. `outputs`: the files the sink committed for it.
-  void done(const std::string& input, std::uint64_t frames, const std::vector<std::string>& outputs);
-  // An input that cannot be processed (missing, corrupt, unsupported): recorded so a restart does not retry it.
-  void failed(const std::string& input, const std::string& reason);
+  // Appends and fsyncs one record. `outputs`: the files the sink committed for it. Returns false (and writes
+  // nothing) when the same status is already recorded for the unchanged input. Throws std::runtime_error when
+  // the record cannot be written durably (the file is then left as it was before the call).
+  bool done(const std::string& input, std::uint64_t frames, const std::vector<std::string>& outputs);
+  // An input that cannot be processed (missing, corrupt, unsupported): recorded so a restart does not retry
+  // it. `frames`: those it delivered before it failed, if any. Same return and errors as done().
+  bool failed(const std::string& input, const std::string& reason, std::uint64_t frames = 0);
 
   const std::filesystem::path& path() const { return path_; }
-  std::size_t finished_count() const;
-  std::size_t resumed_count() const { return resumed_; }  // records read at open
+  std::size_t finished_count() const;  // distinct inputs recorded (done or failed), changed or not
+  std::size_t failed_count() const;    // of those, the ones whose last record is "failed"
+  std::size_t resumed_count() const;   // records read at open
+
+  // The key an input is recorded under: the absolute, lexically normal path (URIs with "://" unchanged).
+  static std::string key(const std::string& input);
 
  private:
+  struct Entry {
+    std::int64_t size = -1, mtime_ns = -1;
+    bool failed = false;
+  };
+  bool append(const std::string& input, bool failed, std::uint64_t frames, const std::vector<std::string>& outputs,
+              const std::string& reason);
+  void load();  // with mu_ held (constructor)
+
   std::filesystem::path path_;
   int fd_ = -1;
   mutable std::mutex mu_;
-  std::map<std::string, std::string> finished_;  // input path -> "size:mtime_ns" when recorded
+  std::map<std::string, Entry> finished_;  // key(input) -> what was recorded last
   std::size_t resumed_ = 0;
 };
 
-// The ledger file of a job over `uris` in `state_dir` (one per distinct job: a hash of the URIs and the
-// pipeline name), e.g. /var/lib/sluice/jobs/default-3f2a9c.ledger.
+// The ledger file of a job over `uris` in `state_dir` (one per distinct job):
+// <state_dir>/jobs/<pipeline>-<16 hex digits of FNV-1a 64 over the pipeline name and the sorted, distinct
+// URIs, each followed by a NUL byte>.ledger, e.g. /var/lib/sluice/jobs/default-3f2a9c0d41b7e655.ledger.
+// Characters of the pipeline name outside [A-Za-z0-9._-] become '_' in the file name (the hash uses the name).
 std::filesystem::path job_ledger_path(const std::filesystem::path& state_dir, const std::string& pipeline,
                                       const std::vector<std::string>& uris);
 

@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include "runtime/errors.hpp"
+#include "runtime/job_ledger.hpp"
 
 namespace sluice {
 
@@ -73,6 +74,7 @@ Pipeline::Pipeline(PipelinePlan plan) : plan_(std::move(plan)) {
       rt->out_queue = std::make_unique<BoundedQueue<Batch*>>(static_cast<std::size_t>(ps.queue_depth),
                                                              serial ? QueuePolicy::block : ps.queue_policy);
     rt->ctx.stop = &stop_;
+    rt->ctx.ledger = &ledger_;
     rt_.push_back(std::move(rt));
   }
   if (shared) rt_.front()->stream = std::move(shared);  // keeps the serial stream alive with the pipeline
@@ -152,6 +154,7 @@ void Pipeline::close_stage(std::size_t i) noexcept {
   auto& rt = *rt_[i];
   const auto& name = plan_.stages[i].name;
   try {
+    if (rt.opened && plan_.stages[i].role == StageRole::sink) finish_inputs(i);  // what the last batches completed
     if (rt.opened) plan_.stages[i].stage->close(rt.ctx);
     if (rt.ctx.stream) {
       gpu::stream_synchronize(rt.ctx.stream);  // shutdown: finish the timing events
@@ -179,8 +182,39 @@ void Pipeline::fail_frames(std::size_t i, const Batch* in, const std::string& wh
   const auto& ps = plan_.stages[i];
   rt_[i]->counters.errors++;
   const std::string msg = "stage '" + ps.name + "' (" + ps.kind + ")" + first_frame(in) + ": " + what;
-  if (in && in->count > 0) ledger_.failed(static_cast<std::uint64_t>(in->count), msg);
+  if (in && in->count > 0) {
+    ledger_.failed(static_cast<std::uint64_t>(in->count), msg);
+    plan_.shared->inputs.settle(in->frames, FrameFate::failed);
+  }
   spdlog::error("{}", msg);
+}
+
+// Inputs whose every frame is settled: the sink commits their outputs, then the job ledger records them.
+// Only input-side errors are recorded as failed; an input the sink could not finish, or whose frames failed
+// in a stage, is left out so that a restart does it again.
+void Pipeline::finish_inputs(std::size_t sink) {
+  auto& shared = *plan_.shared;
+  auto& rt = *rt_[sink];
+  for (const InputProgress& p : shared.inputs.take_completed()) {
+    if (p.interrupted) continue;  // stopped mid-way: the sink discards its partial outputs; the next run redoes it
+    std::vector<std::string> outputs;
+    try {
+      outputs = plan_.stages[sink].stage->finish_input(p, rt.ctx);
+    } catch (const std::exception& e) {
+      rt.counters.errors++;
+      spdlog::error("stage '{}': finishing the outputs of '{}' failed: {}", plan_.stages[sink].name, p.uri, e.what());
+      continue;
+    }
+    if (!p.error.empty()) spdlog::warn("input '{}' ({}): {}", p.uri, p.source, p.error);
+    if (!shared.job || is_live(p.kind)) continue;
+    try {
+      if (!p.error.empty()) shared.job->failed(p.uri, p.error);
+      else if (p.failed == 0) shared.job->done(p.uri, p.delivered, outputs);
+      else spdlog::warn("input '{}': {} frames failed; not recorded as done, a restart does it again", p.uri, p.failed);
+    } catch (const std::exception& e) {
+      spdlog::error("job ledger {}: {}", shared.job->path().string(), e.what());
+    }
+  }
 }
 
 // Runs stage i on one batch (none for a source) and returns what it emits. GPU work is only enqueued:
@@ -257,6 +291,8 @@ BatchLease Pipeline::step(std::size_t i, BatchLease& in) {
   if (ps.role == StageRole::sink && in) {
     for (const auto& f : in->frames) latency_.record(t1 - f.capture_ns);
     ledger_.delivered(static_cast<std::uint64_t>(in->count));
+    plan_.shared->inputs.settle(in->frames, FrameFate::delivered);
+    finish_inputs(i);
   }
   rt.counters.cpu_ns += static_cast<std::uint64_t>(thread_cpu_ns() - cpu0);
   return out;
@@ -271,6 +307,7 @@ void Pipeline::push_downstream(std::size_t i, BatchLease out) {
     BatchLease dropped = BatchLease::adopt(*result.dropped);
     const auto n = static_cast<std::uint64_t>(dropped->count);
     rt.counters.dropped += n;
+    plan_.shared->inputs.settle(dropped->frames, FrameFate::dropped);
     const auto& ps = plan_.stages[i];
     ledger_.dropped(n, !result.accepted ? "queue after '" + ps.name + "' closed"
                                               : "queue after '" + ps.name + "' full (leaky: " +
@@ -357,6 +394,7 @@ PipelineSnapshot Pipeline::snapshot() const {
     st.kind = ps.kind;
     st.output = ps.role == StageRole::sink ? "" : ps.output.describe();
     st.on_gpu = rt.ctx.stream != nullptr;
+    st.health = ps.stage->health();
     st.frames = c.frames;
     st.batches = c.batches;
     st.errors = c.errors;

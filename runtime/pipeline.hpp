@@ -38,6 +38,7 @@ struct PipelinePlan {
   int gpu = 0;
   Execution execution = Execution::pipelined;
   std::vector<PlannedStage> stages;
+  std::shared_ptr<PipelineShared> shared = std::make_shared<PipelineShared>();  // what the stages were given
 
   std::size_t pool_bytes(MemoryKind kind) const;
 };
@@ -68,6 +69,11 @@ class Pipeline {
   const FrameLedger& ledger() const { return ledger_; }
   const LatencyHistogram& latency() const { return latency_; }
   const PipelinePlan& plan() const { return plan_; }
+  // The source's run-time source management, when it has one (the decode stage with `uri`/`idle: wait`).
+  SourceControl* source_control() const { return plan_.stages.front().stage->source_control(); }
+  const InputTracker& inputs() const { return plan_.shared->inputs; }
+  // After wait(): lets go of the job ledger (its lock), so a pipeline that replaces this one can take it.
+  void release_job() { plan_.shared->job.reset(); }
 
  private:
   struct StageRuntime;
@@ -79,6 +85,7 @@ class Pipeline {
   void push_downstream(std::size_t i, BatchLease out);
   void keep_gpu_slices(StageRuntime& rt);
   void fail_frames(std::size_t i, const Batch* in, const std::string& what);
+  void finish_inputs(std::size_t sink);  // on the sink's thread: commit completed inputs, record the job
 
   PipelinePlan plan_;
   std::vector<std::unique_ptr<StageRuntime>> rt_;

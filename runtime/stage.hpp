@@ -71,6 +71,9 @@ class Stage {
   // Sinks: every frame of `input` is settled; commit its outputs (fsync, rename) and return their paths.
   // Runs on the sink's thread between process() calls. Throwing fails the input (it is not recorded done).
   virtual std::vector<std::string> finish_input(const InputProgress&, StageContext&) { return {}; }
+  // Why the stage is not making progress ("blocked: disk full writing X since ..."), "" when it is; for status.
+  // Called from other threads.
+  virtual std::string health() const { return {}; }
   // Sources that manage sources at run time (the decode stage) expose them here for the control socket.
   virtual class SourceControl* source_control() { return nullptr; }
 };

@@ -118,6 +118,8 @@ std::string format_summary(const PipelineSnapshot& s) {
   for (const auto& [reason, n] : f.drop_reasons)
     out += "  dropped " + std::to_string(n) + ": " + reason + "\n";
   for (const auto& e : f.errors) out += "  error: " + e + "\n";
+  for (const auto& st : s.stages)
+    if (!st.health.empty()) out += "  stage '" + st.name + "': " + st.health + "\n";
   std::snprintf(line, sizeof line, "latency (capture to sink): p50 %.2f ms, p90 %.2f ms, p99 %.2f ms\n",
                 static_cast<double>(s.latency_p50_ns) / 1e6, static_cast<double>(s.latency_p90_ns) / 1e6,
                 static_cast<double>(s.latency_p99_ns) / 1e6);

@@ -77,6 +77,7 @@ struct StageSnapshot {
   double gpu_busy = 0;  // GPU time of the stage's stream / wall time
   std::size_t queue_depth = 0, queue_capacity = 0, queue_high_water = 0;  // output queue; 0 for the sink
   std::string queue_policy;
+  std::string health;  // Stage::health(): why it is stuck, "" when it is not
 };
 
 struct PipelineSnapshot {

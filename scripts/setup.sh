@@ -10,6 +10,8 @@ packages=(
   nlohmann-json3-dev
   libspdlog-dev libfmt-dev
   libopencv-core-dev libopencv-imgproc-dev
+  libopencv-videoio-dev libopencv-imgcodecs-dev  # the media library: files, cameras, streams, image output
+  ffmpeg                  # the media tests make their inputs (H.264, MJPEG, PNG) and serve a stream with it
   libsystemd-dev systemd  # sd_notify; systemd-analyze verifies the unit files in the tests
   libonnx-dev libprotobuf-dev  # ONNX model files (the onnx_proto messages over protobuf)
   libopenblas-dev         # the CPU inference backend's matrix products

@@ -9,6 +9,7 @@ void register_builtin_stages(StageRegistry& registry) {
   registry.add(infer_stage());
   registry.add(download_stage());
   registry.add(sink_stage());
+  register_testsrc_reader();
 }
 
 }  // namespace sluice

@@ -12,6 +12,8 @@ StageInfo infer_stage();
 StageInfo download_stage();
 StageInfo sink_stage();
 
+// Also registers the readers the core provides (testsrc:PATTERN).
 void register_builtin_stages(StageRegistry& registry);
+void register_testsrc_reader();
 
 }  // namespace sluice

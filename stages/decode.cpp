@@ -1,10 +1,24 @@
-// decode: the pipeline's source. Frames are written straight into the batch's (pinned) memory and grouped
-// into batches of batch_size, or fewer when the next frame would miss batch_timeout.
+// decode: the pipeline's source. Two shapes:
+// - `uri:` given: managed sources (runtime/source_set.hpp): files, directories and globs (resumable jobs),
+//   image sequences, cameras, streams and test patterns, each decoding on its own thread with its own state,
+//   batched together; sources can be added and removed at run time over the control socket.
+// - no `uri`: one test pattern rendered straight into the batch's (pinned) memory, costing no copy: the
+//   source for benchmarks of the GPU path.
+// Frames are grouped into batches of batch_size, or fewer when the next frame would miss batch_timeout.
+#include <algorithm>
 #include <chrono>
+#include <stdexcept>
+#include <filesystem>
 #include <optional>
 #include <thread>
 
+#include <spdlog/spdlog.h>
+
 #include "runtime/errors.hpp"
+#include "runtime/frame_tap.hpp"
+#include "runtime/inputs.hpp"
+#include "runtime/job_ledger.hpp"
+#include "runtime/source_set.hpp"
 #include "runtime/stats.hpp"
 #include "stages/builtin.hpp"
 #include "stages/testsrc.hpp"
@@ -12,27 +26,35 @@
 namespace sluice {
 namespace {
 
-class TestSourceStage final : public Stage {
+// What every decode stage emits: frames of the declared size and format, pinned when the GPU takes them.
+PayloadDesc frames_desc(const StageInit& init) {
+  PayloadDesc d;
+  d.kind = PayloadKind::frames;
+  d.memory = init.device == Device::cuda ? MemoryKind::pinned : MemoryKind::host;
+  d.batch = init.batch_size;
+  d.width = static_cast<int>(init.params.integer("width"));
+  d.height = static_cast<int>(init.params.integer("height"));
+  d.pixel = *parse_pixel_format(init.params.string("format"));
+  const bool subsampled = d.pixel == PixelFormat::nv12 || d.pixel == PixelFormat::i420;
+  if (subsampled && (d.width % 2 || d.height % 2))
+    throw ConfigError("format " + std::string(to_string(d.pixel)) + " needs an even width and height, got " +
+                      std::to_string(d.width) + "x" + std::to_string(d.height));
+  return d;
+}
+
+class TestSourceStage final : public Stage, public SourceControl {
  public:
   explicit TestSourceStage(const StageInit& init)
-      : pattern_(*parse_test_pattern(init.params.string("pattern"))),
+      : name_(init.name),
+        pattern_(*parse_test_pattern(init.params.string("pattern"))),
         source_id_(static_cast<std::uint32_t>(init.params.integer("source_id"))),
         seed_(static_cast<std::uint64_t>(init.params.integer("seed"))),
         fps_(init.params.number("fps")),
         frames_(static_cast<std::uint64_t>(init.params.integer("frames"))),
         animate_(init.params.boolean("animate")),
-        batch_timeout_ns_(init.batch_timeout_us * 1000) {
-    desc_.kind = PayloadKind::frames;
-    desc_.memory = init.device == Device::cuda ? MemoryKind::pinned : MemoryKind::host;
-    desc_.batch = init.batch_size;
-    desc_.width = static_cast<int>(init.params.integer("width"));
-    desc_.height = static_cast<int>(init.params.integer("height"));
-    desc_.pixel = *parse_pixel_format(init.params.string("format"));
-    const bool subsampled = desc_.pixel == PixelFormat::nv12 || desc_.pixel == PixelFormat::i420;
-    if (subsampled && (desc_.width % 2 || desc_.height % 2))
-      throw ConfigError("format " + std::string(to_string(desc_.pixel)) + " needs an even width and height, got " +
-                        std::to_string(desc_.width) + "x" + std::to_string(desc_.height));
-  }
+        batch_timeout_ns_(init.batch_timeout_us * 1000),
+        shared_(init.shared),
+        desc_(frames_desc(init)) {}
 
   PayloadDesc output() const override { return desc_; }
 
@@ -42,7 +64,33 @@ class TestSourceStage final : public Stage {
     start_ns_ = now_ns();
   }
 
+  // One source, not managed: listed for status, but nothing can be added to or removed from it.
+  SourceControl* source_control() override { return this; }
+  std::vector<SourceReport> sources() const override {
+    SourceReport r;
+    r.id = source_id_;
+    r.name = name_;
+    r.uri = std::string("testsrc:") + kTestPatternNames[static_cast<int>(pattern_)];
+    r.kind = InputKind::testsrc;
+    r.state = ended_ ? SourceState::eos : SourceState::live;
+    r.frames = produced_;
+    return {r};
+  }
+  std::uint32_t add_source(SourceOptions) override {
+    throw std::invalid_argument("stage '" + name_ + "' renders one test pattern directly; give it 'uri' (or 'idle: wait') "
+                                "to manage sources at run time");
+  }
+  bool remove_source(const std::string&) override { return false; }
+
   BatchLease process(Batch*, StageContext& ctx) override {
+    BatchLease batch = produce(ctx);
+    if (batch) produced_ += static_cast<std::uint64_t>(batch->count);
+    else ended_ = true;
+    return batch;
+  }
+
+ private:
+  BatchLease produce(StageContext& ctx) {
     if ((frames_ && next_ >= frames_) || ctx.stopping()) return {};
     BatchLease batch = ctx.acquire();
     if (!batch) return {};
@@ -72,6 +120,8 @@ class TestSourceStage final : public Stage {
       meta.sequence = next_;
       meta.pts_ns = static_cast<std::int64_t>(static_cast<double>(next_) * 1e9 / (fps_ > 0 ? fps_ : 30.0));
       meta.capture_ns = now_ns();
+      if (shared_ && shared_->tap)
+        shared_->tap->put(meta, {batch->item(batch->count), desc_.width, desc_.height, desc_.pixel});
       batch->frames.push_back(meta);
       ++batch->count;
       ++next_;
@@ -80,7 +130,6 @@ class TestSourceStage final : public Stage {
     return batch;
   }
 
- private:
   std::int64_t due_ns(std::uint64_t index) const {
     return fps_ > 0 ? start_ns_ + static_cast<std::int64_t>(static_cast<double>(index) * 1e9 / fps_) : 0;
   }
@@ -93,6 +142,9 @@ class TestSourceStage final : public Stage {
   }
 
   static constexpr std::int64_t kMaxLateNs = 1'000'000'000;
+  std::string name_;
+  std::atomic<std::uint64_t> produced_{0};
+  std::atomic<bool> ended_{false};
   TestPattern pattern_;
   std::uint32_t source_id_;
   std::uint64_t seed_;
@@ -100,11 +152,163 @@ class TestSourceStage final : public Stage {
   std::uint64_t frames_;
   bool animate_;
   std::int64_t batch_timeout_ns_;
+  std::shared_ptr<PipelineShared> shared_;
   std::vector<bool> rendered_;  // animate: false: which pool slot items already hold the picture
   PayloadDesc desc_;
   std::optional<TestPatternRenderer> renderer_;
   std::int64_t start_ns_ = 0;
   std::uint64_t next_ = 0;
+};
+
+// The per-source settings the stage's parameters give (sources added at run time start from them too).
+SourceOptions source_defaults(const ParamValues& p) {
+  SourceOptions o;
+  const std::string& leaky = p.string("leaky");
+  if (leaky != "auto") o.leaky = leaky == "true";
+  o.rate_limit = p.number("rate_limit");
+  o.loop = p.boolean("loop");
+  o.decode_threads = static_cast<int>(p.integer("decode_threads"));
+  o.stall_timeout_s = p.number("stall_timeout_s");
+  o.backoff_initial_s = p.number("backoff_initial_s");
+  o.backoff_max_s = p.number("backoff_max_s");
+  o.max_attempts = static_cast<int>(p.integer("max_attempts"));
+  o.reader.width = static_cast<int>(p.integer("width"));
+  o.reader.height = static_cast<int>(p.integer("height"));
+  o.reader.fps = p.number("fps");
+  o.reader.fourcc = p.string("camera_fourcc");
+  o.reader.open_timeout_s = p.number("open_timeout_s");
+  o.reader.read_timeout_s = p.number("read_timeout_s");
+  o.reader.frames = static_cast<std::uint64_t>(p.integer("frames"));
+  o.reader.seed = static_cast<std::uint64_t>(p.integer("seed"));
+  o.reader.animate = p.boolean("animate");
+  return o;
+}
+
+// A directory or a glob pattern: a batch job, which keeps a ledger when `resume` is on.
+bool names_a_job(const std::string& uri) {
+  std::error_code ec;
+  return uri.find_first_of("*?[") != std::string::npos || std::filesystem::is_directory(uri, ec);
+}
+
+class ManagedSourceStage final : public Stage, public SourceControl {
+ public:
+  explicit ManagedSourceStage(const StageInit& init)
+      : uris_(init.params.strings("uri")),
+        defaults_(source_defaults(init.params)),
+        idle_wait_(init.params.string("idle") == "wait"),
+        resume_(init.params.boolean("resume")),
+        ring_frames_(static_cast<int>(init.params.integer("ring_frames"))),
+        batch_timeout_ns_(init.batch_timeout_us * 1000),
+        shared_(init.shared ? init.shared : std::make_shared<PipelineShared>()),
+        desc_(frames_desc(init)) {
+    if (init.params.was_given("source"))
+      throw ConfigError("give either 'source: testsrc' (one pattern rendered directly) or 'uri' (managed sources), not both");
+    if (init.params.was_given("source_id"))
+      throw ConfigError("'source_id' is for the directly rendered test pattern; managed sources get ids in order");
+    for (const auto& uri : uris_)
+      if (uri.empty()) throw ConfigError("'uri' has an empty entry");
+    state_dir_ = init.params.string("state_dir");
+    if (state_dir_.empty()) state_dir_ = init.state_dir;
+    job_name_ = std::filesystem::path(init.pipeline_file).stem().string();
+    if (job_name_.empty()) job_name_ = "pipeline";
+  }
+
+  PayloadDesc output() const override { return desc_; }
+
+  void open(StageContext& ctx) override {
+    if (resume_ && std::any_of(uris_.begin(), uris_.end(), names_a_job)) {
+      if (state_dir_.empty())
+        throw StageError("resumable jobs need a state directory: set 'state_dir', run under systemd "
+                         "(StateDirectory=), or pass --state-dir; or set 'resume: false'");
+      shared_->job = std::make_shared<JobLedger>(job_ledger_path(state_dir_, job_name_, uris_));
+      if (shared_->job->resumed_count() > 0)
+        spdlog::info("resuming the job: {} inputs finished in earlier runs ({})", shared_->job->resumed_count(),
+                     shared_->job->path().string());
+    }
+    SourceSetSettings settings;
+    settings.width = desc_.width;
+    settings.height = desc_.height;
+    settings.pixel = desc_.pixel;
+    settings.ring_memory = desc_.memory;
+    settings.ring_frames = ring_frames_;
+    settings.shared = shared_;
+    auto set = std::make_unique<SourceSet>(settings);
+    set->set_ledger(ctx.ledger);
+    for (const auto& uri : uris_) {
+      SourceOptions o = defaults_;
+      o.uri = uri;
+      set->add_source(std::move(o));
+    }
+    std::lock_guard lock(mu_);
+    sources_ = std::move(set);
+  }
+
+  BatchLease process(Batch*, StageContext& ctx) override {
+    if (ended_) return {};
+    BatchLease batch = ctx.acquire();
+    if (!batch) return {};
+    static const std::atomic<bool> never{false};
+    while (true) {
+      const bool stopping = ctx.stopping();
+      if (stopping && !stopped_) {
+        sources_->stop_all();  // what they decoded already still goes out
+        stopped_ = true;
+      }
+      const std::int64_t t0 = now_ns();
+      sources_->take(*batch, batch_timeout_ns_, stopping ? never : *ctx.stop, idle_wait_ && !stopping);
+      if (batch->count == 0) ctx.pacing_wait_ns += now_ns() - t0;  // waiting for frames is not work
+      if (batch->count > 0) return batch;
+      if ((stopping || !idle_wait_) && sources_->exhausted()) {
+        ended_ = true;
+        return {};
+      }
+    }
+  }
+
+  void close(StageContext&) override {
+    std::lock_guard lock(mu_);
+    if (!sources_) return;
+    final_reports_ = sources_->sources();  // what status and the run summary show afterwards
+    sources_.reset();                      // stops and joins the decode threads
+    for (auto& r : final_reports_)
+      if (r.state != SourceState::failed && r.state != SourceState::removed) r.state = SourceState::eos;
+  }
+
+  SourceControl* source_control() override { return this; }
+  std::vector<SourceReport> sources() const override {
+    std::lock_guard lock(mu_);
+    return sources_ ? sources_->sources() : final_reports_;
+  }
+  std::uint32_t add_source(SourceOptions options) override {
+    std::lock_guard lock(mu_);
+    if (!sources_ || ended_) throw std::invalid_argument("the pipeline's sources are not running");
+    SourceOptions o = defaults_;
+    o.uri = options.uri;
+    o.name = options.name;
+    if (options.leaky) o.leaky = options.leaky;
+    if (options.rate_limit > 0) o.rate_limit = options.rate_limit;
+    o.loop = options.loop || o.loop;
+    return sources_->add_source(std::move(o));
+  }
+  bool remove_source(const std::string& id_or_name) override {
+    std::lock_guard lock(mu_);
+    return sources_ && sources_->remove_source(id_or_name);
+  }
+
+ private:
+  std::vector<std::string> uris_;
+  SourceOptions defaults_;
+  bool idle_wait_, resume_;
+  int ring_frames_;
+  std::int64_t batch_timeout_ns_;
+  std::shared_ptr<PipelineShared> shared_;
+  PayloadDesc desc_;
+  std::string state_dir_, job_name_;
+  mutable std::mutex mu_;  // sources_ against the control thread
+  std::unique_ptr<SourceSet> sources_;
+  std::vector<SourceReport> final_reports_;
+  bool stopped_ = false;
+  std::atomic<bool> ended_{false};
 };
 
 std::vector<std::string> pattern_choices() { return {std::begin(kTestPatternNames), std::end(kTestPatternNames)}; }
@@ -114,24 +318,61 @@ std::vector<std::string> pattern_choices() { return {std::begin(kTestPatternName
 StageInfo decode_stage() {
   return {"decode",
           StageRole::source,
-          "frame source; writes frames straight into pinned batch memory",
+          "frame source: files, directories and globs (resumable jobs), image sequences, V4L2 cameras, network "
+          "streams and test patterns, several at once, each with its own state; frames land in pinned batch memory",
           {
-              {"source", ParamType::choice, "testsrc", "where frames come from; testsrc: synthetic patterns", {}, {},
+              {"uri", ParamType::strings, "[]",
+               "sources, each its own: a video or image file, a directory or glob (a batch job: every file once), an "
+               "image sequence (frames/%04d.png), /dev/videoN, rtsp:// http(s):// tcp:// udp:// URLs, testsrc:PATTERN; "
+               "empty: one test pattern (`pattern`) rendered directly into the batch"},
+              {"source", ParamType::choice, "testsrc", "without `uri`: testsrc, the directly rendered pattern", {}, {},
                {"testsrc"}},
               {"pattern", ParamType::choice, "bars", "testsrc picture", {}, {}, pattern_choices()},
               {"width", ParamType::integer, "1920", "frame width in pixels", 16.0, 8192.0},
               {"height", ParamType::integer, "1080", "frame height in pixels", 16.0, 8192.0},
               {"format", ParamType::choice, "bgr8", "pixel format of the frames (nv12/i420: BT.601 limited range)", {}, {},
                {"bgr8", "rgb8", "gray8", "nv12", "i420"}},
-              {"fps", ParamType::number, "0", "frame rate; 0 = as fast as possible", 0.0, 10000.0},
-              {"frames", ParamType::integer, "0", "frames to produce; 0 = endless (until stopped)", 0.0, {}},
-              {"source_id", ParamType::integer, "0", "id stamped on every frame of this source", 0.0, 65535.0},
+              {"fps", ParamType::number, "0",
+               "test patterns: frame rate (0 = as fast as possible); cameras: the rate to request (0 = its default)",
+               0.0, 10000.0},
+              {"frames", ParamType::integer, "0", "test patterns: frames to produce; 0 = endless (until stopped)", 0.0, {}},
+              {"source_id", ParamType::integer, "0", "without `uri`: id stamped on every frame", 0.0, 65535.0},
               {"seed", ParamType::integer, "1", "seed of the noise pattern", 0.0, {}},
               {"animate", ParamType::boolean, "true",
                "false: every frame is the first picture, rendered once per pool slot, so the source costs "
                "nothing (to measure the GPU path alone)"},
+              {"idle", ParamType::choice, "exit",
+               "when every source has ended: exit ends the pipeline; wait keeps it up for sources added at run time",
+               {}, {}, {"exit", "wait"}},
+              {"leaky", ParamType::choice, "auto",
+               "per source: drop the oldest decoded frame when the pipeline is behind (auto: cameras and streams "
+               "yes, files no; dropped frames are counted)", {}, {}, {"auto", "true", "false"}},
+              {"rate_limit", ParamType::number, "0",
+               "per source, frames/s; 0 = off. Files are paced, live sources drop (counted) what comes faster", 0.0,
+               10000.0},
+              {"loop", ParamType::boolean, "false", "files: start again at the end (demo loops, soak tests)"},
+              {"decode_threads", ParamType::integer, "2", "directories/globs: files decoded at once", 1.0, 64.0},
+              {"ring_frames", ParamType::integer, "4",
+               "decoded frames each source may hold before the pipeline takes them (pinned memory: this x frame size "
+               "per source)", 1.0, 256.0},
+              {"resume", ParamType::boolean, "true",
+               "directories/globs: keep a ledger in the state directory and skip inputs finished in an earlier run"},
+              {"state_dir", ParamType::string, "",
+               "where job ledgers live; empty: $STATE_DIRECTORY (systemd) or --state-dir"},
+              {"stall_timeout_s", ParamType::number, "5", "live: no frame for this long = stalled", 0.01, 3600.0},
+              {"backoff_initial_s", ParamType::number, "0.5", "live: first reconnection delay (doubles, jittered)",
+               0.01, 3600.0},
+              {"backoff_max_s", ParamType::number, "30", "live: longest reconnection delay", 0.01, 86400.0},
+              {"max_attempts", ParamType::integer, "0", "live: failed reconnections before giving up; 0 = never", 0.0, {}},
+              {"open_timeout_s", ParamType::number, "10", "streams: how long opening may take", 0.1, 600.0},
+              {"read_timeout_s", ParamType::number, "5", "streams: how long one read may block", 0.1, 600.0},
+              {"camera_fourcc", ParamType::string, "", "cameras: pixel format to request (MJPG, YUYV, ...); empty: its default"},
           },
-          [](const StageInit& init) -> std::unique_ptr<Stage> { return std::make_unique<TestSourceStage>(init); }};
+          [](const StageInit& init) -> std::unique_ptr<Stage> {
+            if (!init.params.strings("uri").empty() || init.params.string("idle") == "wait")
+              return std::make_unique<ManagedSourceStage>(init);
+            return std::make_unique<TestSourceStage>(init);
+          }};
 }
 
 }  // namespace sluice

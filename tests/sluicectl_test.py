@@ -36,6 +36,45 @@ STATUS = {
     ],
 }
 
+# Run-time sources: a file, a stream backing off, a directory job with a bad file, a stalled camera.
+SOURCES = [
+    {"id": 1, "name": "clip", "uri": "/data/clip.mp4", "kind": "file", "state": "live", "reason": "",
+     "leaky": False, "frames": 37, "dropped": 0, "errors": 0, "reconnects": 0, "fps": 45.2,
+     "since_last_frame_s": 0.03, "next_attempt_in_s": -1,
+     "inputs": {"total": 1, "done": 0, "failed": 0, "skipped": 0}, "bad_inputs": []},
+    {"id": 2, "name": "cam7", "uri": "rtsp://cam7.local:554/stream", "kind": "stream", "state": "backoff",
+     "reason": "connection refused", "leaky": True, "frames": 1200, "dropped": 14, "errors": 3, "reconnects": 2,
+     "fps": 0.0, "since_last_frame_s": 12.4, "next_attempt_in_s": 1.2,
+     "inputs": {"total": 1, "done": 0, "failed": 0, "skipped": 0}, "bad_inputs": []},
+    {"id": 3, "name": "batch", "uri": "/data/batch", "kind": "file", "state": "live", "reason": "",
+     "leaky": False, "frames": 480, "dropped": 0, "errors": 1, "reconnects": 0, "fps": 88.0,
+     "since_last_frame_s": 0.01, "next_attempt_in_s": -1,
+     "inputs": {"total": 10, "done": 4, "failed": 1, "skipped": 2},
+     "bad_inputs": ["/data/batch/bad.mp4: cannot open: no video stream"]},
+    {"id": 4, "name": "lobby", "uri": "/dev/video0", "kind": "camera", "state": "stalled",
+     "reason": "no frame for 5 s", "leaky": True, "frames": 900, "dropped": 0, "errors": 0, "reconnects": 0,
+     "fps": 0.0, "since_last_frame_s": 6.1, "next_attempt_in_s": -1,
+     "inputs": {"total": 1, "done": 0, "failed": 0, "skipped": 0}, "bad_inputs": []},
+]
+INPUTS = [
+    {"id": 7, "source": "batch", "uri": "/data/batch/b.mp4", "kind": "file", "frames_done": 300,
+     "frames_total": 300, "decoded": 300, "delivered": 299, "dropped": 0, "failed": 1, "fps": 88.0, "eta_s": None,
+     "state": "done", "error": ""},
+    {"id": 3, "source": "clip", "uri": "/data/clip.mp4", "kind": "file", "frames_done": 37, "frames_total": 120,
+     "decoded": 40, "delivered": 37, "dropped": 0, "failed": 0, "fps": 45.2, "eta_s": 1.8, "state": "decoding",
+     "error": ""},
+    {"id": 6, "source": "batch", "uri": "/data/batch/bad.mp4", "kind": "file", "frames_done": 0,
+     "frames_total": None, "decoded": 0, "delivered": 0, "dropped": 0, "failed": 0, "fps": 0, "eta_s": None,
+     "state": "failed", "error": "cannot open: no video stream"},
+    {"id": 8, "source": "batch", "uri": "/data/batch/c.mp4", "kind": "file", "frames_done": 150,
+     "frames_total": 600, "decoded": 160, "delivered": 148, "dropped": 2, "failed": 0, "fps": 42.0, "eta_s": 125.0,
+     "state": "decoding", "error": ""},
+    {"id": 9, "source": "lobby", "uri": "/dev/video0", "kind": "camera", "frames_done": 900, "frames_total": None,
+     "decoded": 900, "delivered": 900, "dropped": 0, "failed": 0, "fps": 0.0, "eta_s": None, "state": "decoding",
+     "error": ""},
+]
+SOURCES_REPLY = {"ok": True, "sources": SOURCES, "inputs": INPUTS}
+
 SILENT = object()   # read the request, never answer
 CLOSE = object()    # read the request, close without answering
 
@@ -63,6 +102,9 @@ DEFAULT_REPLIES = {
     "stop": {"ok": True, "state": "stopping"},
     "reload": {"ok": True, "config": "/etc/sluice/pipeline.yaml", "generation": 3},
     "trace": Delayed(0.3, {"ok": True, "trace": TRACE}),
+    "sources": SOURCES_REPLY,
+    "source-add": {"ok": True, "id": 5, "name": "cam9"},
+    "source-remove": {"ok": True},
 }
 
 
@@ -354,6 +396,9 @@ def run_checks(r):
     # --- trace ----------------------------------------------------------------------------------------------
     run_trace_checks(r)
 
+    # --- run-time sources: sources, add-source, remove-source, status's sources section ------------------
+    run_source_checks(r)
+
     # --- a reply with most fields missing: '-' in their place --------------------------------------------
     path = r.sock_path()
     srv = FakeServer(path, {"status": {"ok": True, "state": "starting",
@@ -477,6 +522,253 @@ def run_checks(r):
 
 def is_number(v):
     return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def run_source_checks(r):
+    # help
+    p = r.run(["--help"])
+    r.check("help lists sources, add-source, remove-source",
+            "sources [--json]" in p.stdout
+            and "add-source URI [--name NAME] [--leaky|--no-leaky] [--rate-limit FPS] [--loop]" in p.stdout
+            and "remove-source ID|NAME" in p.stdout, r.show(p))
+    for cmd, want in [("sources", "usage: sluicectl sources [--json]"),
+                      ("add-source", "usage: sluicectl add-source URI"),
+                      ("remove-source", "usage: sluicectl remove-source ID|NAME")]:
+        p = r.run([cmd, "--help"])
+        r.check(f"{cmd} --help", p.returncode == 0 and want in p.stdout, r.show(p))
+        p = r.run(["help", cmd])
+        r.check(f"help {cmd}", p.returncode == 0 and want in p.stdout, r.show(p))
+    p = r.run(["add-source", "--help"])
+    r.check("add-source --help names its options",
+            all(o in p.stdout for o in ["--name NAME", "--leaky", "--no-leaky", "--rate-limit FPS", "--loop",
+                                        "testsrc:PATTERN", "absolute"]), r.show(p))
+
+    # usage errors are caught before connecting: the socket does not exist
+    nosock = ["--socket", "/nonexistent/x.sock"]
+    for args, want in [
+        (["sources", "--all"], "unexpected argument '--all'"),
+        (["add-source"], "URI missing"),
+        (["add-source", "--loop"], "URI missing"),
+        (["add-source", "a.mp4", "b.mp4"], "unexpected argument 'b.mp4'"),
+        (["add-source", ""], "empty URI"),
+        (["add-source", "a.mp4", "--fast"], "unknown option '--fast'"),
+        (["add-source", "a.mp4", "--name"], "--name needs a NAME"),
+        (["add-source", "a.mp4", "--name", ""], "empty --name"),
+        (["add-source", "a.mp4", "--name=x", "--name", "y"], "--name given more than once"),
+        (["add-source", "a.mp4", "--rate-limit"], "--rate-limit needs FPS"),
+        (["add-source", "a.mp4", "--rate-limit", "fast"], "--rate-limit"),
+        (["add-source", "a.mp4", "--rate-limit", "-1"], "--rate-limit"),
+        (["add-source", "a.mp4", "--rate-limit=nan"], "--rate-limit"),
+        (["add-source", "a.mp4", "--rate-limit", "1", "--rate-limit", "2"], "--rate-limit given more than once"),
+        (["add-source", "a.mp4", "--leaky", "--no-leaky"], "--leaky and --no-leaky together"),
+        (["remove-source"], "ID or NAME missing"),
+        (["remove-source", "1", "2"], "unexpected argument '2'"),
+        (["remove-source", ""], "empty ID or NAME"),
+        (["remove-source", "--all"], "unknown option '--all'"),
+    ]:
+        p = r.run(nosock + args)
+        r.check(f"{' '.join(args)!r} exits 2", p.returncode == 2 and want in p.stderr and p.stdout == "", r.show(p))
+
+    path = r.sock_path()
+    srv = FakeServer(path)
+    try:
+        # sources: one row per source, the reason and job counts after the columns, URI and bad inputs below
+        before = len(srv.requests())
+        p = r.run(["--socket", path, "sources"])
+        sent = srv.requests()[before:]
+        out = p.stdout
+        r.check("sources sends {'request': 'sources'}", p.returncode == 0 and sent == [{"request": "sources"}],
+                r.show(p, f"sent: {sent}"))
+        lines = out.splitlines()
+
+        def row(first_cols):
+            return next((l for l in lines if l.split()[:len(first_cols)] == first_cols), "")
+
+        header = lines[0].split() if lines else []
+        r.check("sources header", header == ["id", "source", "kind", "state", "frames", "fps", "dropped", "errors",
+                                             "reconnects"], out)
+        clip = row(["1", "clip"])
+        r.check("sources row: a live file",
+                clip.split() == ["1", "clip", "file", "live", "37", "45.2", "0", "0", "0"], clip)
+        cam = row(["2", "cam7"])
+        r.check("sources row: a stream backing off, with reason and next attempt",
+                cam.split()[:9] == ["2", "cam7", "stream", "backoff", "1200", "0.0", "14", "3", "2"]
+                and "backoff: connection refused (next attempt in 1.2 s)" in cam
+                and "inputs" not in cam, cam)
+        batch = row(["3", "batch"])
+        r.check("sources row: a job's inputs done/total, failed, skipped",
+                batch.split()[:9] == ["3", "batch", "file", "live", "480", "88.0", "0", "1", "0"]
+                and "inputs 4/10 done, 1 failed, 2 skipped" in batch, batch)
+        lobby = row(["4", "lobby"])
+        r.check("sources row: a stalled camera, since its last frame",
+                lobby.split()[:4] == ["4", "lobby", "camera", "stalled"]
+                and "stalled: no frame for 5 s (last frame 6.1 s ago)" in lobby, lobby)
+        r.check("sources: a live source has no reason", "live:" not in out, out)
+        r.check("sources: URI and bad inputs under their source",
+                "uri rtsp://cam7.local:554/stream" in out
+                and out.index("bad input: /data/batch/bad.mp4: cannot open: no video stream") > out.index(batch)
+                and out.index("bad input:") < out.index(lobby), out)
+
+        in_header = next((l for l in lines if l.split()[:2] == ["input", "source"]), "")
+        r.check("sources: inputs table header",
+                in_header.split() == ["input", "source", "state", "frames", "%", "fps", "ETA", "uri"], out)
+        i3 = row(["3", "clip", "decoding"])
+        r.check("sources: input in progress with done/total, %, fps, ETA",
+                i3.split() == ["3", "clip", "decoding", "37/120", "30%", "45.2", "1.8", "s", "/data/clip.mp4"], i3)
+        i8 = row(["8", "batch", "decoding"])
+        r.check("sources: ETA over a minute", i8.split()[3:8] == ["150/600", "25%", "42.0", "2m", "05s"], i8)
+        i9 = row(["9", "lobby"])
+        r.check("sources: a camera input has no total, % or ETA", i9.split()[2:7] == ["decoding", "900/-", "-", "0.0", "-"],
+                i9)
+        i6 = row(["6", "batch"])
+        r.check("sources: a failed input with its error",
+                i6.split()[2] == "failed" and "/data/batch/bad.mp4 (cannot open: no video stream)" in i6, i6)
+        order = [l.split()[0] for l in lines[lines.index(in_header) + 1:]] if in_header in lines else []
+        r.check("sources: inputs in progress listed before finished ones", order == ["3", "8", "9", "7", "6"], out)
+        r.check("sources: a finished input has no ETA", row(["7", "batch"]).split()[2:] ==
+                ["done", "300/300", "100%", "88.0", "-", "/data/batch/b.mp4"], row(["7", "batch"]))
+
+        p = r.run(["--socket", path, "sources", "--json"])
+        try:
+            got = json.loads(p.stdout)
+        except ValueError as e:
+            got = e
+        r.check("sources --json round-trips", p.returncode == 0 and got == SOURCES_REPLY and "\n  \"sources\"" in p.stdout,
+                r.show(p))
+
+        # add-source: a relative path is made absolute and normalised; options map to the request's keys
+        sub = os.path.join(r.tmp, "media")
+        os.makedirs(sub, exist_ok=True)
+        before = len(srv.requests())
+        p = r.run(["--socket", path, "add-source", "clip.mp4"], cwd=sub)
+        sent = srv.requests()[before:]
+        r.check("add-source sends an absolute path and prints the id and name",
+                p.returncode == 0 and sent == [{"request": "source-add", "uri": os.path.join(sub, "clip.mp4")}]
+                and p.stdout == "added source 5 'cam9'\n", r.show(p, f"sent: {sent}"))
+        for args, uri in [(["../media/./x/../clips/"], os.path.join(sub, "clips") + "/"),
+                          (["clips/*.mp4"], os.path.join(sub, "clips/*.mp4")),
+                          (["frames/img_%04d.png"], os.path.join(sub, "frames/img_%04d.png")),
+                          (["--", "-odd.mp4"], os.path.join(sub, "-odd.mp4")),
+                          (["/data/clip.mp4"], "/data/clip.mp4"),
+                          (["rtsp://cam.local:554/live?x=../y"], "rtsp://cam.local:554/live?x=../y"),
+                          (["HTTPS://example.com/a.mp4"], "HTTPS://example.com/a.mp4"),
+                          (["/dev/video0"], "/dev/video0"),
+                          (["/dev/v4l/by-id/usb-cam-video-index0"], "/dev/v4l/by-id/usb-cam-video-index0"),
+                          (["v4l2:0"], "v4l2:0"),
+                          (["testsrc:bars"], "testsrc:bars"),
+                          (["TESTSRC:noise"], "TESTSRC:noise")]:
+            before = len(srv.requests())
+            p = r.run(["--socket", path, "add-source"] + args, cwd=sub)
+            sent = srv.requests()[before:]
+            r.check(f"add-source {args[-1]!r} sends uri {uri!r}",
+                    p.returncode == 0 and sent == [{"request": "source-add", "uri": uri}], r.show(p, f"sent: {sent}"))
+
+        before = len(srv.requests())
+        p = r.run(["--socket", path, "add-source", "rtsp://cam9/live", "--name", "cam9", "--leaky",
+                   "--rate-limit", "12.5", "--loop"])
+        sent = srv.requests()[before:]
+        r.check("add-source options: name, leaky, rate_limit, loop",
+                p.returncode == 0 and sent == [{"request": "source-add", "uri": "rtsp://cam9/live", "name": "cam9",
+                                                "leaky": True, "rate_limit": 12.5, "loop": True}],
+                r.show(p, f"sent: {sent}"))
+        before = len(srv.requests())
+        p = r.run(["--socket", path, "add-source", "--no-leaky", "--rate-limit=25", "--name=front door", "/v/a.mkv"])
+        sent = srv.requests()[before:]
+        r.check("add-source --no-leaky, --rate-limit=25 (an integer), --name=NAME, options before URI",
+                p.returncode == 0 and sent == [{"request": "source-add", "uri": "/v/a.mkv", "name": "front door",
+                                                "leaky": False, "rate_limit": 25}]
+                and type(sent[0]["rate_limit"]) is int, r.show(p, f"sent: {sent}"))
+        before = len(srv.requests())
+        p = r.run(["--socket", path, "add-source", "testsrc:bars", "--rate-limit", "0"])
+        sent = srv.requests()[before:]
+        r.check("add-source --rate-limit 0 (unlimited) is sent",
+                p.returncode == 0 and sent == [{"request": "source-add", "uri": "testsrc:bars", "rate_limit": 0}],
+                r.show(p, f"sent: {sent}"))
+
+        # remove-source: by name or id, sent as a string
+        for which in ["cam7", "3"]:
+            before = len(srv.requests())
+            p = r.run(["--socket", path, "remove-source", which])
+            sent = srv.requests()[before:]
+            r.check(f"remove-source {which} sends source '{which}' and prints it",
+                    p.returncode == 0 and sent == [{"request": "source-remove", "source": which}]
+                    and p.stdout == f"removed source {which}\n", r.show(p, f"sent: {sent}"))
+        before = len(srv.requests())
+        p = r.run(["--socket", path, "remove-source", "--", "-odd"])
+        sent = srv.requests()[before:]
+        r.check("remove-source -- NAME starting with '-'",
+                p.returncode == 0 and sent == [{"request": "source-remove", "source": "-odd"}], r.show(p, f"sent: {sent}"))
+
+        # status gains a sources section and a job progress line
+        srv.replies["status"] = dict(STATUS, sources=SOURCES, inputs=INPUTS)
+        p = r.run(["--socket", path, "status"])
+        out = p.stdout
+        lines = out.splitlines()
+        srow = next((l for l in lines if l.split()[:2] == ["3", "batch"]), "")
+        r.check("status: sources section with the same rows",
+                p.returncode == 0 and srow.split()[:9] == ["3", "batch", "file", "live", "480", "88.0", "0", "1", "0"]
+                and "inputs 4/10 done, 1 failed, 2 skipped" in srow
+                and "backoff: connection refused (next attempt in 1.2 s)" in out, r.show(p))
+        r.check("status: sources section is compact (no URIs, no bad inputs)",
+                "uri /data" not in out and "bad input:" not in out, out)
+        r.check("status: job progress line and the inputs in progress",
+                "inputs: 4/11 done, 1 failed, 2 skipped, 2 in progress" in out
+                and "/data/clip.mp4  37/120 (30%)  45.2 fps  ETA 1.8 s" in out
+                and "/data/batch/c.mp4  150/600 (25%)  42.0 fps  ETA 2m 05s" in out
+                and "/dev/video0  900" not in out, r.show(p))
+        r.check("status: sources between stages and the ledger",
+                out.find("detector (infer)") < out.find("cam7") < out.find("inputs: ") < out.find("frames: produced"), out)
+        srv.replies["status"] = STATUS
+        p = r.run(["--socket", path, "status"])
+        r.check("status without sources/inputs (older daemon): no sources section",
+                p.returncode == 0 and "reconnects" not in p.stdout and "inputs:" not in p.stdout, r.show(p))
+    finally:
+        srv.close()
+
+    # missing fields, the older status shape, empty lists, a pipeline without run-time sources, refusals
+    path = r.sock_path()
+    srv = FakeServer(path, {
+        "sources": {"ok": True, "sources": [{"id": 1, "name": "x"}, {"name": "y", "state": "failed"}, 7],
+                    "inputs": [{"id": 2, "state": "decoding"}]},
+        "status": dict(STATUS, sources=[{"stage": "decode", "kind": "decode", "state": "live", "frames": 100}]),
+        "source-add": {"ok": False, "error": "pipeline 'default' has no run-time sources: its decode stage renders "
+                                             "one test pattern directly"},
+        "source-remove": {"ok": False, "error": "no source 'nope'"},
+    })
+    try:
+        p = r.run(["--socket", path, "sources"])
+        lines = p.stdout.splitlines()
+        x = next((l for l in lines if l.split()[:2] == ["1", "x"]), "")
+        y = next((l for l in lines if l.split()[:2] == ["-", "y"]), "")
+        i2 = next((l for l in lines if l.split()[:1] == ["2"]), "")
+        r.check("sources with missing fields prints '-'",
+                p.returncode == 0 and x.split() == ["1", "x"] + ["-"] * 7
+                and y.split() == ["-", "y", "-", "failed"] + ["-"] * 5
+                and i2.split() == ["2", "-", "decoding", "-/-", "-", "-", "-", "-"], r.show(p))
+        p = r.run(["--socket", path, "status"])
+        row = next((l for l in p.stdout.splitlines() if l.split()[:2] == ["-", "decode"]), "")
+        r.check("status with the older sources shape prints '-'",
+                p.returncode == 0 and row.split() == ["-", "decode", "decode", "live", "100", "-", "-", "-", "-"],
+                r.show(p))
+        srv.replies["sources"] = {"ok": True, "sources": [], "inputs": []}
+        srv.replies["status"] = dict(STATUS, sources=[], inputs=[])
+        p = r.run(["--socket", path, "sources"])
+        r.check("sources: none", p.returncode == 0 and p.stdout == "no sources\n", r.show(p))
+        p = r.run(["--socket", path, "status"])
+        r.check("status: sources: none", p.returncode == 0 and "sources: none" in p.stdout
+                and "inputs:" not in p.stdout, r.show(p))
+        p = r.run(["--socket", path, "add-source", "testsrc:bars"])
+        r.check("add-source refused exits 1 with the daemon's error",
+                p.returncode == 1 and "has no run-time sources" in p.stderr and p.stdout == "", r.show(p))
+        p = r.run(["--socket", path, "remove-source", "nope"])
+        r.check("remove-source of an unknown source exits 1",
+                p.returncode == 1 and "no source 'nope'" in p.stderr and p.stdout == "", r.show(p))
+        del srv.replies["sources"]
+        p = r.run(["--socket", path, "sources"])
+        r.check("sources against a daemon without it exits 1", p.returncode == 1 and "unknown request" in p.stderr,
+                r.show(p))
+    finally:
+        srv.close()
 
 
 def run_trace_checks(r):

@@ -1,0 +1,514 @@
+// The sink's writers, driven directly with batches built here: jsonl per file and per source (rotation),
+// the directory sink, output names, atomic commits and temporaries, and writes that fail (blocked, then the
+// batch fails with the path and the reason).
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <spdlog/sinks/base_sink.h>
+#include <spdlog/spdlog.h>
+
+#include "kernels/topk.hpp"
+#include "pipeline_helpers.hpp"
+#include "runtime/errors.hpp"
+#include "runtime/stage.hpp"
+#include "stages/builtin.hpp"
+#include "stages/sink_outputs.hpp"
+
+using namespace sluice;
+namespace fs = std::filesystem;
+using Catch::Matchers::Contains;
+using Catch::Matchers::StartsWith;
+
+namespace {
+
+using Params = std::map<std::string, std::string>;
+
+fs::path fresh_dir(const std::string& name) {
+  const fs::path dir = fs::temp_directory_path() / ("sluice_sinks_" + std::to_string(::getpid()) + "_" + name);
+  fs::remove_all(dir);
+  return dir;
+}
+
+// The stage's parameters as the config layer fills them: the given ones parsed, the others at their default.
+ParamValues params_of(const StageInfo& info, const std::map<std::string, std::string>& given) {
+  ParamValues values;
+  for (const auto& spec : info.params) {
+    std::string error;
+    if (auto it = given.find(spec.name); it != given.end()) {
+      auto v = parse_param(spec, it->second, error);
+      if (!v) throw std::runtime_error(spec.name + ": " + error);
+      values.set(spec.name, *v, true);
+    } else if (!spec.default_value.empty()) {
+      values.set(spec.name, *parse_param(spec, spec.default_value, error), false);
+    } else {
+      values.set(spec.name, std::string(), false);
+    }
+  }
+  return values;
+}
+
+PayloadDesc classes_desc(int batch) {
+  PayloadDesc d;
+  d.kind = PayloadKind::classes;
+  d.batch = batch;
+  d.channels = 2;
+  d.classes = 3;
+  d.labels = std::make_shared<const std::vector<std::string>>(std::vector<std::string>{"bars", "shapes", "noise"});
+  return d;
+}
+
+// A sink stage built from its declaration, with the pipeline's shared state (a source named "cam" as id 0).
+struct Rig {
+  std::shared_ptr<PipelineShared> shared = std::make_shared<PipelineShared>();
+  ParamValues params;
+  PayloadDesc desc = classes_desc(8);
+  std::unique_ptr<Stage> stage;
+  StageContext ctx;
+
+  explicit Rig(const std::map<std::string, std::string>& given) : params(params_of(sink_stage(), given)) {
+    shared->inputs.name_source(0, "cam");
+    StageInit init{"sink", params, desc};
+    init.stage_names = {"decode", "infer", "sink"};
+    init.index = 2;
+    init.shared = shared;
+    stage = sink_stage().make(init);
+  }
+  std::string health() const { return stage->health(); }
+};
+
+// One batch of `frames`, each with classes (frame's sequence % 3 first).
+struct TestBatch {
+  Batch b;
+  explicit TestBatch(const PayloadDesc& desc, const std::vector<FrameMeta>& frames) {
+    b.desc = desc;
+    b.count = static_cast<int>(frames.size());
+    b.memory = Memory(MemoryKind::host, desc.batch_bytes());
+    b.frames = frames;
+    for (int i = 0; i < b.count; ++i) {
+      auto* scores = reinterpret_cast<kernels::ClassScore*>(b.item(i));
+      const auto best = static_cast<std::int32_t>(frames[static_cast<std::size_t>(i)].sequence % 3);
+      scores[0] = {0.75f, best};
+      scores[1] = {0.25f, (best + 1) % 3};
+    }
+  }
+};
+
+FrameMeta frame(std::uint64_t sequence, std::uint32_t input = 0, std::uint64_t input_frame = 0) {
+  FrameMeta f;
+  f.source_id = 0;
+  f.sequence = sequence;
+  f.pts_ns = static_cast<std::int64_t>(sequence) * 40'000'000;
+  f.input = input;
+  f.input_frame = input_frame;
+  return f;
+}
+
+// Registers an input of source 0 with the tracker and returns its id.
+std::uint32_t begin_input(Rig& rig, const std::string& uri, std::uint64_t frames) {
+  const std::uint32_t id = rig.shared->inputs.begin(0, uri, InputKind::file, static_cast<std::int64_t>(frames));
+  rig.shared->inputs.decoded(id, frames);
+  rig.shared->inputs.end(id);
+  return id;
+}
+
+// Settles `frames` as delivered and finishes every input that completed; returns the outputs committed.
+std::vector<std::string> settle_and_finish(Rig& rig, const std::vector<FrameMeta>& frames) {
+  rig.shared->inputs.settle(frames, FrameFate::delivered);
+  std::vector<std::string> outputs;
+  for (const auto& p : rig.shared->inputs.take_completed())
+    for (auto& path : rig.stage->finish_input(p, rig.ctx)) outputs.push_back(path);
+  return outputs;
+}
+
+std::vector<nlohmann::json> read_lines(const fs::path& path) {
+  std::vector<nlohmann::json> out;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) out.push_back(nlohmann::json::parse(line));
+  return out;
+}
+
+std::set<std::string> names_in(const fs::path& dir) {
+  std::set<std::string> out;
+  for (const auto& e : fs::directory_iterator(dir)) out.insert(e.path().filename().string());
+  return out;
+}
+
+// Captures log lines, and the stage's health at the moment each was logged.
+class CaptureSink final : public spdlog::sinks::base_sink<std::mutex> {
+ public:
+  std::function<std::string()> probe;
+  std::vector<std::string> lines, health;
+
+ protected:
+  void sink_it_(const spdlog::details::log_msg& msg) override {
+    lines.emplace_back(msg.payload.data(), msg.payload.size());
+    health.push_back(probe ? probe() : std::string());
+  }
+  void flush_() override {}
+};
+
+struct LogCapture {
+  std::shared_ptr<CaptureSink> sink = std::make_shared<CaptureSink>();
+  std::shared_ptr<spdlog::logger> previous = spdlog::default_logger();
+  LogCapture() { spdlog::set_default_logger(std::make_shared<spdlog::logger>("capture", sink)); }
+  ~LogCapture() { spdlog::set_default_logger(previous); }
+  std::size_t count(const std::string& text) const {
+    return static_cast<std::size_t>(std::count_if(sink->lines.begin(), sink->lines.end(), [&](const std::string& l) {
+      return l.find(text) != std::string::npos;
+    }));
+  }
+};
+
+}  // namespace
+
+TEST_CASE("sink declares its parameters once and rejects ones that do not apply", "[sinks]") {
+  const std::string help = describe_stage(sink_stage());
+  for (const char* key : {"type", "path", "per", "rotate_mb", "rotate_s", "write_retry_s", "directory", ".sluice-tmp"})
+    CHECK_THAT(help, Contains(key));
+  CHECK_THROWS_WITH(Rig(Params{{"type", "npy"}, {"path", "/tmp/x"}, {"per", "file"}}),
+                    Contains("'per' applies to type jsonl"));
+  CHECK_THROWS_WITH(Rig(Params{{"type", "jsonl"}, {"path", "/tmp/x.jsonl"}, {"rotate_mb", "1"}}),
+                    Contains("per: source"));
+  CHECK_THROWS_WITH(Rig(Params{{"type", "jsonl"}, {"path", "-"}, {"per", "file"}}), Contains("directory"));
+  CHECK_THROWS_WITH(Rig(Params{{"type", "directory"}}), Contains("needs a 'path'"));
+}
+
+TEST_CASE("jsonl per file commits each input atomically when it is finished", "[sinks]") {
+  const fs::path dir = fresh_dir("per_file");
+  {
+    Rig rig(Params{{"type", "jsonl"}, {"per", "file"}, {"path", dir.string()}});
+    rig.stage->open(rig.ctx);
+    const std::uint32_t a = begin_input(rig, "/videos/a/clip.mp4", 3);
+    const std::uint32_t b = begin_input(rig, "/videos/b/other.mkv", 2);
+    // Interleaved, as two sources would deliver them.
+    const std::vector<FrameMeta> first = {frame(0, a, 0), frame(1, b, 0), frame(2, a, 1)};
+    const std::vector<FrameMeta> second = {frame(3, a, 2)};
+    TestBatch b1(rig.desc, first), b2(rig.desc, second);
+    rig.stage->process(&b1.b, rig.ctx);
+    rig.stage->process(&b2.b, rig.ctx);
+
+    // Nothing final before finish_input(): only temporaries.
+    CHECK(names_in(dir) == std::set<std::string>{".sluice-names", ".clip.jsonl.sluice-tmp", ".other.jsonl.sluice-tmp"});
+
+    auto outputs = settle_and_finish(rig, {first[0], first[2], second[0]});
+    REQUIRE(outputs == std::vector<std::string>{(dir / "clip.jsonl").string()});
+    const auto records = read_lines(dir / "clip.jsonl");
+    REQUIRE(records.size() == 3);
+    for (std::size_t i = 0; i < 3; ++i) {
+      INFO("record " << i);
+      CHECK(records[i]["input"] == "/videos/a/clip.mp4");
+      CHECK(records[i]["input_frame"] == i);
+      CHECK(records[i]["source_name"] == "cam");
+      CHECK(records[i]["source"] == 0);
+      CHECK(records[i]["classes"].size() == 2);
+      CHECK(records[i]["stage_ms"].contains("infer"));
+    }
+    CHECK(records[1]["sequence"] == 2);
+    CHECK(records[1]["classes"][0]["label"] == "noise");
+
+    // The other input never completes: close() discards its temporary, no output appears.
+    rig.stage->close(rig.ctx);
+  }
+  CHECK(names_in(dir) == std::set<std::string>{".sluice-names", "clip.jsonl"});
+  fs::remove_all(dir);
+}
+
+TEST_CASE("an interrupted file input commits nothing and an input without frames still gets its output", "[sinks]") {
+  const fs::path dir = fresh_dir("interrupted");
+  Rig rig(Params{{"type", "jsonl"}, {"per", "file"}, {"path", dir.string()}});
+  rig.stage->open(rig.ctx);
+  const std::uint32_t a = rig.shared->inputs.begin(0, "/videos/cut.mp4", InputKind::file, 10);
+  rig.shared->inputs.decoded(a, 1);
+  const std::vector<FrameMeta> frames = {frame(0, a, 0)};
+  TestBatch batch(rig.desc, frames);
+  rig.stage->process(&batch.b, rig.ctx);
+  rig.shared->inputs.interrupt(a);
+  CHECK(settle_and_finish(rig, frames).empty());
+
+  const std::uint32_t empty = begin_input(rig, "/videos/empty.mp4", 0);
+  (void)empty;
+  CHECK(settle_and_finish(rig, {}) == std::vector<std::string>{(dir / "empty.jsonl").string()});
+  rig.stage->close(rig.ctx);
+  CHECK(names_in(dir) == std::set<std::string>{".sluice-names", "empty.jsonl"});
+  CHECK(fs::file_size(dir / "empty.jsonl") == 0);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("inputs sharing a stem get distinct names that the next run reuses", "[sinks]") {
+  const fs::path dir = fresh_dir("names");
+  std::string second_name;
+  {
+    Rig rig(Params{{"type", "jsonl"}, {"per", "file"}, {"path", dir.string()}});
+    rig.stage->open(rig.ctx);
+    const std::uint32_t a = begin_input(rig, "/data/day1/clip.mp4", 1);
+    const std::uint32_t b = begin_input(rig, "/data/day2/clip.mp4", 1);
+    const std::vector<FrameMeta> frames = {frame(0, a, 0), frame(1, b, 0)};
+    TestBatch batch(rig.desc, frames);
+    rig.stage->process(&batch.b, rig.ctx);
+    const auto outputs = settle_and_finish(rig, frames);
+    REQUIRE(outputs.size() == 2);
+    CHECK(outputs[0] == (dir / "clip.jsonl").string());
+    second_name = fs::path(outputs[1]).filename().string();
+    CHECK(second_name == "clip-" + sinks::short_hash("/data/day2/clip.mp4") + ".jsonl");
+    rig.stage->close(rig.ctx);
+  }
+  {
+    // A later run (a resumed job) that only sees the second input: it keeps its name, the first one's output
+    // is not overwritten.
+    Rig rig(Params{{"type", "jsonl"}, {"per", "file"}, {"path", dir.string()}});
+    rig.stage->open(rig.ctx);
+    const std::uint32_t b = begin_input(rig, "/data/day2/clip.mp4", 1);
+    const std::vector<FrameMeta> frames = {frame(0, b, 0)};
+    TestBatch batch(rig.desc, frames);
+    rig.stage->process(&batch.b, rig.ctx);
+    const auto outputs = settle_and_finish(rig, frames);
+    REQUIRE(outputs.size() == 1);
+    CHECK(fs::path(outputs[0]).filename() == second_name);
+    rig.stage->close(rig.ctx);
+  }
+  CHECK(read_lines(dir / "clip.jsonl")[0]["input"] == "/data/day1/clip.mp4");
+  CHECK(sinks::uri_stem("rtsp://cam.local:554/live/main?token=x") == "main");
+  CHECK(sinks::uri_stem("/data/frames/%05d.png") == "frames");
+  CHECK(sinks::uri_stem("/data/my clip (1).mp4") == "my_clip__1_");
+  CHECK(sinks::safe_name("..hidden") == "hidden");
+  fs::remove_all(dir);
+}
+
+TEST_CASE("directory sink writes one result per input and names untracked frames after their source", "[sinks]") {
+  const fs::path dir = fresh_dir("directory");
+  {
+    Rig rig(Params{{"type", "directory"}, {"path", dir.string()}});
+    rig.stage->open(rig.ctx);
+    const std::uint32_t a = begin_input(rig, "/videos/walk.mp4", 3);
+    const std::vector<FrameMeta> frames = {frame(0, a, 0), frame(1, a, 1), frame(2), frame(3, a, 2), frame(4)};
+    TestBatch batch(rig.desc, frames);
+    rig.stage->process(&batch.b, rig.ctx);
+    CHECK_FALSE(fs::exists(dir / "walk.json"));
+    const auto outputs = settle_and_finish(rig, frames);
+    REQUIRE(outputs == std::vector<std::string>{(dir / "walk.json").string()});
+    CHECK_FALSE(fs::exists(dir / "cam.json"));  // frames without an input: committed at close()
+    rig.stage->close(rig.ctx);
+  }
+  std::ifstream in(dir / "walk.json");
+  const auto result = nlohmann::json::parse(in);
+  CHECK(result["input"] == "/videos/walk.mp4");
+  CHECK(result["source"] == "cam");
+  CHECK(result["frames"] == 3);
+  CHECK(result["delivered"] == 3);
+  CHECK(result["dropped"] == 0);
+  CHECK(result["failed"] == 0);
+  CHECK_FALSE(result.contains("error"));
+  REQUIRE(result["records"].size() == 3);
+  for (std::size_t i = 0; i < 3; ++i) CHECK(result["records"][i]["input_frame"] == i);
+
+  std::ifstream in2(dir / "cam.json");
+  const auto untracked = nlohmann::json::parse(in2);
+  CHECK(untracked["input"].is_null());
+  CHECK(untracked["source"] == "cam");
+  REQUIRE(untracked["records"].size() == 2);
+  CHECK(untracked["records"][1]["sequence"] == 4);
+  CHECK_FALSE(untracked["records"][0].contains("input"));
+  CHECK(names_in(dir) == std::set<std::string>{".sluice-names", "walk.json", "cam.json"});
+  fs::remove_all(dir);
+}
+
+TEST_CASE("jsonl per source rotates by size into numbered UTC-stamped files", "[sinks]") {
+  const fs::path dir = fresh_dir("per_source");
+  constexpr std::uint64_t kLimit = 1000;  // rotate_mb 0.001
+  {
+    Rig rig(Params{{"type", "jsonl"}, {"per", "source"}, {"path", dir.string()}, {"rotate_mb", "0.001"}});
+    rig.stage->open(rig.ctx);
+    for (std::uint64_t batch = 0; batch < 4; ++batch) {
+      std::vector<FrameMeta> frames;
+      for (std::uint64_t i = 0; i < 5; ++i) frames.push_back(frame(batch * 5 + i));
+      TestBatch b(rig.desc, frames);
+      rig.stage->process(&b.b, rig.ctx);
+    }
+    rig.stage->close(rig.ctx);
+  }
+  std::vector<std::uint64_t> sequences;
+  int rotated = 0;
+  for (const auto& name : names_in(dir)) {
+    INFO(name);
+    const auto size = fs::file_size(dir / name);
+    CHECK(size <= kLimit);
+    CHECK(size > 0);
+    if (name != "cam.jsonl") {
+      // cam-<yyyymmddThhmmss>-<n>.jsonl
+      REQUIRE(name.size() > 25);
+      CHECK(name.substr(0, 4) == "cam-");
+      CHECK(name[12] == 'T');
+      CHECK(name[19] == '-');
+      CHECK(name.substr(name.size() - 6) == ".jsonl");
+      ++rotated;
+    }
+    for (const auto& r : read_lines(dir / name)) sequences.push_back(r["sequence"].get<std::uint64_t>());
+  }
+  CHECK(rotated >= 3);  // 20 records of more than 150 bytes in files of at most 1000
+  std::sort(sequences.begin(), sequences.end());
+  REQUIRE(sequences.size() == 20);
+  for (std::uint64_t i = 0; i < 20; ++i) CHECK(sequences[i] == i);
+
+  // The next run appends to the live file instead of truncating it.
+  const auto live_before = fs::file_size(dir / "cam.jsonl");
+  {
+    Rig rig(Params{{"type", "jsonl"}, {"per", "source"}, {"path", dir.string()}});
+    rig.stage->open(rig.ctx);
+    TestBatch b(rig.desc, {frame(100)});
+    rig.stage->process(&b.b, rig.ctx);
+    rig.stage->close(rig.ctx);
+  }
+  CHECK(fs::file_size(dir / "cam.jsonl") > live_before);
+  CHECK(read_lines(dir / "cam.jsonl").back()["sequence"] == 100);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("stale temporaries of a killed run are removed at open", "[sinks]") {
+  const fs::path dir = fresh_dir("stale");
+  fs::create_directories(dir / ".clip.sluice-tmp");
+  std::ofstream(dir / ".clip.sluice-tmp" / "000000.jpg") << "x";
+  std::ofstream(dir / ".walk.jsonl.sluice-tmp") << "{}\n";
+  std::ofstream(dir / ".walk.sluice-tmp.mp4") << "x";
+  std::ofstream(dir / "keep.jsonl") << "{}\n";
+  std::ofstream(dir / ".keep-hidden") << "x";
+  Rig rig(Params{{"type", "jsonl"}, {"per", "file"}, {"path", dir.string()}});
+  rig.stage->open(rig.ctx);
+  CHECK(names_in(dir) == std::set<std::string>{"keep.jsonl", ".keep-hidden"});
+  rig.stage->close(rig.ctx);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("a sink writing to a full disk blocks and then fails the batch with the path and reason", "[sinks]") {
+  Rig rig(Params{{"type", "jsonl"}, {"path", "/dev/full"}, {"write_retry_s", "0.5"}});
+  rig.stage->open(rig.ctx);
+  LogCapture log;
+  log.sink->probe = [&] { return rig.health(); };
+  TestBatch batch(rig.desc, {frame(0), frame(1)});
+  CHECK(rig.health().empty());
+  try {
+    rig.stage->process(&batch.b, rig.ctx);
+    FAIL("the write to /dev/full succeeded");
+  } catch (const StageError& e) {
+    CHECK_THAT(e.what(), Contains("'/dev/full'") && Contains("No space left on device") && Contains("gave up"));
+  }
+  // Logged once for the whole spell (it retried several times), and blocked while it did.
+  REQUIRE(log.count("No space left on device") == 1);
+  const auto at = std::find_if(log.sink->lines.begin(), log.sink->lines.end(),
+                               [](const std::string& l) { return l.find("/dev/full") != std::string::npos; });
+  const std::string blocked = log.sink->health[static_cast<std::size_t>(at - log.sink->lines.begin())];
+  CHECK_THAT(blocked, StartsWith("blocked: writing '/dev/full': No space left on device since "));
+  CHECK_THAT(rig.health(), StartsWith("gave up: writing '/dev/full' failed: No space left on device at "));
+  rig.stage->close(rig.ctx);
+}
+
+TEST_CASE("a sink whose directory turned into a file blocks then fails and recovers once it is back", "[sinks]") {
+  const fs::path dir = fresh_dir("notdir");
+  Rig rig(Params{{"type", "directory"}, {"path", dir.string()}, {"write_retry_s", "0.3"}});
+  rig.stage->open(rig.ctx);
+  fs::remove_all(dir);
+  std::ofstream(dir) << "not a directory";
+
+  LogCapture log;
+  log.sink->probe = [&] { return rig.health(); };
+  const std::uint32_t a = begin_input(rig, "/videos/clip.mp4", 1);
+  TestBatch batch(rig.desc, {frame(0, a, 0)});
+  CHECK_THROWS_WITH(rig.stage->process(&batch.b, rig.ctx), Contains(dir.string()) && Contains("Not a directory"));
+  REQUIRE(log.count("Not a directory") == 1);
+  CHECK_THAT(log.sink->health.front(), StartsWith("blocked: "));
+  CHECK_THAT(rig.health(), StartsWith("gave up: "));
+
+  // Back again: the next batch goes through and the sink is healthy.
+  fs::remove(dir);
+  fs::create_directories(dir);
+  rig.stage->process(&batch.b, rig.ctx);
+  CHECK(rig.health().empty());
+  rig.shared->inputs.settle(batch.b.frames, FrameFate::delivered);
+  for (const auto& p : rig.shared->inputs.take_completed()) rig.stage->finish_input(p, rig.ctx);
+  rig.stage->close(rig.ctx);
+  std::ifstream in(dir / "clip.json");
+  CHECK(nlohmann::json::parse(in)["records"].size() == 1);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("directory and per-source sinks run at the end of a whole pipeline", "[sinks][pipeline]") {
+  const fs::path dir = fresh_dir("pipeline");
+  // 21 frames of a test pattern (no input: the results are named after the source and committed at the end).
+  std::string yaml = test::chain_yaml("cpu", "bgr8", 21, "x");
+  yaml.replace(yaml.find("type: jsonl\n    path: x"), 23, "type: directory\n    path: " + (dir / "d").string());
+  REQUIRE(test::run_to_end(test::plan_from(yaml)).delivered == 21);
+  std::vector<fs::path> results;
+  for (const auto& e : fs::directory_iterator(dir / "d"))
+    if (e.path().extension() == ".json") results.push_back(e.path());
+  REQUIRE(results.size() == 1);
+  std::ifstream in(results[0]);
+  const auto result = nlohmann::json::parse(in);
+  CHECK(result["frames"] == 21);
+  REQUIRE(result["records"].size() == 21);
+  CHECK(result["records"][20]["payload"]["shape"] == "tensor f32 nchw 3x64x96");
+
+  yaml.replace(yaml.find("type: directory"), 15, "type: jsonl\n    per: source\n    rotate_mb: 0.002");
+  yaml.replace(yaml.find((dir / "d").string()), (dir / "d").string().size(), (dir / "s").string());
+  REQUIRE(test::run_to_end(test::plan_from(yaml)).delivered == 21);
+  std::size_t records = 0, files = 0;
+  for (const auto& e : fs::directory_iterator(dir / "s")) {
+    CHECK(fs::file_size(e.path()) <= 2000);
+    records += read_lines(e.path()).size();
+    ++files;
+  }
+  CHECK(records == 21);
+  CHECK(files > 2);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("output names come back the same after a reload even for paths that are not UTF-8", "[sinks]") {
+  const fs::path dir = fresh_dir("claims");
+  fs::create_directories(dir);
+  sinks::WriteRetry retry("t", 1);
+  const std::string odd = "/z/caf\xe9/clip.mp4";  // Latin-1 bytes in a path
+  std::vector<std::string> first;
+  {
+    sinks::OutputNames names;
+    names.open(dir);
+    first = {names.for_input("/x/clip.mp4", retry), names.for_input("/y/clip.mp4", retry),
+             names.for_input(odd, retry), names.for_source("cam", retry)};
+  }
+  CHECK(first[0] == "clip");
+  CHECK(first[1] != first[2]);
+  CHECK(first[3] == "cam");
+  // A claim torn by a crash is ignored, and the next claim starts on a line of its own.
+  std::ofstream(dir / sinks::OutputNames::kClaimsFile, std::ios::app) << R"({"name":"half)";
+  {
+    sinks::OutputNames names;
+    names.open(dir);
+    CHECK(names.for_source("cam", retry) == "cam");
+    CHECK(names.for_input(odd, retry) == first[2]);
+    CHECK(names.for_input("/y/clip.mp4", retry) == first[1]);
+    CHECK(names.for_input("/x/clip.mp4", retry) == "clip");
+    CHECK(names.for_input("/w/clip.mp4", retry) == "clip-" + sinks::short_hash("/w/clip.mp4"));
+  }
+  // Nothing was claimed twice: four claims, the torn line, and /w's claim.
+  std::ifstream claims(dir / sinks::OutputNames::kClaimsFile);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(claims, line);) lines.push_back(line);
+  REQUIRE(lines.size() == 6);
+  CHECK_THAT(lines[2], Contains("input_hex"));
+  CHECK(lines[4] == R"({"name":"half)");
+  sinks::OutputNames again;
+  again.open(dir);
+  CHECK(again.for_input("/w/clip.mp4", retry) == "clip-" + sinks::short_hash("/w/clip.mp4"));
+  fs::remove_all(dir);
+}

@@ -1,0 +1,13 @@
+#pragma once
+// The annotate sink (media library): draws each frame's top-k classes onto the source frame (from the
+// pipeline's FrameTap) and writes a video or a folder of JPEG images per input.
+#include "runtime/stage.hpp"
+
+namespace sluice {
+
+// The stage's declaration (kind "annotate", a sink).
+StageInfo annotate_stage();
+// Adds it to StageRegistry::builtin(); called by register_media().
+void register_annotate_stage();
+
+}  // namespace sluice

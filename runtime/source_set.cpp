@@ -1,0 +1,534 @@
+#include "runtime/source_set.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+
+#include "runtime/frame_tap.hpp"
+#include "runtime/inputs.hpp"
+#include "runtime/job_ledger.hpp"
+
+namespace sluice {
+
+std::string_view to_string(SourceState s) noexcept {
+  switch (s) {
+    case SourceState::connecting: return "connecting";
+    case SourceState::live: return "live";
+    case SourceState::stalled: return "stalled";
+    case SourceState::backoff: return "backoff";
+    case SourceState::eos: return "eos";
+    case SourceState::failed: return "failed";
+    case SourceState::removed: return "removed";
+  }
+  return "?";
+}
+
+namespace {
+enum class SlotState : std::uint8_t { free, writing, ready, reading };
+constexpr std::size_t kBadInputsShown = 8;
+}  // namespace
+
+struct SourceSet::Source {
+  std::uint32_t id = 0;
+  SourceOptions options;
+  std::string name;
+  InputKind kind = InputKind::file;
+  bool live = false, leaky = false, job = false;
+  // Ring of decoded frames: slots are claimed by a decode thread, filled without the lock, published, and
+  // taken by the stage in publish order.
+  Memory ring;
+  std::vector<SlotState> slots;
+  std::vector<FrameMeta> slot_meta;
+  std::deque<int> ready;
+  std::atomic<bool> stop{false};
+  std::condition_variable wake;  // backoff waits end early on stop/removal
+  std::vector<std::thread> threads;
+  int running = 0;  // decode threads not yet finished
+  bool joined = false;
+  // Inputs of a job (or the one input), handed to decode threads in order.
+  std::vector<std::pair<std::string, InputKind>> inputs;
+  std::size_t next_input = 0;
+  // State and counters (under mu_ unless atomic).
+  SourceState state = SourceState::connecting;
+  std::string reason;
+  std::int64_t next_attempt_ns = 0;
+  std::atomic<std::uint64_t> frames{0}, dropped{0}, errors{0}, reconnects{0}, sequence{0};
+  std::uint64_t inputs_done = 0, inputs_failed = 0, inputs_skipped = 0;
+  std::vector<std::string> bad_inputs;
+  std::atomic<std::int64_t> last_frame_ns{0};
+  std::uint64_t fps_frames = 0;
+  std::int64_t fps_at_ns = 0;
+  double fps = 0;
+  std::int64_t removed_ns = 0;
+};
+
+SourceSet::SourceSet(SourceSetSettings settings)
+    : settings_(std::move(settings)), frame_bytes_(image_bytes(settings_.pixel, settings_.width, settings_.height)) {
+  if (!settings_.shared) settings_.shared = std::make_shared<PipelineShared>();
+  monitor_ = std::thread([this] { monitor(); });
+}
+
+SourceSet::~SourceSet() {
+  stop_all();
+  {
+    std::lock_guard lock(mu_);
+    monitor_exit_ = true;
+  }
+  monitor_wake_.notify_all();
+  if (monitor_.joinable()) monitor_.join();
+  for (auto& s : sources_)  // the monitor is gone: nothing else touches the threads now
+    for (auto& t : s->threads)
+      if (t.joinable()) t.join();
+}
+
+void SourceSet::stop_all() {
+  std::lock_guard lock(mu_);
+  stopping_ = true;
+  for (auto& s : sources_) {
+    s->stop = true;
+    s->wake.notify_all();
+  }
+  space_free_.notify_all();
+  frame_ready_.notify_all();
+}
+
+std::uint32_t SourceSet::add_source(SourceOptions options) {
+  if (options.uri.empty()) throw std::invalid_argument("a source needs a 'uri'");
+  if (options.rate_limit < 0) throw std::invalid_argument("'rate_limit' must be >= 0");
+  if (options.decode_threads < 1 || options.decode_threads > 64)
+    throw std::invalid_argument("'decode_threads' must be in 1..64");
+  if (!(options.stall_timeout_s > 0) || !(options.backoff_initial_s > 0) || options.backoff_max_s < options.backoff_initial_s)
+    throw std::invalid_argument("need stall_timeout_s > 0 and 0 < backoff_initial_s <= backoff_max_s");
+  auto s = std::make_unique<Source>();
+  s->kind = classify_uri(options.uri);
+  s->live = is_live(s->kind);
+  s->leaky = options.leaky.value_or(s->live);
+  const int threads = std::max(1, options.decode_threads);
+  const int slots = std::max(2, settings_.ring_frames) + threads;
+  s->ring = Memory(settings_.ring_memory, frame_bytes_ * static_cast<std::size_t>(slots));
+  s->slots.assign(static_cast<std::size_t>(slots), SlotState::free);
+  s->slot_meta.resize(static_cast<std::size_t>(slots));
+  s->options = std::move(options);
+  Source& source = *s;
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) throw std::invalid_argument("the pipeline is stopping");
+    source.id = next_id_++;
+    std::string name = source.options.name.empty() ? default_source_name(source.options.uri) : source.options.name;
+    for (const auto& other : sources_)
+      if (other->name == name) {
+        if (!source.options.name.empty()) throw std::invalid_argument("a source named '" + name + "' exists already");
+        name += "-" + std::to_string(source.id);
+        break;
+      }
+    source.name = name;
+    source.running = 1;
+    sources_.push_back(std::move(s));
+    settings_.shared->inputs.name_source(source.id, source.name);
+    source.threads.emplace_back([this, &source] { run_worker(source, 0); });
+  }
+  spdlog::info("source {} '{}' added: {} ({}{})", source.id, source.name, source.options.uri, to_string(source.kind),
+               source.leaky ? ", leaky" : ", blocking");
+  return source.id;
+}
+
+bool SourceSet::remove_source(const std::string& id_or_name) {
+  std::lock_guard lock(mu_);
+  for (auto& s : sources_) {
+    if (s->name != id_or_name && std::to_string(s->id) != id_or_name) continue;
+    if (s->state == SourceState::removed) return true;
+    s->stop = true;
+    s->state = SourceState::removed;
+    s->reason = "removed at run time";
+    s->removed_ns = now_ns();
+    s->wake.notify_all();
+    space_free_.notify_all();
+    spdlog::info("source {} '{}' removed; frames it decoded still flow", s->id, s->name);
+    return true;
+  }
+  return false;
+}
+
+void SourceSet::set_state(Source& s, SourceState state, std::string reason) {
+  std::lock_guard lock(mu_);
+  if (s.state == SourceState::removed) return;  // final
+  if (s.state != state) {
+    if (state == SourceState::backoff || state == SourceState::failed || state == SourceState::stalled)
+      spdlog::warn("source '{}': {} -> {}: {}", s.name, to_string(s.state), to_string(state), reason);
+    else
+      spdlog::debug("source '{}': {} -> {}", s.name, to_string(s.state), to_string(state));
+  }
+  s.state = state;
+  if (!reason.empty() || state == SourceState::live) s.reason = std::move(reason);
+}
+
+void SourceSet::run_worker(Source& s, int worker) {
+  if (worker == 0) {
+    // Expanding a directory or glob touches the filesystem: done here, not in add_source().
+    try {
+      ExpandedSource expanded = expand_source(s.options.uri);
+      std::lock_guard lock(mu_);
+      s.inputs = std::move(expanded.inputs);
+      s.job = expanded.job;
+      const int extra = s.job ? std::min<int>(s.options.decode_threads, static_cast<int>(s.inputs.size())) - 1 : 0;
+      for (int w = 1; w <= extra && !s.stop; ++w) {
+        s.running++;
+        s.threads.emplace_back([this, &s, w] { run_worker(s, w); });
+      }
+    } catch (const std::exception& e) {
+      s.errors++;
+      set_state(s, SourceState::failed, e.what());
+      std::lock_guard lock(mu_);
+      s.running--;
+      frame_ready_.notify_all();
+      monitor_wake_.notify_all();
+      return;
+    }
+  }
+  if (s.live) run_live(s);
+  else run_files(s);
+  std::lock_guard lock(mu_);
+  if (--s.running == 0 && s.state != SourceState::removed && s.state != SourceState::failed) {
+    if (!s.live && !s.job && s.inputs_failed > 0 && s.inputs_done == 0) {
+      s.state = SourceState::failed;  // its one input could not be read; reason already set
+    } else {
+      s.state = SourceState::eos;
+      if (s.job)
+        s.reason = std::to_string(s.inputs_done) + " done, " + std::to_string(s.inputs_failed) + " failed, " +
+                   std::to_string(s.inputs_skipped) + " skipped (done in an earlier run)";
+    }
+  }
+  frame_ready_.notify_all();  // take() may be waiting to learn that everything ended
+  monitor_wake_.notify_all();
+}
+
+void SourceSet::run_files(Source& s) {
+  while (!s.stop) {
+    std::pair<std::string, InputKind> input;
+    {
+      std::lock_guard lock(mu_);
+      if (s.next_input >= s.inputs.size()) {
+        if (!s.options.loop || s.inputs.empty() || s.inputs_done == 0) break;
+        s.next_input = 0;  // loop: start over (only once something could be read)
+      }
+      input = s.inputs[s.next_input++];
+    }
+    const bool tracked_job = s.job && settings_.shared->job;
+    if (tracked_job && settings_.shared->job->finished(input.first)) {
+      std::lock_guard lock(mu_);
+      s.inputs_skipped++;
+      continue;
+    }
+    std::string error;
+    if (!read_input(s, input.first, input.second, false, error)) break;
+    std::lock_guard lock(mu_);
+    if (error.empty()) {
+      s.inputs_done++;
+    } else {
+      s.inputs_failed++;
+      s.errors++;
+      s.reason = input.first + ": " + error;
+      if (s.bad_inputs.size() < kBadInputsShown) s.bad_inputs.push_back(s.reason);
+    }
+  }
+}
+
+void SourceSet::run_live(Source& s) {
+  const auto& [uri, kind] = s.inputs.front();
+  int attempt = 0;
+  while (!s.stop) {
+    const std::uint64_t before = s.frames.load();
+    std::string error;
+    if (!read_input(s, uri, kind, true, error)) return;
+    if (s.frames.load() > before) attempt = 0;  // it worked for a while: start the delays over
+    ++attempt;
+    s.errors++;
+    if (error.empty()) error = "the stream ended";
+    if (s.options.max_attempts > 0 && attempt > s.options.max_attempts) {
+      set_state(s, SourceState::failed,
+                error + " (gave up after " + std::to_string(s.options.max_attempts) + " reconnection attempts)");
+      return;
+    }
+    // Jittered exponential backoff: the delay doubles per failed attempt up to the maximum, and each is
+    // drawn from [delay/2, delay] so that many cameras behind one outage do not reconnect in lockstep.
+    const double ceiling = std::min(s.options.backoff_max_s, s.options.backoff_initial_s * std::pow(2.0, attempt - 1));
+    double delay;
+    {
+      std::lock_guard lock(mu_);
+      delay = std::uniform_real_distribution<double>(ceiling / 2, ceiling)(jitter_rng_);
+      s.next_attempt_ns = now_ns() + static_cast<std::int64_t>(delay * 1e9);
+    }
+    set_state(s, SourceState::backoff, error);
+    if (!wait_backoff(s, delay)) return;
+    s.reconnects++;
+  }
+}
+
+bool SourceSet::wait_backoff(Source& s, double seconds) {
+  std::unique_lock lock(mu_);
+  s.wake.wait_for(lock, std::chrono::duration<double>(seconds), [&] { return s.stop.load(); });
+  return !s.stop;
+}
+
+bool SourceSet::read_input(Source& s, const std::string& uri, InputKind kind, bool live, std::string& error) {
+  auto& tracker = settings_.shared->inputs;
+  set_state(s, SourceState::connecting);
+  std::unique_ptr<FrameReader> reader;
+  try {
+    reader = ReaderRegistry::global().open(kind, uri, s.options.reader);
+  } catch (const std::exception& e) {
+    error = e.what();
+    if (!live) tracker.end(tracker.begin(s.id, uri, kind, 0), error);  // listed, recorded failed by a job
+    return !s.stop;
+  }
+  const InputInfo& info = reader->info();
+  const std::uint32_t input = tracker.begin(s.id, uri, kind, info.frames_total);
+  set_state(s, SourceState::live);
+  const double rate = s.options.rate_limit;
+  const std::int64_t period_ns = rate > 0 ? static_cast<std::int64_t>(1e9 / rate) : 0;
+  std::int64_t next_due = now_ns();
+  const double native_fps = info.fps > 0 ? info.fps : 30.0;
+  bool ended = false;
+  for (std::uint64_t index = 0; !s.stop; ++index) {
+    if (period_ns && !live) {
+      // Files: pace to the rate limit (blocking sources never drop).
+      const std::int64_t wait = next_due - now_ns();
+      if (wait > 0) {
+        std::unique_lock lock(mu_);
+        s.wake.wait_for(lock, std::chrono::nanoseconds(wait), [&] { return s.stop.load(); });
+        if (s.stop) break;
+      }
+      next_due = std::max(next_due + period_ns, now_ns() - period_ns);
+    }
+    const int slot = claim_slot(s);
+    if (slot < 0) break;
+    const FrameTarget target{s.ring.data() + frame_bytes_ * static_cast<std::size_t>(slot), settings_.width,
+                             settings_.height, settings_.pixel};
+    std::string why;
+    const ReadStatus status = reader->read(target, why);
+    if (status != ReadStatus::frame) {
+      release_slot(s, slot);
+      ended = true;
+      if (status == ReadStatus::error) error = why;
+      break;
+    }
+    const std::int64_t now = now_ns();
+    FrameMeta meta;
+    meta.source_id = s.id;
+    meta.sequence = s.sequence++;
+    meta.pts_ns = static_cast<std::int64_t>(static_cast<double>(index) * 1e9 / native_fps);
+    meta.capture_ns = now;
+    meta.input = input;
+    meta.input_frame = index;
+    tracker.decoded(input);
+    s.last_frame_ns = now;
+    if (period_ns && live) {
+      if (now < next_due) {  // live: over the rate limit, this frame goes
+        release_slot(s, slot);
+        drop_frame(s, meta, "rate limit");
+        continue;
+      }
+      next_due = std::max(next_due + period_ns, now - period_ns);
+    }
+    if (const auto& tap = settings_.shared->tap) tap->put(meta, target);
+    publish(s, slot, meta);
+  }
+  if (ended) tracker.end(input, error);
+  else tracker.interrupt(input);  // stopped (shutdown, removal) before its end
+  return !s.stop;
+}
+
+int SourceSet::claim_slot(Source& s) {
+  std::unique_lock lock(mu_);
+  while (true) {
+    if (s.stop) return -1;
+    for (std::size_t i = 0; i < s.slots.size(); ++i)
+      if (s.slots[i] == SlotState::free) {
+        s.slots[i] = SlotState::writing;
+        return static_cast<int>(i);
+      }
+    if (s.leaky && !s.ready.empty()) {
+      // Live and the pipeline is behind: the oldest decoded frame makes room for the newest.
+      const int oldest = s.ready.front();
+      s.ready.pop_front();
+      s.slots[static_cast<std::size_t>(oldest)] = SlotState::writing;
+      drop_frame(s, s.slot_meta[static_cast<std::size_t>(oldest)], "pipeline behind (leaky: oldest)");
+      return oldest;
+    }
+    space_free_.wait(lock);
+  }
+}
+
+void SourceSet::publish(Source& s, int slot, FrameMeta meta) {
+  {
+    std::lock_guard lock(mu_);
+    s.slots[static_cast<std::size_t>(slot)] = SlotState::ready;
+    s.slot_meta[static_cast<std::size_t>(slot)] = meta;
+    s.ready.push_back(slot);
+    s.frames++;
+    if (s.state == SourceState::stalled || s.state == SourceState::connecting) {
+      s.state = SourceState::live;
+      s.reason.clear();
+    }
+  }
+  frame_ready_.notify_one();
+}
+
+void SourceSet::release_slot(Source& s, int slot) {
+  {
+    std::lock_guard lock(mu_);
+    s.slots[static_cast<std::size_t>(slot)] = SlotState::free;
+  }
+  space_free_.notify_all();
+}
+
+// A decoded frame that never enters a batch: produced and dropped at once, so the totals still add up.
+void SourceSet::drop_frame(Source& s, const FrameMeta& meta, const char* why) {
+  s.dropped++;
+  if (ledger_) {
+    ledger_->produced(1);
+    ledger_->dropped(1, "source '" + s.name + "': " + why);
+  }
+  settings_.shared->inputs.settle(std::span<const FrameMeta>(&meta, 1), FrameFate::dropped);
+}
+
+int SourceSet::take(Batch& batch, std::int64_t batch_timeout_ns, const std::atomic<bool>& stop, bool wait_when_idle) {
+  int added = 0;
+  bool waited = false;
+  std::int64_t deadline = 0;
+  std::unique_lock lock(mu_);
+  while (batch.count < batch.desc.batch) {
+    // The next source with a frame, in turn after the one served last, so one busy source cannot starve others.
+    Source* from = nullptr;
+    const std::size_t n = sources_.size();
+    auto it = sources_.begin();
+    std::advance(it, n ? round_robin_ % n : 0);
+    for (std::size_t k = 0; k < n; ++k) {
+      if (it == sources_.end()) it = sources_.begin();
+      if (!(*it)->ready.empty()) {
+        from = it->get();
+        round_robin_ = (round_robin_ + k + 1) % n;
+        break;
+      }
+      ++it;
+    }
+    if (from) {
+      const int slot = from->ready.front();
+      from->ready.pop_front();
+      from->slots[static_cast<std::size_t>(slot)] = SlotState::reading;
+      const FrameMeta meta = from->slot_meta[static_cast<std::size_t>(slot)];
+      lock.unlock();
+      std::memcpy(batch.item(batch.count), from->ring.data() + frame_bytes_ * static_cast<std::size_t>(slot), frame_bytes_);
+      batch.frames.push_back(meta);
+      batch.count++;
+      if (added++ == 0) deadline = now_ns() + batch_timeout_ns;
+      lock.lock();
+      from->slots[static_cast<std::size_t>(slot)] = SlotState::free;
+      space_free_.notify_all();
+      continue;
+    }
+    if (added == 0) {
+      if (stop.load(std::memory_order_relaxed)) break;
+      bool alive = false;
+      for (const auto& s : sources_) alive = alive || s->running > 0;
+      if (!alive && !wait_when_idle) break;  // nothing can arrive any more
+      if (waited) break;                     // the caller looks at stop/pause and calls again
+      frame_ready_.wait_for(lock, std::chrono::milliseconds(50));
+      waited = true;
+    } else {
+      const std::int64_t left = deadline - now_ns();
+      if (left <= 0) break;
+      frame_ready_.wait_for(lock, std::chrono::nanoseconds(left));
+    }
+  }
+  return added;
+}
+
+bool SourceSet::exhausted() const {
+  std::lock_guard lock(mu_);
+  for (const auto& s : sources_)
+    if (s->running > 0 || !s->ready.empty()) return false;
+  return true;
+}
+
+SourceReport SourceSet::report(const Source& s, std::int64_t now) const {
+  SourceReport r;
+  r.id = s.id;
+  r.name = s.name;
+  r.uri = s.options.uri;
+  r.kind = s.kind;
+  r.state = s.state;
+  r.reason = s.reason;
+  r.leaky = s.leaky;
+  r.frames = s.frames;
+  r.dropped = s.dropped;
+  r.errors = s.errors;
+  r.reconnects = s.reconnects;
+  r.inputs_total = s.inputs.size();
+  r.inputs_done = s.inputs_done;
+  r.inputs_failed = s.inputs_failed;
+  r.inputs_skipped = s.inputs_skipped;
+  r.fps = s.fps;
+  const std::int64_t last = s.last_frame_ns;
+  r.since_last_frame_s = last ? static_cast<double>(now - last) / 1e9 : -1;
+  if (s.state == SourceState::backoff) r.next_attempt_in_s = std::max(0.0, static_cast<double>(s.next_attempt_ns - now) / 1e9);
+  r.bad_inputs = s.bad_inputs;
+  return r;
+}
+
+std::vector<SourceReport> SourceSet::sources() const {
+  const std::int64_t now = now_ns();
+  std::lock_guard lock(mu_);
+  std::vector<SourceReport> out;
+  for (const auto& s : sources_) out.push_back(report(*s, now));
+  return out;
+}
+
+// Four times a second (or when woken): the stall watchdog, frame rates, and joining decode threads that
+// finished; removed sources whose frames were all taken are forgotten (a 24/7 service adds and removes many).
+void SourceSet::monitor() {
+  std::unique_lock lock(mu_);
+  while (!monitor_exit_) {
+    const std::int64_t now = now_ns();
+    for (auto it = sources_.begin(); it != sources_.end();) {
+      Source& s = **it;
+      if (now - s.fps_at_ns >= 1'000'000'000) {
+        const std::uint64_t frames = s.frames;
+        if (s.fps_at_ns) s.fps = static_cast<double>(frames - s.fps_frames) * 1e9 / static_cast<double>(now - s.fps_at_ns);
+        s.fps_frames = frames;
+        s.fps_at_ns = now;
+      }
+      const std::int64_t last = s.last_frame_ns;
+      const auto stall_ns = static_cast<std::int64_t>(s.options.stall_timeout_s * 1e9);
+      if (s.live && s.state == SourceState::live && last && now - last > stall_ns) {
+        s.state = SourceState::stalled;
+        char why[96];
+        std::snprintf(why, sizeof why, "no frame for %.1f s", static_cast<double>(now - last) / 1e9);
+        s.reason = why;
+        spdlog::warn("source '{}': live -> stalled: {}", s.name, s.reason);
+      }
+      if (s.running == 0 && !s.joined) {
+        std::vector<std::thread> threads = std::move(s.threads);
+        lock.unlock();
+        for (auto& t : threads)
+          if (t.joinable()) t.join();  // finished already: returns at once
+        lock.lock();
+        s.joined = true;
+      }
+      const bool drained = s.ready.empty() &&
+                           std::all_of(s.slots.begin(), s.slots.end(), [](SlotState st) { return st == SlotState::free; });
+      if (s.joined && drained && s.state == SourceState::removed) {
+        it = sources_.erase(it);  // its ring memory goes with it
+        continue;
+      }
+      ++it;
+    }
+    monitor_wake_.wait_for(lock, std::chrono::milliseconds(250));
+  }
+}
+
+}  // namespace sluice

@@ -1,0 +1,91 @@
+#pragma once
+// The decode stage's sources: each source (one URI: a file, a directory or glob job, a camera, a stream, a
+// test pattern) decodes on its own thread(s) into a small ring of frame slots, with its own state machine
+//   connecting -> live -> stalled -> backoff -> live | eos | failed     (and removed, from the control socket)
+// and the stage takes frames of every source into one batch. Live sources reconnect with jittered
+// exponential backoff and drop their oldest frame when the pipeline is behind (counted); files block.
+//
+// Every frame a source decodes is counted: handed on in a batch, or dropped here with a reason (ledger and
+// input tracker both learn of it), so conservation holds across sources added and removed at run time.
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "runtime/batch.hpp"
+#include "runtime/input_tracker.hpp"
+#include "runtime/source_control.hpp"
+#include "runtime/stats.hpp"
+
+namespace sluice {
+
+struct SourceSetSettings {
+  int width = 0, height = 0;
+  PixelFormat pixel = PixelFormat::bgr8;
+  MemoryKind ring_memory = MemoryKind::host;  // pinned when the pipeline runs on the GPU
+  int ring_frames = 4;                        // per source, plus one per decode thread
+  std::shared_ptr<PipelineShared> shared;     // input tracker, job ledger, frame tap
+};
+
+class SourceSet final : public SourceControl {
+ public:
+  explicit SourceSet(SourceSetSettings settings);
+  ~SourceSet() override;
+  SourceSet(const SourceSet&) = delete;
+  SourceSet& operator=(const SourceSet&) = delete;
+
+  // Frames dropped before batching are counted here (the pipeline's ledger); set before the first add.
+  void set_ledger(FrameLedger* ledger) { ledger_ = ledger; }
+
+  std::vector<SourceReport> sources() const override;
+  std::uint32_t add_source(SourceOptions options) override;
+  bool remove_source(const std::string& id_or_name) override;
+
+  // Moves ready frames into `batch` (from its current count up to its capacity), fairly across sources.
+  // Waits for the first frame until one is ready or `stop` is set, or (unless wait_when_idle) every source
+  // ended; returns within ~50 ms either way so the caller can look again. Later frames are waited for
+  // until batch_timeout after the first. Returns the number of frames added.
+  int take(Batch& batch, std::int64_t batch_timeout_ns, const std::atomic<bool>& stop, bool wait_when_idle);
+  // Stops every source's decoding (what is already decoded can still be taken).
+  void stop_all();
+  // True when no source can produce another frame and nothing is left to take.
+  bool exhausted() const;
+
+ private:
+  struct Source;
+  void run_worker(Source& s, int worker);
+  void run_live(Source& s);
+  void run_files(Source& s);
+  // Reads one input to its end; returns false when the source was stopped meanwhile.
+  bool read_input(Source& s, const std::string& uri, InputKind kind, bool live, std::string& error);
+  int claim_slot(Source& s);                 // blocks (files) or evicts the oldest frame (live)
+  void publish(Source& s, int slot, FrameMeta meta);
+  void release_slot(Source& s, int slot);    // a claimed slot that holds no frame after all
+  void drop_frame(Source& s, const FrameMeta& meta, const char* why);
+  void set_state(Source& s, SourceState state, std::string reason = {});
+  bool wait_backoff(Source& s, double seconds);
+  void monitor();                            // stall watchdog, reaping of removed sources
+  SourceReport report(const Source& s, std::int64_t now) const;
+
+  SourceSetSettings settings_;
+  std::size_t frame_bytes_;
+  FrameLedger* ledger_ = nullptr;
+  mutable std::mutex mu_;  // rings, states, the source list
+  std::condition_variable frame_ready_, space_free_, monitor_wake_;
+  std::list<std::unique_ptr<Source>> sources_;
+  std::uint32_t next_id_ = 1;
+  std::size_t round_robin_ = 0;
+  bool stopping_ = false;
+  bool monitor_exit_ = false;
+  std::mt19937_64 jitter_rng_{std::random_device{}()};
+  std::thread monitor_;
+};
+
+}  // namespace sluice

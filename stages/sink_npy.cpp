@@ -1,0 +1,117 @@
+#include "stages/sink_npy.hpp"
+
+#include <cstddef>
+#include <cstdio>
+
+#include <nlohmann/json.hpp>
+
+#include "kernels/half.hpp"
+#include "kernels/topk.hpp"
+#include "runtime/errors.hpp"
+
+namespace sluice::sinks {
+namespace fs = std::filesystem;
+
+NpyWriter::NpyWriter(const PayloadDesc& d, fs::path dir, WriteRetry& retry, std::string stage)
+    : desc_(d), dir_(std::move(dir)), retry_(retry), stage_(std::move(stage)) {
+  switch (d.kind) {
+    case PayloadKind::frames:
+      descr_ = "'|u1'";
+      if (d.pixel == PixelFormat::nv12 || d.pixel == PixelFormat::i420)
+        item_shape_ = {d.height * 3 / 2, d.width};
+      else
+        item_shape_ = {d.height, d.width, d.pixel == PixelFormat::gray8 ? 1 : 3};
+      break;
+    case PayloadKind::tensor:
+      descr_ = d.dtype == DType::u8 ? "'|u1'" : d.dtype == DType::f16 ? "'<f2'" : "'<f4'";
+      item_shape_ = d.layout == Layout::nchw ? std::vector<int>{d.channels, d.height, d.width}
+                                             : std::vector<int>{d.height, d.width, d.channels};
+      break;
+    case PayloadKind::classes:
+      static_assert(sizeof(kernels::ClassScore) == 8 && offsetof(kernels::ClassScore, index) == 4);
+      descr_ = "[('score', '<f4'), ('index', '<i4')]";
+      item_shape_ = {d.channels};
+      break;
+  }
+}
+
+void NpyWriter::open() {
+  create_directory_or_throw(dir_);
+  remove_stale_temps(dir_, stage_);
+  const std::string index = (dir_ / "index.jsonl").string();
+  if (const int err = index_.try_open(index, OutputFile::Mode::truncate))
+    throw StageError("cannot open '" + index + "' for writing: " + errno_text(err));
+}
+
+void NpyWriter::write(const Batch& b) {
+  char name[32];
+  std::snprintf(name, sizeof name, "batch-%08llu.npy", static_cast<unsigned long long>(batches_));
+  const fs::path path = dir_ / name, temp = temp_path(dir_, name);
+  OutputFile f;
+  try {
+    f.open(temp.string(), OutputFile::Mode::truncate, retry_);
+    f.append(header(b.count), retry_);
+    if (desc_.kind == PayloadKind::tensor && desc_.dtype == DType::bf16) {
+      const std::size_t n = desc_.item_bytes() / 2 * static_cast<std::size_t>(b.count);
+      widened_.resize(n);
+      const auto* bits = reinterpret_cast<const std::uint16_t*>(b.item(0));
+      for (std::size_t i = 0; i < n; ++i) widened_[i] = kernels::bf16_bits_to_float(bits[i]);
+      f.append({reinterpret_cast<const char*>(widened_.data()), n * sizeof(float)}, retry_);
+    } else {
+      const std::size_t bytes = desc_.item_bytes() * static_cast<std::size_t>(b.count);
+      f.append({reinterpret_cast<const char*>(b.item(0)), bytes}, retry_);
+    }
+    f.sync(retry_);
+    f.close();
+    commit_rename(temp, path, retry_);
+  } catch (...) {
+    f.close_quietly();
+    std::remove(temp.c_str());
+    throw;
+  }
+  ++batches_;
+  lines_.clear();
+  for (int row = 0; row < b.count; ++row) {
+    const FrameMeta& m = b.frames[static_cast<std::size_t>(row)];
+    lines_ += nlohmann::json{{"file", name}, {"row", row}, {"source_id", m.source_id}, {"sequence", m.sequence},
+                             {"pts_ns", m.pts_ns}}
+                  .dump();
+    lines_ += '\n';
+  }
+  const std::uint64_t before = index_.size();
+  try {
+    index_.append(lines_, retry_);
+  } catch (...) {
+    index_.truncate_to(before);
+    throw;
+  }
+}
+
+void NpyWriter::sync_index() {
+  if (index_.is_open()) index_.sync(retry_);
+}
+
+void NpyWriter::close() {
+  if (!index_.is_open()) return;
+  index_.sync(retry_);
+  index_.close();
+}
+
+std::string NpyWriter::header(int count) const {
+  std::string shape = "(" + std::to_string(count);
+  for (int dim : item_shape_) shape += ", " + std::to_string(dim);
+  shape += ")";
+  std::string dict = "{'descr': " + descr_ + ", 'fortran_order': False, 'shape': " + shape + ", }";
+  // Magic (6) + version (2) + length (2) + dict + '\n', padded with spaces to a multiple of 64 bytes.
+  const std::size_t total = (10 + dict.size() + 1 + 63) / 64 * 64;
+  dict.append(total - 10 - dict.size() - 1, ' ');
+  dict += '\n';
+  std::string out = "\x93NUMPY";
+  out += '\x01';
+  out += '\x00';
+  out += static_cast<char>(dict.size() & 0xff);
+  out += static_cast<char>(dict.size() >> 8);
+  return out + dict;
+}
+
+}  // namespace sluice::sinks

@@ -1,0 +1,362 @@
+#include "stages/sink_outputs.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <set>
+#include <system_error>
+#include <thread>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "runtime/errors.hpp"
+
+namespace sluice::sinks {
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string utc_format(const char* format) {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, format, &tm);
+  return buf;
+}
+
+std::string seconds_text(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g s", s);
+  return buf;
+}
+
+}  // namespace
+
+std::string utc_iso_now() { return utc_format("%Y-%m-%dT%H:%M:%SZ"); }
+std::string utc_compact_now() { return utc_format("%Y%m%dT%H%M%S"); }
+std::string errno_text(int err) { return std::error_code(err, std::generic_category()).message(); }
+
+// ---- WriteRetry ----------------------------------------------------------------------------------------
+
+WriteRetry::WriteRetry(std::string stage, double give_up_s) : stage_(std::move(stage)), give_up_s_(give_up_s) {}
+
+void WriteRetry::set_health(std::string h) {
+  std::lock_guard lock(mu_);
+  health_ = std::move(h);
+  unhealthy_.store(!health_.empty(), std::memory_order_relaxed);
+}
+
+std::string WriteRetry::health() const {
+  std::lock_guard lock(mu_);
+  return health_;
+}
+
+void WriteRetry::run(std::string_view what, const std::string& path, const std::function<int()>& attempt) {
+  int err = attempt();
+  if (err == 0) {
+    if (unhealthy_.load(std::memory_order_relaxed)) set_health({});
+    return;
+  }
+  using clock = std::chrono::steady_clock;
+  const auto start = clock::now();
+  const std::string since = utc_iso_now();
+  const std::string op = std::string(what) + " '" + path + "'";
+  std::set<int> logged;  // errno values already logged in this blocked spell
+  double delay = 0.1;
+  while (true) {
+    const bool stopping = stop_ && stop_->load(std::memory_order_relaxed);
+    const double limit = give_up_s_ > 0 ? give_up_s_ : stopping ? kStoppingGiveUpS : 0;
+    const std::string limit_text = limit > 0 ? "gives up after " + seconds_text(limit) : "retrying until it works";
+    set_health("blocked: " + op + ": " + errno_text(err) + " since " + since + " (" + limit_text + ")");
+    if (logged.insert(err).second)
+      spdlog::warn("stage '{}': {} failed: {}; retrying, the pipeline waits ({})", stage_, op, errno_text(err),
+                   limit_text);
+    const double elapsed = std::chrono::duration<double>(clock::now() - start).count();
+    if (limit > 0 && elapsed >= limit) {
+      const std::string reason = op + " failed: " + errno_text(err);
+      set_health("gave up: " + reason + " at " + utc_iso_now() + " (blocked since " + since + ")");
+      throw StageError(reason + " (gave up after " + seconds_text(limit) + " of retries)");
+    }
+    const double wait = limit > 0 ? std::min(delay, limit - elapsed) : delay;
+    std::this_thread::sleep_for(std::chrono::duration<double>(std::max(wait, 0.0)));
+    delay = std::min(delay * 2, 2.0);
+    err = attempt();
+    if (err == 0) {
+      spdlog::info("stage '{}': {} works again after {:.1f} s", stage_, op,
+                   std::chrono::duration<double>(clock::now() - start).count());
+      set_health({});
+      return;
+    }
+  }
+}
+
+// ---- OutputFile ----------------------------------------------------------------------------------------
+
+OutputFile::OutputFile(OutputFile&& o) noexcept
+    : fd_(std::exchange(o.fd_, -1)), size_(o.size_), path_(std::move(o.path_)) {}
+
+OutputFile& OutputFile::operator=(OutputFile&& o) noexcept {
+  if (this != &o) {
+    close_quietly();
+    fd_ = std::exchange(o.fd_, -1);
+    size_ = o.size_;
+    path_ = std::move(o.path_);
+  }
+  return *this;
+}
+
+OutputFile::~OutputFile() { close_quietly(); }
+
+int OutputFile::try_open(const std::string& path, Mode mode) {
+  close_quietly();
+  // Always O_APPEND: after truncate_to() the next write lands at the new end, never past a hole.
+  const int flags = O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (mode == Mode::truncate ? O_TRUNC : 0);
+  const int fd = ::open(path.c_str(), flags, 0644);
+  if (fd < 0) return errno;
+  struct stat st {};
+  size_ = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? static_cast<std::uint64_t>(st.st_size) : 0;
+  fd_ = fd;
+  path_ = path;
+  return 0;
+}
+
+void OutputFile::open(const std::string& path, Mode mode, WriteRetry& retry) {
+  retry.run("creating", path, [&] { return try_open(path, mode); });
+}
+
+void OutputFile::append(std::string_view bytes, WriteRetry& retry) {
+  std::size_t done = 0;
+  retry.run("writing", path_, [&] {
+    while (done < bytes.size()) {
+      const ssize_t n = ::write(fd_, bytes.data() + done, bytes.size() - done);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return errno;
+      }
+      done += static_cast<std::size_t>(n);
+      size_ += static_cast<std::uint64_t>(n);
+    }
+    return 0;
+  });
+}
+
+void OutputFile::sync(WriteRetry& retry) {
+  retry.run("syncing", path_, [&] {
+    if (::fsync(fd_) == 0) return 0;
+    // EINVAL/EROFS: a special file that does not sync (a pipe, /dev/null): nothing to wait for.
+    return errno == EINVAL || errno == EROFS ? 0 : errno;
+  });
+}
+
+void OutputFile::truncate_to(std::uint64_t size) noexcept {
+  if (fd_ < 0 || size >= size_) return;
+  if (::ftruncate(fd_, static_cast<off_t>(size)) == 0) size_ = size;
+}
+
+void OutputFile::close() {
+  if (fd_ < 0) return;
+  const int fd = std::exchange(fd_, -1);
+  if (::close(fd) != 0 && errno != EINTR)
+    throw StageError("closing '" + path_ + "' failed: " + errno_text(errno));
+}
+
+void OutputFile::close_quietly() noexcept {
+  if (fd_ >= 0) ::close(std::exchange(fd_, -1));
+}
+
+// ---- directories and renames ---------------------------------------------------------------------------
+
+void sync_directory(const fs::path& dir, WriteRetry& retry) {
+  const std::string d = dir.empty() ? std::string(".") : dir.string();
+  retry.run("syncing directory", d, [&] {
+    const int fd = ::open(d.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return errno;
+    const int rc = ::fsync(fd);
+    const int err = rc == 0 || errno == EINVAL ? 0 : errno;
+    ::close(fd);
+    return err;
+  });
+}
+
+void commit_rename(const fs::path& from, const fs::path& to, WriteRetry& retry) {
+  retry.run("renaming to '" + to.string() + "'", from.string(), [&] {
+    if (::rename(from.c_str(), to.c_str()) == 0) return 0;
+    const int err = errno;
+    std::error_code ec;
+    if ((err == ENOTEMPTY || err == EEXIST) && fs::is_directory(from, ec)) {
+      // A directory from an earlier run is there: swap ours in atomically, then remove the old one (which now
+      // has the temporary name, so a crash before the removal leaves a stale temp for the next open()).
+      if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_EXCHANGE) != 0) return errno;
+      fs::remove_all(from, ec);
+      return 0;
+    }
+    return err;
+  });
+  sync_directory(to.parent_path(), retry);
+}
+
+void create_directory_or_throw(const fs::path& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw StageError("cannot create directory '" + dir.string() + "': " + ec.message());
+  if (!fs::is_directory(dir, ec)) throw StageError("'" + dir.string() + "' is not a directory");
+}
+
+std::size_t remove_stale_temps(const fs::path& dir, const std::string& stage) {
+  std::error_code ec;
+  std::size_t removed = 0;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.size() < 2 || name[0] != '.' || name.find(".sluice-tmp") == std::string::npos) continue;
+    std::error_code rm;
+    fs::remove_all(it->path(), rm);
+    if (rm) {
+      spdlog::warn("stage '{}': cannot remove the stale temporary '{}': {}", stage, it->path().string(), rm.message());
+    } else {
+      spdlog::info("stage '{}': removed '{}', left by a run that did not finish it", stage, it->path().string());
+      ++removed;
+    }
+  }
+  return removed;
+}
+
+fs::path temp_path(const fs::path& dir, const std::string& final_name) {
+  return dir / ("." + final_name + ".sluice-tmp");
+}
+
+// ---- names ---------------------------------------------------------------------------------------------
+
+std::string safe_name(std::string_view s) {
+  std::string out;
+  for (const char c : s) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+                    c == '_' || c == '+' || c == '-';
+    out += ok ? c : '_';
+  }
+  out.erase(0, out.find_first_not_of('.'));
+  if (out.size() > 100) out.resize(100);
+  return out.empty() ? "input" : out;
+}
+
+std::string uri_stem(const std::string& uri) {
+  std::string s = uri;
+  if (const auto scheme = s.find("://"); scheme != std::string::npos) {
+    s.erase(0, scheme + 3);
+    if (const auto q = s.find_first_of("?#"); q != std::string::npos) s.erase(q);
+  }
+  while (s.size() > 1 && s.back() == '/') s.pop_back();
+  const fs::path p(s);
+  std::string stem = p.stem().string();
+  if (stem.find_first_of("%*?[") != std::string::npos)  // an image-sequence pattern: name it after its folder
+    stem = p.parent_path().filename().string();
+  return safe_name(stem);
+}
+
+std::string short_hash(std::string_view s) {
+  std::uint64_t h = 0xcbf29ce484222325ULL;
+  for (const char c : s) {
+    h ^= static_cast<unsigned char>(c);
+    h *= 0x100000001b3ULL;
+  }
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "%08" PRIx32, static_cast<std::uint32_t>(h ^ (h >> 32)));
+  return buf;
+}
+
+void OutputNames::open(const fs::path& dir) {
+  dir_ = dir;
+  by_key_.clear();
+  by_name_.clear();
+  torn_ = false;
+  std::ifstream in(dir / kClaimsFile, std::ios::binary);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::size_t pos = 0;
+  while (pos < text.size()) {
+    const auto nl = text.find('\n', pos);
+    if (nl == std::string::npos) {  // a claim cut short by a crash: it was never used
+      torn_ = true;
+      break;
+    }
+    const auto j = nlohmann::json::parse(text.begin() + static_cast<std::ptrdiff_t>(pos),
+                                         text.begin() + static_cast<std::ptrdiff_t>(nl), nullptr, false);
+    pos = nl + 1;
+    if (!j.is_object() || !j.contains("name") || !j["name"].is_string()) continue;
+    std::string key;
+    if (j.contains("input") && j["input"].is_string()) {
+      key = j["input"];
+    } else if (j.contains("input_hex") && j["input_hex"].is_string()) {
+      const std::string hex = j["input_hex"];
+      auto digit = [](char c) { return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1; };
+      for (std::size_t i = 0; i + 1 < hex.size(); i += 2) {
+        const int hi = digit(hex[i]), lo = digit(hex[i + 1]);
+        if (hi < 0 || lo < 0) break;
+        key += static_cast<char>(hi * 16 + lo);
+      }
+      if (key.empty()) continue;
+    } else {
+      continue;
+    }
+    const std::string name = j["name"];
+    if (by_key_.count(key) || by_name_.count(name)) continue;
+    by_key_[key] = name;
+    by_name_[name] = key;
+  }
+}
+
+std::string OutputNames::for_input(const std::string& uri, WriteRetry& retry) {
+  return claim(uri, uri_stem(uri), retry);
+}
+
+std::string OutputNames::for_source(const std::string& source_name, WriteRetry& retry) {
+  return claim("source:" + source_name, safe_name(source_name), retry);
+}
+
+std::string OutputNames::claim(const std::string& key, const std::string& stem, WriteRetry& retry) {
+  if (auto it = by_key_.find(key); it != by_key_.end()) return it->second;
+  std::string name = stem;
+  if (by_name_.count(name)) {
+    const std::string hashed = stem + "-" + short_hash(key);
+    name = hashed;
+    for (int n = 2; by_name_.count(name); ++n) name = hashed + "-" + std::to_string(n);
+  }
+  const fs::path file = dir_ / kClaimsFile;
+  std::error_code ec;
+  const bool existed = fs::exists(file, ec);
+  std::string line;
+  if (torn_) line += '\n';
+  try {
+    line += nlohmann::json{{"name", name}, {"input", key}}.dump();
+  } catch (const nlohmann::json::type_error&) {  // not UTF-8 (a path can be any bytes): kept exactly, as hex
+    std::string hex;
+    for (const unsigned char c : key) {
+      static constexpr char kDigits[] = "0123456789abcdef";
+      hex += kDigits[c >> 4];
+      hex += kDigits[c & 15];
+    }
+    line += nlohmann::json{{"name", name}, {"input_hex", hex}}.dump();
+  }
+  line += '\n';
+  OutputFile out;
+  out.open(file.string(), OutputFile::Mode::append, retry);
+  out.append(line, retry);
+  out.sync(retry);
+  out.close();
+  if (!existed) sync_directory(dir_, retry);
+  torn_ = false;
+  by_key_[key] = name;
+  by_name_[name] = key;
+  return name;
+}
+
+}  // namespace sluice::sinks

@@ -1,0 +1,134 @@
+#include "stages/sink_records.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <limits>
+
+#include <nlohmann/json.hpp>
+
+#include "kernels/half.hpp"
+
+namespace sluice::sinks {
+
+std::string Origins::source_name(std::uint32_t source_id) const {
+  std::string name = shared_ ? shared_->inputs.source_name(source_id) : std::string();
+  return name.empty() ? "source" + std::to_string(source_id) : name;
+}
+
+const Origin& Origins::of(const FrameMeta& f) {
+  if (f.input == 0) {
+    auto it = sources_.find(f.source_id);
+    if (it == sources_.end()) it = sources_.emplace(f.source_id, Origin{source_name(f.source_id), {}}).first;
+    return it->second;
+  }
+  auto it = inputs_.find(f.input);
+  if (it == inputs_.end()) {
+    Origin o;
+    if (shared_)
+      if (auto p = shared_->inputs.get(f.input)) {
+        o.uri = p->uri;
+        o.source = p->source;
+      }
+    if (o.source.empty()) o.source = source_name(f.source_id);
+    if (o.uri.empty()) o.uri = "input" + std::to_string(f.input);  // not known to the tracker: still distinct
+    it = inputs_.emplace(f.input, std::move(o)).first;
+  }
+  return it->second;
+}
+
+PayloadSummary summarise(const PayloadDesc& d, const std::byte* item) {
+  const std::size_t n = d.kind == PayloadKind::frames ? d.item_bytes() : d.item_bytes() / dtype_bytes(d.dtype);
+  PayloadSummary s{0, std::numeric_limits<double>::max(), std::numeric_limits<double>::lowest()};
+  auto add = [&](double v) {
+    s.mean += v;
+    s.min = std::min(s.min, v);
+    s.max = std::max(s.max, v);
+  };
+  if (d.kind == PayloadKind::frames || d.dtype == DType::u8) {
+    for (std::size_t i = 0; i < n; ++i) add(static_cast<double>(reinterpret_cast<const std::uint8_t*>(item)[i]));
+  } else if (d.dtype == DType::f32) {
+    for (std::size_t i = 0; i < n; ++i) add(reinterpret_cast<const float*>(item)[i]);
+  } else {
+    const auto* bits = reinterpret_cast<const std::uint16_t*>(item);
+    const bool bf16 = d.dtype == DType::bf16;
+    for (std::size_t i = 0; i < n; ++i)
+      add(bf16 ? kernels::bf16_bits_to_float(bits[i]) : kernels::half_bits_to_float(bits[i]));
+  }
+  if (n) s.mean /= static_cast<double>(n);
+  return s;
+}
+
+std::span<const kernels::ClassScore> class_scores(const PayloadDesc& d, const std::byte* item) {
+  return {reinterpret_cast<const kernels::ClassScore*>(item), static_cast<std::size_t>(d.channels)};
+}
+
+std::string class_name(const PayloadDesc& d, std::int32_t index) {
+  if (d.labels && index >= 0 && static_cast<std::size_t>(index) < d.labels->size())
+    return (*d.labels)[static_cast<std::size_t>(index)];
+  return "class " + std::to_string(index);
+}
+
+std::string item_shape(const PayloadDesc& d) {
+  const std::string s = d.describe();
+  return s.substr(0, s.find(" x"));  // drop the batch and memory suffix
+}
+
+std::string RecordFormatter::json(const Batch& b, int i, const Origin& origin, std::int64_t now) const {
+  const FrameMeta& f = b.frames[static_cast<std::size_t>(i)];
+  nlohmann::json j;
+  j["source"] = f.source_id;
+  j["source_name"] = origin.source;
+  if (f.input != 0) {
+    j["input"] = origin.uri;
+    j["input_frame"] = f.input_frame;
+  }
+  j["sequence"] = f.sequence;
+  j["pts_ns"] = f.pts_ns;
+  // Per-stage time: from capture (or the previous stage's finish) to this stage's finish, in ms.
+  nlohmann::json stages = nlohmann::json::object();
+  std::int64_t prev = f.capture_ns;
+  for (int st = 0; st < index_ && static_cast<std::size_t>(st) < names_.size(); ++st) {
+    const std::int64_t done = b.stage_done_ns[static_cast<std::size_t>(st)];
+    stages[names_[static_cast<std::size_t>(st)]] = static_cast<double>(done - prev) / 1e6;
+    prev = done;
+  }
+  j["stage_ms"] = std::move(stages);
+  j["latency_ms"] = static_cast<double>(now - f.capture_ns) / 1e6;
+  if (b.desc.kind == PayloadKind::classes) {
+    nlohmann::json best = nlohmann::json::array();
+    for (const kernels::ClassScore& c : class_scores(b.desc, b.item(i)))
+      best.push_back({{"index", c.index}, {"label", class_name(b.desc, c.index)}, {"score", c.score}});
+    j["classes"] = std::move(best);
+  } else {
+    const PayloadSummary s = summarise(b.desc, b.item(i));
+    j["payload"] = {{"shape", item_shape(b.desc)}, {"mean", s.mean}, {"min", s.min}, {"max", s.max}};
+  }
+  // Input paths are not always UTF-8: replace what is not instead of throwing.
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+std::string RecordFormatter::text(const Batch& b, int i, std::int64_t now) const {
+  const FrameMeta& f = b.frames[static_cast<std::size_t>(i)];
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "source %u seq %llu pts %.3fs latency %.2fms ", f.source_id,
+                static_cast<unsigned long long>(f.sequence), static_cast<double>(f.pts_ns) / 1e9,
+                static_cast<double>(now - f.capture_ns) / 1e6);
+  std::string out = buf;
+  if (b.desc.kind == PayloadKind::classes) {
+    const char* separator = "";
+    for (const kernels::ClassScore& c : class_scores(b.desc, b.item(i))) {
+      std::snprintf(buf, sizeof buf, " %.4f", static_cast<double>(c.score));
+      out += separator + class_name(b.desc, c.index) + buf;
+      separator = ", ";
+    }
+    out += '\n';
+  } else {
+    const PayloadSummary s = summarise(b.desc, b.item(i));
+    std::snprintf(buf, sizeof buf, "%s mean %.4f min %.4f max %.4f\n", item_shape(b.desc).c_str(), s.mean, s.min,
+                  s.max);
+    out += buf;
+  }
+  return out;
+}
+
+}  // namespace sluice::sinks

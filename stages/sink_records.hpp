@@ -1,0 +1,69 @@
+#pragma once
+// One record per frame, as the sinks write it: where the frame came from (source, input, index in the input),
+// its sequence and time stamps, per-stage times, and what the chain produced for it (the top-k classes by
+// label, or a mean/min/max summary of the payload).
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "kernels/topk.hpp"
+#include "runtime/batch.hpp"
+#include "runtime/input_tracker.hpp"
+
+namespace sluice::sinks {
+
+// Where a frame came from, as records and output names use it.
+struct Origin {
+  std::string source;  // the source's name ("source<N>" when it has none)
+  std::string uri;     // the input (a file path, a camera, a URL); empty for frames without one
+};
+
+// Names of sources and inputs from the pipeline's InputTracker, looked up once per input and kept until
+// forget() (the sink calls it when it finished the input). Works without shared state (tests, old pipelines).
+class Origins {
+ public:
+  explicit Origins(std::shared_ptr<PipelineShared> shared) : shared_(std::move(shared)) {}
+  const Origin& of(const FrameMeta& f);
+  void forget(std::uint32_t input) { inputs_.erase(input); }
+
+ private:
+  std::string source_name(std::uint32_t source_id) const;
+  std::shared_ptr<PipelineShared> shared_;
+  std::map<std::uint32_t, Origin> inputs_;   // by FrameMeta::input
+  std::map<std::uint32_t, Origin> sources_;  // frames without an input, by source id
+};
+
+struct PayloadSummary {
+  double mean = 0, min = 0, max = 0;
+};
+// Mean/min/max of one item: a cheap fingerprint of what the chain produced, for people and tests.
+PayloadSummary summarise(const PayloadDesc& d, const std::byte* item);
+// Classes items: the top-k entries, best first; a class's name is its label, or "class N" without labels.
+std::span<const kernels::ClassScore> class_scores(const PayloadDesc& d, const std::byte* item);
+std::string class_name(const PayloadDesc& d, std::int32_t index);
+// "tensor f32 nchw 3x64x96": the item's shape without the batch and memory suffix.
+std::string item_shape(const PayloadDesc& d);
+
+class RecordFormatter {
+ public:
+  // `stage_names` and `index`: the pipeline's stages and the sink's position (for stage_ms).
+  RecordFormatter(std::vector<std::string> stage_names, int index)
+      : names_(std::move(stage_names)), index_(index) {}
+
+  // Item `i` of `b` as one JSON object on one line (no newline):
+  //   source (id), source_name, input and input_frame (frames of an input only), sequence, pts_ns,
+  //   stage_ms {stage: ms from the previous stage's finish}, latency_ms (capture to `now`), and either
+  //   classes [{index, label, score}, ...] best first, or payload {shape, mean, min, max}.
+  std::string json(const Batch& b, int i, const Origin& origin, std::int64_t now) const;
+  // Item `i` as the stdout sink's text line (with a newline).
+  std::string text(const Batch& b, int i, std::int64_t now) const;
+
+ private:
+  std::vector<std::string> names_;
+  int index_;
+};
+
+}  // namespace sluice::sinks

@@ -1,0 +1,54 @@
+#pragma once
+// The record writers of the sink stage: where each frame's JSON record goes. The stage formats records and
+// feeds them here; a writer buffers one batch, writes it in flush() (blocking through the WriteRetry while
+// the disk does not take it), and commits per-input outputs in finish().
+//
+//   jsonl, per: run     one file for the run (or stdout), records as they come          (sink_jsonl.cpp)
+//   jsonl, per: source  one live file per source, rotated by size and/or age             (sink_jsonl.cpp)
+//   jsonl, per: file    one file per input, committed atomically when the input is done  (sink_per_input.cpp)
+//   directory           one JSON result per input, committed atomically likewise        (sink_per_input.cpp)
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "runtime/batch.hpp"
+#include "runtime/input_tracker.hpp"
+#include "stages/sink_outputs.hpp"
+#include "stages/sink_records.hpp"
+
+namespace sluice::sinks {
+
+class RecordWriter {
+ public:
+  virtual ~RecordWriter() = default;
+  // Makes the directory or opens the file; fails fast (StageError) when that cannot be done at all.
+  virtual void open() = 0;
+  // Buffers the record (one JSON object, no newline) of frame `f`; no I/O.
+  virtual void add(const FrameMeta& f, const Origin& origin, std::string_view record) = 0;
+  // Writes what add() buffered. When the retry gives up, the batch's records are taken back out of the
+  // current files (best effort) and StageError propagates: its frames are counted failed, not half-written.
+  virtual void flush() = 0;
+  // Drops what add() buffered without writing it (the batch failed before flush()).
+  virtual void discard_pending() noexcept = 0;
+  // Every frame of `input` is settled: make its records durable, commit its outputs, return their paths.
+  virtual std::vector<std::string> finish(const InputProgress& input) = 0;
+  // End of the run: commits outputs of frames without an input, discards those of inputs never finished.
+  virtual void close() = 0;
+};
+
+// jsonl, per: run. `path` "-" writes to stdout.
+std::unique_ptr<RecordWriter> make_jsonl_run_writer(std::string path, WriteRetry& retry);
+// jsonl, per: source: `<dir>/<source>.jsonl`, rotated before a record would take it past `rotate_bytes`
+// (0: no limit) or once its first record is `rotate_s` old (0: never) to `<source>-<UTC yyyymmddThhmmss>-<n>.jsonl`.
+std::unique_ptr<RecordWriter> make_jsonl_source_writer(std::filesystem::path dir, std::uint64_t rotate_bytes,
+                                                       double rotate_s, WriteRetry& retry, std::string stage);
+// jsonl, per: file: `<dir>/<name>.jsonl` per input.
+std::unique_ptr<RecordWriter> make_jsonl_file_writer(std::filesystem::path dir, WriteRetry& retry, std::string stage);
+// directory: `<dir>/<name>.json` per input: {"input", "source", "frames", "delivered", "dropped", "failed",
+// ["error",] "records": [...]}.
+std::unique_ptr<RecordWriter> make_directory_writer(std::filesystem::path dir, WriteRetry& retry, std::string stage);
+
+}  // namespace sluice::sinks

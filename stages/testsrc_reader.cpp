@@ -1,0 +1,68 @@
+// testsrc:PATTERN as a source URI: the synthetic patterns through the same per-source machinery as files
+// and cameras (sources added at run time, multi-source batches), with no media library needed.
+#include <chrono>
+#include <optional>
+#include <thread>
+
+#include "runtime/stats.hpp"
+#include "stages/builtin.hpp"
+#include "stages/testsrc.hpp"
+
+namespace sluice {
+namespace {
+
+class TestPatternReader final : public FrameReader {
+ public:
+  TestPatternReader(const std::string& uri, TestPattern pattern, const ReaderOptions& options)
+      : pattern_(pattern), options_(options) {
+    info_.uri = uri;
+    info_.kind = InputKind::testsrc;
+    info_.frames_total = options.frames ? static_cast<std::int64_t>(options.frames) : -1;
+    info_.fps = options.fps;
+    info_.backend = "testsrc";
+  }
+
+  ReadStatus read(const FrameTarget& target, std::string&) override {
+    if (options_.frames && next_ >= options_.frames) return ReadStatus::end;
+    if (!renderer_) {
+      renderer_.emplace(pattern_, target.pixel, target.width, target.height, options_.seed);
+      start_ns_ = now_ns();
+    }
+    if (options_.fps > 0) {  // a camera's pace: frame n is due n/fps after the first
+      const auto due = start_ns_ + static_cast<std::int64_t>(static_cast<double>(next_) * 1e9 / options_.fps);
+      if (const std::int64_t wait = due - now_ns(); wait > 0) std::this_thread::sleep_for(std::chrono::nanoseconds(wait));
+    }
+    renderer_->render(options_.animate ? next_ : 0, target.data);
+    ++next_;
+    return ReadStatus::frame;
+  }
+  const InputInfo& info() const override { return info_; }
+
+ private:
+  TestPattern pattern_;
+  ReaderOptions options_;
+  InputInfo info_;
+  std::optional<TestPatternRenderer> renderer_;
+  std::int64_t start_ns_ = 0;
+  std::uint64_t next_ = 0;
+};
+
+}  // namespace
+
+void register_testsrc_reader() {
+  ReaderRegistry::global().add(InputKind::testsrc, [](const std::string& uri, const ReaderOptions& options) {
+    const std::string name = uri.substr(uri.find(':') + 1);
+    const auto pattern = parse_test_pattern(name);
+    if (!pattern) {
+      std::string known;
+      for (const char* p : kTestPatternNames) {
+        if (!known.empty()) known += '|';
+        known += p;
+      }
+      throw InputError("'" + uri + "': unknown test pattern '" + name + "' (testsrc:" + known + ")");
+    }
+    return std::unique_ptr<FrameReader>(std::make_unique<TestPatternReader>(uri, *pattern, options));
+  });
+}
+
+}  // namespace sluice

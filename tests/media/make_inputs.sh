@@ -1,0 +1,94 @@
+#!/bin/sh
+# Makes the media tests' inputs with Debian's ffmpeg (package `ffmpeg`) from lavfi test sources:
+#   clip.mp4        H.264 (libx264, yuv420p) 320x240, 48 frames at 24 fps, moov first (the stream tests serve it)
+#   clip.avi        MJPEG 256x192, 30 frames at 30 fps
+#   clip.mkv        H.264 in Matroska 352x288, 36 frames at 25 fps
+#   seq/frame_%04d.png  12 PNG images 160x120 (numbered from 1, as ffmpeg's image2 muxer does)
+#   image.png, image.jpg  single images 200x150
+#   truncated.mp4   clip.mp4's twin (96 frames) cut at half its size: the index announces every frame, reading
+#                   ends early
+#   corrupt.mp4     random bytes; empty.mp4 (0 bytes); notes.txt (text, not a video)
+#   job/            a batch job: 01_small.mp4, 02_mjpeg.avi, 03_broken.mp4 (random bytes), 04_wide.mp4
+#   manifest.json   the expected frame counts and sizes of the good files, and what is wrong with the bad ones
+# Usage: make_inputs.sh DIR. Idempotent: does nothing when DIR/.complete exists and was written by this very
+# script (it holds the script's checksum, so an edited script makes the inputs again). Quiet unless it fails.
+set -eu
+
+dir=${1:?usage: make_inputs.sh DIR}
+stamp=$(cksum < "$0")
+[ -f "$dir/.complete" ] && [ "$(cat "$dir/.complete")" = "$stamp" ] && exit 0
+command -v ffmpeg >/dev/null 2>&1 || { echo "make_inputs.sh: ffmpeg not found (apt-get install ffmpeg)" >&2; exit 1; }
+
+# Build beside DIR, then move into place: an interrupted run leaves no half-made DIR behind.
+work="$dir.partial"
+rm -rf "$work"
+mkdir -p "$work/seq" "$work/job"
+if [ -e "$dir" ]; then
+  if [ -f "$dir/.made-by-make_inputs" ]; then rm -rf "$dir"
+  elif rmdir "$dir" 2>/dev/null; then :
+  else echo "make_inputs.sh: $dir exists and was not made by this script; not touching it" >&2; exit 1
+  fi
+fi
+
+ff() { ffmpeg -hide_banner -nostdin -loglevel error -y "$@"; }
+src() { echo "testsrc2=size=$1:rate=$2"; }  # colourful and moving; every frame differs
+h264() { echo "-c:v libx264 -preset ultrafast -tune zerolatency -pix_fmt yuv420p -g 12"; }
+
+cd "$work"
+# shellcheck disable=SC2046
+ff -f lavfi -i "$(src 320x240 24)" -frames:v 48 $(h264) -movflags +faststart clip.mp4
+ff -f lavfi -i "$(src 256x192 30)" -frames:v 30 -c:v mjpeg -q:v 4 -pix_fmt yuvj420p clip.avi
+# shellcheck disable=SC2046
+ff -f lavfi -i "$(src 352x288 25)" -frames:v 36 $(h264) clip.mkv
+ff -f lavfi -i "$(src 160x120 10)" -frames:v 12 seq/frame_%04d.png
+ff -f lavfi -i "$(src 200x150 1)" -frames:v 1 image.png
+ff -f lavfi -i "$(src 200x150 1)" -frames:v 1 -q:v 3 image.jpg
+
+# Truncated: with the index (moov) first, every frame is announced; cutting the file in half loses the data of
+# the second half. x264 without B-frames (zerolatency) keeps decode order = display order.
+# shellcheck disable=SC2046
+ff -f lavfi -i "$(src 320x240 24)" -frames:v 96 $(h264) -movflags +faststart full.mp4
+size=$(wc -c < full.mp4)
+head -c $((size / 2)) full.mp4 > truncated.mp4
+rm -f full.mp4
+
+head -c 65536 /dev/urandom > corrupt.mp4
+: > empty.mp4
+printf 'These are notes, not a video.\n' > notes.txt
+
+# shellcheck disable=SC2046
+ff -f lavfi -i "$(src 320x240 24)" -frames:v 16 $(h264) -movflags +faststart job/01_small.mp4
+ff -f lavfi -i "$(src 176x144 15)" -frames:v 10 -c:v mjpeg -q:v 4 -pix_fmt yuvj420p job/02_mjpeg.avi
+head -c 32768 /dev/urandom > job/03_broken.mp4
+# shellcheck disable=SC2046
+ff -f lavfi -i "$(src 480x270 30)" -frames:v 20 $(h264) -movflags +faststart job/04_wide.mp4
+
+cat > manifest.json <<'JSON'
+{
+  "good": {
+    "clip.mp4": {"kind": "file", "frames": 48, "width": 320, "height": 240, "fps": 24},
+    "clip.avi": {"kind": "file", "frames": 30, "width": 256, "height": 192, "fps": 30},
+    "clip.mkv": {"kind": "file", "frames": 36, "width": 352, "height": 288, "fps": 25},
+    "seq/frame_%04d.png": {"kind": "image_sequence", "frames": 12, "width": 160, "height": 120},
+    "image.png": {"kind": "image", "frames": 1, "width": 200, "height": 150},
+    "image.jpg": {"kind": "image", "frames": 1, "width": 200, "height": 150},
+    "job/01_small.mp4": {"kind": "file", "frames": 16, "width": 320, "height": 240, "fps": 24},
+    "job/02_mjpeg.avi": {"kind": "file", "frames": 10, "width": 176, "height": 144, "fps": 15},
+    "job/04_wide.mp4": {"kind": "file", "frames": 20, "width": 480, "height": 270, "fps": 30}
+  },
+  "bad": {
+    "truncated.mp4": {"problem": "truncated", "frames_announced": 96},
+    "corrupt.mp4": {"problem": "corrupt"},
+    "empty.mp4": {"problem": "empty"},
+    "notes.txt": {"problem": "unsupported"},
+    "job/03_broken.mp4": {"problem": "corrupt"}
+  },
+  "job": {"dir": "job", "inputs": ["job/01_small.mp4", "job/02_mjpeg.avi", "job/03_broken.mp4", "job/04_wide.mp4"],
+          "good_frames": 46}
+}
+JSON
+
+touch .made-by-make_inputs
+echo "$stamp" > .complete
+cd - >/dev/null
+mv "$work" "$dir"

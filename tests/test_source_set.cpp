@@ -1,0 +1,328 @@
+// Sources: multi-source batches, leaky and blocking rings, sources added and removed at run time, live
+// reconnection with backoff, the stall watchdog, and resumable directory jobs. Readers for `stream` and
+// `file` inputs are fakes registered here (this executable has no media library).
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "pipeline_helpers.hpp"
+#include "runtime/job_ledger.hpp"
+#include "runtime/source_set.hpp"
+#include "stages/builtin.hpp"
+
+using namespace sluice;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A stream whose behaviour the URI's host names: "flaky" fails its first open and then delivers 3 frames
+// per connection before the "cut"; "dead" never opens; "slow" delivers one frame, then one more after 1.5 s.
+class FakeStream final : public FrameReader {
+ public:
+  explicit FakeStream(std::string uri) {
+    info_.uri = std::move(uri);
+    info_.kind = InputKind::stream;
+  }
+  ReadStatus read(const FrameTarget& t, std::string& why) override {
+    const bool slow = info_.uri.find("slow") != std::string::npos;
+    if (slow && frames_ == 1) std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    if (!slow && frames_ == 3) {
+      why = "connection reset by peer";
+      return ReadStatus::error;
+    }
+    std::memset(t.data, static_cast<int>(frames_++), image_bytes(t.pixel, t.width, t.height));
+    return ReadStatus::frame;
+  }
+  const InputInfo& info() const override { return info_; }
+
+ private:
+  InputInfo info_;
+  int frames_ = 0;
+};
+
+// A "video file" that is a text file: "N" frames, "corrupt" (cannot be opened) or "truncated N".
+class FakeFile final : public FrameReader {
+ public:
+  FakeFile(std::string uri, std::int64_t frames, bool truncated) : frames_(frames), truncated_(truncated) {
+    info_.uri = std::move(uri);
+    info_.kind = InputKind::file;
+    info_.frames_total = frames;
+  }
+  ReadStatus read(const FrameTarget& t, std::string& why) override {
+    if (next_ == frames_) {
+      if (!truncated_) return ReadStatus::end;
+      why = "ended after " + std::to_string(next_) + " frames (truncated or corrupt)";
+      return ReadStatus::error;
+    }
+    std::memset(t.data, static_cast<int>(next_++), image_bytes(t.pixel, t.width, t.height));
+    return ReadStatus::frame;
+  }
+  const InputInfo& info() const override { return info_; }
+
+ private:
+  InputInfo info_;
+  std::int64_t frames_, next_ = 0;
+  bool truncated_;
+};
+
+std::atomic<int> g_flaky_opens{0};
+
+void register_fakes() {
+  static const bool once = [] {
+    register_testsrc_reader();
+    ReaderRegistry::global().add(InputKind::stream, [](const std::string& uri, const ReaderOptions&) {
+      if (uri.find("dead") != std::string::npos) throw InputError("connection refused");
+      if (uri.find("flaky") != std::string::npos && g_flaky_opens++ == 0) throw InputError("connection refused");
+      return std::unique_ptr<FrameReader>(std::make_unique<FakeStream>(uri));
+    });
+    ReaderRegistry::global().add(InputKind::file, [](const std::string& uri, const ReaderOptions&) {
+      std::ifstream in(uri);
+      if (!in) throw InputError("no such file");
+      std::string word;
+      in >> word;
+      if (word == "corrupt") throw InputError("not a video FFmpeg can decode (unsupported or corrupt)");
+      const bool truncated = word == "truncated";
+      std::int64_t n = 0;
+      if (truncated) in >> n;
+      else n = std::stoll(word);
+      return std::unique_ptr<FrameReader>(std::make_unique<FakeFile>(uri, n, truncated));
+    });
+    return true;
+  }();
+  (void)once;
+}
+
+struct Harness {
+  std::shared_ptr<PipelineShared> shared = std::make_shared<PipelineShared>();
+  FrameLedger ledger;
+  std::unique_ptr<SourceSet> set;
+  PayloadDesc desc;
+  std::unique_ptr<BatchPool> pool;
+  std::atomic<bool> stop{false};
+
+  explicit Harness(int ring_frames = 4, int batch = 4) {
+    register_fakes();
+    SourceSetSettings s;
+    s.width = 16;
+    s.height = 8;
+    s.pixel = PixelFormat::gray8;
+    s.ring_frames = ring_frames;
+    s.shared = shared;
+    set = std::make_unique<SourceSet>(s);
+    set->set_ledger(&ledger);
+    desc.width = 16;
+    desc.height = 8;
+    desc.pixel = PixelFormat::gray8;
+    desc.batch = batch;
+    pool = std::make_unique<BatchPool>("t", desc, 2, false);
+  }
+  // One batch (possibly empty); the frames count as delivered, as a sink would settle them.
+  std::vector<FrameMeta> take_batch(std::int64_t timeout_ns = 2'000'000) {
+    BatchLease b = pool->acquire(nullptr);
+    set->take(*b, timeout_ns, stop, false);
+    shared->inputs.settle(b->frames, FrameFate::delivered);
+    return b->frames;
+  }
+  SourceReport report(std::uint32_t id) const {
+    for (const auto& r : set->sources())
+      if (r.id == id) return r;
+    FAIL("no source " << id);
+    return {};
+  }
+  template <class Pred>
+  bool wait_for(Pred pred, double seconds = 10) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    while (std::chrono::steady_clock::now() < until) {
+      if (pred()) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return pred();
+  }
+};
+
+SourceOptions testsrc(const std::string& pattern, std::uint64_t frames, double fps = 0) {
+  SourceOptions o;
+  o.uri = "testsrc:" + pattern;
+  o.reader.frames = frames;
+  o.reader.fps = fps;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("frames of several sources share batches and keep their ids and order", "[sources]") {
+  Harness h;
+  const auto a = h.set->add_source(testsrc("bars", 7));
+  const auto b = h.set->add_source(testsrc("noise", 5));
+  std::map<std::uint32_t, std::vector<std::uint64_t>> seen;
+  bool mixed = false;
+  for (int guard = 0; guard < 1000 && !h.set->exhausted(); ++guard) {
+    const auto frames = h.take_batch();
+    std::set<std::uint32_t> ids;
+    for (const auto& f : frames) {
+      seen[f.source_id].push_back(f.input_frame);
+      ids.insert(f.source_id);
+      CHECK(f.input != 0);
+    }
+    mixed = mixed || ids.size() > 1;
+  }
+  REQUIRE(h.set->exhausted());
+  CHECK(seen[a] == std::vector<std::uint64_t>{0, 1, 2, 3, 4, 5, 6});
+  CHECK(seen[b] == std::vector<std::uint64_t>{0, 1, 2, 3, 4});
+  CHECK(mixed);
+  CHECK(h.report(a).state == SourceState::eos);
+  CHECK(h.report(a).frames == 7);
+  CHECK(h.shared->inputs.totals().complete == 2);
+  CHECK(h.ledger.totals().dropped == 0);
+}
+
+TEST_CASE("a leaky source drops its oldest frames when the pipeline is behind and counts them", "[sources]") {
+  Harness h(2);
+  SourceOptions o = testsrc("bars", 50);
+  o.leaky = true;
+  const auto id = h.set->add_source(o);
+  REQUIRE(h.wait_for([&] { return h.report(id).state == SourceState::eos; }));
+  std::vector<std::uint64_t> taken;
+  while (!h.set->exhausted())
+    for (const auto& f : h.take_batch()) taken.push_back(f.input_frame);
+  const auto r = h.report(id);
+  CHECK(r.dropped > 0);
+  CHECK(taken.size() + r.dropped == 50);
+  CHECK(taken.back() == 49);  // the newest frames survive
+  CHECK(h.ledger.totals().dropped == r.dropped);
+  CHECK(h.ledger.totals().produced == r.dropped);  // the runner counts the taken ones when they leave in a batch
+  CHECK(h.shared->inputs.totals().complete == 1);
+}
+
+TEST_CASE("a blocking source waits for the pipeline and loses nothing", "[sources]") {
+  Harness h(2);
+  const auto id = h.set->add_source(testsrc("bars", 50));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the ring fills; the source must wait
+  CHECK(h.report(id).state == SourceState::live);
+  std::size_t taken = 0;
+  while (!h.set->exhausted()) taken += h.take_batch().size();
+  CHECK(taken == 50);
+  CHECK(h.report(id).dropped == 0);
+}
+
+TEST_CASE("sources are added and removed while another keeps running", "[sources]") {
+  Harness h;
+  const auto endless = h.set->add_source(testsrc("bars", 0, 400));
+  std::map<std::uint32_t, std::size_t> counts;
+  auto take_some = [&](int batches) {
+    for (int i = 0; i < batches; ++i)
+      for (const auto& f : h.take_batch()) counts[f.source_id]++;
+  };
+  take_some(5);
+  const auto added = h.set->add_source(testsrc("shapes", 20));
+  REQUIRE(h.wait_for([&] {
+    take_some(1);
+    return counts[added] == 20;
+  }));
+  CHECK(counts[endless] > 0);
+  const auto before = counts[endless];
+  take_some(3);
+  CHECK(counts[endless] > before);  // the first source never stopped
+  CHECK(h.set->remove_source(std::to_string(endless)));
+  CHECK_FALSE(h.set->remove_source("no-such-source"));
+  // Its decoded frames still come out; then nothing is left and the set is exhausted.
+  REQUIRE(h.wait_for([&] {
+    take_some(1);
+    return h.set->exhausted();
+  }));
+  REQUIRE(h.wait_for([&] { return h.set->sources().size() == 1; }));  // the removed one is forgotten
+  CHECK(h.set->sources().front().id == added);
+  CHECK(h.ledger.totals().dropped == 0);
+}
+
+TEST_CASE("a live source reconnects with backoff after its stream is cut", "[sources]") {
+  Harness h;
+  g_flaky_opens = 0;
+  SourceOptions o;
+  o.uri = "tcp://flaky:9";
+  o.backoff_initial_s = 0.01;
+  o.backoff_max_s = 0.05;
+  const auto id = h.set->add_source(o);
+  std::size_t frames = 0;
+  REQUIRE(h.wait_for([&] {
+    frames += h.take_batch().size();
+    return frames >= 9;
+  }));
+  const auto r = h.report(id);
+  CHECK(r.reconnects >= 3);  // one refused open, then a cut after every 3 frames
+  CHECK(r.errors >= 3);
+  CHECK(r.leaky);
+  CHECK_FALSE(r.reason.empty());
+  h.set->remove_source(std::to_string(id));
+}
+
+TEST_CASE("a live source that never connects fails after max_attempts", "[sources]") {
+  Harness h;
+  SourceOptions o;
+  o.uri = "rtsp://dead/stream";
+  o.backoff_initial_s = 0.01;
+  o.backoff_max_s = 0.02;
+  o.max_attempts = 3;
+  const auto id = h.set->add_source(o);
+  REQUIRE(h.wait_for([&] { return h.report(id).state == SourceState::failed; }));
+  const auto r = h.report(id);
+  CHECK(r.reason.find("connection refused") != std::string::npos);
+  CHECK(r.reason.find("gave up after 3") != std::string::npos);
+  CHECK(r.reconnects == 3);
+  CHECK(h.set->exhausted());
+}
+
+TEST_CASE("a live source without frames is reported stalled and live again when they come", "[sources]") {
+  Harness h;
+  SourceOptions o;
+  o.uri = "udp://slow:1234";
+  o.stall_timeout_s = 0.3;
+  const auto id = h.set->add_source(o);
+  REQUIRE(h.wait_for([&] { return h.report(id).frames >= 1; }));
+  REQUIRE(h.wait_for([&] { return h.report(id).state == SourceState::stalled; }, 1.4));
+  CHECK(h.report(id).reason.find("no frame for") != std::string::npos);
+  REQUIRE(h.wait_for([&] { return h.report(id).frames >= 2; }));
+  CHECK(h.report(id).state != SourceState::stalled);
+  h.set->remove_source(std::to_string(id));
+}
+
+TEST_CASE("a directory job processes every file once and resumes after a restart", "[sources][job]") {
+  register_fakes();
+  const fs::path root = fs::temp_directory_path() / ("sluice-job-" + std::to_string(::getpid()));
+  fs::remove_all(root);
+  fs::create_directories(root / "in");
+  auto write = [&](const std::string& name, const std::string& text) { std::ofstream(root / "in" / name) << text; };
+  write("a.mp4", "3");
+  write("b.mp4", "4");
+  write("c.mp4", "truncated 2");
+  write("d.mp4", "corrupt");
+  write("notes.txt", "ignored: not a media file");
+  const std::string yaml = "name: job\nbatch_size: 4\nstages:\n  - kind: decode\n    uri: [" + (root / "in").string() +
+                           "]\n    width: 16\n    height: 16\n    format: gray8\n    state_dir: " + (root / "state").string() +
+                           "\n  - kind: sink\n    type: null\n";
+  auto run = [&] {
+    PipelineSnapshot snap;
+    const auto totals = test::run_to_end(test::plan_from(yaml), &snap);
+    CHECK(totals.in_flight() == 0);
+    return totals.produced;
+  };
+  CHECK(run() == 3 + 4 + 2);
+  const fs::path ledger_file = job_ledger_path(root / "state", "test", {(root / "in").string()});
+  {
+    JobLedger ledger(ledger_file);
+    CHECK(ledger.finished((root / "in" / "a.mp4").string()));
+    CHECK(ledger.finished((root / "in" / "c.mp4").string()));  // failed (truncated): not retried
+    CHECK(ledger.finished((root / "in" / "d.mp4").string()));
+    CHECK(ledger.finished_count() == 4);
+  }
+  CHECK(run() == 0);  // everything finished in the first run
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  write("a.mp4", "5");  // changed since: done again
+  CHECK(run() == 5);
+  fs::remove_all(root);
+}
