@@ -84,8 +84,12 @@ std::optional<ParamValue> parse_param(const ParamSpec& spec, const std::string& 
       return std::nullopt;
     case ParamType::numbers: error = "expected a list of " + std::to_string(spec.list_size) + " numbers";
       return std::nullopt;
-    case ParamType::strings: error = "expected a list of strings, e.g. [alice, bob]";
-      return std::nullopt;
+    case ParamType::strings:  // one string stands for a list of one
+      if (text.empty()) {
+        error = "expected a string or a list of strings, e.g. [alice, bob]";
+        return std::nullopt;
+      }
+      return std::vector<std::string>{text};
   }
   return std::nullopt;
 }

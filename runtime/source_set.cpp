@@ -396,7 +396,8 @@ void SourceSet::drop_frame(Source& s, const FrameMeta& meta, const char* why) {
   settings_.shared->inputs.settle(std::span<const FrameMeta>(&meta, 1), FrameFate::dropped);
 }
 
-int SourceSet::take(Batch& batch, std::int64_t batch_timeout_ns, const std::atomic<bool>& stop, bool wait_when_idle) {
+int SourceSet::take(Batch& batch, std::int64_t batch_timeout_ns, const std::atomic<bool>& stop, bool wait_when_idle,
+                    std::int64_t* waited_ns) {
   int added = 0;
   bool waited = false;
   std::int64_t deadline = 0;
@@ -437,12 +438,16 @@ int SourceSet::take(Batch& batch, std::int64_t batch_timeout_ns, const std::atom
       for (const auto& s : sources_) alive = alive || s->running > 0;
       if (!alive && !wait_when_idle) break;  // nothing can arrive any more
       if (waited) break;                     // the caller looks at stop/pause and calls again
+      const std::int64_t t0 = now_ns();
       frame_ready_.wait_for(lock, std::chrono::milliseconds(50));
+      if (waited_ns) *waited_ns += now_ns() - t0;
       waited = true;
     } else {
       const std::int64_t left = deadline - now_ns();
       if (left <= 0) break;
+      const std::int64_t t0 = now_ns();
       frame_ready_.wait_for(lock, std::chrono::nanoseconds(left));
+      if (waited_ns) *waited_ns += now_ns() - t0;
     }
   }
   return added;

@@ -51,8 +51,10 @@ class SourceSet final : public SourceControl {
   // Moves ready frames into `batch` (from its current count up to its capacity), fairly across sources.
   // Waits for the first frame until one is ready or `stop` is set, or (unless wait_when_idle) every source
   // ended; returns within ~50 ms either way so the caller can look again. Later frames are waited for
-  // until batch_timeout after the first. Returns the number of frames added.
-  int take(Batch& batch, std::int64_t batch_timeout_ns, const std::atomic<bool>& stop, bool wait_when_idle);
+  // until batch_timeout after the first. Returns the number of frames added; adds the time spent waiting
+  // for frames to *waited_ns.
+  int take(Batch& batch, std::int64_t batch_timeout_ns, const std::atomic<bool>& stop, bool wait_when_idle,
+           std::int64_t* waited_ns = nullptr);
   // Stops every source's decoding (what is already decoded can still be taken).
   void stop_all();
   // True when no source can produce another frame and nothing is left to take.

@@ -163,8 +163,8 @@ class TestSourceStage final : public Stage, public SourceControl {
 // The per-source settings the stage's parameters give (sources added at run time start from them too).
 SourceOptions source_defaults(const ParamValues& p) {
   SourceOptions o;
-  const std::string& leaky = p.string("leaky");
-  if (leaky != "auto") o.leaky = leaky == "true";
+  const std::string& policy = p.string("source_policy");
+  if (policy != "auto") o.leaky = policy == "leaky";
   o.rate_limit = p.number("rate_limit");
   o.loop = p.boolean("loop");
   o.decode_threads = static_cast<int>(p.integer("decode_threads"));
@@ -254,9 +254,9 @@ class ManagedSourceStage final : public Stage, public SourceControl {
         sources_->stop_all();  // what they decoded already still goes out
         stopped_ = true;
       }
-      const std::int64_t t0 = now_ns();
-      sources_->take(*batch, batch_timeout_ns_, stopping ? never : *ctx.stop, idle_wait_ && !stopping);
-      if (batch->count == 0) ctx.pacing_wait_ns += now_ns() - t0;  // waiting for frames is not work
+      // Waiting for frames is not work: the runner keeps it out of the stage's host time.
+      sources_->take(*batch, batch_timeout_ns_, stopping ? never : *ctx.stop, idle_wait_ && !stopping,
+                     &ctx.pacing_wait_ns);
       if (batch->count > 0) return batch;
       if ((stopping || !idle_wait_) && sources_->exhausted()) {
         ended_ = true;
@@ -344,9 +344,9 @@ StageInfo decode_stage() {
               {"idle", ParamType::choice, "exit",
                "when every source has ended: exit ends the pipeline; wait keeps it up for sources added at run time",
                {}, {}, {"exit", "wait"}},
-              {"leaky", ParamType::choice, "auto",
-               "per source: drop the oldest decoded frame when the pipeline is behind (auto: cameras and streams "
-               "yes, files no; dropped frames are counted)", {}, {}, {"auto", "true", "false"}},
+              {"source_policy", ParamType::choice, "auto",
+               "per source, when the pipeline is behind: leaky drops the oldest decoded frame (counted), block waits; "
+               "auto: cameras and streams leaky, files block", {}, {}, {"auto", "leaky", "block"}},
               {"rate_limit", ParamType::number, "0",
                "per source, frames/s; 0 = off. Files are paced, live sources drop (counted) what comes faster", 0.0,
                10000.0},
