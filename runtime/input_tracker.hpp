@@ -18,6 +18,7 @@
 
 namespace sluice {
 
+class FrameLedger;
 class JobLedger;
 class FrameTap;
 
@@ -88,6 +89,7 @@ struct PipelineShared {
   InputTracker inputs;
   std::shared_ptr<JobLedger> job;  // set by a source running a resumable batch job
   std::shared_ptr<FrameTap> tap;   // set by a sink that draws onto the source frames
+  FrameLedger* ledger = nullptr;   // the running pipeline's: sources count frames they drop before batching
 };
 
 }  // namespace sluice

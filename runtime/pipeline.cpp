@@ -53,6 +53,7 @@ std::string first_frame(const Batch* b) {
 }  // namespace
 
 Pipeline::Pipeline(PipelinePlan plan) : plan_(std::move(plan)) {
+  plan_.shared->ledger = &ledger_;
   const bool gpu = plan_.device == Device::cuda;
   if (gpu) gpu::set_device(plan_.gpu);
   const bool serial = plan_.execution == Execution::serial;
@@ -74,7 +75,6 @@ Pipeline::Pipeline(PipelinePlan plan) : plan_(std::move(plan)) {
       rt->out_queue = std::make_unique<BoundedQueue<Batch*>>(static_cast<std::size_t>(ps.queue_depth),
                                                              serial ? QueuePolicy::block : ps.queue_policy);
     rt->ctx.stop = &stop_;
-    rt->ctx.ledger = &ledger_;
     rt_.push_back(std::move(rt));
   }
   if (shared) rt_.front()->stream = std::move(shared);  // keeps the serial stream alive with the pipeline
@@ -83,6 +83,7 @@ Pipeline::Pipeline(PipelinePlan plan) : plan_(std::move(plan)) {
 Pipeline::~Pipeline() {
   request_stop();
   wait();
+  plan_.shared->ledger = nullptr;  // the plan's stages may outlive this runner (they do not, but say so)
 }
 
 void Pipeline::record_trace(std::chrono::nanoseconds duration, std::size_t max_slices) {

@@ -389,9 +389,9 @@ void SourceSet::release_slot(Source& s, int slot) {
 // A decoded frame that never enters a batch: produced and dropped at once, so the totals still add up.
 void SourceSet::drop_frame(Source& s, const FrameMeta& meta, const char* why) {
   s.dropped++;
-  if (ledger_) {
-    ledger_->produced(1);
-    ledger_->dropped(1, "source '" + s.name + "': " + why);
+  if (FrameLedger* ledger = settings_.shared->ledger) {
+    ledger->produced(1);
+    ledger->dropped(1, "source '" + s.name + "': " + why);
   }
   settings_.shared->inputs.settle(std::span<const FrameMeta>(&meta, 1), FrameFate::dropped);
 }

@@ -41,9 +41,6 @@ class SourceSet final : public SourceControl {
   SourceSet(const SourceSet&) = delete;
   SourceSet& operator=(const SourceSet&) = delete;
 
-  // Frames dropped before batching are counted here (the pipeline's ledger); set before the first add.
-  void set_ledger(FrameLedger* ledger) { ledger_ = ledger; }
-
   std::vector<SourceReport> sources() const override;
   std::uint32_t add_source(SourceOptions options) override;
   bool remove_source(const std::string& id_or_name) override;
@@ -78,7 +75,6 @@ class SourceSet final : public SourceControl {
 
   SourceSetSettings settings_;
   std::size_t frame_bytes_;
-  FrameLedger* ledger_ = nullptr;
   mutable std::mutex mu_;  // rings, states, the source list
   std::condition_variable frame_ready_, space_free_, monitor_wake_;
   std::list<std::unique_ptr<Source>> sources_;

@@ -41,7 +41,6 @@ struct StageContext {
   gpu::StreamHandle stream = nullptr;  // the stage's stream; null when the stage runs on the CPU
   BatchPool* out_pool = nullptr;       // where the stage takes output batches (null if it forwards or sinks)
   const std::atomic<bool>* stop = nullptr;  // sources end their stream once this is set
-  FrameLedger* ledger = nullptr;            // sources count frames they drop before batching here
 
   // Waiting is not work: the runner moves these out of the stage's host time.
   std::int64_t acquire_wait_ns = 0;  // blocked in acquire(): back-pressure from downstream

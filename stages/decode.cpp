@@ -215,7 +215,7 @@ class ManagedSourceStage final : public Stage, public SourceControl {
 
   PayloadDesc output() const override { return desc_; }
 
-  void open(StageContext& ctx) override {
+  void open(StageContext&) override {
     if (resume_ && std::any_of(uris_.begin(), uris_.end(), names_a_job)) {
       if (state_dir_.empty())
         throw StageError("resumable jobs need a state directory: set 'state_dir', run under systemd "
@@ -225,22 +225,13 @@ class ManagedSourceStage final : public Stage, public SourceControl {
         spdlog::info("resuming the job: {} inputs finished in earlier runs ({})", shared_->job->resumed_count(),
                      shared_->job->path().string());
     }
-    SourceSetSettings settings;
-    settings.width = desc_.width;
-    settings.height = desc_.height;
-    settings.pixel = desc_.pixel;
-    settings.ring_memory = desc_.memory;
-    settings.ring_frames = ring_frames_;
-    settings.shared = shared_;
-    auto set = std::make_unique<SourceSet>(settings);
-    set->set_ledger(ctx.ledger);
+    std::lock_guard lock(mu_);
+    SourceSet& set = running_set();
     for (const auto& uri : uris_) {
       SourceOptions o = defaults_;
       o.uri = uri;
-      set->add_source(std::move(o));
+      set.add_source(std::move(o));
     }
-    std::lock_guard lock(mu_);
-    sources_ = std::move(set);
   }
 
   BatchLease process(Batch*, StageContext& ctx) override {
@@ -267,6 +258,7 @@ class ManagedSourceStage final : public Stage, public SourceControl {
 
   void close(StageContext&) override {
     std::lock_guard lock(mu_);
+    closed_ = true;
     if (!sources_) return;
     final_reports_ = sources_->sources();  // what status and the run summary show afterwards
     sources_.reset();                      // stops and joins the decode threads
@@ -281,14 +273,14 @@ class ManagedSourceStage final : public Stage, public SourceControl {
   }
   std::uint32_t add_source(SourceOptions options) override {
     std::lock_guard lock(mu_);
-    if (!sources_ || ended_) throw std::invalid_argument("the pipeline's sources are not running");
+    if (ended_ || closed_) throw std::invalid_argument("the pipeline's sources have ended");
     SourceOptions o = defaults_;
     o.uri = options.uri;
     o.name = options.name;
     if (options.leaky) o.leaky = options.leaky;
     if (options.rate_limit > 0) o.rate_limit = options.rate_limit;
     o.loop = options.loop || o.loop;
-    return sources_->add_source(std::move(o));
+    return running_set().add_source(std::move(o));  // before open() too: the set starts with it
   }
   bool remove_source(const std::string& id_or_name) override {
     std::lock_guard lock(mu_);
@@ -296,6 +288,21 @@ class ManagedSourceStage final : public Stage, public SourceControl {
   }
 
  private:
+  // The set, made on first use (open(), or a source added before it); mu_ held.
+  SourceSet& running_set() {
+    if (!sources_) {
+      SourceSetSettings settings;
+      settings.width = desc_.width;
+      settings.height = desc_.height;
+      settings.pixel = desc_.pixel;
+      settings.ring_memory = desc_.memory;
+      settings.ring_frames = ring_frames_;
+      settings.shared = shared_;
+      sources_ = std::make_unique<SourceSet>(settings);
+    }
+    return *sources_;
+  }
+
   std::vector<std::string> uris_;
   SourceOptions defaults_;
   bool idle_wait_, resume_;
@@ -307,7 +314,7 @@ class ManagedSourceStage final : public Stage, public SourceControl {
   mutable std::mutex mu_;  // sources_ against the control thread
   std::unique_ptr<SourceSet> sources_;
   std::vector<SourceReport> final_reports_;
-  bool stopped_ = false;
+  bool stopped_ = false, closed_ = false;
   std::atomic<bool> ended_{false};
 };
 

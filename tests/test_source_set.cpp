@@ -113,8 +113,8 @@ struct Harness {
     s.pixel = PixelFormat::gray8;
     s.ring_frames = ring_frames;
     s.shared = shared;
+    shared->ledger = &ledger;
     set = std::make_unique<SourceSet>(s);
-    set->set_ledger(&ledger);
     desc.width = 16;
     desc.height = 8;
     desc.pixel = PixelFormat::gray8;
