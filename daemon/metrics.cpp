@@ -205,6 +205,21 @@ std::string render_prometheus(const PipelineSnapshot& s, const MetricsInfo& info
     e.sample("sluice_frame_latency_seconds_count", {}, info.latency->count());
   }
 
+  if (!info.sources.empty()) {
+    // Per source: what an alert on a dead camera or a failing job needs.
+    e.family("sluice_source_frames_total", "counter", "Frames a source decoded and handed on, by source.");
+    for (const auto& r : info.sources) e.sample("sluice_source_frames_total", {{"source", r.name}}, r.frames);
+    e.family("sluice_source_dropped_total", "counter",
+             "Frames a source dropped before batching (leaky when behind, rate limit), by source.");
+    for (const auto& r : info.sources) e.sample("sluice_source_dropped_total", {{"source", r.name}}, r.dropped);
+    e.family("sluice_source_errors_total", "counter", "Open/read errors and bad inputs, by source.");
+    for (const auto& r : info.sources) e.sample("sluice_source_errors_total", {{"source", r.name}}, r.errors);
+    e.family("sluice_source_reconnects_total", "counter", "Reconnection attempts of live sources, by source.");
+    for (const auto& r : info.sources) e.sample("sluice_source_reconnects_total", {{"source", r.name}}, r.reconnects);
+    e.family("sluice_source_state", "gauge", "1 for the state each source is in (connecting, live, stalled, ...).");
+    for (const auto& r : info.sources) e.sample("sluice_source_state", {{"source", r.name}, {"state", to_string(r.state)}}, std::uint64_t{1});
+  }
+
   e.family("sluice_uptime_seconds", "gauge", "Seconds since the daemon started.");
   e.sample("sluice_uptime_seconds", {}, info.uptime_s);
 

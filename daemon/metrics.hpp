@@ -35,7 +35,9 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
+#include "runtime/source_control.hpp"
 #include "runtime/stats.hpp"
 
 namespace sluice {
@@ -48,6 +50,7 @@ struct MetricsInfo {
   std::string version;
   // The engine's latency histogram, for sluice_latency_seconds_count; null -> _count is omitted.
   const LatencyHistogram* latency = nullptr;
+  std::vector<SourceReport> sources;  // per-source counters and state (sluice_source_*)
 };
 
 // The whole exposition, ending in '\n'. Pure: same inputs, same text.

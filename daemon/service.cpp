@@ -458,6 +458,7 @@ class Service {
     info.config_path = config_path_;
     info.version = SLUICE_VERSION;
     info.latency = &pipeline_->latency();
+    if (SourceControl* control = pipeline_->source_control()) info.sources = control->sources();
     return render_prometheus(pipeline_->snapshot(), info);
   }
 

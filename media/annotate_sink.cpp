@@ -23,7 +23,7 @@
 
 #include "runtime/errors.hpp"
 #include "runtime/frame_reader.hpp"
-#include "runtime/frame_tap.hpp"
+#include "media/scaled_frame_tap.hpp"
 #include "stages/sink_outputs.hpp"
 #include "stages/sink_records.hpp"
 
@@ -59,7 +59,7 @@ class AnnotateStage final : public Stage {
     if (images_ && init.params.was_given("container")) throw ConfigError("'container' applies to format: video only");
     const auto given = init.params.integer("tap_frames");
     const std::size_t capacity = given > 0 ? static_cast<std::size_t>(given) : auto_tap_frames(init, width_, height_);
-    tap_ = std::make_shared<FrameTap>(width_, height_, capacity);  // cheap: its memory comes with the first frame
+    tap_ = std::make_shared<ScaledFrameTap>(width_, height_, capacity);  // cheap: its memory comes with the first frame
     init.shared->tap = tap_;
   }
 
@@ -280,7 +280,7 @@ class AnnotateStage final : public Stage {
   sinks::WriteRetry retry_;
   sinks::Origins origins_;
   sinks::OutputNames names_;
-  std::shared_ptr<FrameTap> tap_;
+  std::shared_ptr<ScaledFrameTap> tap_;
   std::map<std::uint64_t, Entry> entries_;  // by input id, or 1<<32 | source id for frames without one
   std::vector<std::uint8_t> bgr_;           // the frame being drawn
   std::vector<std::uint8_t> jpeg_;          // the image being written

@@ -1,18 +1,8 @@
 #pragma once
-// A copy of the source frames for sinks that draw onto them (the pipeline is linear: after infer the batch
-// holds results, not pictures). The source puts each frame in, scaled to the tap's size as BGR; the sink
-// takes it back by (source, sequence). Bounded: the oldest entries are evicted when full, which only ever
-// hits frames that a queue dropped or a stage failed, when the capacity exceeds the frames in flight.
-//
-// Conversion: bgr8/rgb8/gray8 as they are; nv12/i420 as BT.601 limited range (OpenCV's YUV2BGR_NV12/I420,
-// the inverse of what the test source renders); then scaled with INTER_AREA when shrinking, else INTER_LINEAR.
-// No allocation per frame: the slots are allocated once (at the first put(), so that a tap made by a stage's
-// constructor costs nothing until frames flow), and each source thread keeps one scratch image for its size.
-#include <cstddef>
-#include <cstdint>
-#include <mutex>
-#include <vector>
-
+// Where a source hands a copy of each frame for sinks that draw onto the pictures (the pipeline is linear:
+// after infer the batch holds results, not pictures). The sink that needs it sets PipelineShared::tap; the
+// source calls put() for every frame it hands on. The implementation (scaling, colour conversion) is the media
+// library's ScaledFrameTap, so the core needs no image library.
 #include "runtime/batch.hpp"
 #include "runtime/frame_reader.hpp"
 
@@ -20,33 +10,9 @@ namespace sluice {
 
 class FrameTap {
  public:
-  // width x height BGR copies, `capacity` of them (at least 1).
-  FrameTap(int width, int height, std::size_t capacity);
-  // From the source threads: converts and scales `frame` into a free (or the oldest) slot. The conversion
-  // runs outside the lock, so sources do not wait on each other.
-  void put(const FrameMeta& meta, const FrameTarget& frame);
-  // Copies the frame of (source_id, sequence) into `bgr` (resized to width*height*3 bytes) and frees its slot;
-  // false when it is not there (evicted, or never put).
-  bool take(std::uint32_t source_id, std::uint64_t sequence, std::vector<std::uint8_t>& bgr);
-  int width() const { return width_; }
-  int height() const { return height_; }
-  std::size_t capacity() const { return slots_.size(); }
-  std::size_t size() const;          // frames held now
-  std::uint64_t evicted() const;     // frames pushed out before anyone took them
-
- private:
-  enum class State : std::uint8_t { free, writing, ready };
-  struct Slot {
-    std::uint32_t source_id = 0;
-    std::uint64_t sequence = 0, age = 0;
-    State state = State::free;
-  };
-  int width_, height_;
-  std::size_t slot_bytes_;
-  mutable std::mutex mu_;
-  std::vector<Slot> slots_;
-  std::vector<std::uint8_t> pixels_;
-  std::uint64_t clock_ = 0, evicted_ = 0;
+  virtual ~FrameTap() = default;
+  // From the source threads, once per frame, with the metadata the frame carries downstream.
+  virtual void put(const FrameMeta& meta, const FrameTarget& frame) = 0;
 };
 
 }  // namespace sluice

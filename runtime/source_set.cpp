@@ -69,6 +69,11 @@ struct SourceSet::Source {
 SourceSet::SourceSet(SourceSetSettings settings)
     : settings_(std::move(settings)), frame_bytes_(image_bytes(settings_.pixel, settings_.width, settings_.height)) {
   if (!settings_.shared) settings_.shared = std::make_shared<PipelineShared>();
+  // A copy thread per 4 cores, at most 4: on a 2-core machine the stage's thread copies itself.
+  const int copiers = settings_.copy_threads >= 0
+                          ? settings_.copy_threads
+                          : std::clamp(static_cast<int>(std::thread::hardware_concurrency()) / 4, 0, 4);
+  for (int i = 0; i < copiers; ++i) copiers_.emplace_back([this] { run_copier(); });
   monitor_ = std::thread([this] { monitor(); });
 }
 
@@ -83,6 +88,12 @@ SourceSet::~SourceSet() {
   for (auto& s : sources_)  // the monitor is gone: nothing else touches the threads now
     for (auto& t : s->threads)
       if (t.joinable()) t.join();
+  {
+    std::lock_guard lock(copy_mu_);
+    copy_exit_ = true;
+  }
+  copy_wake_.notify_all();
+  for (auto& t : copiers_) t.join();
 }
 
 void SourceSet::stop_all() {
@@ -421,15 +432,13 @@ int SourceSet::take(Batch& batch, std::int64_t batch_timeout_ns, const std::atom
       const int slot = from->ready.front();
       from->ready.pop_front();
       from->slots[static_cast<std::size_t>(slot)] = SlotState::reading;
-      const FrameMeta meta = from->slot_meta[static_cast<std::size_t>(slot)];
-      lock.unlock();
-      std::memcpy(batch.item(batch.count), from->ring.data() + frame_bytes_ * static_cast<std::size_t>(slot), frame_bytes_);
-      batch.frames.push_back(meta);
+      batch.frames.push_back(from->slot_meta[static_cast<std::size_t>(slot)]);
+      const CopyJob job{batch.item(batch.count), from, slot};
       batch.count++;
       if (added++ == 0) deadline = now_ns() + batch_timeout_ns;
+      lock.unlock();
+      copy_frame(job);  // on a copy thread when there are any: the slot is freed when the copy is done
       lock.lock();
-      from->slots[static_cast<std::size_t>(slot)] = SlotState::free;
-      space_free_.notify_all();
       continue;
     }
     if (added == 0) {
@@ -450,7 +459,45 @@ int SourceSet::take(Batch& batch, std::int64_t batch_timeout_ns, const std::atom
       if (waited_ns) *waited_ns += now_ns() - t0;
     }
   }
+  lock.unlock();
+  std::unique_lock copies(copy_mu_);
+  copy_done_.wait(copies, [&] { return copies_pending_ == 0; });  // the batch is whole before it leaves
   return added;
+}
+
+// One frame from a ring slot into the batch. With copy threads the copies of a batch run in parallel and
+// overlap the wait for its next frames: a single thread copying 1080p frames tops out near 850 frames/s.
+void SourceSet::copy_frame(const CopyJob& job) {
+  if (copiers_.empty()) return finish_copy(job);
+  {
+    std::lock_guard lock(copy_mu_);
+    copy_jobs_.push_back(job);
+    copies_pending_++;
+  }
+  copy_wake_.notify_one();
+}
+
+void SourceSet::finish_copy(const CopyJob& job) {
+  std::memcpy(job.dst, job.from->ring.data() + frame_bytes_ * static_cast<std::size_t>(job.slot), frame_bytes_);
+  {
+    std::lock_guard lock(mu_);
+    job.from->slots[static_cast<std::size_t>(job.slot)] = SlotState::free;
+  }
+  space_free_.notify_all();
+}
+
+void SourceSet::run_copier() {
+  std::unique_lock lock(copy_mu_);
+  while (true) {
+    copy_wake_.wait(lock, [&] { return copy_exit_ || !copy_jobs_.empty(); });
+    if (copy_jobs_.empty()) return;  // exit requested and nothing left
+    const CopyJob job = copy_jobs_.front();
+    copy_jobs_.pop_front();
+    lock.unlock();
+    finish_copy(job);
+    lock.lock();
+    if (--copies_pending_ == 0) copy_done_.notify_all();
+  }
 }
 
 bool SourceSet::exhausted() const {

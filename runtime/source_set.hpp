@@ -31,6 +31,7 @@ struct SourceSetSettings {
   PixelFormat pixel = PixelFormat::bgr8;
   MemoryKind ring_memory = MemoryKind::host;  // pinned when the pipeline runs on the GPU
   int ring_frames = 4;                        // per source, plus one per decode thread
+  int copy_threads = -1;                      // ring -> batch copies; -1: one per 4 cores, at most 4
   std::shared_ptr<PipelineShared> shared;     // input tracker, job ledger, frame tap
 };
 
@@ -72,6 +73,14 @@ class SourceSet final : public SourceControl {
   bool wait_backoff(Source& s, double seconds);
   void monitor();                            // stall watchdog, reaping of removed sources
   SourceReport report(const Source& s, std::int64_t now) const;
+  struct CopyJob {
+    std::byte* dst;
+    Source* from;
+    int slot;
+  };
+  void copy_frame(const CopyJob& job);   // hands the copy to a copy thread (or does it when there is none)
+  void finish_copy(const CopyJob& job);  // copies and frees the ring slot
+  void run_copier();
 
   SourceSetSettings settings_;
   std::size_t frame_bytes_;
@@ -84,6 +93,13 @@ class SourceSet final : public SourceControl {
   bool monitor_exit_ = false;
   std::mt19937_64 jitter_rng_{std::random_device{}()};
   std::thread monitor_;
+  // Copy threads: ring slot -> batch item, several frames at once.
+  std::mutex copy_mu_;
+  std::condition_variable copy_wake_, copy_done_;
+  std::deque<CopyJob> copy_jobs_;
+  std::size_t copies_pending_ = 0;
+  bool copy_exit_ = false;
+  std::vector<std::thread> copiers_;
 };
 
 }  // namespace sluice

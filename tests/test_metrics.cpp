@@ -280,6 +280,26 @@ TEST_CASE("render_prometheus writes every family once, with exact samples", "[me
   }
 }
 
+TEST_CASE("render_prometheus: per-source counters and state", "[metrics]") {
+  PipelineSnapshot s;
+  MetricsInfo info;
+  SourceReport cam;
+  cam.name = "cam\"1";
+  cam.state = SourceState::backoff;
+  cam.frames = 1200;
+  cam.dropped = 7;
+  cam.errors = 3;
+  cam.reconnects = 2;
+  info.sources = {cam};
+  const std::string text = render_prometheus(s, info);
+  CHECK(has_line(text, "sluice_source_frames_total{source=\"cam\\\"1\"} 1200"));
+  CHECK(has_line(text, "sluice_source_dropped_total{source=\"cam\\\"1\"} 7"));
+  CHECK(has_line(text, "sluice_source_errors_total{source=\"cam\\\"1\"} 3"));
+  CHECK(has_line(text, "sluice_source_reconnects_total{source=\"cam\\\"1\"} 2"));
+  CHECK(has_line(text, "sluice_source_state{source=\"cam\\\"1\",state=\"backoff\"} 1"));
+  CHECK(render_prometheus(s, MetricsInfo{}).find("sluice_source_") == std::string::npos);  // none: no families
+}
+
 TEST_CASE("render_prometheus: empty pipeline, no histogram", "[metrics]") {
   PipelineSnapshot s;  // no stages, no frames, no latency
   MetricsInfo info;

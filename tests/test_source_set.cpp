@@ -3,6 +3,7 @@
 // `file` inputs are fakes registered here (this executable has no media library).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -105,13 +106,14 @@ struct Harness {
   std::unique_ptr<BatchPool> pool;
   std::atomic<bool> stop{false};
 
-  explicit Harness(int ring_frames = 4, int batch = 4) {
+  explicit Harness(int ring_frames = 4, int batch = 4, int copy_threads = -1) {
     register_fakes();
     SourceSetSettings s;
     s.width = 16;
     s.height = 8;
     s.pixel = PixelFormat::gray8;
     s.ring_frames = ring_frames;
+    s.copy_threads = copy_threads;
     s.shared = shared;
     shared->ledger = &ledger;
     set = std::make_unique<SourceSet>(s);
@@ -156,7 +158,9 @@ SourceOptions testsrc(const std::string& pattern, std::uint64_t frames, double f
 }  // namespace
 
 TEST_CASE("frames of several sources share batches and keep their ids and order", "[sources]") {
-  Harness h;
+  const int copy_threads = GENERATE(0, 2);  // the stage's thread copies, or copy threads do
+  INFO("copy threads " << copy_threads);
+  Harness h(4, 4, copy_threads);
   const auto a = h.set->add_source(testsrc("bars", 7));
   const auto b = h.set->add_source(testsrc("noise", 5));
   std::map<std::uint32_t, std::vector<std::uint64_t>> seen;
@@ -179,6 +183,34 @@ TEST_CASE("frames of several sources share batches and keep their ids and order"
   CHECK(h.report(a).frames == 7);
   CHECK(h.shared->inputs.totals().complete == 2);
   CHECK(h.ledger.totals().dropped == 0);
+}
+
+TEST_CASE("copy threads put every frame's own pixels in its batch slot", "[sources]") {
+  const fs::path dir = fs::temp_directory_path() / ("sluice-copies-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::ofstream(dir / "a.mp4") << "40";
+  std::ofstream(dir / "b.mp4") << "25";
+  Harness h(3, 4, 2);
+  for (const char* name : {"a.mp4", "b.mp4"}) {
+    SourceOptions o;
+    o.uri = (dir / name).string();
+    h.set->add_source(o);
+  }
+  std::size_t frames = 0;
+  for (int guard = 0; guard < 1000 && !h.set->exhausted(); ++guard) {
+    BatchLease b = h.pool->acquire(nullptr);
+    h.set->take(*b, 2'000'000, h.stop, false);
+    for (int i = 0; i < b->count; ++i) {
+      const auto* px = reinterpret_cast<const std::uint8_t*>(b->item(i));
+      const auto want = static_cast<std::uint8_t>(b->frames[static_cast<std::size_t>(i)].input_frame);  // FakeFile fills frame n with n
+      const std::size_t bytes = b->desc.item_bytes();
+      REQUIRE(std::count(px, px + bytes, want) == static_cast<std::ptrdiff_t>(bytes));
+    }
+    h.shared->inputs.settle(b->frames, FrameFate::delivered);
+    frames += static_cast<std::size_t>(b->count);
+  }
+  CHECK(frames == 65);
+  fs::remove_all(dir);
 }
 
 TEST_CASE("a leaky source drops its oldest frames when the pipeline is behind and counts them", "[sources]") {

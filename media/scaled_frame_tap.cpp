@@ -1,4 +1,4 @@
-#include "runtime/frame_tap.hpp"
+#include "media/scaled_frame_tap.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -10,7 +10,7 @@
 
 namespace sluice {
 
-FrameTap::FrameTap(int width, int height, std::size_t capacity)
+ScaledFrameTap::ScaledFrameTap(int width, int height, std::size_t capacity)
     : width_(width), height_(height),
       slot_bytes_(static_cast<std::size_t>(width) * static_cast<std::size_t>(height) * 3),
       slots_(std::max<std::size_t>(capacity, 1)) {
@@ -68,7 +68,7 @@ void convert(const FrameTarget& frame, cv::Mat& dst) {
 
 }  // namespace
 
-void FrameTap::put(const FrameMeta& meta, const FrameTarget& frame) {
+void ScaledFrameTap::put(const FrameMeta& meta, const FrameTarget& frame) {
   std::size_t slot = slots_.size();
   {
     std::lock_guard lock(mu_);
@@ -101,7 +101,7 @@ void FrameTap::put(const FrameMeta& meta, const FrameTarget& frame) {
   slots_[slot].state = State::ready;
 }
 
-bool FrameTap::take(std::uint32_t source_id, std::uint64_t sequence, std::vector<std::uint8_t>& bgr) {
+bool ScaledFrameTap::take(std::uint32_t source_id, std::uint64_t sequence, std::vector<std::uint8_t>& bgr) {
   std::lock_guard lock(mu_);
   for (std::size_t i = 0; i < slots_.size(); ++i) {
     Slot& s = slots_[i];
@@ -114,13 +114,13 @@ bool FrameTap::take(std::uint32_t source_id, std::uint64_t sequence, std::vector
   return false;
 }
 
-std::size_t FrameTap::size() const {
+std::size_t ScaledFrameTap::size() const {
   std::lock_guard lock(mu_);
   return static_cast<std::size_t>(
       std::count_if(slots_.begin(), slots_.end(), [](const Slot& s) { return s.state != State::free; }));
 }
 
-std::uint64_t FrameTap::evicted() const {
+std::uint64_t ScaledFrameTap::evicted() const {
   std::lock_guard lock(mu_);
   return evicted_;
 }

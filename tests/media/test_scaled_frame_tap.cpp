@@ -11,7 +11,7 @@
 #include <opencv2/core.hpp>
 #include <opencv2/imgproc.hpp>
 
-#include "runtime/frame_tap.hpp"
+#include "media/scaled_frame_tap.hpp"
 #include "stages/testsrc.hpp"
 
 using namespace sluice;
@@ -59,7 +59,7 @@ TEST_CASE("frame tap converts every pixel format as OpenCV does and scales to it
     for (auto& b : frame) b = static_cast<std::byte>(rng() & 0xff);
     for (const cv::Size size : {cv::Size(w, h), cv::Size(32, 24), cv::Size(100, 70), cv::Size(40, 60)}) {
       INFO("format " << to_string(pixel) << " to " << size.width << "x" << size.height);
-      FrameTap tap(size.width, size.height, 2);
+      ScaledFrameTap tap(size.width, size.height, 2);
       tap.put(meta(5), FrameTarget{frame.data(), w, h, pixel});
       std::vector<std::uint8_t> got;
       REQUIRE(tap.take(0, 5, got));
@@ -76,7 +76,7 @@ TEST_CASE("frame tap reads the test source's YUV back as the colours it rendered
   const int w = 160, h = 96;
   std::vector<std::byte> bgr(image_bytes(PixelFormat::bgr8, w, h));
   TestPatternRenderer(TestPattern::bars, PixelFormat::bgr8, w, h, 1).render(0, bgr.data());
-  FrameTap tap(w, h, 4);
+  ScaledFrameTap tap(w, h, 4);
   std::vector<std::uint8_t> direct, via_yuv;
   tap.put(meta(0), FrameTarget{bgr.data(), w, h, PixelFormat::bgr8});
   REQUIRE(tap.take(0, 0, direct));
@@ -102,7 +102,7 @@ TEST_CASE("frame tap reads the test source's YUV back as the colours it rendered
 TEST_CASE("frame tap evicts the oldest frame when full", "[frame_tap]") {
   const int w = 8, h = 6;
   std::vector<std::byte> frame(image_bytes(PixelFormat::bgr8, w, h));
-  FrameTap tap(w, h, 3);
+  ScaledFrameTap tap(w, h, 3);
   for (std::uint64_t seq = 0; seq < 5; ++seq) {
     std::fill(frame.begin(), frame.end(), static_cast<std::byte>(seq * 10));
     tap.put(meta(seq), FrameTarget{frame.data(), w, h, PixelFormat::bgr8});
@@ -122,7 +122,7 @@ TEST_CASE("frame tap evicts the oldest frame when full", "[frame_tap]") {
 TEST_CASE("frame tap take frees the slot for the next frame", "[frame_tap]") {
   const int w = 8, h = 6;
   std::vector<std::byte> frame(image_bytes(PixelFormat::gray8, w, h));
-  FrameTap tap(w, h, 2);
+  ScaledFrameTap tap(w, h, 2);
   tap.put(meta(0, 1), FrameTarget{frame.data(), w, h, PixelFormat::gray8});
   tap.put(meta(0, 2), FrameTarget{frame.data(), w, h, PixelFormat::gray8});  // same sequence, other source
   CHECK(tap.size() == 2);
