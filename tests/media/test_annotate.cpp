@@ -18,6 +18,7 @@
 
 #include "kernels/topk.hpp"
 #include "media/annotate_sink.hpp"
+#include "media/scaled_frame_tap.hpp"
 #include "runtime/errors.hpp"
 #include "runtime/frame_tap.hpp"
 #include "runtime/stage.hpp"
@@ -163,7 +164,9 @@ TEST_CASE("annotate writes one video per input with every frame, committed when 
     const fs::path dir = fresh_dir("video_" + container);
     Rig rig({{"path", dir.string()}, {"format", "video"}, {"container", container}, {"fps", "10"}});
     REQUIRE(rig.shared->tap);
-    CHECK(rig.shared->tap->width() == kWidth);
+    const auto* tap = dynamic_cast<const ScaledFrameTap*>(rig.shared->tap.get());
+    REQUIRE(tap);
+    CHECK(tap->width() == kWidth);
     rig.stage->open(rig.ctx);
     const std::uint32_t a = rig.begin_input("/videos/street.mp4", 7);
     const auto frames = rig.decode(a, 0, 7);
