@@ -163,6 +163,9 @@ TEST_CASE("frames of several sources share batches and keep their ids and order"
   Harness h(4, 4, copy_threads);
   const auto a = h.set->add_source(testsrc("bars", 7));
   const auto b = h.set->add_source(testsrc("noise", 5));
+  // Both rings full before the first batch (a: its 4 + 1 slots, then it waits; b: all 5), so the batches
+  // alternate between them whatever the machine's timing.
+  REQUIRE(h.wait_for([&] { return h.report(a).frames == 5 && h.report(b).frames == 5; }));
   std::map<std::uint32_t, std::vector<std::uint64_t>> seen;
   bool mixed = false;
   for (int guard = 0; guard < 1000 && !h.set->exhausted(); ++guard) {
