@@ -11,33 +11,14 @@
 #include <vector>
 
 #include "runtime/inputs.hpp"
+#include "temp_dir.hpp"
 
 using namespace sluice;
 namespace fs = std::filesystem;
 
 namespace {
 
-// A fresh directory under the system temp dir, removed with everything in it at the end of the test.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "sluice-inputs-XXXXXX").string();
-    REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
-    path = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::permissions(path, fs::perms::owner_all, fs::perm_options::add, ec);
-    fs::remove_all(path, ec);
-  }
-  std::string touch(const std::string& name) const {
-    const fs::path p = path / name;
-    fs::create_directories(p.parent_path());
-    std::ofstream(p) << "x";
-    return p.string();
-  }
-  std::string str() const { return path.string(); }
-};
+using TempDir = sluice::test::TempDir;
 
 std::vector<std::string> paths_of(const ExpandedSource& e) {
   std::vector<std::string> out;

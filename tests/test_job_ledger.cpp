@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include "runtime/job_ledger.hpp"
+#include "temp_dir.hpp"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -28,18 +29,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string templ = (fs::temp_directory_path() / "sluice-ledger-XXXXXX").string();
-    if (!::mkdtemp(templ.data())) throw std::runtime_error("mkdtemp failed");
-    path = templ;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
+using TempDir = sluice::test::TempDir;
 
 void write_file(const fs::path& p, const std::string& content) {
   std::ofstream f(p, std::ios::binary | std::ios::trunc);

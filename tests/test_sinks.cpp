@@ -23,6 +23,7 @@
 
 #include "kernels/topk.hpp"
 #include "pipeline_helpers.hpp"
+#include "stage_params.hpp"
 #include "runtime/errors.hpp"
 #include "runtime/stage.hpp"
 #include "stages/builtin.hpp"
@@ -30,6 +31,7 @@
 
 using namespace sluice;
 namespace fs = std::filesystem;
+using sluice::test::params_of;
 using Catch::Matchers::Contains;
 using Catch::Matchers::StartsWith;
 
@@ -43,23 +45,6 @@ fs::path fresh_dir(const std::string& name) {
   return dir;
 }
 
-// The stage's parameters as the config layer fills them: the given ones parsed, the others at their default.
-ParamValues params_of(const StageInfo& info, const std::map<std::string, std::string>& given) {
-  ParamValues values;
-  for (const auto& spec : info.params) {
-    std::string error;
-    if (auto it = given.find(spec.name); it != given.end()) {
-      auto v = parse_param(spec, it->second, error);
-      if (!v) throw std::runtime_error(spec.name + ": " + error);
-      values.set(spec.name, *v, true);
-    } else if (!spec.default_value.empty()) {
-      values.set(spec.name, *parse_param(spec, spec.default_value, error), false);
-    } else {
-      values.set(spec.name, std::string(), false);
-    }
-  }
-  return values;
-}
 
 PayloadDesc classes_desc(int batch) {
   PayloadDesc d;

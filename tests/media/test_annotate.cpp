@@ -23,9 +23,11 @@
 #include "runtime/frame_tap.hpp"
 #include "runtime/stage.hpp"
 #include "stages/sink_outputs.hpp"
+#include "../stage_params.hpp"
 
 using namespace sluice;
 namespace fs = std::filesystem;
+using sluice::test::params_of;
 using Catch::Matchers::Contains;
 
 namespace {
@@ -38,22 +40,6 @@ fs::path fresh_dir(const std::string& name) {
   return dir;
 }
 
-ParamValues params_of(const StageInfo& info, const Params& given) {
-  ParamValues values;
-  for (const auto& spec : info.params) {
-    std::string error;
-    if (auto it = given.find(spec.name); it != given.end()) {
-      auto v = parse_param(spec, it->second, error);
-      if (!v) throw std::runtime_error(spec.name + ": " + error);
-      values.set(spec.name, *v, true);
-    } else if (!spec.default_value.empty()) {
-      values.set(spec.name, *parse_param(spec, spec.default_value, error), false);
-    } else {
-      values.set(spec.name, std::string(), false);
-    }
-  }
-  return values;
-}
 
 constexpr int kWidth = 96, kHeight = 64;  // the tap's and the output's size
 constexpr int kSourceWidth = 160, kSourceHeight = 120;
