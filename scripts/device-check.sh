@@ -6,14 +6,8 @@ set -uo pipefail
 out=${1:?usage: device-check.sh OUT_DIR}
 mkdir -p "$out"
 status=0
-step() {  # step NAME COMMAND...: run, log to OUT_DIR/NAME.log, show the tail
-  local name=$1; shift
-  echo "== $name: $*"
-  "$@" >"$out/$name.log" 2>&1; local rc=$?
-  tail -n 25 "$out/$name.log"
-  echo "== $name: exit $rc"
-  [ $rc -eq 0 ] || status=1
-}
+step_tail=25
+. "$(dirname "$0")/device-step.sh"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
 step gpu-tests .gpu/run bin/sluice_gpu_tests --durations yes
 step devices .gpu/run bin/sluiced devices

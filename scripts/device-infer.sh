@@ -10,14 +10,8 @@ out=${1:?usage: device-infer.sh OUT_DIR}; repeats=${2:-3}
 mkdir -p "$out" bench/models
 export XDG_CACHE_HOME=/tmp/sluice-cache  # measured convolution algorithms, shared by the runs below
 status=0
-step() {  # step NAME COMMAND...: run, log to OUT_DIR/NAME.log, show the tail
-  local name=$1; shift
-  echo "== $name: $*"
-  "$@" >"$out/$name.log" 2>&1; local rc=$?
-  tail -n "${TAIL:-8}" "$out/$name.log"
-  echo "== $name: exit $rc"
-  [ $rc -eq 0 ] || status=1
-}
+step_tail=${TAIL:-8}
+. "$(dirname "$0")/device-step.sh"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader | tee "$out/gpu.txt"
 step reference python3 tests/nn/export_reference.py /tmp/nn-reference
 step r50-reference python3 bench/resnet50_reference.py bench/models 8

@@ -8,14 +8,8 @@ out=${1:?usage: device-ingest.sh OUT_DIR}
 pairs=${PAIRS:-3}
 mkdir -p "$out"
 status=0
-step() {  # step NAME COMMAND...: run, log to OUT_DIR/NAME.log, show the tail
-  local name=$1; shift
-  echo "== $name: $*"
-  "$@" >"$out/$name.log" 2>&1; local rc=$?
-  tail -n 12 "$out/$name.log"
-  echo "== $name: exit $rc"
-  [ $rc -eq 0 ] || status=1
-}
+step_tail=12
+. "$(dirname "$0")/device-step.sh"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
 nproc | tee "$out/nproc.txt"
 step gpu-tests .gpu/run bin/sluice_gpu_tests --durations yes
