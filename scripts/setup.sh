@@ -17,6 +17,7 @@ packages=(
   libopenblas-dev         # the CPU inference backend's matrix products
   python3-torch python3-torchvision python3-onnx python3-numpy  # reference models and outputs for the tests
   python3                 # the service tests drive the daemon from a script
+  clang libclang-rt-14-dev  # libFuzzer harnesses (fuzz preset)
 )
 missing=()
 for p in "${packages[@]}"; do
