@@ -5,6 +5,7 @@
 # Prints per harness: executions, executions per second, corpus size before and after, and any crash, leak,
 # timeout or out-of-memory artefact with the command that reproduces it; exits 1 if any harness found one.
 # Work folder: build/fuzz-runs/ (logs, scratch corpora, artefacts; emptied at each run).
+# FUZZ_PRESET=asan builds the harnesses in the asan tree instead (CI: one sanitizer build for tests and fuzzers).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,6 +15,7 @@ case $seconds in '' | *[!0-9]*) echo "fuzz.sh: SECONDS must be a whole number, g
 per_input_timeout_s=${FUZZ_TIMEOUT_S:-10}  # one input taking longer is a hang (sanitizers slow things ~2-5x)
 rss_limit_mb=${FUZZ_RSS_LIMIT_MB:-2048}    # also the per-allocation limit: a parser may not ask for more
 jobs=${FUZZ_JOBS:-$(nproc)}
+preset=${FUZZ_PRESET:-fuzz}
 
 names=("$@")
 if [ ${#names[@]} -eq 0 ]; then
@@ -32,10 +34,10 @@ for name in "${names[@]}"; do
 done
 
 bash scripts/setup.sh >&2
-cmake --preset fuzz >&2
+cmake --preset "$preset" >&2
 targets=()
 for name in "${names[@]}"; do targets+=("${name}_fuzz"); done
-cmake --build build/fuzz -j "$(nproc)" --target "${targets[@]}" >&2
+cmake --build "build/$preset" -j "$(nproc)" --target "${targets[@]}" >&2
 
 work=build/fuzz-runs
 rm -rf "$work"
@@ -51,7 +53,7 @@ run_one() {
   mkdir -p "$dir/corpus" "$dir/artifacts"
   if [ -d "fuzz/corpus/$name" ]; then cp -R "fuzz/corpus/$name/." "$dir/corpus/"; fi
   local rc=0
-  build/fuzz/fuzz/"${name}_fuzz" "$dir/corpus" -max_total_time="$seconds" -timeout="$per_input_timeout_s" \
+  "build/$preset/fuzz/${name}_fuzz" "$dir/corpus" -max_total_time="$seconds" -timeout="$per_input_timeout_s" \
     -rss_limit_mb="$rss_limit_mb" -malloc_limit_mb="$rss_limit_mb" -artifact_prefix="$dir/artifacts/" \
     -print_final_stats=1 -close_fd_mask=1 >"$dir/log" 2>&1 || rc=$?
   echo "$rc" >"$dir/rc"
@@ -89,7 +91,7 @@ for name in "${names[@]}"; do
     grep -m1 -E '^==[0-9]+==ERROR|^SUMMARY|deadly signal|runtime error|ALARM|out-of-memory|leak' "$dir/log" | sed 's/^/    /' || true
     for a in $artefacts; do
       echo "    artefact: $a"
-      echo "    reproduce: build/fuzz/fuzz/${name}_fuzz $a"
+      echo "    reproduce: build/$preset/fuzz/${name}_fuzz $a"
     done
     echo "    log: $dir/log"
   fi

@@ -1,11 +1,56 @@
 #!/usr/bin/env bash
-# README command (2): set up, build, and run the whole test suite (CPU tests; the GPU test executable
-# reports itself skipped without a GPU). Also builds and tests the CPU-only configuration (no CUDA).
-set -euo pipefail
+# README command (2): set up, build, and run the whole test suite; CI runs exactly this (.ci/run). Phases:
+#   release  the shipping build (CUDA when nvcc is found; the GPU test executable reports itself skipped without
+#            a GPU): every test.
+#   asan     clang, AddressSanitizer + UBSan, no CUDA (so it is also the build of a machine without nvcc): every
+#            unit, service, fault and media test and the 2-minute soak; the same tree builds the fuzz harnesses.
+#   tsan     ThreadSanitizer, no CUDA, no media library: only sluice_tests, and of it only the concurrency tests
+#            (queue, pipeline, source set, control protocol; `ctest --preset tsan`).
+#   fuzz     every libFuzzer harness (fuzz/*_fuzz.cpp) for FUZZ_SECONDS (default 60) each, two at a time, on a
+#            scratch copy of its corpus (scripts/fuzz.sh), built in the asan tree.
+# Every phase runs even when an earlier one failed; a timing line per phase, a summary at the end; exit status 1
+# if any phase failed. TEST_PHASES="asan tsan" runs only those (development); CI runs all four.
+set -uo pipefail
 cd "$(dirname "$0")/.."
-for preset in release cpu; do
-  echo "== $preset: build"
-  bash scripts/build.sh "$preset"
-  echo "== $preset: test"
-  ctest --preset "$preset" -j "$(nproc)"
+phases=${TEST_PHASES:-release asan tsan fuzz}
+jobs=$(nproc)
+summary=()
+failed=0
+suite_start=$(date +%s)
+
+# step NAME COMMAND...: run, time, remember the outcome.
+step() {
+  local name=$1 start rc
+  shift
+  echo "== $name"
+  start=$(date +%s)
+  "$@"
+  rc=$?
+  local line
+  line=$(printf '%-14s %5d s  %s' "$name" $(($(date +%s) - start)) "$([ $rc -eq 0 ] && echo ok || echo "FAILED (exit $rc)")")
+  echo "== time: $line"
+  summary+=("$line")
+  [ $rc -eq 0 ] || failed=1
+  return $rc
+}
+
+step setup bash scripts/setup.sh || { echo "setup failed: nothing can be built" >&2; exit 1; }
+for phase in $phases; do
+  case $phase in
+    release | asan)
+      step "$phase build" bash scripts/build.sh "$phase" && step "$phase test" ctest --preset "$phase" -j "$jobs"
+      ;;
+    tsan)
+      step "tsan build" bash -c 'cmake --preset tsan && cmake --build build/tsan -j "$1" --target sluice_tests' _ "$jobs" &&
+        step "tsan test" ctest --preset tsan -j "$jobs"
+      ;;
+    fuzz)
+      step "fuzz" env FUZZ_PRESET=asan bash scripts/fuzz.sh "${FUZZ_SECONDS:-60}"
+      ;;
+    *) echo "test.sh: unknown phase '$phase' (release, asan, tsan, fuzz)" >&2; exit 2 ;;
+  esac
 done
+
+echo "== summary ($(nproc) cores, $(( ($(date +%s) - suite_start) / 60 )) min in all)"
+printf '%s\n' "${summary[@]}"
+exit $failed
