@@ -811,8 +811,9 @@ TEST_CASE("Resize matches the ONNX formulas", "[cpu_ops][resize]") {
               for (std::int64_t ow = 0; ow < ys[3]; ++ow) {
                 const double fy = resize_coordinate(transform, oh, xs[2], ys[2]);
                 const double fx = resize_coordinate(transform, ow, xs[3], ys[3]);
-                auto at = [&](std::int64_t h, std::int64_t w) {
-                  return static_cast<double>(x[static_cast<std::size_t>((p * xs[2] + h) * xs[3] + w)]);
+                // Not xs itself: clang before 16 cannot capture a structured binding.
+                auto at = [&, in_h = xs[2], in_w = xs[3]](std::int64_t h, std::int64_t w) {
+                  return static_cast<double>(x[static_cast<std::size_t>((p * in_h + h) * in_w + w)]);
                 };
                 if (mode == "nearest") {
                   want.push_back(static_cast<float>(at(resize_nearest(nearest, fy, xs[2]), resize_nearest(nearest, fx, xs[3]))));
