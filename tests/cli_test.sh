@@ -70,7 +70,11 @@ check check-fixed-batch 2 "fixed batch of 8 but the pipeline's batch_size is 4" 
 default_copy 's/frames: 64/frames: 0/; s/type: stdout/type: "null"/' >"$tmp/endless.yaml"
 "$sluiced" run "$tmp/endless.yaml" >"$tmp/endless.out" 2>&1 &
 pid=$!
-sleep 1.5; kill -INT $pid; wait $pid; status=$?
+# Signal only once it logged its start: by then SIGINT is blocked and waited for. Earlier, a background job of a
+# non-interactive shell still has SIGINT ignored and the kernel discards it (a slow start, e.g. under ASan,
+# ran forever).
+for _ in $(seq 300); do grep -q "starting:" "$tmp/endless.out" && break; sleep 0.1; done
+sleep 0.5; kill -INT $pid; wait $pid; status=$?
 if [ $status -eq 0 ] && grep -qE 'draining' "$tmp/endless.out" && grep -qE '\+ failed 0 \+ in flight 0' "$tmp/endless.out"; then
   echo "ok   sigint-drains"
 else
