@@ -90,6 +90,45 @@ std::vector<T> unpack_raw(const std::string& raw) {
   return values;
 }
 
+// How many inputs and outputs each supported operator takes (ONNX's schemas, opsets 11-17). The passes index
+// inputs by position, so a node with too few is refused here, naming it.
+struct Arity {
+  int min_inputs, max_inputs, max_outputs;
+};
+const Arity& arity_of(const std::string& op) {
+  constexpr int many = std::numeric_limits<int>::max();
+  static const std::map<std::string, Arity> arities{
+      {"Conv", {2, 3, 1}}, {"BatchNormalization", {5, 5, 5}}, {"Relu", {1, 1, 1}}, {"LeakyRelu", {1, 1, 1}},
+      {"Clip", {1, 3, 1}}, {"Sigmoid", {1, 1, 1}}, {"HardSigmoid", {1, 1, 1}}, {"HardSwish", {1, 1, 1}},
+      {"Tanh", {1, 1, 1}}, {"Add", {2, 2, 1}}, {"Sub", {2, 2, 1}}, {"Mul", {2, 2, 1}}, {"Div", {2, 2, 1}},
+      {"MaxPool", {1, 1, 2}}, {"AveragePool", {1, 1, 1}}, {"GlobalAveragePool", {1, 1, 1}}, {"Flatten", {1, 1, 1}},
+      {"Reshape", {2, 2, 1}}, {"Transpose", {1, 1, 1}}, {"Squeeze", {1, 2, 1}}, {"Unsqueeze", {1, 2, 1}},
+      {"Gemm", {2, 3, 1}}, {"MatMul", {2, 2, 1}}, {"Concat", {1, many, 1}}, {"Split", {1, 2, many}},
+      {"Slice", {3, 5, 1}}, {"Softmax", {1, 1, 1}}, {"Resize", {1, 4, 1}}, {"Upsample", {1, 2, 1}},
+      {"Pad", {1, 4, 1}}, {"Identity", {1, 1, 1}}, {"Dropout", {1, 3, 2}}, {"Constant", {0, 0, 1}},
+      {"Shape", {1, 1, 1}}, {"Gather", {2, 2, 1}}, {"Cast", {1, 1, 1}}, {"ConstantOfShape", {1, 1, 1}}};
+  return arities.at(op);  // every supported op is listed (a test checks)
+}
+
+void check_arity(const Node& node, const std::string& source) {
+  const Arity& a = arity_of(node.op);
+  const auto inputs = static_cast<int>(node.inputs.size()), outputs = static_cast<int>(node.outputs.size());
+  auto range = [](int low, int high) {
+    return low == high ? std::to_string(low)
+                       : std::to_string(low) + " to " +
+                             (high == std::numeric_limits<int>::max() ? std::string("any number") : std::to_string(high));
+  };
+  if (inputs < a.min_inputs || inputs > a.max_inputs)
+    throw ModelError(source + ": " + node.where() + " has " + std::to_string(inputs) + " inputs; it takes " +
+                     range(a.min_inputs, a.max_inputs));
+  for (int i = 0; i < a.min_inputs; ++i)
+    if (node.inputs[static_cast<std::size_t>(i)].empty())
+      throw ModelError(source + ": " + node.where() + ": required input " + std::to_string(i) + " is empty");
+  if (outputs < 1 || outputs > a.max_outputs || node.outputs[0].empty())
+    throw ModelError(source + ": " + node.where() + " has " + std::to_string(outputs) +
+                     " outputs (the first one named); it makes " + range(1, a.max_outputs));
+}
+
 // Converts any numeric TensorProto into a Tensor: floating point -> f32, integers and bool -> i64.
 Tensor decode_tensor(const onnx::TensorProto& t, const std::string& source, const std::string& what) {
   Tensor out;
@@ -296,6 +335,7 @@ Graph convert(const onnx::ModelProto& model, const std::string& source) {
     if (!std::binary_search(supported.begin(), supported.end(), node.op))
       throw ModelError(source + ": " + node.where() + ": operator " + node.op + " is not supported (supported: " +
                        join(supported, ", ") + ")");
+    check_arity(node, source);
     for (const auto& in : node.inputs) {
       if (in.empty() || available.count(in)) continue;
       auto producer = produced_at.find(in);

@@ -150,8 +150,8 @@ std::string parse_error(const std::string& bytes) {
 
 TEST_CASE("npy header parser reads what numpy writes, spaced any way", "[nn][npy]") {
   const std::string two_floats("\x00\x00\x80\x3f\x00\x00\x00\x40", 8);
-  for (const std::string header : {"{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }\n",
-                                   "{\"shape\":(2,),\"descr\":\"<f4\",\"fortran_order\":False}",
+  for (const std::string header : {std::string("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }\n"),
+                                   std::string("{\"shape\":(2,),\"descr\":\"<f4\",\"fortran_order\":False}"),
                                    "{ 'descr' : '<f4' , 'fortran_order' : False , 'shape' : ( 2 , ) }" +
                                        std::string(1000, ' ') + "\n"}) {
     INFO(header);

@@ -343,3 +343,26 @@ TEST_CASE("loader says what a model path is when it is not a regular file", "[nn
              Contains("absent.onnx: cannot open model file: No such file or directory"));
   std::filesystem::remove_all(dir);
 }
+
+// Regression (found by fuzz/onnx_fuzz): a Gather with one input escaped prepare() as std::out_of_range from
+// vector::at; every node's input and output counts are checked against its operator when the model loads.
+TEST_CASE("loader refuses nodes with too few or too many inputs or outputs, naming them", "[nn][onnx]") {
+  auto error_with = [](const std::string& op, const std::vector<std::string>& inputs,
+                       const std::vector<std::string>& outputs) {
+    ModelBuilder m;
+    m.input("x", {1, 2}).output("y").ints("i", {0});
+    m.node(op, inputs, outputs, "the_node");
+    return error_of([&] { m.load(); });
+  };
+  CHECK_THAT(error_with("Gather", {"x"}, {"y"}), Contains("node 'the_node' (Gather) has 1 inputs; it takes 2"));
+  CHECK_THAT(error_with("Add", {"x", "x", "x"}, {"y"}), Contains("has 3 inputs; it takes 2"));
+  CHECK_THAT(error_with("Conv", {"x", ""}, {"y"}), Contains("required input 1 is empty"));
+  CHECK_THAT(error_with("Relu", {"x"}, {}), Contains("has 0 outputs (the first one named); it makes 1"));
+  CHECK_THAT(error_with("Relu", {"x"}, {"y", "z"}), Contains("has 2 outputs"));
+  CHECK_THAT(error_with("Slice", {"x", "i"}, {"y"}), Contains("has 2 inputs; it takes 3 to 5"));
+  CHECK(error_with("Concat", {"x", "x", "x", "x"}, {"y"}) == "(no error)");
+  for (const auto& op : supported_onnx_ops()) {  // every supported operator has an arity
+    INFO(op);
+    CHECK_THAT(error_with(op, std::vector<std::string>(6, "x"), {"y"}), !Contains("out_of_range"));
+  }
+}
