@@ -8,6 +8,7 @@
 #include <set>
 #include <sstream>
 
+#include "runtime/bounded_file.hpp"
 #include "runtime/errors.hpp"
 
 namespace sluice {
@@ -165,9 +166,58 @@ StageSpec parse_stage(const YAML::Node& node, int index, const std::string& file
   return spec;
 }
 
+// yaml-cpp 0.7 parses nested collections by recursion without a depth limit: "[[[[..." a few hundred thousand
+// deep overflows the stack. A pipeline nests a few levels, so refuse text that could nest deeper than
+// kMaxYamlNesting, judged by a conservative scan: open flow brackets outside quoted scalars and comments, plus
+// the column where a line's content starts (each block level takes at least one column, "- - x" two each).
+constexpr int kMaxYamlNesting = 100;
+constexpr std::size_t kMaxYamlColumn = 1000;
+
+void refuse_deep_nesting(const std::string& text, const std::string& file) {
+  int flow = 0, line = 1;
+  std::size_t column = 0;
+  bool at_line_start = true;
+  char quote = 0, previous = '\n';
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    ++column;
+    if (c == '\n') {
+      ++line, column = 0, at_line_start = true, previous = c;
+      continue;
+    }
+    if (quote) {
+      if (quote == '"' && c == '\\') ++i, ++column;  // an escaped character, maybe a quote
+      else if (c == quote) quote = 0;
+      previous = c;
+      continue;
+    }
+    if (at_line_start && c != ' ' && c != '\t' && !((c == '-' || c == '?') && i + 1 < text.size() && text[i + 1] == ' ')) {
+      at_line_start = false;
+      if (column > kMaxYamlColumn)
+        throw ConfigError(file + ":" + std::to_string(line) + ":" + std::to_string(column) + ": nested deeper than " +
+                          std::to_string(kMaxYamlColumn) + " columns; a pipeline needs a few levels");
+    }
+    const bool starts_token = previous == ' ' || previous == '\t' || previous == '\n' || previous == '[' ||
+                              previous == '{' || previous == ',' || previous == ':' || previous == '-';
+    if (c == '#' && (previous == ' ' || previous == '\t' || previous == '\n')) {
+      while (i + 1 < text.size() && text[i + 1] != '\n') ++i;  // a comment, to the end of the line
+    } else if ((c == '\'' || c == '"') && starts_token) {
+      quote = c;
+    } else if (c == '[' || c == '{') {
+      if (++flow > kMaxYamlNesting)
+        throw ConfigError(file + ":" + std::to_string(line) + ":" + std::to_string(column) + ": nested deeper than " +
+                          std::to_string(kMaxYamlNesting) + " levels; a pipeline needs a few");
+    } else if ((c == ']' || c == '}') && flow > 0) {
+      --flow;
+    }
+    previous = c;
+  }
+}
+
 }  // namespace
 
 PipelineSpec parse_pipeline(const std::string& yaml_text, const std::string& file) {
+  refuse_deep_nesting(yaml_text, file);
   YAML::Node root;
   try {
     root = YAML::Load(yaml_text);
@@ -222,11 +272,13 @@ PipelineSpec parse_pipeline(const std::string& yaml_text, const std::string& fil
 }
 
 PipelineSpec load_pipeline(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw ConfigError(path + ": cannot open pipeline file");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  PipelineSpec spec = parse_pipeline(ss.str(), path);
+  std::string text;
+  try {
+    text = read_bounded_file(path, "pipeline file", kMaxPipelineFileBytes);
+  } catch (const FileReadError& e) {
+    throw ConfigError(e.what());
+  }
+  PipelineSpec spec = parse_pipeline(text, path);
   // systemd's StateDirectory= hands the directory over in $STATE_DIRECTORY (colon-separated when several).
   if (const char* dirs = std::getenv("STATE_DIRECTORY"); dirs && *dirs) {
     const std::string all(dirs);

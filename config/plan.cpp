@@ -1,7 +1,11 @@
 #include "config/plan.hpp"
 
+#include <array>
 #include <cstdio>
+#include <optional>
 
+#include "runtime/bounded_file.hpp"
+#include "runtime/checked_math.hpp"
 #include "runtime/errors.hpp"
 #include "runtime/gpu.hpp"
 
@@ -28,6 +32,62 @@ std::string mib(std::size_t bytes) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
   return buf;
+}
+
+// One batch of `d` in bytes, computed with checked arithmetic (PayloadDesc::batch_bytes() may wrap for sizes
+// that come straight from a pipeline file); nothing when it does not fit in 64 bits or a size is negative.
+std::optional<std::uint64_t> checked_batch_bytes(const PayloadDesc& d) {
+  std::optional<std::uint64_t> item;
+  if (d.kind == PayloadKind::frames) {
+    // Bytes per pixel, in halves: NV12 and I420 take 1.5 bytes a pixel.
+    const std::int64_t halves = d.pixel == PixelFormat::gray8 ? 2 : (d.pixel == PixelFormat::nv12 || d.pixel == PixelFormat::i420) ? 3 : 6;
+    const auto doubled = checked_product<std::uint64_t>(std::array<std::int64_t, 3>{d.width, d.height, halves});
+    if (doubled) item = *doubled / 2;
+  } else if (d.kind == PayloadKind::classes) {
+    item = checked_product<std::uint64_t>(std::array<std::int64_t, 2>{d.channels, 8});
+  } else {
+    item = checked_product<std::uint64_t>(std::array<std::int64_t, 4>{
+        d.channels, d.width, d.height, static_cast<std::int64_t>(dtype_bytes(d.dtype))});
+  }
+  if (!item || d.batch < 0) return std::nullopt;
+  return checked_mul<std::uint64_t>(*item, static_cast<std::uint64_t>(d.batch));
+}
+
+// Refuses pools that cannot be allocated here: one whose size overflows, and pools of one kind of memory that
+// together exceed this machine's (physical RAM for host and pinned pools, the GPU's memory for device pools).
+void check_pools_fit(const PipelinePlan& plan, const std::vector<StageSpec>& stages) {
+  struct Total {
+    std::uint64_t bytes = 0;
+    std::size_t largest = 0;  // stage index
+    std::uint64_t largest_bytes = 0;
+  };
+  Total host, device;
+  for (std::size_t i = 0; i < plan.stages.size(); ++i) {
+    const PlannedStage& ps = plan.stages[i];
+    if (ps.pool_slots <= 0) continue;
+    const std::string where = stages[i].where.str() + ": stage '" + ps.name + "' (" + ps.kind + "): ";
+    const auto batch = checked_batch_bytes(ps.output);
+    const auto pool = batch ? checked_mul<std::uint64_t>(*batch, static_cast<std::uint64_t>(ps.pool_slots)) : std::nullopt;
+    Total& total = ps.output.memory == MemoryKind::device ? device : host;
+    const auto sum = pool ? checked_add(total.bytes, *pool) : std::nullopt;
+    if (!sum)
+      throw ConfigError(where + "its pool of " + std::to_string(ps.pool_slots) + " x " + ps.output.describe() +
+                        " is larger than 2^64 bytes");
+    total.bytes = *sum;
+    if (*pool > total.largest_bytes) total.largest = i, total.largest_bytes = *pool;
+  }
+  auto refuse_over = [&](const Total& total, std::uint64_t limit, const std::string& memory) {
+    if (limit == 0 || total.bytes <= limit) return;
+    const PlannedStage& ps = plan.stages[total.largest];
+    throw ConfigError(stages[total.largest].where.str() + ": stage '" + ps.name + "' (" + ps.kind + "): its pool of " +
+                      std::to_string(ps.pool_slots) + " x " + ps.output.describe() + " takes " +
+                      describe_bytes(total.largest_bytes) + "; the pipeline's pools in " + memory + " take " +
+                      describe_bytes(total.bytes) + ", more than the " + describe_bytes(limit) +
+                      " this machine has (lower the batch, the frame size or queue_depth)");
+  };
+  refuse_over(host, host_memory_bytes(), "host memory");
+  if (device.bytes > 0 && plan.device == Device::cuda)
+    refuse_over(device, gpu::device_memory_bytes(plan.gpu), "GPU " + std::to_string(plan.gpu) + "'s memory");
 }
 
 }  // namespace
@@ -79,6 +139,7 @@ PipelinePlan plan_pipeline(const PipelineSpec& spec) {
     }
     plan.stages.push_back(std::move(ps));
   }
+  check_pools_fit(plan, spec.stages);
   return plan;
 }
 

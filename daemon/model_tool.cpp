@@ -7,6 +7,7 @@
 #include <cstring>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <random>
 #include <stdexcept>
 
@@ -16,6 +17,7 @@
 #include "nn/npy.hpp"
 #include "nn/onnx_loader.hpp"
 #include "nn/passes.hpp"
+#include "runtime/bounded_file.hpp"
 #include "runtime/gpu.hpp"
 #include "runtime/gpu_handles.hpp"
 #if SLUICE_WITH_CUDA
@@ -33,6 +35,18 @@ Timing summarise(std::vector<double> ms) {
   std::sort(ms.begin(), ms.end());
   const auto at = [&](double q) { return ms[static_cast<std::size_t>(q * static_cast<double>(ms.size() - 1) + 0.5)]; };
   return {at(0.5), ms.front(), ms.back(), at(0.9)};
+}
+
+// The inputs and outputs this tool holds in memory must fit in it (the engine checks its own working memory).
+void check_io_fits_in_memory(const nn::Graph& g) {
+  std::uint64_t floats = 0;
+  for (const auto* values : {&g.inputs, &g.outputs})
+    for (const auto& v : *values) floats += static_cast<std::uint64_t>(nn::element_count(g.shape_of(v.name)));
+  const std::uint64_t bytes = floats * sizeof(float);  // each value has at most 2^36 elements (prepare)
+  const std::uint64_t memory = host_memory_bytes();
+  if (memory > 0 && bytes > memory)
+    throw nn::ModelError(g.source + ": its inputs and outputs take " + describe_bytes(bytes) +
+                         ", more than this machine's " + describe_bytes(memory));
 }
 
 std::vector<std::vector<float>> random_inputs(const nn::Graph& g) {
@@ -58,11 +72,18 @@ std::vector<std::vector<float>> read_inputs(const ModelToolOptions& o, const nn:
     const nn::Shape& want = model.inputs[i].shape;
     bool fits = a.shape.size() == want.size() && !a.shape.empty();
     for (std::size_t d = 0; fits && d < want.size(); ++d) fits = want[d] < 0 || want[d] == a.shape[d];
+    // Errors about the files' contents are model errors (one line), not usage errors (which print the usage).
     if (!fits)
-      throw std::invalid_argument(o.inputs[i] + ": shape " + nn::to_string(a.shape) + " does not fit input '" +
-                                  model.inputs[i].name + "' " + nn::to_string(want));
+      throw nn::ModelError(o.inputs[i] + ": shape " + nn::to_string(a.shape) + " does not fit input '" +
+                           model.inputs[i].name + "': expected " + nn::to_string(want) + ", got " +
+                           nn::to_string(a.shape));
+    if (a.shape[0] < 1 || a.shape[0] > std::numeric_limits<int>::max())
+      throw nn::ModelError(o.inputs[i] + ": batch (dimension 0) " + std::to_string(a.shape[0]) + " is not in [1, " +
+                           std::to_string(std::numeric_limits<int>::max()) + "]");
     if (i == 0) batch = static_cast<int>(a.shape[0]);
-    if (a.shape[0] != batch) throw std::invalid_argument(o.inputs[i] + ": batch differs from the first input's");
+    if (a.shape[0] != batch)
+      throw nn::ModelError(o.inputs[i] + ": batch " + std::to_string(a.shape[0]) + " differs from the first input's " +
+                           std::to_string(batch));
     data.push_back(std::move(a.data));
   }
   return data;
@@ -259,6 +280,7 @@ int run_model_tool(const ModelToolOptions& o) {
                                 std::to_string(o.outputs.size()) + " --output files were given");
   const nn::Graph prepared = nn::prepare(model, batch);
   std::printf("%s", nn::describe_graph(prepared).c_str());
+  check_io_fits_in_memory(prepared);
   if (inputs.empty()) inputs = random_inputs(prepared);
 
   std::string device = o.device;

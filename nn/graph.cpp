@@ -2,11 +2,18 @@
 
 #include <algorithm>
 
+#include "runtime/checked_math.hpp"
+
 namespace sluice::nn {
 
 std::int64_t element_count(const Shape& s) {
+  // Shapes come from files: a product that overflows is an error, never a wrapped (small or negative) count.
   std::int64_t n = 1;
-  for (auto d : s) n *= d;
+  for (auto d : s) {
+    const auto next = checked_mul<std::int64_t>(n, d);
+    if (!next) throw ModelError("shape " + to_string(s) + " has more elements than fit in 64 bits");
+    n = *next;
+  }
   return n;
 }
 

@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <numeric>
 
+#include "nn/graph.hpp"
+#include "runtime/checked_math.hpp"
+
 namespace sluice::nn {
 
 namespace {
@@ -12,7 +15,18 @@ bool overlap_in_time(const BufferRequest& a, const BufferRequest& b) {
 }  // namespace
 
 MemoryPlan plan_memory(const std::vector<BufferRequest>& requests, std::size_t alignment) {
-  const auto aligned = [alignment](std::size_t n) { return (n + alignment - 1) / alignment * alignment; };
+  // Sizes come from model shapes: a sum that overflows is refused, never wrapped into a small arena.
+  const auto overflow = [] { throw ModelError("the memory plan's sizes overflow 64 bits"); };
+  const auto aligned = [&](std::size_t n) {
+    const auto padded = checked_add(n, alignment - 1);
+    if (!padded) overflow();
+    return *padded / alignment * alignment;
+  };
+  const auto end_of = [&](std::size_t begin, std::size_t size) {
+    const auto end = checked_add(begin, size);
+    if (!end) overflow();
+    return *end;
+  };
   MemoryPlan plan;
   plan.offsets.assign(requests.size(), 0);
   std::vector<std::size_t> order(requests.size());
@@ -30,12 +44,12 @@ MemoryPlan plan_memory(const std::vector<BufferRequest>& requests, std::size_t a
     std::size_t candidate = 0;
     for (const Placed& p : placed) {
       if (!overlap_in_time(requests[p.request], requests[r])) continue;
-      if (p.begin >= candidate + size) break;
+      if (p.begin >= end_of(candidate, size)) break;
       candidate = std::max(candidate, p.end);
     }
     plan.offsets[r] = candidate;
-    plan.arena = std::max(plan.arena, candidate + size);
-    const Placed entry{candidate, candidate + size, r};
+    plan.arena = std::max(plan.arena, end_of(candidate, size));
+    const Placed entry{candidate, end_of(candidate, size), r};
     placed.insert(std::upper_bound(placed.begin(), placed.end(), entry,
                                    [](const Placed& a, const Placed& b) { return a.begin < b.begin; }),
                   entry);

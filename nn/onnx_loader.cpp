@@ -3,16 +3,36 @@
 #include <onnx/onnx_pb.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
+#include <limits>
+#include <map>
+#include <optional>
 #include <set>
-#include <sstream>
 
 #include "kernels/half.hpp"
+#include "runtime/bounded_file.hpp"
+#include "runtime/checked_math.hpp"
 
 namespace sluice::nn {
 namespace {
+
+// Text from the file as a message may show it: printable ASCII kept, anything else as \xNN, at most 80 bytes.
+std::string printable(const std::string& text) {
+  std::string out;
+  for (std::size_t i = 0; i < text.size() && i < 80; ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c >= 0x20 && c < 0x7f) {
+      out += static_cast<char>(c);
+    } else {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    }
+  }
+  return text.size() > 80 ? out + "..." : out;
+}
 
 std::string join(const std::vector<std::string>& items, const std::string& separator) {
   std::string out;
@@ -20,41 +40,47 @@ std::string join(const std::vector<std::string>& items, const std::string& separ
   return out;
 }
 
-std::string read_file(const std::filesystem::path& path, const std::string& what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw ModelError(what + ": cannot open '" + path.string() + "' (missing file?)");
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
-  return bytes.str();
+// external_data's offset and length: decimal digits only, fitting in 63 bits (std::stoll takes "12abc", " 7", "-1").
+std::uint64_t external_number(const std::string& text, const std::string& key, const std::string& source,
+                              const std::string& what) {
+  std::uint64_t value = 0;
+  bool valid = !text.empty() && text.size() <= 19;
+  for (char c : text) valid = valid && c >= '0' && c <= '9';
+  if (valid) value = std::stoull(text);
+  if (!valid || value > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
+    throw ModelError(source + ": " + what + ": external data " + key + " '" + printable(text) +
+                     "' is not a non-negative decimal integer");
+  return value;
 }
 
-// Reads one tensor's bytes from the external data file it names (location/offset/length, relative to the model).
-std::string read_external_data(const onnx::TensorProto& t, const std::string& source, const std::string& what) {
+// Reads one tensor's bytes from the external data file it names (location/offset/length, relative to the
+// model). `expected` is what its shape and type need; the file is checked before anything is allocated.
+std::string read_external_data(const onnx::TensorProto& t, const std::string& source, const std::string& what,
+                               std::uint64_t expected) {
   std::string location;
-  std::int64_t offset = 0, length = -1;
+  std::uint64_t offset = 0;
+  std::optional<std::uint64_t> length;
   for (const auto& entry : t.external_data()) {
     if (entry.key() == "location") location = entry.value();
-    else if (entry.key() == "offset") offset = std::stoll(entry.value());
-    else if (entry.key() == "length") length = std::stoll(entry.value());
+    else if (entry.key() == "offset") offset = external_number(entry.value(), "offset", source, what);
+    else if (entry.key() == "length") length = external_number(entry.value(), "length", source, what);
   }
   const std::filesystem::path relative(location);
-  if (location.empty() || relative.is_absolute() ||
+  if (location.empty() || location.find('\0') != std::string::npos || relative.is_absolute() ||
       std::any_of(relative.begin(), relative.end(), [](const auto& part) { return part == ".."; }))
-    throw ModelError(source + ": " + what + " names external data '" + location +
+    throw ModelError(source + ": " + what + " names external data '" + printable(location) +
                      "'; only files beside the model (a relative path without '..') are read");
+  if (length && *length != expected)
+    throw ModelError(source + ": " + what + ": external data length " + std::to_string(*length) +
+                     " differs from the " + std::to_string(expected) + " bytes its shape and type need");
   const auto path = std::filesystem::path(source).parent_path() / relative;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw ModelError(source + ": " + what + ": cannot open its external data file '" + path.string() + "'");
-  in.seekg(0, std::ios::end);
-  const std::int64_t file_size = in.tellg();
-  if (length < 0) length = file_size - offset;
-  if (offset < 0 || offset + length > file_size)
-    throw ModelError(source + ": " + what + ": external data file '" + path.string() + "' is too short (" +
-                     std::to_string(file_size) + " bytes; needs " + std::to_string(offset + length) + ")");
-  std::string bytes(static_cast<std::size_t>(length), '\0');
-  in.seekg(offset);
-  in.read(bytes.data(), length);
-  return bytes;
+  try {
+    BoundedFile file(path.string(), "the external data file of " + what + " (model " + source + ")",
+                     kMaxExternalDataBytes);
+    return file.read_range(offset, expected);
+  } catch (const FileReadError& e) {
+    throw ModelError(e.what());
+  }
 }
 
 template <typename T>
@@ -62,6 +88,45 @@ std::vector<T> unpack_raw(const std::string& raw) {
   std::vector<T> values(raw.size() / sizeof(T));
   std::memcpy(values.data(), raw.data(), values.size() * sizeof(T));
   return values;
+}
+
+// How many inputs and outputs each supported operator takes (ONNX's schemas, opsets 11-17). The passes index
+// inputs by position, so a node with too few is refused here, naming it.
+struct Arity {
+  int min_inputs, max_inputs, max_outputs;
+};
+const Arity& arity_of(const std::string& op) {
+  constexpr int many = std::numeric_limits<int>::max();
+  static const std::map<std::string, Arity> arities{
+      {"Conv", {2, 3, 1}}, {"BatchNormalization", {5, 5, 5}}, {"Relu", {1, 1, 1}}, {"LeakyRelu", {1, 1, 1}},
+      {"Clip", {1, 3, 1}}, {"Sigmoid", {1, 1, 1}}, {"HardSigmoid", {1, 1, 1}}, {"HardSwish", {1, 1, 1}},
+      {"Tanh", {1, 1, 1}}, {"Add", {2, 2, 1}}, {"Sub", {2, 2, 1}}, {"Mul", {2, 2, 1}}, {"Div", {2, 2, 1}},
+      {"MaxPool", {1, 1, 2}}, {"AveragePool", {1, 1, 1}}, {"GlobalAveragePool", {1, 1, 1}}, {"Flatten", {1, 1, 1}},
+      {"Reshape", {2, 2, 1}}, {"Transpose", {1, 1, 1}}, {"Squeeze", {1, 2, 1}}, {"Unsqueeze", {1, 2, 1}},
+      {"Gemm", {2, 3, 1}}, {"MatMul", {2, 2, 1}}, {"Concat", {1, many, 1}}, {"Split", {1, 2, many}},
+      {"Slice", {3, 5, 1}}, {"Softmax", {1, 1, 1}}, {"Resize", {1, 4, 1}}, {"Upsample", {1, 2, 1}},
+      {"Pad", {1, 4, 1}}, {"Identity", {1, 1, 1}}, {"Dropout", {1, 3, 2}}, {"Constant", {0, 0, 1}},
+      {"Shape", {1, 1, 1}}, {"Gather", {2, 2, 1}}, {"Cast", {1, 1, 1}}, {"ConstantOfShape", {1, 1, 1}}};
+  return arities.at(op);  // every supported op is listed (a test checks)
+}
+
+void check_arity(const Node& node, const std::string& source) {
+  const Arity& a = arity_of(node.op);
+  const auto inputs = static_cast<int>(node.inputs.size()), outputs = static_cast<int>(node.outputs.size());
+  auto range = [](int low, int high) {
+    return low == high ? std::to_string(low)
+                       : std::to_string(low) + " to " +
+                             (high == std::numeric_limits<int>::max() ? std::string("any number") : std::to_string(high));
+  };
+  if (inputs < a.min_inputs || inputs > a.max_inputs)
+    throw ModelError(source + ": " + node.where() + " has " + std::to_string(inputs) + " inputs; it takes " +
+                     range(a.min_inputs, a.max_inputs));
+  for (int i = 0; i < a.min_inputs; ++i)
+    if (node.inputs[static_cast<std::size_t>(i)].empty())
+      throw ModelError(source + ": " + node.where() + ": required input " + std::to_string(i) + " is empty");
+  if (outputs < 1 || outputs > a.max_outputs || node.outputs[0].empty())
+    throw ModelError(source + ": " + node.where() + " has " + std::to_string(outputs) +
+                     " outputs (the first one named); it makes " + range(1, a.max_outputs));
 }
 
 // Converts any numeric TensorProto into a Tensor: floating point -> f32, integers and bool -> i64.
@@ -72,7 +137,6 @@ Tensor decode_tensor(const onnx::TensorProto& t, const std::string& source, cons
     out.shape.push_back(d);
   }
   const bool external = t.data_location() == onnx::TensorProto::EXTERNAL;
-  const std::string raw = external ? read_external_data(t, source, what) : t.raw_data();
   const bool use_raw = external || t.has_raw_data();
   const auto type = t.data_type();
 
@@ -88,8 +152,16 @@ Tensor decode_tensor(const onnx::TensorProto& t, const std::string& source, cons
                        onnx::TensorProto::DataType_Name(static_cast<onnx::TensorProto::DataType>(type)) +
                        "; supported: float, double, float16, bfloat16, int64, int32, int16, int8, uint8, bool");
   }
-  if (use_raw && raw.size() % element_size != 0)
-    throw ModelError(source + ": " + what + " has " + std::to_string(raw.size()) + " bytes of data, not a multiple of " +
+  std::string raw;
+  if (external) {
+    const auto count = checked_product<std::uint64_t>(out.shape);
+    const auto bytes = count ? checked_mul<std::uint64_t>(*count, element_size) : std::nullopt;
+    if (!bytes) throw ModelError(source + ": " + what + " has shape " + to_string(out.shape) + ", too large");
+    raw = read_external_data(t, source, what, *bytes);
+  }
+  const std::string& data = external ? raw : t.raw_data();
+  if (use_raw && data.size() % element_size != 0)
+    throw ModelError(source + ": " + what + " has " + std::to_string(data.size()) + " bytes of data, not a multiple of " +
                      std::to_string(element_size));
 
   const bool is_float = type == onnx::TensorProto::FLOAT || type == onnx::TensorProto::DOUBLE ||
@@ -111,31 +183,31 @@ Tensor decode_tensor(const onnx::TensorProto& t, const std::string& source, cons
 
   switch (type) {
     case onnx::TensorProto::FLOAT:
-      use_raw ? put(unpack_raw<float>(raw), same) : put(t.float_data(), same); break;
+      use_raw ? put(unpack_raw<float>(data), same) : put(t.float_data(), same); break;
     case onnx::TensorProto::DOUBLE:
-      use_raw ? put(unpack_raw<double>(raw), to_float) : put(t.double_data(), to_float); break;
+      use_raw ? put(unpack_raw<double>(data), to_float) : put(t.double_data(), to_float); break;
     case onnx::TensorProto::FLOAT16:
-      use_raw ? put(unpack_raw<std::uint16_t>(raw), from_half) : put(t.int32_data(), from_half); break;
+      use_raw ? put(unpack_raw<std::uint16_t>(data), from_half) : put(t.int32_data(), from_half); break;
     case onnx::TensorProto::BFLOAT16:
-      use_raw ? put(unpack_raw<std::uint16_t>(raw), from_bf16) : put(t.int32_data(), from_bf16); break;
+      use_raw ? put(unpack_raw<std::uint16_t>(data), from_bf16) : put(t.int32_data(), from_bf16); break;
     case onnx::TensorProto::INT64:
-      use_raw ? put(unpack_raw<std::int64_t>(raw), same) : put(t.int64_data(), same); break;
+      use_raw ? put(unpack_raw<std::int64_t>(data), same) : put(t.int64_data(), same); break;
     case onnx::TensorProto::UINT64:
-      use_raw ? put(unpack_raw<std::uint64_t>(raw), same) : put(t.uint64_data(), same); break;
+      use_raw ? put(unpack_raw<std::uint64_t>(data), same) : put(t.uint64_data(), same); break;
     case onnx::TensorProto::INT32:
-      use_raw ? put(unpack_raw<std::int32_t>(raw), same) : put(t.int32_data(), same); break;
+      use_raw ? put(unpack_raw<std::int32_t>(data), same) : put(t.int32_data(), same); break;
     case onnx::TensorProto::UINT32:
-      use_raw ? put(unpack_raw<std::uint32_t>(raw), same) : put(t.uint64_data(), same); break;
+      use_raw ? put(unpack_raw<std::uint32_t>(data), same) : put(t.uint64_data(), same); break;
     case onnx::TensorProto::INT16:
-      use_raw ? put(unpack_raw<std::int16_t>(raw), same) : put(t.int32_data(), same); break;
+      use_raw ? put(unpack_raw<std::int16_t>(data), same) : put(t.int32_data(), same); break;
     case onnx::TensorProto::UINT16:
-      use_raw ? put(unpack_raw<std::uint16_t>(raw), same) : put(t.int32_data(), same); break;
+      use_raw ? put(unpack_raw<std::uint16_t>(data), same) : put(t.int32_data(), same); break;
     case onnx::TensorProto::INT8:
-      use_raw ? put(unpack_raw<std::int8_t>(raw), same) : put(t.int32_data(), same); break;
+      use_raw ? put(unpack_raw<std::int8_t>(data), same) : put(t.int32_data(), same); break;
     case onnx::TensorProto::UINT8:
-      use_raw ? put(unpack_raw<std::uint8_t>(raw), same) : put(t.int32_data(), same); break;
+      use_raw ? put(unpack_raw<std::uint8_t>(data), same) : put(t.int32_data(), same); break;
     case onnx::TensorProto::BOOL:
-      use_raw ? put(unpack_raw<std::uint8_t>(raw), [](auto v) { return v != 0; })
+      use_raw ? put(unpack_raw<std::uint8_t>(data), [](auto v) { return v != 0; })
               : put(t.int32_data(), [](auto v) { return v != 0; });
       break;
     default: break;  // refused above
@@ -263,6 +335,7 @@ Graph convert(const onnx::ModelProto& model, const std::string& source) {
     if (!std::binary_search(supported.begin(), supported.end(), node.op))
       throw ModelError(source + ": " + node.where() + ": operator " + node.op + " is not supported (supported: " +
                        join(supported, ", ") + ")");
+    check_arity(node, source);
     for (const auto& in : node.inputs) {
       if (in.empty() || available.count(in)) continue;
       auto producer = produced_at.find(in);
@@ -305,8 +378,13 @@ Graph load_onnx_bytes(const std::string& bytes, const std::string& source) {
 }
 
 Graph load_onnx(const std::string& path) {
-  if (!std::filesystem::is_regular_file(path)) throw ModelError("file " + path + ": no such model file");
-  return load_onnx_bytes(read_file(path, "file " + path), path);
+  std::string bytes;
+  try {
+    bytes = read_bounded_file(path, "model file", kMaxModelFileBytes);
+  } catch (const FileReadError& e) {
+    throw ModelError(e.what());
+  }
+  return load_onnx_bytes(bytes, path);
 }
 
 }  // namespace sluice::nn

@@ -21,6 +21,8 @@ bool built_with_cuda() noexcept;
 int device_count() noexcept;
 void set_device(int index);
 std::string device_name(int index);
+// Total memory of device `index` in bytes; 0 without CUDA or when it cannot be queried. Never throws.
+std::size_t device_memory_bytes(int index) noexcept;
 
 StreamHandle stream_create();  // non-blocking with respect to the legacy default stream
 void stream_destroy(StreamHandle s) noexcept;

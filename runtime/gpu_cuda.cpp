@@ -36,6 +36,15 @@ std::string device_name(int index) {
   return prop.name;
 }
 
+std::size_t device_memory_bytes(int index) noexcept {
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, index) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return prop.totalGlobalMem;
+}
+
 StreamHandle stream_create() {
   cudaStream_t s = nullptr;
   CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));

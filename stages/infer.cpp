@@ -5,6 +5,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "nn/cpu/engine.hpp"
 #include "nn/onnx_loader.hpp"
 #include "nn/passes.hpp"
+#include "runtime/bounded_file.hpp"
 #include "runtime/errors.hpp"
 #include "stages/builtin.hpp"
 #if SLUICE_WITH_CUDA
@@ -33,8 +35,13 @@ std::string resolve_path(const std::string& pipeline_file, const std::string& pa
 }
 
 std::vector<std::string> read_labels(const std::string& path, std::int64_t classes) {
-  std::ifstream in(path);
-  if (!in) throw ConfigError("cannot read labels file '" + path + "'");
+  std::string text;
+  try {
+    text = read_bounded_file(path, "labels file", kMaxLabelsFileBytes);
+  } catch (const FileReadError& e) {
+    throw ConfigError(e.what());
+  }
+  std::istringstream in(text);
   std::vector<std::string> labels;
   for (std::string line; std::getline(in, line);) {
     while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();

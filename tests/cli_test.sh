@@ -81,6 +81,43 @@ else
   echo "FAIL sigint-drains: exit $status"; sed 's/^/  | /' "$tmp/endless.out"; fails=$((fails + 1))
 fi
 
+# Files that are not what they claim, or unbounded (issue 11): each is refused by what it is, exit 2, promptly
+# (`timeout`: opening a FIFO must not wait for a writer), without reading /dev/zero until memory runs out.
+model="$src/models/testsrc-classifier.onnx"
+mkfifo "$tmp/fifo.onnx" "$tmp/fifo.yaml"
+check check-devzero 2 '/dev/zero: pipeline file is a character device' -- timeout 20 "$sluiced" check /dev/zero
+check check-fifo 2 'fifo.yaml: pipeline file is a FIFO' -- timeout 20 "$sluiced" check "$tmp/fifo.yaml"
+check check-dir 2 'pipeline file is a directory' -- timeout 20 "$sluiced" check "$tmp"
+default_copy 's#labels: .*#labels: /dev/zero#' >"$tmp/zerolabels.yaml"
+check check-labels-devzero 2 "stage 'infer' \(infer\): /dev/zero: labels file is a character device" -- \
+  timeout 20 "$sluiced" check "$tmp/zerolabels.yaml"
+check model-devzero 2 '/dev/zero: model file is a character device' -- timeout 20 "$sluiced" model /dev/zero
+check model-fifo 2 'fifo.onnx: model file is a FIFO' -- timeout 20 "$sluiced" model "$tmp/fifo.onnx"
+check model-dir 2 'model file is a directory' -- timeout 20 "$sluiced" model "$tmp"
+check npy-devzero 2 '/dev/zero: .npy file is a character device' -- \
+  timeout 20 "$sluiced" model "$model" --device cpu --input /dev/zero
+# A .npy header padded with 40 000 spaces (std::regex overflowed its stack on it) reads fine; a wrong shape is
+# one line naming the file, what was expected and what it got (not the usage text).
+/usr/bin/python3 - "$tmp" <<'PY'
+import sys, struct
+def save(path, shape, pad):
+    header = "{'descr': '<f4', 'fortran_order': False, 'shape': %s, }" % (shape,) + " " * pad + "\n"
+    count = 1
+    for d in shape: count *= d
+    open(path, "wb").write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode() + b"\0" * (4 * count))
+save(sys.argv[1] + "/padded.npy", (1, 3, 64, 64), 40000)
+save(sys.argv[1] + "/wrong.npy", (1, 3, 32, 32), 0)
+PY
+check npy-padded 0 'output' -- timeout 60 "$sluiced" model "$model" --device cpu --input "$tmp/padded.npy"
+check npy-shape 2 "wrong.npy: shape \[1,3,32,32\] does not fit input 'image': expected \[\?,3,64,64\], got \[1,3,32,32\]" -- \
+  timeout 20 "$sluiced" model "$model" --device cpu --input "$tmp/wrong.npy"
+if grep -q 'usage:' "$tmp/out"; then echo "FAIL npy-shape-no-usage: the usage text was printed"; fails=$((fails + 1)); else echo "ok   npy-shape-no-usage"; fi
+# Pools larger than the machine: refused by check and run, naming the stage's pool and the limit.
+default_copy 's/width: 1280/width: 8192/; s/height: 720/height: 8192/; s/^batch_size: 8/batch_size: 4096/' >"$tmp/huge.yaml"
+check check-huge-pool 2 "stage 'decode' \(decode\): its pool of 6 x frames bgr8 8192x8192 x4096 .* this machine has" -- \
+  timeout 20 "$sluiced" check "$tmp/huge.yaml"
+check run-huge-pool 2 "stage 'decode' \(decode\): its pool of" -- timeout 20 "$sluiced" run "$tmp/huge.yaml"
+
 # README.md's stage reference is what the stages declare.
 "$sluiced" inspect all >"$tmp/ref.txt"
 python3 - "$src/README.md" "$tmp/ref.txt" <<'PY' && echo "ok   readme-reference" || { echo "FAIL readme-reference: run scripts/update-readme.sh"; fails=$((fails + 1)); }

@@ -2,7 +2,13 @@
 
 #include "config/pipeline_spec.hpp"
 #include "config/plan.hpp"
+#include "runtime/bounded_file.hpp"
 #include "runtime/errors.hpp"
+#include "tests/temp_dir.hpp"
+
+#include <sys/stat.h>
+
+#include <fstream>
 
 using namespace sluice;
 using Catch::Matchers::Contains;
@@ -145,4 +151,61 @@ TEST_CASE("every shipped pipeline validates", "[config]") {
   spec.device = DeviceChoice::cpu;
   REQUIRE_THROWS_WITH(plan_pipeline(spec), Contains("bench-1080p-resnet50.yaml:") && Contains("stage 'infer'") &&
                                                Contains("bench/models/resnet50.onnx"));
+}
+
+// Regression: `check` accepted pools of 806 TB and `run` then died in a bare std::bad_alloc. Pools are sized with
+// checked arithmetic and refused when they exceed this machine's memory, naming the stage, the size and the limit.
+TEST_CASE("plan refuses pools larger than this machine's memory, naming the pool and the limit", "[config]") {
+  const std::string huge = replace(replace(replace(kGood, "width: 64", "width: 8192"), "height: 48", "height: 8192"),
+                                   "batch_size: 4", "batch_size: 4096");
+  const std::string msg = error_of(huge);
+  CHECK_THAT(msg, Contains("p.yaml:5:5: stage 'decode' (decode): its pool of"));
+  CHECK_THAT(msg, Contains("frames bgr8 8192x8192 x4096"));
+  CHECK_THAT(msg, Contains("more than the") && Contains("this machine has"));
+  CHECK(error_of(kGood) == "(no error)");
+}
+
+// Regression: /dev/zero as a pipeline read gigabytes and died in std::bad_alloc with a misleading message.
+TEST_CASE("pipeline files are read bounded and must be regular files", "[config]") {
+  sluice::test::TempDir dir;
+  CHECK_THROWS_WITH(load_pipeline("/dev/zero"), Contains("/dev/zero: pipeline file is a character device, not a regular file"));
+  CHECK_THROWS_WITH(load_pipeline(dir.str()), Contains("pipeline file is a directory"));
+  const std::string fifo = dir.str() + "/fifo.yaml";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  CHECK_THROWS_WITH(load_pipeline(fifo), Contains("pipeline file is a FIFO"));
+  const std::string big = dir.str() + "/big.yaml";
+  {
+    std::ofstream out(big);
+    out << kGood << std::string(kMaxPipelineFileBytes, '#');
+  }
+  CHECK_THROWS_WITH(load_pipeline(big), Contains("over the limit of 1.0 MiB"));
+}
+
+// Regression: /dev/zero as the infer stage's labels file read gigabytes; labels are read bounded too.
+TEST_CASE("labels files are read bounded and must be regular files", "[config]") {
+  sluice::test::TempDir dir;
+  const std::string model = std::string(SLUICE_SOURCE_DIR) + "/models/testsrc-classifier.onnx";
+  auto with_labels = [&](const std::string& labels) {
+    return "device: cpu\nstages:\n  - kind: decode\n    pattern: shapes\n    width: 64\n    height: 64\n"
+           "  - kind: preprocess\n    width: 64\n    height: 64\n    order: rgb\n    layout: nchw\n    dtype: f32\n"
+           "  - kind: infer\n    model: " + model + "\n    labels: " + labels + "\n    output: classes\n"
+           "  - kind: sink\n    type: null\n";
+  };
+  CHECK(error_of(with_labels(std::string(SLUICE_SOURCE_DIR) + "/models/testsrc-classifier.labels")) == "(no error)");
+  CHECK_THAT(error_of(with_labels("/dev/zero")), Contains("/dev/zero: labels file is a character device"));
+  CHECK_THAT(error_of(with_labels(dir.str())), Contains("labels file is a directory"));
+}
+
+// Regression (found by fuzz/pipeline_fuzz): yaml-cpp recursed once per nesting level without a limit, so
+// "[[[[..." 100 000 deep overflowed the stack (SIGSEGV) in `sluiced check`.
+TEST_CASE("deeply nested YAML is refused before yaml-cpp recurses into it", "[config]") {
+  CHECK_THAT(error_of("stages: " + std::string(100000, '[') + std::string(100000, ']')),
+             Contains("p.yaml:1:109: nested deeper than 100 levels"));
+  CHECK_THAT(error_of("stages: " + std::string(100000, '{')), Contains("nested deeper than 100 levels"));
+  std::string dashes = "stages:\n";
+  for (int i = 0; i < 50000; ++i) dashes += "- ";
+  CHECK_THAT(error_of(dashes + "x\n"), Contains("p.yaml:2:100001: nested deeper than 1000 columns"));
+  // Brackets inside quoted scalars and comments do not count; a normal pipeline passes.
+  CHECK(error_of(replace(kGood, "name: t", "name: '" + std::string(500, '[') + "' # " + std::string(500, '{'))) ==
+        "(no error)");
 }

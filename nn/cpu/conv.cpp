@@ -8,6 +8,7 @@
 
 #include "nn/cpu/activation.hpp"
 #include "nn/cpu/layer.hpp"
+#include "runtime/checked_math.hpp"
 
 namespace sluice::nn::cpu {
 
@@ -46,9 +47,13 @@ class ConvLayer final : public Layer {
 
   std::size_t scratch_floats() const override {
     if (depthwise_ || (pointwise_ && images_per_gemm_ == 1)) return 0;
+    // make_conv checked that these products fit in 64 bits (images_per_gemm_ <= batch).
     const std::int64_t columns = images_per_gemm_ * g_.out_h * g_.out_w;
     const std::int64_t product = images_per_gemm_ > 1 ? g_.out_per_group() * columns : 0;
-    return static_cast<std::size_t>(g_.in_per_group() * g_.kernel_h * g_.kernel_w * columns + product);
+    const auto im2col = checked_product<std::int64_t>(Shape{g_.in_per_group(), g_.kernel_h, g_.kernel_w, columns});
+    const auto total = im2col ? checked_add(*im2col, product) : std::nullopt;
+    if (!total) throw ModelError("convolution scratch size overflows 64 bits");
+    return static_cast<std::size_t>(*total);
   }
 
   void run(const float* const* in, float* const* out, float* scratch) const override {
@@ -248,9 +253,24 @@ std::unique_ptr<Layer> make_conv(const LayerContext& ctx) {
   geo.dilation_w = dilations[1];
   geo.pad_top = pads[0];
   geo.pad_left = pads[1];
-  geo.out_h = (geo.in_h + pads[0] + pads[2] - geo.dilation_h * (geo.kernel_h - 1) - 1) / geo.stride_h + 1;
-  geo.out_w = (geo.in_w + pads[1] + pads[3] - geo.dilation_w * (geo.kernel_w - 1) - 1) / geo.stride_w + 1;
+  // Extents come from the file: every step is checked, so a huge input or pad is an error, not a wrapped size.
+  auto out_extent = [&](std::int64_t size, std::int64_t pad_begin, std::int64_t pad_end, std::int64_t dilation,
+                        std::int64_t kernel, std::int64_t stride) -> std::int64_t {
+    const auto padded_begin = checked_add(size, pad_begin);
+    const auto padded = padded_begin ? checked_add(*padded_begin, pad_end) : std::nullopt;
+    const auto dilated = checked_mul(dilation, kernel - 1);
+    const auto window = dilated ? checked_add(*dilated, std::int64_t{1}) : std::nullopt;
+    if (!padded || !window || kernel < 1)
+      ctx.fail("input " + to_string(x) + " with pads and kernel " + to_string(w.shape) + " overflows 64-bit sizes");
+    if (*padded < *window) return 0;
+    return (*padded - *window) / stride + 1;
+  };
+  geo.out_h = out_extent(geo.in_h, pads[0], pads[2], geo.dilation_h, geo.kernel_h, geo.stride_h);
+  geo.out_w = out_extent(geo.in_w, pads[1], pads[3], geo.dilation_w, geo.kernel_w, geo.stride_w);
   if (geo.out_h < 1 || geo.out_w < 1) ctx.fail("the kernel is larger than the padded input " + to_string(x));
+  if (!checked_product<std::int64_t>(Shape{geo.batch, geo.out_channels, geo.out_h, geo.out_w}) ||
+      !checked_product<std::int64_t>(Shape{geo.in_channels, geo.kernel_h, geo.kernel_w, geo.batch, geo.out_h, geo.out_w}))
+    ctx.fail("input " + to_string(x) + " and weights " + to_string(w.shape) + " need more elements than fit in 64 bits");
   const Shape y{geo.batch, geo.out_channels, geo.out_h, geo.out_w};
   ctx.expect_output_shape(0, y);
 

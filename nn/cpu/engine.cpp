@@ -6,6 +6,8 @@
 
 #include "nn/cpu/layer.hpp"
 #include "nn/memory_plan.hpp"
+#include "runtime/bounded_file.hpp"
+#include "runtime/checked_math.hpp"
 
 namespace sluice::nn {
 
@@ -142,11 +144,18 @@ CpuEngine::CpuEngine(Graph prepared) : state_(std::make_unique<State>()) {
 
   constexpr std::size_t kAlignFloats = 16;  // 64 bytes: a cache line, and full AVX-512 vectors
   const MemoryPlan plan = plan_memory(requests, kAlignFloats);
+  std::size_t scratch = 0;
+  for (const Step& step : s.steps) scratch = std::max(scratch, step.layer->scratch_floats());
+  // Refuse a model this machine cannot hold with a message, instead of a bare std::bad_alloc (or the OOM killer).
+  const auto floats = checked_add(plan.arena, scratch);
+  const auto bytes = floats ? checked_mul(*floats, sizeof(float)) : std::nullopt;
+  const std::uint64_t memory = host_memory_bytes();
+  if (!bytes || (memory > 0 && *bytes > memory))
+    fail("running it needs " + (bytes ? describe_bytes(*bytes) : std::string("more than 2^64 bytes")) +
+         " of working memory (arena and scratch), more than this machine's " + describe_bytes(memory));
   s.arena.assign(plan.arena, 0.0f);
   for (std::size_t r = 0; r < requests.size(); ++r)
     s.value_ptrs[static_cast<std::size_t>(request_value[r])] = s.arena.data() + plan.offsets[r];
-  std::size_t scratch = 0;
-  for (const Step& step : s.steps) scratch = std::max(scratch, step.layer->scratch_floats());
   s.scratch.assign(scratch, 0.0f);
 }
 

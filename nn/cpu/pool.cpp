@@ -3,6 +3,7 @@
 #include <limits>
 
 #include "nn/cpu/layer.hpp"
+#include "runtime/checked_math.hpp"
 
 namespace sluice::nn::cpu {
 
@@ -21,9 +22,10 @@ AxisWindows plan_axis(std::int64_t in, std::int64_t out, std::int64_t kernel, st
   AxisWindows a;
   for (std::int64_t o = 0; o < out; ++o) {
     const std::int64_t start = o * stride - pad_begin;
-    std::int64_t begin = 0, end = kernel;
-    while (begin < end && start + begin * dilation < 0) ++begin;
-    while (end > begin && start + (end - 1) * dilation >= in) --end;
+    // Taps t in [begin, end) with 0 <= start + t * dilation < in, in closed form (kernels may be huge).
+    const std::int64_t begin = start >= 0 ? 0 : std::min(kernel, (-start + dilation - 1) / dilation);
+    const std::int64_t last_inside = in - 1 - start;  // the largest t * dilation that stays inside
+    const std::int64_t end = last_inside < 0 ? begin : std::clamp(last_inside / dilation + 1, begin, kernel);
     // Like PyTorch: the divisor counts the padding but not what ceil_mode adds beyond it.
     const std::int64_t padded_end = std::min(start + (kernel - 1) * dilation + 1, in + pad_end);
     a.first_input.push_back(start);
@@ -101,10 +103,16 @@ class GlobalAveragePoolLayer final : public Layer {
 // inside the input or its leading padding.
 std::int64_t pooled_length(std::int64_t in, std::int64_t kernel, std::int64_t stride, std::int64_t dilation,
                            std::int64_t pad_begin, std::int64_t pad_end, bool ceil_mode, bool drop_outside) {
-  const std::int64_t span = in + pad_begin + pad_end - dilation * (kernel - 1) - 1;
+  // Attribute values come from the file: overflowing arithmetic counts as "no output" (refused by the caller).
+  const auto padded = checked_add(in, pad_begin);
+  const auto padded_both = padded ? checked_add(*padded, pad_end) : std::nullopt;
+  const auto dilated = checked_mul(dilation, kernel - 1);
+  if (!padded_both || !dilated) return 0;
+  const std::int64_t span = *padded_both - *dilated - 1;
   if (span < 0) return 0;
-  std::int64_t out = (ceil_mode ? (span + stride - 1) / stride : span / stride) + 1;
-  if (ceil_mode && drop_outside && (out - 1) * stride >= in + pad_begin) --out;
+  std::int64_t out = (ceil_mode ? span / stride + (span % stride != 0) : span / stride) + 1;
+  const auto last_start = checked_mul(out - 1, stride);
+  if (ceil_mode && drop_outside && (!last_start || *last_start >= *padded)) --out;
   return out;
 }
 

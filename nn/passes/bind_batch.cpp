@@ -1,5 +1,6 @@
 // Gives every graph input a concrete shape: the symbolic (or matching) dimension 0 becomes the batch.
 #include "nn/passes/pass_support.hpp"
+#include "runtime/checked_math.hpp"
 
 namespace sluice::nn::passes {
 
@@ -19,6 +20,10 @@ void bind_batch(Graph& g, std::int64_t batch) {
                        std::to_string(batch) + " was asked for: use that batch, or re-export with a dynamic batch axis "
                        "(torch.onnx.export(..., dynamic_axes={'" + input.name + "': {0: 'batch'}}))");
     input.shape[0] = batch;
+    const auto count = checked_product<std::int64_t>(input.shape);
+    if (!count || *count > kMaxValueElements)
+      throw ModelError(what + "has shape " + to_string(input.shape) + " at batch " + std::to_string(batch) +
+                       ": more than the " + std::to_string(kMaxValueElements) + " elements a value may have");
     g.shapes[input.name] = input.shape;
   }
 }

@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "nn/passes/pass_support.hpp"
+#include "runtime/checked_math.hpp"
 
 namespace sluice::nn::passes {
 namespace {
@@ -84,8 +85,14 @@ Ints spatial_pads(const Graph& g, const Node& n, const Shape& x, const Ints& ker
   Ints pads(4);
   for (int d = 0; d < 2; ++d) {
     const std::int64_t in = x[2 + d];
-    const std::int64_t out = (in + strides[d] - 1) / strides[d];
-    const std::int64_t total = std::max<std::int64_t>(0, (out - 1) * strides[d] + (kernel[d] - 1) * dilations[d] + 1 - in);
+    const std::int64_t out = in / strides[d] + (in % strides[d] != 0);
+    // (out - 1) * stride + (kernel - 1) * dilation + 1 - in, with sizes from the file: checked.
+    const auto covered = checked_mul(out - 1, strides[d]);
+    const auto reach = checked_mul(kernel[d] - 1, dilations[d]);
+    const auto span = covered && reach ? checked_add(*covered, *reach) : std::nullopt;
+    if (!span || *span == std::numeric_limits<std::int64_t>::max())
+      fail(g, n, "auto_pad " + auto_pad + " with kernel, strides and dilations this large overflows 64 bits");
+    const std::int64_t total = std::max<std::int64_t>(0, *span + 1 - in);
     const std::int64_t smaller = total / 2, larger = total - smaller;  // SAME_UPPER puts the odd pixel at the end
     pads[d] = auto_pad == "SAME_UPPER" ? smaller : larger;
     pads[d + 2] = total - pads[d];
@@ -212,7 +219,9 @@ Node reshape(const Node& n, const Graph& g) {
     }
     if (d < 0) fail(g, n, "target shape [" + join_ints(spec) + "] has a negative dimension");
     out[i] = d;
-    known *= d;
+    const auto product = checked_mul(known, d);
+    if (!product) fail(g, n, "target shape [" + join_ints(spec) + "] has more elements than fit in 64 bits");
+    known = *product;
   }
   if (inferred >= 0) {
     const std::int64_t total = element_count(x);
@@ -307,6 +316,7 @@ Node split(const Node& n, const Graph& g) {
   const Shape& x = input_shape(g, n, 0);
   const std::int64_t axis = normalize_axis(g, n, n.attrs.i("axis", 0), static_cast<std::int64_t>(x.size()));
   const auto parts = static_cast<std::int64_t>(n.outputs.size());
+  if (parts < 1) fail(g, n, "has no outputs");
   Ints sizes;
   if (n.attrs.has("split")) sizes = n.attrs.ints("split");
   else if (n.inputs.size() > 1 && !n.inputs[1].empty()) sizes = constant_ints(g, n, 1, "split");
@@ -388,7 +398,8 @@ Node resize_node(const Node& n, const Graph& g, const Shape& x, const Shape& siz
                    "' is not supported (half_pixel, pytorch_half_pixel, align_corners, asymmetric, tf_half_pixel_for_nn)");
   static const std::set<std::string> nearest_modes{"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"};
   if (!nearest_modes.count(nearest)) fail(g, n, "nearest_mode '" + nearest + "' is not supported");
-  if (sizes.size() != 4) fail(g, n, "output size [" + join_ints(sizes) + "] must have 4 dimensions");
+  if (sizes.size() != 4 || x.size() != 4)
+    fail(g, n, "input " + to_string(x) + " and output size [" + join_ints(sizes) + "] must have 4 dimensions");
   if (sizes[0] != x[0] || sizes[1] != x[1])
     fail(g, n, "only H and W may be resized (input " + to_string(x) + ", output " + to_string(sizes) + ")");
   if (sizes[2] < 1 || sizes[3] < 1) fail(g, n, "output size " + to_string(sizes) + " is empty");
@@ -404,8 +415,13 @@ Node resize_node(const Node& n, const Graph& g, const Shape& x, const Shape& siz
 Shape scaled(const Graph& g, const Node& n, const Shape& x, const std::vector<float>& scales) {
   if (scales.size() != x.size()) fail(g, n, "scales do not match the input rank " + std::to_string(x.size()));
   Shape out;
-  for (std::size_t i = 0; i < x.size(); ++i)
-    out.push_back(static_cast<std::int64_t>(std::floor(static_cast<double>(x[i]) * scales[i])));
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const double size = std::floor(static_cast<double>(x[i]) * scales[i]);
+    // NaN, infinite or out of int64's range (2^62: comfortably inside, and beyond any value's size limit).
+    if (!(size >= 0 && size < 4.6e18))
+      fail(g, n, "scale " + std::to_string(scales[i]) + " of dimension " + std::to_string(i) + " gives no valid size");
+    out.push_back(static_cast<std::int64_t>(size));
+  }
   return out;
 }
 
@@ -447,7 +463,10 @@ Node pad(const Node& n, const Graph& g) {
     fail(g, n, "pads [" + join_ints(pads) + "] must hold 2 values per dimension of " + to_string(x));
   if (n.inputs.size() > 3 && !n.inputs[3].empty()) fail(g, n, "the axes input is not supported");
   float value = n.attrs.f("value", 0.f);
-  if (const Tensor* v = optional_constant(g, n, 2, "constant_value")) value = as_floats(*v)[0];
+  if (const Tensor* v = optional_constant(g, n, 2, "constant_value")) {
+    if (v->elements() != 1) fail(g, n, "constant_value must hold one value");
+    value = as_floats(*v)[0];
+  }
   const std::string mode = n.attrs.s("mode", "constant");
   if (mode != "constant" && mode != "reflect" && mode != "edge")
     fail(g, n, "mode '" + mode + "' is not supported (constant, reflect, edge)");

@@ -3,9 +3,12 @@
 // elementwise and matrix products. Straightforward loops: constants are small and this runs once.
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <optional>
 
 #include "kernels/half.hpp"
 #include "nn/passes/pass_support.hpp"
+#include "runtime/checked_math.hpp"
 
 namespace sluice::nn::passes {
 namespace {
@@ -195,6 +198,22 @@ Tensor cast(const Graph& g, const Node& n) {
   return out;
 }
 
+// A value folded at prepare time is held in memory as a constant: at most kMaxFoldedElements of it.
+void check_folded_shape(const Graph& g, const Node& n, const Shape& shape) {
+  const auto count = checked_product<std::int64_t>(shape);
+  if (!count || *count > kMaxFoldedElements)
+    fail(g, n, "folding it would make a constant of shape " + to_string(shape) + ", more than the " +
+                   std::to_string(kMaxFoldedElements) + " elements a folded constant may have");
+}
+
+// Multiply-adds of a folded Gemm/MatMul: at most kMaxFoldWork, so that prepare cannot be made to run for hours.
+void check_fold_work(const Graph& g, const Node& n, const Shape& out_shape, std::int64_t inner) {
+  const auto count = checked_product<std::int64_t>(out_shape);
+  const auto work = count ? checked_mul(*count, std::max<std::int64_t>(inner, 1)) : std::nullopt;
+  if (!work || *work > kMaxFoldWork)
+    fail(g, n, "folding it at prepare time would take more than " + std::to_string(kMaxFoldWork) + " multiply-adds");
+}
+
 Tensor constant_of_shape(const Graph& g, const Node& n) {
   const Ints dims = as_ints(constant(g, n, 0));
   Tensor fill;
@@ -202,6 +221,7 @@ Tensor constant_of_shape(const Graph& g, const Node& n) {
   if (const Tensor* v = n.attrs.tensor("value")) fill = *v;
   if (fill.elements() != 1) fail(g, n, "value must hold one element");
   if (std::any_of(dims.begin(), dims.end(), [](auto d) { return d < 0; })) fail(g, n, "negative dimension in [" + join_ints(dims) + "]");
+  check_folded_shape(g, n, dims);
   Tensor out = empty_like(fill.type, dims);
   if (fill.type == ElementType::f32) std::fill(out.f32.begin(), out.f32.end(), fill.f32[0]);
   else std::fill(out.i64.begin(), out.i64.end(), fill.i64[0]);
@@ -230,13 +250,19 @@ Tensor binary(const Graph& g, const Node& n, const Shape& out_shape) {
       const T l = x[static_cast<std::size_t>(broadcast_offset(idx, a.shape, sa))];
       const T r = y[static_cast<std::size_t>(broadcast_offset(idx, b.shape, sb))];
       T v{};
-      if (n.op == "Add") v = l + r;
+      if constexpr (std::is_integral_v<T>) {  // shape arithmetic from the file: overflow is an error
+        std::optional<T> result;
+        if (n.op == "Add") result = checked_add(l, r);
+        else if (n.op == "Sub") result = checked_sub(l, r);
+        else if (n.op == "Mul") result = checked_mul(l, r);
+        else if (r == 0) fail(g, n, "integer division by zero");
+        else if (!(r == -1 && l == std::numeric_limits<T>::min())) result = l / r;
+        if (!result) fail(g, n, "integer " + n.op + " of " + std::to_string(l) + " and " + std::to_string(r) + " overflows");
+        v = *result;
+      } else if (n.op == "Add") v = l + r;
       else if (n.op == "Sub") v = l - r;
       else if (n.op == "Mul") v = l * r;
-      else if constexpr (std::is_integral_v<T>) {
-        if (r == 0) fail(g, n, "integer division by zero");
-        v = l / r;
-      } else v = l / r;
+      else v = l / r;
       z[next++] = v;
     });
   };
@@ -300,6 +326,7 @@ Tensor gemm(const Graph& g, const Node& n, const Shape& out_shape) {
   const bool ta = n.attrs.i("transA", 0) != 0, tb = n.attrs.i("transB", 0) != 0;
   const float alpha = n.attrs.f("alpha", 1.f), beta = n.attrs.f("beta", 1.f);
   const std::int64_t m = out_shape[0], cols = out_shape[1], k = ta ? as[0] : as[1];
+  check_fold_work(g, n, out_shape, k);
   Tensor out = empty_like(ElementType::f32, out_shape);
   std::vector<float> c;
   Shape cs;
@@ -328,6 +355,7 @@ Tensor matmul(const Graph& g, const Node& n, const Shape& out_shape) {
   if (as.size() == 1) as.insert(as.begin(), 1);
   if (bs.size() == 1) bs.push_back(1);
   const std::int64_t m = as[as.size() - 2], k = as.back(), cols = bs.back();
+  check_fold_work(g, n, out_shape, k);
   Shape batch_a(as.begin(), as.end() - 2), batch_b(bs.begin(), bs.end() - 2);
   const Ints sa = strides_of(batch_a), sb = strides_of(batch_b);
   Tensor out = empty_like(ElementType::f32, out_shape);
@@ -391,6 +419,7 @@ std::vector<Tensor> evaluate(const Node& n, const Graph& g) {
   if (op == "Conv" || op == "MaxPool" || op == "AveragePool" || op == "Resize")
     fail(g, n, "all inputs are constants, and folding " + op + " at prepare time is not supported");
   const std::vector<Shape> shapes = infer_shapes(n, g);
+  for (std::size_t i = 0; i < shapes.size(); ++i) check_folded_shape(g, n, shapes[i]);
   const Tensor& x = constant(g, n, 0);
   if (op == "Reshape") {
     Tensor out = x;

@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <limits>
 
 #include "nn/passes/pass_support.hpp"
 
@@ -41,7 +42,12 @@ std::vector<std::int64_t> as_ints(const Tensor& t) {
   if (t.type == ElementType::i64) return t.i64;
   std::vector<std::int64_t> out;
   out.reserve(t.f32.size());
-  for (float v : t.f32) out.push_back(static_cast<std::int64_t>(v));
+  // Truncation of a value from the file: NaN and values beyond int64 saturate (converting them is undefined),
+  // and whatever reads them as sizes or axes refuses them.
+  constexpr float kLimit = 9.2e18f;
+  for (float v : t.f32)
+    out.push_back(v != v ? 0 : v >= kLimit ? std::numeric_limits<std::int64_t>::max()
+                           : v <= -kLimit ? std::numeric_limits<std::int64_t>::min() : static_cast<std::int64_t>(v));
   return out;
 }
 

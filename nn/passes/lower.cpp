@@ -64,8 +64,11 @@ class Sweep {
       if (!in.empty() && g_.is_constant(in) && g_.constants.at(in).type != ElementType::f32)
         fail(g_, canonical, "integer constant '" + in + "' is used as data; only floating point data runs");
     const std::vector<Shape> shapes = infer_shapes(canonical, g_);
-    for (std::size_t i = 0; i < canonical.outputs.size(); ++i)
-      if (!canonical.outputs[i].empty()) g_.shapes[canonical.outputs[i]] = shapes.at(i);
+    for (std::size_t i = 0; i < canonical.outputs.size(); ++i) {
+      if (canonical.outputs[i].empty()) continue;
+      check_value_shape(g_, canonical, canonical.outputs[i], shapes.at(i));
+      g_.shapes[canonical.outputs[i]] = shapes.at(i);
+    }
     if (canonical.op != node.op)
       g_.rewrites.push_back("rewrote " + node.where() + " as " + canonical.op +
                             (canonical.op == "Reshape" ? " to " + to_string(canonical.attrs.ints("shape")) : ""));
@@ -74,6 +77,11 @@ class Sweep {
 
   void fold(const Node& canonical) {
     std::vector<Tensor> values = evaluate(canonical, g_);
+    for (const Tensor& t : values) folded_elements_ += t.elements();
+    if (folded_elements_ > kMaxFoldedTotal)
+      fail(g_, canonical, "folding it brings the constants folded at prepare time to " +
+                              std::to_string(folded_elements_) + " elements, more than the " +
+                              std::to_string(kMaxFoldedTotal) + " allowed");
     std::string made;
     for (std::size_t i = 0; i < canonical.outputs.size(); ++i) {
       if (canonical.outputs[i].empty()) continue;
@@ -131,6 +139,7 @@ class Sweep {
   std::set<std::string> used_;                 // values some node or graph output reads
   std::map<std::string, std::string> alias_;   // removed value -> the value to read instead
   std::vector<Node> kept_;
+  std::int64_t folded_elements_ = 0;            // all constants folded so far (kMaxFoldedTotal)
 };
 
 }  // namespace

@@ -16,6 +16,15 @@ void lower(Graph& g);                                                    // lowe
 // `used` holds every value some node or graph output reads (to refuse optional outputs that are used).
 Node canonicalize(const Node& node, const Graph& g, const std::set<std::string>& used);
 std::vector<Shape> infer_shapes(const Node& canonical, const Graph& g);  // shape_inference.cpp
+// The most elements one value may have (2^36 f32 = 256 GiB: more than any machine sluice runs on holds).
+inline constexpr std::int64_t kMaxValueElements = std::int64_t{1} << 36;
+// The most elements a constant folded at prepare time may have (2^25: 128 MiB as f32, 256 MiB as i64), all of
+// a model's folded constants together (2^26), and the multiply-adds one folded Gemm/MatMul may take (2^30).
+inline constexpr std::int64_t kMaxFoldedElements = std::int64_t{1} << 25;
+inline constexpr std::int64_t kMaxFoldedTotal = std::int64_t{1} << 26;
+inline constexpr std::int64_t kMaxFoldWork = std::int64_t{1} << 30;
+// Fails naming the node and value unless `shape` has no negative dimension and at most kMaxValueElements.
+void check_value_shape(const Graph& g, const Node& n, const std::string& value, const Shape& shape);
 std::vector<Tensor> evaluate(const Node& canonical, const Graph& g);     // fold_constants.cpp: all inputs constant
 void fold_batchnorm(Graph& g);                                           // fold_batchnorm.cpp
 void fuse_conv(Graph& g);                                                // fuse.cpp

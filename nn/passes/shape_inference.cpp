@@ -2,11 +2,24 @@
 #include <algorithm>
 
 #include "nn/passes/pass_support.hpp"
+#include "runtime/checked_math.hpp"
 
 namespace sluice::nn::passes {
 namespace {
 
 using Ints = std::vector<std::int64_t>;
+
+// a + b, a * b for extents and attribute values from the file: overflow fails naming the node.
+std::int64_t add(const Graph& g, const Node& n, std::int64_t a, std::int64_t b) {
+  const auto sum = checked_add(a, b);
+  if (!sum) fail(g, n, "size arithmetic overflows (" + std::to_string(a) + " + " + std::to_string(b) + ")");
+  return *sum;
+}
+std::int64_t mul(const Graph& g, const Node& n, std::int64_t a, std::int64_t b) {
+  const auto product = checked_mul(a, b);
+  if (!product) fail(g, n, "size arithmetic overflows (" + std::to_string(a) + " * " + std::to_string(b) + ")");
+  return *product;
+}
 
 const Shape& in(const Graph& g, const Node& n, std::size_t index) { return g.shape_of(n.inputs.at(index)); }
 
@@ -26,11 +39,17 @@ Shape broadcast(const Graph& g, const Node& n, const Shape& a, const Shape& b) {
 std::int64_t window_extent(const Graph& g, const Node& n, std::int64_t size, std::int64_t pad_begin,
                            std::int64_t pad_end, std::int64_t kernel, std::int64_t stride, std::int64_t dilation,
                            bool ceil_mode) {
-  const std::int64_t span = size + pad_begin + pad_end - (dilation * (kernel - 1) + 1);
+  if (kernel < 1 || stride < 1 || dilation < 1 || pad_begin < 0 || pad_end < 0)
+    fail(g, n, "kernel " + std::to_string(kernel) + ", stride " + std::to_string(stride) + ", dilation " +
+                   std::to_string(dilation) + " must be positive and pads " + std::to_string(pad_begin) + ", " +
+                   std::to_string(pad_end) + " non-negative");
+  const std::int64_t padded = add(g, n, add(g, n, size, pad_begin), pad_end);
+  const std::int64_t window = add(g, n, mul(g, n, dilation, kernel - 1), 1);
+  const std::int64_t span = padded - window;
   if (span < 0) fail(g, n, "the window (kernel " + std::to_string(kernel) + ") is larger than the padded input (" +
-                               std::to_string(size + pad_begin + pad_end) + ")");
-  std::int64_t out = (ceil_mode ? (span + stride - 1) / stride : span / stride) + 1;
-  if (ceil_mode && (out - 1) * stride >= size + pad_begin) --out;
+                               std::to_string(padded) + ")");
+  std::int64_t out = (ceil_mode ? span / stride + (span % stride != 0) : span / stride) + 1;
+  if (ceil_mode && mul(g, n, out - 1, stride) >= size + pad_begin) --out;
   return out;
 }
 
@@ -38,7 +57,9 @@ Shape conv(const Graph& g, const Node& n) {
   const Shape& x = in(g, n, 0);
   const Shape& w = in(g, n, 1);
   const std::int64_t group = n.attrs.i("group", 1);
-  if (x[1] != w[1] * group || w[0] % group != 0)
+  if (x.size() != 4 || w.size() != 4)
+    fail(g, n, "needs a 4-D input and weights, not " + to_string(x) + " and " + to_string(w));
+  if (group < 1 || x[1] != mul(g, n, w[1], group) || w[0] % group != 0)
     fail(g, n, "input " + to_string(x) + " does not fit weights " + to_string(w) + " with group " + std::to_string(group));
   if (!n.inputs[2].empty() && element_count(in(g, n, 2)) != w[0])
     fail(g, n, "bias " + to_string(in(g, n, 2)) + " does not match " + std::to_string(w[0]) + " output channels");
@@ -52,6 +73,7 @@ Shape conv(const Graph& g, const Node& n) {
 
 Shape pool(const Graph& g, const Node& n) {
   const Shape& x = in(g, n, 0);
+  if (x.size() != 4) fail(g, n, "needs a 4-D (NCHW) input, not " + to_string(x));
   const Ints k = n.attrs.ints("kernel_shape"), s = n.attrs.ints("strides"), p = n.attrs.ints("pads");
   const Ints d = n.attrs.ints("dilations", {1, 1});
   const bool ceil_mode = n.attrs.i("ceil_mode", 0) != 0;
@@ -106,7 +128,7 @@ Shape concat(const Graph& g, const Node& n) {
     bool fits = s.size() == out.size();
     for (std::size_t d = 0; fits && d < s.size(); ++d) fits = d == axis || s[d] == out[d];
     if (!fits) fail(g, n, "input " + to_string(s) + " does not fit " + to_string(in(g, n, 0)) + " along axis " + std::to_string(axis));
-    out[axis] += s[axis];
+    out[axis] = add(g, n, out[axis], s[axis]);
   }
   return out;
 }
@@ -119,7 +141,7 @@ std::vector<Shape> split(const Graph& g, const Node& n) {
   std::vector<Shape> out;
   for (auto size : sizes) {
     if (size < 0) fail(g, n, "split [" + join_ints(sizes) + "] has a negative size");
-    total += size;
+    total = add(g, n, total, size);
     out.push_back(x);
     out.back()[axis] = size;
   }
@@ -148,7 +170,7 @@ Shape pad(const Graph& g, const Node& n) {
       fail(g, n, "reflect padding of " + std::to_string(std::max(before, after)) + " needs a dimension larger than " +
                      std::to_string(out[i]));
     if (mode == "edge" && out[i] == 0 && std::max(before, after) > 0) fail(g, n, "edge padding of an empty dimension");
-    out[i] += before + after;
+    out[i] = add(g, n, out[i], add(g, n, before, after));
     if (out[i] < 0) fail(g, n, "pads [" + join_ints(pads) + "] remove more than dimension " + std::to_string(i) + " holds");
   }
   return out;
@@ -165,6 +187,18 @@ Shape gather(const Graph& g, const Node& n) {
 }
 
 }  // namespace
+
+void check_value_shape(const Graph& g, const Node& n, const std::string& value, const Shape& shape) {
+  const auto count = checked_product<std::int64_t>(shape);
+  if (!count)
+    fail(g, n, "output '" + value + "' would have shape " + to_string(shape) +
+                   (std::any_of(shape.begin(), shape.end(), [](std::int64_t d) { return d < 0; })
+                        ? ", with a negative dimension"
+                        : ", more elements than fit in 64 bits"));
+  if (*count > kMaxValueElements)
+    fail(g, n, "output '" + value + "' would have shape " + to_string(shape) + ", " + std::to_string(*count) +
+                   " elements; at most " + std::to_string(kMaxValueElements) + " are supported");
+}
 
 std::vector<Shape> infer_shapes(const Node& n, const Graph& g) {
   const std::string& op = n.op;

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <functional>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "kernels/half.hpp"
@@ -279,6 +280,89 @@ TEST_CASE("loader reads external data beside the model and refuses paths outside
   CHECK_THAT(error_of([&] { load_onnx_bytes(model_with("../weights.bin").bytes(), model_path); }),
              Contains("only files beside the model"));
   CHECK_THAT(error_of([&] { load_onnx_bytes(model_with("absent.bin").bytes(), model_path); }),
-             Contains("cannot open its external data file"));
+             Contains("cannot open the external data file of initializer 'w'"));
   std::filesystem::remove_all(dir);
+}
+
+// Regression: offset "abc" escaped as a bare std::invalid_argument ("stoll"); offsets and lengths are now
+// parsed strictly and checked against the file before anything is allocated.
+TEST_CASE("loader parses external data offsets and lengths strictly and checks them against the file", "[nn][onnx]") {
+  const auto dir = scratch_dir("external_strict");
+  {
+    std::ofstream bin(dir / "weights.bin", std::ios::binary);
+    bin << std::string(12, '\0');
+  }
+  auto model_with = [&](const std::string& location, const std::string& offset, const std::string& length) {
+    ModelBuilder m;
+    m.input("x", {1, 3}).output("y");
+    m.node("Add", {"x", "w"}, {"y"});
+    auto& t = m.initializer("w");
+    t.set_data_type(onnx::TensorProto::FLOAT);
+    t.add_dims(3);
+    t.set_data_location(onnx::TensorProto::EXTERNAL);
+    for (const auto& [key, value] : {std::pair<std::string, std::string>{"location", location}, {"offset", offset},
+                                     {"length", length}}) {
+      if (value == "-") continue;  // leave the key out
+      auto* e = t.add_external_data();
+      e->set_key(key);
+      e->set_value(value);
+    }
+    return m.bytes();
+  };
+  const auto model_path = (dir / "m.onnx").string();
+  auto error = [&](const std::string& location, const std::string& offset, const std::string& length) {
+    return error_of([&] { load_onnx_bytes(model_with(location, offset, length), model_path); });
+  };
+  CHECK(load_onnx_bytes(model_with("weights.bin", "0", "12"), model_path).constants.at("w").elements() == 3);
+  CHECK(load_onnx_bytes(model_with("weights.bin", "-", "-"), model_path).constants.at("w").elements() == 3);
+  for (const char* bad : {"abc", "-1", " 4", "4x", "", "99999999999999999999", "+4"}) {
+    INFO(bad);
+    CHECK_THAT(error("weights.bin", bad, "12"), Contains("external data offset '"));
+    CHECK_THAT(error("weights.bin", bad, "12"), Contains("is not a non-negative decimal integer"));
+    CHECK_THAT(error("weights.bin", "0", bad), Contains("external data length '"));
+  }
+  CHECK_THAT(error("weights.bin", "4", "12"), Contains("lies outside it"));
+  CHECK_THAT(error("weights.bin", "9223372036854775807", "12"), Contains("lies outside it"));
+  CHECK_THAT(error("weights.bin", "0", "8"), Contains("differs from the 12 bytes its shape and type need"));
+  CHECK_THAT(error("/etc/passwd", "0", "12"), Contains("only files beside the model"));
+  CHECK_THAT(error("a/../../weights.bin", "0", "12"), Contains("only files beside the model"));
+  CHECK_THAT(error(".", "0", "12"), Contains("is a directory"));
+  std::filesystem::remove_all(dir);
+}
+
+// Regression: a directory, a FIFO or /dev/zero as the model said "no such model file" (and /dev/zero, read past
+// the check, would have been read until memory ran out); the error now says what the path is, without blocking.
+TEST_CASE("loader says what a model path is when it is not a regular file", "[nn][onnx]") {
+  const auto dir = scratch_dir("kinds");
+  CHECK_THAT(error_of([&] { load_onnx(dir.string()); }), Contains("model file is a directory, not a regular file"));
+  CHECK_THAT(error_of([] { load_onnx("/dev/zero"); }), Contains("model file is a character device"));
+  const auto fifo = (dir / "fifo.onnx").string();
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  CHECK_THAT(error_of([&] { load_onnx(fifo); }), Contains("model file is a FIFO"));
+  CHECK_THAT(error_of([&] { load_onnx((dir / "absent.onnx").string()); }),
+             Contains("absent.onnx: cannot open model file: No such file or directory"));
+  std::filesystem::remove_all(dir);
+}
+
+// Regression (found by fuzz/onnx_fuzz): a Gather with one input escaped prepare() as std::out_of_range from
+// vector::at; every node's input and output counts are checked against its operator when the model loads.
+TEST_CASE("loader refuses nodes with too few or too many inputs or outputs, naming them", "[nn][onnx]") {
+  auto error_with = [](const std::string& op, const std::vector<std::string>& inputs,
+                       const std::vector<std::string>& outputs) {
+    ModelBuilder m;
+    m.input("x", {1, 2}).output("y").ints("i", {0});
+    m.node(op, inputs, outputs, "the_node");
+    return error_of([&] { m.load(); });
+  };
+  CHECK_THAT(error_with("Gather", {"x"}, {"y"}), Contains("node 'the_node' (Gather) has 1 inputs; it takes 2"));
+  CHECK_THAT(error_with("Add", {"x", "x", "x"}, {"y"}), Contains("has 3 inputs; it takes 2"));
+  CHECK_THAT(error_with("Conv", {"x", ""}, {"y"}), Contains("required input 1 is empty"));
+  CHECK_THAT(error_with("Relu", {"x"}, {}), Contains("has 0 outputs (the first one named); it makes 1"));
+  CHECK_THAT(error_with("Relu", {"x"}, {"y", "z"}), Contains("has 2 outputs"));
+  CHECK_THAT(error_with("Slice", {"x", "i"}, {"y"}), Contains("has 2 inputs; it takes 3 to 5"));
+  CHECK(error_with("Concat", {"x", "x", "x", "x"}, {"y"}) == "(no error)");
+  for (const auto& op : supported_onnx_ops()) {  // every supported operator has an arity
+    INFO(op);
+    CHECK_THAT(error_with(op, std::vector<std::string>(6, "x"), {"y"}), !Contains("out_of_range"));
+  }
 }

@@ -9,10 +9,13 @@
 #include <random>
 #include <set>
 
+#include "nn/cpu/engine.hpp"
 #include "nn/describe.hpp"
+#include "nn/memory_plan.hpp"
 #include "nn/npy.hpp"
 #include "nn/onnx_loader.hpp"
 #include "nn/passes.hpp"
+#include "runtime/bounded_file.hpp"
 #include "tests/nn/model_builder.hpp"
 
 using namespace sluice::nn;
@@ -749,4 +752,54 @@ TEST_CASE("every reference model of export_reference.py prepares to the prepared
     }
   }
   CHECK(models > 0);
+}
+
+// Regression: a model whose input H is 2^60 made cpu::make_conv divide by a wrapped zero (SIGFPE); every shape
+// computed from the file is now checked for overflow and size, and the error names the input or node.
+TEST_CASE("prepare refuses shapes that overflow or exceed what a value may hold, naming where", "[nn][passes]") {
+  auto conv_with_input = [](Ints dims, Ints pads = {0, 0, 0, 0}) {
+    ModelBuilder m;
+    m.input("x", dims).output("y").weights("w", {2, 1, 1, 1}, {1.f, -1.f});
+    test::set_ints(m.node("Conv", {"x", "w"}, {"y"}, "conv1"), "pads", pads);
+    return m;
+  };
+  const std::int64_t huge = std::int64_t{1} << 60;
+  CHECK_THAT(error_of([&] { prepared(conv_with_input({-1, 1, huge, 4})); }), Contains("graph input 'x'"));
+  CHECK_THAT(error_of([&] { prepared(conv_with_input({-1, 1, huge, huge})); }), Contains("graph input 'x'"));
+  // The input fits, the output (2 channels) does not.
+  CHECK_THAT(error_of([&] { prepared(conv_with_input({-1, 1, std::int64_t{1} << 34, 4})); }),
+             Contains("node 'conv1' (Conv): output 'y' would have shape [1,2,17179869184,4]"));
+  // Pads that overflow int64 when added to the input's extent.
+  const std::int64_t max = std::numeric_limits<std::int64_t>::max();
+  CHECK_THAT(error_of([&] { prepared(conv_with_input({-1, 1, 4, 4}, {max, 0, max, 0})); }),
+             Contains("node 'conv1' (Conv): size arithmetic overflows"));
+}
+
+TEST_CASE("prepare refuses to fold a constant larger than the fold limit", "[nn][passes]") {
+  ModelBuilder m;
+  m.input("x", {1, 2}).output("y").ints("dims", {std::int64_t{1} << 40});
+  m.node("ConstantOfShape", {"dims"}, {"c"}, "make_big");
+  m.node("Add", {"x", "c"}, {"y"});
+  CHECK_THAT(error_of([&] { prepared(m); }), Contains("node 'make_big' (ConstantOfShape): folding it would make a constant"));
+}
+
+// A model whose working memory exceeds the machine is refused with a message, not std::bad_alloc.
+TEST_CASE("cpu engine refuses a model larger than this machine's memory", "[nn][cpu]") {
+  ModelBuilder m;
+  // 1 x 1 x 2^32 x 4 in, 2 x 2^32 x 4 = 2^35 floats (128 GiB) out of the conv; the arena holds it for the Transpose.
+  m.input("x", {-1, 1, std::int64_t{1} << 32, 4}).output("y").weights("w", {2, 1, 1, 1}, {1.f, -1.f});
+  m.node("Conv", {"x", "w"}, {"c"}, "conv1");
+  test::set_ints(m.node("Transpose", {"c"}, {"y"}), "perm", {0, 1, 3, 2});
+  const Graph g = prepared(m);
+  if (sluice::host_memory_bytes() >= (std::uint64_t{128} << 30)) {
+    WARN("this machine has 128 GiB or more: nothing to refuse");
+    return;
+  }
+  CHECK_THAT(error_of([&] { CpuEngine engine(g); }), Contains("of working memory"));
+}
+
+TEST_CASE("memory plan refuses sizes whose sum overflows", "[nn][cpu]") {
+  const std::size_t max = std::numeric_limits<std::size_t>::max();
+  CHECK_THROWS_AS(plan_memory({{max - 4, 0, 0}}, 16), ModelError);
+  CHECK_THROWS_AS(plan_memory({{max / 2 + 8, 0, 1}, {max / 2 + 8, 0, 1}}, 16), ModelError);
 }
