@@ -137,7 +137,7 @@ ParsedLine parse_request_line(std::string_view line) {
   } catch (const json::exception& e) {
     // parse_error (syntax, invalid UTF-8), out_of_range (a number too large for a double), ...: the
     // message may quote the offending bytes, so it is made valid UTF-8 and short.
-    out.error = "malformed request: " + safe_message(e.what());
+    out.error = "malformed JSON: " + safe_message(e.what());
     return out;
   }
   if (!request.is_object()) {
