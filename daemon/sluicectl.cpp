@@ -173,6 +173,8 @@ pipeline's decode stage has no run-time sources. May be restricted by sluiced's 
   --rate-limit FPS   at most FPS frames per second (0: unlimited, the default); live sources drop the rest
   --loop             files: start again at the end
 Use -- before a URI that starts with '-'.
+The daemon accepts local paths only under its --input-root directories and network URIs only to its
+--allow-source-host hosts (testsrc: always); anything else is refused with the option to set.
 )"},
     {"remove-source", R"(usage: sluicectl remove-source ID|NAME
 
@@ -193,8 +195,10 @@ Ask a paused daemon to produce again. Prints the new state.
 
 Ask the daemon to validate FILE and switch to it; without FILE, the daemon re-reads its current config
 file. FILE is made absolute (against this shell's working directory) before it is sent, and the daemon
-must be able to read it at that path. If validation fails the old pipeline keeps running and the
-daemon's error is printed (exit 1).
+must be able to read it at that path. The daemon loads only the file it was started with or files under
+its --config-root directories. If validation fails the old pipeline keeps running and the daemon's error
+is printed (exit 1): the place (path:line:col) and the problem, with words quoted from the file left out
+(they are in the daemon's log).
 )"},
     {"stop", R"(usage: sluicectl stop
 
