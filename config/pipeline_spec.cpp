@@ -36,6 +36,17 @@ std::vector<ParamSpec> pipeline_keys() {
       {"control_allow_users", ParamType::strings, "[]",
        "service mode: users who may pause/resume/reload/stop (empty: anyone who can open the socket)"},
       {"control_allow_groups", ParamType::strings, "[]", "service mode: groups who may pause/resume/reload/stop"},
+      {"control_token", ParamType::string, "",
+       "service mode: file holding the shared secret TCP peers send as 'token' to change things (mode 0600, owned by "
+       "sluiced's user); without it TCP control is read-only and only a loopback control_tcp is allowed"},
+      {"config_roots", ParamType::strings, "[]",
+       "service mode: directories whose files a control reload may load (besides the file sluiced started with)"},
+      {"input_roots", ParamType::strings, "[]",
+       "service mode: directories (or files) under which source-add may read local paths (none: refused)"},
+      {"output_roots", ParamType::strings, "[]",
+       "service mode: directories a reloaded pipeline's sinks must write under (none: not checked)"},
+      {"allow_source_hosts", ParamType::strings, "[]",
+       "service mode: HOST or HOST:PORT (optionally SCHEME:// in front) that source-add may connect to (none: refused)"},
   };
 }
 
@@ -254,6 +265,11 @@ PipelineSpec parse_pipeline(const std::string& yaml_text, const std::string& fil
   spec.service.metrics = values.string("metrics");
   spec.service.allow_users = values.strings("control_allow_users");
   spec.service.allow_groups = values.strings("control_allow_groups");
+  spec.service.control_token = values.string("control_token");
+  spec.service.config_roots = values.strings("config_roots");
+  spec.service.input_roots = values.strings("input_roots");
+  spec.service.output_roots = values.strings("output_roots");
+  spec.service.allow_source_hosts = values.strings("allow_source_hosts");
 
   if (!stages_entry) throw ConfigError(file + ":1:1: missing 'stages' (a list of stages, source first, sink last)");
   const YAML::Node& stages_node = *stages_entry;

@@ -34,6 +34,8 @@ struct StageSpec {
 struct ServiceSettings {
   std::string control_socket, control_tcp, metrics;
   std::vector<std::string> allow_users, allow_groups;
+  std::string control_token;  // access control (daemon/access_policy.hpp)
+  std::vector<std::string> config_roots, input_roots, output_roots, allow_source_hosts;
   bool operator==(const ServiceSettings&) const = default;
 };
 

@@ -71,23 +71,37 @@ class ControlServer::Session : public std::enable_shared_from_this<Session> {
       read();
       return;
     }
-    nlohmann::json request;
-    try {
-      request = nlohmann::json::parse(line);
-    } catch (const nlohmann::json::parse_error& e) {
-      write_reply({{"ok", false}, {"error", std::string("malformed JSON: ") + e.what()}}, false);
+    ParsedLine parsed = parse_request_line(line);
+    if (!parsed.request) {
+      spdlog::info("control: {} sent a request that is not valid: {}", peer_.remote, parsed.error);
+      write_reply(error_reply(parsed.error), false);
       return;
     }
+    // The reply may come later (trace); only its first call counts, and it never throws into the caller.
+    auto replied = std::make_shared<bool>(false);
+    Reply reply = [self = shared_from_this(), replied](nlohmann::json r) {
+      if (*replied) return;
+      *replied = true;
+      self->write_reply(r, false);
+    };
     try {
-      server_.handler_(request, peer_,
-                       [self = shared_from_this()](nlohmann::json reply) { self->write_reply(reply, false); });
+      server_.handler_(*parsed.request, peer_, reply);
     } catch (const std::exception& e) {
-      write_reply({{"ok", false}, {"error", e.what()}}, false);
+      spdlog::error("control: {} from {} failed: {}", request_name(parsed.request->kind), peer_.remote, e.what());
+      reply(error_reply(std::string(request_name(parsed.request->kind)) + " failed: " + safe_message(e.what())));
+    } catch (...) {
+      spdlog::error("control: {} from {} failed with an unknown exception", request_name(parsed.request->kind),
+                    peer_.remote);
+      reply(error_reply(std::string(request_name(parsed.request->kind)) + " failed"));
     }
   }
 
   void write_reply(const nlohmann::json& reply, bool then_close) {
-    out_ = reply.dump() + "\n";
+    try {
+      out_ = serialize_reply(reply);
+    } catch (const std::exception& e) {  // out of memory, or a reply too deep to write
+      out_ = serialize_reply(error_reply(std::string("cannot send the reply: ") + e.what()));
+    }
     arm_deadline();  // a client that does not read its reply is dropped too
     asio::async_write(socket_, asio::buffer(out_),
                       [self = shared_from_this(), then_close](boost::system::error_code ec, std::size_t) {
@@ -136,7 +150,7 @@ void ControlServer::accept() {
     ucred cred{};
     socklen_t len = sizeof cred;
     if (getsockopt(socket.native_handle(), SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0)
-      peer = {true, cred.pid, cred.uid, cred.gid,
+      peer = {true, false, cred.pid, cred.uid, cred.gid,
               "pid " + std::to_string(cred.pid) + " uid " + std::to_string(cred.uid) + " gid " + std::to_string(cred.gid)};
     start_session(generic::socket(std::move(socket)), std::move(peer));
     accept();
@@ -156,6 +170,7 @@ void ControlServer::accept_tcp() {
     PeerCredentials peer;
     boost::system::error_code rec;
     const auto remote = socket.remote_endpoint(rec);
+    peer.tcp = true;
     peer.remote = rec ? std::string("tcp peer") : "tcp " + endpoint_string(remote);
     start_session(generic::socket(std::move(socket)), std::move(peer));
     accept_tcp();

@@ -1,6 +1,8 @@
 #pragma once
 // The control socket: a UNIX stream socket carrying JSON lines (daemon/PROTOCOL.md). One session per
 // client, each with a deadline; limits on request size and client count. Runs on the service's io_context.
+#include "daemon/control_protocol.hpp"
+
 #include <utility>  // before Asio: Boost 1.74's awaitable.hpp uses std::exchange without it
 #include <boost/asio.hpp>
 #include <nlohmann/json.hpp>
@@ -14,14 +16,6 @@
 
 namespace sluice {
 
-struct PeerCredentials {
-  bool known = false;  // SO_PEERCRED answered (UNIX socket); TCP peers have only an address
-  pid_t pid = 0;
-  uid_t uid = 0;
-  gid_t gid = 0;
-  std::string remote;  // "pid P uid U gid G", or the TCP peer's address
-};
-
 struct ControlLimits {
   std::size_t max_request_bytes = 64 * 1024;
   std::size_t max_clients = 32;
@@ -30,17 +24,21 @@ struct ControlLimits {
 
 class ControlServer {
  public:
-  // Sends the reply to one request; may be called later (e.g. after a trace was recorded), once.
+  // Sends the reply to one request; may be called later (e.g. after a trace was recorded). Only the first
+  // call counts; it never throws (a reply that cannot be serialized becomes an error reply).
   using Reply = std::function<void(nlohmann::json reply)>;
-  // Takes one request and replies through `reply`. Runs on the io_context thread; must not block. The
-  // connection reads its next request only after the reply.
-  using Handler = std::function<void(const nlohmann::json& request, const PeerCredentials& peer, Reply reply)>;
+  // Takes one checked request (control_protocol.hpp: lines that are not valid requests are answered with
+  // an error before any handler runs) and replies through `reply`. Runs on the io_context thread; must not
+  // block. An exception it throws becomes an error reply; the connection stays usable. The connection
+  // reads its next request only after the reply.
+  using Handler = std::function<void(const ControlRequest& request, const PeerCredentials& peer, Reply reply)>;
 
   // Binds `path` (mode 0660); a stale socket file is replaced, a live one (another daemon) is an error.
   ControlServer(boost::asio::io_context& io, std::string path, ControlLimits limits, Handler handler);
   ~ControlServer();
   // Also serves the protocol on TCP (off unless asked for; "127.0.0.1:PORT" keeps it on loopback). TCP
-  // peers have no credentials: with allow lists set they may only read. Returns the bound address.
+  // peers have no credentials (PeerCredentials::tcp): what they may do is the handler's access policy's
+  // call. Returns the bound address.
   std::string listen_tcp(const std::string& address);
   void stop();  // closes the acceptors and every session; removes the socket file
   const std::string& path() const { return path_; }

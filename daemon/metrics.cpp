@@ -1,6 +1,7 @@
 #include "daemon/metrics.hpp"
 
 #include "daemon/listen_address.hpp"
+#include "runtime/utf8.hpp"
 
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -30,7 +31,9 @@ namespace sluice {
 // Exposition text
 // ---------------------------------------------------------------------------------------------------
 
-std::string prometheus_escape_label(std::string_view v) {
+// The text format is UTF-8: a name that is not (a file name from a watched directory) is shown with U+FFFD.
+std::string prometheus_escape_label(std::string_view raw) {
+  const std::string v = to_valid_utf8(raw);
   std::string out;
   out.reserve(v.size());
   for (char c : v) {
@@ -44,7 +47,8 @@ std::string prometheus_escape_label(std::string_view v) {
   return out;
 }
 
-std::string prometheus_escape_help(std::string_view v) {
+std::string prometheus_escape_help(std::string_view raw) {
+  const std::string v = to_valid_utf8(raw);
   std::string out;
   out.reserve(v.size());
   for (char c : v) {

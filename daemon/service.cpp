@@ -15,6 +15,8 @@
 
 #include "config/pipeline_spec.hpp"
 #include "config/plan.hpp"
+#include "daemon/access_policy.hpp"
+#include "daemon/control_protocol.hpp"
 #include "daemon/control_server.hpp"
 #include "daemon/metrics.hpp"
 #include "daemon/progress.hpp"
@@ -23,6 +25,7 @@
 #include "runtime/gpu.hpp"
 #include "runtime/pipeline.hpp"
 #include "runtime/source_control.hpp"
+#include "runtime/utf8.hpp"
 #include "version.hpp"
 
 namespace sluice {
@@ -83,13 +86,13 @@ class Service {
     const PipelineSpec spec = load_spec(config_path_);
     settings_ = spec.service;
     apply_settings(settings_);
+    setup_access();  // refuses a bad token file or an exposed TCP listener before anything starts
     start_pipeline(plan_pipeline(spec));
     ControlLimits limits;
     limits.client_timeout = std::chrono::milliseconds(static_cast<long>(options_.client_timeout_s * 1000));
     control_.emplace(io_, options_.socket, limits,
-                     [this](const nlohmann::json& r, const PeerCredentials& p, ControlServer::Reply reply) {
-                       if (r.is_object() && r.value("request", "") == "trace") return trace(r, std::move(reply));
-                       reply(handle(r, p));
+                     [this](const ControlRequest& r, const PeerCredentials& p, ControlServer::Reply reply) {
+                       dispatch(r, p, std::move(reply));
                      });
     std::string tcp_address;
     if (!options_.control_tcp.empty()) tcp_address = control_->listen_tcp(options_.control_tcp);
@@ -120,6 +123,36 @@ class Service {
     pick(options_.metrics, file.metrics);
     if (options_.allow_users.empty()) options_.allow_users = file.allow_users;
     if (options_.allow_groups.empty()) options_.allow_groups = file.allow_groups;
+    pick(options_.control_token, file.control_token);
+    if (options_.config_roots.empty()) options_.config_roots = file.config_roots;
+    if (options_.input_roots.empty()) options_.input_roots = file.input_roots;
+    if (options_.output_roots.empty()) options_.output_roots = file.output_roots;
+    if (options_.allow_source_hosts.empty()) options_.allow_source_hosts = file.allow_source_hosts;
+  }
+
+  // The access policy (docs/THREAT_MODEL.md): a token file that others can read, a root that does not
+  // exist, or a TCP listener off loopback without a token stop the start with a message naming them.
+  void setup_access() {
+    AccessSettings a;
+    a.allow_users = options_.allow_users;
+    a.allow_groups = options_.allow_groups;
+    a.config_file = config_path_;
+    a.config_roots = options_.config_roots;
+    a.input_roots = options_.input_roots;
+    a.output_roots = options_.output_roots;
+    a.allow_source_hosts = options_.allow_source_hosts;
+    try {
+      if (!options_.control_token.empty()) a.control_token = load_control_token(options_.control_token);
+      if (!options_.control_tcp.empty() && !a.control_token && !listen_is_loopback(options_.control_tcp))
+        throw std::invalid_argument("--control-tcp " + options_.control_tcp +
+                                    " is not a loopback address: refusing to serve control off this host without "
+                                    "a shared secret (--control-token FILE, or control_token: in the pipeline file)");
+      policy_.emplace(std::move(a));
+    } catch (const std::invalid_argument& e) {
+      throw ConfigError(e.what());
+    } catch (const std::runtime_error& e) {  // a malformed --control-tcp address
+      throw ConfigError(e.what());
+    }
   }
 
   void start_pipeline(PipelinePlan plan) {
@@ -154,97 +187,113 @@ class Service {
   }
 
   // --- requests ------------------------------------------------------------------------------------------
-  bool may_mutate(const PeerCredentials& peer, std::string& why) const {
-    if (options_.allow_users.empty() && options_.allow_groups.empty()) return true;
-    if (!peer.known) {
-      why = "permission denied: " + peer.remote + " has no credentials (use the UNIX socket to change things)";
-      return false;
+  // Every request passes here: the token check, then trace (which replies later) or handle().
+  void dispatch(const ControlRequest& request, const PeerCredentials& peer, ControlServer::Reply reply) {
+    if (auto why = policy_->check_token(peer, request.token)) {
+      spdlog::warn("control: {} refused for {}: {}", request_name(request.kind), peer.remote, *why);
+      return reply(error(*why));
     }
-    if (peer.uid == 0 || peer.uid == getuid()) return true;
-    if (const passwd* pw = getpwuid(peer.uid)) {
-      for (const auto& u : options_.allow_users)
-        if (u == pw->pw_name) return true;
-      for (const auto& g : options_.allow_groups) {
-        const group* gr = getgrnam(g.c_str());
-        if (!gr) continue;
-        if (gr->gr_gid == peer.gid) return true;
-        for (char** m = gr->gr_mem; *m; ++m)
-          if (std::string(*m) == pw->pw_name) return true;
-      }
-    }
-    why = "permission denied: uid " + std::to_string(peer.uid) + " is not in --allow-user/--allow-group";
-    return false;
+    if (request.kind == RequestKind::trace) return trace(request, std::move(reply));
+    reply(handle(request, peer));
   }
 
-  nlohmann::json handle(const nlohmann::json& request, const PeerCredentials& peer) {
-    if (!request.is_object() || !request.contains("request") || !request["request"].is_string())
-      return error("expected an object with a string 'request' (one of " + std::string(kRequests) + ")");
-    const std::string name = request["request"];
-    if (name == "version")
+  nlohmann::json handle(const ControlRequest& request, const PeerCredentials& peer) {
+    const std::string name(request_name(request.kind));
+    if (request.kind == RequestKind::version)
       return {{"ok", true}, {"version", SLUICE_VERSION}, {"cuda", gpu::built_with_cuda()}};
-    if (name == "status") return status();
-    if (name == "sources") return {{"ok", true}, {"sources", sources_json()}, {"inputs", inputs_json()}};
-    const bool mutating = name == "pause" || name == "resume" || name == "reload" || name == "stop" ||
-                          name == "source-add" || name == "source-remove";
-    if (!mutating) return error("unknown request '" + name + "' (" + std::string(kRequests) + ")");
-    std::string why;
-    if (!may_mutate(peer, why)) {
-      spdlog::warn("control: {} refused for {}: {}", name, peer.remote, why);
-      return error(why);
+    if (request.kind == RequestKind::status) return status();
+    if (request.kind == RequestKind::sources)
+      return {{"ok", true}, {"sources", sources_json()}, {"inputs", inputs_json()}};
+    if (auto why = policy_->may_mutate(peer, request.token)) {
+      spdlog::warn("control: {} refused for {}: {}", name, peer.remote, *why);
+      return error(*why);
     }
     spdlog::info("control: {} from {}", name, peer.remote);
     if (state_ == "stopping") return error("sluiced is stopping");
-    if (name == "pause" || name == "resume") {
-      pipeline_->set_paused(name == "pause");
-      state_ = name == "pause" ? "paused" : "running";
-      return {{"ok", true}, {"state", state_}};
-    }
-    if (name == "source-add") return add_source(request);
-    if (name == "source-remove") {
-      if (!request.contains("source") || !request["source"].is_string())
-        return error("source-remove needs 'source': an id or a name");
-      SourceControl* control = pipeline_->source_control();
-      const std::string which = request["source"];
-      if (!control || !control->remove_source(which)) return error("no source '" + which + "'");
-      return {{"ok", true}};
-    }
-    if (name == "reload") {
-      std::string path = config_path_;
-      if (request.contains("path")) {
-        if (!request["path"].is_string()) return error("'path' must be a string");
-        path = std::filesystem::absolute(request["path"].get<std::string>()).string();
-      }
-      return reload(path);
+    switch (request.kind) {
+      case RequestKind::pause:
+      case RequestKind::resume:
+        pipeline_->set_paused(request.kind == RequestKind::pause);
+        state_ = request.kind == RequestKind::pause ? "paused" : "running";
+        return {{"ok", true}, {"state", state_}};
+      case RequestKind::source_add:
+        return add_source(request.source);
+      case RequestKind::source_remove:
+        return remove_source(request.source_ref);
+      case RequestKind::reload:
+        return reload_request(request.reload_path);
+      default:
+        break;
     }
     asio::post(io_, [this] { begin_stop(); });  // after this reply is on its way
     return {{"ok", true}, {"state", "stopping"}};
   }
 
-  static nlohmann::json error(const std::string& what) { return {{"ok", false}, {"error", what}}; }
-  static constexpr const char* kRequests =
-      "version, status, sources, trace, pause, resume, reload, stop, source-add, source-remove";
+  static nlohmann::json error(const std::string& what) { return error_reply(what); }
+
+  // A peer's reload: only the configured file or one under a config root, decided before it is opened;
+  // the reply names path:line:col and the problem but no excerpt of the file (the journal has them).
+  nlohmann::json reload_request(const std::optional<std::string>& requested) {
+    std::string path = config_path_;
+    if (requested) {
+      std::error_code ec;
+      const std::string absolute = std::filesystem::absolute(*requested, ec).lexically_normal().string();
+      if (auto why = policy_->check_reload_path(absolute, path)) {
+        spdlog::warn("control: {}", *why);
+        return error(*why);
+      }
+    }
+    nlohmann::json r = reload(path);
+    if (!r.value("ok", false)) {
+      const std::string full = r.value("error", "");
+      spdlog::error("reload {} failed, the running pipeline stays: {}", path, full);
+      r["error"] = redact_file_excerpts(full) + " (quoted parts are in sluiced's log)";
+    }
+    return r;
+  }
+
+  // A source-remove names a source by id or name; a name that is not UTF-8 is shown with U+FFFD, and that
+  // shown form finds it too.
+  nlohmann::json remove_source(const std::string& which) {
+    SourceControl* control = pipeline_->source_control();
+    if (!control) return error("no source '" + which + "'");
+    std::string target = which;
+    bool exact = false;
+    std::vector<std::uint32_t> shown_matches;
+    for (const auto& r : control->sources()) {
+      if (r.name == which || std::to_string(r.id) == which) exact = true;
+      else if (to_valid_utf8(r.name) == which) shown_matches.push_back(r.id);
+    }
+    if (!exact && shown_matches.size() == 1) target = std::to_string(shown_matches[0]);
+    if (!exact && shown_matches.size() > 1)
+      return error("'" + which + "' names " + std::to_string(shown_matches.size()) + " sources; remove them by id");
+    if (!control->remove_source(target)) return error("no source '" + which + "'");
+    return {{"ok", true}};
+  }
 
   // Starts a source in the running pipeline; the others are not touched (no lock they wait on is held
-  // while it opens: opening happens on the new source's own thread).
-  nlohmann::json add_source(const nlohmann::json& request) {
+  // while it opens: opening happens on the new source's own thread). What it may read or connect to is the
+  // access policy's: input roots and allowed hosts.
+  nlohmann::json add_source(const SourceAddArguments& request) {
     SourceControl* control = pipeline_->source_control();
     if (!control)
       return error("pipeline '" + plan_name_ + "' has no run-time sources: its decode stage renders one test pattern "
                    "directly; give it 'uri' (or 'idle: wait') to manage sources");
-    if (!request.contains("uri") || !request["uri"].is_string()) return error("source-add needs 'uri', a string");
+    if (auto why = policy_->check_source_uri(request.uri)) {
+      spdlog::warn("control: {}", *why);
+      return error(*why);
+    }
     SourceOptions o;
-    o.uri = request["uri"];
+    o.uri = request.uri;
+    if (request.name) o.name = *request.name;
+    if (request.leaky) o.leaky = *request.leaky;
+    if (request.rate_limit) o.rate_limit = *request.rate_limit;
+    if (request.loop) o.loop = *request.loop;
     try {
-      if (request.contains("name")) o.name = request.at("name").get<std::string>();
-      if (request.contains("leaky")) o.leaky = request.at("leaky").get<bool>();
-      if (request.contains("rate_limit")) o.rate_limit = request.at("rate_limit").get<double>();
-      if (request.contains("loop")) o.loop = request.at("loop").get<bool>();
       const std::uint32_t id = control->add_source(std::move(o));
       for (const auto& r : control->sources())
         if (r.id == id) return {{"ok", true}, {"id", id}, {"name", r.name}};
       return {{"ok", true}, {"id", id}};
-    } catch (const nlohmann::json::exception&) {
-      return error("source-add: 'name' must be a string, 'leaky' and 'loop' booleans, 'rate_limit' a number");
     } catch (const std::exception& e) {
       return error(e.what());
     }
@@ -264,9 +313,8 @@ class Service {
 
   // `trace SECONDS`: records the live pipeline, then replies with the Chrome/Perfetto trace. Only the
   // requesting connection waits; the pipeline keeps running as before.
-  void trace(const nlohmann::json& request, ControlServer::Reply reply) {
-    const auto seconds = request.contains("seconds") && request["seconds"].is_number() ? request["seconds"].get<double>() : -1.0;
-    if (!(seconds > 0 && seconds <= 60)) return reply(error("trace needs 'seconds', a number in (0, 60]"));
+  void trace(const ControlRequest& request, ControlServer::Reply reply) {
+    const double seconds = request.trace_seconds;  // checked by the protocol: finite, in (0, 60]
     if (state_ == "stopping") return reply(error("sluiced is stopping"));
     const std::uint64_t generation = generation_;
     pipeline_->record_trace(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(seconds)));
@@ -274,7 +322,12 @@ class Service {
         io_, std::chrono::duration_cast<asio::steady_timer::duration>(std::chrono::duration<double>(seconds)));
     timer->async_wait([this, timer, generation, seconds, reply = std::move(reply)](boost::system::error_code) {
       if (generation_ != generation) return reply(error("the pipeline was reloaded while tracing; trace again"));
-      reply({{"ok", true}, {"seconds", seconds}, {"trace", nlohmann::json::parse(pipeline_->trace_json())}});
+      try {  // this runs on the io_context outside any request: nothing may escape it
+        reply({{"ok", true}, {"seconds", seconds}, {"trace", nlohmann::json::parse(pipeline_->trace_json())}});
+      } catch (const std::exception& e) {
+        spdlog::error("trace: {}", e.what());
+        reply(error(std::string("trace failed: ") + e.what()));
+      }
     });
   }
 
@@ -285,6 +338,7 @@ class Service {
     std::optional<PipelinePlan> plan;
     try {
       const PipelineSpec spec = load_spec(path);
+      if (auto why = policy_->check_output_paths(spec)) return error(*why);
       if (!(spec.service == settings_))
         spdlog::warn("reload {}: control_socket/control_tcp/metrics/control_allow_* changed; they apply at the next start",
                      path);
@@ -469,6 +523,7 @@ class Service {
   std::chrono::steady_clock::time_point started_;
   std::optional<ControlServer> control_;
   std::optional<MetricsServer> metrics_;
+  std::optional<AccessPolicy> policy_;
   std::unique_ptr<Pipeline> pipeline_;
   std::string config_path_, plan_name_, state_ = "starting";
   ServiceSettings settings_;  // from the file read at start

@@ -17,6 +17,12 @@ struct ServiceOptions {
   double watchdog_stall_s = 0;      // frames in flight without progress this long = wedged (0: WatchdogSec/2)
   double client_timeout_s = 30;     // control clients without a complete request are dropped
   std::vector<std::string> allow_users, allow_groups;  // may send mutating requests (empty: anyone who can connect)
+  // Access control (daemon/access_policy.hpp, docs/THREAT_MODEL.md); empty: the pipeline file's keys.
+  std::string control_token;        // file holding the TCP shared secret (without it TCP is read-only)
+  std::vector<std::string> config_roots;        // reload may load files under these (besides `config`)
+  std::vector<std::string> input_roots;         // source-add may read local paths under these
+  std::vector<std::string> output_roots;        // a reloaded pipeline's sinks must write under these
+  std::vector<std::string> allow_source_hosts;  // source-add may connect to these (HOST or HOST:PORT)
   std::string state_dir;            // resumable jobs' ledgers (empty: $STATE_DIRECTORY)
 };
 

@@ -6,6 +6,7 @@
 // deadline (for trace: the recording time plus --timeout, since the daemon answers only after recording).
 #include <fcntl.h>
 #include <grp.h>
+#include <netdb.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -56,9 +57,9 @@ constexpr std::size_t kMaxReply = 16u << 20;
 constexpr std::size_t kMaxTraceReply = std::size_t{1} << 30;  // a trace reply carries every event recorded
 constexpr double kMaxTraceSeconds = 60.0;
 
-constexpr const char* kUsage = R"(usage: sluicectl [--socket PATH] [--timeout SECONDS] COMMAND [ARGS]
+constexpr const char* kUsage = R"(usage: sluicectl [--socket PATH | --tcp HOST:PORT [--token-file FILE]] [--timeout SECONDS] COMMAND [ARGS]
 
-Talks to a running sluiced over its control socket.
+Talks to a running sluiced over its control socket (or its TCP listener).
 
 commands:
   status [--json]       state, uptime, config, per-stage frames/fps/GPU time/queues, the frame
@@ -83,6 +84,10 @@ commands:
 
 options:
   --socket PATH         control socket (default: $SLUICE_SOCKET if set, else /run/sluice/control.sock)
+  --tcp HOST:PORT       talk to sluiced's --control-tcp listener instead (default: $SLUICE_CONTROL_TCP);
+                        without a token only status, sources, version and trace are served there
+  --token-file FILE     send the shared secret in FILE (sluiced's --control-token; mode 0600) with
+                        each request, so TCP requests may change things (default: $SLUICE_TOKEN_FILE)
   --timeout SECONDS     deadline for connecting, sending and the reply (default 5; trace waits
                         its SECONDS on top)
   --version             print this client's version (without asking the daemon)
@@ -168,6 +173,8 @@ pipeline's decode stage has no run-time sources. May be restricted by sluiced's 
   --rate-limit FPS   at most FPS frames per second (0: unlimited, the default); live sources drop the rest
   --loop             files: start again at the end
 Use -- before a URI that starts with '-'.
+The daemon accepts local paths only under its --input-root directories and network URIs only to its
+--allow-source-host hosts (testsrc: always); anything else is refused with the option to set.
 )"},
     {"remove-source", R"(usage: sluicectl remove-source ID|NAME
 
@@ -188,8 +195,10 @@ Ask a paused daemon to produce again. Prints the new state.
 
 Ask the daemon to validate FILE and switch to it; without FILE, the daemon re-reads its current config
 file. FILE is made absolute (against this shell's working directory) before it is sent, and the daemon
-must be able to read it at that path. If validation fails the old pipeline keeps running and the
-daemon's error is printed (exit 1).
+must be able to read it at that path. The daemon loads only the file it was started with or files under
+its --config-root directories. If validation fails the old pipeline keeps running and the daemon's error
+is printed (exit 1): the place (path:line:col) and the problem, with words quoted from the file left out
+(they are in the daemon's log).
 )"},
     {"stop", R"(usage: sluicectl stop
 
@@ -246,6 +255,13 @@ void install_interrupt_handlers() {
 
 // ---------------------------------------------------------------------------------------------------------
 // One request/reply exchange.
+
+struct Options {
+  std::string socket;
+  std::string tcp;    // HOST:PORT: talk to --control-tcp instead of the UNIX socket
+  std::string token;  // sent as "token" with every request (the daemon's --control-token)
+  double timeout_s = kDefaultTimeout;
+};
 
 struct Outcome {
   int code = kExitOk;  // kExitOk, kExitRefused, kExitConnect, kExitTimeout, kExitUsage
@@ -315,8 +331,40 @@ std::string connect_hint(int err, const std::string& path) {
   }
 }
 
-Outcome exchange(const std::string& path, const json& request, double timeout_s,
+// "HOST:PORT" or "[V6]:PORT" -> a connected-or-connecting non-blocking TCP socket; -1 with `error` set.
+int tcp_socket(const std::string& address, sockaddr_storage& addr, socklen_t& len, std::string& error) {
+  std::string host, port;
+  if (!address.empty() && address[0] == '[') {
+    const auto close = address.find("]:");
+    if (close == std::string::npos) return error = "--tcp: expected [IPV6]:PORT, got '" + address + "'", -1;
+    host = address.substr(1, close - 1);
+    port = address.substr(close + 2);
+  } else {
+    const auto colon = address.rfind(':');
+    if (colon == std::string::npos || colon == 0) return error = "--tcp: expected HOST:PORT, got '" + address + "'", -1;
+    host = address.substr(0, colon);
+    port = address.substr(colon + 1);
+  }
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (const int rc = ::getaddrinfo(host.c_str(), port.c_str(), &hints, &found); rc != 0 || !found)
+    return error = "--tcp " + address + ": " + (rc != 0 ? gai_strerror(rc) : "no address"), -1;
+  std::memcpy(&addr, found->ai_addr, found->ai_addrlen);
+  len = found->ai_addrlen;
+  const int family = found->ai_family;
+  ::freeaddrinfo(found);
+  const int fd = ::socket(family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) error = std::string("cannot create a socket: ") + std::strerror(errno);
+  return fd;
+}
+
+Outcome exchange(const Options& o, const json& request_in, double timeout_s,
                  std::size_t max_reply = kMaxReply) {
+  const std::string& path = o.tcp.empty() ? o.socket : o.tcp;
+  json request = request_in;
+  if (!o.token.empty()) request["token"] = o.token;
   Outcome out;
   const auto deadline =
       Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
@@ -338,21 +386,32 @@ Outcome exchange(const std::string& path, const json& request, double timeout_s,
     return fail(kExitUsage, std::string("cannot encode the request: ") + e.what());
   }
 
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  if (path.empty()) return fail(kExitUsage, "empty socket path");
-  if (path.size() >= sizeof addr.sun_path)
-    return fail(kExitUsage, "socket path too long (" + std::to_string(path.size()) + " bytes, at most " +
-                                std::to_string(sizeof addr.sun_path - 1) + "): " + path);
-  std::memcpy(addr.sun_path, path.data(), path.size());
-
-  Fd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  sockaddr_storage storage{};
+  socklen_t addr_len = 0;
+  int raw_fd = -1;
+  if (!o.tcp.empty()) {
+    std::string error;
+    raw_fd = tcp_socket(o.tcp, storage, addr_len, error);
+    if (raw_fd < 0) return fail(kExitConnect, error);
+  } else {
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    if (path.empty()) return fail(kExitUsage, "empty socket path");
+    if (path.size() >= sizeof addr.sun_path)
+      return fail(kExitUsage, "socket path too long (" + std::to_string(path.size()) + " bytes, at most " +
+                                  std::to_string(sizeof addr.sun_path - 1) + "): " + path);
+    std::memcpy(addr.sun_path, path.data(), path.size());
+    std::memcpy(&storage, &addr, sizeof addr);
+    addr_len = sizeof addr;
+    raw_fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  }
+  Fd fd(raw_fd);
   if (fd.get() < 0) return fail(kExitConnect, std::string("cannot create a socket: ") + std::strerror(errno));
 
   // Connect. A UNIX socket connects at once or fails; EAGAIN means the listener's backlog is full,
   // so retry until the deadline.
   for (;;) {
-    if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0) break;
+    if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&storage), addr_len) == 0) break;
     const int err = errno;
     if (err == EINTR) {
       if (g_interrupted) return interrupted();
@@ -910,11 +969,6 @@ std::string format_status(const json& r) {
 // ---------------------------------------------------------------------------------------------------------
 // Commands.
 
-struct Options {
-  std::string socket;
-  double timeout_s = kDefaultTimeout;
-};
-
 bool parse_seconds(const std::string& s, double min, double& out) {
   if (s.empty()) return false;
   char* end = nullptr;
@@ -926,7 +980,7 @@ bool parse_seconds(const std::string& s, double min, double& out) {
 }
 
 int cmd_simple(const Options& o, const std::string& request) {
-  Outcome r = exchange(o.socket, json{{"request", request}}, o.timeout_s);
+  Outcome r = exchange(o, json{{"request", request}}, o.timeout_s);
   if (r.code != kExitOk) return report_failure(r);
   std::printf("%s: state %s\n", request.c_str(), text(r.reply, "state").c_str());
   return kExitOk;
@@ -940,7 +994,7 @@ int cmd_reload(const Options& o, const std::optional<std::string>& file) {
     if (ec) return usage_error("cannot make '" + *file + "' absolute: " + ec.message());
     req["path"] = p.lexically_normal().string();
   }
-  Outcome r = exchange(o.socket, req, o.timeout_s);
+  Outcome r = exchange(o, req, o.timeout_s);
   if (r.code != kExitOk) return report_failure(r);
   std::string msg = "reload: config " + text(r.reply, "config");
   if (field(r.reply, "generation")) msg += " (generation " + count(r.reply, "generation") + ")";
@@ -952,7 +1006,7 @@ int cmd_reload(const Options& o, const std::optional<std::string>& file) {
 int cmd_version(const Options& o) {
   std::printf("sluicectl %s\n", SLUICE_VERSION);
   std::fflush(stdout);
-  Outcome r = exchange(o.socket, json{{"request", "version"}}, o.timeout_s);
+  Outcome r = exchange(o, json{{"request", "version"}}, o.timeout_s);
   if (r.code != kExitOk) return report_failure(r);
   std::string cuda = "-";
   if (const json* c = field(r.reply, "cuda"); c && c->is_boolean()) cuda = c->get<bool>() ? "yes" : "no";
@@ -961,7 +1015,7 @@ int cmd_version(const Options& o) {
 }
 
 int cmd_status(const Options& o, bool as_json) {
-  Outcome r = exchange(o.socket, json{{"request", "status"}}, o.timeout_s);
+  Outcome r = exchange(o, json{{"request", "status"}}, o.timeout_s);
   if (r.code != kExitOk) return report_failure(r);
   if (as_json)
     std::printf("%s\n", r.reply.dump(2, ' ', false, json::error_handler_t::replace).c_str());
@@ -971,7 +1025,7 @@ int cmd_status(const Options& o, bool as_json) {
 }
 
 int cmd_sources(const Options& o, bool as_json) {
-  Outcome r = exchange(o.socket, json{{"request", "sources"}}, o.timeout_s);
+  Outcome r = exchange(o, json{{"request", "sources"}}, o.timeout_s);
   if (r.code != kExitOk) return report_failure(r);
   if (as_json)
     std::printf("%s\n", r.reply.dump(2, ' ', false, json::error_handler_t::replace).c_str());
@@ -1025,14 +1079,14 @@ int cmd_add_source(const Options& o, const SourceAddArgs& a) {
       req["rate_limit"] = *a.rate_limit;
   }
   if (a.loop) req["loop"] = true;
-  Outcome r = exchange(o.socket, req, o.timeout_s);
+  Outcome r = exchange(o, req, o.timeout_s);
   if (r.code != kExitOk) return report_failure(r);
   std::printf("added source %s '%s'\n", count(r.reply, "id").c_str(), text(r.reply, "name").c_str());
   return kExitOk;
 }
 
 int cmd_remove_source(const Options& o, const std::string& which) {
-  Outcome r = exchange(o.socket, json{{"request", "source-remove"}, {"source", which}}, o.timeout_s);
+  Outcome r = exchange(o, json{{"request", "source-remove"}, {"source", which}}, o.timeout_s);
   if (r.code != kExitOk) return report_failure(r);
   std::printf("removed source %s\n", which.c_str());
   return kExitOk;
@@ -1055,7 +1109,7 @@ int cmd_watch(const Options& o, double interval_s) {
   while (!g_interrupted) {
     const auto next =
         Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(interval_s));
-    Outcome r = exchange(o.socket, json{{"request", "status"}}, o.timeout_s);
+    Outcome r = exchange(o, json{{"request", "status"}}, o.timeout_s);
     if (r.interrupted || g_interrupted) break;
 
     char stamp[64] = "";
@@ -1184,7 +1238,7 @@ int cmd_trace(const Options& o, double seconds, const std::string& file) {
     req["seconds"] = static_cast<std::int64_t>(seconds);  // 1, not 1.0
   else
     req["seconds"] = seconds;
-  Outcome r = exchange(o.socket, req, seconds + o.timeout_s, kMaxTraceReply);
+  Outcome r = exchange(o, req, seconds + o.timeout_s, kMaxTraceReply);
   if (r.interrupted || g_interrupted) return die_of_signal(out);
   if (r.code != kExitOk) {
     out.discard();
@@ -1227,12 +1281,39 @@ int main(int argc, char** argv) {
   }
 }
 
+// The control token: the file's first line (a trailing newline dropped). Refuses a file others may read,
+// as sluiced does, so a secret left readable is noticed on the client side too.
+bool read_token_file(const std::string& path, std::string& token, std::string& error) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return error = "--token-file " + path + ": " + std::strerror(errno), false;
+  Fd guard(fd);
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return error = "--token-file " + path + ": not a regular file", false;
+  if ((st.st_mode & 077) != 0) {
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    return error = "--token-file " + path + " has mode " + mode + ": others may read it (chmod 600 " + path + ")", false;
+  }
+  char buf[4097];
+  ssize_t n = ::read(fd, buf, sizeof buf);
+  if (n < 0) return error = "--token-file " + path + ": " + std::strerror(errno), false;
+  if (n > 4096) return error = "--token-file " + path + ": larger than 4096 bytes", false;
+  token.assign(buf, static_cast<std::size_t>(n));
+  while (!token.empty() && (token.back() == '\n' || token.back() == '\r')) token.pop_back();
+  if (token.empty()) return error = "--token-file " + path + " is empty", false;
+  return true;
+}
+
 int run(int argc, char** argv) {
   Options opt;
   if (const char* env = std::getenv("SLUICE_SOCKET"); env && *env)
     opt.socket = env;
   else
     opt.socket = kDefaultSocket;
+
+  std::string token_file;
+  if (const char* env = std::getenv("SLUICE_CONTROL_TCP"); env && *env) opt.tcp = env;
+  if (const char* env = std::getenv("SLUICE_TOKEN_FILE"); env && *env) token_file = env;
 
   // Global options may come before or after the command; the rest are the command's words.
   std::vector<std::string> words;
@@ -1254,7 +1335,13 @@ int run(int argc, char** argv) {
       return 0;
     };
     std::string v;
-    if (int m = value("--socket", v); m != 0) {
+    if (int t = value("--tcp", v); t != 0) {
+      if (t < 0 || v.empty()) return usage_error("--tcp needs HOST:PORT");
+      opt.tcp = v;
+    } else if (int f = value("--token-file", v); f != 0) {
+      if (f < 0 || v.empty()) return usage_error("--token-file needs a FILE");
+      token_file = v;
+    } else if (int m = value("--socket", v); m != 0) {
       if (m < 0) return usage_error("--socket needs a PATH");
       if (v.empty()) return usage_error("--socket: empty path");
       opt.socket = v;
@@ -1272,6 +1359,14 @@ int run(int argc, char** argv) {
       for (++i; i < argc; ++i) words.emplace_back(argv[i]);
     } else {
       words.push_back(std::move(a));
+    }
+  }
+
+  if (!token_file.empty()) {
+    std::string error;
+    if (!read_token_file(token_file, opt.token, error)) {
+      std::fprintf(stderr, "sluicectl: %s\n", error.c_str());
+      return kExitUsage;
     }
   }
 

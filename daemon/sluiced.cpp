@@ -43,12 +43,26 @@ and watchdog.
   --socket PATH          control socket (default /run/sluice/control.sock, mode 0660)
   --control-tcp ADDR:PORT
                          also serve the control protocol on TCP (off by default; 127.0.0.1:PORT keeps
-                         it on loopback); TCP peers have no credentials, so with allow lists set they
-                         may only read (status, version, trace)
+                         it on loopback). TCP peers may only read (status, sources, version, trace)
+                         unless --control-token is set; an address off loopback needs the token
+  --control-token FILE   shared secret for TCP peers: a request carrying it as "token" may change
+                         things. FILE: a regular file owned by sluiced's user, mode 0600 or 0400,
+                         one line of >= 16 printable characters (else sluiced refuses to start)
   --metrics ADDR:PORT    serve Prometheus metrics at http://ADDR:PORT/metrics (off by default;
                          127.0.0.1:9464 keeps it on loopback)
-  These five (socket, TCP, metrics, allow lists) may also be set in FILE: control_socket, control_tcp,
-  metrics, control_allow_users, control_allow_groups; the command line wins.
+  --config-root DIR      reload may load files under DIR (repeatable); otherwise only the file
+                         sluiced started with. Decided on the real path, before the file is opened
+  --input-root DIR       source-add may read local paths (files, directories, globs, cameras) under
+                         DIR (repeatable; real path, no '..'); without one, local paths are refused
+  --allow-source-host HOST[:PORT]
+                         source-add may connect to HOST (repeatable; SCHEME://HOST[:PORT] also
+                         limits the scheme); without one, network URIs are refused. testsrc: always
+  --output-root DIR      a reloaded pipeline's sink paths must lie under DIR (repeatable; unchecked
+                         when none is set)
+  These (socket, TCP, metrics, allow lists, token, roots, hosts) may also be set in FILE: control_socket,
+  control_tcp, metrics, control_allow_users, control_allow_groups, control_token, config_roots,
+  input_roots, output_roots, allow_source_hosts; the command line wins. docs/THREAT_MODEL.md says who
+  may do what over each transport.
   --drain-timeout S      give frames in flight S seconds to drain on stop (default 30), else exit 1
   --watchdog-stall S     with WatchdogSec: stop pinging once frames are in flight and no stage has
                          moved one for S seconds (default WatchdogSec/2); an idle source with nothing
@@ -336,6 +350,11 @@ int cmd_service(const std::vector<std::string>& args) {
     else if (a == "--state-dir") o.state_dir = r.value();
     else if (a == "--allow-user") o.allow_users.push_back(r.value());
     else if (a == "--allow-group") o.allow_groups.push_back(r.value());
+    else if (a == "--control-token") o.control_token = r.value();
+    else if (a == "--config-root") o.config_roots.push_back(r.value());
+    else if (a == "--input-root") o.input_roots.push_back(r.value());
+    else if (a == "--output-root") o.output_roots.push_back(r.value());
+    else if (a == "--allow-source-host") o.allow_source_hosts.push_back(r.value());
     else throw std::invalid_argument("unknown service option '" + a + "'");
   }
   if (o.config.empty()) throw std::invalid_argument("--config FILE is required");

@@ -457,7 +457,7 @@ std::string Pipeline::trace_json() const {
   }
   nlohmann::json doc = {{"traceEvents", events}, {"displayTimeUnit", "ms"},
                         {"otherData", {{"pipeline", plan_.name}, {"execution", to_string(plan_.execution)}}}};
-  return doc.dump();
+  return doc.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);  // names need not be UTF-8
 }
 
 }  // namespace sluice

@@ -370,6 +370,22 @@ def run_checks(r):
         r.check("version", p.returncode == 0 and "sluicectl" in p.stdout and "sluiced 0.3.1 (cuda: yes)" in p.stdout,
                 r.show(p))
 
+        # --token-file: the file's line goes with the request as "token"; a file others may read is refused.
+        token = os.path.join(r.tmp, "token")
+        with open(token, "w") as f:
+            f.write("correct-horse-battery-staple\n")
+        os.chmod(token, 0o600)
+        before = len(srv.requests())
+        p = r.run(["--socket", path, "--token-file", token, "pause"])
+        sent = srv.requests()[before:]
+        r.check("--token-file sends the token", p.returncode == 0 and
+                sent == [{"request": "pause", "token": "correct-horse-battery-staple"}], r.show(p, f"sent: {sent}"))
+        os.chmod(token, 0o644)
+        before = len(srv.requests())
+        p = r.run(["--socket", path, "--token-file", token, "pause"])
+        r.check("--token-file readable by others: usage error naming the mode, nothing sent",
+                p.returncode == 2 and "mode 0644" in p.stderr and len(srv.requests()) == before, r.show(p))
+
         # watch: refreshes until SIGINT, then exits 0
         env = dict(os.environ)
         env.pop("SLUICE_SOCKET", None)

@@ -225,7 +225,9 @@ stages:
     per: source
     path: {os.path.join(tmp, "live-out")}
 """)
-daemon = subprocess.Popen([sluiced, "--config", svc_yaml, "--socket", sock_path], stdout=subprocess.DEVNULL,
+# Sources added at run time must lie under an input root (docs/THREAT_MODEL.md).
+daemon = subprocess.Popen([sluiced, "--config", svc_yaml, "--socket", sock_path, "--input-root", inputs],
+                          stdout=subprocess.DEVNULL,
                           stderr=open(os.path.join(tmp, "live.log"), "w"))
 
 

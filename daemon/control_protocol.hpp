@@ -1,0 +1,74 @@
+#pragma once
+// The control protocol's untrusted edge (daemon/PROTOCOL.md), without sockets: one line of bytes from a
+// peer becomes a typed, checked request or the text of an error reply; a reply becomes one line of valid
+// UTF-8. Nothing here throws for any input bytes, and no reply carries bytes that are not valid UTF-8.
+#include <nlohmann/json.hpp>
+#include <sys/types.h>
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace sluice {
+
+// Who sent a request: SO_PEERCRED on the UNIX socket; TCP peers have only an address.
+struct PeerCredentials {
+  bool known = false;  // SO_PEERCRED answered (UNIX socket)
+  bool tcp = false;    // arrived over --control-tcp
+  pid_t pid = 0;
+  uid_t uid = 0;
+  gid_t gid = 0;
+  std::string remote;  // "pid P uid U gid G", or "tcp ADDRESS"
+};
+
+enum class RequestKind { version, status, sources, trace, pause, resume, reload, stop, source_add, source_remove };
+
+// The requests in the order the protocol lists them, for messages ("version, status, ...").
+extern const char* const kRequestList;
+std::string_view request_name(RequestKind kind);
+// pause, resume, reload, stop, source-add, source-remove: they change what the daemon does.
+bool is_mutating(RequestKind kind);
+
+struct SourceAddArguments {
+  std::string uri;
+  std::optional<std::string> name;
+  std::optional<bool> leaky, loop;
+  std::optional<double> rate_limit;  // finite, >= 0
+};
+
+// A request whose arguments have the types and ranges PROTOCOL.md gives. Unknown keys are ignored.
+struct ControlRequest {
+  RequestKind kind = RequestKind::version;
+  std::optional<std::string> token;        // "token": the TCP shared secret (never logged, never echoed)
+  double trace_seconds = 0;                // trace: finite, in (0, 60]
+  std::optional<std::string> reload_path;  // reload: "path", non-empty
+  SourceAddArguments source;               // source-add
+  std::string source_ref;                  // source-remove: "source", an id or a name
+};
+
+struct ParsedLine {
+  std::optional<ControlRequest> request;  // set when the line is a valid request
+  std::string error;                      // otherwise why not: valid UTF-8, at most a few hundred bytes
+};
+
+// One line (without its '\n'). Any bytes: malformed JSON, numbers out of range, invalid UTF-8, wrong types,
+// a missing or unknown `request`, arguments out of range all give `error`. Never throws (but bad_alloc).
+ParsedLine parse_request_line(std::string_view line);
+
+// {"ok": false, "error": MESSAGE}, the message made valid UTF-8.
+nlohmann::json error_reply(std::string_view message);
+
+// The reply as one line ending in '\n': invalid UTF-8 in any string is replaced by U+FFFD, so serializing
+// never fails on the reply's content.
+std::string serialize_reply(const nlohmann::json& reply);
+
+// A message for a peer, made from text that may hold foreign bytes: valid UTF-8, at most `limit` bytes of
+// the original (then "…").
+std::string safe_message(std::string_view text, std::size_t limit = 300);
+
+// A configuration error for a peer that asked to reload a file: keeps "path:line:col: problem" but drops
+// every quoted excerpt ('...' and "...": words taken from the file), so a file that is not a pipeline is
+// never disclosed through the reply. The full message goes to the journal only.
+std::string redact_file_excerpts(std::string_view message);
+
+}  // namespace sluice

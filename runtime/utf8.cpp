@@ -1,0 +1,66 @@
+#include "runtime/utf8.hpp"
+
+#include <cstddef>
+#include <cstdint>
+
+namespace sluice {
+namespace {
+
+// Length of the well-formed sequence starting at s[i], or 0 when ill-formed; `valid_prefix` is then the
+// number of bytes that still could have begun a sequence (at least 1): they become one U+FFFD together.
+std::size_t sequence_at(std::string_view s, std::size_t i, std::size_t& valid_prefix) {
+  const auto byte = [&](std::size_t k) { return static_cast<std::uint8_t>(s[k]); };
+  const std::uint8_t b0 = byte(i);
+  valid_prefix = 1;
+  if (b0 < 0x80) return 1;
+  std::size_t length = 0;
+  std::uint8_t lo = 0x80, hi = 0xBF;  // the allowed range of the second byte
+  if (b0 >= 0xC2 && b0 <= 0xDF) length = 2;
+  else if (b0 == 0xE0) length = 3, lo = 0xA0;
+  else if (b0 >= 0xE1 && b0 <= 0xEC) length = 3;
+  else if (b0 == 0xED) length = 3, hi = 0x9F;  // no surrogates
+  else if (b0 >= 0xEE && b0 <= 0xEF) length = 3;
+  else if (b0 == 0xF0) length = 4, lo = 0x90;
+  else if (b0 >= 0xF1 && b0 <= 0xF3) length = 4;
+  else if (b0 == 0xF4) length = 4, hi = 0x8F;  // nothing above U+10FFFF
+  else return 0;                               // 0x80..0xC1, 0xF5..0xFF never start a sequence
+  for (std::size_t k = 1; k < length; ++k) {
+    if (i + k >= s.size()) return 0;
+    const std::uint8_t b = byte(i + k);
+    const std::uint8_t min = k == 1 ? lo : 0x80, max = k == 1 ? hi : 0xBF;
+    if (b < min || b > max) return 0;
+    valid_prefix = k + 1;
+  }
+  return length;
+}
+
+}  // namespace
+
+bool valid_utf8(std::string_view s) {
+  for (std::size_t i = 0; i < s.size();) {
+    std::size_t prefix = 0;
+    const std::size_t n = sequence_at(s, i, prefix);
+    if (n == 0) return false;
+    i += n;
+  }
+  return true;
+}
+
+std::string to_valid_utf8(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (std::size_t i = 0; i < s.size();) {
+    std::size_t prefix = 0;
+    const std::size_t n = sequence_at(s, i, prefix);
+    if (n == 0) {
+      out += "\xEF\xBF\xBD";  // U+FFFD
+      i += prefix;
+    } else {
+      out.append(s, i, n);
+      i += n;
+    }
+  }
+  return out;
+}
+
+}  // namespace sluice

@@ -1,0 +1,16 @@
+#pragma once
+// UTF-8 checks for bytes that come from outside (file names, request fields, pipeline names): JSON replies
+// and Prometheus labels must be valid UTF-8, and a name that is not must still be shown (and found again).
+#include <string>
+#include <string_view>
+
+namespace sluice {
+
+// Strict UTF-8: no overlong forms, no surrogates, nothing above U+10FFFF.
+bool valid_utf8(std::string_view s);
+
+// `s` with each ill-formed sequence (its maximal subpart, as Unicode recommends) replaced by U+FFFD.
+// Valid input comes back unchanged; the same input always gives the same output.
+std::string to_valid_utf8(std::string_view s);
+
+}  // namespace sluice
