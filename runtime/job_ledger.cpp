@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
@@ -100,6 +101,16 @@ std::optional<std::string> from_hex(std::string_view hex) {
 
 bool blank(std::string_view s) {
   return std::all_of(s.begin(), s.end(), [](char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\0'; });
+}
+
+// An integer field of a record. A float (1e20) or an integer past int64 is refused, never converted: the
+// conversion of an out-of-range float is undefined behaviour (found by fuzz/ledger_fuzz.cpp).
+std::int64_t int64_field(const nlohmann::json& j, const char* key) {
+  const nlohmann::json& v = j.at(key);
+  if (!v.is_number_integer()) throw std::runtime_error(std::string("\"") + key + "\" is not an integer");
+  if (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX))
+    throw std::runtime_error(std::string("\"") + key + "\" is out of range");
+  return v.get<std::int64_t>();
 }
 
 // Creates `dir` and any missing parents, syncing each parent whose entries changed.
@@ -206,8 +217,8 @@ JobLedger::Parsed JobLedger::parse(std::string_view text, const std::string& nam
       const std::string status = j.at("status").get<std::string>();
       if (status != "done" && status != "failed") throw std::runtime_error("\"status\" is neither done nor failed");
       Entry e;
-      e.size = j.at("size").get<std::int64_t>();
-      e.mtime_ns = j.at("mtime_ns").get<std::int64_t>();
+      e.size = int64_field(j, "size");
+      e.mtime_ns = int64_field(j, "mtime_ns");
       e.failed = status == "failed";
       if (auto f = j.find("frames"); f != j.end() && f->is_number_unsigned()) e.frames = f->get<std::uint64_t>();
       if (auto r = j.find("reason"); r != j.end() && r->is_string()) e.reason = r->get<std::string>();

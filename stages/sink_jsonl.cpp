@@ -87,23 +87,27 @@ class JsonlRunWriter final : public RecordWriter {
   // The file (or its directory) was removed while open: writing on would "deliver" records into a file no one
   // can read. Start a new one at the path when that works (the directory is back); otherwise fail the batch.
   void reopen_if_removed() {
-    try {
-      file_.require_linked();
-      return;
-    } catch (const StageError& removed) {
-      file_.close_quietly();
-      lock_.release();
+    std::string removed = "'" + path_ + "' was removed while sluice wrote it (or its directory was)";
+    if (file_.is_open()) {
       try {
-        lock_ = lock_output(OutputLock::for_file(path_), "output '" + path_ + "'", retry_);
+        file_.require_linked();
+        return;
       } catch (const StageError& e) {
-        throw StageError(std::string(removed.what()) + "; cannot start it again: " + e.what());
+        removed = e.what();
       }
-      if (const int err = file_.try_open(path_, OutputFile::Mode::append)) {
-        lock_.release();
-        throw StageError(std::string(removed.what()) + "; cannot start it again: " + errno_text(err));
-      }
-      spdlog::warn("'{}' was removed while open; writing to a new file at that path", path_);
     }
+    file_.close_quietly();
+    lock_.release();
+    try {
+      lock_ = lock_output(OutputLock::for_file(path_), "output '" + path_ + "'", retry_);
+    } catch (const StageError& e) {
+      throw StageError(removed + "; cannot start it again: " + e.what());
+    }
+    if (const int err = file_.try_open(path_, OutputFile::Mode::append)) {
+      lock_.release();
+      throw StageError(removed + "; cannot start it again: " + errno_text(err));
+    }
+    spdlog::warn("'{}' was removed while open; writing to a new file at that path", path_);
   }
 
   std::string path_;

@@ -88,20 +88,18 @@ class PerInputWriter : public RecordWriter {
       entries_.erase(it);
       return {};
     }
+    if (input.failed > 0) {  // records are missing: renaming it into place would say it is complete
+      const std::string partial = keep_aside(e);
+      entries_.erase(it);
+      throw StageError(std::to_string(input.failed) + " of " + std::to_string(input.decoded) +
+                       " frames failed, so its output is incomplete" +
+                       (partial.empty() ? std::string(" (no records)") : "; kept as '" + partial + "'"));
+    }
     std::vector<std::string> out;
     try {
-      if (input.failed > 0) {  // records are missing: renaming it into place would say it is complete
-        const std::string partial = keep_aside(e);
-        throw StageError(std::to_string(input.failed) + " of " + std::to_string(input.decoded) +
-                         " frames failed, so its output is incomplete" +
-                         (partial.empty() ? std::string(" (no records)") : "; kept as '" + partial + "'"));
-      }
       if (e.name.empty()) e.name = names_.for_input(e.uri, retry_);
       out.push_back(commit(e, &input));
       remove_stale_partial(e.name);
-    } catch (const StageError&) {
-      entries_.erase(it);
-      throw;
     } catch (const std::exception& ex) {
       const std::string partial = keep_aside(e);  // the input fails (not recorded done); a redo writes it anew
       entries_.erase(it);

@@ -441,3 +441,15 @@ TEST_CASE("job ledger: reading is bounded and arbitrary bytes are refused with t
   CHECK_THROWS_WITH(JobLedger::parse(R"({"input":{"x":1},"size":1,"mtime_ns":1,"status":"done"})" "\n", "t.ledger"),
                     Catch::Contains("not a ledger record"));
 }
+
+TEST_CASE("job ledger: a size or time that is a float or past int64 is refused, not converted", "[job_ledger]") {
+  // 1e20 as "size" was converted to int64 (undefined behaviour; found by fuzz/ledger_fuzz.cpp).
+  const std::string good = R"({"input":"/b","size":1,"mtime_ns":1,"status":"done"})";
+  for (const std::string bad : {R"({"input":"/a","size":1.04855e20,"mtime_ns":1,"status":"done"})",
+                                R"({"input":"/a","size":1,"mtime_ns":18446744073709551615,"status":"done"})",
+                                R"({"input":"/a","size":1.5,"mtime_ns":1,"status":"done"})"}) {
+    INFO(bad);
+    CHECK_THROWS_WITH(JobLedger::parse(bad + "\n" + good + "\n", "t.ledger"),
+                      Catch::Contains("t.ledger:1") && Catch::Contains("not a ledger record"));
+  }
+}

@@ -92,6 +92,20 @@ def lines_of(path):
     return [json.loads(l) for l in data.split(b"\n") if l]
 
 
+def stop_process(pid):
+    """SIGSTOP, then wait until every thread of it is stopped (a write under way finishes first)."""
+    os.kill(pid, signal.SIGSTOP)
+
+    def all_stopped():
+        for t in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{t}/stat") as fh:
+                if fh.read().rsplit(")", 1)[1].split()[0] not in ("T", "t"):
+                    return False
+        return True
+
+    wait_for(all_stopped, 10, 0.01)
+
+
 def tree(*dirs):
     """path -> (size, mtime_ns) of everything under dirs."""
     out = {}
@@ -231,7 +245,7 @@ state_b = os.path.join(tmp, "b-state")
 cfg_b = job_yaml("b", f"  - kind: sink\n    type: jsonl\n    per: file\n    path: {out_b}\n", rate=30)
 first = start(["run", cfg_b, "--state-dir", state_b, "--no-progress"])
 check("b: the first run is writing", wait_for(lambda: any(".sluice-tmp" in n for n in os.listdir(out_b)), 30))
-os.kill(first.pid, signal.SIGSTOP)  # holds its locks, changes nothing while we look
+stop_process(first.pid)  # holds its locks, changes nothing while we look
 before = tree(out_b, state_b)
 rc2, _, err2 = finish(start(["run", cfg_b, "--state-dir", state_b, "--no-progress"]), 30)
 check("b: a second run of the same job fails", rc2 != 0, err2[-1500:])
@@ -311,7 +325,7 @@ sock_s = os.path.join(tmp, "s.sock")
 cfg_s = service_yaml("s", os.path.join(out_s, "out.jsonl"), sock_s, fps=50)
 svc = start(["--config", cfg_s])
 check("b: the first service delivers", wait_for(lambda: len(lines_of(os.path.join(out_s, "out.jsonl"))) > 8, 30))
-os.kill(svc.pid, signal.SIGSTOP)
+stop_process(svc.pid)
 before = tree(out_s)
 rc2, _, err2 = finish(start(["--config", cfg_s]), 30)
 check("b: a second service on the same config fails", rc2 != 0, err2[-1500:])
@@ -340,13 +354,13 @@ else:
     svc = start(["--config", cfg_c])
     check("c: delivering", wait_for(lambda: len(lines_of(out_c)) > 8, 30))
     filler = os.path.join(small, "filler")
-    with open(filler, "wb") as fh:  # take every byte left
-        try:
-            while True:
-                fh.write(b"\0" * 4096)
-                fh.flush()
-        except OSError:
-            pass
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o644)  # take every byte left
+    try:
+        while True:
+            os.write(fd, b"\0" * 4096)
+    except OSError:
+        pass
+    os.close(fd)
     # write_retry_s is 60: frames failing within 15 s means ENOSPC did not wait out the retry.
     check("c: frames fail at once with ENOSPC, naming the file",
           wait_for(lambda: status(sock_c)["frames"]["failed"] > 0, 15) and
@@ -398,8 +412,9 @@ os.makedirs(job_e)
 shutil.copy(os.path.join(job, "clip0.mp4"), job_e)
 long_clip = os.path.join(tmp, "long.mp4")
 subprocess.run(["ffmpeg", "-hide_banner", "-nostdin", "-loglevel", "error", "-y", "-f", "lavfi", "-i",
-                "testsrc2=size=64x48:rate=24", "-frames:v", "96", "-c:v", "libx264", "-preset", "ultrafast",
-                "-pix_fmt", "yuv420p", "-g", "6", long_clip], check=True)
+                "testsrc2=size=160x120:rate=24", "-frames:v", "96", "-c:v", "libx264", "-preset", "ultrafast",
+                "-tune", "zerolatency", "-pix_fmt", "yuv420p", "-g", "12", "-movflags", "+faststart", long_clip],
+               check=True)  # the index first: every frame is announced, cutting the file loses the second half
 data = open(long_clip, "rb").read()
 with open(os.path.join(job_e, "cut.mp4"), "wb") as fh:
     fh.write(data[: len(data) // 2])
