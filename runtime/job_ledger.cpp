@@ -215,7 +215,8 @@ JobLedger::Parsed JobLedger::parse(std::string_view text, const std::string& nam
       }
       if (input.empty()) throw std::runtime_error("\"input\" is empty");
       const std::string status = j.at("status").get<std::string>();
-      if (status != "done" && status != "failed") throw std::runtime_error("\"status\" is neither done nor failed");
+      if (status != "done" && status != "failed")  // parsed JSON: valid UTF-8, safe to show
+        throw std::runtime_error("\"status\" is '" + status + "', not done or failed");
       Entry e;
       e.size = int64_field(j, "size");
       e.mtime_ns = int64_field(j, "mtime_ns");

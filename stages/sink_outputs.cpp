@@ -145,9 +145,11 @@ OutputFile::~OutputFile() { close_quietly(); }
 
 int OutputFile::try_open(const std::string& path, Mode mode) {
   close_quietly();
-  // Always O_APPEND: after truncate_to() the next write lands at the new end, never past a hole.
-  const int flags = O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (mode == Mode::truncate ? O_TRUNC : 0);
-  const int fd = ::open(path.c_str(), flags, 0644);
+  // Always O_APPEND: after truncate_to() the next write lands at the new end, never past a hole. Read access
+  // too: cut_torn_line() reads the tail (a device or FIFO that refuses it is opened write-only).
+  const int base = O_CREAT | O_APPEND | O_CLOEXEC | (mode == Mode::truncate ? O_TRUNC : 0);
+  int fd = ::open(path.c_str(), O_RDWR | base, 0644);
+  if (fd < 0 && (errno == EACCES || errno == EINVAL || errno == ENXIO)) fd = ::open(path.c_str(), O_WRONLY | base, 0644);
   if (fd < 0) return errno;
   struct stat st {};
   size_ = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? static_cast<std::uint64_t>(st.st_size) : 0;
@@ -192,14 +194,20 @@ void OutputFile::truncate_to(std::uint64_t size) noexcept {
 std::uint64_t OutputFile::cut_torn_line(WriteRetry& retry) {
   if (fd_ < 0 || size_ == 0) return 0;
   char last = 0;
-  if (::pread(fd_, &last, 1, static_cast<off_t>(size_ - 1)) == 1 && last == '\n') return 0;
+  const ssize_t got = ::pread(fd_, &last, 1, static_cast<off_t>(size_ - 1));
+  if (got != 1) {  // cannot read it back (write-only): leave it; the next record starts on a line of its own
+    spdlog::warn("'{}': cannot read its last byte to check for a torn line: {}", path_,
+                 got < 0 ? errno_text(errno) : std::string("short read"));
+    return 0;
+  }
+  if (last == '\n') return 0;
   // Find the last '\n' before the end, a chunk at a time from the back.
   std::uint64_t keep = 0;
   char buf[1 << 16];
   for (std::uint64_t end = size_; end > 0 && keep == 0;) {
     const std::uint64_t begin = end > sizeof buf ? end - sizeof buf : 0;
     const ssize_t n = ::pread(fd_, buf, static_cast<std::size_t>(end - begin), static_cast<off_t>(begin));
-    if (n <= 0) break;
+    if (n != static_cast<ssize_t>(end - begin)) return 0;  // not readable after all: cut nothing
     for (ssize_t i = n - 1; i >= 0; --i)
       if (buf[i] == '\n') {
         keep = begin + static_cast<std::uint64_t>(i) + 1;
