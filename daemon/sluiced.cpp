@@ -21,6 +21,7 @@
 #include "daemon/progress.hpp"
 #include "daemon/service.hpp"
 #include "nn/graph.hpp"
+#include "runtime/job_ledger.hpp"
 #include "runtime/errors.hpp"
 #include "runtime/gpu.hpp"
 #include "runtime/pipeline.hpp"
@@ -223,7 +224,20 @@ int cmd_run(const std::string& file, std::string state_dir, bool progress) {
   const auto inputs = pipeline.inputs().totals();
   if (inputs.with_errors > 0)
     spdlog::error("{} of {} inputs could not be read completely (see the sources above)", inputs.with_errors, inputs.inputs);
-  return f.failed == 0 && inputs.with_errors == 0 ? 0 : 1;
+  // A resumed job skips the inputs that failed before: say them again, so the job does not look clean.
+  std::size_t failed_before = 0;
+  if (const auto& job = pipeline.plan().shared->job) {
+    const auto failed = job->failed_inputs();
+    for (const auto& i : failed) std::fprintf(stderr, "failed input: %s: %s\n", i.input.c_str(), i.reason.c_str());
+    if (!failed.empty())
+      spdlog::error("{} inputs of this job are recorded as failed in {} (fix or replace them to redo them)",
+                    failed.size(), job->path().string());
+    failed_before = failed.size();
+  }
+  // A stage that could not open (an output or job locked by another sluiced) fails the run even without frames.
+  std::uint64_t stage_errors = 0;
+  for (const auto& st : snap.stages) stage_errors += st.errors;
+  return f.failed == 0 && inputs.with_errors == 0 && failed_before == 0 && stage_errors == 0 ? 0 : 1;
 }
 
 // Walks the options of one command: the current option, its value, and checked numbers.

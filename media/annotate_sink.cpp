@@ -48,7 +48,7 @@ class AnnotateStage final : public Stage {
         width_(static_cast<int>(init.params.integer("width"))),
         height_(static_cast<int>(init.params.integer("height"))),
         jpeg_quality_(static_cast<int>(init.params.integer("jpeg_quality"))),
-        retry_(init.name, init.params.number("write_retry_s")), origins_(init.shared) {
+        retry_(init.name, init.params.number("write_retry_s")), shared_(init.shared), origins_(init.shared) {
     if (init.input->kind != PayloadKind::classes)
       throw ConfigError("draws classes: put an infer stage with 'output: classes' before it (input is " +
                         init.input->describe() + ")");
@@ -66,6 +66,8 @@ class AnnotateStage final : public Stage {
   void open(StageContext& ctx) override {
     retry_.watch_stop(ctx.stop);
     sinks::create_directory_or_throw(dir_);
+    // The lock first: a second run or daemon over this directory fails here, before it removes a temp.
+    lock_ = sinks::lock_output(OutputLock::for_directory(dir_), "output directory '" + dir_.string() + "'", retry_);
     sinks::remove_stale_temps(dir_, name_);
     names_.open(dir_);
     bgr_.resize(static_cast<std::size_t>(width_) * static_cast<std::size_t>(height_) * 3);
@@ -111,9 +113,10 @@ class AnnotateStage final : public Stage {
     std::string path;
     try {
       path = commit(it->second);
-    } catch (...) {
+    } catch (const std::exception& e) {
       discard(it->second);  // the input fails (it is not recorded done); a redo writes it again
       entries_.erase(it);
+      shared_->inputs.output_failed(input.id, e.what());  // the run reports it and exits 1
       throw;
     }
     entries_.erase(it);
@@ -135,6 +138,7 @@ class AnnotateStage final : public Stage {
       }
     }
     entries_.clear();
+    lock_.release();
     if (!first_error.empty()) throw StageError(first_error);
   }
 
@@ -278,7 +282,9 @@ class AnnotateStage final : public Stage {
   double fps_;
   int width_, height_, jpeg_quality_;
   sinks::WriteRetry retry_;
+  std::shared_ptr<PipelineShared> shared_;
   sinks::Origins origins_;
+  OutputLock lock_;
   sinks::OutputNames names_;
   std::shared_ptr<ScaledFrameTap> tap_;
   std::map<std::uint64_t, Entry> entries_;  // by input id, or 1<<32 | source id for frames without one
@@ -316,9 +322,10 @@ StageInfo annotate_stage() {
            "at most 512 MiB",
            0.0, 1e6},
           {"write_retry_s", ParamType::number, "30",
-           "a write that fails blocks the sink and is retried every 0.1 s growing to 2 s; after this many seconds its "
-           "frames (or its input) are counted failed with the path and reason; 0 = retry until it works (30 s once a "
-           "stop was requested)",
+           "a write that fails for a reason that may pass blocks the sink and is retried every 0.1 s growing to 2 s; "
+           "after this many seconds its frames (or its input) are counted failed with the path and reason; 0 = retry "
+           "until it works (30 s once a stop was requested). A full disk, EIO and a read-only filesystem fail at once. "
+           "The directory is locked like the sink's (<path>/.sluice-lock); an input's output is durable once committed",
            0.0},
       },
       [](const StageInit& init) -> std::unique_ptr<Stage> { return std::make_unique<AnnotateStage>(init); }};

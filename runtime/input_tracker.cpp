@@ -99,6 +99,18 @@ void InputTracker::maybe_complete(InputProgress& p) {
   open_.erase(id);  // p is dangling from here on
 }
 
+void InputTracker::output_failed(std::uint32_t input, const std::string& reason) {
+  std::lock_guard lock(mu_);
+  for (auto& p : done_) {
+    if (p.id != input) continue;
+    const bool counted = (!p.error.empty() && !p.interrupted && !is_live(p.kind)) || p.failed > 0;
+    if (!counted) totals_.with_errors++;
+    p.error = p.error.empty() ? "output: " + reason : p.error + "; output: " + reason;
+    return;
+  }
+  totals_.with_errors++;  // no longer in the recent list: still counted
+}
+
 std::vector<InputProgress> InputTracker::take_completed() {
   std::lock_guard lock(mu_);
   return std::exchange(completed_, {});

@@ -61,6 +61,11 @@ class InputTracker {
   // failed, and by the source for frames it dropped before batching). Frames without an input are ignored.
   void settle(std::span<const FrameMeta> frames, FrameFate fate);
 
+  // A sink could not commit the outputs of a complete input (disk full, frames missing): the input counts as
+  // one with errors and its `error` (in the recent list) says why. Frames it delivered stay delivered: their
+  // records are on disk, kept aside by the sink.
+  void output_failed(std::uint32_t input, const std::string& reason);
+
   // Inputs that became complete since the last call, in completion order (the sink thread finishes them).
   std::vector<InputProgress> take_completed();
   std::optional<InputProgress> get(std::uint32_t input) const;

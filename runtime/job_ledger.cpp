@@ -1,12 +1,12 @@
 #include "runtime/job_ledger.hpp"
 
 #include <fcntl.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
@@ -15,7 +15,6 @@
 #include <spdlog/spdlog.h>
 #include <stdexcept>
 #include <string_view>
-#include <thread>
 #include <utility>
 
 namespace sluice {
@@ -104,6 +103,16 @@ bool blank(std::string_view s) {
   return std::all_of(s.begin(), s.end(), [](char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\0'; });
 }
 
+// An integer field of a record. A float (1e20) or an integer past int64 is refused, never converted: the
+// conversion of an out-of-range float is undefined behaviour (found by fuzz/ledger_fuzz.cpp).
+std::int64_t int64_field(const nlohmann::json& j, const char* key) {
+  const nlohmann::json& v = j.at(key);
+  if (!v.is_number_integer()) throw std::runtime_error(std::string("\"") + key + "\" is not an integer");
+  if (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX))
+    throw std::runtime_error(std::string("\"") + key + "\" is out of range");
+  return v.get<std::int64_t>();
+}
+
 // Creates `dir` and any missing parents, syncing each parent whose entries changed.
 void create_dirs_durably(const fs::path& dir) {
   std::vector<fs::path> missing;
@@ -131,6 +140,8 @@ std::string JobLedger::key(const std::string& input) {
 JobLedger::JobLedger(fs::path file, std::chrono::milliseconds lock_wait) : path_(std::move(file)) {
   const fs::path dir = path_.parent_path().empty() ? fs::path(".") : path_.parent_path();
   create_dirs_durably(dir);
+  // The lock before the ledger itself: a second run of the job fails here, having created or cut nothing.
+  lock_ = OutputLock(OutputLock::for_file(path_), "job ledger '" + path_.string() + "'", lock_wait);
 
   bool created = false;
   fd_ = ::open(path_.c_str(), O_RDWR | O_APPEND | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
@@ -142,16 +153,6 @@ JobLedger::JobLedger(fs::path file, std::chrono::milliseconds lock_wait) : path_
   if (fd_ < 0) fail(path_, "cannot open", errno);
 
   try {
-    const auto give_up = std::chrono::steady_clock::now() + lock_wait;
-    while (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
-      const int err = errno;
-      if (err == EINTR) continue;
-      if (err != EWOULDBLOCK) fail(path_, "cannot lock", err);
-      if (std::chrono::steady_clock::now() >= give_up)
-        throw std::runtime_error("job ledger " + path_.string() +
-                                 " is in use (another sluiced, or another pipeline in this one, runs the same job)");
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
     if (created) fsync_dir(dir);
     std::lock_guard lock(mu_);
     load();
@@ -163,55 +164,44 @@ JobLedger::JobLedger(fs::path file, std::chrono::milliseconds lock_wait) : path_
 }
 
 JobLedger::~JobLedger() {
-  if (fd_ >= 0) ::close(fd_);  // also releases the lock
+  if (fd_ >= 0) ::close(fd_);
 }
 
-void JobLedger::load() {
-  std::string text;
-  {
-    char buf[1 << 16];
-    off_t off = 0;
-    for (;;) {
-      const ssize_t n = ::pread(fd_, buf, sizeof buf, off);
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        fail(path_, "cannot read", errno);
-      }
-      if (n == 0) break;
-      text.append(buf, static_cast<std::size_t>(n));
-      off += n;
-    }
-  }
-
+JobLedger::Parsed JobLedger::parse(std::string_view text, const std::string& name) {
+  Parsed out;
+  if (text.size() > kMaxBytes)
+    throw std::runtime_error("job ledger " + name + ": larger than the limit of " + std::to_string(kMaxBytes) +
+                             " bytes; not a ledger sluice wrote?");
   std::size_t pos = 0, line_no = 0;
-  std::optional<std::size_t> cut;  // offset to truncate at (a torn last line)
-  std::string cut_why;
   while (pos < text.size()) {
     ++line_no;
     const std::size_t nl = text.find('\n', pos);
-    const std::string_view line(text.data() + pos, (nl == std::string::npos ? text.size() : nl) - pos);
-    const std::string where = path_.string() + ":" + std::to_string(line_no);
-    if (nl == std::string::npos) {  // a write cut short by a crash (or NUL bytes left by a power loss)
-      cut = pos;
-      cut_why = blank(line) ? "it holds only blank or NUL bytes" : "it has no line end";
+    const std::string_view line = text.substr(pos, (nl == std::string_view::npos ? text.size() : nl) - pos);
+    const std::string where = name + ":" + std::to_string(line_no);
+    if (nl == std::string_view::npos) {  // a write cut short by a crash (or NUL bytes left by a power loss)
+      out.torn_at = pos;
+      out.torn_line = line_no;
+      out.torn_why = blank(line) ? "it holds only blank or NUL bytes" : "it has no line end";
       break;
     }
+    if (line.size() > kMaxLineBytes)
+      throw std::runtime_error("job ledger " + where + ": the line is longer than the limit of " +
+                               std::to_string(kMaxLineBytes) + " bytes; not a ledger record");
     const std::size_t next = nl + 1;
     if (blank(line)) {
       pos = next;
       continue;
     }
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(line);
-    } catch (const nlohmann::json::parse_error& e) {
-      if (blank(std::string_view(text).substr(next))) {  // the last line: a write cut short by a crash
-        cut = pos;
-        cut_why = std::string("it is not JSON (") + e.what() + ")";
+    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_discarded()) {
+      if (blank(text.substr(next))) {  // the last line: a write cut short by a crash
+        out.torn_at = pos;
+        out.torn_line = line_no;
+        out.torn_why = "it is not JSON";
         break;
       }
-      throw std::runtime_error("job ledger " + where + ": not a JSON record (" + e.what() +
-                               "); fix or remove the line, or delete the ledger to redo the whole job");
+      throw std::runtime_error("job ledger " + where +
+                               ": not a JSON record; fix or remove the line, or delete the ledger to redo the whole job");
     }
     try {
       if (!j.is_object()) throw std::runtime_error("not a JSON object");
@@ -225,14 +215,16 @@ void JobLedger::load() {
       }
       if (input.empty()) throw std::runtime_error("\"input\" is empty");
       const std::string status = j.at("status").get<std::string>();
-      if (status != "done" && status != "failed")
+      if (status != "done" && status != "failed")  // parsed JSON: valid UTF-8, safe to show
         throw std::runtime_error("\"status\" is '" + status + "', not done or failed");
       Entry e;
-      e.size = j.at("size").get<std::int64_t>();
-      e.mtime_ns = j.at("mtime_ns").get<std::int64_t>();
+      e.size = int64_field(j, "size");
+      e.mtime_ns = int64_field(j, "mtime_ns");
       e.failed = status == "failed";
-      finished_[input] = e;
-      ++resumed_;
+      if (auto f = j.find("frames"); f != j.end() && f->is_number_unsigned()) e.frames = f->get<std::uint64_t>();
+      if (auto r = j.find("reason"); r != j.end() && r->is_string()) e.reason = r->get<std::string>();
+      out.entries[std::move(input)] = std::move(e);
+      ++out.records;
     } catch (const nlohmann::json::exception& e) {
       throw std::runtime_error("job ledger " + where + ": not a ledger record (" + e.what() + ")");
     } catch (const std::runtime_error& e) {
@@ -240,12 +232,43 @@ void JobLedger::load() {
     }
     pos = next;
   }
+  return out;
+}
 
-  if (cut) {
+void JobLedger::load() {
+  struct stat st {};
+  if (::fstat(fd_, &st) != 0) fail(path_, "cannot stat", errno);
+  if (static_cast<std::uint64_t>(st.st_size) > kMaxBytes)
+    throw std::runtime_error("job ledger " + path_.string() + ": " + std::to_string(st.st_size) +
+                             " bytes, larger than the limit of " + std::to_string(kMaxBytes) +
+                             " bytes; not a ledger sluice wrote? (delete it to redo the whole job)");
+  std::string text;
+  {
+    char buf[1 << 16];
+    off_t off = 0;
+    for (;;) {
+      const ssize_t n = ::pread(fd_, buf, sizeof buf, off);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        fail(path_, "cannot read", errno);
+      }
+      if (n == 0) break;
+      if (text.size() + static_cast<std::size_t>(n) > kMaxBytes)
+        throw std::runtime_error("job ledger " + path_.string() + ": grew past the limit of " +
+                                 std::to_string(kMaxBytes) + " bytes while being read");
+      text.append(buf, static_cast<std::size_t>(n));
+      off += n;
+    }
+  }
+
+  Parsed parsed = parse(text, path_.string());
+  finished_ = std::move(parsed.entries);
+  resumed_ = parsed.records;
+  if (parsed.torn_at) {
     spdlog::warn("job ledger {}:{}: the last line is torn ({}; a crash while writing it?); cutting off its {} "
                  "bytes, the input it named will be redone",
-                 path_.string(), line_no, cut_why, text.size() - *cut);
-    if (::ftruncate(fd_, static_cast<off_t>(*cut)) != 0) fail(path_, "cannot cut off the torn last line", errno);
+                 path_.string(), parsed.torn_line, parsed.torn_why, text.size() - *parsed.torn_at);
+    if (::ftruncate(fd_, static_cast<off_t>(*parsed.torn_at)) != 0) fail(path_, "cannot cut off the torn last line", errno);
     if (::fsync(fd_) != 0) fail(path_, "fsync after cutting the torn last line failed", errno);
   }
 }
@@ -310,7 +333,7 @@ bool JobLedger::append(const std::string& input, bool failed, std::uint64_t fram
     fail(path_, "cannot append the record for " + k, err);
   }
   if (::fsync(fd_) != 0) fail(path_, "fsync of the record for " + k + " failed", errno);
-  finished_[k] = Entry{id.size, id.mtime_ns, failed};
+  finished_[k] = Entry{id.size, id.mtime_ns, failed, frames, reason};
   return true;
 }
 
@@ -323,6 +346,17 @@ std::size_t JobLedger::failed_count() const {
   std::lock_guard lock(mu_);
   return static_cast<std::size_t>(
       std::count_if(finished_.begin(), finished_.end(), [](const auto& kv) { return kv.second.failed; }));
+}
+
+std::vector<JobLedger::FailedInput> JobLedger::failed_inputs() const {
+  std::vector<FailedInput> out;
+  std::lock_guard lock(mu_);
+  for (const auto& [input, e] : finished_) {
+    if (!e.failed) continue;
+    const FileId now = stat_input(input);
+    if (now.size == e.size && now.mtime_ns == e.mtime_ns) out.push_back({input, e.reason, e.frames});
+  }
+  return out;
 }
 
 std::size_t JobLedger::resumed_count() const {

@@ -9,24 +9,59 @@
 // `status` is "done" or "failed" (then `reason` says why). `size` and `mtime_ns` are -1 when the input could
 // not be stat'ed. An input path that is not valid UTF-8 also carries "input_hex" (its bytes in hex), which
 // wins over "input" when read back. When an input appears more than once, the last record counts.
+// `frames` is what the input delivered (also for a failed one: the records its outputs hold).
+//
+// Reading is bounded: a ledger larger than kMaxBytes, or a line longer than kMaxLineBytes, is refused with an
+// error naming the limit, before anything else is read.
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
+
+#include "runtime/output_lock.hpp"
 
 namespace sluice {
 
 class JobLedger {
  public:
+  static constexpr std::uint64_t kMaxBytes = std::uint64_t{1} << 30;     // 1 GiB: ~5 million records
+  static constexpr std::size_t kMaxLineBytes = std::size_t{1} << 20;     // 1 MiB: a path, reason and outputs
+
+  struct Entry {
+    std::int64_t size = -1, mtime_ns = -1;
+    bool failed = false;
+    std::uint64_t frames = 0;
+    std::string reason;
+  };
+  // What a ledger's text holds: the last record of each input, how many records, and where a torn last line
+  // starts (a crash mid-write), with why. Throws std::runtime_error "<name>:<line>: ..." for a line before the
+  // last that is not a record, or a limit passed. Pure: the fuzzer drives it with arbitrary bytes.
+  struct Parsed {
+    std::map<std::string, Entry> entries;
+    std::size_t records = 0;
+    std::optional<std::size_t> torn_at;
+    std::string torn_why;
+    std::size_t torn_line = 0;
+  };
+  static Parsed parse(std::string_view text, const std::string& name);
+
+  // An input whose last record says failed.
+  struct FailedInput {
+    std::string input, reason;
+    std::uint64_t frames = 0;
+  };
   // Opens `file` (creating it and its directory), reads earlier records; a torn last line (a crash mid-write)
   // is cut off with a warning. Throws std::runtime_error naming the file (and line) when it cannot be read or
   // written, or when a line before the last is not a record.
-  // The ledger holds an exclusive flock(2) while open, so two daemons (or two pipelines of one) never run one
-  // job at once; it waits up to `lock_wait` for another holder to let go (a reload whose old pipeline is
-  // still being torn down), then throws std::runtime_error saying the job is in use.
+  // Before the ledger is opened (let alone created or cut), its lock `<dir>/.<file>.sluice-lock` is taken
+  // (runtime/output_lock.hpp), so two daemons (or two pipelines of one) never run one job at once: held by
+  // another process, it throws at once naming that pid; held by this one (a reload whose old pipeline is still
+  // being torn down), it waits up to `lock_wait`, then throws likewise.
   explicit JobLedger(std::filesystem::path file, std::chrono::milliseconds lock_wait = std::chrono::seconds(5));
   ~JobLedger();
   JobLedger(const JobLedger&) = delete;
@@ -47,20 +82,20 @@ class JobLedger {
   std::size_t finished_count() const;  // distinct inputs recorded (done or failed), changed or not
   std::size_t failed_count() const;    // of those, the ones whose last record is "failed"
   std::size_t resumed_count() const;   // records read at open
+  // Inputs whose last record is "failed" and that have not changed since (a run skips them): a run over the
+  // job reports them again, so a resumed run does not look clean when it is not.
+  std::vector<FailedInput> failed_inputs() const;
 
   // The key an input is recorded under: the absolute, lexically normal path (URIs with "://" unchanged).
   static std::string key(const std::string& input);
 
  private:
-  struct Entry {
-    std::int64_t size = -1, mtime_ns = -1;
-    bool failed = false;
-  };
   bool append(const std::string& input, bool failed, std::uint64_t frames, const std::vector<std::string>& outputs,
               const std::string& reason);
   void load();  // with mu_ held (constructor)
 
   std::filesystem::path path_;
+  OutputLock lock_;
   int fd_ = -1;
   mutable std::mutex mu_;
   std::map<std::string, Entry> finished_;  // key(input) -> what was recorded last

@@ -209,7 +209,7 @@ void Pipeline::finish_inputs(std::size_t sink) {
     if (!p.error.empty()) spdlog::warn("input '{}' ({}): {}", p.uri, p.source, p.error);
     if (!shared.job || is_live(p.kind)) continue;
     try {
-      if (!p.error.empty()) shared.job->failed(p.uri, p.error);
+      if (!p.error.empty()) shared.job->failed(p.uri, p.error, p.delivered);  // the records it did write
       else if (p.failed == 0) shared.job->done(p.uri, p.delivered, outputs);
       else spdlog::warn("input '{}': {} frames failed; not recorded as done, a restart does it again", p.uri, p.failed);
     } catch (const std::exception& e) {

@@ -22,7 +22,7 @@ class SinkStage final : public Stage {
  public:
   explicit SinkStage(const StageInit& init)
       : type_(init.params.string("type")), path_(init.params.string("path")), per_(init.params.string("per")),
-        retry_(init.name, init.params.number("write_retry_s")), origins_(init.shared),
+        retry_(init.name, init.params.number("write_retry_s")), shared_(init.shared), origins_(init.shared),
         records_(init.stage_names, init.index) {
     if (init.input->memory == MemoryKind::device)
       throw ConfigError("reads host memory; put a download stage before it (input is " + init.input->describe() + ")");
@@ -64,7 +64,7 @@ class SinkStage final : public Stage {
   BatchLease process(Batch* in, StageContext&) override {
     if (type_ == "null") return {};
     if (npy_) {
-      npy_->write(*in);
+      npy_->write(*in, origins_);
       return {};
     }
     const std::int64_t now = now_ns();
@@ -89,9 +89,13 @@ class SinkStage final : public Stage {
 
   std::vector<std::string> finish_input(const InputProgress& input, StageContext&) override {
     std::vector<std::string> outputs;
-    if (writer_) outputs = writer_->finish(input);
-    if (npy_) npy_->sync_index();
     origins_.forget(input.id);
+    try {
+      if (writer_) outputs = writer_->finish(input);
+    } catch (const std::exception& e) {
+      if (shared_) shared_->inputs.output_failed(input.id, e.what());  // the run reports it and exits 1
+      throw;
+    }
     return outputs;
   }
 
@@ -108,6 +112,7 @@ class SinkStage final : public Stage {
  private:
   std::string type_, path_, per_;
   sinks::WriteRetry retry_;
+  std::shared_ptr<PipelineShared> shared_;
   sinks::Origins origins_;
   sinks::RecordFormatter records_;
   std::unique_ptr<sinks::RecordWriter> writer_;  // jsonl, directory
@@ -123,12 +128,21 @@ StageInfo sink_stage() {
       "writes one record per frame (source, input, input_frame, sequence, pts, stage times, and the top-k classes by "
       "label or a payload summary): null (count only), stdout (a line each), jsonl (one JSON object each; one file "
       "per run, per input file or per source), directory (one JSON result per input) or npy (each batch's payload as "
-      "a NumPy file, plus index.jsonl: file, row, source_id, sequence, pts_ns per frame). Per-input outputs are "
+      "a NumPy file, plus index.jsonl: file, row, source_id, sequence, pts_ns, input and input_frame per frame). Per-input outputs are "
       "named after the input's file stem (<stem>-<8 hex digits of a hash of its path> when another input already "
       "has that name; claims kept in <dir>/.sluice-names so every run uses the same names; frames without an input "
       "are named after their source), written to <dir>/.<file>.sluice-tmp and renamed into place once every frame "
-      "of the input is settled; temporaries of inputs that did not finish are removed. A write that fails blocks "
-      "the sink and is retried (the pipeline backs up) until write_retry_s",
+      "of the input is settled and delivered; an input with failed frames, or one that cannot be committed, is "
+      "failed with the reason and its records kept as <file>.partial; temporaries of runs that were killed are "
+      "removed. A frame counts as delivered once its record is written and fsync'ed (jsonl, directory, npy: every "
+      "batch). Outputs are never truncated: a per-run file and npy's index are appended to across runs, reloads "
+      "and resumed jobs (a redone input's earlier records stay: at least once; per-input outputs: exactly once), a "
+      "torn last line is cut at open. Each output takes an exclusive lock (<dir>/.sluice-lock, or "
+      "<dir>/.<file>.sluice-lock, holding the pid) before touching anything: another sluiced on it fails at once "
+      "naming that pid. A full disk (ENOSPC, EDQUOT), EIO or a read-only filesystem fails the batch at once and "
+      "the stage's health says failing until a write succeeds; other write errors block the sink and are retried "
+      "(the pipeline backs up) until write_retry_s. A per-run file removed while open fails its frames until its "
+      "directory is back",
       {
           {"type", ParamType::choice, "null", "where records go", {}, {},
            {"null", "stdout", "jsonl", "directory", "npy"}},
@@ -151,9 +165,10 @@ StageInfo sink_stage() {
            "as records arrive); 0 = never",
            0.0},
           {"write_retry_s", ParamType::number, "30",
-           "a write that fails (disk full, permission, directory gone) blocks the sink and is retried every 0.1 s "
-           "growing to 2 s; after this many seconds its frames (or its input) are counted failed with the path and "
-           "reason; 0 = retry until it works (30 s once a stop was requested)",
+           "a write that fails for a reason that may pass (permission, directory gone) blocks the sink and is "
+           "retried every 0.1 s growing to 2 s; after this many seconds its frames (or its input) are counted failed "
+           "with the path and reason; 0 = retry until it works (30 s once a stop was requested). A full disk, EIO "
+           "and a read-only filesystem fail at once instead",
            0.0},
       },
       [](const StageInit& init) -> std::unique_ptr<Stage> { return std::make_unique<SinkStage>(init); }};

@@ -1,10 +1,14 @@
 // jsonl per run (one file, or stdout) and per source (one live file per source, rotated).
 #include <sys/stat.h>
 
+#include <chrono>
 #include <iostream>
 #include <map>
 
+#include <spdlog/spdlog.h>
+
 #include "runtime/errors.hpp"
+#include "runtime/output_lock.hpp"
 #include "runtime/stats.hpp"
 #include "stages/sink_writers.hpp"
 
@@ -12,15 +16,20 @@ namespace sluice::sinks {
 namespace fs = std::filesystem;
 namespace {
 
-// One file for the whole run, truncated at open(), records appended as batches arrive (a reader may tail it).
+// One file for the whole run, appended to across runs, reloads and resumed jobs (never truncated: it may hold
+// results delivered before). Each batch is written and fsync'ed before its frames count as delivered; a torn
+// last line left by a kill is cut back at open. A reader may tail it.
 class JsonlRunWriter final : public RecordWriter {
  public:
   JsonlRunWriter(std::string path, WriteRetry& retry) : path_(std::move(path)), retry_(retry) {}
 
   void open() override {
     if (path_ == "-") return;
-    if (const int err = file_.try_open(path_, OutputFile::Mode::truncate))
+    // The lock first: a second sluiced writing this file fails here, before anything is touched.
+    lock_ = lock_output(OutputLock::for_file(path_), "output '" + path_ + "'", retry_);
+    if (const int err = file_.try_open(path_, OutputFile::Mode::append))
       throw StageError("cannot open '" + path_ + "' for writing: " + errno_text(err));
+    file_.cut_torn_line(retry_);
   }
 
   void add(const FrameMeta&, const Origin&, std::string_view record) override {
@@ -36,9 +45,13 @@ class JsonlRunWriter final : public RecordWriter {
       if (!std::cout) throw StageError("writing to stdout failed");
       return;
     }
-    const std::uint64_t before = file_.size();
+    std::uint64_t before = 0;
     try {
+      reopen_if_removed();
+      before = file_.size();
       file_.append(pending_, retry_);
+      file_.sync(retry_);
+      file_.require_linked();  // removed while we wrote: these records are nowhere a reader can find them
     } catch (...) {
       file_.truncate_to(before);
       pending_.clear();
@@ -54,8 +67,7 @@ class JsonlRunWriter final : public RecordWriter {
       std::cout.flush();
       return {};
     }
-    file_.sync(retry_);  // the input's records are durable before the job records it done
-    return {path_};
+    return {path_};  // every batch was fsync'ed in flush()
   }
 
   void close() override {
@@ -64,14 +76,43 @@ class JsonlRunWriter final : public RecordWriter {
       if (!std::cout) throw StageError("flushing stdout failed");
       return;
     }
-    if (!file_.is_open()) return;
-    file_.sync(retry_);
-    file_.close();
+    if (file_.is_open()) {
+      file_.sync(retry_);
+      file_.close();
+    }
+    lock_.release();
   }
 
  private:
+  // The file (or its directory) was removed while open: writing on would "deliver" records into a file no one
+  // can read. Start a new one at the path when that works (the directory is back); otherwise fail the batch.
+  void reopen_if_removed() {
+    std::string removed = "'" + path_ + "' was removed while sluice wrote it (or its directory was)";
+    if (file_.is_open()) {
+      try {
+        file_.require_linked();
+        return;
+      } catch (const StageError& e) {
+        removed = e.what();
+      }
+    }
+    file_.close_quietly();
+    lock_.release();
+    try {
+      lock_ = lock_output(OutputLock::for_file(path_), "output '" + path_ + "'", retry_);
+    } catch (const StageError& e) {
+      throw StageError(removed + "; cannot start it again: " + e.what());
+    }
+    if (const int err = file_.try_open(path_, OutputFile::Mode::append)) {
+      lock_.release();
+      throw StageError(removed + "; cannot start it again: " + errno_text(err));
+    }
+    spdlog::warn("'{}' was removed while open; writing to a new file at that path", path_);
+  }
+
   std::string path_;
   WriteRetry& retry_;
+  OutputLock lock_;
   OutputFile file_;
   std::string pending_;
 };
@@ -87,6 +128,7 @@ class JsonlSourceWriter final : public RecordWriter {
 
   void open() override {
     create_directory_or_throw(dir_);
+    lock_ = lock_output(OutputLock::for_directory(dir_), "output directory '" + dir_.string() + "'", retry_);
     remove_stale_temps(dir_, stage_);
   }
 
@@ -104,9 +146,16 @@ class JsonlSourceWriter final : public RecordWriter {
   }
 
   void flush() override {
-    for (Live* live : touched_) live->before = live->file.is_open() ? live->file.size() : 0;
+    for (Live* live : touched_) {
+      if (live->file.is_open() && !is_linked(live->file)) live->file.close_quietly();  // removed: start anew
+      live->before = live->file.is_open() ? live->file.size() : 0;
+    }
     try {
-      for (Live* live : touched_) write(*live);
+      for (Live* live : touched_) {
+        write(*live);
+        live->file.sync(retry_);  // durable before its frames count as delivered
+        live->file.require_linked();
+      }
     } catch (...) {
       for (Live* live : touched_) {
         live->file.truncate_to(live->before);
@@ -129,8 +178,7 @@ class JsonlSourceWriter final : public RecordWriter {
   std::vector<std::string> finish(const InputProgress& input) override {
     auto it = lives_.find(input.source_id);
     if (it == lives_.end() || !it->second.file.is_open()) return {};
-    it->second.file.sync(retry_);  // the input's records are durable before the job records it done
-    return {it->second.file.path()};
+    return {it->second.file.path()};  // every batch was fsync'ed in flush()
   }
 
   void close() override {
@@ -146,6 +194,7 @@ class JsonlSourceWriter final : public RecordWriter {
       }
     }
     lives_.clear();
+    lock_.release();
     if (!first_error.empty()) throw StageError(first_error);
   }
 
@@ -159,9 +208,19 @@ class JsonlSourceWriter final : public RecordWriter {
     std::int64_t started_ns = 0;    // steady clock when its first record was written; 0 while empty
   };
 
+  static bool is_linked(const OutputFile& f) {
+    try {
+      f.require_linked();
+      return true;
+    } catch (const StageError&) {
+      return false;
+    }
+  }
+
   void write(Live& live) {
     if (!live.file.is_open()) {
       live.file.open((dir_ / (live.name + ".jsonl")).string(), OutputFile::Mode::append, retry_);
+      live.file.cut_torn_line(retry_);  // an earlier run killed mid-record
       live.before = live.file.size();
       if (live.file.size() > 0) live.started_ns = now_ns();  // an earlier run's file: its age counts from now
     }
@@ -204,6 +263,7 @@ class JsonlSourceWriter final : public RecordWriter {
   std::int64_t rotate_ns_;
   WriteRetry& retry_;
   std::string stage_;
+  OutputLock lock_;
   std::map<std::uint32_t, Live> lives_;  // by source id (map: Live addresses stay put)
   std::vector<Live*> touched_;           // lives with pending records, in first-touch order
 };

@@ -1,6 +1,7 @@
 #include "stages/sink_npy.hpp"
 
 #include <cstddef>
+#include <algorithm>
 #include <cstdio>
 
 #include <nlohmann/json.hpp>
@@ -37,13 +38,24 @@ NpyWriter::NpyWriter(const PayloadDesc& d, fs::path dir, WriteRetry& retry, std:
 
 void NpyWriter::open() {
   create_directory_or_throw(dir_);
+  lock_ = lock_output(OutputLock::for_directory(dir_), "output directory '" + dir_.string() + "'", retry_);
   remove_stale_temps(dir_, stage_);
+  // Numbers go on after the highest batch file there: earlier runs' files hold delivered frames.
+  std::error_code ec;
+  for (fs::directory_iterator it(dir_, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    unsigned long long n = 0;
+    char tail = 0;
+    if (name.size() == 18 && std::sscanf(name.c_str(), "batch-%8llu.np%c", &n, &tail) == 2 && tail == 'y')
+      batches_ = std::max<std::uint64_t>(batches_, n + 1);
+  }
   const std::string index = (dir_ / "index.jsonl").string();
-  if (const int err = index_.try_open(index, OutputFile::Mode::truncate))
+  if (const int err = index_.try_open(index, OutputFile::Mode::append))
     throw StageError("cannot open '" + index + "' for writing: " + errno_text(err));
+  index_.cut_torn_line(retry_);
 }
 
-void NpyWriter::write(const Batch& b) {
+void NpyWriter::write(const Batch& b, Origins& origins) {
   char name[32];
   std::snprintf(name, sizeof name, "batch-%08llu.npy", static_cast<unsigned long long>(batches_));
   const fs::path path = dir_ / name, temp = temp_path(dir_, name);
@@ -73,28 +85,34 @@ void NpyWriter::write(const Batch& b) {
   lines_.clear();
   for (int row = 0; row < b.count; ++row) {
     const FrameMeta& m = b.frames[static_cast<std::size_t>(row)];
-    lines_ += nlohmann::json{{"file", name}, {"row", row}, {"source_id", m.source_id}, {"sequence", m.sequence},
-                             {"pts_ns", m.pts_ns}}
-                  .dump();
+    nlohmann::ordered_json line{{"file", name}, {"row", row}, {"source_id", m.source_id}, {"sequence", m.sequence},
+                                {"pts_ns", m.pts_ns}};
+    if (m.input != 0) {  // lets a reader match frames to inputs (and drop the repeats of a redone input)
+      line["input"] = origins.of(m).uri;
+      line["input_frame"] = m.input_frame;
+    }
+    lines_ += line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     lines_ += '\n';
   }
   const std::uint64_t before = index_.size();
   try {
+    index_.require_linked();
     index_.append(lines_, retry_);
+    index_.sync(retry_);
+    index_.require_linked();
   } catch (...) {
     index_.truncate_to(before);
+    std::remove(path.c_str());  // its frames fail: no file without index lines
     throw;
   }
 }
 
-void NpyWriter::sync_index() {
-  if (index_.is_open()) index_.sync(retry_);
-}
-
 void NpyWriter::close() {
-  if (!index_.is_open()) return;
-  index_.sync(retry_);
-  index_.close();
+  if (index_.is_open()) {
+    index_.sync(retry_);
+    index_.close();
+  }
+  lock_.release();
 }
 
 std::string NpyWriter::header(int count) const {

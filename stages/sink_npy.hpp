@@ -1,13 +1,16 @@
 #pragma once
 // The npy sink's writer: each batch's payload as one NumPy file in a directory, plus index.jsonl (file, row,
-// source_id, sequence, pts_ns per frame).
+// source_id, sequence, pts_ns, and input and input_frame for frames of an input). The directory is kept across
+// runs, reloads and resumed jobs: batch numbers go on from the highest one there, index.jsonl is appended to.
 #include <cstdint>
 #include <filesystem>
 #include <string>
 #include <vector>
 
 #include "runtime/batch.hpp"
+#include "runtime/output_lock.hpp"
 #include "stages/sink_outputs.hpp"
+#include "stages/sink_records.hpp"
 
 namespace sluice::sinks {
 
@@ -18,12 +21,12 @@ namespace sluice::sinks {
 class NpyWriter {
  public:
   NpyWriter(const PayloadDesc& d, std::filesystem::path dir, WriteRetry& retry, std::string stage);
-  // Creates the directory and truncates index.jsonl; StageError when it cannot.
+  // Creates the directory, takes its lock (runtime/output_lock.hpp), opens index.jsonl to append to (cutting a
+  // torn last line); StageError when it cannot.
   void open();
-  // batch-NNNNNNNN.npy (written to a temporary name, fsync'ed, renamed), then its frames' index lines:
-  // every line names a complete file.
-  void write(const Batch& b);
-  void sync_index();
+  // batch-NNNNNNNN.npy (written to a temporary name, fsync'ed, renamed), then its frames' index lines, fsync'ed:
+  // every line names a complete file, and a frame counts as delivered only once its line is durable.
+  void write(const Batch& b, Origins& origins);
   void close();
 
  private:
@@ -35,6 +38,7 @@ class NpyWriter {
   std::string descr_;  // NumPy's type description, as a Python literal
   std::vector<int> item_shape_;
   std::vector<float> widened_;
+  OutputLock lock_;
   OutputFile index_;
   std::string lines_;
   std::uint64_t batches_ = 0;

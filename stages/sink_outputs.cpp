@@ -62,11 +62,29 @@ std::string WriteRetry::health() const {
   return health_;
 }
 
+bool WriteRetry::fails_fast(int err) { return err == ENOSPC || err == EDQUOT || err == EIO || err == EROFS; }
+
 void WriteRetry::run(std::string_view what, const std::string& path, const std::function<int()>& attempt) {
   int err = attempt();
   if (err == 0) {
-    if (unhealthy_.load(std::memory_order_relaxed)) set_health({});
+    // After a fast failure only a write that succeeds proves the disk takes data again (opening a file does not).
+    if (unhealthy_.load(std::memory_order_relaxed) && (failing_since_.empty() || what == "writing")) {
+      if (!failing_since_.empty())
+        spdlog::info("stage '{}': {} '{}' works again (writes failed since {})", stage_, what, path, failing_since_);
+      failing_since_.clear();
+      set_health({});
+    }
     return;
+  }
+  if (fails_fast(err)) {
+    // Waiting does not make space: fail this operation now, stay unhealthy until a write works.
+    const std::string reason = std::string(what) + " '" + path + "' failed: " + errno_text(err);
+    if (failing_since_.empty()) {
+      failing_since_ = utc_iso_now();
+      spdlog::error("stage '{}': {}; frames fail until a write succeeds", stage_, reason);
+    }
+    set_health("failing: " + reason + " since " + failing_since_ + " (frames fail until a write succeeds)");
+    throw StageError(reason);
   }
   using clock = std::chrono::steady_clock;
   const auto start = clock::now();
@@ -95,8 +113,15 @@ void WriteRetry::run(std::string_view what, const std::string& path, const std::
     if (err == 0) {
       spdlog::info("stage '{}': {} works again after {:.1f} s", stage_, op,
                    std::chrono::duration<double>(clock::now() - start).count());
+      failing_since_.clear();
       set_health({});
       return;
+    }
+    if (fails_fast(err)) {
+      const std::string reason = op + " failed: " + errno_text(err);
+      if (failing_since_.empty()) failing_since_ = utc_iso_now();
+      set_health("failing: " + reason + " since " + failing_since_ + " (frames fail until a write succeeds)");
+      throw StageError(reason);
     }
   }
 }
@@ -120,9 +145,11 @@ OutputFile::~OutputFile() { close_quietly(); }
 
 int OutputFile::try_open(const std::string& path, Mode mode) {
   close_quietly();
-  // Always O_APPEND: after truncate_to() the next write lands at the new end, never past a hole.
-  const int flags = O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (mode == Mode::truncate ? O_TRUNC : 0);
-  const int fd = ::open(path.c_str(), flags, 0644);
+  // Always O_APPEND: after truncate_to() the next write lands at the new end, never past a hole. Read access
+  // too: cut_torn_line() reads the tail (a device or FIFO that refuses it is opened write-only).
+  const int base = O_CREAT | O_APPEND | O_CLOEXEC | (mode == Mode::truncate ? O_TRUNC : 0);
+  int fd = ::open(path.c_str(), O_RDWR | base, 0644);
+  if (fd < 0 && (errno == EACCES || errno == EINVAL || errno == ENXIO)) fd = ::open(path.c_str(), O_WRONLY | base, 0644);
   if (fd < 0) return errno;
   struct stat st {};
   size_ = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? static_cast<std::uint64_t>(st.st_size) : 0;
@@ -162,6 +189,48 @@ void OutputFile::sync(WriteRetry& retry) {
 void OutputFile::truncate_to(std::uint64_t size) noexcept {
   if (fd_ < 0 || size >= size_) return;
   if (::ftruncate(fd_, static_cast<off_t>(size)) == 0) size_ = size;
+}
+
+std::uint64_t OutputFile::cut_torn_line(WriteRetry& retry) {
+  if (fd_ < 0 || size_ == 0) return 0;
+  char last = 0;
+  const ssize_t got = ::pread(fd_, &last, 1, static_cast<off_t>(size_ - 1));
+  if (got != 1) {  // cannot read it back (write-only): leave it; the next record starts on a line of its own
+    spdlog::warn("'{}': cannot read its last byte to check for a torn line: {}", path_,
+                 got < 0 ? errno_text(errno) : std::string("short read"));
+    return 0;
+  }
+  if (last == '\n') return 0;
+  // Find the last '\n' before the end, a chunk at a time from the back.
+  std::uint64_t keep = 0;
+  char buf[1 << 16];
+  for (std::uint64_t end = size_; end > 0 && keep == 0;) {
+    const std::uint64_t begin = end > sizeof buf ? end - sizeof buf : 0;
+    const ssize_t n = ::pread(fd_, buf, static_cast<std::size_t>(end - begin), static_cast<off_t>(begin));
+    if (n != static_cast<ssize_t>(end - begin)) return 0;  // not readable after all: cut nothing
+    for (ssize_t i = n - 1; i >= 0; --i)
+      if (buf[i] == '\n') {
+        keep = begin + static_cast<std::uint64_t>(i) + 1;
+        break;
+      }
+    end = begin;
+  }
+  const std::uint64_t cut = size_ - keep;
+  retry.run("cutting a torn last line of", path_,
+            [&] { return ::ftruncate(fd_, static_cast<off_t>(keep)) == 0 ? 0 : errno; });
+  size_ = keep;
+  sync(retry);
+  spdlog::warn("'{}': cut off a torn last line ({} bytes, written by a run that was killed mid-record)", path_, cut);
+  return cut;
+}
+
+void OutputFile::require_linked() const {
+  struct stat st {};
+  if (fd_ < 0) return;
+  if (::fstat(fd_, &st) != 0) throw StageError("cannot stat '" + path_ + "': " + errno_text(errno));
+  if (S_ISREG(st.st_mode) && st.st_nlink == 0)
+    throw StageError("'" + path_ + "' was removed while sluice wrote it (or its directory was): records written "
+                     "to it are not on disk for anyone");
 }
 
 void OutputFile::close() {
@@ -211,6 +280,14 @@ void create_directory_or_throw(const fs::path& dir) {
   fs::create_directories(dir, ec);
   if (ec) throw StageError("cannot create directory '" + dir.string() + "': " + ec.message());
   if (!fs::is_directory(dir, ec)) throw StageError("'" + dir.string() + "' is not a directory");
+}
+
+OutputLock lock_output(const fs::path& lock_file, const std::string& what, const WriteRetry& retry) {
+  try {
+    return OutputLock(lock_file, what, std::chrono::seconds(60), retry.stop_flag());
+  } catch (const std::runtime_error& e) {
+    throw StageError(e.what());
+  }
 }
 
 std::size_t remove_stale_temps(const fs::path& dir, const std::string& stage) {

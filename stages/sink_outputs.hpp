@@ -16,14 +16,20 @@
 #include <string_view>
 #include <vector>
 
+#include "runtime/output_lock.hpp"
+
 namespace sluice::sinks {
 
-// A write that fails (disk full, permission, a directory gone) is tried again with growing delays (0.1 s
-// doubling to 2 s) while the sink's thread blocks, which back-pressures the pipeline: queues fill, file
-// sources wait, live sources drop counted frames. Each distinct failure (operation, path, errno) is logged
-// once per blocked spell; after `give_up_s` (0 = never) the operation throws StageError naming the path and
-// the reason, so the batch's frames (or the input) are counted failed. Once a stop is requested a retry
-// that would wait forever gives up after kStoppingGiveUpS instead, so shutdown cannot hang.
+// A write that fails is handled by what failed:
+//  - the disk cannot take it (ENOSPC, EDQUOT), the device fails (EIO) or the filesystem is read-only (EROFS):
+//    the operation fails at once with StageError naming the path and the errno text, so the batch's frames (or
+//    the input) are counted failed with that reason instead of every batch waiting out the retry. The stage's
+//    health says "failing: ..." from the first such error until a write succeeds again (then delivery resumes).
+//  - anything else (permission, a directory gone, EAGAIN, ...): tried again with growing delays (0.1 s doubling
+//    to 2 s) while the sink's thread blocks, which back-pressures the pipeline: queues fill, file sources wait,
+//    live sources drop counted frames. Each distinct failure (operation, path, errno) is logged once per
+//    blocked spell; after `give_up_s` (0 = never) the operation throws StageError likewise. Once a stop is
+//    requested a retry that would wait forever gives up after kStoppingGiveUpS instead, so shutdown cannot hang.
 class WriteRetry {
  public:
   static constexpr double kStoppingGiveUpS = 30;
@@ -36,11 +42,15 @@ class WriteRetry {
   // `what` names the operation for messages ("writing", "creating", "renaming ... to ..."), `path` the file.
   void run(std::string_view what, const std::string& path, const std::function<int()>& attempt);
 
-  // "" while writes work; "blocked: writing '/out/a.jsonl': No space left on device since
+  // "" while writes work; "failing: writing '/out/a.jsonl': No space left on device since 2025-06-01T12:00:00Z
+  // (frames fail until a write succeeds)" after a fast failure; "blocked: writing '/out/a.jsonl': No space left on device since
   // 2025-06-01T12:00:00Z (retrying, gives up after 30 s)" while a write is being retried; "gave up: ... at <t>"
   // after giving up, until the next write succeeds. Safe from any thread.
   std::string health() const;
   double give_up_s() const { return give_up_s_; }
+  const std::atomic<bool>* stop_flag() const { return stop_; }
+  // True for the errors that fail at once (see above).
+  static bool fails_fast(int err);
 
  private:
   void set_health(std::string h);
@@ -50,6 +60,7 @@ class WriteRetry {
   std::atomic<bool> unhealthy_{false};  // health_ is not empty (checked without the lock on every success)
   mutable std::mutex mu_;
   std::string health_;
+  std::string failing_since_;  // UTC time of the first fast failure of the current spell; "" when none
 };
 
 // UTC wall-clock time: "2025-06-01T12:00:00Z" (iso) or "20250601T120000" (compact, for file names).
@@ -78,6 +89,12 @@ class OutputFile {
   void sync(WriteRetry& retry);
   // Cuts the file back to `size` bytes (best effort: a batch that gave up takes its records back out).
   void truncate_to(std::uint64_t size) noexcept;
+  // A line-oriented file opened to append to: cuts a torn last line (no '\n' at the end: a crash mid-write)
+  // back to the end of the last complete line, and fsyncs; returns how many bytes were cut.
+  std::uint64_t cut_torn_line(WriteRetry& retry);
+  // Throws StageError when the open file no longer has a name (it, or its directory, was removed): records
+  // written to it are not on disk for anyone, so they must not count as delivered.
+  void require_linked() const;
   void close();  // syncs nothing; throws StageError when close() reports an error
   void close_quietly() noexcept;
 
@@ -100,6 +117,9 @@ void sync_directory(const std::filesystem::path& dir, WriteRetry& retry);
 void commit_rename(const std::filesystem::path& from, const std::filesystem::path& to, WriteRetry& retry);
 // Creates `dir` and its parents; throws StageError naming the path when it cannot (used at open()).
 void create_directory_or_throw(const std::filesystem::path& dir);
+// Takes the exclusive lock of an output (runtime/output_lock.hpp) before anything there is touched; a holder
+// in another process makes it throw StageError naming that pid at once.
+OutputLock lock_output(const std::filesystem::path& lock_file, const std::string& what, const WriteRetry& retry);
 // Removes `.*.sluice-tmp*` entries (files and directories) of `dir` that a killed run left; returns how many.
 std::size_t remove_stale_temps(const std::filesystem::path& dir, const std::string& stage);
 // The temporary name of `final_name` in `dir`: `.<final_name>.sluice-tmp`.

@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <map>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
@@ -25,6 +26,8 @@ class PerInputWriter : public RecordWriter {
 
   void open() override {
     create_directory_or_throw(dir_);
+    // The lock first: a second run or daemon over this directory fails here, before it removes a temp.
+    lock_ = lock_output(OutputLock::for_directory(dir_), "output directory '" + dir_.string() + "'", retry_);
     remove_stale_temps(dir_, stage_);
     names_.open(dir_);
   }
@@ -50,6 +53,8 @@ class PerInputWriter : public RecordWriter {
       for (Entry* e : touched_) {
         if (!e->file.is_open()) create(*e);
         e->file.append(e->pending, retry_);
+        e->file.sync(retry_);  // durable (in the temp) before its frames count as delivered
+        e->file.require_linked();
       }
     } catch (...) {
       for (Entry* e : touched_) e->file.truncate_to(e->before);
@@ -78,19 +83,27 @@ class PerInputWriter : public RecordWriter {
     }
     Entry& e = it->second;
     if (input.interrupted && !is_live(input.kind)) {
-      // Stopped before its end: the job redoes it, so its partial output is not committed.
-      discard(e);
+      // Stopped before its end: the job redoes it, so its output is not committed; what was delivered stays.
+      keep_aside(e);
       entries_.erase(it);
       return {};
+    }
+    if (input.failed > 0) {  // records are missing: renaming it into place would say it is complete
+      const std::string partial = keep_aside(e);
+      entries_.erase(it);
+      throw StageError(std::to_string(input.failed) + " of " + std::to_string(input.decoded) +
+                       " frames failed, so its output is incomplete" +
+                       (partial.empty() ? std::string(" (no records)") : "; kept as '" + partial + "'"));
     }
     std::vector<std::string> out;
     try {
       if (e.name.empty()) e.name = names_.for_input(e.uri, retry_);
       out.push_back(commit(e, &input));
-    } catch (...) {
-      discard(e);  // the input fails (not recorded done); a redo writes it again from the start
+      remove_stale_partial(e.name);
+    } catch (const std::exception& ex) {
+      const std::string partial = keep_aside(e);  // the input fails (not recorded done); a redo writes it anew
       entries_.erase(it);
-      throw;
+      throw StageError(std::string(ex.what()) + (partial.empty() ? "" : "; its records kept as '" + partial + "'"));
     }
     entries_.erase(it);
     return out;
@@ -100,18 +113,20 @@ class PerInputWriter : public RecordWriter {
     std::string first_error;
     for (auto& [key, e] : entries_) {
       if (e.tracked) {
-        discard(e);  // an input that never completed: the job ledger will redo it
+        keep_aside(e);  // an input that never completed: the job ledger will redo it
         continue;
       }
       try {  // frames without an input: their stream ended with the run
         if (e.name.empty()) e.name = names_.for_source(e.source, retry_);
         commit(e, nullptr);
       } catch (const std::exception& ex) {
-        discard(e);
-        if (first_error.empty()) first_error = ex.what();
+        const std::string partial = keep_aside(e);
+        if (first_error.empty())
+          first_error = std::string(ex.what()) + (partial.empty() ? "" : "; its records kept as '" + partial + "'");
       }
     }
     entries_.clear();
+    lock_.release();
     if (!first_error.empty()) throw StageError(first_error);
   }
 
@@ -141,14 +156,44 @@ class PerInputWriter : public RecordWriter {
     e.file.open(e.records_temp, OutputFile::Mode::truncate, retry_);
   }
 
-  void discard(Entry& e) noexcept {
+  // An output that is not complete keeps its records (frames counted delivered are on disk) under a name that
+  // says so: `<dir>/<records file>.partial` (e.g. a.jsonl.partial, a.json.records.partial). Returns that path,
+  // or "" when there were no records. A later complete commit of the same name removes it.
+  std::string keep_aside(Entry& e) noexcept {
     e.file.close_quietly();
-    if (!e.records_temp.empty()) ::unlink(e.records_temp.c_str());
+    if (e.records_temp.empty()) return {};
+    const std::string temp = std::exchange(e.records_temp, {});
+    if (e.records == 0) {
+      ::unlink(temp.c_str());
+      return {};
+    }
+    const std::string partial = (dir_ / (records_file(e.name) + ".partial")).string();
+    if (::rename(temp.c_str(), partial.c_str()) != 0) {
+      if (errno == ENOENT) return {};  // committed after all (the failure came after the rename)
+      spdlog::error("stage '{}': cannot keep the partial output '{}' as '{}': {}", stage_, temp, partial,
+                    errno_text(errno));
+      return temp;
+    }
+    const int fd = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+      (void)::fsync(fd);
+      ::close(fd);
+    }
+    spdlog::warn("stage '{}': the output of '{}' is incomplete; its {} records are kept as '{}'", stage_,
+                 e.tracked ? e.uri : e.source, e.records, partial);
+    return partial;
+  }
+
+  void remove_stale_partial(const std::string& name) noexcept {
+    const std::string partial = (dir_ / (records_file(name) + ".partial")).string();
+    if (::unlink(partial.c_str()) == 0)
+      spdlog::info("stage '{}': removed '{}': the input's complete output replaces it", stage_, partial);
   }
 
   fs::path dir_;
   WriteRetry& retry_;
   std::string stage_;
+  OutputLock lock_;
   OutputNames names_;
   std::map<std::uint64_t, Entry> entries_;  // by input id, or 1<<32 | source id (map: addresses stay put)
   std::vector<Entry*> touched_;             // entries with pending records

@@ -1,12 +1,15 @@
 #pragma once
 // The record writers of the sink stage: where each frame's JSON record goes. The stage formats records and
-// feeds them here; a writer buffers one batch, writes it in flush() (blocking through the WriteRetry while
-// the disk does not take it), and commits per-input outputs in finish().
+// feeds them here; a writer buffers one batch, writes and fsyncs it in flush() (a frame counts as delivered
+// only once flush() returned), and commits per-input outputs in finish(). open() takes the output's lock
+// before it touches anything (runtime/output_lock.hpp); close() lets it go.
 //
-//   jsonl, per: run     one file for the run (or stdout), records as they come          (sink_jsonl.cpp)
-//   jsonl, per: source  one live file per source, rotated by size and/or age             (sink_jsonl.cpp)
-//   jsonl, per: file    one file per input, committed atomically when the input is done  (sink_per_input.cpp)
-//   directory           one JSON result per input, committed atomically likewise        (sink_per_input.cpp)
+//   jsonl, per: run     one file, appended to across runs (or stdout), records as they come (sink_jsonl.cpp)
+//   jsonl, per: source  one live file per source, rotated by size and/or age                 (sink_jsonl.cpp)
+//   jsonl, per: file    one file per input, committed atomically when the input is done      (sink_per_input.cpp)
+//   directory           one JSON result per input, committed atomically likewise            (sink_per_input.cpp)
+// An input that cannot be committed complete (failed frames, a commit that fails) throws from finish() with
+// the reason; its records stay on disk as `<output>.partial`.
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -24,12 +27,14 @@ namespace sluice::sinks {
 class RecordWriter {
  public:
   virtual ~RecordWriter() = default;
-  // Makes the directory or opens the file; fails fast (StageError) when that cannot be done at all.
+  // Takes the lock, makes the directory or opens the file (to append); fails fast (StageError) when that cannot
+  // be done at all, or another sluiced holds the output (naming its pid).
   virtual void open() = 0;
   // Buffers the record (one JSON object, no newline) of frame `f`; no I/O.
   virtual void add(const FrameMeta& f, const Origin& origin, std::string_view record) = 0;
-  // Writes what add() buffered. When the retry gives up, the batch's records are taken back out of the
-  // current files (best effort) and StageError propagates: its frames are counted failed, not half-written.
+  // Writes and fsyncs what add() buffered. When that fails (at once for a full disk, after the retry gives up
+  // otherwise, or when the file was removed meanwhile), the batch's records are taken back out of the current
+  // files (best effort) and StageError propagates: its frames are counted failed, not half-written.
   virtual void flush() = 0;
   // Drops what add() buffered without writing it (the batch failed before flush()).
   virtual void discard_pending() noexcept = 0;

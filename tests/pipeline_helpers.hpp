@@ -1,5 +1,6 @@
 #pragma once
 // Shared by the CPU and GPU pipeline tests: run a YAML pipeline to its end and read what it wrote.
+#include <cstdio>
 #include <fstream>
 #include <stdexcept>
 #include <string>
@@ -31,8 +32,11 @@ inline std::vector<nlohmann::json> read_jsonl(const std::string& path) {
 }
 
 // A chain testsrc -> upload -> preprocess -> download -> sink jsonl on `device`.
+// A decode → ... → jsonl sink chain writing to `jsonl_path`. A per-run jsonl file is appended to across runs
+// (it may hold delivered results), so the file is removed here: each chain a test builds starts empty.
 inline std::string chain_yaml(const std::string& device, const std::string& format, int frames,
                               const std::string& jsonl_path, const std::string& extra_pre = "") {
+  std::remove(jsonl_path.c_str());
   return "name: t\ndevice: " + device + "\nbatch_size: 8\nstages:\n"
          "  - kind: decode\n    pattern: shapes\n    width: 320\n    height: 240\n    format: " + format +
          "\n    frames: " + std::to_string(frames) +
@@ -68,6 +72,7 @@ inline Accuracy default_model_accuracy(DeviceChoice device, const std::string& j
       src.set("seed", std::int64_t{4242}, true);
       ParamValues& sink = spec.stages.back().params;
       sink.set("type", std::string("jsonl"), true);
+      std::remove(jsonl_path.c_str());  // appended to across runs: each run reads its own records
       sink.set("path", jsonl_path, true);
       const auto totals = run_to_end(plan_pipeline(spec));
       if (totals.delivered != 12) throw std::runtime_error("default pipeline delivered " + std::to_string(totals.delivered) + " of 12");

@@ -5,12 +5,14 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -367,4 +369,87 @@ TEST_CASE("job ledger: writers and readers on several threads", "[job_ledger]") 
   reader.join();
   REQUIRE(l.finished_count() == static_cast<std::size_t>(threads * per_thread));
   REQUIRE(parse_lines(l.path()).size() == static_cast<std::size_t>(threads * per_thread));
+}
+
+TEST_CASE("job ledger: failed inputs keep their reason and frames for the report of a resumed run", "[job_ledger]") {
+  TempDir d;
+  const fs::path bad = d.path / "bad.mp4", good = d.path / "good.mp4";
+  write_file(bad, "half a video");
+  write_file(good, "a video");
+  {
+    JobLedger l(d.path / "j.ledger");
+    REQUIRE(l.failed(bad.string(), "truncated at frame 51", 51));
+    REQUIRE(l.done(good.string(), 80, {}));
+  }
+  JobLedger l(d.path / "j.ledger");
+  const auto failed = l.failed_inputs();
+  REQUIRE(failed.size() == 1);
+  CHECK(failed[0].input == bad.string());
+  CHECK(failed[0].reason == "truncated at frame 51");
+  CHECK(failed[0].frames == 51);
+  write_file(bad, "the whole video now");  // replaced: a run redoes it, it is no longer a failure to report
+  CHECK(l.failed_inputs().empty());
+}
+
+TEST_CASE("job ledger: another process holding the job fails a second run at once, naming its pid, creating nothing",
+          "[job_ledger]") {
+  TempDir d;
+  const fs::path ledger = d.path / "jobs" / "j.ledger";
+  fs::create_directories(ledger.parent_path());
+  int ready[2];
+  REQUIRE(::pipe(ready) == 0);
+  const pid_t holder = ::fork();
+  REQUIRE(holder >= 0);
+  if (holder == 0) {  // a running sluiced: holds the lock and has written its pid (system calls only)
+    const std::string lock = (ledger.parent_path() / ".j.ledger.sluice-lock").string();
+    const int fd = ::open(lock.c_str(), O_RDWR | O_CREAT, 0644);
+    if (fd < 0 || ::flock(fd, LOCK_EX) != 0) ::_exit(1);
+    char text[32];
+    const int n = std::snprintf(text, sizeof text, "%d\n", static_cast<int>(::getpid()));
+    if (::write(fd, text, static_cast<std::size_t>(n)) != n || ::write(ready[1], "k", 1) != 1) ::_exit(1);
+    for (;;) ::pause();
+  }
+  ::close(ready[1]);
+  char c = 0;
+  REQUIRE(::read(ready[0], &c, 1) == 1);
+  ::close(ready[0]);
+  // A long wait would apply to a holder in this process only: another process's lock fails at once.
+  CHECK_THROWS_WITH(JobLedger(ledger, std::chrono::hours(1)),
+                    Catch::Contains("in use by another sluiced (pid " + std::to_string(holder) + ","));
+  CHECK_FALSE(fs::exists(ledger));  // touched nothing: not even created
+  ::kill(holder, SIGKILL);
+  ::waitpid(holder, nullptr, 0);
+  JobLedger after(ledger);  // the holder died: its lock went with it
+  CHECK(after.resumed_count() == 0);
+}
+
+TEST_CASE("job ledger: reading is bounded and arbitrary bytes are refused with the line, never a crash",
+          "[job_ledger]") {
+  const std::string record =
+      R"({"input":"/a.mp4","size":1,"mtime_ns":2,"status":"failed","frames":51,"outputs":[],"reason":"cut","at":"x"})";
+  auto parsed = JobLedger::parse(record + "\n" + record.substr(0, 20), "t.ledger");
+  CHECK(parsed.records == 1);
+  CHECK(parsed.entries.at("/a.mp4").frames == 51);
+  CHECK(parsed.entries.at("/a.mp4").reason == "cut");
+  CHECK(parsed.torn_at == record.size() + 1);
+  CHECK_THROWS_WITH(JobLedger::parse(std::string(JobLedger::kMaxLineBytes + 1, 'x') + "\n" + record + "\n", "t.ledger"),
+                    Catch::Contains("t.ledger:1") && Catch::Contains("limit of 1048576 bytes"));
+  CHECK_THROWS_WITH(JobLedger::parse("\xff\xfe\n" + record + "\n", "t.ledger"), Catch::Contains("t.ledger:1"));
+  CHECK_THROWS_WITH(JobLedger::parse(R"({"input":"/a","size":1e400,"mtime_ns":1,"status":"done"})" "\n" + record + "\n",
+                                     "t.ledger"),
+                    Catch::Contains("t.ledger:1"));
+  CHECK_THROWS_WITH(JobLedger::parse(R"({"input":{"x":1},"size":1,"mtime_ns":1,"status":"done"})" "\n", "t.ledger"),
+                    Catch::Contains("not a ledger record"));
+}
+
+TEST_CASE("job ledger: a size or time that is a float or past int64 is refused, not converted", "[job_ledger]") {
+  // 1e20 as "size" was converted to int64 (undefined behaviour; found by fuzz/ledger_fuzz.cpp).
+  const std::string good = R"({"input":"/b","size":1,"mtime_ns":1,"status":"done"})";
+  for (const std::string bad : {R"({"input":"/a","size":1.04855e20,"mtime_ns":1,"status":"done"})",
+                                R"({"input":"/a","size":1,"mtime_ns":18446744073709551615,"status":"done"})",
+                                R"({"input":"/a","size":1.5,"mtime_ns":1,"status":"done"})"}) {
+    INFO(bad);
+    CHECK_THROWS_WITH(JobLedger::parse(bad + "\n" + good + "\n", "t.ledger"),
+                      Catch::Contains("t.ledger:1") && Catch::Contains("not a ledger record"));
+  }
 }

@@ -5,7 +5,9 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <numeric>
+#include <set>
 #include <string>
 
 #include "nn/npy.hpp"
@@ -42,7 +44,8 @@ TEST_CASE("npy sink writes every frame's tensor and an index", "[sink][npy]") {
     CHECK(mean == Approx(summaries[i]["payload"]["mean"].get<double>()).epsilon(1e-6));
   }
   // Written under a temporary name, then renamed: none is left behind.
-  for (const auto& entry : fs::directory_iterator(dir)) CHECK(entry.path().filename().string()[0] != '.');
+  for (const auto& entry : fs::directory_iterator(dir))
+    if (entry.path().filename() != ".sluice-lock") CHECK(entry.path().filename().string()[0] != '.');
   fs::remove_all(dir);
   fs::remove(jsonl);
 }
@@ -55,4 +58,30 @@ TEST_CASE("npy sink fails its frames when it cannot create the directory", "[sin
   const auto totals = run_to_end(plan_from(bad));
   CHECK(totals.failed == 8);
   CHECK(totals.delivered == 0);
+}
+
+TEST_CASE("npy sink keeps earlier runs' batches and index lines: numbers go on, a torn index line is cut",
+          "[sink][npy]") {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("sluice_npy_append_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  std::string yaml = chain_yaml("cpu", "bgr8", 21, "x");
+  yaml.replace(yaml.find("type: jsonl"), 11, "type: npy");
+  yaml.replace(yaml.find("path: x"), 7, "path: " + dir.string());
+  REQUIRE(run_to_end(plan_from(yaml)).delivered == 21);
+  { std::ofstream((dir / "index.jsonl").string(), std::ios::app) << "{\"file\": \"batch-0"; }  // a kill mid-line
+  REQUIRE(run_to_end(plan_from(yaml)).delivered == 21);  // a reload or restart over the same directory
+
+  const auto index = read_jsonl((dir / "index.jsonl").string());
+  REQUIRE(index.size() == 42);
+  std::set<std::string> files;
+  for (std::size_t i = 0; i < index.size(); ++i) {
+    INFO("line " << i);
+    CHECK(index[i]["sequence"] == i % 21);
+    const std::string file = index[i]["file"];
+    files.insert(file);
+    CHECK(nn::read_npy((dir / file).string()).shape[0] == (i % 21 < 16 ? 8 : 5));
+  }
+  CHECK(files.size() == 6);  // 3 batches per run, none overwritten
+  fs::remove_all(dir);
 }

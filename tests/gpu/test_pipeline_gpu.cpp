@@ -106,6 +106,8 @@ TEST_CASE("GPU chain over several managed sources matches the CPU chain per sour
     return out;
   };
   const std::string gpu_path = "gpu_multi_gpu.jsonl", cpu_path = "gpu_multi_cpu.jsonl";
+  std::remove(gpu_path.c_str());  // per-run jsonl files are appended to: start empty
+  std::remove(cpu_path.c_str());
   Pipeline gpu(plan_from(yaml("cuda", gpu_path)));
   REQUIRE(gpu.plan().device == Device::cuda);
   gpu.start();

@@ -204,7 +204,7 @@ TEST_CASE("annotate writes images per input and draws a frame missing from the t
   rig.stage->close(rig.ctx);
   std::set<std::string> names;
   for (const auto& e : fs::directory_iterator(dir)) names.insert(e.path().filename().string());
-  CHECK(names == std::set<std::string>{".sluice-names", "walk"});
+  CHECK(names == std::set<std::string>{".sluice-lock", ".sluice-names", "walk"});
   fs::remove_all(dir);
 }
 

@@ -1,0 +1,50 @@
+#pragma once
+// An exclusive lock on an output or state location, taken before anything there is touched (no truncation,
+// no temp cleanup, no ledger write), so that a second daemon or a second `sluiced run` over the same outputs
+// fails first and changes nothing.
+//
+// The lock is flock(2) on a small lock file (`<dir>/.sluice-lock` for a directory, `<dir>/.<name>.sluice-lock`
+// for a single file); the holder writes its pid into it, and whoever finds it taken names that pid. A lock file
+// left by a process that died holds no lock (the kernel drops flocks with their last descriptor) and is simply
+// taken over. flock locks belong to an open file description, so two pipelines of one process exclude each
+// other too: the one that finds its own pid there (a reload whose old pipeline still drains) waits for it.
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <string>
+
+namespace sluice {
+
+class OutputLock {
+ public:
+  // Where the lock of a directory output lives.
+  static std::filesystem::path for_directory(const std::filesystem::path& dir);
+  // Where the lock of a single output file lives (beside it, hidden).
+  static std::filesystem::path for_file(const std::filesystem::path& file);
+
+  OutputLock() = default;
+  // Takes the lock in `lock_file` (its directory must exist). Held by another process: throws
+  // std::runtime_error at once, "<what> is in use by another sluiced (pid N, lock <lock_file>)". Held by this
+  // process: waits up to `same_process_wait` (or until `*stop` is set), then throws likewise.
+  OutputLock(const std::filesystem::path& lock_file, const std::string& what,
+             std::chrono::milliseconds same_process_wait = std::chrono::seconds(60),
+             const std::atomic<bool>* stop = nullptr);
+  OutputLock(OutputLock&& o) noexcept;
+  OutputLock& operator=(OutputLock&& o) noexcept;
+  OutputLock(const OutputLock&) = delete;
+  OutputLock& operator=(const OutputLock&) = delete;
+  ~OutputLock();
+
+  bool held() const { return fd_ >= 0; }
+  const std::filesystem::path& path() const { return path_; }
+  void release() noexcept;  // closes the descriptor (the lock goes with it); the file stays
+
+  // The pid written in `lock_file`, or 0 when there is none (no file, empty, not a number).
+  static long holder_pid(const std::filesystem::path& lock_file);
+
+ private:
+  int fd_ = -1;
+  std::filesystem::path path_;
+};
+
+}  // namespace sluice
