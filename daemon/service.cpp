@@ -380,6 +380,8 @@ class Service {
   // The old generation did not drain in time: its frames in flight are counted failed, never silently lost.
   void abandon_draining() {
     Draining& d = *draining_;
+    // Its decode stage may be stuck too (behind a stuck sink) and never stop its sources or hand them over.
+    if (SourceControl* sources = d.pipeline->source_control()) sources->stop_sources();
     const std::uint64_t failed = d.pipeline->abandon(drain_timeout_reason(d.generation));
     spdlog::error("{}; {} of its frames in flight counted failed; its stuck threads are left behind", 
                   drain_timeout_reason(d.generation), failed);

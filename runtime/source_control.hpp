@@ -66,6 +66,10 @@ class SourceControl {
     (void)next;
     return false;
   }
+  // Stops every source now (their decoded frames stay where they are). For a generation whose drain timed
+  // out: its stuck pipeline may never get to stop them itself, and a camera must be let go of before the
+  // next generation can open it.
+  virtual void stop_sources() {}
 };
 
 }  // namespace sluice

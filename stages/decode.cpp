@@ -437,6 +437,10 @@ class ManagedSourceStage final : public Stage, public SourceControl {
     next->baton_in_ = std::move(baton);
     return true;
   }
+  void stop_sources() override {
+    std::lock_guard lock(mu_);
+    if (sources_) sources_->stop_all();
+  }
   std::vector<SourceOptions> added_at_run_time() const override {
     std::lock_guard lock(mu_);
     std::vector<SourceOptions> out;
