@@ -18,6 +18,7 @@
 #include "daemon/access_policy.hpp"
 #include "daemon/control_protocol.hpp"
 #include "daemon/control_server.hpp"
+#include "daemon/instance_lock.hpp"
 #include "daemon/metrics.hpp"
 #include "daemon/progress.hpp"
 #include "daemon/watchdog.hpp"
@@ -79,15 +80,23 @@ nlohmann::json source_json(const SourceReport& r) {
 class Service {
  public:
   explicit Service(const ServiceOptions& o)
-      : options_(o), signals_(io_, SIGINT, SIGTERM, SIGHUP), tick_(io_), started_(std::chrono::steady_clock::now()) {}
+      : options_(o), signals_(io_, SIGINT, SIGTERM, SIGHUP), tick_(io_), reload_timer_(io_),
+        started_(std::chrono::steady_clock::now()) {}
+  ~Service() {
+    // Their threads are stuck in blocking calls and still point into them: never destroyed (see abandon()).
+    for (auto& p : abandoned_) (void)p.release();
+  }
 
+  // Start order: everything that can refuse (the instance lock, the control socket, the TCP and metrics
+  // listeners) is taken before the pipeline is built, so a second sluiced beside a running one fails
+  // first, names the holder, and touches none of its outputs.
   int run() {
     config_path_ = std::filesystem::absolute(options_.config).string();
-    const PipelineSpec spec = load_spec(config_path_);
+    const PipelineSpec spec = load_spec(config_path_);  // reads the file only: where to listen
     settings_ = spec.service;
     apply_settings(settings_);
     setup_access();  // refuses a bad token file or an exposed TCP listener before anything starts
-    start_pipeline(plan_pipeline(spec));
+    instance_lock_.emplace(options_.socket);
     ControlLimits limits;
     limits.client_timeout = std::chrono::milliseconds(static_cast<long>(options_.client_timeout_s * 1000));
     control_.emplace(io_, options_.socket, limits,
@@ -98,6 +107,7 @@ class Service {
     if (!options_.control_tcp.empty()) tcp_address = control_->listen_tcp(options_.control_tcp);
     if (!options_.metrics.empty())
       metrics_.emplace(io_, options_.metrics, [this] { return render_metrics(); });
+    start_pipeline(plan_pipeline(spec));  // requests are served from io_.run() on: the pipeline exists then
     setup_watchdog();
     state_ = "running";
     sd_notify(0, "READY=1");
@@ -331,10 +341,18 @@ class Service {
     });
   }
 
-  // Validates first; the new pipeline is built (pools allocated) before the old one drains, so any failure
-  // leaves the old one running. The old one drains fully: none of its frames are lost.
+  // Validates first and builds the new pipeline (pools allocated), so any failure leaves the old one
+  // running. Then swaps: the old generation drains off the control thread (poll_reload) within the same
+  // --drain-timeout as stop, while control, metrics and signals keep answering; the new one starts once the
+  // old one has let go of its sources, outputs and job ledger.
+  // A drain that outlasts the timeout counts the old generation's frames in flight failed ("drain
+  // timeout"), leaves its stuck threads behind (never freed) and starts the new one; the process stays up.
   nlohmann::json reload(const std::string& path) {
     if (state_ == "stopping") return error("sluiced is stopping");
+    if (draining_)
+      return error("a reload is in progress: generation " + std::to_string(draining_->generation) +
+                   " is still draining (at most " + fmt::format("{:g}", options_.drain_timeout_s) +
+                   " s); try again once `status` no longer shows 'draining'");
     std::optional<PipelinePlan> plan;
     try {
       const PipelineSpec spec = load_spec(path);
@@ -346,28 +364,100 @@ class Service {
     } catch (const std::exception& e) {
       return error(e.what());
     }
-    const bool was_paused = pipeline_->paused();
     std::unique_ptr<Pipeline> next;
     try {
       next = std::make_unique<Pipeline>(std::move(*plan));
     } catch (const std::exception& e) {
       return error(std::string("cannot build the new pipeline: ") + e.what());
     }
-    state_ = "reloading";
+    if (pipeline_->paused()) next->set_paused(true);
+    // Streams whose settings did not change go on in the new generation without reconnecting, and sources
+    // added at run time carry over; when the stages cannot hand over (another frame size), the old sources
+    // stop and the run-time ones are added again once the new generation starts.
+    SourceControl* old_sources = pipeline_->source_control();
+    SourceControl* next_sources = next->source_control();
+    const bool handed_over = old_sources && next_sources && old_sources->hand_over_to(*next_sources);
+    if (old_sources && !handed_over) carried_sources_ = old_sources->added_at_run_time();
+    if (old_sources)
+      spdlog::info("reload: {}", handed_over ? "the running sources are handed over to the new generation"
+                                             : "the sources cannot be handed over (frame size, format or ring changed); "
+                                               "they stop and start again");
     pipeline_->request_stop();
-    pipeline_->wait();
-    account_finished(*pipeline_);
-    pipeline_->release_job();  // the new pipeline may resume the same job
-    config_path_ = path;
-    plan_name_ = next->plan().name;
-    next->start();
-    if (was_paused) next->set_paused(true);
+    draining_.emplace(Draining{std::move(pipeline_), generation_, std::chrono::steady_clock::now(),
+                               std::chrono::steady_clock::now() + drain_timeout()});
     pipeline_ = std::move(next);
+    config_path_ = path;
+    plan_name_ = pipeline_->plan().name;
     ++generation_;
     windows_.reset();
-    state_ = was_paused ? "paused" : "running";
-    spdlog::info("reloaded {}: pipeline '{}' generation {}", path, plan_name_, generation_);
-    return {{"ok", true}, {"config", path}, {"generation", generation_}};
+    state_ = "reloading";
+    spdlog::info("reloading {}: pipeline '{}' generation {} starts once generation {} has drained", path, plan_name_,
+                 generation_, draining_->generation);
+    poll_reload();
+    return {{"ok", true}, {"config", path}, {"generation", generation_}, {"state", state_},
+            {"draining_generation", draining_ ? nlohmann::json(draining_->generation) : nlohmann::json()}};
+  }
+
+  std::chrono::steady_clock::duration drain_timeout() const {
+    return std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+        std::chrono::duration<double>(options_.drain_timeout_s));
+  }
+
+  // On the io_context, every 10 ms while an old generation drains after a reload.
+  void poll_reload() {
+    if (!draining_ || state_ == "stopping") return;  // a stop drains it together with the current one
+    Draining& d = *draining_;
+    if (d.pipeline->finished()) {
+      d.pipeline->wait();  // its threads have ended: returns at once
+      account_finished(*d.pipeline);
+      d.pipeline->release_job();
+      spdlog::info("generation {} drained in {:.3f} s", d.generation,
+                   std::chrono::duration<double>(std::chrono::steady_clock::now() - d.since).count());
+      draining_.reset();
+    } else if (std::chrono::steady_clock::now() > d.deadline) {
+      abandon_draining();
+    } else {
+      reload_timer_.expires_after(std::chrono::milliseconds(10));
+      reload_timer_.async_wait([this](boost::system::error_code ec) {
+        if (!ec) poll_reload();
+      });
+      return;
+    }
+    start_next_generation();
+  }
+
+  std::string drain_timeout_reason(std::uint64_t generation) const {
+    return fmt::format("drain timeout: generation {} did not drain within {:g} s (a stage or source stuck in a "
+                       "blocking call)", generation, options_.drain_timeout_s);
+  }
+
+  // The old generation did not drain in time: its frames in flight are counted failed, never silently lost.
+  void abandon_draining() {
+    Draining& d = *draining_;
+    // Its decode stage may be stuck too (behind a stuck sink) and never stop its sources or hand them over.
+    if (SourceControl* sources = d.pipeline->source_control()) sources->stop_sources();
+    const std::uint64_t failed = d.pipeline->abandon(drain_timeout_reason(d.generation));
+    spdlog::error("{}; {} of its frames in flight counted failed; its stuck threads are left behind", 
+                  drain_timeout_reason(d.generation), failed);
+    account_finished(*d.pipeline);
+    abandoned_.push_back(std::move(d.pipeline));
+    draining_.reset();
+  }
+
+  void start_next_generation() {
+    if (SourceControl* control = pipeline_->source_control())
+      for (const SourceOptions& o : carried_sources_) {
+        try {
+          control->add_source(o);
+        } catch (const std::exception& e) {
+          spdlog::error("source {} ('{}'), added at run time, could not be carried over the reload: {}", o.uri, o.name,
+                        e.what());
+        }
+      }
+    carried_sources_.clear();
+    pipeline_->start();
+    if (state_ == "reloading") state_ = pipeline_->paused() ? "paused" : "running";
+    spdlog::info("reloaded {}: pipeline '{}' generation {}", config_path_, plan_name_, generation_);
   }
 
   void account_finished(const Pipeline& p) {
@@ -379,44 +469,67 @@ class Service {
     if (t.in_flight() != 0) spdlog::critical("frame conservation violated: {} frames unaccounted for", t.in_flight());
   }
 
-  // Stops the sources and lets frames in flight drain on another thread, polling from the io_context so
-  // control clients (status, the reply to `stop`) are still served meanwhile.
-  void begin_stop() {
+  // Stops the sources and lets frames in flight drain on their own threads, polling from the io_context so
+  // control clients (status, the reply to `stop`) are still served meanwhile. A generation still draining
+  // after a reload drains under the same deadline.
+  void begin_stop(bool ended_by_itself = false) {
     if (state_ == "stopping") return;
     state_ = "stopping";
+    ended_by_itself_ = ended_by_itself;
     sd_notify(0, "STOPPING=1");
     signals_.cancel();
     tick_.cancel();
-    drained_ = std::make_shared<std::atomic<bool>>(false);
-    std::thread([p = pipeline_.get(), done = drained_] {
-      p->request_stop();
-      p->wait();
-      *done = true;
-    }).detach();
-    drain_deadline_ = std::chrono::steady_clock::now() +
-                      std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                          std::chrono::duration<double>(options_.drain_timeout_s));
+    reload_timer_.cancel();
+    pipeline_->request_stop();
+    if (draining_) draining_->pipeline->request_stop();
+    drain_deadline_ = std::chrono::steady_clock::now() + drain_timeout();
     poll_drain();
   }
 
+  bool drained() const { return pipeline_->finished() && (!draining_ || draining_->pipeline->finished()); }
+
   void poll_drain() {
-    if (*drained_) return finish();
+    if (drained()) return finish();
     if (std::chrono::steady_clock::now() > drain_deadline_) {
-      spdlog::error("drain did not finish within {} s; exiting with frames in flight", options_.drain_timeout_s);
+      // What is still in flight is counted failed with the reason; the stuck threads are not waited for.
+      std::uint64_t failed = 0;
+      if (draining_ && !draining_->pipeline->finished()) failed += draining_->pipeline->abandon(drain_timeout_reason(draining_->generation));
+      if (!pipeline_->finished()) failed += pipeline_->abandon(drain_timeout_reason(generation_));
+      spdlog::error("drain did not finish within {:g} s; {} frames in flight counted failed (drain timeout); exiting",
+                    options_.drain_timeout_s, failed);
+      if (draining_) account_finished(*draining_->pipeline);
+      const auto snap = pipeline_->snapshot();
+      account_finished(*pipeline_);
+      std::fprintf(stderr, "%s", format_summary(snap).c_str());
+      if (control_) control_->stop();
       std::fflush(nullptr);
-      std::_Exit(1);
+      std::_Exit(1);  // stuck threads still run: no destructor may wait for them
     }
     tick_.expires_after(std::chrono::milliseconds(10));
     tick_.async_wait([this](boost::system::error_code) { poll_drain(); });
   }
 
   void finish() {
+    if (draining_) {
+      draining_->pipeline->wait();
+      account_finished(*draining_->pipeline);
+      draining_.reset();
+    }
+    pipeline_->wait();  // every thread has ended: returns at once
     const auto snap = pipeline_->snapshot();
     account_finished(*pipeline_);
     std::fprintf(stderr, "%s", format_summary(snap).c_str());
     if (control_) control_->stop();
     if (metrics_) metrics_->stop();
-    exit_status_ = before_.failed == 0 ? 0 : 1;
+    // Like `sluiced run`: a pipeline that ended by itself with a source or input that failed exits 1.
+    bool source_failed = false;
+    if (ended_by_itself_) {
+      if (SourceControl* control = pipeline_->source_control())
+        for (const auto& r : control->sources()) source_failed = source_failed || r.state == SourceState::failed;
+      source_failed = source_failed || pipeline_->inputs().totals().with_errors > 0;
+      if (source_failed) spdlog::error("the pipeline ended with a source or input that failed (see above)");
+    }
+    exit_status_ = before_.failed == 0 && !source_failed ? 0 : 1;
     io_.stop();
   }
 
@@ -434,9 +547,9 @@ class Service {
   void on_tick() {
     const auto snap = pipeline_->snapshot();
     windows_.sample(snap);
-    if (!snap.running && state_ == "running") {
+    if (!snap.running && !draining_ && pipeline_->started() && state_ == "running") {
       spdlog::info("the pipeline's sources ended; exiting");
-      begin_stop();
+      begin_stop(true);
       return;
     }
     const std::size_t sink = snap.stages.size() - 1;
@@ -496,12 +609,25 @@ class Service {
                         {"errors", f.errors}}},
             {"frames_before_reload", {{"produced", before_.produced}, {"delivered", before_.delivered},
                                       {"dropped", before_.dropped}, {"failed", before_.failed}}},
+            {"draining", draining_json()},
             {"latency_ms", {{"p50", static_cast<double>(s.latency_p50_ns) / 1e6},
                             {"p90", static_cast<double>(s.latency_p90_ns) / 1e6},
                             {"p99", static_cast<double>(s.latency_p99_ns) / 1e6}}},
             {"stages", stages},
             {"sources", sources_json()},
             {"inputs", inputs_json()}};
+  }
+
+  // The generation a reload replaced, while it drains (null otherwise): its frames are in no other count yet.
+  nlohmann::json draining_json() const {
+    if (!draining_) return nullptr;
+    const auto now = std::chrono::steady_clock::now();
+    const auto t = draining_->pipeline->ledger().totals();
+    return {{"generation", draining_->generation},
+            {"elapsed_s", std::chrono::duration<double>(now - draining_->since).count()},
+            {"deadline_in_s", std::max(0.0, std::chrono::duration<double>(draining_->deadline - now).count())},
+            {"frames", {{"produced", t.produced}, {"delivered", t.delivered}, {"dropped", t.dropped},
+                        {"failed", t.failed}, {"in_flight", t.in_flight()}}}};
   }
 
   std::string render_metrics() const {
@@ -520,7 +646,9 @@ class Service {
   asio::io_context io_;
   asio::signal_set signals_;
   asio::steady_timer tick_;
+  asio::steady_timer reload_timer_;
   std::chrono::steady_clock::time_point started_;
+  std::optional<InstanceLock> instance_lock_;
   std::optional<ControlServer> control_;
   std::optional<MetricsServer> metrics_;
   std::optional<AccessPolicy> policy_;
@@ -531,8 +659,16 @@ class Service {
   FrameLedger::Totals before_;  // every earlier generation's final ledger
   RateWindows windows_;
   std::optional<WatchdogRule> watchdog_;
-  std::shared_ptr<std::atomic<bool>> drained_;
+  struct Draining {  // the generation a reload replaced, until it has drained
+    std::unique_ptr<Pipeline> pipeline;
+    std::uint64_t generation;
+    std::chrono::steady_clock::time_point since, deadline;
+  };
+  std::optional<Draining> draining_;
+  std::vector<SourceOptions> carried_sources_;  // added at run time to the old generation: added to the new one
+  std::vector<std::unique_ptr<Pipeline>> abandoned_;  // drain timed out: never destroyed (stuck threads)
   std::chrono::steady_clock::time_point drain_deadline_;
+  bool ended_by_itself_ = false;
   int exit_status_ = 0;
 };
 

@@ -76,9 +76,12 @@ and watchdog.
                          repeatable; by default anyone who can open the socket may
 
 commands:
-  run FILE [--state-dir DIR] [--no-progress]
+  run FILE [--state-dir DIR] [--no-progress] [--drain-timeout S]
                   run the pipeline in FILE until its sources end, then print a summary and each
                   source's outcome (frames, drops, errors, bad inputs with their reasons).
+                  SIGINT/SIGTERM drains; what is still in flight after S seconds (default 30)
+                  is counted failed ("drain timeout") and it exits 1. Exit 1 also when a
+                  source failed or an input could not be read.
                   On a terminal, a progress bar per file being processed (frames done/total,
                   rate, ETA) and a line per source. Directory/glob jobs keep their ledger in
                   DIR/jobs (default $STATE_DIRECTORY, else ~/.local/state/sluice): run again after
@@ -167,7 +170,7 @@ std::vector<sluice::SourceReport> source_reports(const sluice::Pipeline& pipelin
   return {};
 }
 
-int cmd_run(const std::string& file, std::string state_dir, bool progress) {
+int cmd_run(const std::string& file, std::string state_dir, bool progress, double drain_timeout_s) {
   // Signals are taken synchronously by this thread; every stage thread inherits the blocked mask.
   sigset_t signals;
   sigemptyset(&signals);
@@ -185,8 +188,20 @@ int cmd_run(const std::string& file, std::string state_dir, bool progress) {
   std::optional<sluice::ProgressDisplay> display;
   if (progress && sluice::ProgressDisplay::wanted(stderr)) display.emplace(stderr);
   int interrupts = 0;
-  std::int64_t next_draw = 0;
+  std::int64_t next_draw = 0, drain_deadline = 0;
   while (!pipeline.finished()) {
+    if (interrupts > 0 && sluice::now_ns() > drain_deadline) {
+      // A stage or source stuck in a blocking call: what is in flight is counted failed, not waited for.
+      const std::uint64_t failed = pipeline.abandon("drain timeout: the pipeline did not drain within " +
+                                                    fmt::format("{:g}", drain_timeout_s) + " s of the stop");
+      if (display) display->clear();
+      spdlog::error("the pipeline did not drain within {:g} s; {} frames in flight counted failed; exiting",
+                    drain_timeout_s, failed);
+      std::fflush(stdout);
+      std::fprintf(stderr, "%s", sluice::format_summary(pipeline.snapshot()).c_str());
+      std::fflush(nullptr);
+      std::_Exit(1);  // the stuck threads still run: nothing may wait for them
+    }
     if (display && sluice::now_ns() >= next_draw) {
       display->update(sluice::render_progress(pipeline.inputs().snapshot(), source_reports(pipeline),
                                               sluice::now_ns(), sluice::ProgressDisplay::columns(stderr) - 1));
@@ -199,6 +214,7 @@ int cmd_run(const std::string& file, std::string state_dir, bool progress) {
     if (++interrupts == 1) {
       spdlog::info("{}: stopping sources and draining (again to exit at once)", strsignal(sig));
       pipeline.request_stop();
+      drain_deadline = sluice::now_ns() + static_cast<std::int64_t>(drain_timeout_s * 1e9);
     } else {
       spdlog::warn("{} again: exiting without draining", strsignal(sig));
       std::fflush(stdout);
@@ -237,7 +253,12 @@ int cmd_run(const std::string& file, std::string state_dir, bool progress) {
   // A stage that could not open (an output or job locked by another sluiced) fails the run even without frames.
   std::uint64_t stage_errors = 0;
   for (const auto& st : snap.stages) stage_errors += st.errors;
-  return f.failed == 0 && inputs.with_errors == 0 && failed_before == 0 && stage_errors == 0 ? 0 : 1;
+  // A source that failed as a whole (a stream that gave up, a FIFO refused, a path that is not there) may
+  // have no input record at all: it counts like an input that could not be read.
+  std::size_t sources_failed = 0;
+  for (const auto& r : source_reports(pipeline)) sources_failed += r.state == sluice::SourceState::failed ? 1 : 0;
+  if (sources_failed > 0) spdlog::error("{} source(s) failed (see the sources above)", sources_failed);
+  return f.failed == 0 && inputs.with_errors == 0 && failed_before == 0 && stage_errors == 0 && sources_failed == 0 ? 0 : 1;
 }
 
 // Walks the options of one command: the current option, its value, and checked numbers.
@@ -338,16 +359,18 @@ int cmd_model(const std::vector<std::string>& args) {
 int cmd_run_args(const std::vector<std::string>& args) {
   std::string file, state_dir;
   bool progress = true;
+  double drain_timeout_s = 30;
   for (OptionReader r(args); r.next();) {
     const std::string& a = r.option();
     if (a == "--state-dir") state_dir = r.value();
+    else if (a == "--drain-timeout") drain_timeout_s = r.seconds();
     else if (a == "--no-progress") progress = false;
     else if (!a.empty() && a[0] == '-') throw std::invalid_argument("unknown option '" + a + "'");
     else if (file.empty()) file = a;
     else throw std::invalid_argument("run takes exactly one pipeline FILE");
   }
   if (file.empty()) throw std::invalid_argument("run takes exactly one pipeline FILE");
-  return cmd_run(file, state_dir, progress);
+  return cmd_run(file, state_dir, progress, drain_timeout_s);
 }
 
 int cmd_service(const std::vector<std::string>& args) {

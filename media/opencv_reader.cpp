@@ -48,8 +48,15 @@ void check_readable_file(const std::string& uri) {
   if (ec && ec != std::errc::no_such_file_or_directory) fail(uri, ec.message());
   if (!fs::exists(st)) fail(uri, "no such file");
   if (fs::is_directory(st)) fail(uri, "is a directory, not a file");
+  // Anything but a regular file could block the decode thread in open() or read() forever (a FIFO waits
+  // for a writer) or never end (/dev/zero); cameras are /dev/videoN, streams are URLs.
+  if (fs::is_fifo(st)) fail(uri, "is a FIFO (named pipe), not a video or image file; refused (opening it would block until a writer appears)");
+  if (fs::is_character_file(st)) fail(uri, "is a character device, not a video or image file (cameras are /dev/videoN)");
+  if (fs::is_block_file(st)) fail(uri, "is a block device, not a video or image file");
+  if (fs::is_socket(st)) fail(uri, "is a socket, not a video or image file (streams are given as URLs)");
+  if (!fs::is_regular_file(st)) fail(uri, "is not a regular file");
   if (::access(uri.c_str(), R_OK) != 0) fail(uri, std::string("cannot read it: ") + std::strerror(errno));
-  if (fs::is_regular_file(st) && fs::file_size(uri, ec) == 0 && !ec) fail(uri, "empty file (0 bytes), not a video or image");
+  if (fs::file_size(uri, ec) == 0 && !ec) fail(uri, "empty file (0 bytes), not a video or image");
 }
 
 double sane_fps(double fps) { return std::isfinite(fps) && fps > 0 && fps <= 1000 ? fps : 0; }

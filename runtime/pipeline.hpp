@@ -62,6 +62,12 @@ class Pipeline {
   bool paused() const noexcept { return gate_.load() == kGateClosed; }
   void wait();  // joins every stage thread
   bool finished() const noexcept { return finished_threads_.load() == thread_count_; }
+  bool started() const noexcept { return thread_count_ > 0; }
+  // Gives up on frames still in flight after a drain that did not end in time (a stage or source thread
+  // stuck in a blocking call): they are counted failed with `reason`, and later updates from the stuck
+  // threads are ignored. Returns how many frames that failed. The pipeline must then never be destroyed
+  // (its threads may still run); the caller leaks it on purpose.
+  std::uint64_t abandon(const std::string& reason) { return ledger_.abandon(reason); }
 
   PipelineSnapshot snapshot() const;
   // The recording as Chrome/Perfetto trace events (JSON). Safe while running.

@@ -54,6 +54,22 @@ class SourceControl {
   virtual std::uint32_t add_source(SourceOptions options) = 0;
   // Stops a source by id or name: frames it already decoded still flow; false when there is no such source.
   virtual bool remove_source(const std::string& id_or_name) = 0;
+  // The sources add_source() started and remove_source() did not stop, as they were asked for: a reload
+  // starts them again in the new pipeline.
+  virtual std::vector<SourceOptions> added_at_run_time() const { return {}; }
+  // Reload: called on the generation being replaced, before it is stopped, with the new generation's
+  // (built, not started). When `next` can take the running sources as they are (same frame geometry), the
+  // old stage hands them over instead of stopping them: sources whose settings did not change go on
+  // without reconnecting, sources added at run time carry over. False when it cannot; the caller then
+  // stops the old sources as usual and adds the run-time ones again.
+  virtual bool hand_over_to(SourceControl& next) {
+    (void)next;
+    return false;
+  }
+  // Stops every source now (their decoded frames stay where they are). For a generation whose drain timed
+  // out: its stuck pipeline may never get to stop them itself, and a camera must be let go of before the
+  // next generation can open it.
+  virtual void stop_sources() {}
 };
 
 }  // namespace sluice

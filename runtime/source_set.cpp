@@ -107,6 +107,28 @@ void SourceSet::stop_all() {
   frame_ready_.notify_all();
 }
 
+bool SourceSet::stop_within(std::chrono::milliseconds bound) {
+  stop_all();
+  std::unique_lock lock(mu_);
+  const auto all_ended = [&] {
+    return std::all_of(sources_.begin(), sources_.end(), [](const auto& s) { return s->running == 0; });
+  };
+  if (frame_ready_.wait_for(lock, bound, all_ended)) return true;
+  for (auto& s : sources_) {
+    if (s->running == 0) continue;
+    char why[160];
+    std::snprintf(why, sizeof why, "did not stop within %.1f s (stuck in a blocking open or read); abandoned",
+                  std::chrono::duration<double>(bound).count());
+    spdlog::error("source '{}' ({}): {}", s->name, s->options.uri, why);
+    s->errors++;
+    if (s->state != SourceState::removed) {
+      s->state = SourceState::failed;
+      s->reason = why;
+    }
+  }
+  return false;
+}
+
 std::uint32_t SourceSet::add_source(SourceOptions options) {
   if (options.uri.empty()) throw std::invalid_argument("a source needs a 'uri'");
   if (options.rate_limit < 0) throw std::invalid_argument("'rate_limit' must be >= 0");
@@ -131,7 +153,7 @@ std::uint32_t SourceSet::add_source(SourceOptions options) {
     source.id = next_id_++;
     std::string name = source.options.name.empty() ? default_source_name(source.options.uri) : source.options.name;
     for (const auto& other : sources_)
-      if (other->name == name) {
+      if (other->name == name && other->state != SourceState::removed) {  // a removed one's name is free again
         if (!source.options.name.empty()) throw std::invalid_argument("a source named '" + name + "' exists already");
         name += "-" + std::to_string(source.id);
         break;
@@ -139,7 +161,7 @@ std::uint32_t SourceSet::add_source(SourceOptions options) {
     source.name = name;
     source.running = 1;
     sources_.push_back(std::move(s));
-    settings_.shared->inputs.name_source(source.id, source.name);
+    if (settings_.shared) settings_.shared->inputs.name_source(source.id, source.name);
     source.threads.emplace_back([this, &source] { run_worker(source, 0); });
   }
   spdlog::info("source {} '{}' added: {} ({}{})", source.id, source.name, source.options.uri, to_string(source.kind),
@@ -150,8 +172,12 @@ std::uint32_t SourceSet::add_source(SourceOptions options) {
 bool SourceSet::remove_source(const std::string& id_or_name) {
   std::lock_guard lock(mu_);
   for (auto& s : sources_) {
-    if (s->name != id_or_name && std::to_string(s->id) != id_or_name) continue;
-    if (s->state == SourceState::removed) return true;
+    const bool by_id = std::to_string(s->id) == id_or_name;
+    if (s->name != id_or_name && !by_id) continue;
+    if (s->state == SourceState::removed) {
+      if (by_id) return true;
+      continue;  // a later source may carry the name now
+    }
     s->stop = true;
     s->state = SourceState::removed;
     s->reason = "removed at run time";
@@ -228,8 +254,12 @@ void SourceSet::run_files(Source& s) {
       }
       input = s.inputs[s.next_input++];
     }
-    const bool tracked_job = s.job && settings_.shared->job;
-    if (tracked_job && settings_.shared->job->finished(input.first)) {
+    std::shared_ptr<JobLedger> job;
+    if (s.job) {
+      std::lock_guard lock(mu_);
+      if (settings_.shared) job = settings_.shared->job;
+    }
+    if (job && job->finished(input.first)) {
       std::lock_guard lock(mu_);
       s.inputs_skipped++;
       continue;
@@ -286,18 +316,26 @@ bool SourceSet::wait_backoff(Source& s, double seconds) {
 }
 
 bool SourceSet::read_input(Source& s, const std::string& uri, InputKind kind, bool live, std::string& error) {
-  auto& tracker = settings_.shared->inputs;
+  // The pipeline this input's frames go to; a reload may rebind the set to the next one (see below).
+  std::shared_ptr<PipelineShared> shared;
+  std::uint64_t epoch = 0;
+  {
+    std::lock_guard lock(mu_);
+    shared = settings_.shared ? settings_.shared : std::make_shared<PipelineShared>();
+    epoch = epoch_;
+  }
+  InputTracker* tracker = &shared->inputs;
   set_state(s, SourceState::connecting);
   std::unique_ptr<FrameReader> reader;
   try {
     reader = ReaderRegistry::global().open(kind, uri, s.options.reader);
   } catch (const std::exception& e) {
     error = e.what();
-    if (!live) tracker.end(tracker.begin(s.id, uri, kind, 0), error);  // listed, recorded failed by a job
+    if (!live) tracker->end(tracker->begin(s.id, uri, kind, 0), error);  // listed, recorded failed by a job
     return !s.stop;
   }
   const InputInfo& info = reader->info();
-  const std::uint32_t input = tracker.begin(s.id, uri, kind, info.frames_total);
+  std::uint32_t input = tracker->begin(s.id, uri, kind, info.frames_total);
   set_state(s, SourceState::live);
   const double rate = s.options.rate_limit;
   const std::int64_t period_ns = rate > 0 ? static_cast<std::int64_t>(1e9 / rate) : 0;
@@ -327,6 +365,19 @@ bool SourceSet::read_input(Source& s, const std::string& uri, InputKind kind, bo
       if (status == ReadStatus::error) error = why;
       break;
     }
+    {
+      // Handed over to a new pipeline (reload): the input goes on in its tracker.
+      std::unique_lock lock(mu_);
+      if (epoch != epoch_ && settings_.shared) {
+        std::shared_ptr<PipelineShared> next = settings_.shared;
+        epoch = epoch_;
+        lock.unlock();
+        tracker->interrupt(input);
+        shared = std::move(next);
+        tracker = &shared->inputs;
+        input = tracker->begin(s.id, uri, kind, info.frames_total);
+      }
+    }
     const std::int64_t now = now_ns();
     FrameMeta meta;
     meta.source_id = s.id;
@@ -335,21 +386,23 @@ bool SourceSet::read_input(Source& s, const std::string& uri, InputKind kind, bo
     meta.capture_ns = now;
     meta.input = input;
     meta.input_frame = index;
-    tracker.decoded(input);
+    tracker->decoded(input);
     s.last_frame_ns = now;
     if (period_ns && live) {
       if (now < next_due) {  // live: over the rate limit, this frame goes
         release_slot(s, slot);
+        std::lock_guard lock(mu_);
+        if (epoch != epoch_) meta.input = 0;
         drop_frame(s, meta, "rate limit");
         continue;
       }
       next_due = std::max(next_due + period_ns, now - period_ns);
     }
-    if (const auto& tap = settings_.shared->tap) tap->put(meta, target);
-    publish(s, slot, meta);
+    if (const auto& tap = shared->tap) tap->put(meta, target);
+    publish(s, slot, meta, epoch);
   }
-  if (ended) tracker.end(input, error);
-  else tracker.interrupt(input);  // stopped (shutdown, removal) before its end
+  if (ended) tracker->end(input, error);
+  else tracker->interrupt(input);  // stopped (shutdown, removal) before its end
   return !s.stop;
 }
 
@@ -374,9 +427,10 @@ int SourceSet::claim_slot(Source& s) {
   }
 }
 
-void SourceSet::publish(Source& s, int slot, FrameMeta meta) {
+void SourceSet::publish(Source& s, int slot, FrameMeta meta, std::uint64_t epoch) {
   {
     std::lock_guard lock(mu_);
+    if (epoch != epoch_) meta.input = 0;  // decoded for the pipeline before a reload: its input is not here
     s.slots[static_cast<std::size_t>(slot)] = SlotState::ready;
     s.slot_meta[static_cast<std::size_t>(slot)] = meta;
     s.ready.push_back(slot);
@@ -398,13 +452,56 @@ void SourceSet::release_slot(Source& s, int slot) {
 }
 
 // A decoded frame that never enters a batch: produced and dropped at once, so the totals still add up.
-void SourceSet::drop_frame(Source& s, const FrameMeta& meta, const char* why) {
+void SourceSet::drop_frame(Source& s, FrameMeta meta, const char* why) {
   s.dropped++;
-  if (FrameLedger* ledger = settings_.shared->ledger) {
-    ledger->produced(1);
-    ledger->dropped(1, "source '" + s.name + "': " + why);
+  const std::string reason = "source '" + s.name + "': " + why;
+  FrameLedger* ledger = settings_.shared ? settings_.shared->ledger : nullptr;
+  if (!ledger) {
+    unbound_drops_[reason]++;  // between two pipelines: the next one counts it
+    return;
   }
+  ledger->produced(1);
+  ledger->dropped(1, reason);
   settings_.shared->inputs.settle(std::span<const FrameMeta>(&meta, 1), FrameFate::dropped);
+}
+
+bool SourceSet::compatible(const SourceSetSettings& o) const {
+  return o.width == settings_.width && o.height == settings_.height && o.pixel == settings_.pixel &&
+         o.ring_memory == settings_.ring_memory && o.ring_frames == settings_.ring_frames &&
+         o.copy_threads == settings_.copy_threads;
+}
+
+void SourceSet::rebind(std::shared_ptr<PipelineShared> shared) {
+  std::lock_guard lock(mu_);
+  settings_.shared = std::move(shared);
+  ++epoch_;
+  for (auto& s : sources_) {
+    for (const int slot : s->ready) s->slot_meta[static_cast<std::size_t>(slot)].input = 0;
+    if (settings_.shared) settings_.shared->inputs.name_source(s->id, s->name);
+  }
+  if (settings_.shared && settings_.shared->ledger) {
+    for (const auto& [reason, n] : unbound_drops_) {
+      settings_.shared->ledger->produced(n);
+      settings_.shared->ledger->dropped(n, reason + " (during a reload)");
+    }
+    unbound_drops_.clear();
+  }
+}
+
+void SourceSet::retain(const std::function<bool(const SourceOptions&, std::uint32_t, bool)>& keep, const std::string& why) {
+  std::lock_guard lock(mu_);
+  for (auto& s : sources_) {
+    if (s->state == SourceState::removed) continue;
+    const bool running = s->running > 0 && s->state != SourceState::failed;
+    if (keep(s->options, s->id, running)) continue;
+    s->stop = true;
+    s->state = SourceState::removed;
+    s->reason = why;
+    s->removed_ns = now_ns();
+    s->wake.notify_all();
+    spdlog::info("source {} '{}' stopped: {}", s->id, s->name, why);
+  }
+  space_free_.notify_all();
 }
 
 int SourceSet::take(Batch& batch, std::int64_t batch_timeout_ns, const std::atomic<bool>& stop, bool wait_when_idle,

@@ -8,9 +8,12 @@
 // Every frame a source decodes is counted: handed on in a batch, or dropped here with a reason (ledger and
 // input tracker both learn of it), so conservation holds across sources added and removed at run time.
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
+#include <map>
 #include <list>
 #include <memory>
 #include <mutex>
@@ -55,8 +58,27 @@ class SourceSet final : public SourceControl {
            std::int64_t* waited_ns = nullptr);
   // Stops every source's decoding (what is already decoded can still be taken).
   void stop_all();
+  // stop_all(), then waits up to `bound` for every decode thread to end. A thread still running then is
+  // stuck in a blocking open or read (a FIFO without a writer, a hung mount): its source is marked failed
+  // with the reason, and false is returned; the caller must then never destroy this set (the stuck thread
+  // still points into it) and abandons it instead.
+  bool stop_within(std::chrono::milliseconds bound);
   // True when no source can produce another frame and nothing is left to take.
   bool exhausted() const;
+
+  // --- hand-over across a reload: the running sources go on in the new pipeline without reconnecting ---
+  // True when this set's frames have the geometry `other` asks for (size, format, ring memory and depth).
+  bool compatible(const SourceSetSettings& other) const;
+  // Points the set at another pipeline's shared state (input tracker, ledger, frame tap), or at none
+  // (nullptr: between the old pipeline letting go and the new one taking over). Frames already in the
+  // rings lose their input (the old tracker's ids mean nothing to the new one); each source's running input
+  // is interrupted in the old tracker and begun again in the new one at its next frame. Frames dropped
+  // while at none are counted in the next ledger.
+  void rebind(std::shared_ptr<PipelineShared> shared);
+  // Keeps each source (not removed) for which keep(options, id, running) says so and removes the others
+  // (their decoded frames still flow), with `why` as the reason.
+  void retain(const std::function<bool(const SourceOptions&, std::uint32_t id, bool running)>& keep,
+              const std::string& why);
 
  private:
   struct Source;
@@ -66,9 +88,9 @@ class SourceSet final : public SourceControl {
   // Reads one input to its end; returns false when the source was stopped meanwhile.
   bool read_input(Source& s, const std::string& uri, InputKind kind, bool live, std::string& error);
   int claim_slot(Source& s);                 // blocks (files) or evicts the oldest frame (live)
-  void publish(Source& s, int slot, FrameMeta meta);
+  void publish(Source& s, int slot, FrameMeta meta, std::uint64_t epoch);
   void release_slot(Source& s, int slot);    // a claimed slot that holds no frame after all
-  void drop_frame(Source& s, const FrameMeta& meta, const char* why);
+  void drop_frame(Source& s, FrameMeta meta, const char* why);  // mu_ held
   void set_state(Source& s, SourceState state, std::string reason = {});
   bool wait_backoff(Source& s, double seconds);
   void monitor();                            // stall watchdog, reaping of removed sources
@@ -90,6 +112,8 @@ class SourceSet final : public SourceControl {
   std::uint32_t next_id_ = 1;
   std::size_t round_robin_ = 0;
   bool stopping_ = false;
+  std::uint64_t epoch_ = 0;  // +1 per rebind(): frames of an earlier one carry no input
+  std::map<std::string, std::uint64_t> unbound_drops_;  // dropped while bound to no pipeline, per reason
   bool monitor_exit_ = false;
   std::mt19937_64 jitter_rng_{std::random_device{}()};
   std::thread monitor_;

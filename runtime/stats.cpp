@@ -59,14 +59,36 @@ std::int64_t LatencyHistogram::quantile_ns(double p) const noexcept {
   return upper_edge(kBuckets - 1);
 }
 
+void FrameLedger::produced(std::uint64_t n) noexcept {
+  std::lock_guard lock(mu_);
+  if (!abandoned_) produced_ += n;
+}
+
+void FrameLedger::delivered(std::uint64_t n) noexcept {
+  std::lock_guard lock(mu_);
+  if (!abandoned_) delivered_ += n;
+}
+
+std::uint64_t FrameLedger::abandon(const std::string& reason) {
+  std::lock_guard lock(mu_);
+  if (abandoned_) return 0;
+  const std::uint64_t n = produced_ - delivered_ - dropped_ - failed_;
+  failed_ += n;
+  if (n > 0 && errors_.size() < 16) errors_.push_back(reason);
+  abandoned_ = true;
+  return n;
+}
+
 void FrameLedger::dropped(std::uint64_t n, const std::string& reason) {
   std::lock_guard lock(mu_);
+  if (abandoned_) return;
   dropped_ += n;
   drop_reasons_[reason] += n;
 }
 
 void FrameLedger::failed(std::uint64_t n, const std::string& error) {
   std::lock_guard lock(mu_);
+  if (abandoned_) return;
   failed_ += n;
   if (errors_.size() < 16 && std::find(errors_.begin(), errors_.end(), error) == errors_.end())
     errors_.push_back(error);

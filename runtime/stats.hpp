@@ -36,10 +36,15 @@ class LatencyHistogram {
 // Every frame a source produced ends in exactly one of: delivered, dropped (with a reason), failed.
 class FrameLedger {
  public:
-  void produced(std::uint64_t n) noexcept { produced_ += n; }
-  void delivered(std::uint64_t n) noexcept { delivered_ += n; }
+  void produced(std::uint64_t n) noexcept;
+  void delivered(std::uint64_t n) noexcept;
   void dropped(std::uint64_t n, const std::string& reason);
   void failed(std::uint64_t n, const std::string& error);
+  // Gives up on the frames in flight: they are counted failed with `reason`, and from now on every update
+  // is ignored (a stage thread that was stuck and wakes up later cannot count a frame twice). Returns how
+  // many frames it failed.
+  std::uint64_t abandon(const std::string& reason);
+  bool abandoned() const noexcept { return abandoned_.load(); }
 
   struct Totals {
     std::uint64_t produced = 0, delivered = 0, dropped = 0, failed = 0;
@@ -51,7 +56,8 @@ class FrameLedger {
 
  private:
   std::atomic<std::uint64_t> produced_{0}, delivered_{0}, dropped_{0}, failed_{0};
-  mutable std::mutex mu_;  // only the rare paths (drops, failures) take it
+  std::atomic<bool> abandoned_{false};
+  mutable std::mutex mu_;  // every update (once per batch): abandon() must see a consistent ledger
   std::map<std::string, std::uint64_t> drop_reasons_;
   std::vector<std::string> errors_;
 };

@@ -10,6 +10,8 @@
 #include <stdexcept>
 #include <filesystem>
 #include <optional>
+#include <set>
+#include <tuple>
 #include <thread>
 
 #include <spdlog/spdlog.h>
@@ -184,6 +186,52 @@ SourceOptions source_defaults(const ParamValues& p) {
   return o;
 }
 
+// Source sets whose threads were stuck at close: kept reachable and never freed, since a stuck thread may
+// wake up and touch its set at any time.
+void abandon(std::unique_ptr<SourceSet> set) {
+  static std::mutex mu;
+  static auto* abandoned = new std::vector<std::unique_ptr<SourceSet>>;
+  std::lock_guard lock(mu);
+  abandoned->push_back(std::move(set));
+}
+
+// A source added at run time, as it was asked for (a reload carries it over, or adds it again).
+struct AddedSource {
+  std::uint32_t id;
+  std::string name;
+  SourceOptions request;
+};
+
+// What the decode stage a reload replaces hands to the new generation's: its source set, once its own
+// thread has let go of it (close()), and the sources added at run time. The new stage takes it in open().
+struct SourceBaton {
+  std::mutex mu;
+  std::unique_ptr<SourceSet> set;  // null when the old stage never got to hand it over (it was stuck)
+  std::vector<AddedSource> added;
+  ~SourceBaton() {  // handed over but never taken (stopped during the reload): stopped here, never waited on forever
+    if (set && !set->stop_within(std::chrono::seconds(5))) abandon(std::move(set));
+  }
+};
+
+// Everything that decides how a source reads and what it decodes, its name aside: equal settings let a
+// running source go on across a reload without reconnecting.
+bool same_settings(const SourceOptions& a, const SourceOptions& b) {
+  const auto reading = [](const SourceOptions& o) {
+    return std::tie(o.uri, o.leaky, o.rate_limit, o.loop, o.decode_threads, o.stall_timeout_s, o.backoff_initial_s,
+                    o.backoff_max_s, o.max_attempts, o.reader.width, o.reader.height, o.reader.fps, o.reader.fourcc,
+                    o.reader.open_timeout_s, o.reader.read_timeout_s, o.reader.frames, o.reader.seed,
+                    o.reader.animate);
+  };
+  return reading(a) == reading(b);
+}
+
+// Streams (cameras, network streams, endless test patterns) go on across a reload. Files and jobs start
+// again in the new generation: their per-input outputs and the job ledger belong to one pipeline.
+bool carries_over(const SourceOptions& o) {
+  const InputKind kind = classify_uri(o.uri);
+  return is_live(kind) || (kind == InputKind::testsrc && o.reader.frames == 0);
+}
+
 // A directory or a glob pattern: a batch job, which keeps a ledger when `resume` is on.
 bool names_a_job(const std::string& uri) {
   std::error_code ec;
@@ -198,6 +246,7 @@ class ManagedSourceStage final : public Stage, public SourceControl {
         idle_wait_(init.params.string("idle") == "wait"),
         resume_(init.params.boolean("resume")),
         ring_frames_(static_cast<int>(init.params.integer("ring_frames"))),
+        stop_timeout_(std::chrono::milliseconds(static_cast<std::int64_t>(init.params.number("stop_timeout_s") * 1000))),
         batch_timeout_ns_(init.batch_timeout_us * 1000),
         shared_(init.shared ? init.shared : std::make_shared<PipelineShared>()),
         desc_(frames_desc(init)) {
@@ -216,6 +265,52 @@ class ManagedSourceStage final : public Stage, public SourceControl {
   PayloadDesc output() const override { return desc_; }
 
   void open(StageContext&) override {
+    open_job();  // before any source starts: they skip what the job finished
+    std::shared_ptr<SourceBaton> baton;
+    {
+      std::lock_guard lock(mu_);
+      baton = baton_in_;
+    }
+    std::unique_ptr<SourceSet> handed;
+    std::vector<AddedSource> carried;
+    if (baton) {
+      std::lock_guard lock(baton->mu);
+      handed = std::move(baton->set);
+      carried = baton->added;
+    }
+    if (handed) {
+      std::unique_lock lock(mu_);
+      if (!sources_) {
+        sources_ = std::move(handed);
+        sources_->rebind(shared_);
+        added_ = std::move(carried);
+        take_over_sources();
+        return;
+      }
+      // A source was added while the old generation drained, so a set runs already: the handed-over one
+      // stops (its streams reconnect in this one).
+      lock.unlock();
+      retire(std::move(handed));
+    }
+    std::lock_guard lock(mu_);
+    SourceSet& set = running_set();
+    for (const auto& uri : uris_) {
+      SourceOptions o = defaults_;
+      o.uri = uri;
+      set.add_source(std::move(o));
+    }
+    for (const AddedSource& a : carried) {
+      try {
+        add_source_locked(a.request);
+      } catch (const std::exception& e) {
+        spdlog::error("source {} ('{}'), added at run time, could not be carried over the reload: {}", a.request.uri,
+                      a.name, e.what());
+      }
+    }
+  }
+
+  // The job ledger of directory/glob sources (taken after the old generation let go of it).
+  void open_job() {
     if (resume_ && std::any_of(uris_.begin(), uris_.end(), names_a_job)) {
       if (state_dir_.empty())
         throw StageError("resumable jobs need a state directory: set 'state_dir', run under systemd "
@@ -224,13 +319,6 @@ class ManagedSourceStage final : public Stage, public SourceControl {
       if (shared_->job->resumed_count() > 0)
         spdlog::info("resuming the job: {} inputs finished in earlier runs ({})", shared_->job->resumed_count(),
                      shared_->job->path().string());
-    }
-    std::lock_guard lock(mu_);
-    SourceSet& set = running_set();
-    for (const auto& uri : uris_) {
-      SourceOptions o = defaults_;
-      o.uri = uri;
-      set.add_source(std::move(o));
     }
   }
 
@@ -241,15 +329,23 @@ class ManagedSourceStage final : public Stage, public SourceControl {
     static const std::atomic<bool> never{false};
     while (true) {
       const bool stopping = ctx.stopping();
+      if (stopping && handing_over()) {  // a reload: the sources go on in the next generation (close())
+        ended_ = true;
+        return {};
+      }
       if (stopping && !stopped_) {
         sources_->stop_all();  // what they decoded already still goes out
         stopped_ = true;
+        stop_seen_ns_ = now_ns();
       }
       // Waiting for frames is not work: the runner keeps it out of the stage's host time.
       sources_->take(*batch, batch_timeout_ns_, stopping ? never : *ctx.stop, idle_wait_ && !stopping,
                      &ctx.pacing_wait_ns);
       if (batch->count > 0) return batch;
-      if ((stopping || !idle_wait_) && sources_->exhausted()) {
+      // A source thread stuck in a blocking open or read must not hold the stop up: past stop_timeout_s
+      // nothing more is waited for (close() abandons what is still stuck).
+      const bool waited_enough = stopping && now_ns() - stop_seen_ns_ > stop_timeout_.count() * 1'000'000;
+      if ((stopping || !idle_wait_) && (sources_->exhausted() || waited_enough)) {
         ended_ = true;
         return {};
       }
@@ -257,11 +353,40 @@ class ManagedSourceStage final : public Stage, public SourceControl {
   }
 
   void close(StageContext&) override {
+    SourceSet* set = nullptr;
+    std::shared_ptr<SourceBaton> baton;
+    {
+      std::lock_guard lock(mu_);
+      closed_ = true;
+      set = sources_.get();
+      baton = baton_;
+    }
+    if (!set) return;
+    if (baton) {
+      std::unique_ptr<SourceSet> handed;
+      {
+        std::lock_guard lock(mu_);
+        final_reports_ = sources_->sources();
+        handed = std::move(sources_);
+      }
+      handed->rebind(nullptr);  // this pipeline's tracker and ledger are going away; the next one binds it
+      std::lock_guard lock(baton->mu);
+      baton->set = std::move(handed);
+      return;
+    }
+    // Without mu_: status keeps reading the set while its threads end.
+    const bool all_stopped = set->stop_within(stop_timeout_);
     std::lock_guard lock(mu_);
-    closed_ = true;
-    if (!sources_) return;
     final_reports_ = sources_->sources();  // what status and the run summary show afterwards
-    sources_.reset();                      // stops and joins the decode threads
+    if (all_stopped) {
+      sources_.reset();  // joins the decode threads (ended already)
+    } else {
+      // A thread stuck in open/read still points into the set: it is never freed (one set per stuck stop).
+      spdlog::error("stage decode: abandoning {} source thread(s) stuck in a blocking call", 
+                    std::count_if(final_reports_.begin(), final_reports_.end(),
+                                  [](const SourceReport& r) { return r.state == SourceState::failed; }));
+      abandon(std::move(sources_));
+    }
     for (auto& r : final_reports_)
       if (r.state != SourceState::failed && r.state != SourceState::removed) r.state = SourceState::eos;
   }
@@ -274,39 +399,125 @@ class ManagedSourceStage final : public Stage, public SourceControl {
   std::uint32_t add_source(SourceOptions options) override {
     std::lock_guard lock(mu_);
     if (ended_ || closed_) throw std::invalid_argument("the pipeline's sources have ended");
+    return add_source_locked(std::move(options));
+  }
+  // mu_ held.
+  std::uint32_t add_source_locked(SourceOptions options) {
     SourceOptions o = defaults_;
     o.uri = options.uri;
     o.name = options.name;
     if (options.leaky) o.leaky = options.leaky;
     if (options.rate_limit > 0) o.rate_limit = options.rate_limit;
     o.loop = options.loop || o.loop;
-    return running_set().add_source(std::move(o));  // before open() too: the set starts with it
+    SourceSet& set = running_set();  // before open() too: the set starts with it
+    const std::uint32_t id = set.add_source(std::move(o));
+    std::string name;
+    for (const auto& r : set.sources())
+      if (r.id == id) name = r.name;
+    added_.push_back({id, std::move(name), std::move(options)});
+    return id;
   }
   bool remove_source(const std::string& id_or_name) override {
     std::lock_guard lock(mu_);
-    return sources_ && sources_->remove_source(id_or_name);
+    if (!sources_ || !sources_->remove_source(id_or_name)) return false;
+    std::erase_if(added_, [&](const AddedSource& a) { return a.name == id_or_name || std::to_string(a.id) == id_or_name; });
+    return true;
+  }
+  bool hand_over_to(SourceControl& next_control) override {
+    auto* next = dynamic_cast<ManagedSourceStage*>(&next_control);
+    if (!next || next == this) return false;
+    auto baton = std::make_shared<SourceBaton>();
+    {
+      std::lock_guard lock(mu_);
+      if (!sources_ || closed_ || ended_ || baton_ || !sources_->compatible(next->set_settings())) return false;
+      baton->added = added_;
+      baton_ = baton;
+    }
+    std::lock_guard lock(next->mu_);
+    next->baton_in_ = std::move(baton);
+    return true;
+  }
+  void stop_sources() override {
+    std::lock_guard lock(mu_);
+    if (sources_) sources_->stop_all();
+  }
+  std::vector<SourceOptions> added_at_run_time() const override {
+    std::lock_guard lock(mu_);
+    std::vector<SourceOptions> out;
+    for (const auto& a : added_) out.push_back(a.request);
+    return out;
   }
 
  private:
+  SourceSetSettings set_settings() const {
+    SourceSetSettings settings;
+    settings.width = desc_.width;
+    settings.height = desc_.height;
+    settings.pixel = desc_.pixel;
+    settings.ring_memory = desc_.memory;
+    settings.ring_frames = ring_frames_;
+    settings.shared = shared_;
+    return settings;
+  }
+
   // The set, made on first use (open(), or a source added before it); mu_ held.
   SourceSet& running_set() {
-    if (!sources_) {
-      SourceSetSettings settings;
-      settings.width = desc_.width;
-      settings.height = desc_.height;
-      settings.pixel = desc_.pixel;
-      settings.ring_memory = desc_.memory;
-      settings.ring_frames = ring_frames_;
-      settings.shared = shared_;
-      sources_ = std::make_unique<SourceSet>(settings);
-    }
+    if (!sources_) sources_ = std::make_unique<SourceSet>(set_settings());
     return *sources_;
+  }
+
+  bool handing_over() const {
+    std::lock_guard lock(mu_);
+    return baton_ != nullptr;
+  }
+
+  // A set handed over by the generation before: streams of this file whose settings did not change, and
+  // sources added at run time, go on as they are; the others stop, and what is new starts. mu_ held.
+  void take_over_sources() {
+    std::set<std::uint32_t> added_ids;
+    for (const auto& a : added_) added_ids.insert(a.id);
+    std::vector<bool> matched(uris_.size(), false);
+    std::size_t kept = 0;
+    sources_->retain(
+        [&](const SourceOptions& o, std::uint32_t id, bool running) {
+          if (added_ids.count(id)) return true;
+          if (!running || !carries_over(o)) return false;
+          for (std::size_t i = 0; i < uris_.size(); ++i) {
+            SourceOptions want = defaults_;
+            want.uri = uris_[i];
+            if (!matched[i] && same_settings(o, want)) {
+              matched[i] = true;
+              ++kept;
+              return true;
+            }
+          }
+          return false;
+        },
+        "reload: not in the new file, or its settings changed (started again)");
+    std::size_t started = 0;
+    for (std::size_t i = 0; i < uris_.size(); ++i) {
+      if (matched[i]) continue;
+      SourceOptions o = defaults_;
+      o.uri = uris_[i];
+      sources_->add_source(std::move(o));
+      ++started;
+    }
+    spdlog::info("reload: {} source(s) went on without reconnecting, {} added at run time carried over, {} started",
+                 kept, added_.size(), started);
+  }
+
+  // Stops a set nobody will take (its threads end, or are abandoned when stuck).
+  void retire(std::unique_ptr<SourceSet> set) {
+    set->rebind(nullptr);
+    if (set->stop_within(stop_timeout_)) return;  // destroyed here: its threads ended
+    abandon(std::move(set));
   }
 
   std::vector<std::string> uris_;
   SourceOptions defaults_;
   bool idle_wait_, resume_;
   int ring_frames_;
+  std::chrono::milliseconds stop_timeout_;
   std::int64_t batch_timeout_ns_;
   std::shared_ptr<PipelineShared> shared_;
   PayloadDesc desc_;
@@ -314,6 +525,10 @@ class ManagedSourceStage final : public Stage, public SourceControl {
   mutable std::mutex mu_;  // sources_ against the control thread
   std::unique_ptr<SourceSet> sources_;
   std::vector<SourceReport> final_reports_;
+  std::vector<AddedSource> added_;  // added at run time and not removed
+  std::shared_ptr<SourceBaton> baton_;     // set: this stage hands its sources to the next generation
+  std::shared_ptr<SourceBaton> baton_in_;  // set: this stage takes the sources of the generation before
+  std::int64_t stop_seen_ns_ = 0;
   bool stopped_ = false, closed_ = false;
   std::atomic<bool> ended_{false};
 };
@@ -372,6 +587,9 @@ StageInfo decode_stage() {
               {"backoff_max_s", ParamType::number, "30", "live: longest reconnection delay", 0.01, 86400.0},
               {"max_attempts", ParamType::integer, "0", "live: failed reconnections before giving up; 0 = never", 0.0, {}},
               {"open_timeout_s", ParamType::number, "10", "streams: how long opening may take", 0.1, 600.0},
+              {"stop_timeout_s", ParamType::number, "5",
+               "on stop or reload: how long a source thread may take to end; one stuck longer in a blocking open or "
+               "read (a FIFO without a writer, a hung mount) is reported failed and abandoned", 0.05, 600.0},
               {"read_timeout_s", ParamType::number, "5", "streams: how long one read may block", 0.1, 600.0},
               {"camera_fourcc", ParamType::string, "", "cameras: pixel format to request (MJPG, YUYV, ...); empty: its default"},
           },

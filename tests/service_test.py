@@ -166,6 +166,8 @@ try:
     second = pipeline("second", 300, pattern="noise")
     r = request({"request": "reload", "path": second})
     check("good reload", r["ok"] and r["generation"] == 2, r)
+    # The old generation drains off the control thread; `draining` shows it until it is done.
+    check("old generation drained", wait_for(lambda: request({"request": "status"})["draining"] is None))
     st = request({"request": "status"})
     before = st["frames_before_reload"]
     check("old pipeline drained: conservation", before["produced"] > 0 and

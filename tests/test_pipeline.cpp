@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <thread>
@@ -192,4 +193,22 @@ TEST_CASE("a paused pipeline produces nothing until resumed and drains what was 
   p.request_stop();  // a stop overrides a pause
   p.wait();
   REQUIRE(p.ledger().totals().in_flight() == 0);
+}
+
+TEST_CASE("an abandoned ledger counts the frames in flight failed once and ignores later updates", "[pipeline][ledger]") {
+  FrameLedger ledger;
+  ledger.produced(10);
+  ledger.delivered(4);
+  ledger.dropped(1, "queue full");
+  CHECK(ledger.abandon("drain timeout") == 5);
+  ledger.delivered(3);  // a stuck sink thread that wakes up later
+  ledger.produced(2);
+  ledger.failed(1, "late");
+  CHECK(ledger.abandon("again") == 0);
+  const auto t = ledger.totals();
+  CHECK(t.produced == 10);
+  CHECK(t.delivered == 4);
+  CHECK(t.failed == 5);
+  CHECK(t.in_flight() == 0);
+  CHECK(std::find(t.errors.begin(), t.errors.end(), "drain timeout") != t.errors.end());
 }

@@ -5,7 +5,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <map>
 #include <set>
@@ -31,8 +34,10 @@ class FakeStream final : public FrameReader {
   }
   ReadStatus read(const FrameTarget& t, std::string& why) override {
     const bool slow = info_.uri.find("slow") != std::string::npos;
+    const bool steady = info_.uri.find("steady") != std::string::npos;
     if (slow && frames_ == 1) std::this_thread::sleep_for(std::chrono::milliseconds(1500));
-    if (!slow && frames_ == 3) {
+    if (steady) std::this_thread::sleep_for(std::chrono::milliseconds(5));  // a camera: endless, paced
+    if (!slow && !steady && frames_ == 3) {
       why = "connection reset by peer";
       return ReadStatus::error;
     }
@@ -72,12 +77,44 @@ class FakeFile final : public FrameReader {
 };
 
 std::atomic<int> g_flaky_opens{0};
+std::atomic<int> g_steady_opens{0};
+
+// "stuck" streams block in open until released, like a FIFO without a writer or a hung mount.
+struct StuckOpens {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool released = false;
+  int blocked = 0;
+  void release() {
+    std::lock_guard lock(mu);
+    released = true;
+    cv.notify_all();
+  }
+};
+// One latch per URI; never destroyed: an abandoned thread may still wait on one at exit.
+StuckOpens& stuck_latch(const std::string& uri) {
+  static std::mutex mu;
+  static auto* latches = new std::map<std::string, StuckOpens*>;
+  std::lock_guard lock(mu);
+  StuckOpens*& latch = (*latches)[uri];
+  if (!latch) latch = new StuckOpens;
+  return *latch;
+}
 
 void register_fakes() {
   static const bool once = [] {
     register_testsrc_reader();
     ReaderRegistry::global().add(InputKind::stream, [](const std::string& uri, const ReaderOptions&) {
       if (uri.find("dead") != std::string::npos) throw InputError("connection refused");
+      if (uri.find("steady") != std::string::npos) g_steady_opens++;
+      if (uri.find("stuck") != std::string::npos) {
+        StuckOpens& latch = stuck_latch(uri);
+        std::unique_lock lock(latch.mu);
+        latch.blocked++;
+        latch.cv.notify_all();
+        latch.cv.wait(lock, [&] { return latch.released; });
+        throw InputError("released");
+      }
       if (uri.find("flaky") != std::string::npos && g_flaky_opens++ == 0) throw InputError("connection refused");
       return std::unique_ptr<FrameReader>(std::make_unique<FakeStream>(uri));
     });
@@ -360,4 +397,151 @@ TEST_CASE("a directory job processes every file once and resumes after a restart
   write("a.mp4", "5");  // changed since: done again
   CHECK(run() == 5);
   fs::remove_all(root);
+}
+
+TEST_CASE("a source stuck in a blocking open does not hold a stop up: it is reported failed", "[sources][stop]") {
+  Harness h;
+  SourceOptions o;
+  o.uri = "rtsp://stuck/set";
+  const auto stuck = h.set->add_source(o);
+  const auto fine = h.set->add_source(testsrc("bars", 0, 200));
+  StuckOpens& latch = stuck_latch(o.uri);
+  {
+    std::unique_lock lock(latch.mu);
+    REQUIRE(latch.cv.wait_for(lock, std::chrono::seconds(10), [&] { return latch.blocked >= 1; }));
+  }
+  CHECK_FALSE(h.set->stop_within(std::chrono::milliseconds(1000)));  // long enough for the others, even on a loaded machine
+  const SourceReport r = h.report(stuck);
+  CHECK(r.state == SourceState::failed);
+  CHECK(r.reason.find("did not stop within") != std::string::npos);
+  CHECK(h.report(fine).state != SourceState::failed);  // it stopped in time
+  // Once the open returns, the thread ends and the set can go as usual.
+  latch.release();
+  REQUIRE(h.wait_for([&] { return h.set->stop_within(std::chrono::milliseconds(10)); }));
+}
+
+TEST_CASE("a pipeline whose source is stuck in open stops within stop_timeout_s, frames accounted", "[sources][stop]") {
+  register_fakes();
+  const std::string yaml =
+      "name: stuck\nbatch_size: 4\nstages:\n  - kind: decode\n    uri: [\"rtsp://stuck/pipeline\", \"testsrc:bars\"]\n"
+      "    width: 16\n    height: 16\n    format: gray8\n    fps: 200\n    stop_timeout_s: 0.2\n"
+      "  - kind: sink\n    type: null\n";
+  auto p = std::make_unique<Pipeline>(test::plan_from(yaml));
+  p->start();
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (p->ledger().totals().delivered < 8 && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  p->request_stop();
+  p->wait();  // before stop_timeout_s existed this waited for the stuck open forever
+  const auto t = p->ledger().totals();
+  CHECK(t.delivered >= 8);
+  CHECK(t.in_flight() == 0);
+  bool stuck_failed = false;
+  for (const auto& r : p->source_control()->sources())
+    if (r.uri == "rtsp://stuck/pipeline")
+      stuck_failed = r.state == SourceState::failed && r.reason.find("did not stop within") != std::string::npos;
+  CHECK(stuck_failed);
+}
+
+TEST_CASE("the decode stage lists the sources added at run time and not removed, as asked for", "[sources]") {
+  register_fakes();
+  const std::string yaml =
+      "name: added\nbatch_size: 4\nstages:\n  - kind: decode\n    idle: wait\n"
+      "    width: 16\n    height: 16\n    format: gray8\n    fps: 100\n  - kind: sink\n    type: null\n";
+  Pipeline p(test::plan_from(yaml));
+  p.start();
+  SourceControl& control = *p.source_control();
+  SourceOptions a;
+  a.uri = "testsrc:bars";
+  a.name = "kept";
+  a.rate_limit = 25;
+  SourceOptions b;
+  b.uri = "testsrc:noise";
+  control.add_source(a);
+  const auto removed = control.add_source(b);
+  REQUIRE(control.remove_source(std::to_string(removed)));
+  const auto added = control.added_at_run_time();
+  REQUIRE(added.size() == 1);
+  CHECK(added[0].uri == "testsrc:bars");
+  CHECK(added[0].name == "kept");
+  CHECK(added[0].rate_limit == 25);
+  p.request_stop();
+  p.wait();
+  CHECK(p.ledger().totals().in_flight() == 0);
+}
+
+namespace {
+std::string handover_yaml(int width, double fps) {
+  return "name: handover\nbatch_size: 4\nbatch_timeout_ms: 5\nstages:\n  - kind: decode\n"
+         "    uri: [\"rtsp://steady/cam\", \"testsrc:bars\"]\n    idle: wait\n    width: " + std::to_string(width) +
+         "\n    height: 16\n    format: gray8\n    fps: " + std::to_string(fps) + "\n  - kind: sink\n    type: null\n";
+}
+std::map<std::string, SourceReport> by_uri(const Pipeline& p) {
+  std::map<std::string, SourceReport> out;
+  for (const auto& r : p.source_control()->sources())
+    if (r.state != SourceState::removed) out[r.uri] = r;
+  return out;
+}
+bool wait_until(const std::function<bool()>& pred) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+  while (!pred() && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  return pred();
+}
+}  // namespace
+
+TEST_CASE("a reload hands running streams and run-time sources to the new pipeline without reconnecting",
+          "[sources][reload]") {
+  register_fakes();
+  auto old = std::make_unique<Pipeline>(test::plan_from(handover_yaml(16, 200)));
+  old->start();
+  SourceOptions extra;
+  extra.uri = "testsrc:noise";
+  extra.name = "extra";
+  old->source_control()->add_source(extra);
+  REQUIRE(wait_until([&] { return old->ledger().totals().delivered >= 20 && by_uri(*old).count("testsrc:noise"); }));
+  const auto before = by_uri(*old);
+  const int opens = g_steady_opens.load();
+
+  // Unchanged file: everything goes on.
+  auto next = std::make_unique<Pipeline>(test::plan_from(handover_yaml(16, 200)));
+  REQUIRE(old->source_control()->hand_over_to(*next->source_control()));
+  old->request_stop();
+  old->wait();
+  const auto old_totals = old->ledger().totals();
+  CHECK(old_totals.in_flight() == 0);
+  old.reset();
+  next->start();
+  const std::uint64_t delivered_at_start = next->ledger().totals().delivered;
+  REQUIRE(wait_until([&] { return next->ledger().totals().delivered > delivered_at_start + 20; }));
+  auto after = by_uri(*next);
+  for (const char* name : {"rtsp://steady/cam", "testsrc:bars", "testsrc:noise"}) {
+    INFO(name);
+    REQUIRE(after.count(name));
+    CHECK(after[name].id == before.at(name).id);  // the same source, not a new one
+    CHECK(after[name].reconnects == 0);
+    CHECK(after[name].frames > before.at(name).frames);
+  }
+  CHECK(g_steady_opens.load() == opens);  // the stream was not opened again
+  REQUIRE(next->source_control()->added_at_run_time().size() == 1);
+
+  // Changed settings (another rate): the streams of the file start again, the run-time source goes on.
+  auto changed = std::make_unique<Pipeline>(test::plan_from(handover_yaml(16, 150)));
+  REQUIRE(next->source_control()->hand_over_to(*changed->source_control()));
+  next->request_stop();
+  next->wait();
+  CHECK(next->ledger().totals().in_flight() == 0);
+  next.reset();
+  changed->start();
+  REQUIRE(wait_until([&] { return by_uri(*changed).count("rtsp://steady/cam") && by_uri(*changed).at("rtsp://steady/cam").frames > 0; }));
+  after = by_uri(*changed);
+  CHECK(after.at("rtsp://steady/cam").id != before.at("rtsp://steady/cam").id);
+  CHECK(after.at("testsrc:noise").id == before.at("testsrc:noise").id);
+  CHECK(g_steady_opens.load() == opens + 1);
+
+  // Another frame size: no hand-over (the caller stops the old sources as usual).
+  auto other = std::make_unique<Pipeline>(test::plan_from(handover_yaml(32, 150)));
+  CHECK_FALSE(changed->source_control()->hand_over_to(*other->source_control()));
+  changed->request_stop();
+  changed->wait();
+  CHECK(changed->ledger().totals().in_flight() == 0);
 }
