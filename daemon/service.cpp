@@ -253,6 +253,7 @@ class Service {
         return error(*why);
       }
     }
+    if (auto busy = reload_refusal()) return error(*busy);  // nothing of the file in it: no redaction
     nlohmann::json r = reload(path);
     if (!r.value("ok", false)) {
       const std::string full = r.value("error", "");
@@ -348,11 +349,7 @@ class Service {
   // A drain that outlasts the timeout counts the old generation's frames in flight failed ("drain
   // timeout"), leaves its stuck threads behind (never freed) and starts the new one; the process stays up.
   nlohmann::json reload(const std::string& path) {
-    if (state_ == "stopping") return error("sluiced is stopping");
-    if (draining_)
-      return error("a reload is in progress: generation " + std::to_string(draining_->generation) +
-                   " is still draining (at most " + fmt::format("{:g}", options_.drain_timeout_s) +
-                   " s); try again once `status` no longer shows 'draining'");
+    if (auto busy = reload_refusal()) return error(*busy);
     std::optional<PipelinePlan> plan;
     try {
       const PipelineSpec spec = load_spec(path);
@@ -396,6 +393,16 @@ class Service {
     poll_reload();
     return {{"ok", true}, {"config", path}, {"generation", generation_}, {"state", state_},
             {"draining_generation", draining_ ? nlohmann::json(draining_->generation) : nlohmann::json()}};
+  }
+
+  // Why no reload can start now (before any file is read), if so.
+  std::optional<std::string> reload_refusal() const {
+    if (state_ == "stopping") return "sluiced is stopping";
+    if (draining_)
+      return "a reload is in progress: generation " + std::to_string(draining_->generation) +
+             " is still draining (at most " + fmt::format("{:g}", options_.drain_timeout_s) +
+             " s); try again once `status` shows draining: null";
+    return std::nullopt;
   }
 
   std::chrono::steady_clock::duration drain_timeout() const {

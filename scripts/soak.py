@@ -354,8 +354,23 @@ class Load:
                     else:
                         self.failed(f"reload: {reply}")
                     self.counted()
+                    self.wait_drained()
                 except (OSError, ValueError) as e:
                     self.failed(f"reload: {e}")
+
+    def wait_drained(self, limit_s=60):
+        """A reload answers once the new generation is built; the old one drains in the background and a
+        second reload meanwhile is refused. Waits until `status` shows no draining generation."""
+        deadline = time.monotonic() + limit_s
+        while not self.stop.is_set() and time.monotonic() < deadline:
+            try:
+                if request(self.sock, {"request": "status"}, timeout=30).get("draining") is None:
+                    return
+            except (OSError, ValueError):
+                pass
+            time.sleep(0.02)
+        if not self.stop.is_set():
+            self.failed(f"reload: the old generation still drains after {limit_s} s")
 
     def churner(self):
         added = None

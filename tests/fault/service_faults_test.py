@@ -214,7 +214,7 @@ def storm(kind, reloads=52):
         wait_for(extra_listed, 5)
         if "extra" in names and names["extra"]["state"] not in ("failed", "removed"):
             survived += 1
-        if "gone" not in names:
+        if "gone" not in names or names["gone"]["state"] == "removed":  # listed as removed until forgotten
             removed_stayed += 1
         wait_for(lambda: all(u in live_sources() for u in uris), 5)
         after_ids = {u: s["id"] for u, s in live_sources().items()}
