@@ -16,16 +16,18 @@ import threading
 import time
 import urllib.request
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # tests/
+import daemon_client  # noqa: E402
+
 sluiced, sluicectl, src = sys.argv[1:4]
 tmp = tempfile.mkdtemp(prefix="sluice-service-")
 sock_path = os.path.join(tmp, "control.sock")
 failures = []
 
 
-def check(name, cond, detail=""):
-    print(("ok   " if cond else "FAIL ") + name + ("" if cond else f": {detail}"))
-    if not cond:
-        failures.append(name)
+check = daemon_client.checker(failures, flush=False)
+wait_for = daemon_client.waiter(10.0, 0.05, errors=())  # an error in pred fails the test
+read_line = daemon_client.read_line
 
 
 def pipeline(name, fps, pattern="bars", extra=""):
@@ -53,30 +55,7 @@ stages:
 
 
 def request(obj, raw=None, timeout=5.0):
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-        s.settimeout(timeout)
-        s.connect(sock_path)
-        s.sendall(raw if raw is not None else (json.dumps(obj) + "\n").encode())
-        return json.loads(read_line(s))
-
-
-def read_line(s):
-    buf = b""
-    while not buf.endswith(b"\n"):
-        chunk = s.recv(65536)
-        if not chunk:
-            break
-        buf += chunk
-    return buf.decode()
-
-
-def wait_for(pred, timeout=10.0):
-    end = time.time() + timeout
-    while time.time() < end:
-        if pred():
-            return True
-        time.sleep(0.05)
-    return False
+    return daemon_client.request(sock_path, obj, timeout, raw=raw)
 
 
 # sd_notify: a datagram socket we own.

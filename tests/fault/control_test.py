@@ -24,6 +24,9 @@ import tempfile
 import time
 import urllib.request
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/
+import daemon_client  # noqa: E402
+
 sluiced, sluicectl = sys.argv[1:3]
 media = sys.argv[3:4] == ["media"]  # built with the media library: files and streams can be read
 tmp = tempfile.mkdtemp(prefix="sluice-control-")
@@ -38,32 +41,8 @@ ATTACKS = [b"\xff", b'{"request":"\xc3\x28"}', b'{"\xe9":1}', b'{"request":"vers
            b'{"request":"trace","seconds":"5"}', b'{"request":"reload","path":["x"]}']
 
 
-def check(name, cond, detail=""):
-    print(("ok   " if cond else "FAIL ") + name + ("" if cond else f": {detail}"), flush=True)
-    if not cond:
-        failures.append(name)
-
-
-def wait_for(pred, timeout=15.0):
-    end = time.time() + timeout
-    while time.time() < end:
-        try:
-            if pred():
-                return True
-        except (OSError, ValueError, KeyError, TypeError):
-            pass
-        time.sleep(0.05)
-    return False
-
-
-def read_line(s):
-    buf = b""
-    while not buf.endswith(b"\n"):
-        chunk = s.recv(65536)
-        if not chunk:
-            break
-        buf += chunk
-    return buf
+check = daemon_client.checker(failures)
+wait_for = daemon_client.waiter(15.0, 0.05, errors=(OSError, ValueError, KeyError, TypeError))
 
 
 class Conn:
@@ -420,10 +399,7 @@ try:
         check("every delivered frame's record is on disk", on_disk == total and total > 0, (on_disk, total))
     check("no conservation violation logged", "conservation violated" not in log_text("daemon.log"))
 finally:
-    for p in procs:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
+    daemon_client.end_all(procs)
     shutil.rmtree(tmp, ignore_errors=True)
 
 print(f"{len(failures)} control checks failed" if failures else "all control checks passed")

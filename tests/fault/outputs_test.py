@@ -28,6 +28,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/
+import daemon_client  # noqa: E402
+
 sluiced, sluicectl, src = sys.argv[1:4]
 tmp = tempfile.mkdtemp(prefix="sluice-outputs-")
 failures = []
@@ -36,10 +39,9 @@ mounts = []
 rng = random.Random(int(os.environ.get("SLUICE_TEST_SEED", "11")))
 
 
-def check(name, cond, detail=""):
-    print(("ok   " if cond else "FAIL ") + name + ("" if cond else f": {detail}"), flush=True)
-    if not cond:
-        failures.append(name)
+check = daemon_client.checker(failures)
+wait_for = daemon_client.waiter(20.0, 0.05)
+request = daemon_client.request
 
 
 def write(path, text):
@@ -48,31 +50,12 @@ def write(path, text):
     return path
 
 
-def wait_for(pred, timeout=20.0, step=0.05):
-    end = time.time() + timeout
-    while time.time() < end:
-        try:
-            if pred():
-                return True
-        except (OSError, ValueError, KeyError):
-            pass
-        time.sleep(step)
-    return False
-
-
 def start(args, **kw):
-    p = subprocess.Popen([sluiced] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
-    procs.append(p)
-    return p
+    return daemon_client.start(procs, [sluiced] + args, **kw)
 
 
 def finish(p, timeout=60):
-    try:
-        out, err = p.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        out, err = p.communicate()
-    return p.returncode, out, err
+    return daemon_client.finish(p, timeout, killed_rc=True)
 
 
 def summary_ledger(text):
@@ -285,20 +268,6 @@ stages:
 {extra_sink}""")
 
 
-def request(sock, obj, timeout=5.0):
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-        s.settimeout(timeout)
-        s.connect(sock)
-        s.sendall((json.dumps(obj) + "\n").encode())
-        buf = b""
-        while not buf.endswith(b"\n"):
-            chunk = s.recv(1 << 20)
-            if not chunk:
-                break
-            buf += chunk
-        return json.loads(buf)
-
-
 def status(sock):
     return request(sock, {"request": "status"})
 
@@ -437,14 +406,7 @@ check("e: the resumed run reports the input that failed before and exits 1",
       rc == 1 and "cut.mp4" in err and "failed" in err, (rc, err[-1500:]))
 
 # --- cleanup -----------------------------------------------------------------------------------------------
-for p in procs:
-    if p.poll() is None:
-        try:
-            os.kill(p.pid, signal.SIGCONT)
-        except OSError:
-            pass
-        p.kill()
-        p.wait()
+daemon_client.end_all(procs, cont=True)  # one may be stopped
 for m in mounts:
     subprocess.run(["umount", "-l", m])
 shutil.rmtree(tmp, ignore_errors=True)

@@ -28,6 +28,9 @@ import tempfile
 import threading
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/
+import daemon_client  # noqa: E402
+
 sluiced, sluicectl, src = sys.argv[1:4]
 only = set(sys.argv[4:])  # optional: run only these cases
 tmp = tempfile.mkdtemp(prefix="sluice-faults-")
@@ -35,54 +38,14 @@ failures = []
 procs = []
 
 
-def check(name, cond, detail=""):
-    print(("ok   " if cond else "FAIL ") + name + ("" if cond else f": {detail}"), flush=True)
-    if not cond:
-        failures.append(name)
-    return cond
-
-
-def wait_for(pred, timeout=15.0, step=0.02):
-    end = time.time() + timeout
-    while time.time() < end:
-        try:
-            if pred():
-                return True
-        except (OSError, ValueError, KeyError):
-            pass
-        time.sleep(step)
-    return False
-
-
-def request(sock, obj, timeout=5.0):
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-        s.settimeout(timeout)
-        s.connect(sock)
-        s.sendall((json.dumps(obj) + "\n").encode())
-        buf = b""
-        while not buf.endswith(b"\n"):
-            chunk = s.recv(1 << 20)
-            if not chunk:
-                break
-            buf += chunk
-        return json.loads(buf.decode())
+check = daemon_client.checker(failures)
+wait_for = daemon_client.waiter(15.0, 0.02)
+request = daemon_client.request
+finish = daemon_client.finish  # rc None if it had to be killed
 
 
 def start(args, **kw):
-    p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
-    procs.append(p)
-    return p
-
-
-def finish(p, timeout):
-    """Waits for p to exit within timeout; returns (rc, stdout, stderr); rc None if it had to be killed."""
-    try:
-        out, err = p.communicate(timeout=timeout)
-        return p.returncode, out, err
-    except subprocess.TimeoutExpired:
-        p.kill()
-        out, err = p.communicate()
-        return None, out, err
+    return daemon_client.start(procs, args, **kw)
 
 
 def summary_ledger(text):
@@ -425,9 +388,6 @@ try:
             print(f"--- {name}", flush=True)
             case()
 finally:
-    for p in procs:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
+    daemon_client.end_all(procs)
 print(f"{len(failures)} failure(s)" + (": " + ", ".join(failures) if failures else ""))
 sys.exit(1 if failures else 0)

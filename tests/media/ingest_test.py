@@ -20,6 +20,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/
+import daemon_client  # noqa: E402
+
 sluiced, inputs = sys.argv[1], os.path.abspath(sys.argv[2])
 soak_seconds = float(os.environ.get("SLUICE_SOAK_SECONDS", "20"))
 tmp = tempfile.mkdtemp(prefix="sluice-ingest-")
@@ -27,10 +30,9 @@ manifest = json.load(open(os.path.join(inputs, "manifest.json")))
 failures = []
 
 
-def check(name, cond, detail=""):
-    print(("ok   " if cond else "FAIL ") + name + ("" if cond else f": {detail}"), flush=True)
-    if not cond:
-        failures.append(name)
+check = daemon_client.checker(failures)
+request = daemon_client.request
+wait_for = daemon_client.waiter(20.0, 0.1, errors=(OSError, ValueError))
 
 
 def write(name, text):
@@ -77,36 +79,6 @@ def good_job_files():
 
 def frames_by_input(res):
     return {os.path.basename(r["input"]): r["frames"] for r in res.values()}
-
-
-def read_line(s):
-    buf = b""
-    while not buf.endswith(b"\n"):
-        chunk = s.recv(1 << 20)
-        if not chunk:
-            break
-        buf += chunk
-    return buf.decode()
-
-
-def request(sock_path, obj, timeout=5.0):
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-        s.settimeout(timeout)
-        s.connect(sock_path)
-        s.sendall((json.dumps(obj) + "\n").encode())
-        return json.loads(read_line(s))
-
-
-def wait_for(pred, timeout=20.0, step=0.1):
-    end = time.time() + timeout
-    while time.time() < end:
-        try:
-            if pred():
-                return True
-        except (OSError, ValueError):
-            pass
-        time.sleep(step)
-    return False
 
 
 def rss_kib(pid):
