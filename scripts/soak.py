@@ -36,6 +36,7 @@ import argparse
 import csv
 import json
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -216,6 +217,18 @@ stages:
     per: source
     path: {results}
 """)
+
+
+def exit_summary_ledger(log_path):
+    """(produced, delivered, dropped, failed, in_flight) from the last `frames: produced ...` line of the log."""
+    pattern = re.compile(r"frames: produced (\d+) = delivered (\d+) \+ dropped (\d+) \+ failed (\d+) \+ in flight (-?\d+)")
+    found = None
+    with open(log_path, errors="replace") as f:
+        for line in f:
+            m = pattern.search(line)
+            if m:
+                found = tuple(int(x) for x in m.groups())
+    return found
 
 
 def count_records(results):
@@ -543,9 +556,6 @@ def main():
             cur, _, total = ledger(final)
             if cur["in_flight"] != 0:
                 failures.append(f"{cur['in_flight']} frames still in flight 60 s after pause")
-            records = count_records(results)
-            if records != total["delivered"]:
-                failures.append(f"{total['delivered']} frames counted delivered but {records} records on disk")
             expected_generation = 1 + load.reloads_ok
             if final.get("generation") != expected_generation:
                 failures.append(f"generation {final.get('generation')} after {load.reloads_ok} reloads "
@@ -557,6 +567,22 @@ def main():
                 failures.append("the daemon did not exit within 90 s of stop")
             if exit_status not in (None, 0):
                 failures.append(f"the daemon exited {exit_status} after stop")
+            # A batch the decode stage was assembling when the pause came may still go out after `status` said
+            # nothing was in flight: the last generation's final count is the exit summary's, and the records
+            # are counted once the daemon has exited.
+            log.flush()
+            last = exit_summary_ledger(os.path.join(out, "sluiced.log"))
+            if last is None:
+                failures.append("no frame ledger in the daemon's exit summary")
+            else:
+                produced, delivered, dropped, failed, in_flight = last
+                if in_flight != 0 or produced != delivered + dropped + failed:
+                    failures.append(f"exit summary ledger broken: {last}")
+                before = final.get("frames_before_reload") or {}
+                total = dict(total, delivered=before.get("delivered", 0) + delivered)
+            records = count_records(results)
+            if records != total["delivered"]:
+                failures.append(f"{total['delivered']} frames counted delivered but {records} records on disk")
         elif not any("died" in f for f in failures):
             failures.append(f"daemon died (exit {proc.returncode})")
     except (OSError, ValueError, KeyError) as e:

@@ -1,6 +1,7 @@
 #pragma once
 // Shared by the CPU and GPU pipeline tests: run a YAML pipeline to its end and read what it wrote.
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <stdexcept>
 #include <string>
@@ -13,6 +14,14 @@
 #include "runtime/pipeline.hpp"
 
 namespace sluice::test {
+
+// The source tree: $SLUICE_SOURCE_DIR when set, else the working directory when it holds the shipped pipelines
+// (a GPU host runs the test executable from a copy of the checkout), else the tree the tests were built from.
+inline std::string source_dir() {
+  if (const char* env = std::getenv("SLUICE_SOURCE_DIR"); env && *env) return env;
+  if (std::ifstream("config/pipelines/default.yaml").good()) return ".";
+  return SLUICE_SOURCE_DIR;
+}
 
 inline PipelinePlan plan_from(const std::string& yaml) { return plan_pipeline(parse_pipeline(yaml, "test.yaml")); }
 
@@ -61,7 +70,7 @@ inline Accuracy default_model_accuracy(DeviceChoice device, const std::string& j
   Accuracy acc;
   for (const char* pattern : {"bars", "shapes", "gradient", "checkerboard", "noise"}) {
     for (const Fresh& f : fresh) {
-      PipelineSpec spec = load_pipeline(SLUICE_SOURCE_DIR "/config/pipelines/default.yaml");
+      PipelineSpec spec = load_pipeline(source_dir() + "/config/pipelines/default.yaml");
       spec.device = device;
       ParamValues& src = spec.stages.front().params;
       src.set("pattern", std::string(pattern), true);
