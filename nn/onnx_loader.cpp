@@ -86,7 +86,7 @@ std::string read_external_data(const onnx::TensorProto& t, const std::string& so
 template <typename T>
 std::vector<T> unpack_raw(const std::string& raw) {
   std::vector<T> values(raw.size() / sizeof(T));
-  std::memcpy(values.data(), raw.data(), values.size() * sizeof(T));
+  if (!values.empty()) std::memcpy(values.data(), raw.data(), values.size() * sizeof(T));  // empty: data() may be null
   return values;
 }
 
