@@ -294,7 +294,12 @@ loops = st["frames"]["delivered"] / (48 + 30)
 print(f"soak: {soak_seconds:.0f} s, {st['frames']['delivered']} frames (~{loops:.0f} passes over both files), "
       f"RSS start {rss_start / 1024:.1f} MiB, end {rss_end / 1024:.1f} MiB", flush=True)
 check("soak: many passes over the looping files", loops >= 10, loops)
-check("soak: RSS flat (grew by less than 8 MiB)", rss_end - rss_start < 8 * 1024, (rss_start, rss_end))
+# Under ASan RSS is no leak signal (its quarantine and shadow memory grow by design; LeakSanitizer checks leaks
+# when the daemon exits): the sanitizer builds set SLUICE_SANITIZED and judge only the frames.
+if os.environ.get("SLUICE_SANITIZED"):
+    print(f"soak: RSS not judged under a sanitizer (grew {(rss_end - rss_start) / 1024:.1f} MiB)", flush=True)
+else:
+    check("soak: RSS flat (grew by less than 8 MiB)", rss_end - rss_start < 8 * 1024, (rss_start, rss_end))
 check("soak: stopped cleanly", soak.returncode == 0, soak.returncode)
 
 if failures:
