@@ -16,6 +16,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (parsed.torn_at && *parsed.torn_at > size) std::abort();
     if (parsed.entries.size() > parsed.records) std::abort();
     for (const auto& [input, entry] : parsed.entries)
+      if (input.empty() || parsed.interrupted.count(input)) std::abort();  // finished or interrupted, not both
+    for (const auto& input : parsed.interrupted)
       if (input.empty()) std::abort();
   } catch (const std::runtime_error&) {
     // a clear refusal is the expected answer to garbage

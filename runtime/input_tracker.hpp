@@ -3,6 +3,9 @@
 // camera or stream connection) exist, how many frames each decoded, and how many reached their fate. An
 // input is complete once it ended and every frame it decoded is settled (delivered, dropped or failed);
 // the sink then finishes its outputs for it (atomic rename) and the job ledger records it.
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -89,9 +92,43 @@ class InputTracker {
   Totals totals_;
 };
 
+// The job ledger is opened by the source stage's open(), on its own thread, while the other stages open on
+// theirs. A source stage that will run a job says so when it is made (expect(), before any stage opens) and
+// calls opened() once the ledger is open or could not be; a sink that must take interrupted inputs' records
+// out of its outputs waits for that in its open().
+class JobGate {
+ public:
+  void expect() {
+    std::lock_guard lock(mu_);
+    expected_ = true;
+  }
+  void opened() {
+    {
+      std::lock_guard lock(mu_);
+      opened_ = true;
+    }
+    cv_.notify_all();
+  }
+  // True once opened() was called, or at once when no job is expected; false when `stop` was set first.
+  bool wait(const std::atomic<bool>* stop) {
+    std::unique_lock lock(mu_);
+    while (expected_ && !opened_) {
+      if (stop && stop->load()) return false;
+      cv_.wait_for(lock, std::chrono::milliseconds(50));
+    }
+    return true;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool expected_ = false, opened_ = false;
+};
+
 // What the stages of one pipeline share besides the data path (made by the planner, handed to every stage).
 struct PipelineShared {
   InputTracker inputs;
+  JobGate job_gate;                // `job` may be read once this is open
   std::shared_ptr<JobLedger> job;  // set by a source running a resumable batch job
   std::shared_ptr<FrameTap> tap;   // set by a sink that draws onto the source frames
   FrameLedger* ledger = nullptr;   // the running pipeline's: sources count frames they drop before batching

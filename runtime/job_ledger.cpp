@@ -17,6 +17,8 @@
 #include <string_view>
 #include <utility>
 
+#include "runtime/utf8.hpp"
+
 namespace sluice {
 
 namespace fs = std::filesystem;
@@ -59,44 +61,6 @@ std::string utc_now_iso8601() {
   std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", t.tm_year + 1900, t.tm_mon + 1, t.tm_mday,
                 t.tm_hour, t.tm_min, t.tm_sec, static_cast<int>(ts.tv_nsec / 1'000'000));
   return buf;
-}
-
-bool valid_utf8(const std::string& s) {
-  try {
-    (void)nlohmann::json(s).dump();
-    return true;
-  } catch (const nlohmann::json::type_error&) {
-    return false;
-  }
-}
-
-std::string to_hex(std::string_view bytes) {
-  static constexpr char digits[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(bytes.size() * 2);
-  for (unsigned char c : bytes) {
-    out += digits[c >> 4];
-    out += digits[c & 15];
-  }
-  return out;
-}
-
-std::optional<std::string> from_hex(std::string_view hex) {
-  if (hex.size() % 2 != 0) return std::nullopt;
-  auto nibble = [](char c) -> int {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-  };
-  std::string out;
-  out.reserve(hex.size() / 2);
-  for (std::size_t i = 0; i < hex.size(); i += 2) {
-    const int hi = nibble(hex[i]), lo = nibble(hex[i + 1]);
-    if (hi < 0 || lo < 0) return std::nullopt;
-    out += static_cast<char>(hi * 16 + lo);
-  }
-  return out;
 }
 
 bool blank(std::string_view s) {
@@ -215,8 +179,17 @@ JobLedger::Parsed JobLedger::parse(std::string_view text, const std::string& nam
       }
       if (input.empty()) throw std::runtime_error("\"input\" is empty");
       const std::string status = j.at("status").get<std::string>();
-      if (status != "done" && status != "failed")  // parsed JSON: valid UTF-8, safe to show
-        throw std::runtime_error("\"status\" is '" + status + "', not done or failed");
+      if (status != "done" && status != "failed" && status != "started")  // parsed JSON: valid UTF-8, safe to show
+        throw std::runtime_error("\"status\" is '" + status + "', not done, failed or started");
+      if (status == "started") {
+        int64_field(j, "size");
+        int64_field(j, "mtime_ns");
+        out.entries.erase(input);
+        out.interrupted.insert(std::move(input));
+        pos = next;
+        continue;
+      }
+      out.interrupted.erase(input);
       Entry e;
       e.size = int64_field(j, "size");
       e.mtime_ns = int64_field(j, "mtime_ns");
@@ -263,6 +236,7 @@ void JobLedger::load() {
 
   Parsed parsed = parse(text, path_.string());
   finished_ = std::move(parsed.entries);
+  interrupted_ = std::move(parsed.interrupted);
   resumed_ = parsed.records;
   if (parsed.torn_at) {
     spdlog::warn("job ledger {}:{}: the last line is torn ({}; a crash while writing it?); cutting off its {} "
@@ -320,21 +294,55 @@ bool JobLedger::append(const std::string& input, bool failed, std::uint64_t fram
     return false;
   }
 
+  write_durably(line, "the record for " + k);
+  finished_[k] = Entry{id.size, id.mtime_ns, failed, frames, reason};
+  return true;
+}
+
+void JobLedger::started(const std::vector<std::string>& inputs) {
+  std::string lines;
+  std::vector<std::string> keys;
+  {
+    std::lock_guard lock(mu_);
+    for (const std::string& input : inputs) {
+      std::string k = key(input);
+      if (started_.count(k) || std::find(keys.begin(), keys.end(), k) != keys.end()) continue;
+      keys.push_back(std::move(k));
+    }
+  }
+  if (keys.empty()) return;
+  for (const std::string& k : keys) {
+    const FileId id = stat_input(k);
+    nlohmann::ordered_json j;
+    j["input"] = k;
+    j["size"] = id.size;
+    j["mtime_ns"] = id.mtime_ns;
+    j["status"] = "started";
+    j["at"] = utc_now_iso8601();
+    if (!valid_utf8(k)) j["input_hex"] = to_hex(k);
+    lines += j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  }
+  std::lock_guard lock(mu_);
+  if (fd_ < 0) throw std::runtime_error("job ledger " + path_.string() + " is closed");
+  write_durably(lines, keys.size() == 1 ? "the start of " + keys.front() : "the start of " + std::to_string(keys.size()) + " inputs");
+  started_.insert(keys.begin(), keys.end());
+}
+
+// One write(2) of whole lines, then fsync; on failure the file is cut back to where it was.
+void JobLedger::write_durably(const std::string& lines, const std::string& what) {
   struct stat st {};
   if (::fstat(fd_, &st) != 0) fail(path_, "cannot stat", errno);
   const off_t before = st.st_size;
   ssize_t n;
   do {
-    n = ::write(fd_, line.data(), line.size());
+    n = ::write(fd_, lines.data(), lines.size());
   } while (n < 0 && errno == EINTR);
-  if (n != static_cast<ssize_t>(line.size())) {
+  if (n != static_cast<ssize_t>(lines.size())) {
     const int err = n < 0 ? errno : ENOSPC;  // a short write on a regular file: the disk is full
     if (n > 0 && ::ftruncate(fd_, before) == 0) (void)::fsync(fd_);  // take the partial line back
-    fail(path_, "cannot append the record for " + k, err);
+    fail(path_, "cannot append " + what, err);
   }
-  if (::fsync(fd_) != 0) fail(path_, "fsync of the record for " + k + " failed", errno);
-  finished_[k] = Entry{id.size, id.mtime_ns, failed, frames, reason};
-  return true;
+  if (::fsync(fd_) != 0) fail(path_, "fsync of " + what + " failed", errno);
 }
 
 std::size_t JobLedger::finished_count() const {

@@ -6,7 +6,11 @@
 // One record per line (keys in this order; `input` is the absolute, lexically normal path):
 //   {"input":"/data/clips/a.mp4","size":1048576,"mtime_ns":1714557296123456789,"status":"done",
 //    "frames":120,"outputs":["/out/a.npy"],"reason":"","at":"2024-05-01T09:54:56.123Z"}
-// `status` is "done" or "failed" (then `reason` says why). `size` and `mtime_ns` are -1 when the input could
+// `status` is "done" or "failed" (then `reason` says why), or "started": the sink is about to make the first
+// records of the input durable in an output shared by several inputs (jsonl per run/source, npy's index);
+// {"input","size","mtime_ns","status":"started","at"}. An input whose last record says started was interrupted
+// (kill -9, power loss, a reload): the next run takes its records back out of those outputs before redoing it,
+// so each input's records are there exactly once. `size` and `mtime_ns` are -1 when the input could
 // not be stat'ed. An input path that is not valid UTF-8 also carries "input_hex" (its bytes in hex), which
 // wins over "input" when read back. When an input appears more than once, the last record counts.
 // `frames` is what the input delivered (also for a failed one: the records its outputs hold).
@@ -19,6 +23,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -42,8 +47,9 @@ class JobLedger {
   // starts (a crash mid-write), with why. Throws std::runtime_error "<name>:<line>: ..." for a line before the
   // last that is not a record, or a limit passed. Pure: the fuzzer drives it with arbitrary bytes.
   struct Parsed {
-    std::map<std::string, Entry> entries;
-    std::size_t records = 0;
+    std::map<std::string, Entry> entries;  // done or failed last
+    std::set<std::string> interrupted;     // started last
+    std::size_t records = 0;               // done and failed records
     std::optional<std::size_t> torn_at;
     std::string torn_why;
     std::size_t torn_line = 0;
@@ -74,6 +80,13 @@ class JobLedger {
   // nothing) when the same status is already recorded for the unchanged input. Throws std::runtime_error when
   // the record cannot be written durably (the file is then left as it was before the call).
   bool done(const std::string& input, std::uint64_t frames, const std::vector<std::string>& outputs);
+  // The sink is about to make records of `inputs` durable in an output that other inputs share: appends a
+  // "started" record for each not marked in this run yet, then one fsync, before those records are written.
+  // Throws std::runtime_error when that cannot be made durable (the records must not be written then).
+  void started(const std::vector<std::string>& inputs);
+  // Inputs whose last record at open said started: their records in shared outputs are from an attempt that
+  // never finished; the sink removes them (stages/sink_outputs.hpp drop_records_of) before they are redone.
+  const std::set<std::string>& interrupted() const { return interrupted_; }
   // An input that cannot be processed (missing, corrupt, unsupported): recorded so a restart does not retry
   // it. `frames`: those it delivered before it failed, if any. Same return and errors as done().
   bool failed(const std::string& input, const std::string& reason, std::uint64_t frames = 0);
@@ -92,6 +105,7 @@ class JobLedger {
  private:
   bool append(const std::string& input, bool failed, std::uint64_t frames, const std::vector<std::string>& outputs,
               const std::string& reason);
+  void write_durably(const std::string& lines, const std::string& what);  // with mu_ held
   void load();  // with mu_ held (constructor)
 
   std::filesystem::path path_;
@@ -99,6 +113,8 @@ class JobLedger {
   int fd_ = -1;
   mutable std::mutex mu_;
   std::map<std::string, Entry> finished_;  // key(input) -> what was recorded last
+  std::set<std::string> interrupted_;      // started last at open (constant afterwards)
+  std::set<std::string> started_;          // marked started by this run
   std::size_t resumed_ = 0;
 };
 

@@ -5,7 +5,7 @@
 #   asan     clang, AddressSanitizer + UBSan, no CUDA (so it is also the build of a machine without nvcc): every
 #            unit, service, fault and media test and the 2-minute soak; the same tree builds the fuzz harnesses.
 #   tsan     ThreadSanitizer, no CUDA, no media library: only sluice_tests, and of it only the concurrency tests
-#            (queue, pipeline, source set, control protocol; `ctest --preset tsan`).
+#            (queue, pipeline, source set, control protocol, the service with many control clients; `ctest --preset tsan`).
 #   fuzz     every libFuzzer harness (fuzz/*_fuzz.cpp) for FUZZ_SECONDS (default 60) each, two at a time, on a
 #            scratch copy of its corpus (scripts/fuzz.sh), built in the asan tree.
 # Every phase runs even when an earlier one failed; a timing line per phase, a summary at the end; exit status 1
@@ -34,15 +34,27 @@ step() {
   return $rc
 }
 
+# note_failed_tests BUILD_DIR: remembers which tests of that tree failed (ctest's LastTestsFailed.log); the end
+# runs each once more and prints the end of its output, since CI shows only the end of a long log (a pass on
+# the rerun says the failure depends on timing).
+failed_tests=()
+note_failed_tests() {
+  local log=$1/Testing/Temporary/LastTestsFailed.log
+  [ -s "$log" ] || return 0
+  while IFS=: read -r _ name; do failed_tests+=("$1 $name"); done <"$log"
+}
+
 step setup bash scripts/setup.sh || { echo "setup failed: nothing can be built" >&2; exit 1; }
 for phase in $phases; do
   case $phase in
     release | asan)
       step "$phase build" bash scripts/build.sh "$phase" && step "$phase test" ctest --preset "$phase" -j "$jobs"
+      note_failed_tests "build/$phase"
       ;;
     tsan)
       step "tsan build" bash -c 'cmake --preset tsan && cmake --build build/tsan -j "$1" --target sluice_tests' _ "$jobs" &&
         step "tsan test" ctest --preset tsan -j "$jobs"
+      note_failed_tests build/tsan
       ;;
     fuzz)
       step "fuzz" env FUZZ_PRESET=asan bash scripts/fuzz.sh "${FUZZ_SECONDS:-60}"
@@ -53,4 +65,8 @@ done
 
 echo "== summary ($(nproc) cores, $(( ($(date +%s) - suite_start) / 60 )) min in all)"
 printf '%s\n' "${summary[@]}"
+for t in "${failed_tests[@]}"; do
+  echo "== failed: ${t#* } (${t%% *}); run once more:"
+  ctest --test-dir "${t%% *}" -R "^${t#* }\$" --output-on-failure 2>&1 | tail -n 60
+done
 exit $failed

@@ -260,12 +260,21 @@ class ManagedSourceStage final : public Stage, public SourceControl {
     if (state_dir_.empty()) state_dir_ = init.state_dir;
     job_name_ = std::filesystem::path(init.pipeline_file).stem().string();
     if (job_name_.empty()) job_name_ = "pipeline";
+    runs_job_ = resume_ && std::any_of(uris_.begin(), uris_.end(), names_a_job);
+    if (runs_job_) shared_->job_gate.expect();
   }
 
   PayloadDesc output() const override { return desc_; }
 
   void open(StageContext&) override {
-    open_job();  // before any source starts: they skip what the job finished
+    {
+      // Before any source starts: they skip what the job finished. The sink waits for it (JobGate).
+      struct Opened {
+        JobGate& gate;
+        ~Opened() { gate.opened(); }
+      } opened{shared_->job_gate};
+      open_job();
+    }
     std::shared_ptr<SourceBaton> baton;
     {
       std::lock_guard lock(mu_);
@@ -311,7 +320,7 @@ class ManagedSourceStage final : public Stage, public SourceControl {
 
   // The job ledger of directory/glob sources (taken after the old generation let go of it).
   void open_job() {
-    if (resume_ && std::any_of(uris_.begin(), uris_.end(), names_a_job)) {
+    if (runs_job_) {
       if (state_dir_.empty())
         throw StageError("resumable jobs need a state directory: set 'state_dir', run under systemd "
                          "(StateDirectory=), or pass --state-dir; or set 'resume: false'");
@@ -516,6 +525,7 @@ class ManagedSourceStage final : public Stage, public SourceControl {
   std::vector<std::string> uris_;
   SourceOptions defaults_;
   bool idle_wait_, resume_;
+  bool runs_job_ = false;  // a directory or glob with resume on: keeps a job ledger
   int ring_frames_;
   std::chrono::milliseconds stop_timeout_;
   std::int64_t batch_timeout_ns_;

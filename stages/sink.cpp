@@ -6,8 +6,10 @@
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <set>
 
 #include "runtime/errors.hpp"
+#include "runtime/job_ledger.hpp"
 #include "runtime/stats.hpp"
 #include "stages/builtin.hpp"
 #include "stages/sink_npy.hpp"
@@ -57,12 +59,19 @@ class SinkStage final : public Stage {
 
   void open(StageContext& ctx) override {
     retry_.watch_stop(ctx.stop);
-    if (writer_) writer_->open();
-    if (npy_) npy_->open();
+    // A job's ledger says which inputs a killed run had started (their records come out of shared outputs).
+    std::set<std::string> interrupted;
+    if (shared_ && (writer_ || npy_)) {
+      if (!shared_->job_gate.wait(ctx.stop)) return;  // stopping before the source opened
+      if (shared_->job) interrupted = shared_->job->interrupted();
+    }
+    if (writer_) writer_->open(interrupted);
+    if (npy_) npy_->open(interrupted);
   }
 
   BatchLease process(Batch* in, StageContext&) override {
     if (type_ == "null") return {};
+    mark_started(*in);
     if (npy_) {
       npy_->write(*in, origins_);
       return {};
@@ -90,6 +99,7 @@ class SinkStage final : public Stage {
   std::vector<std::string> finish_input(const InputProgress& input, StageContext&) override {
     std::vector<std::string> outputs;
     origins_.forget(input.id);
+    started_.erase(input.id);
     try {
       if (writer_) outputs = writer_->finish(input);
     } catch (const std::exception& e) {
@@ -110,6 +120,26 @@ class SinkStage final : public Stage {
   std::string health() const override { return retry_.health(); }
 
  private:
+  // Before the first records of a job's input become durable, the ledger says the input started (one fsync
+  // for the batch): a run killed before the input is done then knows whose records to take out (open()).
+  void mark_started(const Batch& b) {
+    if (!shared_ || !shared_->job || !(writer_ || npy_)) return;
+    std::vector<std::string> inputs;
+    for (int i = 0; i < b.count; ++i) {
+      const FrameMeta& f = b.frames[static_cast<std::size_t>(i)];
+      if (f.input == 0 || !started_.insert(f.input).second) continue;
+      const sinks::Origin& origin = origins_.of(f);
+      if (!origin.live) inputs.push_back(origin.uri);
+    }
+    if (inputs.empty()) return;
+    try {
+      shared_->job->started(inputs);
+    } catch (const std::exception& e) {
+      for (int i = 0; i < b.count; ++i) started_.erase(b.frames[static_cast<std::size_t>(i)].input);
+      throw StageError(std::string("cannot record in the job ledger that inputs started: ") + e.what());
+    }
+  }
+
   std::string type_, path_, per_;
   sinks::WriteRetry retry_;
   std::shared_ptr<PipelineShared> shared_;
@@ -117,6 +147,7 @@ class SinkStage final : public Stage {
   sinks::RecordFormatter records_;
   std::unique_ptr<sinks::RecordWriter> writer_;  // jsonl, directory
   std::optional<sinks::NpyWriter> npy_;
+  std::set<std::uint32_t> started_;  // FrameMeta::input ids marked started in the job ledger
 };
 
 }  // namespace
@@ -136,8 +167,10 @@ StageInfo sink_stage() {
       "failed with the reason and its records kept as <file>.partial; temporaries of runs that were killed are "
       "removed. A frame counts as delivered once its record is written and fsync'ed (jsonl, directory, npy: every "
       "batch). Outputs are never truncated: a per-run file and npy's index are appended to across runs, reloads "
-      "and resumed jobs (a redone input's earlier records stay: at least once; per-input outputs: exactly once), a "
-      "torn last line is cut at open. Each output takes an exclusive lock (<dir>/.sluice-lock, or "
+      "and resumed jobs, a torn last line is cut at open. In a job each input's records are there exactly once: "
+      "before an input's first records are written the job ledger says it started, and a run after one that was "
+      "killed takes the records of inputs it had started but not finished out of shared files (per run, per "
+      "source, npy's index) before it does them again. Each output takes an exclusive lock (<dir>/.sluice-lock, or "
       "<dir>/.<file>.sluice-lock, holding the pid) before touching anything: another sluiced on it fails at once "
       "naming that pid. A full disk (ENOSPC, EDQUOT), EIO or a read-only filesystem fails the batch at once and "
       "the stage's health says failing until a write succeeds; other write errors block the sink and are retried "

@@ -23,10 +23,11 @@ class JsonlRunWriter final : public RecordWriter {
  public:
   JsonlRunWriter(std::string path, WriteRetry& retry) : path_(std::move(path)), retry_(retry) {}
 
-  void open() override {
+  void open(const std::set<std::string>& interrupted) override {
     if (path_ == "-") return;
     // The lock first: a second sluiced writing this file fails here, before anything is touched.
     lock_ = lock_output(OutputLock::for_file(path_), "output '" + path_ + "'", retry_);
+    drop_records_of(path_, interrupted, retry_, "sink");
     if (const int err = file_.try_open(path_, OutputFile::Mode::append))
       throw StageError("cannot open '" + path_ + "' for writing: " + errno_text(err));
     file_.cut_torn_line(retry_);
@@ -126,10 +127,17 @@ class JsonlSourceWriter final : public RecordWriter {
       : dir_(std::move(dir)), rotate_bytes_(rotate_bytes),
         rotate_ns_(static_cast<std::int64_t>(rotate_s * 1e9)), retry_(retry), stage_(std::move(stage)) {}
 
-  void open() override {
+  void open(const std::set<std::string>& interrupted) override {
     create_directory_or_throw(dir_);
     lock_ = lock_output(OutputLock::for_directory(dir_), "output directory '" + dir_.string() + "'", retry_);
     remove_stale_temps(dir_, stage_);
+    if (interrupted.empty()) return;
+    // An interrupted input's records may be in the live file or in one rotated since.
+    std::vector<fs::path> files;
+    std::error_code ec;
+    for (fs::directory_iterator it(dir_, ec), end; !ec && it != end; it.increment(ec))
+      if (it->path().extension() == ".jsonl" && it->is_regular_file(ec)) files.push_back(it->path());
+    for (const fs::path& f : files) drop_records_of(f, interrupted, retry_, stage_);
   }
 
   void add(const FrameMeta& f, const Origin& origin, std::string_view record) override {

@@ -9,6 +9,7 @@
 #include "kernels/half.hpp"
 #include "kernels/topk.hpp"
 #include "runtime/errors.hpp"
+#include "runtime/utf8.hpp"
 
 namespace sluice::sinks {
 namespace fs = std::filesystem;
@@ -36,7 +37,7 @@ NpyWriter::NpyWriter(const PayloadDesc& d, fs::path dir, WriteRetry& retry, std:
   }
 }
 
-void NpyWriter::open() {
+void NpyWriter::open(const std::set<std::string>& interrupted) {
   create_directory_or_throw(dir_);
   lock_ = lock_output(OutputLock::for_directory(dir_), "output directory '" + dir_.string() + "'", retry_);
   remove_stale_temps(dir_, stage_);
@@ -50,6 +51,7 @@ void NpyWriter::open() {
       batches_ = std::max<std::uint64_t>(batches_, n + 1);
   }
   const std::string index = (dir_ / "index.jsonl").string();
+  drop_records_of(index, interrupted, retry_, stage_);
   if (const int err = index_.try_open(index, OutputFile::Mode::append))
     throw StageError("cannot open '" + index + "' for writing: " + errno_text(err));
   index_.cut_torn_line(retry_);
@@ -87,8 +89,10 @@ void NpyWriter::write(const Batch& b, Origins& origins) {
     const FrameMeta& m = b.frames[static_cast<std::size_t>(row)];
     nlohmann::ordered_json line{{"file", name}, {"row", row}, {"source_id", m.source_id}, {"sequence", m.sequence},
                                 {"pts_ns", m.pts_ns}};
-    if (m.input != 0) {  // lets a reader match frames to inputs (and drop the repeats of a redone input)
-      line["input"] = origins.of(m).uri;
+    if (m.input != 0) {  // lets a reader match frames to inputs
+      const std::string& uri = origins.of(m).uri;
+      line["input"] = uri;
+      if (!valid_utf8(uri)) line["input_hex"] = to_hex(uri);
       line["input_frame"] = m.input_frame;
     }
     lines_ += line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);

@@ -4,6 +4,7 @@
 // runs, reloads and resumed jobs: batch numbers go on from the highest one there, index.jsonl is appended to.
 #include <cstdint>
 #include <filesystem>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -21,9 +22,10 @@ namespace sluice::sinks {
 class NpyWriter {
  public:
   NpyWriter(const PayloadDesc& d, std::filesystem::path dir, WriteRetry& retry, std::string stage);
-  // Creates the directory, takes its lock (runtime/output_lock.hpp), opens index.jsonl to append to (cutting a
-  // torn last line); StageError when it cannot.
-  void open();
+  // Creates the directory, takes its lock (runtime/output_lock.hpp), takes the index lines of `interrupted`
+  // inputs out (drop_records_of: the job does them again), opens index.jsonl to append to (cutting a torn last
+  // line); StageError when it cannot. The batch files keep those rows; only index lines make rows results.
+  void open(const std::set<std::string>& interrupted);
   // batch-NNNNNNNN.npy (written to a temporary name, fsync'ed, renamed), then its frames' index lines, fsync'ed:
   // every line names a complete file, and a frame counts as delivered only once its line is durable.
   void write(const Batch& b, Origins& origins);

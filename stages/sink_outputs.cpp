@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <ctime>
 #include <fstream>
+#include <functional>
 #include <set>
 #include <system_error>
 #include <thread>
@@ -20,6 +21,8 @@
 #include <spdlog/spdlog.h>
 
 #include "runtime/errors.hpp"
+#include "runtime/job_ledger.hpp"
+#include "runtime/utf8.hpp"
 
 namespace sluice::sinks {
 namespace fs = std::filesystem;
@@ -308,6 +311,90 @@ std::size_t remove_stale_temps(const fs::path& dir, const std::string& stage) {
   return removed;
 }
 
+namespace {
+
+// Calls `line(text, terminated)` for each line of `path` (without its '\n'); false when the file is missing.
+bool for_each_line(const fs::path& path, const std::function<void(std::string_view, bool)>& line) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    std::error_code ec;
+    if (!fs::exists(path, ec)) return false;
+    throw StageError("cannot read '" + path.string() + "'");
+  }
+  std::string pending;
+  std::size_t line_no = 0;
+  std::vector<char> buf(std::size_t{1} << 20);
+  while (in) {
+    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+    std::string_view chunk(buf.data(), static_cast<std::size_t>(in.gcount()));
+    for (std::size_t nl; (nl = chunk.find('\n')) != std::string_view::npos; chunk.remove_prefix(nl + 1)) {
+      ++line_no;
+      if (pending.empty()) {
+        line(chunk.substr(0, nl), true);
+      } else {
+        pending.append(chunk.substr(0, nl));
+        line(pending, true);
+        pending.clear();
+      }
+    }
+    pending.append(chunk);
+    if (pending.size() > kMaxRecordBytes)
+      throw StageError("'" + path.string() + "': line " + std::to_string(line_no + 1) + " is longer than " +
+                       std::to_string(kMaxRecordBytes >> 20) + " MiB; not a file of sluice records");
+  }
+  if (in.bad()) throw StageError("reading '" + path.string() + "' failed");
+  if (!pending.empty()) line(pending, false);
+  return true;
+}
+
+// The job ledger's key of the input a record names, or "" when it names none.
+std::string record_input(std::string_view line) {
+  const auto j = nlohmann::json::parse(line, nullptr, false);
+  if (!j.is_object()) return {};
+  if (auto h = j.find("input_hex"); h != j.end() && h->is_string()) {
+    auto raw = from_hex(h->get<std::string>());
+    return raw ? JobLedger::key(*raw) : std::string();
+  }
+  if (auto i = j.find("input"); i != j.end() && i->is_string()) return JobLedger::key(i->get<std::string>());
+  return {};
+}
+
+}  // namespace
+
+std::size_t drop_records_of(const fs::path& path, const std::set<std::string>& inputs, WriteRetry& retry,
+                            const std::string& stage) {
+  if (inputs.empty()) return 0;
+  auto dropped = [&](std::string_view text, bool terminated) {
+    return !terminated || inputs.count(record_input(text)) > 0;
+  };
+  std::size_t drop = 0;
+  if (!for_each_line(path, [&](std::string_view text, bool terminated) { drop += dropped(text, terminated); }))
+    return 0;
+  if (drop == 0) return 0;
+  const fs::path dir = path.parent_path().empty() ? fs::path(".") : path.parent_path();
+  const fs::path temp = temp_path(dir, path.filename().string());
+  OutputFile out;
+  out.open(temp.string(), OutputFile::Mode::truncate, retry);
+  std::string kept;
+  for_each_line(path, [&](std::string_view text, bool terminated) {
+    if (dropped(text, terminated)) return;
+    kept.append(text);
+    kept += '\n';
+    if (kept.size() >= (std::size_t{1} << 20)) {
+      out.append(kept, retry);
+      kept.clear();
+    }
+  });
+  out.append(kept, retry);
+  out.sync(retry);
+  out.close();
+  commit_rename(temp, path, retry);
+  spdlog::info("stage '{}': took {} records of inputs that an interrupted run had started out of '{}' (they are "
+               "done again)",
+               stage, drop, path.string());
+  return drop;
+}
+
 fs::path temp_path(const fs::path& dir, const std::string& final_name) {
   return dir / ("." + final_name + ".sluice-tmp");
 }
@@ -373,14 +460,9 @@ void OutputNames::open(const fs::path& dir) {
     if (j.contains("input") && j["input"].is_string()) {
       key = j["input"];
     } else if (j.contains("input_hex") && j["input_hex"].is_string()) {
-      const std::string hex = j["input_hex"];
-      auto digit = [](char c) { return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1; };
-      for (std::size_t i = 0; i + 1 < hex.size(); i += 2) {
-        const int hi = digit(hex[i]), lo = digit(hex[i + 1]);
-        if (hi < 0 || lo < 0) break;
-        key += static_cast<char>(hi * 16 + lo);
-      }
-      if (key.empty()) continue;
+      auto raw = from_hex(j["input_hex"].get<std::string>());
+      if (!raw || raw->empty()) continue;
+      key = std::move(*raw);
     } else {
       continue;
     }
@@ -412,17 +494,8 @@ std::string OutputNames::claim(const std::string& key, const std::string& stem, 
   const bool existed = fs::exists(file, ec);
   std::string line;
   if (torn_) line += '\n';
-  try {
-    line += nlohmann::json{{"name", name}, {"input", key}}.dump();
-  } catch (const nlohmann::json::type_error&) {  // not UTF-8 (a path can be any bytes): kept exactly, as hex
-    std::string hex;
-    for (const unsigned char c : key) {
-      static constexpr char kDigits[] = "0123456789abcdef";
-      hex += kDigits[c >> 4];
-      hex += kDigits[c & 15];
-    }
-    line += nlohmann::json{{"name", name}, {"input_hex", hex}}.dump();
-  }
+  if (valid_utf8(key)) line += nlohmann::json{{"name", name}, {"input", key}}.dump();
+  else line += nlohmann::json{{"name", name}, {"input_hex", to_hex(key)}}.dump();  // kept exactly
   line += '\n';
   OutputFile out;
   out.open(file.string(), OutputFile::Mode::append, retry);

@@ -12,6 +12,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -122,6 +123,15 @@ void create_directory_or_throw(const std::filesystem::path& dir);
 OutputLock lock_output(const std::filesystem::path& lock_file, const std::string& what, const WriteRetry& retry);
 // Removes `.*.sluice-tmp*` entries (files and directories) of `dir` that a killed run left; returns how many.
 std::size_t remove_stale_temps(const std::filesystem::path& dir, const std::string& stage);
+// Takes the records of interrupted inputs out of a line file that several inputs share (jsonl per run or
+// source, npy's index.jsonl) before the job redoes them, so that each input's records are there once: every
+// line whose "input" (or "input_hex") names one of `inputs` (keys as JobLedger::key gives them), and a torn
+// last line, go. The rest is written to a temporary, fsync'ed and renamed over `path` (a crash leaves the old
+// file or the new one). Does nothing (returns 0) when no line matches or the file does not exist; returns how
+// many lines went. StageError when the file cannot be read or replaced, or holds a line over kMaxRecordBytes.
+std::size_t drop_records_of(const std::filesystem::path& path, const std::set<std::string>& inputs,
+                            WriteRetry& retry, const std::string& stage);
+inline constexpr std::size_t kMaxRecordBytes = std::size_t{64} << 20;
 // The temporary name of `final_name` in `dir`: `.<final_name>.sluice-tmp`.
 std::filesystem::path temp_path(const std::filesystem::path& dir, const std::string& final_name);
 

@@ -24,7 +24,7 @@ class PerInputWriter : public RecordWriter {
   PerInputWriter(fs::path dir, WriteRetry& retry, std::string stage)
       : dir_(std::move(dir)), retry_(retry), stage_(std::move(stage)) {}
 
-  void open() override {
+  void open(const std::set<std::string>&) override {  // per-input outputs: an interrupted one was a temp
     create_directory_or_throw(dir_);
     // The lock first: a second run or daemon over this directory fails here, before it removes a temp.
     lock_ = lock_output(OutputLock::for_directory(dir_), "output directory '" + dir_.string() + "'", retry_);

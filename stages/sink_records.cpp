@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kernels/half.hpp"
+#include "runtime/utf8.hpp"
 
 namespace sluice::sinks {
 
@@ -28,6 +29,7 @@ const Origin& Origins::of(const FrameMeta& f) {
       if (auto p = shared_->inputs.get(f.input)) {
         o.uri = p->uri;
         o.source = p->source;
+        o.live = is_live(p->kind);
       }
     if (o.source.empty()) o.source = source_name(f.source_id);
     if (o.uri.empty()) o.uri = "input" + std::to_string(f.input);  // not known to the tracker: still distinct
@@ -80,6 +82,7 @@ std::string RecordFormatter::json(const Batch& b, int i, const Origin& origin, s
   j["source_name"] = origin.source;
   if (f.input != 0) {
     j["input"] = origin.uri;
+    if (!valid_utf8(origin.uri)) j["input_hex"] = to_hex(origin.uri);  // "input" shows U+FFFD for such bytes
     j["input_frame"] = f.input_frame;
   }
   j["sequence"] = f.sequence;

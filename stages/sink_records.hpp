@@ -19,6 +19,7 @@ namespace sluice::sinks {
 struct Origin {
   std::string source;  // the source's name ("source<N>" when it has none)
   std::string uri;     // the input (a file path, a camera, a URL); empty for frames without one
+  bool live = false;   // the input is a camera or stream connection (not a file a job redoes)
 };
 
 // Names of sources and inputs from the pipeline's InputTracker, looked up once per input and kept until

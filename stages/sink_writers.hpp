@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -28,8 +29,10 @@ class RecordWriter {
  public:
   virtual ~RecordWriter() = default;
   // Takes the lock, makes the directory or opens the file (to append); fails fast (StageError) when that cannot
-  // be done at all, or another sluiced holds the output (naming its pid).
-  virtual void open() = 0;
+  // be done at all, or another sluiced holds the output (naming its pid). Writers of outputs that several inputs
+  // share then take the records of `interrupted` (inputs a killed run had started; JobLedger::interrupted())
+  // out of them (drop_records_of), since the job does those inputs again.
+  virtual void open(const std::set<std::string>& interrupted) = 0;
   // Buffers the record (one JSON object, no newline) of frame `f`; no I/O.
   virtual void add(const FrameMeta& f, const Origin& origin, std::string_view record) = 0;
   // Writes and fsyncs what add() buffered. When that fails (at once for a full disk, after the retry gives up

@@ -453,3 +453,59 @@ TEST_CASE("job ledger: a size or time that is a float or past int64 is refused, 
                       Catch::Contains("t.ledger:1") && Catch::Contains("not a ledger record"));
   }
 }
+
+TEST_CASE("job ledger: an input started and not finished is interrupted at the next open", "[job_ledger]") {
+  TempDir d;
+  const fs::path a = d.path / "a.mp4", b = d.path / "b.mp4", c = d.path / "c\xe9.mp4";
+  write_file(a, "aa");
+  write_file(b, "bbb");
+  write_file(c, "c");
+  const fs::path file = d.path / "j.ledger";
+  {
+    JobLedger l(file);
+    REQUIRE(l.interrupted().empty());
+    l.started({a.string(), b.string()});
+    l.started({a.string(), c.string()});  // a: once per run
+    REQUIRE(l.done(a.string(), 2, {"/out/x.jsonl"}));
+    REQUIRE(l.failed(b.string(), "corrupt", 1));
+    REQUIRE_FALSE(l.finished(c.string()));
+  }
+  const auto recs = parse_lines(file);
+  REQUIRE(recs.size() == 5);
+  REQUIRE(recs[0]["status"] == "started");
+  REQUIRE(recs[1]["status"] == "started");
+  REQUIRE(recs[2]["status"] == "started");
+  REQUIRE(recs[2].contains("input_hex"));  // c is not UTF-8: kept exactly
+  {
+    JobLedger l(file);
+    REQUIRE(l.interrupted() == std::set<std::string>{c.string()});  // a done, b failed after they started
+    REQUIRE(l.finished(a.string()));
+    REQUIRE(l.finished(b.string()));
+    REQUIRE_FALSE(l.finished(c.string()));
+    REQUIRE(l.resumed_count() == 2);  // done and failed records
+    l.started({c.string()});          // redone in this run, killed again
+  }
+  {
+    JobLedger l(file);
+    REQUIRE(l.interrupted() == std::set<std::string>{c.string()});
+    REQUIRE(l.done(c.string(), 1, {}));
+  }
+  JobLedger l(file);
+  REQUIRE(l.interrupted().empty());
+  REQUIRE(l.finished(c.string()));
+}
+
+TEST_CASE("job ledger: a done input started again (it changed) is interrupted, no longer finished", "[job_ledger]") {
+  const auto p = JobLedger::parse(
+      "{\"input\":\"/a\",\"size\":1,\"mtime_ns\":2,\"status\":\"done\"}\n"
+      "{\"input\":\"/a\",\"size\":3,\"mtime_ns\":4,\"status\":\"started\"}\n"
+      "{\"input\":\"/b\",\"size\":1,\"mtime_ns\":2,\"status\":\"started\"}\n"
+      "{\"input\":\"/b\",\"size\":1,\"mtime_ns\":2,\"status\":\"done\"}\n",
+      "t.ledger");
+  REQUIRE(p.interrupted == std::set<std::string>{"/a"});
+  REQUIRE(p.entries.count("/a") == 0);
+  REQUIRE(p.entries.count("/b") == 1);
+  REQUIRE(p.records == 2);
+  REQUIRE_THROWS_WITH(JobLedger::parse("{\"input\":\"/a\",\"size\":1.5,\"mtime_ns\":2,\"status\":\"started\"}\n{}\n", "t"),
+                      Catch::Contains("t:1") && Catch::Contains("size"));
+}

@@ -30,7 +30,9 @@
 #include "pipeline_helpers.hpp"
 #include "stage_params.hpp"
 #include "runtime/errors.hpp"
+#include "runtime/job_ledger.hpp"
 #include "runtime/stage.hpp"
+#include "runtime/utf8.hpp"
 #include "stages/builtin.hpp"
 #include "stages/sink_outputs.hpp"
 
@@ -659,5 +661,97 @@ TEST_CASE("a directory result that cannot be committed keeps its records aside a
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   CHECK(nlohmann::json::parse("[" + text + "]").size() == 2);  // both delivered records
   CHECK(rig.shared->inputs.totals().with_errors == 1);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("a job's sink takes the records of inputs a killed run had started out of shared outputs: exactly once",
+          "[sinks]") {
+  const std::map<std::string, Params> kinds = {
+      {"per run", {{"type", "jsonl"}, {"path", "out.jsonl"}}},
+      {"per source", {{"type", "jsonl"}, {"per", "source"}, {"rotate_mb", "0.0005"}, {"path", "by-source"}}},
+      {"npy", {{"type", "npy"}, {"path", "npy"}}},
+  };
+  for (const auto& entry : kinds) {
+    const std::string kind = entry.first;  // a copy: lambdas below capture it (not a structured binding)
+    const Params& given = entry.second;
+    SECTION(kind) {
+      const fs::path dir = fresh_dir("job_exactly_once");
+      fs::create_directories(dir);
+      Params p = given;
+      p["path"] = (dir / p["path"]).string();
+      const std::string a = (dir / "a.mp4").string(), b = (dir / "b\xe9.mp4").string();  // b is not UTF-8
+      auto records = [&] {  // input -> its input_frame numbers, over every file the sink wrote
+        std::map<std::string, std::vector<std::uint64_t>> by;
+        std::vector<fs::path> files;
+        if (kind == "per run") files = {p["path"]};
+        if (kind == "npy") files = {fs::path(p["path"]) / "index.jsonl"};
+        if (kind == "per source")
+          for (const auto& e : fs::directory_iterator(p["path"]))
+            if (e.path().extension() == ".jsonl") files.push_back(e.path());
+        for (const auto& f : files)
+          for (const auto& r : read_lines(f))
+            by[r.contains("input_hex") ? *from_hex(r["input_hex"].get<std::string>()) : r["input"].get<std::string>()]
+                .push_back(r["input_frame"]);
+        for (auto& [input, frames] : by) std::sort(frames.begin(), frames.end());
+        return by;
+      };
+      {  // run 1: a finishes, b is killed after 3 of its 5 frames were delivered
+        Rig rig(p);
+        rig.shared->job = std::make_shared<JobLedger>(dir / "j.ledger");
+        rig.stage->open(rig.ctx);
+        const std::uint32_t ia = begin_input(rig, a, 2);
+        const std::uint32_t ib = rig.shared->inputs.begin(0, b, InputKind::file, 5);
+        rig.shared->inputs.decoded(ib, 3);
+        const std::vector<FrameMeta> frames = {frame(0, ia, 0), frame(1, ib, 0), frame(2, ia, 1), frame(3, ib, 1)};
+        TestBatch first(rig.desc, frames);
+        rig.stage->process(&first.b, rig.ctx);
+        TestBatch second(rig.desc, {frame(4, ib, 2)});
+        rig.stage->process(&second.b, rig.ctx);
+        settle_and_finish(rig, frames);
+        rig.shared->job->done(a, 2, {});
+        // kill -9: nothing more happens; the stage lets go of its locks as the process would
+      }
+      REQUIRE(records()[b] == std::vector<std::uint64_t>{0, 1, 2});
+      {  // run 2: b is redone from its start
+        Rig rig(p);
+        rig.shared->job = std::make_shared<JobLedger>(dir / "j.ledger");
+        REQUIRE(rig.shared->job->interrupted() == std::set<std::string>{b});
+        rig.stage->open(rig.ctx);
+        CHECK(records().count(b) == 0);  // taken out before anything of this run was written
+        const std::uint32_t ib = begin_input(rig, b, 5);
+        std::vector<FrameMeta> frames;
+        for (std::uint64_t i = 0; i < 5; ++i) frames.push_back(frame(10 + i, ib, i));
+        TestBatch batch(rig.desc, frames);
+        rig.stage->process(&batch.b, rig.ctx);
+        settle_and_finish(rig, frames);
+        rig.shared->job->done(b, 5, {});
+        rig.stage->close(rig.ctx);
+      }
+      const auto by = records();
+      CHECK(by.at(a) == std::vector<std::uint64_t>{0, 1});
+      CHECK(by.at(b) == std::vector<std::uint64_t>{0, 1, 2, 3, 4});
+      CHECK(by.size() == 2);
+      fs::remove_all(dir);
+    }
+  }
+}
+
+TEST_CASE("taking records out keeps every other line byte for byte and drops a torn last line", "[sinks]") {
+  const fs::path dir = fresh_dir("drop_records");
+  fs::create_directories(dir);
+  const fs::path f = dir / "x.jsonl";
+  const std::string keep = "{\"input\":\"/in/a.mp4\",\"input_frame\":0}\n{\"source\":3}\nnot json at all\n"
+                           "{\"input\":\"/in/./c.mp4\",\"input_frame\":7}\n";
+  std::ofstream(f, std::ios::binary) << "{\"input\":\"/in/b.mp4\",\"input_frame\":0}\n" << keep.substr(0, 38)
+                                     << "{\"input\": \"/in/../in/b.mp4\", \"input_frame\": 1}\n" << keep.substr(38)
+                                     << "{\"input_hex\":\"2f696e2f622e6d7034\",\"input\":\"x\"}\n{\"input\":\"/in/a.m";
+  sinks::WriteRetry retry("sink", 1);
+  REQUIRE(sinks::drop_records_of(f, {"/in/b.mp4"}, retry, "sink") == 4);
+  std::ifstream in(f, std::ios::binary);
+  const std::string after((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  CHECK(after == keep);
+  CHECK(sinks::drop_records_of(f, {"/in/b.mp4"}, retry, "sink") == 0);  // nothing left to take: untouched
+  CHECK(sinks::drop_records_of(dir / "missing.jsonl", {"/in/b.mp4"}, retry, "sink") == 0);
+  CHECK(names_in(dir) == std::set<std::string>{"x.jsonl"});  // no temporary left
   fs::remove_all(dir);
 }
