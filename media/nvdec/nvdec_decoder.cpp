@@ -23,6 +23,7 @@ static void sluice_nvdec_loader_log(void* ctx, const char* fmt, ...) {
 #include <ffnvcodec/dynlink_loader.h>
 
 #include "kernels/nv12_convert.cuh"
+#include "runtime/gpu.hpp"
 
 namespace sluice {
 
@@ -144,6 +145,7 @@ struct NvdecDecoder::Impl {
   };
   std::vector<Buffer> buffers;
   CUdeviceptr scratch = 0;  // the converted frame on its way to the host
+  CUevent ready = nullptr;  // pop_to_device: recorded after the conversion, waited on by the consumer
   std::size_t scratch_capacity = 0;
   std::string error;  // set by a callback; thrown by feed()
 
@@ -387,6 +389,7 @@ void NvdecDecoder::close() noexcept {
   for (auto& b : m.buffers)
     if (b.ptr) d.cu->cuMemFree(b.ptr);
   if (m.scratch) d.cu->cuMemFree(m.scratch);
+  if (m.ready) d.cu->cuEventDestroy(m.ready);
   m.buffers.clear();
   if (m.stream) d.cu->cuStreamDestroy(m.stream);
   m.stream = nullptr;
@@ -420,6 +423,25 @@ void NvdecDecoder::finish() {
 }
 
 NvdecFrame NvdecDecoder::pop_to_host(std::uint8_t* dst, std::size_t capacity, const NvdecOutput& output) {
+  NvdecFrame f = pop(dst, capacity, output, /*to_device=*/false);
+  if (f.error.empty()) check(impl_->d, impl_->d.cu->cuStreamSynchronize(impl_->stream), "cuStreamSynchronize");
+  return f;
+}
+
+NvdecFrame NvdecDecoder::pop_to_device(std::uint8_t* dst_device, std::size_t capacity, const NvdecOutput& output,
+                                       CUstream_st* consumer) {
+  NvdecFrame f = pop(dst_device, capacity, output, /*to_device=*/true);
+  if (f.error.empty() && consumer) {
+    Impl& m = *impl_;
+    ContextScope scope(m.d);
+    if (!m.ready) check(m.d, m.d.cu->cuEventCreate(&m.ready, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
+    check(m.d, m.d.cu->cuEventRecord(m.ready, m.stream), "cuEventRecord");
+    gpu::stream_wait_event(consumer, m.ready);  // the runtime's: the loader has no cuStreamWaitEvent
+  }
+  return f;
+}
+
+NvdecFrame NvdecDecoder::pop(std::uint8_t* dst, std::size_t capacity, const NvdecOutput& output, bool to_device) {
   if (ready_.empty()) throw NvdecError("no decoded frame is queued");
   Impl& m = *impl_;
   Pending p = std::move(ready_.front());
@@ -431,7 +453,8 @@ NvdecFrame NvdecDecoder::pop_to_host(std::uint8_t* dst, std::size_t capacity, co
   f.error = p.error;
   if (!p.error.empty()) return f;
   Impl::Buffer& held = m.buffers[p.buffer];
-  held.busy = false;  // free again once this call's work on the stream is done (it waits for it below)
+  // Free for the next picture: whatever writes it next is enqueued on this stream, after the work below.
+  held.busy = false;
   ContextScope scope(m.d);
   const std::size_t rows = static_cast<std::size_t>(p.height);
   const std::size_t row = static_cast<std::size_t>(p.width) * p.bytes_per_sample;
@@ -444,31 +467,36 @@ NvdecFrame NvdecDecoder::pop_to_host(std::uint8_t* dst, std::size_t capacity, co
     copy.srcMemoryType = CU_MEMORYTYPE_DEVICE;
     copy.srcDevice = held.ptr;
     copy.srcPitch = p.pitch;
-    copy.dstMemoryType = CU_MEMORYTYPE_HOST;
-    copy.dstHost = dst;
+    copy.dstMemoryType = to_device ? CU_MEMORYTYPE_DEVICE : CU_MEMORYTYPE_HOST;
+    if (to_device) copy.dstDevice = reinterpret_cast<CUdeviceptr>(dst);
+    else copy.dstHost = dst;
     copy.dstPitch = row;
     copy.WidthInBytes = row;
     copy.Height = rows;
-    check(m.d, m.d.cu->cuMemcpy2DAsync(&copy, m.stream), "cuMemcpy2DAsync (luma to host)");
+    check(m.d, m.d.cu->cuMemcpy2DAsync(&copy, m.stream), "cuMemcpy2DAsync (luma)");
     copy.srcDevice = held.ptr + p.pitch * rows;
-    copy.dstHost = dst + row * rows;
+    if (to_device) copy.dstDevice = reinterpret_cast<CUdeviceptr>(dst + row * rows);
+    else copy.dstHost = dst + row * rows;
     copy.dstPitch = chroma_row;
     copy.WidthInBytes = chroma_row;
     copy.Height = chroma_rows;
-    check(m.d, m.d.cu->cuMemcpy2DAsync(&copy, m.stream), "cuMemcpy2DAsync (chroma to host)");
+    check(m.d, m.d.cu->cuMemcpy2DAsync(&copy, m.stream), "cuMemcpy2DAsync (chroma)");
     f.bytes = p.bytes;
-  } else {
-    kernels::Nv12ConvertParams cp;
-    cp.in_width = p.width;
-    cp.in_height = p.height;
-    cp.in_pitch = p.pitch;
-    cp.in_bytes_per_sample = p.bytes_per_sample;
-    cp.out_format = output.format;
-    cp.out_width = output.width;
-    cp.out_height = output.height;
-    f.bytes = image_bytes(cp.out_format, cp.out_width, cp.out_height);
-    if (f.bytes > capacity)
-      throw NvdecError("a converted frame of " + std::to_string(f.bytes) + " bytes does not fit " + std::to_string(capacity));
+    return f;
+  }
+  kernels::Nv12ConvertParams cp;
+  cp.in_width = p.width;
+  cp.in_height = p.height;
+  cp.in_pitch = p.pitch;
+  cp.in_bytes_per_sample = p.bytes_per_sample;
+  cp.out_format = output.format;
+  cp.out_width = output.width;
+  cp.out_height = output.height;
+  f.bytes = image_bytes(cp.out_format, cp.out_width, cp.out_height);
+  if (f.bytes > capacity)
+    throw NvdecError("a converted frame of " + std::to_string(f.bytes) + " bytes does not fit " + std::to_string(capacity));
+  std::uint8_t* out = dst;
+  if (!to_device) {
     if (m.scratch_capacity < f.bytes) {  // grows once per output size, then is reused
       if (m.scratch) m.d.cu->cuMemFree(m.scratch);
       m.scratch = 0;
@@ -476,16 +504,15 @@ NvdecFrame NvdecDecoder::pop_to_host(std::uint8_t* dst, std::size_t capacity, co
       check(m.d, m.d.cu->cuMemAlloc(&m.scratch, f.bytes), "cuMemAlloc (converted frame)");
       m.scratch_capacity = f.bytes;
     }
-    try {
-      kernels::nv12_convert_gpu(cp, reinterpret_cast<const std::uint8_t*>(held.ptr),
-                                reinterpret_cast<const std::uint8_t*>(held.ptr + p.pitch * rows),
-                                reinterpret_cast<std::uint8_t*>(m.scratch), m.stream);
-    } catch (const std::exception& e) {
-      throw NvdecError(e.what());
-    }
-    check(m.d, m.d.cu->cuMemcpyDtoHAsync(dst, m.scratch, f.bytes, m.stream), "cuMemcpyDtoHAsync");
+    out = reinterpret_cast<std::uint8_t*>(m.scratch);
   }
-  check(m.d, m.d.cu->cuStreamSynchronize(m.stream), "cuStreamSynchronize");
+  try {
+    kernels::nv12_convert_gpu(cp, reinterpret_cast<const std::uint8_t*>(held.ptr),
+                              reinterpret_cast<const std::uint8_t*>(held.ptr + p.pitch * rows), out, m.stream);
+  } catch (const std::exception& e) {
+    throw NvdecError(e.what());
+  }
+  if (!to_device) check(m.d, m.d.cu->cuMemcpyDtoHAsync(dst, m.scratch, f.bytes, m.stream), "cuMemcpyDtoHAsync");
   return f;
 }
 

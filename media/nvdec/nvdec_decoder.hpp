@@ -23,6 +23,8 @@
 #include "media/nvdec/annexb.hpp"
 #include "runtime/format.hpp"
 
+struct CUstream_st;
+
 namespace sluice {
 
 // Empty when NVDEC can be used on this host (driver libraries, a device, a context); else why not, e.g.
@@ -82,11 +84,17 @@ class NvdecDecoder {
   // corrupt comes back with its error and nothing written. Throws NvdecError when the queue is empty, the
   // frame does not fit or the GPU fails.
   NvdecFrame pop_to_host(std::uint8_t* dst, std::size_t capacity, const NvdecOutput& output);
+  // The same into device memory, without waiting: the work is enqueued on this session's stream and, when
+  // `consumer` is given, that stream waits for it (an event), so a GPU consumer reads the frame in order.
+  // Frames stay on the GPU: only the compressed bytes crossed PCIe.
+  NvdecFrame pop_to_device(std::uint8_t* dst_device, std::size_t capacity, const NvdecOutput& output,
+                           CUstream_st* consumer = nullptr);
   // The current sequence (all zero before the first sequence header).
   const NvdecSequence& sequence() const noexcept { return sequence_; }
 
  private:
   void close() noexcept;
+  NvdecFrame pop(std::uint8_t* dst, std::size_t capacity, const NvdecOutput& output, bool to_device);
   struct Impl;
   std::unique_ptr<Impl> impl_;
   struct Pending {
