@@ -165,3 +165,46 @@ TEST_CASE("Annex-B files with decoder: cpu go to the CPU file reader, or fail sa
   }
 #endif
 }
+
+namespace {
+// A CPU file reader that only says who it is (its own registry: the global one belongs to other tests).
+class NamedReader final : public FrameReader {
+ public:
+  explicit NamedReader(const std::string& uri) {
+    info_.uri = uri;
+    info_.backend = "cpu-fake";
+  }
+  ReadStatus read(const FrameTarget&, std::string&) override { return ReadStatus::end; }
+  const InputInfo& info() const override { return info_; }
+
+ private:
+  InputInfo info_;
+};
+}  // namespace
+
+TEST_CASE("Annex-B files fall back to the CPU file reader when NVDEC cannot serve them", "[annexb]") {
+#if SLUICE_WITH_CUDA
+  if (nvdec_unavailable_reason().empty()) return;  // a GPU machine: decoder auto takes NVDEC (GPU tests)
+#endif
+  ReaderRegistry registry;
+  register_annexb_reader(registry);
+  const std::string path = test::source_dir() + "/tests/data/nvdec/hevc_320x240.hevc";
+  ReaderOptions options;
+  // Without a CPU file reader (a GPU-host build): the input fails and says why.
+  CHECK_THROWS_WITH(registry.open(InputKind::file, path, options), Catch::Contains("NVDEC unavailable: "));
+  options.decoder = "cpu";
+  CHECK_THROWS_WITH(registry.open(InputKind::file, path, options), Catch::Contains("decoder: cpu"));
+  // With one (the media library): auto and cpu go to it; gpu still fails.
+  registry.add(InputKind::file, [](const std::string& uri, const ReaderOptions&) {
+    return std::unique_ptr<FrameReader>(std::make_unique<NamedReader>(uri));
+  });
+  for (const char* choice : {"auto", "cpu"}) {
+    options.decoder = choice;
+    CHECK(registry.open(InputKind::file, path, options)->info().backend == "cpu-fake");
+  }
+  options.decoder = "gpu";
+  CHECK_THROWS_WITH(registry.open(InputKind::file, path, options), Catch::Contains("decoder: gpu, but NVDEC unavailable: "));
+  // Other extensions never reach the NVDEC reader.
+  options.decoder = "gpu";
+  CHECK(registry.open(InputKind::file, "clip.mp4", options)->info().backend == "cpu-fake");
+}

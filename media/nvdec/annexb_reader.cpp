@@ -94,10 +94,10 @@ class NvdecReader final : public FrameReader {
 }  // namespace
 #endif
 
-void register_annexb_reader() {
+void register_annexb_reader(ReaderRegistry& registry) {
   std::vector<std::string> exts;
   for (const auto e : annexb_extensions()) exts.emplace_back(e);
-  ReaderRegistry::global().add_for_extensions(
+  registry.add_for_extensions(
       exts, [](const std::string& uri, const ReaderOptions& options, std::string& why) -> std::unique_ptr<FrameReader> {
         if (options.decoder == "cpu") {
           why = "decoder: cpu";

@@ -3,8 +3,10 @@
 // decodes on NVDEC when the GPU and the codec allow (ReaderOptions::decoder auto|gpu), else it leaves the file
 // to the CPU file reader (the media library's OpenCV/FFmpeg) or, without one, fails the input with
 // "NVDEC unavailable: <why>".
+#include "runtime/frame_reader.hpp"
+
 namespace sluice {
 
-void register_annexb_reader();
+void register_annexb_reader(ReaderRegistry& registry = ReaderRegistry::global());
 
 }  // namespace sluice
