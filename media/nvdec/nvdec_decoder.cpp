@@ -242,7 +242,9 @@ struct NvdecCallbacks {
                        std::to_string(caps.nMaxHeight) + ")");
     const int width = fmt.display_area.right - fmt.display_area.left;
     const int height = fmt.display_area.bottom - fmt.display_area.top;
-    if (width < 2 || height < 2 || fmt.display_area.left < 0 || fmt.display_area.top < 0)
+    if (width < 2 || height < 2 || fmt.display_area.left < 0 || fmt.display_area.top < 0 ||
+        fmt.display_area.right > static_cast<int>(fmt.coded_width) ||
+        fmt.display_area.bottom > static_cast<int>(fmt.coded_height))
       throw NvdecError("invalid display area in the sequence header");
     const bool same = m.decoder && fmt.coded_width == m.format.coded_width &&
                       fmt.coded_height == m.format.coded_height && fmt.bit_depth_luma_minus8 == m.format.bit_depth_luma_minus8 &&
