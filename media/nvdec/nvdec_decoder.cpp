@@ -1,5 +1,6 @@
 #include "media/nvdec/nvdec_decoder.hpp"
 
+#include <algorithm>
 #include <cstdarg>
 #include <cstdio>
 #include <mutex>
@@ -77,6 +78,11 @@ Driver& driver() {
   });
   return d;
 }
+
+// Pictures the parser holds back before displaying one, so that mapping a picture (which waits for its
+// decode) overlaps the decoding of the next ones instead of stalling the session on every picture
+// (nvcuvid.h recommends 2..4; 0 is for the lowest latency).
+constexpr int kDisplayDelay = 4;
 
 cudaVideoCodec cuvid_codec(VideoCodec c) { return c == VideoCodec::hevc ? cudaVideoCodec_HEVC : cudaVideoCodec_H264; }
 
@@ -249,7 +255,9 @@ struct NvdecCallbacks {
     const bool same = m.decoder && fmt.coded_width == m.format.coded_width &&
                       fmt.coded_height == m.format.coded_height && fmt.bit_depth_luma_minus8 == m.format.bit_depth_luma_minus8 &&
                       width == self.sequence_.width && height == self.sequence_.height;
-    const int surfaces = fmt.min_num_decode_surfaces + 4;
+    // The stream's DPB needs, plus the pictures held back for display (kDisplayDelay) and one spare; the
+    // decoder takes at most 32.
+    const int surfaces = std::min(32, fmt.min_num_decode_surfaces + kDisplayDelay + 1);
     if (!same) {
       // A new format (the first, or a resolution change): a decoder made for it. The parser has displayed
       // every picture of the old sequence by now, and they were converted into buffers of our own.
@@ -366,7 +374,7 @@ NvdecDecoder::NvdecDecoder(VideoCodec codec) {
     CUVIDPARSERPARAMS pp{};
     pp.CodecType = cuvid_codec(codec);
     pp.ulMaxNumDecodeSurfaces = 1;  // the sequence callback tells the real number
-    pp.ulMaxDisplayDelay = 0;       // pictures leave as soon as their order allows
+    pp.ulMaxDisplayDelay = kDisplayDelay;
     pp.pUserData = this;
     pp.pfnSequenceCallback = &NvdecCallbacks::sequence;
     pp.pfnDecodePicture = &NvdecCallbacks::decode;

@@ -8,10 +8,11 @@
 // the pipeline uses, on this session's own stream.
 //
 // The CUVID parser splits the stream into pictures and reads the sequence headers (size, bit depth, the VUI's
-// frame rate). Per sequence header the decoder is (re)created with min_num_decode_surfaces + 4 surfaces after
-// the capability check (cuvidGetDecoderCaps), so a mid-stream resolution change works. A picture to display
-// is checked (cuvidGetDecodeStatus), mapped, converted into a frame of this session's own, and unmapped once
-// the conversion finished; the surface then goes back to the decoder. Those frames queue until popped.
+// frame rate). Per sequence header the decoder is (re)created after the capability check (cuvidGetDecoderCaps)
+// with min_num_decode_surfaces + 5 surfaces (4 held back for display, 1 spare), so a mid-stream resolution
+// change works. A picture to display is checked (cuvidGetDecodeStatus), mapped, copied into a buffer of this
+// session's own, and unmapped once the copy finished; the surface then goes back to the decoder. Those frames
+// queue until popped.
 #include <cstddef>
 #include <cstdint>
 #include <deque>
