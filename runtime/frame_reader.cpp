@@ -1,5 +1,10 @@
 #include "runtime/frame_reader.hpp"
 
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cctype>
+
 namespace sluice {
 
 std::string_view to_string(InputKind k) noexcept {
@@ -24,6 +29,11 @@ void ReaderRegistry::add(InputKind kind, ReaderFactory factory) {
   factories_[kind] = std::move(factory);
 }
 
+void ReaderRegistry::add_for_extensions(const std::vector<std::string>& extensions, ExtensionReaderFactory factory) {
+  std::lock_guard lock(mu_);
+  for (const auto& ext : extensions) by_extension_[ext] = factory;
+}
+
 bool ReaderRegistry::has(InputKind kind) const {
   std::lock_guard lock(mu_);
   return factories_.count(kind) != 0;
@@ -32,9 +42,30 @@ bool ReaderRegistry::has(InputKind kind) const {
 std::unique_ptr<FrameReader> ReaderRegistry::open(InputKind kind, const std::string& uri,
                                                   const ReaderOptions& options) const {
   ReaderFactory factory;
+  ExtensionReaderFactory special;
   {
     std::lock_guard lock(mu_);
     if (auto it = factories_.find(kind); it != factories_.end()) factory = it->second;
+    if (kind == InputKind::file) {
+      const auto slash = uri.find_last_of('/');
+      const auto dot = uri.find_last_of('.');
+      if (dot != std::string::npos && (slash == std::string::npos || dot > slash)) {
+        std::string ext = uri.substr(dot);
+        std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+        if (auto it = by_extension_.find(ext); it != by_extension_.end()) special = it->second;
+      }
+    }
+  }
+  if (special) {
+    std::string why;
+    if (auto reader = special(uri, options, why)) return reader;
+    if (!factory) throw InputError("'" + uri + "': " + why);
+    bool first = false;
+    {
+      std::lock_guard lock(mu_);
+      first = fallbacks_logged_.insert(why).second;
+    }
+    if (first) spdlog::info("decoding on the CPU: {}", why);
   }
   if (!factory)
     throw InputError("'" + uri + "' is a " + std::string(to_string(kind)) +

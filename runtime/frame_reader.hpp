@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -55,9 +56,15 @@ struct ReaderOptions {
   std::uint64_t frames = 0;
   std::uint64_t seed = 1;
   bool animate = true;
+  // Video files a GPU decoder can read (Annex-B .h264/.hevc on NVDEC): "auto" uses it where the codec and the
+  // GPU allow and else the CPU decoder (saying why, once); "gpu" only it (the input fails when it cannot);
+  // "cpu" never it.
+  std::string decoder = "auto";
 };
 
-enum class ReadStatus : std::uint8_t { frame, end, error };
+// frame: decoded into the target. failed: this one frame could not be decoded (`why` says why; the decoder
+// reported it corrupt) and the input goes on. end: no more frames (files). error: the input cannot go on.
+enum class ReadStatus : std::uint8_t { frame, end, error, failed };
 
 class FrameReader {
  public:
@@ -74,12 +81,20 @@ struct InputError : std::runtime_error {
 };
 
 using ReaderFactory = std::function<std::unique_ptr<FrameReader>(const std::string& uri, const ReaderOptions&)>;
+// A reader for files of some extensions (Annex-B elementary streams on NVDEC), tried before the file kind's
+// factory. It returns nullptr with `why` set when it does not serve this input (no GPU, decoder: cpu); the
+// kind's factory then opens it and the reason is logged once per reason; without one, open() throws
+// InputError with `why`.
+using ExtensionReaderFactory =
+    std::function<std::unique_ptr<FrameReader>(const std::string& uri, const ReaderOptions&, std::string& why)>;
 
 // Factories per input kind; filled at start (core: testsrc; media library: the rest), read afterwards.
 class ReaderRegistry {
  public:
   static ReaderRegistry& global();
   void add(InputKind kind, ReaderFactory factory);  // replaces an earlier one of the same kind
+  // For file inputs whose extension (lower case, with the dot) is one of `extensions`; replaces earlier ones.
+  void add_for_extensions(const std::vector<std::string>& extensions, ExtensionReaderFactory factory);
   bool has(InputKind kind) const;
   // Opens `uri` as `kind`; throws InputError naming the URI and the reason (or the missing library).
   std::unique_ptr<FrameReader> open(InputKind kind, const std::string& uri, const ReaderOptions& options) const;
@@ -87,6 +102,8 @@ class ReaderRegistry {
  private:
   mutable std::mutex mu_;
   std::map<InputKind, ReaderFactory> factories_;
+  std::map<std::string, ExtensionReaderFactory> by_extension_;
+  mutable std::set<std::string> fallbacks_logged_;  // reasons already logged (once each)
 };
 
 }  // namespace sluice

@@ -200,7 +200,7 @@ std::string stream_name(const std::string& uri) {
 
 const std::vector<std::string_view>& video_extensions() {
   static const std::vector<std::string_view> list{".mp4", ".mkv", ".avi",  ".mov",  ".webm", ".m4v", ".ts", ".mpg",
-                                                  ".mpeg", ".flv", ".wmv", ".h264", ".h265", ".hevc"};
+                                                  ".mpeg", ".flv", ".wmv", ".h264", ".264", ".h265", ".hevc", ".265"};
   return list;
 }
 

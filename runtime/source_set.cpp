@@ -359,7 +359,7 @@ bool SourceSet::read_input(Source& s, const std::string& uri, InputKind kind, bo
                              settings_.height, settings_.pixel};
     std::string why;
     const ReadStatus status = reader->read(target, why);
-    if (status != ReadStatus::frame) {
+    if (status != ReadStatus::frame && status != ReadStatus::failed) {
       release_slot(s, slot);
       ended = true;
       if (status == ReadStatus::error) error = why;
@@ -387,6 +387,14 @@ bool SourceSet::read_input(Source& s, const std::string& uri, InputKind kind, bo
     meta.input = input;
     meta.input_frame = index;
     tracker->decoded(input);
+    if (status == ReadStatus::failed) {  // this frame is lost (the decoder reported it corrupt); the input goes on
+      release_slot(s, slot);
+      s.errors++;
+      std::lock_guard lock(mu_);
+      if (epoch != epoch_) meta.input = 0;
+      fail_frame(s, meta, why);
+      continue;
+    }
     s.last_frame_ns = now;
     if (period_ns && live) {
       if (now < next_due) {  // live: over the rate limit, this frame goes
@@ -465,6 +473,19 @@ void SourceSet::drop_frame(Source& s, FrameMeta meta, const char* why) {
   settings_.shared->inputs.settle(std::span<const FrameMeta>(&meta, 1), FrameFate::dropped);
 }
 
+// A frame the reader could not decode: produced and failed at once, with the decoder's reason.
+void SourceSet::fail_frame(Source& s, FrameMeta meta, const std::string& why) {
+  const std::string reason = "source '" + s.name + "': frame " + std::to_string(meta.input_frame) + ": " + why;
+  FrameLedger* ledger = settings_.shared ? settings_.shared->ledger : nullptr;
+  if (!ledger) {
+    unbound_failures_[reason]++;  // between two pipelines: the next one counts it
+    return;
+  }
+  ledger->produced(1);
+  ledger->failed(1, reason);
+  settings_.shared->inputs.settle(std::span<const FrameMeta>(&meta, 1), FrameFate::failed);
+}
+
 bool SourceSet::compatible(const SourceSetSettings& o) const {
   return o.width == settings_.width && o.height == settings_.height && o.pixel == settings_.pixel &&
          o.ring_memory == settings_.ring_memory && o.ring_frames == settings_.ring_frames &&
@@ -485,6 +506,11 @@ void SourceSet::rebind(std::shared_ptr<PipelineShared> shared) {
       settings_.shared->ledger->dropped(n, reason + " (during a reload)");
     }
     unbound_drops_.clear();
+    for (const auto& [reason, n] : unbound_failures_) {
+      settings_.shared->ledger->produced(n);
+      settings_.shared->ledger->failed(n, reason + " (during a reload)");
+    }
+    unbound_failures_.clear();
   }
 }
 

@@ -91,6 +91,7 @@ class SourceSet final : public SourceControl {
   void publish(Source& s, int slot, FrameMeta meta, std::uint64_t epoch);
   void release_slot(Source& s, int slot);    // a claimed slot that holds no frame after all
   void drop_frame(Source& s, FrameMeta meta, const char* why);  // mu_ held
+  void fail_frame(Source& s, FrameMeta meta, const std::string& why);  // mu_ held
   void set_state(Source& s, SourceState state, std::string reason = {});
   bool wait_backoff(Source& s, double seconds);
   void monitor();                            // stall watchdog, reaping of removed sources
@@ -114,6 +115,7 @@ class SourceSet final : public SourceControl {
   bool stopping_ = false;
   std::uint64_t epoch_ = 0;  // +1 per rebind(): frames of an earlier one carry no input
   std::map<std::string, std::uint64_t> unbound_drops_;  // dropped while bound to no pipeline, per reason
+  std::map<std::string, std::uint64_t> unbound_failures_;  // failed (corrupt) likewise
   bool monitor_exit_ = false;
   std::mt19937_64 jitter_rng_{std::random_device{}()};
   std::thread monitor_;

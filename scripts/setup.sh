@@ -9,6 +9,7 @@ packages=(
   catch2
   nlohmann-json3-dev
   libspdlog-dev libfmt-dev
+  libffmpeg-nvenc-dev     # NVDEC: the loader headers for the driver's libcuda/libnvcuvid (dlopen()ed at run time)
   libopencv-core-dev libopencv-imgproc-dev
   libopencv-videoio-dev libopencv-imgcodecs-dev  # the media library: files, cameras, streams, image output
   ffmpeg                  # the media tests make their inputs (H.264, MJPEG, PNG) and serve a stream with it

@@ -1,5 +1,7 @@
 #include "stages/builtin.hpp"
 
+#include "media/nvdec/annexb_reader.hpp"
+
 namespace sluice {
 
 void register_builtin_stages(StageRegistry& registry) {
@@ -10,6 +12,7 @@ void register_builtin_stages(StageRegistry& registry) {
   registry.add(download_stage());
   registry.add(sink_stage());
   register_testsrc_reader();
+  register_annexb_reader();  // .h264/.hevc files on NVDEC, in every build (media/nvdec)
 }
 
 }  // namespace sluice

@@ -178,6 +178,7 @@ SourceOptions source_defaults(const ParamValues& p) {
   o.reader.height = static_cast<int>(p.integer("height"));
   o.reader.fps = p.number("fps");
   o.reader.fourcc = p.string("camera_fourcc");
+  o.reader.decoder = p.string("decoder");
   o.reader.open_timeout_s = p.number("open_timeout_s");
   o.reader.read_timeout_s = p.number("read_timeout_s");
   o.reader.frames = static_cast<std::uint64_t>(p.integer("frames"));
@@ -218,7 +219,7 @@ struct SourceBaton {
 bool same_settings(const SourceOptions& a, const SourceOptions& b) {
   const auto reading = [](const SourceOptions& o) {
     return std::tie(o.uri, o.leaky, o.rate_limit, o.loop, o.decode_threads, o.stall_timeout_s, o.backoff_initial_s,
-                    o.backoff_max_s, o.max_attempts, o.reader.width, o.reader.height, o.reader.fps, o.reader.fourcc,
+                    o.backoff_max_s, o.max_attempts, o.reader.width, o.reader.height, o.reader.fps, o.reader.fourcc, o.reader.decoder,
                     o.reader.open_timeout_s, o.reader.read_timeout_s, o.reader.frames, o.reader.seed,
                     o.reader.animate);
   };
@@ -602,6 +603,9 @@ StageInfo decode_stage() {
                "read (a FIFO without a writer, a hung mount) is reported failed and abandoned", 0.05, 600.0},
               {"read_timeout_s", ParamType::number, "5", "streams: how long one read may block", 0.1, 600.0},
               {"camera_fourcc", ParamType::string, "", "cameras: pixel format to request (MJPG, YUYV, ...); empty: its default"},
+              {"decoder", ParamType::choice, "auto",
+               "video a GPU decoder reads (Annex-B .h264/.264/.h265/.hevc/.265 on NVDEC): auto = NVDEC where the codec "
+               "and the GPU allow, else the CPU decoder; gpu = NVDEC only; cpu = never NVDEC", {}, {}, {"auto", "gpu", "cpu"}},
           },
           [](const StageInit& init) -> std::unique_ptr<Stage> {
             if (!init.params.strings("uri").empty() || init.params.string("idle") == "wait")

@@ -29,6 +29,10 @@
 
 #include "kernels/preprocess_cpu.hpp"
 #include "media/media.hpp"
+#include "media/nvdec/annexb_reader.hpp"
+#if SLUICE_WITH_CUDA
+#include "media/nvdec/nvdec_decoder.hpp"
+#endif
 #include "media/opencv_reader.hpp"
 #include "runtime/inputs.hpp"
 
@@ -516,4 +520,26 @@ TEST_CASE("a stream that is not there fails to open within the open timeout", "[
   const auto t0 = Clock::now();
   REQUIRE_THROWS_WITH(ReaderRegistry::global().open(InputKind::stream, url, o), Catch::Contains("cannot open the stream"));
   CHECK(Clock::now() - t0 < std::chrono::seconds(15));
+}
+
+TEST_CASE("an Annex-B .h264 file is read on the CPU (OpenCV) when NVDEC cannot serve it", "[media][reader][annexb]") {
+#if SLUICE_WITH_CUDA
+  if (nvdec_unavailable_reason().empty()) return;  // NVDEC serves it here: the GPU tests cover that
+#endif
+  register_annexb_reader();  // sluiced registers it with the built-in stages
+  const std::string path = std::string(SLUICE_SOURCE_DIR) + "/tests/data/nvdec/h264_320x240.h264";
+  for (const char* choice : {"auto", "cpu"}) {
+    INFO(choice);
+    ReaderOptions options;
+    options.decoder = choice;
+    auto r = open_input(path, options);
+    CHECK(r->info().backend.find("NVDEC") == std::string::npos);
+    Frame f(320, 240, PixelFormat::bgr8);
+    const ReadAll got = read_all(*r, f.target);
+    CHECK(got.frames == 30);
+    CHECK(got.last == ReadStatus::end);
+  }
+  ReaderOptions gpu_only;
+  gpu_only.decoder = "gpu";
+  CHECK_THROWS_WITH(open_input(path, gpu_only), Catch::Contains("NVDEC unavailable: "));
 }

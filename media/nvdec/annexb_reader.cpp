@@ -1,0 +1,127 @@
+#include "media/nvdec/annexb_reader.hpp"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "media/nvdec/annexb.hpp"
+#include "runtime/frame_reader.hpp"
+#include "runtime/utf8.hpp"
+#if SLUICE_WITH_CUDA
+#include "media/nvdec/nvdec_decoder.hpp"
+#endif
+
+namespace sluice {
+
+#if SLUICE_WITH_CUDA
+namespace {
+
+// Bytes read at open at most before the first decoded picture must have appeared.
+constexpr std::uint64_t kMaxBytesBeforeFirstPicture = std::uint64_t{32} << 20;
+
+class NvdecReader final : public FrameReader {
+ public:
+  NvdecReader(const std::string& uri, std::unique_ptr<AnnexBFile> file)
+      : file_(std::move(file)), decoder_(file_->codec()) {
+    info_.uri = uri;
+    info_.kind = InputKind::file;
+    info_.backend = std::string("NVDEC ") + (file_->codec() == VideoCodec::hevc ? "HEVC" : "H.264");
+    // Up to the first decoded picture, so the size, the frame rate and a decodable stream are known here.
+    std::string why;
+    while (!decoder_.has_frame() && !eof_) {
+      if (!feed_next(why)) throw InputError("'" + to_valid_utf8(uri) + "': " + why);
+      if (file_->bytes_read() > kMaxBytesBeforeFirstPicture && !decoder_.has_frame())
+        throw InputError("'" + to_valid_utf8(uri) + "': no decodable picture in its first 32 MiB");
+    }
+    if (!decoder_.has_frame() && decoder_.sequence().count == 0)
+      throw InputError("'" + to_valid_utf8(uri) + "': no " + std::string(to_string(file_->codec())) +
+                       " sequence header (SPS) in the stream");
+    info_.width = decoder_.sequence().width;
+    info_.height = decoder_.sequence().height;
+    info_.fps = decoder_.sequence().fps;
+  }
+
+  ReadStatus read(const FrameTarget& target, std::string& why) override {
+    try {
+      while (!decoder_.has_frame()) {
+        if (finished_) return ReadStatus::end;
+        if (!feed_next(why)) return ReadStatus::error;
+      }
+      const NvdecOutput out{false, target.pixel, target.width, target.height};
+      const NvdecFrame f = decoder_.pop_to_host(reinterpret_cast<std::uint8_t*>(target.data),
+                                                image_bytes(target.pixel, target.width, target.height), out);
+      if (!f.error.empty()) {
+        why = f.error;
+        return ReadStatus::failed;
+      }
+      return ReadStatus::frame;
+    } catch (const std::exception& e) {
+      why = e.what();
+      return ReadStatus::error;
+    }
+  }
+
+  const InputInfo& info() const override { return info_; }
+
+ private:
+  // Feeds the next NAL unit, or the end of the stream; false with `why` when decoding cannot go on.
+  bool feed_next(std::string& why) {
+    try {
+      if (!eof_ && file_->next(nal_)) {
+        decoder_.feed(nal_.data(), nal_.size());
+        return true;
+      }
+      eof_ = true;
+      if (!finished_) {
+        finished_ = true;
+        decoder_.finish();
+      }
+      return true;
+    } catch (const std::exception& e) {
+      why = e.what();
+      eof_ = finished_ = true;
+      return false;
+    }
+  }
+
+  std::unique_ptr<AnnexBFile> file_;
+  NvdecDecoder decoder_;
+  InputInfo info_;
+  std::vector<std::uint8_t> nal_;
+  bool eof_ = false, finished_ = false;
+};
+
+}  // namespace
+#endif
+
+void register_annexb_reader(ReaderRegistry& registry) {
+  std::vector<std::string> exts;
+  for (const auto e : annexb_extensions()) exts.emplace_back(e);
+  registry.add_for_extensions(
+      exts, [](const std::string& uri, const ReaderOptions& options, std::string& why) -> std::unique_ptr<FrameReader> {
+        if (options.decoder == "cpu") {
+          why = "decoder: cpu";
+          return nullptr;
+        }
+#if SLUICE_WITH_CUDA
+        if (const std::string reason = nvdec_unavailable_reason(); !reason.empty()) {
+          why = "NVDEC unavailable: " + reason;
+          if (options.decoder == "gpu") throw InputError("'" + to_valid_utf8(uri) + "': decoder: gpu, but " + why);
+          return nullptr;
+        }
+        auto file = std::make_unique<AnnexBFile>(uri);
+        if (const std::string reason = nvdec_codec_unsupported_reason(file->codec(), 8); !reason.empty()) {
+          why = "NVDEC unavailable: " + reason;
+          if (options.decoder == "gpu") throw InputError("'" + to_valid_utf8(uri) + "': decoder: gpu, but " + why);
+          return nullptr;
+        }
+        return std::make_unique<NvdecReader>(uri, std::move(file));
+#else
+        why = "NVDEC unavailable: this sluiced was built without CUDA";
+        if (options.decoder == "gpu") throw InputError("'" + to_valid_utf8(uri) + "': decoder: gpu, but " + why);
+        return nullptr;
+#endif
+      });
+}
+
+}  // namespace sluice

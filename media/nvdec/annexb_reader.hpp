@@ -1,0 +1,12 @@
+#pragma once
+// The reader for Annex-B elementary streams (.h264 .264 .h265 .hevc .265), registered in every build: it
+// decodes on NVDEC when the GPU and the codec allow (ReaderOptions::decoder auto|gpu), else it leaves the file
+// to the CPU file reader (the media library's OpenCV/FFmpeg) or, without one, fails the input with
+// "NVDEC unavailable: <why>".
+#include "runtime/frame_reader.hpp"
+
+namespace sluice {
+
+void register_annexb_reader(ReaderRegistry& registry = ReaderRegistry::global());
+
+}  // namespace sluice

@@ -1,0 +1,529 @@
+#include "media/nvdec/nvdec_decoder.hpp"
+
+#include <algorithm>
+#include <cstdarg>
+#include <cstdio>
+#include <mutex>
+
+// The loader reports what it could not load through this hook (into the reason string), not on stderr.
+static void sluice_nvdec_loader_log(void* ctx, const char* fmt, ...) {
+  if (!ctx) return;
+  char line[256];
+  va_list args;
+  va_start(args, fmt);
+  std::vsnprintf(line, sizeof line, fmt, args);
+  va_end(args);
+  std::string& out = *static_cast<std::string*>(ctx);
+  if (out.empty()) {  // the first failure is the reason; later lines would only repeat it
+    out = line;
+    while (!out.empty() && out.back() == '\n') out.pop_back();
+  }
+}
+#define FFNV_LOG_FUNC(logctx, msg, ...) sluice_nvdec_loader_log((logctx), (msg), __VA_ARGS__)
+#define FFNV_DEBUG_LOG_FUNC(logctx, msg, ...)
+#include <ffnvcodec/dynlink_loader.h>
+
+#include "kernels/nv12_convert.cuh"
+#include "runtime/gpu.hpp"
+
+namespace sluice {
+
+namespace {
+
+// The driver libraries, loaded once for the life of the process (unloading under running sessions would
+// crash them), and the primary context of device 0.
+struct Driver {
+  CudaFunctions* cu = nullptr;
+  CuvidFunctions* cuvid = nullptr;
+  CUdevice device = 0;
+  CUcontext context = nullptr;
+  std::string unavailable;  // empty: usable
+};
+
+std::string cu_error(const Driver& d, CUresult r) {
+  const char* name = nullptr;
+  if (d.cu && d.cu->cuGetErrorName) d.cu->cuGetErrorName(r, &name);
+  return name ? name : "CUDA error " + std::to_string(static_cast<int>(r));
+}
+
+Driver& driver() {
+  static Driver d;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    std::string why;
+    if (cuda_load_functions(&d.cu, &why) != 0) {
+      d.unavailable = why.empty() ? "cannot load libcuda.so.1 (no NVIDIA driver)" : why + " (no NVIDIA driver?)";
+      return;
+    }
+    why.clear();
+    if (cuvid_load_functions(&d.cuvid, &why) != 0) {
+      d.unavailable = why.empty() ? "cannot load libnvcuvid.so.1" : why + " (the driver's video decode library)";
+      return;
+    }
+    CUresult r = d.cu->cuInit(0);
+    if (r != CUDA_SUCCESS) {
+      d.unavailable = "cuInit failed: " + cu_error(d, r);
+      return;
+    }
+    int count = 0;
+    if ((r = d.cu->cuDeviceGetCount(&count)) != CUDA_SUCCESS || count < 1) {
+      d.unavailable = r != CUDA_SUCCESS ? "cuDeviceGetCount failed: " + cu_error(d, r) : "no CUDA device";
+      return;
+    }
+    if ((r = d.cu->cuDeviceGet(&d.device, 0)) != CUDA_SUCCESS ||
+        (r = d.cu->cuDevicePrimaryCtxRetain(&d.context, d.device)) != CUDA_SUCCESS) {
+      d.unavailable = "cannot retain the primary context of device 0: " + cu_error(d, r);
+      return;
+    }
+  });
+  return d;
+}
+
+// Pictures the parser holds back before displaying one, so that mapping a picture (which waits for its
+// decode) overlaps the decoding of the next ones instead of stalling the session on every picture
+// (nvcuvid.h recommends 2..4; 0 is for the lowest latency).
+constexpr int kDisplayDelay = 4;
+
+cudaVideoCodec cuvid_codec(VideoCodec c) { return c == VideoCodec::hevc ? cudaVideoCodec_HEVC : cudaVideoCodec_H264; }
+
+const char* codec_name(VideoCodec c) { return c == VideoCodec::hevc ? "HEVC" : "H.264"; }
+
+// Makes the primary context current on this thread for a scope.
+class ContextScope {
+ public:
+  explicit ContextScope(const Driver& d) : d_(d) { ok_ = d_.cu->cuCtxPushCurrent(d_.context) == CUDA_SUCCESS; }
+  ~ContextScope() {
+    CUcontext popped = nullptr;
+    if (ok_) d_.cu->cuCtxPopCurrent(&popped);
+  }
+  ContextScope(const ContextScope&) = delete;
+  ContextScope& operator=(const ContextScope&) = delete;
+
+ private:
+  const Driver& d_;
+  bool ok_ = false;
+};
+
+void check(const Driver& d, CUresult r, const char* what) {
+  if (r != CUDA_SUCCESS) throw NvdecError(std::string(what) + " failed: " + cu_error(d, r));
+}
+
+}  // namespace
+
+std::string nvdec_unavailable_reason() {
+  try {
+    return driver().unavailable;
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+}
+
+std::string nvdec_codec_unsupported_reason(VideoCodec codec, int bit_depth) {
+  const Driver& d = driver();
+  if (!d.unavailable.empty()) return d.unavailable;
+  if (codec == VideoCodec::unknown) return "not an H.264 or HEVC stream";
+  ContextScope scope(d);
+  CUVIDDECODECAPS caps{};
+  caps.eCodecType = cuvid_codec(codec);
+  caps.eChromaFormat = cudaVideoChromaFormat_420;
+  caps.nBitDepthMinus8 = static_cast<unsigned>(std::max(0, bit_depth - 8));
+  const CUresult r = d.cuvid->cuvidGetDecoderCaps(&caps);
+  if (r != CUDA_SUCCESS) return "cuvidGetDecoderCaps failed: " + cu_error(d, r);
+  if (!caps.bIsSupported)
+    return std::string(codec_name(codec)) + " 4:2:0 " + std::to_string(bit_depth) +
+           "-bit is not supported by this GPU's NVDEC";
+  return {};
+}
+
+struct NvdecDecoder::Impl {
+  const Driver& d;
+  VideoCodec codec;
+  CUvideoctxlock lock = nullptr;
+  CUvideoparser parser = nullptr;
+  CUvideodecoder decoder = nullptr;
+  CUstream stream = nullptr;
+  CUVIDEOFORMAT format{};
+  int surface_height = 0;
+  struct Buffer {
+    CUdeviceptr ptr = 0;
+    std::size_t capacity = 0;
+    bool busy = false;
+  };
+  std::vector<Buffer> buffers;
+  CUdeviceptr scratch = 0;  // the converted frame on its way to the host
+  CUevent ready = nullptr;  // pop_to_device: recorded after the conversion, waited on by the consumer
+  std::size_t scratch_capacity = 0;
+  std::string error;  // set by a callback; thrown by feed()
+
+  explicit Impl(const Driver& driver) : d(driver) {}
+
+  std::size_t take_buffer(std::size_t bytes) {
+    for (std::size_t i = 0; i < buffers.size(); ++i)
+      if (!buffers[i].busy && buffers[i].capacity >= bytes) {
+        buffers[i].busy = true;
+        return i;
+      }
+    // Grows only up to the deepest queue seen (a burst at the end of the stream or a resolution change);
+    // afterwards buffers are reused.
+    for (std::size_t i = 0; i < buffers.size(); ++i)
+      if (!buffers[i].busy) {
+        check(d, d.cu->cuMemFree(buffers[i].ptr), "cuMemFree");
+        buffers[i] = {};
+        check(d, d.cu->cuMemAlloc(&buffers[i].ptr, bytes), "cuMemAlloc (decoded frame)");
+        buffers[i].capacity = bytes;
+        buffers[i].busy = true;
+        return i;
+      }
+    Buffer b;
+    check(d, d.cu->cuMemAlloc(&b.ptr, bytes), "cuMemAlloc (decoded frame)");
+    b.capacity = bytes;
+    b.busy = true;
+    buffers.push_back(b);
+    return buffers.size() - 1;
+  }
+
+  void destroy_decoder() {
+    if (decoder) d.cuvid->cuvidDestroyDecoder(decoder);
+    decoder = nullptr;
+  }
+};
+
+// The parser's callbacks (C function pointers: nothing may be thrown through them).
+struct NvdecCallbacks {
+  static int CUDAAPI sequence(void* user, CUVIDEOFORMAT* fmt) {
+    auto* self = static_cast<NvdecDecoder*>(user);
+    try {
+      return self_sequence(*self, *fmt);
+    } catch (const std::exception& e) {
+      self->impl_->error = e.what();
+      return 0;
+    }
+  }
+  static int CUDAAPI decode(void* user, CUVIDPICPARAMS* pic) {
+    auto* self = static_cast<NvdecDecoder*>(user);
+    auto& m = *self->impl_;
+    if (!m.decoder) {
+      if (m.error.empty()) m.error = "a picture before any sequence header";
+      return 0;
+    }
+    const CUresult r = m.d.cuvid->cuvidDecodePicture(m.decoder, pic);
+    if (r != CUDA_SUCCESS) {
+      m.error = "cuvidDecodePicture failed: " + cu_error(m.d, r);
+      return 0;
+    }
+    return 1;
+  }
+  static int CUDAAPI display(void* user, CUVIDPARSERDISPINFO* info) {
+    auto* self = static_cast<NvdecDecoder*>(user);
+    if (!info) return 1;  // end of stream
+    try {
+      self_display(*self, *info);
+      return 1;
+    } catch (const std::exception& e) {
+      self->impl_->error = e.what();
+      return 0;
+    }
+  }
+
+  static int self_sequence(NvdecDecoder& self, const CUVIDEOFORMAT& fmt) {
+    auto& m = *self.impl_;
+    const Driver& d = m.d;
+    const int depth = fmt.bit_depth_luma_minus8 + 8;
+    if (fmt.chroma_format != cudaVideoChromaFormat_420)
+      throw NvdecError(std::string(codec_name(m.codec)) + ": only 4:2:0 video is decoded on the GPU");
+    CUVIDDECODECAPS caps{};
+    caps.eCodecType = fmt.codec;
+    caps.eChromaFormat = fmt.chroma_format;
+    caps.nBitDepthMinus8 = fmt.bit_depth_luma_minus8;
+    check(d, d.cuvid->cuvidGetDecoderCaps(&caps), "cuvidGetDecoderCaps");
+    if (!caps.bIsSupported)
+      throw NvdecError(std::string(codec_name(m.codec)) + " " + std::to_string(depth) +
+                       "-bit 4:2:0 is not supported by this GPU's NVDEC");
+    if (fmt.coded_width > caps.nMaxWidth || fmt.coded_height > caps.nMaxHeight ||
+        fmt.coded_width < caps.nMinWidth || fmt.coded_height < caps.nMinHeight ||
+        (fmt.coded_width >> 4) * (fmt.coded_height >> 4) > caps.nMaxMBCount)
+      throw NvdecError("coded size " + std::to_string(fmt.coded_width) + "x" + std::to_string(fmt.coded_height) +
+                       " is outside this GPU's NVDEC limits (" + std::to_string(caps.nMinWidth) + "x" +
+                       std::to_string(caps.nMinHeight) + " to " + std::to_string(caps.nMaxWidth) + "x" +
+                       std::to_string(caps.nMaxHeight) + ")");
+    const int width = fmt.display_area.right - fmt.display_area.left;
+    const int height = fmt.display_area.bottom - fmt.display_area.top;
+    if (width < 2 || height < 2 || fmt.display_area.left < 0 || fmt.display_area.top < 0 ||
+        fmt.display_area.right > static_cast<int>(fmt.coded_width) ||
+        fmt.display_area.bottom > static_cast<int>(fmt.coded_height))
+      throw NvdecError("invalid display area in the sequence header");
+    const bool same = m.decoder && fmt.coded_width == m.format.coded_width &&
+                      fmt.coded_height == m.format.coded_height && fmt.bit_depth_luma_minus8 == m.format.bit_depth_luma_minus8 &&
+                      width == self.sequence_.width && height == self.sequence_.height;
+    // The stream's DPB needs, plus the pictures held back for display (kDisplayDelay) and one spare; the
+    // decoder takes at most 32.
+    const int surfaces = std::min(32, fmt.min_num_decode_surfaces + kDisplayDelay + 1);
+    if (!same) {
+      // A new format (the first, or a resolution change): a decoder made for it. The parser has displayed
+      // every picture of the old sequence by now, and they were converted into buffers of our own.
+      m.destroy_decoder();
+      CUVIDDECODECREATEINFO ci{};
+      ci.CodecType = fmt.codec;
+      ci.ChromaFormat = fmt.chroma_format;
+      ci.OutputFormat = depth > 8 ? cudaVideoSurfaceFormat_P016 : cudaVideoSurfaceFormat_NV12;
+      ci.bitDepthMinus8 = fmt.bit_depth_luma_minus8;
+      ci.DeinterlaceMode = fmt.progressive_sequence ? cudaVideoDeinterlaceMode_Weave : cudaVideoDeinterlaceMode_Adaptive;
+      ci.ulNumOutputSurfaces = 2;
+      ci.ulCreationFlags = cudaVideoCreate_PreferCUVID;
+      ci.ulNumDecodeSurfaces = static_cast<tcu_ulong>(surfaces);
+      ci.vidLock = m.lock;
+      ci.ulWidth = fmt.coded_width;
+      ci.ulHeight = fmt.coded_height;
+      ci.ulMaxWidth = fmt.coded_width;
+      ci.ulMaxHeight = fmt.coded_height;
+      ci.display_area.left = static_cast<short>(fmt.display_area.left);
+      ci.display_area.top = static_cast<short>(fmt.display_area.top);
+      ci.display_area.right = static_cast<short>(fmt.display_area.right);
+      ci.display_area.bottom = static_cast<short>(fmt.display_area.bottom);
+      ci.ulTargetWidth = static_cast<tcu_ulong>(width);
+      ci.ulTargetHeight = static_cast<tcu_ulong>(height);
+      check(d, d.cuvid->cuvidCreateDecoder(&m.decoder, &ci), "cuvidCreateDecoder");
+      m.format = fmt;
+      m.surface_height = height;
+      self.sequence_.count++;
+    }
+    self.sequence_.width = width;
+    self.sequence_.height = height;
+    self.sequence_.bit_depth = depth;
+    self.sequence_.decode_surfaces = surfaces;
+    self.sequence_.fps = fmt.frame_rate.numerator > 0 && fmt.frame_rate.denominator > 0
+                             ? static_cast<double>(fmt.frame_rate.numerator) / fmt.frame_rate.denominator
+                             : 0;
+    return surfaces;
+  }
+
+  static void self_display(NvdecDecoder& self, const CUVIDPARSERDISPINFO& info) {
+    auto& m = *self.impl_;
+    const Driver& d = m.d;
+    NvdecDecoder::Pending p;
+    p.width = self.sequence_.width;
+    p.height = self.sequence_.height;
+    const int bps = self.sequence_.bit_depth > 8 ? 2 : 1;
+    p.bytes_per_sample = bps;
+    CUVIDGETDECODESTATUS status{};
+    if (d.cuvid->cuvidGetDecodeStatus &&
+        d.cuvid->cuvidGetDecodeStatus(m.decoder, info.picture_index, &status) == CUDA_SUCCESS &&
+        (status.decodeStatus == cuvidDecodeStatus_Error || status.decodeStatus == cuvidDecodeStatus_Error_Concealed)) {
+      p.error = status.decodeStatus == cuvidDecodeStatus_Error ? "NVDEC reported a decode error in this picture"
+                                                               : "NVDEC concealed errors in this picture (corrupt data)";
+      self.ready_.push_back(std::move(p));
+      return;
+    }
+    CUVIDPROCPARAMS pp{};
+    pp.progressive_frame = info.progressive_frame;
+    pp.second_field = info.repeat_first_field + 1;
+    pp.top_field_first = info.top_field_first;
+    pp.unpaired_field = info.repeat_first_field < 0;
+    pp.output_stream = m.stream;
+    CUdeviceptr surface = 0;
+    unsigned int pitch = 0;
+    check(d, d.cuvid->cuvidMapVideoFrame(m.decoder, info.picture_index, &surface, &pitch, &pp), "cuvidMapVideoFrame");
+    const CUdeviceptr chroma = surface + static_cast<CUdeviceptr>(pitch) * static_cast<CUdeviceptr>((m.surface_height + 1) & ~1);
+    try {
+      // Copied out as it is (tightly packed), so the surface can go back at once; the conversion into the
+      // pipeline's layout happens when the frame is taken (pop), straight from this copy.
+      const std::size_t row = static_cast<std::size_t>(p.width) * bps;
+      const std::size_t luma_bytes = row * static_cast<std::size_t>(p.height);
+      const std::size_t chroma_rows = static_cast<std::size_t>((p.height + 1) / 2);
+      const std::size_t chroma_row = static_cast<std::size_t>((p.width + 1) / 2) * 2 * bps;
+      p.bytes = luma_bytes + chroma_row * chroma_rows;
+      p.pitch = std::max(row, chroma_row);
+      p.buffer = m.take_buffer(p.pitch * (static_cast<std::size_t>(p.height) + chroma_rows));
+      const CUdeviceptr dst = m.buffers[p.buffer].ptr;
+      CUDA_MEMCPY2D copy{};
+      copy.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+      copy.srcDevice = surface;
+      copy.srcPitch = pitch;
+      copy.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+      copy.dstDevice = dst;
+      copy.dstPitch = p.pitch;
+      copy.WidthInBytes = row;
+      copy.Height = static_cast<std::size_t>(p.height);
+      check(d, d.cu->cuMemcpy2DAsync(&copy, m.stream), "cuMemcpy2DAsync (luma)");
+      copy.srcDevice = chroma;
+      copy.dstDevice = dst + p.pitch * static_cast<std::size_t>(p.height);
+      copy.WidthInBytes = chroma_row;
+      copy.Height = chroma_rows;
+      check(d, d.cu->cuMemcpy2DAsync(&copy, m.stream), "cuMemcpy2DAsync (chroma)");
+      // The surface goes back to the decoder only once the copy that reads it is done.
+      check(d, d.cu->cuStreamSynchronize(m.stream), "cuStreamSynchronize (decoded picture)");
+    } catch (...) {
+      d.cuvid->cuvidUnmapVideoFrame(m.decoder, surface);
+      throw;
+    }
+    check(d, d.cuvid->cuvidUnmapVideoFrame(m.decoder, surface), "cuvidUnmapVideoFrame");
+    self.ready_.push_back(std::move(p));
+  }
+};
+
+NvdecDecoder::NvdecDecoder(VideoCodec codec) {
+  const Driver& d = driver();
+  if (!d.unavailable.empty()) throw NvdecError("NVDEC unavailable: " + d.unavailable);
+  if (codec == VideoCodec::unknown) throw NvdecError("NVDEC: not an H.264 or HEVC stream");
+  impl_ = std::make_unique<Impl>(d);
+  impl_->codec = codec;
+  ContextScope scope(d);
+  try {
+    check(d, d.cuvid->cuvidCtxLockCreate(&impl_->lock, d.context), "cuvidCtxLockCreate");
+    check(d, d.cu->cuStreamCreate(&impl_->stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+    CUVIDPARSERPARAMS pp{};
+    pp.CodecType = cuvid_codec(codec);
+    pp.ulMaxNumDecodeSurfaces = 1;  // the sequence callback tells the real number
+    pp.ulMaxDisplayDelay = kDisplayDelay;
+    pp.pUserData = this;
+    pp.pfnSequenceCallback = &NvdecCallbacks::sequence;
+    pp.pfnDecodePicture = &NvdecCallbacks::decode;
+    pp.pfnDisplayPicture = &NvdecCallbacks::display;
+    check(d, d.cuvid->cuvidCreateVideoParser(&impl_->parser, &pp), "cuvidCreateVideoParser");
+  } catch (...) {
+    close();
+    throw;
+  }
+}
+
+NvdecDecoder::~NvdecDecoder() { close(); }
+
+void NvdecDecoder::close() noexcept {
+  if (!impl_) return;
+  Impl& m = *impl_;
+  const Driver& d = m.d;
+  ContextScope scope(d);
+  if (m.parser) d.cuvid->cuvidDestroyVideoParser(m.parser);
+  m.parser = nullptr;
+  m.destroy_decoder();
+  for (auto& b : m.buffers)
+    if (b.ptr) d.cu->cuMemFree(b.ptr);
+  if (m.scratch) d.cu->cuMemFree(m.scratch);
+  if (m.ready) d.cu->cuEventDestroy(m.ready);
+  m.buffers.clear();
+  if (m.stream) d.cu->cuStreamDestroy(m.stream);
+  m.stream = nullptr;
+  if (m.lock) d.cuvid->cuvidCtxLockDestroy(m.lock);
+  m.lock = nullptr;
+  impl_.reset();
+}
+
+void NvdecDecoder::feed(const std::uint8_t* data, std::size_t size) {
+  Impl& m = *impl_;
+  if (!m.error.empty()) throw NvdecError(m.error);
+  if (size == 0) return;
+  ContextScope scope(m.d);
+  CUVIDSOURCEDATAPACKET packet{};
+  packet.payload = data;
+  packet.payload_size = static_cast<tcu_ulong>(size);
+  const CUresult r = m.d.cuvid->cuvidParseVideoData(m.parser, &packet);
+  if (!m.error.empty()) throw NvdecError(m.error);
+  if (r != CUDA_SUCCESS) throw NvdecError("cuvidParseVideoData failed: " + cu_error(m.d, r));
+}
+
+void NvdecDecoder::finish() {
+  Impl& m = *impl_;
+  if (!m.error.empty()) throw NvdecError(m.error);
+  ContextScope scope(m.d);
+  CUVIDSOURCEDATAPACKET packet{};
+  packet.flags = CUVID_PKT_ENDOFSTREAM;
+  const CUresult r = m.d.cuvid->cuvidParseVideoData(m.parser, &packet);
+  if (!m.error.empty()) throw NvdecError(m.error);
+  if (r != CUDA_SUCCESS) throw NvdecError("cuvidParseVideoData (end of stream) failed: " + cu_error(m.d, r));
+}
+
+NvdecFrame NvdecDecoder::pop_to_host(std::uint8_t* dst, std::size_t capacity, const NvdecOutput& output) {
+  NvdecFrame f = pop(dst, capacity, output, /*to_device=*/false);
+  if (f.error.empty()) check(impl_->d, impl_->d.cu->cuStreamSynchronize(impl_->stream), "cuStreamSynchronize");
+  return f;
+}
+
+NvdecFrame NvdecDecoder::pop_to_device(std::uint8_t* dst_device, std::size_t capacity, const NvdecOutput& output,
+                                       CUstream_st* consumer) {
+  NvdecFrame f = pop(dst_device, capacity, output, /*to_device=*/true);
+  if (f.error.empty() && consumer) {
+    Impl& m = *impl_;
+    ContextScope scope(m.d);
+    if (!m.ready) check(m.d, m.d.cu->cuEventCreate(&m.ready, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
+    check(m.d, m.d.cu->cuEventRecord(m.ready, m.stream), "cuEventRecord");
+    gpu::stream_wait_event(consumer, m.ready);  // the runtime's: the loader has no cuStreamWaitEvent
+  }
+  return f;
+}
+
+NvdecFrame NvdecDecoder::pop(std::uint8_t* dst, std::size_t capacity, const NvdecOutput& output, bool to_device) {
+  if (ready_.empty()) throw NvdecError("no decoded frame is queued");
+  Impl& m = *impl_;
+  Pending p = std::move(ready_.front());
+  ready_.pop_front();
+  NvdecFrame f;
+  f.width = p.width;
+  f.height = p.height;
+  f.bytes_per_sample = output.native ? p.bytes_per_sample : 1;
+  f.error = p.error;
+  if (!p.error.empty()) return f;
+  Impl::Buffer& held = m.buffers[p.buffer];
+  // Free for the next picture: whatever writes it next is enqueued on this stream, after the work below.
+  held.busy = false;
+  ContextScope scope(m.d);
+  const std::size_t rows = static_cast<std::size_t>(p.height);
+  const std::size_t row = static_cast<std::size_t>(p.width) * p.bytes_per_sample;
+  const std::size_t chroma_rows = static_cast<std::size_t>((p.height + 1) / 2);
+  const std::size_t chroma_row = static_cast<std::size_t>((p.width + 1) / 2) * 2 * p.bytes_per_sample;
+  if (output.native) {
+    if (p.bytes > capacity)
+      throw NvdecError("a decoded frame of " + std::to_string(p.bytes) + " bytes does not fit " + std::to_string(capacity));
+    CUDA_MEMCPY2D copy{};
+    copy.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+    copy.srcDevice = held.ptr;
+    copy.srcPitch = p.pitch;
+    copy.dstMemoryType = to_device ? CU_MEMORYTYPE_DEVICE : CU_MEMORYTYPE_HOST;
+    if (to_device) copy.dstDevice = reinterpret_cast<CUdeviceptr>(dst);
+    else copy.dstHost = dst;
+    copy.dstPitch = row;
+    copy.WidthInBytes = row;
+    copy.Height = rows;
+    check(m.d, m.d.cu->cuMemcpy2DAsync(&copy, m.stream), "cuMemcpy2DAsync (luma)");
+    copy.srcDevice = held.ptr + p.pitch * rows;
+    if (to_device) copy.dstDevice = reinterpret_cast<CUdeviceptr>(dst + row * rows);
+    else copy.dstHost = dst + row * rows;
+    copy.dstPitch = chroma_row;
+    copy.WidthInBytes = chroma_row;
+    copy.Height = chroma_rows;
+    check(m.d, m.d.cu->cuMemcpy2DAsync(&copy, m.stream), "cuMemcpy2DAsync (chroma)");
+    f.bytes = p.bytes;
+    return f;
+  }
+  kernels::Nv12ConvertParams cp;
+  cp.in_width = p.width;
+  cp.in_height = p.height;
+  cp.in_pitch = p.pitch;
+  cp.in_bytes_per_sample = p.bytes_per_sample;
+  cp.out_format = output.format;
+  cp.out_width = output.width;
+  cp.out_height = output.height;
+  f.bytes = image_bytes(cp.out_format, cp.out_width, cp.out_height);
+  if (f.bytes > capacity)
+    throw NvdecError("a converted frame of " + std::to_string(f.bytes) + " bytes does not fit " + std::to_string(capacity));
+  std::uint8_t* out = dst;
+  if (!to_device) {
+    if (m.scratch_capacity < f.bytes) {  // grows once per output size, then is reused
+      if (m.scratch) m.d.cu->cuMemFree(m.scratch);
+      m.scratch = 0;
+      m.scratch_capacity = 0;
+      check(m.d, m.d.cu->cuMemAlloc(&m.scratch, f.bytes), "cuMemAlloc (converted frame)");
+      m.scratch_capacity = f.bytes;
+    }
+    out = reinterpret_cast<std::uint8_t*>(m.scratch);
+  }
+  try {
+    kernels::nv12_convert_gpu(cp, reinterpret_cast<const std::uint8_t*>(held.ptr),
+                              reinterpret_cast<const std::uint8_t*>(held.ptr + p.pitch * rows), out, m.stream);
+  } catch (const std::exception& e) {
+    throw NvdecError(e.what());
+  }
+  if (!to_device) check(m.d, m.d.cu->cuMemcpyDtoHAsync(dst, m.scratch, f.bytes, m.stream), "cuMemcpyDtoHAsync");
+  return f;
+}
+
+}  // namespace sluice

@@ -1,0 +1,113 @@
+#pragma once
+// One NVDEC decoding session: Annex-B bytes in (H.264 or HEVC, fed NAL unit by NAL unit), decoded pictures out,
+// copied off the decoder's surface at once and converted on the GPU into the caller's frame layout when taken.
+//
+// The driver's libcuda.so.1 and libnvcuvid.so.1 are loaded at run time (Debian's libffmpeg-nvenc-dev loader
+// headers): nothing links against them, so a binary without a driver starts and nvdec_unavailable_reason()
+// says why NVDEC cannot be used. Work runs in the device's primary context, the one the CUDA runtime API of
+// the pipeline uses, on this session's own stream.
+//
+// The CUVID parser splits the stream into pictures and reads the sequence headers (size, bit depth, the VUI's
+// frame rate). Per sequence header the decoder is (re)created after the capability check (cuvidGetDecoderCaps)
+// with min_num_decode_surfaces + 5 surfaces (4 held back for display, 1 spare), so a mid-stream resolution
+// change works. A picture to display is checked (cuvidGetDecodeStatus), mapped, copied into a buffer of this
+// session's own, and unmapped once the copy finished; the surface then goes back to the decoder. Those frames
+// queue until popped.
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "media/nvdec/annexb.hpp"
+#include "runtime/format.hpp"
+
+struct CUstream_st;
+
+namespace sluice {
+
+// Empty when NVDEC can be used on this host (driver libraries, a device, a context); else why not, e.g.
+// "cannot load libnvcuvid.so.1" or "no CUDA device". Loads the libraries on first use; never throws.
+std::string nvdec_unavailable_reason();
+// The pixel surface a codec/bit depth decodes to on this GPU, as cuvidGetDecoderCaps reports it: empty when
+// supported, else why not (e.g. "HEVC 4:2:0 10-bit is not supported by this GPU's NVDEC").
+std::string nvdec_codec_unsupported_reason(VideoCodec codec, int bit_depth);
+
+struct NvdecError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// What decoded pictures become: `native` keeps the surface (NV12, or P016 for more than 8 bits: 16-bit
+// little-endian samples, the value in the high bits), tightly packed at the picture's display size; otherwise
+// one frame of `format` at width x height (kernels/nv12_convert.hpp).
+struct NvdecOutput {
+  bool native = false;
+  PixelFormat format = PixelFormat::bgr8;
+  int width = 0, height = 0;
+};
+
+struct NvdecSequence {
+  int width = 0, height = 0;  // display size
+  int bit_depth = 8;
+  double fps = 0;             // from the VUI timing info; 0 when the stream carries none
+  int decode_surfaces = 0;
+  int count = 0;              // sequence headers with a new format seen so far (2+: a resolution change)
+};
+
+// One decoded picture taken off the queue.
+struct NvdecFrame {
+  int width = 0, height = 0;   // the picture's display size
+  int bytes_per_sample = 1;    // native output: 2 for P016
+  std::size_t bytes = 0;       // bytes written to the destination
+  std::string error;           // non-empty: the decoder reported the picture corrupt; nothing was written
+};
+
+class NvdecDecoder {
+ public:
+  // Throws NvdecError when NVDEC is unavailable or the session cannot be created.
+  explicit NvdecDecoder(VideoCodec codec);
+  ~NvdecDecoder();
+  NvdecDecoder(const NvdecDecoder&) = delete;
+  NvdecDecoder& operator=(const NvdecDecoder&) = delete;
+
+  // Parses and decodes `size` bytes (whole NAL units); pictures ready to display queue up. Throws NvdecError
+  // when the stream cannot be decoded (unsupported format, a parser or decoder failure).
+  void feed(const std::uint8_t* data, std::size_t size);
+  // End of stream: the pictures still held for reordering are decoded and queued.
+  void finish();
+
+  bool has_frame() const noexcept { return !ready_.empty(); }
+  std::size_t queued() const noexcept { return ready_.size(); }
+  // Takes the oldest frame: converts it (or copies it, native) into host memory `dst` (capacity bytes; pinned
+  // memory makes the copy a DMA) and waits for that on this session's stream. A frame the decoder reported
+  // corrupt comes back with its error and nothing written. Throws NvdecError when the queue is empty, the
+  // frame does not fit or the GPU fails.
+  NvdecFrame pop_to_host(std::uint8_t* dst, std::size_t capacity, const NvdecOutput& output);
+  // The same into device memory, without waiting: the work is enqueued on this session's stream and, when
+  // `consumer` is given, that stream waits for it (an event), so a GPU consumer reads the frame in order.
+  // Frames stay on the GPU: only the compressed bytes crossed PCIe.
+  NvdecFrame pop_to_device(std::uint8_t* dst_device, std::size_t capacity, const NvdecOutput& output,
+                           CUstream_st* consumer = nullptr);
+  // The current sequence (all zero before the first sequence header).
+  const NvdecSequence& sequence() const noexcept { return sequence_; }
+
+ private:
+  void close() noexcept;
+  NvdecFrame pop(std::uint8_t* dst, std::size_t capacity, const NvdecOutput& output, bool to_device);
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  struct Pending {
+    std::size_t buffer = 0;  // index into buffers
+    int width = 0, height = 0, bytes_per_sample = 1;
+    std::size_t bytes = 0;   // native, tightly packed
+    std::size_t pitch = 0;   // of the held copy (luma and chroma rows alike)
+    std::string error;
+  };
+  std::deque<Pending> ready_;
+  NvdecSequence sequence_;
+  friend struct NvdecCallbacks;
+};
+
+}  // namespace sluice

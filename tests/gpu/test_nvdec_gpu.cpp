@@ -1,0 +1,340 @@
+// NVDEC: decoded pictures against ffmpeg's decode of the same Annex-B files (per-frame adler32 of the NV12/P010
+// frame, made by `ffmpeg -f framehash -hash adler32`, see tests/data/nvdec/README.md), a mid-stream resolution
+// change, the NV12 -> frame conversion kernel against its CPU twin, and NVDEC sources in real pipelines
+// (corrupt and truncated streams next to good ones, 16 sources at once) with frame conservation.
+#include <catch2/catch.hpp>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "kernels/nv12_convert.cuh"
+#include "kernels/nv12_convert_cpu.hpp"
+#include "media/nvdec/annexb.hpp"
+#include "media/nvdec/annexb_reader.hpp"
+#include "media/nvdec/nvdec_decoder.hpp"
+#include "runtime/cuda_check.hpp"
+#include "runtime/frame_reader.hpp"
+#include "runtime/source_control.hpp"
+#include "tests/gpu/device_memory.hpp"
+#include "tests/pipeline_helpers.hpp"
+#include "tests/temp_dir.hpp"
+
+using namespace sluice;
+using namespace sluice::test;
+
+namespace {
+
+std::string clip(const std::string& name) { return source_dir() + "/tests/data/nvdec/" + name; }
+
+std::uint32_t adler32(const std::uint8_t* d, std::size_t n) {
+  std::uint32_t a = 1, b = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    a = (a + d[i]) % 65521;
+    b = (b + a) % 65521;
+  }
+  return (b << 16) | a;
+}
+
+struct FrameSum {
+  std::size_t bytes;
+  std::uint32_t hash;
+};
+
+// The frames of an ffmpeg framehash file: "stream, dts, pts, duration, size, hash" per frame.
+std::vector<FrameSum> read_framehash(const std::string& path) {
+  std::ifstream in(path);
+  REQUIRE(in.good());
+  std::vector<FrameSum> out;
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    std::vector<std::string> fields;
+    std::stringstream ss(line);
+    for (std::string f; std::getline(ss, f, ',');) fields.push_back(f);
+    REQUIRE(fields.size() == 6);
+    out.push_back({std::stoul(fields[4]), static_cast<std::uint32_t>(std::stoul(fields[5], nullptr, 16))});
+  }
+  return out;
+}
+
+struct Decoded {
+  std::vector<FrameSum> frames;
+  std::vector<std::vector<std::uint8_t>> native;  // the first few frames as decoded (NV12/P016)
+  std::vector<std::pair<int, int>> sizes;
+  NvdecSequence sequence;
+  std::vector<std::string> errors;
+};
+
+Decoded decode_native(const std::string& path, std::size_t keep = 3) {
+  AnnexBFile file(path);
+  NvdecDecoder decoder(file.codec());
+  Decoded out;
+  std::vector<std::uint8_t> nal, frame(8 << 20);
+  const auto drain = [&] {
+    while (decoder.has_frame()) {
+      const NvdecFrame f = decoder.pop_to_host(frame.data(), frame.size(), NvdecOutput{true});
+      if (!f.error.empty()) {
+        out.errors.push_back(f.error);
+        continue;
+      }
+      out.frames.push_back({f.bytes, adler32(frame.data(), f.bytes)});
+      out.sizes.emplace_back(f.width, f.height);
+      if (out.native.size() < keep) out.native.emplace_back(frame.begin(), frame.begin() + static_cast<std::ptrdiff_t>(f.bytes));
+    }
+  };
+  while (file.next(nal)) {
+    decoder.feed(nal.data(), nal.size());
+    drain();
+  }
+  decoder.finish();
+  drain();
+  out.sequence = decoder.sequence();
+  return out;
+}
+
+void require_nvdec() {
+  const std::string why = nvdec_unavailable_reason();
+  INFO("NVDEC unavailable: " << why);
+  REQUIRE(why.empty());  // a GPU is present (main exits 77 otherwise): NVDEC must work with its driver
+}
+
+}  // namespace
+
+TEST_CASE("NV12/P016 conversion kernel equals its CPU twin on random inputs", "[gpu][nvdec][kernel]") {
+  std::mt19937 rng(1234);
+  TestStream stream;
+  const PixelFormat formats[] = {PixelFormat::bgr8, PixelFormat::rgb8, PixelFormat::gray8, PixelFormat::nv12,
+                                 PixelFormat::i420};
+  for (int round = 0; round < 40; ++round) {
+    kernels::Nv12ConvertParams p;
+    p.in_width = 2 + static_cast<int>(rng() % 300);
+    p.in_height = 2 + static_cast<int>(rng() % 200);
+    p.in_bytes_per_sample = 1 + static_cast<int>(rng() % 2);
+    p.in_pitch = static_cast<std::size_t>((p.in_width + 1) / 2) * 2 * p.in_bytes_per_sample + rng() % 64;
+    p.out_format = formats[round % 5];
+    p.out_width = 2 * (1 + static_cast<int>(rng() % 200));
+    p.out_height = 2 * (1 + static_cast<int>(rng() % 150));
+    if (round % 4 == 0) {  // the native size: a plain conversion
+      p.in_width = p.out_width;
+      p.in_height = p.out_height;
+      p.in_pitch = static_cast<std::size_t>(p.in_width) * p.in_bytes_per_sample + 32;
+    }
+    INFO("round " << round << ": " << p.in_width << "x" << p.in_height << " bps " << p.in_bytes_per_sample << " -> "
+                  << to_string(p.out_format) << " " << p.out_width << "x" << p.out_height);
+    const std::size_t luma_bytes = p.in_pitch * static_cast<std::size_t>(p.in_height);
+    const std::size_t chroma_bytes = p.in_pitch * static_cast<std::size_t>((p.in_height + 1) / 2);
+    std::vector<std::uint8_t> src(luma_bytes + chroma_bytes);
+    for (auto& b : src) b = static_cast<std::uint8_t>(rng());
+    const std::size_t out_bytes = image_bytes(p.out_format, p.out_width, p.out_height);
+    std::vector<std::uint8_t> cpu(out_bytes), gpu(out_bytes, 0xAB);
+    kernels::nv12_convert_cpu(p, src.data(), src.data() + luma_bytes, cpu.data());
+    DeviceBuffer d_src(src.size()), d_dst(out_bytes);
+    copy_to_device(d_src.get(), src.data(), src.size());
+    const auto* base = static_cast<const std::uint8_t*>(d_src.get());
+    kernels::nv12_convert_gpu(p, base, base + luma_bytes, static_cast<std::uint8_t*>(d_dst.get()), stream.get());
+    CUDA_CHECK(cudaMemcpyAsync(gpu.data(), d_dst.get(), out_bytes, cudaMemcpyDeviceToHost, stream.get()));
+    CUDA_CHECK(cudaStreamSynchronize(stream.get()));
+    std::size_t differing = 0;
+    for (std::size_t i = 0; i < out_bytes; ++i) differing += cpu[i] != gpu[i];
+    REQUIRE(differing == 0);  // integer arithmetic on both sides: identical bytes
+  }
+}
+
+TEST_CASE("NVDEC decodes H.264, HEVC and 10-bit HEVC exactly as ffmpeg does", "[gpu][nvdec]") {
+  require_nvdec();
+  struct Case {
+    const char *file, *reference;
+    int bit_depth;
+    double fps;
+  };
+  for (const Case& c : {Case{"h264_320x240.h264", "h264_320x240.h264.nv12.framehash", 8, 25.0},
+                        Case{"hevc_320x240.hevc", "hevc_320x240.hevc.nv12.framehash", 8, 30.0},
+                        Case{"hevc10_320x240.hevc", "hevc10_320x240.hevc.p010.framehash", 10, 30.0}}) {
+    INFO(c.file);
+    const Decoded got = decode_native(clip(c.file));
+    const std::vector<FrameSum> want = read_framehash(clip(c.reference));
+    CHECK(got.errors.empty());
+    CHECK(got.sequence.bit_depth == c.bit_depth);
+    CHECK(got.sequence.width == 320);
+    CHECK(got.sequence.height == 240);
+    CHECK(got.sequence.fps == Approx(c.fps));  // from the SPS's VUI timing info
+    CHECK(got.sequence.decode_surfaces > 4);
+    REQUIRE(got.frames.size() == want.size());
+    for (std::size_t i = 0; i < want.size(); ++i) {
+      INFO("frame " << i);
+      CHECK(got.frames[i].bytes == want[i].bytes);
+      CHECK(got.frames[i].hash == want[i].hash);  // H.264/HEVC decoding is bit-exact: no tolerance needed
+    }
+  }
+}
+
+TEST_CASE("NVDEC follows a mid-stream resolution change", "[gpu][nvdec]") {
+  require_nvdec();
+  // Two streams concatenated: 30 frames of 320x240, then 12 of 192x144 (a new SPS).
+  const Decoded got = decode_native(clip("h264_size_change.h264"));
+  const std::vector<FrameSum> want = read_framehash(clip("h264_size_change.h264.nv12.framehash"));
+  CHECK(got.sequence.count == 2);
+  CHECK(got.sequence.width == 192);
+  CHECK(got.sequence.height == 144);
+  REQUIRE(got.frames.size() == want.size());
+  REQUIRE(got.frames.size() == 42);
+  CHECK(got.sizes.front() == std::pair{320, 240});
+  CHECK(got.sizes.back() == std::pair{192, 144});
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    INFO("frame " << i);
+    CHECK(got.frames[i].bytes == want[i].bytes);
+    CHECK(got.frames[i].hash == want[i].hash);
+  }
+}
+
+TEST_CASE("NVDEC reader converts into the pipeline's frame layout as the CPU twin does", "[gpu][nvdec][reader]") {
+  require_nvdec();
+  register_annexb_reader();
+  const std::string path = clip("hevc10_320x240.hevc");
+  const Decoded native = decode_native(path, 3);
+  REQUIRE(native.native.size() == 3);
+  struct Target {
+    PixelFormat pixel;
+    int width, height;
+  };
+  for (const Target& t : {Target{PixelFormat::bgr8, 320, 240}, Target{PixelFormat::rgb8, 224, 160},
+                          Target{PixelFormat::nv12, 640, 480}, Target{PixelFormat::gray8, 100, 50}}) {
+    INFO(to_string(t.pixel) << " " << t.width << "x" << t.height);
+    ReaderOptions options;
+    options.decoder = "gpu";
+    auto reader = ReaderRegistry::global().open(InputKind::file, path, options);
+    CHECK(reader->info().backend == "NVDEC HEVC");
+    CHECK(reader->info().fps == Approx(30.0));
+    CHECK(reader->info().width == 320);
+    const std::size_t bytes = image_bytes(t.pixel, t.width, t.height);
+    std::vector<std::byte> got(bytes);
+    std::vector<std::uint8_t> want(bytes);
+    for (int i = 0; i < 3; ++i) {
+      std::string why;
+      REQUIRE(reader->read(FrameTarget{got.data(), t.width, t.height, t.pixel}, why) == ReadStatus::frame);
+      kernels::Nv12ConvertParams p;
+      p.in_width = 320;
+      p.in_height = 240;
+      p.in_bytes_per_sample = 2;
+      p.in_pitch = 320 * 2;
+      p.out_format = t.pixel;
+      p.out_width = t.width;
+      p.out_height = t.height;
+      const auto& src = native.native[static_cast<std::size_t>(i)];
+      kernels::nv12_convert_cpu(p, src.data(), src.data() + p.in_pitch * 240, want.data());
+      REQUIRE(std::memcmp(got.data(), want.data(), bytes) == 0);
+    }
+    std::string why;
+    int rest = 0;
+    ReadStatus st;
+    while ((st = reader->read(FrameTarget{got.data(), t.width, t.height, t.pixel}, why)) == ReadStatus::frame) ++rest;
+    CHECK(st == ReadStatus::end);
+    CHECK(rest + 3 == 20);
+  }
+}
+
+TEST_CASE("NVDEC sources: corrupt and truncated streams next to good ones, frames conserved", "[gpu][nvdec][pipeline]") {
+  require_nvdec();
+  TempDir dir("sluice-nvdec");
+  const auto read_bytes = [](const std::string& p) {
+    std::ifstream in(p, std::ios::binary);
+    return std::vector<char>(std::istreambuf_iterator<char>(in), {});
+  };
+  const auto write_bytes = [](const std::filesystem::path& p, const std::vector<char>& b) {
+    std::ofstream(p, std::ios::binary).write(b.data(), static_cast<std::streamsize>(b.size()));
+  };
+  std::vector<char> h264 = read_bytes(clip("h264_320x240.h264")), hevc = read_bytes(clip("hevc_320x240.hevc"));
+  REQUIRE(h264.size() > 20000);
+  std::vector<char> corrupt = h264;  // slice data overwritten in three places past the first picture
+  std::mt19937 rng(7);
+  for (std::size_t at : {corrupt.size() / 3, corrupt.size() / 2, corrupt.size() * 3 / 4})
+    for (std::size_t i = 0; i < 400; ++i) corrupt[at + i] = static_cast<char>(rng());
+  std::vector<char> truncated(hevc.begin(), hevc.begin() + static_cast<std::ptrdiff_t>(hevc.size() * 6 / 10));
+  std::vector<char> garbage(50000);
+  for (auto& c : garbage) c = static_cast<char>(rng());
+  write_bytes(dir.path / "good.h264", h264);
+  write_bytes(dir.path / "good.hevc", hevc);
+  write_bytes(dir.path / "corrupt.h264", corrupt);
+  write_bytes(dir.path / "truncated.hevc", truncated);
+  write_bytes(dir.path / "garbage.h264", garbage);
+  const std::string d = dir.path.string();
+  const std::string yaml = "name: nvdec-faults\ndevice: cuda\nbatch_size: 8\nstages:\n"
+                           "  - kind: decode\n    decoder: gpu\n    width: 320\n    height: 240\n    format: bgr8\n"
+                           "    uri: [" + d + "/good.h264, " + d + "/corrupt.h264, " + d + "/truncated.hevc, " + d +
+                           "/garbage.h264, " + d + "/good.hevc]\n"
+                           "  - kind: upload\n  - kind: preprocess\n    width: 96\n    height: 64\n"
+                           "  - kind: download\n  - kind: sink\n    type: null\n";
+  Pipeline p(plan_from(yaml));
+  p.start();
+  p.wait();
+  const auto t = p.ledger().totals();
+  CHECK(t.in_flight() == 0);
+  CHECK(t.produced == t.delivered + t.failed);
+  std::map<std::string, SourceReport> by_name;
+  for (const auto& s : p.source_control()->sources()) by_name[s.name] = s;
+  REQUIRE(by_name.size() == 5);
+  CHECK(by_name.at("good").frames == 30);   // the good ones decode every frame, untouched by the others
+  CHECK(by_name.at("good-5").frames == 30);
+  const SourceReport& bad = by_name.at("corrupt");
+  const SourceReport& cut = by_name.at("truncated");
+  std::fprintf(stderr, "corrupt: %llu frames, %llu failed, %s (%s); truncated: %llu frames, %s (%s)\n",
+               static_cast<unsigned long long>(bad.frames), static_cast<unsigned long long>(t.failed),
+               std::string(to_string(bad.state)).c_str(), bad.reason.c_str(),
+               static_cast<unsigned long long>(cut.frames), std::string(to_string(cut.state)).c_str(),
+               cut.reason.c_str());
+  CHECK(cut.frames >= 10);  // what is there decodes; the cut picture fails or is lost
+  CHECK(cut.frames <= 18);
+  CHECK(by_name.at("garbage").frames == 0);
+  CHECK(by_name.at("garbage").state == SourceState::failed);
+  CHECK_FALSE(by_name.at("garbage").reason.empty());
+  // The corrupt stream ends (no hang, no crash); pictures NVDEC reports broken are failed with its reason (a
+  // corrupt slice header can also make the parser see more pictures than were encoded).
+  CHECK((bad.state == SourceState::eos || bad.state == SourceState::failed));
+  CHECK(bad.frames >= 3);  // the pictures before the first damage
+  CHECK(t.failed >= 1);
+  CHECK(bad.errors + cut.errors == t.failed);  // only the damaged sources fail frames (the cut picture may)
+  CHECK(t.delivered == 60 + bad.frames + cut.frames);
+  for (const auto& e : t.errors) {
+    INFO(e);
+    CHECK((e.find("source 'corrupt': frame ") != std::string::npos ||
+           e.find("source 'truncated': frame ") != std::string::npos));
+    CHECK(e.find("NVDEC") != std::string::npos);
+  }
+}
+TEST_CASE("16 NVDEC sources at once through a pipeline: every frame delivered", "[gpu][nvdec][pipeline]") {
+  require_nvdec();
+  TempDir dir("sluice-nvdec16");
+  std::string uris;
+  for (int i = 0; i < 16; ++i) {
+    const bool hevc = i % 2;
+    const auto name = dir.path / ("s" + std::to_string(i) + (hevc ? ".hevc" : ".h264"));
+    std::filesystem::copy_file(clip(hevc ? "hevc_320x240.hevc" : "h264_320x240.h264"), name);
+    uris += (i ? ", " : "") + name.string();
+  }
+  const std::string yaml = "name: nvdec16\ndevice: cuda\nbatch_size: 32\nstages:\n"
+                           "  - kind: decode\n    decoder: gpu\n    width: 320\n    height: 240\n    format: nv12\n"
+                           "    uri: [" + uris + "]\n"
+                           "  - kind: upload\n  - kind: preprocess\n    width: 96\n    height: 64\n"
+                           "  - kind: download\n  - kind: sink\n    type: null\n";
+  Pipeline p(plan_from(yaml));
+  p.start();
+  p.wait();
+  const auto t = p.ledger().totals();
+  CHECK(t.produced == 16 * 30);
+  CHECK(t.delivered == 16 * 30);
+  CHECK(t.failed == 0);
+  CHECK(t.in_flight() == 0);
+  for (const auto& s : p.source_control()->sources()) {
+    INFO(s.name << ": " << s.reason);
+    CHECK(s.frames == 30);
+    CHECK(s.state == SourceState::eos);
+  }
+}
