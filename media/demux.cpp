@@ -125,15 +125,20 @@ struct Demuxer::Memory {
 };
 
 Demuxer::Demuxer(const std::string& uri, const DemuxOptions& options) : uri_(uri) {
-  if (is_url(uri)) {
-    open(uri, options, true);
-    return;
+  try {
+    if (is_url(uri)) {
+      open(uri, options, true);
+      return;
+    }
+    // A path is a file: "file:" keeps a name that looks like a protocol ("http:x", "concat:a|b") one, and a
+    // playlist inside it (HLS, concat) cannot make the daemon fetch URLs.
+    DemuxOptions local = options;
+    local.format_options.emplace("protocol_whitelist", "file");
+    open("file:" + uri, local, false);
+  } catch (...) {
+    close();  // no destructor runs for an object that was never made
+    throw;
   }
-  // A path is a file: "file:" keeps a name that looks like a protocol ("http:x", "concat:a|b") one, and a
-  // playlist inside it (HLS, concat) cannot make the daemon fetch URLs.
-  DemuxOptions local = options;
-  local.format_options.emplace("protocol_whitelist", "file");
-  open("file:" + uri, local, false);
 }
 
 Demuxer::Demuxer(std::span<const std::uint8_t> bytes, const std::string& name, const DemuxOptions& options)
@@ -148,13 +153,21 @@ Demuxer::Demuxer(std::span<const std::uint8_t> bytes, const std::string& name, c
     av_free(buffer);
     throw std::bad_alloc();
   }
-  open({}, options, false);
+  try {
+    open({}, options, false);
+  } catch (...) {
+    close();
+    throw;
+  }
 }
 
-Demuxer::~Demuxer() {
+Demuxer::~Demuxer() { close(); }
+
+void Demuxer::close() noexcept {
   av_bsf_free(&bsf_);
   av_packet_free(&raw_);
   avformat_close_input(&format_);  // leaves a custom AVIOContext alone: memory_ frees it
+  memory_.reset();
 }
 
 void Demuxer::fail(const std::string& what, int err) const {

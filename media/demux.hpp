@@ -84,6 +84,7 @@ class Demuxer {
  private:
   struct Memory;
   void open(const std::string& url, const DemuxOptions& options, bool network);
+  void close() noexcept;
   void find_video_stream();
   void start_annex_b();
   [[noreturn]] void fail(const std::string& what, int err) const;
