@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -31,6 +32,10 @@ void check_readable_file(const std::string& uri) {
   if (!fs::is_regular_file(st)) fail(uri, "is not a regular file");
   if (::access(uri.c_str(), R_OK) != 0) fail(uri, std::string("cannot read it: ") + std::strerror(errno));
   if (fs::file_size(uri, ec) == 0 && !ec) fail(uri, "empty file (0 bytes), not a video or image");
+}
+
+std::int64_t truncation_tolerance(std::int64_t frames_announced) noexcept {
+  return std::max<std::int64_t>(2, frames_announced / 50);  // 2 frames or 2%
 }
 
 }  // namespace sluice

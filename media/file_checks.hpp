@@ -1,5 +1,6 @@
 #pragma once
-// Checks a local input path before any decoder touches it.
+// Checks of a local input: before any decoder touches it, and whether it ended complete.
+#include <cstdint>
 #include <string>
 
 namespace sluice {
@@ -8,5 +9,9 @@ namespace sluice {
 // Anything but a regular file could block a decode thread forever (a FIFO waits for a writer) or never end
 // (/dev/zero).
 void check_readable_file(const std::string& uri);
+
+// A video that ends this many frames short of what its container announced is still complete (containers
+// without a frame index estimate the count from duration x rate); beyond it, the file is reported truncated.
+std::int64_t truncation_tolerance(std::int64_t frames_announced) noexcept;
 
 }  // namespace sluice

@@ -189,6 +189,7 @@ void FrameScaler::convert(const AVFrame& frame, int rotation, Fit fit, const Fra
                                  sws_getCoefficients(SWS_CS_ITU601), out_full ? 1 : 0, 0, 1 << 16, 1 << 16);
   scaled_.shape(scaled_w, scaled_h, out);
   const int rows = sws_scale(scale_, src->data, src->linesize, 0, src->height, scaled_.data, scaled_.linesize);
+  av_frame_unref(cropped_);  // the decoder's picture goes back to it now (no-op when nothing was cropped)
   if (rows <= 0) throw std::runtime_error("libswscale could not convert the frame");
 
   const TargetPlanes dst = planes_of(t);

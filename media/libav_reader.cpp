@@ -13,7 +13,6 @@ extern "C" {
 #include "media/demux.hpp"
 #include "media/file_checks.hpp"
 #include "media/frame_scaler.hpp"
-#include "media/opencv_reader.hpp"
 #include "runtime/utf8.hpp"
 
 namespace sluice {

@@ -243,10 +243,6 @@ class CameraReader final : public CaptureReader {
 
 }  // namespace
 
-std::int64_t truncation_tolerance(std::int64_t frames_announced) noexcept {
-  return std::max<std::int64_t>(2, frames_announced / 50);  // 2 frames or 2%
-}
-
 int camera_index(const std::string& uri) {
   std::string s = lower(uri.substr(0, 5)) == "v4l2:" ? uri.substr(5) : uri;
   if (all_digits(s)) return std::stoi(s);

@@ -30,10 +30,6 @@ std::unique_ptr<FrameReader> open_camera_reader(const std::string& uri, const Re
 // link resolved to its /dev/videoN); -1 when it names none.
 int camera_index(const std::string& uri);
 
-// A file that ends this many frames short of what its container announced is still complete (containers
-// without a frame index estimate the count from duration x rate); beyond it, the file is reported truncated.
-std::int64_t truncation_tolerance(std::int64_t frames_announced) noexcept;
-
 // Places (fit), scales and converts decoded frames into FrameTargets, keeping its scratch buffers between calls.
 class FrameConverter {
  public:

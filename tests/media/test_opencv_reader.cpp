@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "kernels/preprocess_cpu.hpp"
+#include "media/file_checks.hpp"
 #include "media/media.hpp"
 #include "media/opencv_reader.hpp"
 #include "runtime/inputs.hpp"
