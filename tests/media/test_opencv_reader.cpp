@@ -363,6 +363,44 @@ TEST_CASE("readers stretch to the target size", "[media][reader]") {
   }
 }
 
+TEST_CASE("images are letterboxed and cropped as fit says", "[media][reader][fit]") {
+  const std::string image = input("image.png");
+  const cv::Mat png = cv::imread(image, cv::IMREAD_COLOR);  // 200x150
+  std::string why;
+  SECTION("letterbox into a square: black bars above and below, the whole image between") {
+    ReaderOptions o;
+    o.fit = Fit::letterbox;
+    auto r = open_input(image, o);
+    Frame f(100, 100, PixelFormat::bgr8);
+    REQUIRE(r->read(f.target, why) == ReadStatus::frame);
+    cv::Mat want(100, 100, CV_8UC3, cv::Scalar::all(0));
+    cv::resize(png, want(cv::Rect(0, 12, 100, 75)), cv::Size(100, 75), 0, 0, cv::INTER_AREA);  // 150/2 = 75 rows
+    REQUIRE(std::memcmp(f.bytes.data(), want.data, f.bytes.size()) == 0);
+  }
+  SECTION("crop into a square: the middle 150x150, scaled") {
+    ReaderOptions o;
+    o.fit = Fit::crop;
+    auto r = open_input(image, o);
+    Frame f(100, 100, PixelFormat::bgr8);
+    REQUIRE(r->read(f.target, why) == ReadStatus::frame);
+    cv::Mat want;
+    cv::resize(png(cv::Rect(25, 0, 150, 150)), want, cv::Size(100, 100), 0, 0, cv::INTER_AREA);
+    REQUIRE(std::memcmp(f.bytes.data(), want.data, f.bytes.size()) == 0);
+  }
+  SECTION("letterbox in i420: even bars of limited-range black") {
+    ReaderOptions o;
+    o.fit = Fit::letterbox;
+    auto r = open_input(image, o);
+    Frame f(100, 100, PixelFormat::i420);
+    REQUIRE(r->read(f.target, why) == ReadStatus::frame);
+    for (int x = 0; x < 100; ++x) {
+      CHECK(f.bytes[static_cast<std::size_t>(x)] == 16);             // first row: a bar
+      CHECK(f.bytes[static_cast<std::size_t>(99 * 100 + x)] == 16);  // last row: a bar
+    }
+    CHECK(f.bytes[100 * 100] == 128);  // U of the first row: a bar
+  }
+}
+
 TEST_CASE("a truncated file ends with an error that says so", "[media][reader]") {
   auto r = open_input(input("truncated.mp4"));
   const std::int64_t announced = manifest()["bad"]["truncated.mp4"]["frames_announced"];
