@@ -9,7 +9,8 @@
 #                   ends early
 #   corrupt.mp4     random bytes; empty.mp4 (0 bytes); notes.txt (text, not a video)
 #   job/            a batch job: 01_small.mp4, 02_mjpeg.avi, 03_broken.mp4 (random bytes), 04_wide.mp4
-#   vfr.mp4         H.264 160x120, 40 frames: 20 at 30 fps, then 20 at 10 fps (variable frame rate)
+#   vfr.mp4         H.264 160x120, 40 frames: 20 at 30 fps, then 20 at 10 fps (variable frame rate);
+#                   vfr.mkv the same stream in Matroska (no frame index)
 #   hevc.mp4        HEVC (libx265) 160x96, 12 frames
 #   rot90.mp4, rot180.mp4, rot270.mp4  rotated.mp4's stream (H.264 160x96) with a display matrix (rotate=N)
 #   portrait.mp4    H.264 96x160, 6 frames (for fit: letterbox/crop)
@@ -60,6 +61,7 @@ rm -f full.mp4
 # shellcheck disable=SC2046
 ff -f lavfi -i "$(src 160x120 30)" -frames:v 40 -vf "setpts='if(lt(N,20),N/30/TB,(20/30+(N-20)/10)/TB)'" \
   -fps_mode vfr $(h264) vfr.mp4
+ff -i vfr.mp4 -c copy vfr.mkv  # the same stream without a frame index
 ff -f lavfi -i "$(src 160x96 24)" -frames:v 12 -c:v libx265 -preset ultrafast -pix_fmt yuv420p \
   -x265-params log-level=error hevc.mp4
 # shellcheck disable=SC2046

@@ -215,6 +215,16 @@ TEST_CASE("a variable-frame-rate file keeps its timestamps and every frame", "[m
   }
   // The second half is slower: its frame spacing is 3x the first's (not one invented constant rate).
   CHECK(got[39] - got[38] > 2 * (got[1] - got[0]));
+
+  // The same stream in Matroska (no frame index, ms timestamps): every frame, no "truncated", the same times
+  // to the container's millisecond.
+  auto mkv = open_video(input("vfr.mkv"));
+  std::vector<std::int64_t> from_mkv;
+  while ((s = mkv->read(f.target, why)) == ReadStatus::frame) from_mkv.push_back(mkv->pts_ns().value_or(-1));
+  INFO(why);
+  CHECK(s == ReadStatus::end);
+  REQUIRE(from_mkv.size() == got.size());
+  for (std::size_t i = 0; i < got.size(); ++i) CHECK(std::abs(from_mkv[i] - got[i]) <= 1'000'000);
 }
 
 TEST_CASE("rotated videos come out as ffmpeg auto-rotates them", "[media][libav]") {
