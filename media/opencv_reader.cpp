@@ -16,6 +16,9 @@
 #include <opencv2/videoio.hpp>
 #include <spdlog/spdlog.h>
 
+#include "media/file_checks.hpp"
+#include "media/frame_fit.hpp"
+
 namespace sluice {
 namespace fs = std::filesystem;
 namespace {
@@ -41,24 +44,6 @@ std::string fourcc_string(double value) {
   return s;
 }
 
-// A local path that must exist as a readable regular file; throws InputError otherwise.
-void check_readable_file(const std::string& uri) {
-  std::error_code ec;
-  const fs::file_status st = fs::status(uri, ec);
-  if (ec && ec != std::errc::no_such_file_or_directory) fail(uri, ec.message());
-  if (!fs::exists(st)) fail(uri, "no such file");
-  if (fs::is_directory(st)) fail(uri, "is a directory, not a file");
-  // Anything but a regular file could block the decode thread in open() or read() forever (a FIFO waits
-  // for a writer) or never end (/dev/zero); cameras are /dev/videoN, streams are URLs.
-  if (fs::is_fifo(st)) fail(uri, "is a FIFO (named pipe), not a video or image file; refused (opening it would block until a writer appears)");
-  if (fs::is_character_file(st)) fail(uri, "is a character device, not a video or image file (cameras are /dev/videoN)");
-  if (fs::is_block_file(st)) fail(uri, "is a block device, not a video or image file");
-  if (fs::is_socket(st)) fail(uri, "is a socket, not a video or image file (streams are given as URLs)");
-  if (!fs::is_regular_file(st)) fail(uri, "is not a regular file");
-  if (::access(uri.c_str(), R_OK) != 0) fail(uri, std::string("cannot read it: ") + std::strerror(errno));
-  if (fs::file_size(uri, ec) == 0 && !ec) fail(uri, "empty file (0 bytes), not a video or image");
-}
-
 double sane_fps(double fps) { return std::isfinite(fps) && fps > 0 && fps <= 1000 ? fps : 0; }
 
 // Reads frames from a cv::VideoCapture into targets. With a bgr8 target of the frame's own size the capture
@@ -76,12 +61,12 @@ class CaptureReader : public FrameReader {
       if (!cap_.read(dst)) return false;
       if (dst.data != reinterpret_cast<uchar*>(t.data)) {  // not the announced size or type: convert from now on
         direct_ = false;
-        converter_.convert(dst, t);
+        converter_.convert(dst, t, fit_);
       }
       return true;
     }
     if (!cap_.read(frame_)) return false;
-    converter_.convert(frame_, t);
+    converter_.convert(frame_, t, fit_);
     return true;
   }
 
@@ -102,33 +87,28 @@ class CaptureReader : public FrameReader {
   InputInfo info_;
   FrameConverter converter_;
   cv::Mat frame_;
+  Fit fit_ = Fit::stretch;
   bool direct_ = true;
 };
 
-// Video files through FFmpeg; image sequences through CAP_IMAGES. Both end when the frames run out, and a
-// read that fails well before the announced count is reported as truncated.
-class FiniteCaptureReader final : public CaptureReader {
+// Image sequences through CAP_IMAGES: they end when the images run out, and one that stops before the last
+// image it counted is reported.
+class SequenceReader final : public CaptureReader {
  public:
-  FiniteCaptureReader(const std::string& uri, InputKind kind) {
-    if (kind == InputKind::image_sequence) {
-      if (!cap_.open(uri, cv::CAP_IMAGES))
-        fail(uri, "no image of the sequence exists (looked for the pattern numbered from 0 and from 1)");
-    } else {
-      check_readable_file(uri);
-      if (!cap_.open(uri, cv::CAP_FFMPEG)) fail(uri, "not a video FFmpeg can decode (unsupported or corrupt)");
-    }
-    fill_info(uri, kind);
+  SequenceReader(const std::string& uri, const ReaderOptions& o) {
+    fit_ = o.fit;
+    if (!cap_.open(uri, cv::CAP_IMAGES))
+      fail(uri, "no image of the sequence exists (looked for the pattern numbered from 0 and from 1)");
+    fill_info(uri, InputKind::image_sequence);
     const double count = cap_.get(cv::CAP_PROP_FRAME_COUNT);
     info_.frames_total = std::isfinite(count) && count > 0 ? static_cast<std::int64_t>(std::llround(count)) : -1;
-    if (kind == InputKind::image_sequence) info_.fps = 0;
-    if (kind == InputKind::file && (info_.width <= 0 || info_.height <= 0))
-      fail(uri, "not a video FFmpeg can decode (no video stream)");
+    info_.fps = 0;
   }
 
   ReadStatus read(const FrameTarget& target, std::string& why) override {
     if (done_) return ReadStatus::end;
     // CAP_IMAGES counted the files that exist; reading past the last one only logs a warning.
-    if (info_.kind == InputKind::image_sequence && info_.frames_total > 0 && frames_read_ >= info_.frames_total) {
+    if (info_.frames_total > 0 && frames_read_ >= info_.frames_total) {
       done_ = true;
       return ReadStatus::end;
     }
@@ -144,17 +124,13 @@ class FiniteCaptureReader final : public CaptureReader {
     }
     done_ = true;
     const std::int64_t total = info_.frames_total;
-    const std::int64_t tolerance = info_.kind == InputKind::image_sequence ? 0 : truncation_tolerance(total);
-    if (total > 0 && frames_read_ + tolerance < total) {
-      why = info_.kind == InputKind::image_sequence
-                ? "ended after " + std::to_string(frames_read_) + " of " + std::to_string(total) +
-                      " images (image " + std::to_string(frames_read_ + 1) + " is unreadable or corrupt)"
-                : "ended after " + std::to_string(frames_read_) + " of " + std::to_string(total) +
-                      " frames (truncated or corrupt)";
+    if (total > 0 && frames_read_ < total) {
+      why = "ended after " + std::to_string(frames_read_) + " of " + std::to_string(total) + " images (image " +
+            std::to_string(frames_read_ + 1) + " is unreadable or corrupt)";
       return ReadStatus::error;
     }
     if (frames_read_ == 0) {
-      why = "no frame could be decoded (corrupt, or a codec FFmpeg lacks)";
+      why = "no image of the sequence could be decoded";
       return ReadStatus::error;
     }
     return ReadStatus::end;
@@ -167,7 +143,7 @@ class FiniteCaptureReader final : public CaptureReader {
 
 class ImageReader final : public FrameReader {
  public:
-  explicit ImageReader(const std::string& uri) {
+  ImageReader(const std::string& uri, const ReaderOptions& o) : fit_(o.fit) {
     check_readable_file(uri);
     image_ = cv::imread(uri, cv::IMREAD_COLOR);
     if (image_.empty()) fail(uri, "not an image OpenCV can decode (unsupported or corrupt)");
@@ -182,7 +158,7 @@ class ImageReader final : public FrameReader {
   ReadStatus read(const FrameTarget& target, std::string& why) override {
     if (image_.empty()) return ReadStatus::end;
     try {
-      converter_.convert(image_, target);
+      converter_.convert(image_, target, fit_);
     } catch (const std::exception& e) {
       why = e.what();
       image_.release();
@@ -195,6 +171,7 @@ class ImageReader final : public FrameReader {
 
  private:
   cv::Mat image_;
+  Fit fit_;
   InputInfo info_;
   FrameConverter converter_;
 };
@@ -202,6 +179,7 @@ class ImageReader final : public FrameReader {
 class CameraReader final : public CaptureReader {
  public:
   CameraReader(const std::string& uri, const ReaderOptions& o) {
+    fit_ = o.fit;
     const int index = camera_index(uri);
     if (index < 0) fail(uri, "no such camera (names no /dev/videoN device)");
     const std::string dev = "/dev/video" + std::to_string(index);
@@ -263,44 +241,7 @@ class CameraReader final : public CaptureReader {
   }
 };
 
-class StreamReader final : public CaptureReader {
- public:
-  StreamReader(const std::string& uri, const ReaderOptions& o) : read_timeout_s_(o.read_timeout_s) {
-    const auto ms = [](double s) { return static_cast<int>(std::clamp(s * 1000.0, 1.0, 3'600'000.0)); };
-    const std::vector<int> params{cv::CAP_PROP_OPEN_TIMEOUT_MSEC, ms(o.open_timeout_s), cv::CAP_PROP_READ_TIMEOUT_MSEC,
-                                  ms(o.read_timeout_s)};
-    if (!cap_.open(uri, cv::CAP_FFMPEG, params))
-      fail(uri, fmt::format("cannot open the stream (nothing answered within {:g} s, the connection was refused, or "
-                            "it is not a video FFmpeg can decode)",
-                            o.open_timeout_s));
-    fill_info(uri, InputKind::stream);
-    info_.frames_total = -1;
-  }
-
-  ReadStatus read(const FrameTarget& target, std::string& why) override {
-    try {
-      if (decode_into(target)) {
-        ++frames_read_;
-        return ReadStatus::frame;
-      }
-      why = fmt::format("stream stopped after {} frames (the server closed it, or no frame came within {:g} s)",
-                        frames_read_, read_timeout_s_);
-    } catch (const std::exception& e) {
-      why = std::string("stream frame could not be converted: ") + e.what();
-    }
-    return ReadStatus::error;
-  }
-
- private:
-  double read_timeout_s_;
-  std::int64_t frames_read_ = 0;
-};
-
 }  // namespace
-
-std::int64_t truncation_tolerance(std::int64_t frames_announced) noexcept {
-  return std::max<std::int64_t>(2, frames_announced / 50);  // 2 frames or 2%
-}
 
 int camera_index(const std::string& uri) {
   std::string s = lower(uri.substr(0, 5)) == "v4l2:" ? uri.substr(5) : uri;
@@ -316,27 +257,35 @@ int camera_index(const std::string& uri) {
   return -1;
 }
 
-std::unique_ptr<FrameReader> open_file_reader(const std::string& uri, const ReaderOptions&) {
-  return std::make_unique<FiniteCaptureReader>(uri, InputKind::file);
+std::unique_ptr<FrameReader> open_image_reader(const std::string& uri, const ReaderOptions& options) {
+  return std::make_unique<ImageReader>(uri, options);
 }
 
-std::unique_ptr<FrameReader> open_image_reader(const std::string& uri, const ReaderOptions&) {
-  return std::make_unique<ImageReader>(uri);
-}
-
-std::unique_ptr<FrameReader> open_image_sequence_reader(const std::string& uri, const ReaderOptions&) {
-  return std::make_unique<FiniteCaptureReader>(uri, InputKind::image_sequence);
+std::unique_ptr<FrameReader> open_image_sequence_reader(const std::string& uri, const ReaderOptions& options) {
+  return std::make_unique<SequenceReader>(uri, options);
 }
 
 std::unique_ptr<FrameReader> open_camera_reader(const std::string& uri, const ReaderOptions& options) {
   return std::make_unique<CameraReader>(uri, options);
 }
 
-std::unique_ptr<FrameReader> open_stream_reader(const std::string& uri, const ReaderOptions& options) {
-  return std::make_unique<StreamReader>(uri, options);
-}
 
 // ---- FrameConverter ----
+
+// The part of `bgr` the fit shows; for letterbox, already placed on a black canvas of the target's size.
+const cv::Mat& FrameConverter::fitted(const cv::Mat& bgr, cv::Size size, Fit fit, int align) {
+  const FitPlan plan = plan_fit(bgr.cols, bgr.rows, size.width, size.height, fit, align);
+  if (plan.source == PixelRect{0, 0, bgr.cols, bgr.rows} && plan.dest == PixelRect{0, 0, size.width, size.height})
+    return bgr;
+  shown_ = bgr(cv::Rect(plan.source.x, plan.source.y, plan.source.width, plan.source.height));
+  if (plan.dest == PixelRect{0, 0, size.width, size.height}) return shown_;  // crop
+  canvas_.create(size, CV_8UC3);
+  canvas_.setTo(cv::Scalar::all(0));
+  cv::Mat area = canvas_(cv::Rect(plan.dest.x, plan.dest.y, plan.dest.width, plan.dest.height));
+  const bool shrink = area.cols <= shown_.cols && area.rows <= shown_.rows;
+  cv::resize(shown_, area, area.size(), 0, 0, shrink ? cv::INTER_AREA : cv::INTER_LINEAR);
+  return canvas_;
+}
 
 const cv::Mat& FrameConverter::to_bgr8(const cv::Mat& frame) {
   if (frame.type() == CV_8UC3) return frame;
@@ -358,7 +307,7 @@ const cv::Mat& FrameConverter::to_bgr8(const cv::Mat& frame) {
   }
 }
 
-void FrameConverter::convert(const cv::Mat& frame, const FrameTarget& t) {
+void FrameConverter::convert(const cv::Mat& frame, const FrameTarget& t, Fit fit) {
   if (t.data == nullptr) throw std::invalid_argument("frame target without memory");
   if (t.width <= 0 || t.height <= 0)
     throw std::invalid_argument("frame target size must be positive (got " + std::to_string(t.width) + "x" +
@@ -369,8 +318,8 @@ void FrameConverter::convert(const cv::Mat& frame, const FrameTarget& t) {
                                 std::to_string(t.width) + "x" + std::to_string(t.height) + ")");
   if (frame.empty()) throw std::invalid_argument("empty frame");
 
-  const cv::Mat& src = to_bgr8(frame);
   const cv::Size size(t.width, t.height);
+  const cv::Mat& src = fitted(to_bgr8(frame), size, fit, yuv ? 2 : 1);
   const bool shrink = size.width <= src.cols && size.height <= src.rows;
   // The frame at the target size, in BGR: `dst` itself when given (bgr8 targets), else resized_.
   auto sized_bgr = [&](cv::Mat* dst) -> const cv::Mat& {

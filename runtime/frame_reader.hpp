@@ -3,14 +3,15 @@
 // a network stream, a test pattern) that decodes frame after frame into memory the caller owns.
 //
 // Readers are made by factories registered per input kind. The core registers the test pattern; the media
-// library (OpenCV videoio/imgcodecs, left out of GPU-host builds) registers files, images, cameras and
-// streams, so a build without it reports "needs the media library" instead of failing obscurely.
+// library (FFmpeg's libavformat/libavcodec for video files and streams, OpenCV for images and cameras; left
+// out of GPU-host builds) registers files, images, cameras and streams, so a build without it reports "needs the media library" instead of failing obscurely.
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -21,7 +22,7 @@
 namespace sluice {
 
 // A frame's destination: one item of the pipeline's frame layout (image_bytes(pixel, width, height) bytes).
-// Readers scale (stretch) and convert whatever they decode into it.
+// Readers scale (as ReaderOptions::fit says) and convert whatever they decode into it.
 struct FrameTarget {
   std::byte* data = nullptr;
   int width = 0, height = 0;
@@ -44,12 +45,22 @@ struct InputInfo {
   std::string backend;             // e.g. "FFMPEG", "V4L2", "testsrc"
 };
 
+// How a frame of another aspect ratio fills the target: stretch (both axes scaled on their own), letterbox (the
+// whole frame, scaled to fit, centred on black bars), crop (the centre of the frame, scaled to cover it).
+enum class Fit : std::uint8_t { stretch, letterbox, crop };
+std::string_view to_string(Fit f) noexcept;
+std::optional<Fit> parse_fit(std::string_view s) noexcept;
+
 struct ReaderOptions {
+  Fit fit = Fit::stretch;
   // Cameras: the mode to request; fourcc e.g. "MJPG", "YUYV" (empty: the driver's). With width/height 0,
   // OpenCV's V4L2 backend asks for 640x480 at 30 fps; the decode stage passes its own frame size.
   int width = 0, height = 0;
   double fps = 0;
   std::string fourcc;
+  // Video files and streams: libavcodec's decoding threads per source; 0 = one per core, up to 16 for files
+  // and 4 for streams (each frame thread holds a frame back: latency).
+  int codec_threads = 0;
   // Network streams: how long opening and one read may block before they count as failed.
   double open_timeout_s = 10, read_timeout_s = 5;
   // Test patterns (testsrc:PATTERN): frames (0 = endless), rate (0 = as fast as possible), seed.
@@ -73,6 +84,10 @@ class FrameReader {
   // what went wrong (a corrupt packet, a camera unplugged, a stream cut).
   virtual ReadStatus read(const FrameTarget& target, std::string& why) = 0;
   virtual const InputInfo& info() const = 0;
+  // The presentation time of the frame the last read() returned, in ns on the input's own timeline (the
+  // container's timestamps, variable frame rates included); none when the reader has no clock, and the
+  // source numbers frames at the native rate instead.
+  virtual std::optional<std::int64_t> pts_ns() const { return std::nullopt; }
 };
 
 // Thrown by a factory that cannot open its input; the message is the reason (shown per source).

@@ -382,7 +382,8 @@ bool SourceSet::read_input(Source& s, const std::string& uri, InputKind kind, bo
     FrameMeta meta;
     meta.source_id = s.id;
     meta.sequence = s.sequence++;
-    meta.pts_ns = static_cast<std::int64_t>(static_cast<double>(index) * 1e9 / native_fps);
+    const std::optional<std::int64_t> pts = reader->pts_ns();  // the container's clock where there is one
+    meta.pts_ns = pts ? *pts : static_cast<std::int64_t>(static_cast<double>(index) * 1e9 / native_fps);
     meta.capture_ns = now;
     meta.input = input;
     meta.input_frame = index;

@@ -10,8 +10,9 @@ packages=(
   nlohmann-json3-dev
   libspdlog-dev libfmt-dev
   libffmpeg-nvenc-dev     # NVDEC: the loader headers for the driver's libcuda/libnvcuvid (dlopen()ed at run time)
+  libavformat-dev libavcodec-dev libavutil-dev libswscale-dev  # the media library: video files and streams
   libopencv-core-dev libopencv-imgproc-dev
-  libopencv-videoio-dev libopencv-imgcodecs-dev  # the media library: files, cameras, streams, image output
+  libopencv-videoio-dev libopencv-imgcodecs-dev  # the media library: images, cameras, image output
   ffmpeg                  # the media tests make their inputs (H.264, MJPEG, PNG) and serve a stream with it
   libsystemd-dev systemd  # sd_notify; systemd-analyze verifies the unit files in the tests
   libonnx-dev libprotobuf-dev  # ONNX model files (the onnx_proto messages over protobuf)

@@ -174,6 +174,8 @@ SourceOptions source_defaults(const ParamValues& p) {
   o.backoff_initial_s = p.number("backoff_initial_s");
   o.backoff_max_s = p.number("backoff_max_s");
   o.max_attempts = static_cast<int>(p.integer("max_attempts"));
+  o.reader.fit = *parse_fit(p.string("fit"));
+  o.reader.codec_threads = static_cast<int>(p.integer("codec_threads"));
   o.reader.width = static_cast<int>(p.integer("width"));
   o.reader.height = static_cast<int>(p.integer("height"));
   o.reader.fps = p.number("fps");
@@ -219,9 +221,9 @@ struct SourceBaton {
 bool same_settings(const SourceOptions& a, const SourceOptions& b) {
   const auto reading = [](const SourceOptions& o) {
     return std::tie(o.uri, o.leaky, o.rate_limit, o.loop, o.decode_threads, o.stall_timeout_s, o.backoff_initial_s,
-                    o.backoff_max_s, o.max_attempts, o.reader.width, o.reader.height, o.reader.fps, o.reader.fourcc, o.reader.decoder,
-                    o.reader.open_timeout_s, o.reader.read_timeout_s, o.reader.frames, o.reader.seed,
-                    o.reader.animate);
+                    o.backoff_max_s, o.max_attempts, o.reader.width, o.reader.height, o.reader.fps, o.reader.fourcc,
+                    o.reader.decoder, o.reader.open_timeout_s, o.reader.read_timeout_s, o.reader.frames,
+                    o.reader.seed, o.reader.animate, o.reader.fit, o.reader.codec_threads);
   };
   return reading(a) == reading(b);
 }
@@ -565,6 +567,10 @@ StageInfo decode_stage() {
               {"height", ParamType::integer, "1080", "frame height in pixels", 16.0, 8192.0},
               {"format", ParamType::choice, "bgr8", "pixel format of the frames (nv12/i420: BT.601 limited range)", {}, {},
                {"bgr8", "rgb8", "gray8", "nv12", "i420"}},
+              {"fit", ParamType::choice, "stretch",
+               "frames of another aspect ratio (portrait video, rotated phone clips): stretch scales each axis on its "
+               "own; letterbox fits the whole frame, centred on black bars; crop covers the target with the frame's "
+               "centre", {}, {}, {"stretch", "letterbox", "crop"}},
               {"fps", ParamType::number, "0",
                "test patterns: frame rate (0 = as fast as possible); cameras: the rate to request (0 = its default)",
                0.0, 10000.0},
@@ -585,6 +591,9 @@ StageInfo decode_stage() {
                10000.0},
               {"loop", ParamType::boolean, "false", "files: start again at the end (demo loops, soak tests)"},
               {"decode_threads", ParamType::integer, "2", "directories/globs: files decoded at once", 1.0, 64.0},
+              {"codec_threads", ParamType::integer, "0",
+               "video files and streams: decoder threads per source; 0 = one per core, at most 16 (files) or 4 "
+               "(streams: each thread holds a frame back)", 0.0, 64.0},
               {"ring_frames", ParamType::integer, "4",
                "decoded frames each source may hold before the pipeline takes them (pinned memory: this x frame size "
                "per source)", 1.0, 256.0},

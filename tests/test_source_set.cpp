@@ -65,13 +65,18 @@ class FakeFile final : public FrameReader {
       why = "ended after " + std::to_string(next_) + " frames (truncated or corrupt)";
       return ReadStatus::error;
     }
-    std::memset(t.data, static_cast<int>(next_++), image_bytes(t.pixel, t.width, t.height));
+    std::memset(t.data, static_cast<int>(next_), image_bytes(t.pixel, t.width, t.height));
+    pts_ns_ = kFakeFileStartNs + next_ * next_ * 1'000'000;  // a container clock whose frames drift apart (VFR)
+    ++next_;
     return ReadStatus::frame;
   }
   const InputInfo& info() const override { return info_; }
+  std::optional<std::int64_t> pts_ns() const override { return pts_ns_; }
+  static constexpr std::int64_t kFakeFileStartNs = 5'000'000'000;
 
  private:
   InputInfo info_;
+  std::optional<std::int64_t> pts_ns_;
   std::int64_t frames_, next_ = 0;
   bool truncated_;
 };
@@ -223,6 +228,25 @@ TEST_CASE("frames of several sources share batches and keep their ids and order"
   CHECK(h.report(a).frames == 7);
   CHECK(h.shared->inputs.totals().complete == 2);
   CHECK(h.ledger.totals().dropped == 0);
+}
+
+TEST_CASE("frames carry the reader's clock where it has one, else the native rate's", "[sources]") {
+  const fs::path dir = fs::temp_directory_path() / ("sluice-clock-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::ofstream(dir / "vfr.mp4") << "6";
+  Harness h;
+  SourceOptions file;
+  file.uri = (dir / "vfr.mp4").string();
+  const auto f = h.set->add_source(file);
+  const auto t = h.set->add_source(testsrc("bars", 3, 25));
+  std::map<std::uint32_t, std::vector<std::int64_t>> pts;
+  for (int guard = 0; guard < 1000 && !h.set->exhausted(); ++guard)
+    for (const auto& m : h.take_batch()) pts[m.source_id].push_back(m.pts_ns);
+  fs::remove_all(dir);
+  std::vector<std::int64_t> want;
+  for (std::int64_t i = 0; i < 6; ++i) want.push_back(FakeFile::kFakeFileStartNs + i * i * 1'000'000);
+  CHECK(pts[f] == want);
+  CHECK(pts[t] == std::vector<std::int64_t>{0, 40'000'000, 80'000'000});  // testsrc: no clock, 25 fps
 }
 
 TEST_CASE("copy threads put every frame's own pixels in its batch slot", "[sources]") {

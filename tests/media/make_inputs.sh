@@ -9,6 +9,11 @@
 #                   ends early
 #   corrupt.mp4     random bytes; empty.mp4 (0 bytes); notes.txt (text, not a video)
 #   job/            a batch job: 01_small.mp4, 02_mjpeg.avi, 03_broken.mp4 (random bytes), 04_wide.mp4
+#   vfr.mp4         H.264 160x120, 40 frames: 20 at 30 fps, then 20 at 10 fps (variable frame rate);
+#                   vfr.mkv the same stream in Matroska (no frame index)
+#   hevc.mp4        HEVC (libx265) 160x96, 12 frames
+#   rot90.mp4, rot180.mp4, rot270.mp4  rotated.mp4's stream (H.264 160x96) with a display matrix (rotate=N)
+#   portrait.mp4    H.264 96x160, 6 frames (for fit: letterbox/crop)
 #   manifest.json   the expected frame counts and sizes of the good files, and what is wrong with the bad ones
 # Usage: make_inputs.sh DIR. Idempotent: does nothing when DIR/.complete exists and was written by this very
 # script (it holds the script's checksum, so an edited script makes the inputs again). Quiet unless it fails.
@@ -51,6 +56,20 @@ ff -f lavfi -i "$(src 320x240 24)" -frames:v 96 $(h264) -movflags +faststart ful
 size=$(wc -c < full.mp4)
 head -c $((size / 2)) full.mp4 > truncated.mp4
 rm -f full.mp4
+
+# Variable frame rate: the timestamps of the second half are 3x apart.
+# shellcheck disable=SC2046
+ff -f lavfi -i "$(src 160x120 30)" -frames:v 40 -vf "setpts='if(lt(N,20),N/30/TB,(20/30+(N-20)/10)/TB)'" \
+  -fps_mode vfr $(h264) vfr.mp4
+ff -i vfr.mp4 -c copy vfr.mkv  # the same stream without a frame index
+ff -f lavfi -i "$(src 160x96 24)" -frames:v 12 -c:v libx265 -preset ultrafast -pix_fmt yuv420p \
+  -x265-params log-level=error hevc.mp4
+# shellcheck disable=SC2046
+ff -f lavfi -i "$(src 160x96 24)" -frames:v 12 $(h264) rotated.mp4
+for turn in 90 180 270; do ff -i rotated.mp4 -c copy -metadata:s:v rotate=$turn rot$turn.mp4; done
+rm -f rotated.mp4
+# shellcheck disable=SC2046
+ff -f lavfi -i "$(src 96x160 24)" -frames:v 6 $(h264) portrait.mp4
 
 head -c 65536 /dev/urandom > corrupt.mp4
 : > empty.mp4

@@ -1,0 +1,363 @@
+#include "media/demux.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <mutex>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+extern "C" {
+#include <libavcodec/avcodec.h>
+#include <libavcodec/bsf.h>
+#include <libavformat/avformat.h>
+#include <libavutil/display.h>
+#include <libavutil/error.h>
+#include <libavutil/log.h>
+}
+
+#include "runtime/frame_reader.hpp"
+#include "runtime/utf8.hpp"
+
+namespace sluice {
+namespace {
+
+std::int64_t steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+bool is_url(const std::string& uri) { return uri.find("://") != std::string::npos; }
+
+// The clockwise turn ffmpeg's autorotate applies for a display matrix (fftools' get_rotation): 0, 90, 180 or
+// 270; other angles are not turned (as ffmpeg does not).
+int rotation_of(const std::uint8_t* matrix, std::size_t size) {
+  if (matrix == nullptr || size < 9 * sizeof(std::int32_t)) return 0;
+  std::int32_t m[9];
+  std::memcpy(m, matrix, sizeof m);
+  double theta = -av_display_rotation_get(m);
+  if (!std::isfinite(theta)) return 0;
+  theta -= 360 * std::floor(theta / 360 + 0.9 / 360);
+  for (int quarter : {0, 90, 180, 270, 360})
+    if (std::fabs(theta - quarter) < 1.0) return quarter % 360;
+  return 0;
+}
+
+bool valid(AVRational r) { return r.num > 0 && r.den > 0; }
+
+}  // namespace
+
+std::string av_error_text(int err) {
+  char text[AV_ERROR_MAX_STRING_SIZE] = {};
+  if (av_strerror(err, text, sizeof text) < 0) return "FFmpeg error " + std::to_string(err);
+  return text;
+}
+
+void quiet_libav_logging() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    av_log_set_callback([](void* avcl, int level, const char* format, va_list args) {
+      if (level > AV_LOG_ERROR || !spdlog::should_log(spdlog::level::debug)) return;
+      char line[512];
+      int print_prefix = 1;
+      if (av_log_format_line2(avcl, level, format, args, line, sizeof line, &print_prefix) < 0) return;
+      std::string text(line);
+      while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
+      spdlog::debug("libav: {}", to_valid_utf8(text));
+    });
+  });
+}
+
+// ---- DemuxPacket ----
+
+DemuxPacket::DemuxPacket() : packet_(av_packet_alloc()) {
+  if (packet_ == nullptr) throw std::bad_alloc();
+}
+DemuxPacket::~DemuxPacket() { av_packet_free(&packet_); }
+
+std::span<const std::uint8_t> DemuxPacket::data() const noexcept {
+  if (packet_->data == nullptr || packet_->size <= 0) return {};
+  return {packet_->data, static_cast<std::size_t>(packet_->size)};
+}
+
+// ---- Demuxer ----
+
+// Bytes in memory behind a custom AVIOContext.
+struct Demuxer::Memory {
+  std::span<const std::uint8_t> bytes;
+  std::size_t pos = 0;
+  AVIOContext* io = nullptr;
+
+  static int read(void* opaque, std::uint8_t* buf, int size) {
+    auto* m = static_cast<Memory*>(opaque);
+    const std::size_t left = m->bytes.size() - m->pos;
+    if (left == 0) return AVERROR_EOF;
+    const std::size_t n = std::min(left, static_cast<std::size_t>(std::max(size, 0)));
+    std::memcpy(buf, m->bytes.data() + m->pos, n);
+    m->pos += n;
+    return static_cast<int>(n);
+  }
+  static std::int64_t seek(void* opaque, std::int64_t offset, int whence) {
+    auto* m = static_cast<Memory*>(opaque);
+    const auto size = static_cast<std::int64_t>(m->bytes.size());
+    if (whence & AVSEEK_SIZE) return size;
+    std::int64_t base = 0;
+    switch (whence & ~AVSEEK_FORCE) {
+      case SEEK_SET: base = 0; break;
+      case SEEK_CUR: base = static_cast<std::int64_t>(m->pos); break;
+      case SEEK_END: base = size; break;
+      default: return AVERROR(EINVAL);
+    }
+    if (offset > size || offset < -size) return AVERROR(EINVAL);
+    const std::int64_t to = base + offset;
+    if (to < 0 || to > size) return AVERROR(EINVAL);
+    m->pos = static_cast<std::size_t>(to);
+    return to;
+  }
+  ~Memory() {
+    if (io != nullptr) {
+      av_freep(&io->buffer);
+      avio_context_free(&io);
+    }
+  }
+};
+
+Demuxer::Demuxer(const std::string& uri, const DemuxOptions& options) : uri_(uri) {
+  try {
+    if (is_url(uri)) {
+      open(uri, options, true);
+      return;
+    }
+    // A path is a file: "file:" keeps a name that looks like a protocol ("http:x", "concat:a|b") one, and a
+    // playlist inside it (HLS, concat) cannot make the daemon fetch URLs.
+    DemuxOptions local = options;
+    local.format_options.emplace("protocol_whitelist", "file");
+    open("file:" + uri, local, false);
+  } catch (...) {
+    close();  // no destructor runs for an object that was never made
+    throw;
+  }
+}
+
+Demuxer::Demuxer(std::span<const std::uint8_t> bytes, const std::string& name, const DemuxOptions& options)
+    : uri_(name) {
+  memory_ = std::make_unique<Memory>();
+  memory_->bytes = bytes;
+  constexpr int kBufferBytes = 16 * 1024;
+  auto* buffer = static_cast<std::uint8_t*>(av_malloc(kBufferBytes));
+  if (buffer == nullptr) throw std::bad_alloc();
+  memory_->io = avio_alloc_context(buffer, kBufferBytes, 0, memory_.get(), &Memory::read, nullptr, &Memory::seek);
+  if (memory_->io == nullptr) {
+    av_free(buffer);
+    throw std::bad_alloc();
+  }
+  try {
+    open({}, options, false);
+  } catch (...) {
+    close();
+    throw;
+  }
+}
+
+Demuxer::~Demuxer() { close(); }
+
+void Demuxer::close() noexcept {
+  av_bsf_free(&bsf_);
+  av_packet_free(&raw_);
+  avformat_close_input(&format_);  // leaves a custom AVIOContext alone: memory_ frees it
+  memory_.reset();
+}
+
+void Demuxer::fail(const std::string& what, int err) const {
+  std::string why = what;
+  if (err == AVERROR_EXIT && deadline_ns_ != 0)
+    why += " (no answer in time)";
+  else if (err != 0)
+    why += ": " + av_error_text(err);
+  throw InputError("'" + to_valid_utf8(uri_) + "': " + why);
+}
+
+void Demuxer::arm(double seconds) noexcept {
+  deadline_ns_ = network_ ? steady_ns() + static_cast<std::int64_t>(std::clamp(seconds, 0.001, 86400.0) * 1e9) : 0;
+}
+
+int Demuxer::interrupted(void* self) noexcept {
+  const auto* d = static_cast<const Demuxer*>(self);
+  return d->deadline_ns_ != 0 && steady_ns() > d->deadline_ns_ ? 1 : 0;
+}
+
+void Demuxer::open(const std::string& url, const DemuxOptions& options, bool network) {
+  network_ = network;
+  read_timeout_s_ = options.read_timeout_s;
+  raw_ = av_packet_alloc();
+  format_ = avformat_alloc_context();
+  if (raw_ == nullptr || format_ == nullptr) throw std::bad_alloc();
+  format_->interrupt_callback.callback = &Demuxer::interrupted;
+  format_->interrupt_callback.opaque = this;
+  if (memory_) {
+    format_->pb = memory_->io;
+    format_->flags |= AVFMT_FLAG_CUSTOM_IO;
+  }
+  AVDictionary* dict = nullptr;
+  for (const auto& [key, value] : options.format_options) av_dict_set(&dict, key.c_str(), value.c_str(), 0);
+  // Over TCP an RTSP camera's frames arrive whole (UDP loses packets on a busy host); OpenCV did the same.
+  if (url.rfind("rtsp://", 0) == 0 && !options.format_options.count("rtsp_transport"))
+    av_dict_set(&dict, "rtsp_transport", "tcp", 0);
+  arm(options.open_timeout_s);
+  int err = avformat_open_input(&format_, memory_ ? "" : url.c_str(), nullptr, &dict);  // frees format_ on failure
+  av_dict_free(&dict);
+  const std::string cannot_open =
+      network ? fmt::format("cannot open the stream (nothing answered within {:g} s, the connection was refused, "
+                            "or it is not a video FFmpeg can decode)",
+                            options.open_timeout_s)
+              : "not a video FFmpeg can decode (unsupported or corrupt)";
+  if (err < 0) fail(cannot_open, err);
+  err = avformat_find_stream_info(format_, nullptr);
+  if (err < 0) fail(cannot_open, err);
+  find_video_stream();
+  if (options.annex_b) start_annex_b();
+  deadline_ns_ = 0;
+}
+
+void Demuxer::find_video_stream() {
+  const int best = av_find_best_stream(format_, AVMEDIA_TYPE_VIDEO, -1, -1, nullptr, 0);
+  if (best < 0) fail("not a video FFmpeg can decode (no video stream)", 0);
+  AVStream* st = format_->streams[best];
+  if (st->disposition & AV_DISPOSITION_ATTACHED_PIC)
+    fail("not a video FFmpeg can decode (its only picture is attached cover art)", 0);
+  const AVCodecParameters* par = st->codecpar;
+  if (par->width <= 0 || par->height <= 0)
+    fail("not a video FFmpeg can decode (the video stream's picture size is unknown)", 0);
+  stream_ = best;
+  for (unsigned i = 0; i < format_->nb_streams; ++i)
+    if (static_cast<int>(i) != stream_) format_->streams[i]->discard = AVDISCARD_ALL;  // not even read into packets
+  tb_num_ = st->time_base.num;
+  tb_den_ = st->time_base.den;
+  if (!valid(st->time_base)) fail("not a video FFmpeg can decode (the video stream has no valid time base)", 0);
+
+  std::size_t size = 0;
+  const std::uint8_t* matrix = av_stream_get_side_data(st, AV_PKT_DATA_DISPLAYMATRIX, &size);
+  rotation_ = rotation_of(matrix, size);
+
+  const AVRational rate = valid(st->avg_frame_rate) ? st->avg_frame_rate : st->r_frame_rate;
+  if (valid(rate)) {
+    const double fps = av_q2d(rate);
+    fps_ = std::isfinite(fps) && fps > 0 && fps <= 1000 ? fps : 0;
+  }
+  if (st->nb_frames > 0) {
+    frames_announced_ = st->nb_frames;
+  } else if (fps_ > 0 && valid(st->r_frame_rate) && av_cmp_q(st->avg_frame_rate, st->r_frame_rate) == 0) {
+    // No frame index (Matroska, MPEG-TS): at a constant rate the count follows from the duration (the reader
+    // allows a few frames' slack); a variable rate gives no count rather than a wrong one.
+    double seconds = -1;
+    if (st->duration > 0 && st->duration != AV_NOPTS_VALUE) seconds = static_cast<double>(st->duration) * av_q2d(st->time_base);
+    else if (format_->duration > 0) seconds = static_cast<double>(format_->duration) / AV_TIME_BASE;
+    const double frames = seconds * fps_;
+    if (std::isfinite(frames) && frames >= 1 && frames < 1e12) frames_announced_ = std::llround(frames);
+  }
+}
+
+void Demuxer::start_annex_b() {
+  const AVCodecParameters* par = format_->streams[stream_]->codecpar;
+  const char* name = par->codec_id == AV_CODEC_ID_H264 ? "h264_mp4toannexb"
+                     : par->codec_id == AV_CODEC_ID_HEVC ? "hevc_mp4toannexb"
+                                                          : nullptr;
+  if (name == nullptr) return;  // other codecs' packets go to NVDEC as they are
+  const AVBitStreamFilter* filter = av_bsf_get_by_name(name);
+  if (filter == nullptr) fail(std::string("this FFmpeg lacks the ") + name + " bitstream filter", 0);
+  int err = av_bsf_alloc(filter, &bsf_);
+  if (err < 0) fail(std::string("cannot start ") + name, err);
+  err = avcodec_parameters_copy(bsf_->par_in, par);
+  if (err < 0) fail(std::string("cannot start ") + name, err);
+  bsf_->time_base_in = format_->streams[stream_]->time_base;
+  err = av_bsf_init(bsf_);
+  if (err < 0) fail(std::string("cannot convert the stream to Annex-B (") + name + ")", err);
+  tb_num_ = bsf_->time_base_out.num;
+  tb_den_ = bsf_->time_base_out.den;
+}
+
+const AVCodecParameters& Demuxer::codec_parameters() const noexcept {
+  return bsf_ != nullptr ? *bsf_->par_out : *format_->streams[stream_]->codecpar;
+}
+
+std::string Demuxer::container() const { return format_->iformat != nullptr ? format_->iformat->name : "?"; }
+
+std::optional<std::int64_t> Demuxer::to_ns(std::int64_t ts) const noexcept {
+  if (ts == AV_NOPTS_VALUE) return std::nullopt;
+  const std::int64_t ns = av_rescale_q(ts, AVRational{tb_num_, tb_den_}, AVRational{1, 1'000'000'000});
+  if (ns == INT64_MIN) return std::nullopt;  // overflowed
+  return ns;
+}
+
+void Demuxer::fill(DemuxPacket& packet) const noexcept {
+  const AVPacket* p = packet.av();
+  packet.pts_ns = to_ns(p->pts);
+  packet.dts_ns = to_ns(p->dts);
+  packet.keyframe = (p->flags & AV_PKT_FLAG_KEY) != 0;
+  packet.corrupt = (p->flags & AV_PKT_FLAG_CORRUPT) != 0;
+}
+
+// The next packet of the video stream from the container, into `p`.
+DemuxStatus Demuxer::read_video_packet(AVPacket* p, std::string& why) noexcept {
+  arm(read_timeout_s_);  // one deadline for the whole read: other streams' packets do not extend it
+  int err = 0;
+  while (true) {
+    av_packet_unref(p);
+    err = av_read_frame(format_, p);
+    if (err < 0 || p->stream_index == stream_) break;
+  }
+  deadline_ns_ = 0;
+  if (err == AVERROR_EOF) return DemuxStatus::end;
+  if (err < 0) {
+    av_packet_unref(p);
+    why = err == AVERROR_EXIT && network_ ? fmt::format("no data within {:g} s", read_timeout_s_)
+                                          : "reading failed: " + av_error_text(err);
+    return DemuxStatus::error;
+  }
+  return DemuxStatus::packet;
+}
+
+DemuxStatus Demuxer::read(DemuxPacket& packet, std::string& why) noexcept {
+  if (ended_) return DemuxStatus::end;
+  if (bsf_ == nullptr) {
+    const DemuxStatus s = read_video_packet(packet.av(), why);
+    if (s == DemuxStatus::packet) fill(packet);
+    else ended_ = true;
+    return s;
+  }
+  while (true) {
+    av_packet_unref(packet.av());  // the filter fills a blank packet
+    int err = av_bsf_receive_packet(bsf_, packet.av());
+    if (err == 0) {
+      fill(packet);
+      return DemuxStatus::packet;
+    }
+    if (err != AVERROR(EAGAIN) || demux_ended_) {  // EOF: drained; after the drain request nothing else comes
+      ended_ = true;
+      if (err == AVERROR_EOF || err == AVERROR(EAGAIN)) return DemuxStatus::end;
+      why = "the Annex-B filter failed: " + av_error_text(err);
+      return DemuxStatus::error;
+    }
+    const DemuxStatus s = read_video_packet(raw_, why);
+    if (s == DemuxStatus::error) {
+      ended_ = true;
+      return s;
+    }
+    if (s == DemuxStatus::end) {
+      demux_ended_ = true;
+      err = av_bsf_send_packet(bsf_, nullptr);  // drain what the filter holds
+    } else {
+      err = av_bsf_send_packet(bsf_, raw_);  // takes the packet's reference
+    }
+    if (err < 0) {
+      av_packet_unref(raw_);
+      why = "the Annex-B filter refused a packet: " + av_error_text(err);
+      ended_ = true;
+      return DemuxStatus::error;
+    }
+  }
+}
+
+}  // namespace sluice

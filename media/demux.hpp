@@ -1,0 +1,119 @@
+#pragma once
+// The demux layer both video decoders share: FFmpeg's libavformat over a file, a network URL (rtsp, http(s),
+// tcp, udp, ...) or bytes in memory, giving the packets of the best video stream with the container's
+// timestamps in ns, the stream's codec parameters and its display rotation. In Annex-B mode H.264 and HEVC
+// packets pass h264_mp4toannexb / hevc_mp4toannexb, so a hardware decoder (NVDEC) can take them as they are.
+//
+// Every byte is hostile: opening throws InputError naming the URI and FFmpeg's reason; read() never throws.
+// Network inputs are bounded by deadlines (open, and each read) through libavformat's interrupt callback,
+// so a silent server cannot block a read for longer than read_timeout_s.
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+
+extern "C" {
+struct AVFormatContext;
+struct AVCodecParameters;
+struct AVPacket;
+struct AVBSFContext;
+struct AVIOContext;
+}
+
+namespace sluice {
+
+struct DemuxOptions {
+  // Deadlines for network inputs (URLs; files and memory have none: they cannot stall).
+  double open_timeout_s = 10, read_timeout_s = 5;
+  // H.264/HEVC packets as Annex-B byte streams (start codes, parameter sets in band); other codecs unchanged.
+  bool annex_b = false;
+  // Demuxer and protocol options (AVDictionary), e.g. {"rtsp_transport", "udp"}; rtsp defaults to tcp.
+  std::map<std::string, std::string> format_options;
+};
+
+// A demuxed packet; the demuxer reuses it on each read().
+class DemuxPacket {
+ public:
+  DemuxPacket();
+  ~DemuxPacket();
+  DemuxPacket(const DemuxPacket&) = delete;
+  DemuxPacket& operator=(const DemuxPacket&) = delete;
+
+  std::span<const std::uint8_t> data() const noexcept;
+  std::optional<std::int64_t> pts_ns, dts_ns;  // on the container's timeline; none where it has none
+  bool keyframe = false;
+  bool corrupt = false;  // the container flagged it (a short read at a truncated end, a CRC failure)
+  AVPacket* av() const noexcept { return packet_; }  // for avcodec_send_packet(); timestamps in time_base()
+
+ private:
+  AVPacket* packet_;
+};
+
+enum class DemuxStatus : std::uint8_t { packet, end, error };
+
+class Demuxer {
+ public:
+  // A URL (scheme://...), or else a local file path (read through the file protocol only). Throws InputError
+  // "'URI': reason".
+  Demuxer(const std::string& uri, const DemuxOptions& options);
+  // Bytes in memory (tests, the fuzzer); `name` stands for the URI in messages. The bytes must outlive it.
+  Demuxer(std::span<const std::uint8_t> bytes, const std::string& name, const DemuxOptions& options);
+  ~Demuxer();
+  Demuxer(const Demuxer&) = delete;
+  Demuxer& operator=(const Demuxer&) = delete;
+
+  // The next packet of the video stream. end: no more; error: `why` says what (a read failed, timed out).
+  DemuxStatus read(DemuxPacket& packet, std::string& why) noexcept;
+
+  const std::string& uri() const noexcept { return uri_; }
+  // The video stream's parameters (after the Annex-B filter in Annex-B mode: extradata is then Annex-B too).
+  const AVCodecParameters& codec_parameters() const noexcept;
+  int time_base_num() const noexcept { return tb_num_; }
+  int time_base_den() const noexcept { return tb_den_; }
+  // Clockwise degrees (0, 90, 180, 270) to turn a frame so it shows upright: the stream's display matrix, as
+  // ffmpeg's autorotate reads it.
+  int rotation() const noexcept { return rotation_; }
+  std::int64_t frames_announced() const noexcept { return frames_announced_; }  // -1 when the container does not say
+  double fps() const noexcept { return fps_; }                                   // average rate; 0 when unknown
+  std::string container() const;  // the demuxer's name, e.g. "mov,mp4,m4a,3gp,3g2,mj2"
+  // A stream time in ns (none for AV_NOPTS_VALUE).
+  std::optional<std::int64_t> to_ns(std::int64_t ts) const noexcept;
+
+ private:
+  struct Memory;
+  void open(const std::string& url, const DemuxOptions& options, bool network);
+  void close() noexcept;
+  void find_video_stream();
+  void start_annex_b();
+  [[noreturn]] void fail(const std::string& what, int err) const;
+  void arm(double seconds) noexcept;
+  static int interrupted(void* self) noexcept;
+  DemuxStatus read_video_packet(AVPacket* p, std::string& why) noexcept;
+  void fill(DemuxPacket& packet) const noexcept;
+
+  std::string uri_;
+  double read_timeout_s_ = 0;
+  bool network_ = false;
+  std::int64_t deadline_ns_ = 0;  // 0: none
+  std::unique_ptr<Memory> memory_;
+  AVFormatContext* format_ = nullptr;
+  AVBSFContext* bsf_ = nullptr;
+  AVPacket* raw_ = nullptr;  // what av_read_frame gave, before the filter
+  int stream_ = -1;
+  int tb_num_ = 0, tb_den_ = 1;
+  int rotation_ = 0;
+  std::int64_t frames_announced_ = -1;
+  double fps_ = 0;
+  bool demux_ended_ = false, ended_ = false;
+};
+
+// FFmpeg's text for an error code ("Invalid data found when processing input").
+std::string av_error_text(int err);
+
+// Keeps libav's own log lines off stderr (sluice reports every failure itself, naming the input): errors go to
+// the debug log. Idempotent.
+void quiet_libav_logging();
+
+}  // namespace sluice

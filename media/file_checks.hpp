@@ -1,0 +1,17 @@
+#pragma once
+// Checks of a local input: before any decoder touches it, and whether it ended complete.
+#include <cstdint>
+#include <string>
+
+namespace sluice {
+
+// `uri` must exist as a readable, non-empty regular file; throws InputError ("'URI': reason") otherwise.
+// Anything but a regular file could block a decode thread forever (a FIFO waits for a writer) or never end
+// (/dev/zero).
+void check_readable_file(const std::string& uri);
+
+// A video that ends this many frames short of what its container announced is still complete (containers
+// without a frame index estimate the count from duration x rate); beyond it, the file is reported truncated.
+std::int64_t truncation_tolerance(std::int64_t frames_announced) noexcept;
+
+}  // namespace sluice

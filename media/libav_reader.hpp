@@ -1,0 +1,26 @@
+#pragma once
+// Frame readers for video files and network streams on FFmpeg's libraries: the shared demux layer
+// (media/demux.hpp), libavcodec decoding on the CPU (frame and slice threads per source:
+// ReaderOptions::codec_threads) and libswscale into the target (media/frame_scaler.hpp: turned upright as
+// the stream's display matrix says, placed per ReaderOptions::fit, converted to the target's format).
+//
+// Timestamps are the decoder's best-effort presentation times from the container, in ns (pts_ns()): a
+// variable-frame-rate file keeps its own timing, and every frame it holds is read. frames_total is the
+// container's frame count (or, without an index, duration x rate at a constant rate; -1 otherwise).
+//
+// Files: a packet the decoder rejects is skipped (counted in the reason should the file come up short); a
+// file that ends well before the count its container announced (beyond truncation_tolerance) is an error
+// "ended after N of M frames (truncated or corrupt...)"; one from which no frame decodes at all is an error.
+// Streams: a read that fails or finds no data within read_timeout_s is an error (the source reconnects).
+// read() never throws.
+#include <memory>
+#include <string>
+
+#include "runtime/frame_reader.hpp"
+
+namespace sluice {
+
+std::unique_ptr<FrameReader> open_libav_file_reader(const std::string& uri, const ReaderOptions& options);
+std::unique_ptr<FrameReader> open_libav_stream_reader(const std::string& uri, const ReaderOptions& options);
+
+}  // namespace sluice

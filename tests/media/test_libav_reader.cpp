@@ -1,0 +1,437 @@
+// The FFmpeg-based demux layer and video reader against the ffmpeg and ffprobe command-line tools run on the
+// same inputs (made by tests/media/make_inputs.sh): the Annex-B byte stream of h264/hevc_mp4toannexb, the
+// timestamps of a variable-frame-rate file, auto-rotation, pixel formats at the native size; the fit modes
+// against a CPU-computed expectation; and damaged inputs (every prefix of a clip, bytes flipped) that must end
+// with a reason, never a crash.
+#include <catch2/catch.hpp>
+
+#include <array>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <optional>
+#include <span>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <opencv2/core.hpp>
+#include <opencv2/imgproc.hpp>
+
+extern "C" {
+#include <libavcodec/codec_par.h>
+}
+
+#include "media/demux.hpp"
+#include "media/frame_fit.hpp"
+#include "media/libav_reader.hpp"
+#include "runtime/inputs.hpp"
+#include "tests/temp_dir.hpp"
+
+using namespace sluice;
+
+namespace {
+
+const std::string kInputs = SLUICE_BINARY_DIR "/media-inputs";
+std::string input(const std::string& name) { return kInputs + "/" + name; }
+
+// stdout of a shell command (ffmpeg/ffprobe on paths this test controls).
+std::vector<std::uint8_t> run(const std::string& command) {
+  FILE* p = ::popen(command.c_str(), "r");
+  REQUIRE(p != nullptr);
+  std::vector<std::uint8_t> out;
+  std::uint8_t buf[65536];
+  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.insert(out.end(), buf, buf + n);
+  REQUIRE(::pclose(p) == 0);
+  return out;
+}
+std::string run_text(const std::string& command) {
+  const auto bytes = run(command);
+  return {bytes.begin(), bytes.end()};
+}
+
+std::vector<std::uint8_t> read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// Raw frames as the ffmpeg CLI decodes them (auto-rotation on), in an ffmpeg pixel format.
+std::vector<std::uint8_t> ffmpeg_frames(const std::string& path, const std::string& pix_fmt, int frames) {
+  return run("ffmpeg -hide_banner -nostdin -loglevel error -i '" + path + "' -frames:v " + std::to_string(frames) +
+             " -f rawvideo -pix_fmt " + pix_fmt + " -");
+}
+
+struct Frame {
+  std::vector<std::uint8_t> bytes;
+  FrameTarget target;
+  Frame(int w, int h, PixelFormat p) : bytes(image_bytes(p, w, h), 0xcd) {
+    target = {reinterpret_cast<std::byte*>(bytes.data()), w, h, p};
+  }
+};
+
+std::unique_ptr<FrameReader> open_video(const std::string& path, Fit fit = Fit::stretch) {
+  ReaderOptions o;
+  o.fit = fit;
+  return ReaderRegistry::global().open(classify_uri(path), path, o);
+}
+
+struct Diff {
+  int max = 0;
+  double mean = 0;
+  std::size_t n = 0;
+  void add(int a, int b) {
+    const int d = std::abs(a - b);
+    max = std::max(max, d);
+    mean += (d - mean) / static_cast<double>(++n);
+  }
+};
+
+Diff compare(const std::uint8_t* a, const std::uint8_t* b, std::size_t n) {
+  Diff d;
+  for (std::size_t i = 0; i < n; ++i) d.add(a[i], b[i]);
+  return d;
+}
+
+}  // namespace
+
+TEST_CASE("video files and streams are read through libavcodec", "[media][libav]") {
+  auto r = open_video(input("clip.mp4"));
+  CHECK(r->info().backend == "libavcodec h264");
+  CHECK(r->info().frames_total == 48);
+  CHECK(r->info().fps == Approx(24));
+}
+
+TEST_CASE("demux in Annex-B mode gives the byte stream of ffmpeg's mp4toannexb filter", "[media][libav][demux]") {
+  test::TempDir tmp("sluice-annexb");
+  struct Row {
+    const char* file;
+    const char* filter;
+    const char* muxer;
+    int codec;
+  };
+  for (const Row& row : {Row{"clip.mp4", "h264_mp4toannexb", "h264", AV_CODEC_ID_H264},
+                         Row{"hevc.mp4", "hevc_mp4toannexb", "hevc", AV_CODEC_ID_HEVC}}) {
+    INFO(row.file);
+    const std::string want_path = tmp.str() + "/" + row.muxer;
+    run("ffmpeg -hide_banner -nostdin -loglevel error -y -i '" + input(row.file) + "' -c copy -bsf:v " + row.filter +
+        " -f " + row.muxer + " '" + want_path + "'");
+    const std::vector<std::uint8_t> want = read_bytes(want_path);
+    REQUIRE(want.size() > 100);
+
+    DemuxOptions o;
+    o.annex_b = true;
+    Demuxer d(input(row.file), o);
+    CHECK(d.codec_parameters().codec_id == row.codec);
+    std::vector<std::uint8_t> got;
+    DemuxPacket p;
+    std::string why;
+    int packets = 0;
+    std::optional<std::int64_t> last_dts;
+    while (d.read(p, why) == DemuxStatus::packet) {
+      const auto bytes = p.data();
+      REQUIRE(bytes.size() >= 4);
+      CHECK((bytes[0] == 0 && bytes[1] == 0 && (bytes[2] == 1 || (bytes[2] == 0 && bytes[3] == 1))));  // start code
+      got.insert(got.end(), bytes.begin(), bytes.end());
+      REQUIRE(p.dts_ns);
+      if (last_dts) CHECK(*p.dts_ns > *last_dts);  // decode order
+      last_dts = p.dts_ns;
+      ++packets;
+    }
+    CHECK(why.empty());
+    CHECK(packets == 48 * (row.codec == AV_CODEC_ID_H264) + 12 * (row.codec == AV_CODEC_ID_HEVC));
+    CHECK(got.size() == want.size());
+    CHECK(got == want);
+  }
+}
+
+TEST_CASE("demux without Annex-B gives the container's packets and timestamps", "[media][libav][demux]") {
+  // ffprobe's packet list: pts and dts in the stream's time base, and the time base itself.
+  const std::string probe = run_text("ffprobe -v error -select_streams v:0 -show_entries stream=time_base -show_entries "
+                                     "packet=pts,dts,size -of csv=p=0 '" + input("clip.mp4") + "'");
+  std::istringstream lines(probe);
+  std::string line, time_base;
+  std::vector<std::array<std::int64_t, 3>> want;
+  while (std::getline(lines, line)) {
+    if (line.empty()) continue;
+    if (line.find('/') != std::string::npos) {
+      time_base = line;
+      continue;
+    }
+    std::array<std::int64_t, 3> v{};
+    REQUIRE(std::sscanf(line.c_str(), "%ld,%ld,%ld", &v[0], &v[1], &v[2]) == 3);
+    want.push_back(v);
+  }
+  REQUIRE(want.size() == 48);
+  Demuxer d(input("clip.mp4"), {});
+  REQUIRE(time_base == std::to_string(d.time_base_num()) + "/" + std::to_string(d.time_base_den()));
+  DemuxPacket p;
+  std::string why;
+  std::size_t i = 0;
+  for (; d.read(p, why) == DemuxStatus::packet; ++i) {
+    REQUIRE(i < want.size());
+    const auto ns = [&](std::int64_t ts) {  // rounded to the nearest ns, as av_rescale_q does
+      const std::int64_t den = d.time_base_den();
+      return (ts * 1'000'000'000LL * d.time_base_num() + den / 2) / den;
+    };
+    INFO("packet " << i);
+    CHECK(*p.pts_ns == ns(want[i][0]));
+    CHECK(*p.dts_ns == ns(want[i][1]));
+    CHECK(static_cast<std::int64_t>(p.data().size()) == want[i][2]);
+  }
+  CHECK(i == want.size());
+  CHECK(d.read(p, why) == DemuxStatus::end);  // stays ended
+}
+
+TEST_CASE("a variable-frame-rate file keeps its timestamps and every frame", "[media][libav]") {
+  const std::string path = input("vfr.mp4");
+  const std::string probe = run_text("ffprobe -v error -select_streams v:0 -show_entries stream=time_base -show_entries "
+                                     "frame=best_effort_timestamp -of csv=p=0 '" + path + "'");
+  std::istringstream lines(probe);
+  std::string line;
+  int num = 0, den = 0;
+  std::vector<std::int64_t> want;
+  while (std::getline(lines, line)) {
+    if (line.empty()) continue;
+    if (std::sscanf(line.c_str(), "%d/%d", &num, &den) == 2) continue;
+    want.push_back(std::stoll(line));
+  }
+  REQUIRE(want.size() == 40);
+  REQUIRE(den > 0);
+  auto r = open_video(path);
+  CHECK(r->info().frames_total == 40);
+  Frame f(64, 48, PixelFormat::bgr8);
+  std::string why;
+  std::vector<std::int64_t> got;
+  ReadStatus s;
+  while ((s = r->read(f.target, why)) == ReadStatus::frame) got.push_back(r->pts_ns().value_or(-1));
+  INFO(why);
+  CHECK(s == ReadStatus::end);
+  REQUIRE(got.size() == want.size());
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    INFO("frame " << i);
+    const double expected_ns = static_cast<double>(want[i]) * 1e9 * num / den;
+    CHECK(std::abs(static_cast<double>(got[i]) - expected_ns) <= 1.0);
+  }
+  // The second half is slower: its frame spacing is 3x the first's (not one invented constant rate).
+  CHECK(got[39] - got[38] > 2 * (got[1] - got[0]));
+
+  // The same stream in Matroska (no frame index, ms timestamps): every frame, no "truncated", the same times
+  // to the container's millisecond.
+  auto mkv = open_video(input("vfr.mkv"));
+  std::vector<std::int64_t> from_mkv;
+  while ((s = mkv->read(f.target, why)) == ReadStatus::frame) from_mkv.push_back(mkv->pts_ns().value_or(-1));
+  INFO(why);
+  CHECK(s == ReadStatus::end);
+  REQUIRE(from_mkv.size() == got.size());
+  for (std::size_t i = 0; i < got.size(); ++i) CHECK(std::abs(from_mkv[i] - got[i]) <= 1'000'000);
+}
+
+TEST_CASE("rotated videos come out as ffmpeg auto-rotates them", "[media][libav]") {
+  for (const char* name : {"rot90.mp4", "rot180.mp4", "rot270.mp4"}) {
+    INFO(name);
+    auto r = open_video(input(name));
+    const bool sideways = std::string(name) != "rot180.mp4";
+    const int w = sideways ? 96 : 160, h = sideways ? 160 : 96;
+    CHECK(r->info().width == w);
+    CHECK(r->info().height == h);
+    const std::vector<std::uint8_t> want = ffmpeg_frames(input(name), "bgr24", 2);
+    REQUIRE(want.size() == static_cast<std::size_t>(2 * w * h * 3));
+    std::string why;
+    for (int i = 0; i < 2; ++i) {
+      Frame f(w, h, PixelFormat::bgr8);
+      REQUIRE(r->read(f.target, why) == ReadStatus::frame);
+      const Diff d = compare(f.bytes.data(), want.data() + static_cast<std::size_t>(i * w * h * 3), f.bytes.size());
+      INFO("frame " << i << ": mean " << d.mean << " max " << d.max);
+      // The same YUV, converted before (here) or after (ffmpeg) turning: equal up to rounding of the chroma
+      // interpolation (a wrong turn differs by tens on average).
+      CHECK(d.max <= 2);
+    }
+  }
+}
+
+TEST_CASE("every pixel format at the native size is what ffmpeg converts to", "[media][libav]") {
+  const std::string clip = input("clip.mp4");  // 320x240
+  struct Row {
+    PixelFormat pixel;
+    const char* ffmpeg;
+    int tolerance;
+  };
+  // The same libswscale with the same (bicubic) flags: byte for byte.
+  for (const Row& row : {Row{PixelFormat::nv12, "nv12", 0}, Row{PixelFormat::i420, "yuv420p", 0},
+                         Row{PixelFormat::gray8, "gray", 0}, Row{PixelFormat::bgr8, "bgr24", 0},
+                         Row{PixelFormat::rgb8, "rgb24", 0}}) {
+    INFO(to_string(row.pixel));
+    const std::vector<std::uint8_t> want = ffmpeg_frames(clip, row.ffmpeg, 3);
+    auto r = open_video(clip);
+    Frame f(320, 240, row.pixel);
+    std::string why;
+    for (int i = 0; i < 3; ++i) REQUIRE(r->read(f.target, why) == ReadStatus::frame);
+    REQUIRE(want.size() == 3 * f.bytes.size());
+    const Diff d = compare(f.bytes.data(), want.data() + 2 * f.bytes.size(), f.bytes.size());
+    INFO("mean " << d.mean << " max " << d.max);
+    CHECK(d.max <= row.tolerance);
+  }
+}
+
+TEST_CASE("fit: letterbox and crop place the frame as computed on the CPU", "[media][libav][fit]") {
+  const std::string clip = input("portrait.mp4");  // 96x160
+  // The frame at its own size (stretch onto the same size: no scaling), as the reference.
+  auto native_reader = open_video(clip);
+  Frame native(96, 160, PixelFormat::bgr8);
+  std::string why;
+  REQUIRE(native_reader->read(native.target, why) == ReadStatus::frame);
+  const cv::Mat ref(160, 96, CV_8UC3, native.bytes.data());
+
+  SECTION("letterbox: the whole frame, aspect kept, centred on black") {
+    const FitPlan plan = plan_fit(96, 160, 160, 96, Fit::letterbox);
+    CHECK(plan.dest == PixelRect{51, 0, 58, 96});  // 96 x 0.6 = 57.6 wide
+    auto r = open_video(clip, Fit::letterbox);
+    Frame f(160, 96, PixelFormat::bgr8);
+    REQUIRE(r->read(f.target, why) == ReadStatus::frame);
+    const cv::Mat got(96, 160, CV_8UC3, f.bytes.data());
+    cv::Mat want(96, 160, CV_8UC3, cv::Scalar::all(0));
+    cv::resize(ref, want(cv::Rect(51, 0, 58, 96)), cv::Size(58, 96), 0, 0, cv::INTER_AREA);
+    for (int y = 0; y < 96; ++y)
+      for (int x = 0; x < 160; ++x)
+        if (x < 51 || x >= 109)
+          REQUIRE(got.at<cv::Vec3b>(y, x) == cv::Vec3b(0, 0, 0));  // the bars are black, exactly
+    const Diff d = compare(got.data, want.data, got.total() * 3);
+    INFO("mean " << d.mean << " max " << d.max);
+    CHECK(d.mean < 4.0);  // bicubic (libswscale) against area (OpenCV) on a busy pattern
+  }
+  SECTION("letterbox in nv12: bars are limited-range black") {
+    auto r = open_video(clip, Fit::letterbox);
+    Frame f(160, 96, PixelFormat::nv12);
+    REQUIRE(r->read(f.target, why) == ReadStatus::frame);
+    for (int y = 0; y < 96; ++y) {
+      CHECK(f.bytes[static_cast<std::size_t>(y * 160)] == 16);
+      CHECK(f.bytes[static_cast<std::size_t>(y * 160 + 159)] == 16);
+    }
+    const std::size_t uv = 160 * 96;
+    for (int y = 0; y < 48; ++y) {
+      CHECK(f.bytes[uv + static_cast<std::size_t>(y * 160)] == 128);          // U left of the picture
+      CHECK(f.bytes[uv + static_cast<std::size_t>(y * 160 + 159)] == 128);    // V right of it
+    }
+    const FitPlan plan = plan_fit(96, 160, 160, 96, Fit::letterbox, 2);
+    CHECK(plan.dest == PixelRect{50, 0, 58, 96});  // even for whole chroma samples
+  }
+  SECTION("crop: the centre of the frame covers the target") {
+    const FitPlan plan = plan_fit(96, 160, 160, 96, Fit::crop, 1, 2);
+    CHECK(plan.source == PixelRect{0, 50, 96, 58});  // 96 / (160/96) = 57.6 rows, centred, even
+    CHECK(plan.dest == PixelRect{0, 0, 160, 96});
+    auto r = open_video(clip, Fit::crop);
+    Frame f(160, 96, PixelFormat::bgr8);
+    REQUIRE(r->read(f.target, why) == ReadStatus::frame);
+    cv::Mat want;
+    cv::resize(ref(cv::Rect(0, 50, 96, 58)), want, cv::Size(160, 96), 0, 0, cv::INTER_LINEAR);
+    const Diff d = compare(f.bytes.data(), want.data, f.bytes.size());
+    INFO("mean " << d.mean << " max " << d.max);
+    CHECK(d.mean < 4.0);
+    // Stretch of the same frame is far from it: the test tells the modes apart.
+    auto s = open_video(clip, Fit::stretch);
+    Frame g(160, 96, PixelFormat::bgr8);
+    REQUIRE(s->read(g.target, why) == ReadStatus::frame);
+    CHECK(compare(g.bytes.data(), want.data, g.bytes.size()).mean > 3 * d.mean);
+  }
+  SECTION("a rotated video is turned before it is fitted") {
+    // rot90.mp4 stores 160x96 and shows 96x160: letterboxed into 160x96 like the portrait clip.
+    auto r = open_video(input("rot90.mp4"), Fit::letterbox);
+    Frame f(160, 96, PixelFormat::gray8);
+    REQUIRE(r->read(f.target, why) == ReadStatus::frame);
+    for (int y = 0; y < 96; ++y) {
+      CHECK(f.bytes[static_cast<std::size_t>(y * 160 + 50)] == 0);
+      CHECK(f.bytes[static_cast<std::size_t>(y * 160 + 110)] == 0);
+    }
+  }
+}
+
+TEST_CASE("plan_fit and rotate_plane", "[media][fit]") {
+  CHECK(plan_fit(1080, 1920, 1920, 1080, Fit::letterbox, 2).dest == PixelRect{656, 0, 608, 1080});
+  CHECK(plan_fit(1080, 1920, 1920, 1080, Fit::crop, 2, 2).source == PixelRect{0, 656, 1080, 608});
+  CHECK(plan_fit(1920, 1080, 1920, 1080, Fit::letterbox).dest == PixelRect{0, 0, 1920, 1080});
+  CHECK(plan_fit(1920, 1080, 224, 224, Fit::stretch).source == PixelRect{0, 0, 1920, 1080});
+  CHECK(plan_fit(1920, 1080, 224, 224, Fit::crop).source == PixelRect{420, 0, 1080, 1080});
+  CHECK(plan_fit(3, 1000, 16, 16, Fit::letterbox, 2).dest.width == 2);  // never below one aligned unit
+  // unrotate_rect maps an upright rect back into the stored frame: the full frame maps to the full frame, and
+  // a corner follows the turn (stored 8x4, shown 4x8 after a clockwise quarter turn).
+  CHECK(unrotate_rect({0, 0, 4, 8}, 8, 4, 1) == PixelRect{0, 0, 8, 4});
+  CHECK(unrotate_rect({0, 0, 1, 1}, 8, 4, 1) == PixelRect{0, 3, 1, 1});  // upright top-left = stored bottom-left
+  CHECK(unrotate_rect({0, 0, 1, 1}, 8, 4, 2) == PixelRect{7, 3, 1, 1});
+  CHECK(unrotate_rect({0, 0, 1, 1}, 8, 4, 3) == PixelRect{7, 0, 1, 1});
+
+  // Against OpenCV's rotate on random planes of 1, 2 and 3 bytes per element, odd sizes, padded strides.
+  cv::RNG rng(7);
+  for (int bytes : {1, 2, 3})
+    for (int turns = 0; turns < 4; ++turns) {
+      INFO(bytes << " bytes, " << turns << " turns");
+      const int w = 13, h = 7;
+      cv::Mat src(h, w, CV_8UC(bytes));
+      rng.fill(src, cv::RNG::UNIFORM, 0, 256);
+      cv::Mat want = src.clone();
+      if (turns == 1) cv::rotate(src, want, cv::ROTATE_90_CLOCKWISE);
+      if (turns == 2) cv::rotate(src, want, cv::ROTATE_180);
+      if (turns == 3) cv::rotate(src, want, cv::ROTATE_90_COUNTERCLOCKWISE);
+      cv::Mat padded(want.rows, want.cols + 5, CV_8UC(bytes), cv::Scalar::all(0xee));
+      cv::Mat got = padded(cv::Rect(0, 0, want.cols, want.rows));
+      rotate_plane(src.data, static_cast<std::ptrdiff_t>(src.step), w, h, bytes, got.data,
+                   static_cast<std::ptrdiff_t>(got.step), turns);
+      CHECK(cv::norm(got, want, cv::NORM_INF) == 0);
+      CHECK(cv::countNonZero(cv::Mat(padded(cv::Rect(want.cols, 0, 5, want.rows)).reshape(1) != 0xee)) == 0);  // stride kept
+    }
+}
+
+TEST_CASE("damaged files end with a reason and never crash", "[media][libav][damaged]") {
+  const std::vector<std::uint8_t> clip = read_bytes(input("clip.mp4"));
+  REQUIRE(clip.size() > 4096);
+  SECTION("every prefix (in steps) of a clip, demuxed from memory") {
+    for (std::size_t n = 0; n <= clip.size(); n += 997) {
+      INFO(n << " bytes");
+      try {
+        Demuxer d(std::span<const std::uint8_t>(clip.data(), n), "prefix", {});
+        DemuxPacket p;
+        std::string why;
+        int packets = 0;
+        DemuxStatus s;
+        while ((s = d.read(p, why)) == DemuxStatus::packet) ++packets;
+        CHECK(packets <= 48);
+        if (s == DemuxStatus::error) CHECK_FALSE(why.empty());
+      } catch (const InputError& e) {
+        CHECK_THAT(std::string(e.what()), Catch::Contains("'prefix': "));
+      }
+    }
+  }
+  SECTION("bytes flipped in the middle of the picture data") {
+    test::TempDir tmp("sluice-damaged");
+    std::vector<std::uint8_t> bad = clip;
+    for (std::size_t i = bad.size() / 3; i < bad.size() * 2 / 3; i += 101) bad[i] ^= 0x5a;
+    const std::string path = tmp.str() + "/flipped.mp4";
+    std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bad.data()),
+                                                static_cast<std::streamsize>(bad.size()));
+    auto r = open_video(path);
+    Frame f(64, 48, PixelFormat::i420);
+    std::string why;
+    int frames = 0;
+    ReadStatus s;
+    while ((s = r->read(f.target, why)) == ReadStatus::frame) ++frames;
+    INFO(frames << " frames; " << why);
+    CHECK(frames <= 48);
+    if (s == ReadStatus::error) CHECK_FALSE(why.empty());
+    CHECK(r->read(f.target, why) == ReadStatus::end);
+  }
+  SECTION("a truncated file names how far it got") {
+    auto r = open_video(input("truncated.mp4"));
+    Frame f(64, 48, PixelFormat::bgr8);
+    std::string why;
+    int frames = 0;
+    ReadStatus s;
+    while ((s = r->read(f.target, why)) == ReadStatus::frame) ++frames;
+    CHECK(s == ReadStatus::error);
+    CHECK_THAT(why, Catch::Contains("ended after " + std::to_string(frames) + " of 96 frames (truncated"));
+  }
+  SECTION("a corrupt file fails to open naming the file and FFmpeg's reason") {
+    REQUIRE_THROWS_WITH(open_video(input("corrupt.mp4")),
+                        Catch::Contains(input("corrupt.mp4")) &&
+                            Catch::Contains("not a video FFmpeg can decode (unsupported or corrupt): "));
+  }
+}
