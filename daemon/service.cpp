@@ -266,6 +266,7 @@ class Service {
   // A source-remove names a source by id or name; a name that is not UTF-8 is shown with U+FFFD, and that
   // shown form finds it too.
   nlohmann::json remove_source(const std::string& which) {
+    if (auto why = sources_changing()) return error(*why);
     SourceControl* control = pipeline_->source_control();
     if (!control) return error("no source '" + which + "'");
     std::string target = which;
@@ -282,6 +283,14 @@ class Service {
     return {{"ok", true}};
   }
 
+  // While a reload's old generation drains, its sources are being handed over and the new one has not
+  // started: an added or removed source could land in neither. The caller tries again (the drain is bounded).
+  std::optional<std::string> sources_changing() const {
+    if (!draining_) return std::nullopt;
+    return "a reload is in progress: generation " + std::to_string(draining_->generation) +
+           " is draining; sources can be added or removed once `status` shows draining: null (try again)";
+  }
+
   // Starts a source in the running pipeline; the others are not touched (no lock they wait on is held
   // while it opens: opening happens on the new source's own thread). What it may read or connect to is the
   // access policy's: input roots and allowed hosts.
@@ -294,6 +303,7 @@ class Service {
       spdlog::warn("control: {}", *why);
       return error(*why);
     }
+    if (auto why = sources_changing()) return error(*why);
     SourceOptions o;
     o.uri = request.uri;
     if (request.name) o.name = *request.name;

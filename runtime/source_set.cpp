@@ -460,31 +460,28 @@ void SourceSet::release_slot(Source& s, int slot) {
   space_free_.notify_all();
 }
 
-// A decoded frame that never enters a batch: produced and dropped at once, so the totals still add up.
+// A decoded frame that never enters a batch is produced and settled at once (dropped, or failed with the
+// decoder's reason), so the totals still add up.
 void SourceSet::drop_frame(Source& s, FrameMeta meta, const char* why) {
   s.dropped++;
-  const std::string reason = "source '" + s.name + "': " + why;
-  FrameLedger* ledger = settings_.shared ? settings_.shared->ledger : nullptr;
-  if (!ledger) {
-    unbound_drops_[reason]++;  // between two pipelines: the next one counts it
-    return;
-  }
-  ledger->produced(1);
-  ledger->dropped(1, reason);
-  settings_.shared->inputs.settle(std::span<const FrameMeta>(&meta, 1), FrameFate::dropped);
+  settle_outside_batch(meta, FrameFate::dropped, "source '" + s.name + "': " + why);
 }
 
-// A frame the reader could not decode: produced and failed at once, with the decoder's reason.
 void SourceSet::fail_frame(Source& s, FrameMeta meta, const std::string& why) {
-  const std::string reason = "source '" + s.name + "': frame " + std::to_string(meta.input_frame) + ": " + why;
+  settle_outside_batch(meta, FrameFate::failed,
+                       "source '" + s.name + "': frame " + std::to_string(meta.input_frame) + ": " + why);
+}
+
+void SourceSet::settle_outside_batch(FrameMeta meta, FrameFate fate, const std::string& reason) {
   FrameLedger* ledger = settings_.shared ? settings_.shared->ledger : nullptr;
-  if (!ledger) {
-    unbound_failures_[reason]++;  // between two pipelines: the next one counts it
+  if (!ledger) {  // between two pipelines: the next one counts it
+    (fate == FrameFate::dropped ? unbound_drops_ : unbound_failures_)[reason]++;
     return;
   }
   ledger->produced(1);
-  ledger->failed(1, reason);
-  settings_.shared->inputs.settle(std::span<const FrameMeta>(&meta, 1), FrameFate::failed);
+  if (fate == FrameFate::dropped) ledger->dropped(1, reason);
+  else ledger->failed(1, reason);
+  settings_.shared->inputs.settle(std::span<const FrameMeta>(&meta, 1), fate);
 }
 
 bool SourceSet::compatible(const SourceSetSettings& o) const {

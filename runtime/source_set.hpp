@@ -92,6 +92,7 @@ class SourceSet final : public SourceControl {
   void release_slot(Source& s, int slot);    // a claimed slot that holds no frame after all
   void drop_frame(Source& s, FrameMeta meta, const char* why);  // mu_ held
   void fail_frame(Source& s, FrameMeta meta, const std::string& why);  // mu_ held
+  void settle_outside_batch(FrameMeta meta, FrameFate fate, const std::string& reason);  // mu_ held
   void set_state(Source& s, SourceState state, std::string reason = {});
   bool wait_backoff(Source& s, double seconds);
   void monitor();                            // stall watchdog, reaping of removed sources

@@ -390,18 +390,20 @@ class Load:
         while not self.stop.wait(self.a.churn_every):
             with self.quiet.shared():
                 try:
-                    if added is None:
-                        reply = request(self.sock, {"request": "source-add", "uri": "testsrc:noise",
-                                                    "name": "soak-churn", "rate_limit": self.a.fps})
-                        if reply.get("ok"):
-                            added = reply.get("name", "soak-churn")
+                    # During a reload's drain sources cannot change (PROTOCOL.md): try again a little later.
+                    reloading = lambda r: not r.get("ok") and "a reload is in progress" in r.get("error", "")
+                    for _ in range(200):
+                        if added is None:
+                            reply = request(self.sock, {"request": "source-add", "uri": "testsrc:noise",
+                                                        "name": "soak-churn", "rate_limit": self.a.fps})
                         else:
-                            self.failed(f"source-add: {reply}")
+                            reply = request(self.sock, {"request": "source-remove", "source": added})
+                        if not reloading(reply) or self.stop.wait(0.05):
+                            break
+                    if reply.get("ok"):
+                        added = reply.get("name", "soak-churn") if added is None else None
                     else:
-                        reply = request(self.sock, {"request": "source-remove", "source": added})
-                        added = None
-                        if not reply.get("ok"):
-                            self.failed(f"source-remove: {reply}")
+                        self.failed(f"source-{'add' if added is None else 'remove'}: {reply}")
                     if reply.get("ok"):
                         with self.lock:
                             self.churn_ok += 1

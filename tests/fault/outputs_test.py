@@ -288,7 +288,11 @@ def settled(sock):
     """Pauses the service and waits until no frame is in flight; returns that status."""
     request(sock, {"request": "pause"})
     wait_for(lambda: status(sock)["frames"]["in_flight"] == 0, 60)  # sanitizer builds on a loaded 2-core box are slow
-    return status(sock)
+    st = status(sock)
+    if st["frames"]["in_flight"] != 0:  # say where the frame is held, for whoever reads the log
+        print("settled: still in flight after 60 s:", st["frames"],
+              [(x["name"], x["frames"], x["queue_depth"], x["health"]) for x in st["stages"]], flush=True)
+    return st
 
 
 def stop_service(p, sock):

@@ -23,6 +23,7 @@ extern "C" {
 #include <libavcodec/codec_par.h>
 }
 
+#include "byte_diff.hpp"
 #include "media/demux.hpp"
 #include "media/frame_fit.hpp"
 #include "media/libav_reader.hpp"
@@ -76,22 +77,8 @@ std::unique_ptr<FrameReader> open_video(const std::string& path, Fit fit = Fit::
   return ReaderRegistry::global().open(classify_uri(path), path, o);
 }
 
-struct Diff {
-  int max = 0;
-  double mean = 0;
-  std::size_t n = 0;
-  void add(int a, int b) {
-    const int d = std::abs(a - b);
-    max = std::max(max, d);
-    mean += (d - mean) / static_cast<double>(++n);
-  }
-};
-
-Diff compare(const std::uint8_t* a, const std::uint8_t* b, std::size_t n) {
-  Diff d;
-  for (std::size_t i = 0; i < n; ++i) d.add(a[i], b[i]);
-  return d;
-}
+using Diff = test::ByteDiff;
+constexpr auto compare = test::compare_bytes;
 
 }  // namespace
 

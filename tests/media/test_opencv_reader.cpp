@@ -27,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "byte_diff.hpp"
 #include "kernels/preprocess_cpu.hpp"
 #include "media/file_checks.hpp"
 #include "media/media.hpp"
@@ -115,17 +116,7 @@ std::uint8_t luma(int r, int g, int b) { return clamp_u8(((66 * r + 129 * g + 25
 std::uint8_t chroma_u(int r, int g, int b) { return clamp_u8(((-38 * r - 74 * g + 112 * b + 128) >> 8) + 128); }
 std::uint8_t chroma_v(int r, int g, int b) { return clamp_u8(((112 * r - 94 * g - 18 * b + 128) >> 8) + 128); }
 
-// Largest and mean absolute difference, one byte stream against another.
-struct Diff {
-  int max = 0;
-  double mean = 0;
-  std::size_t n = 0;
-  void add(int a, int b) {
-    const int d = std::abs(a - b);
-    max = std::max(max, d);
-    mean += (d - mean) / static_cast<double>(++n);
-  }
-};
+using Diff = test::ByteDiff;
 
 // Checks a frame of `pixel` against the BGR reference `bgr` (same size), by the formulas stated in
 // media/opencv_reader.hpp.
