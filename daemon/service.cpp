@@ -110,11 +110,11 @@ class Service {
     start_pipeline(plan_pipeline(spec));  // requests are served from io_.run() on: the pipeline exists then
     setup_watchdog();
     state_ = "running";
-    sd_notify(0, "READY=1");
     spdlog::info("sluiced {} ready: pipeline '{}' on {}, control socket {}{}{}", SLUICE_VERSION, plan_name_,
                  to_string(pipeline_->plan().device), options_.socket,
                  tcp_address.empty() ? "" : ", control on tcp " + tcp_address,
                  options_.metrics.empty() ? "" : ", metrics on " + metrics_->address());
+    sd_notify(0, "READY=1");  // after the line: whoever waits for READY finds the addresses in the log
     wait_signal();
     schedule_tick();
     io_.run();

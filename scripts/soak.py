@@ -288,6 +288,7 @@ class Load:
         self.lock = threading.Lock()
         self.requests = 0
         self.errors = []  # first few failed requests, with what came back
+        self.started = time.monotonic()
         self.error_count = 0
         self.reloads_ok = 0
         self.warm_reloads_done = threading.Event()
@@ -299,6 +300,7 @@ class Load:
             self.error_count += 1
             if len(self.errors) < 20:
                 self.errors.append(what)
+                print(f"soak: request failed at {time.monotonic() - self.started:.1f} s: {what}", flush=True)
 
     def counted(self):
         with self.lock:

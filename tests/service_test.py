@@ -91,7 +91,10 @@ try:
     log.flush()
     check("ready notified", ready, open(os.path.join(tmp, "sluiced.log")).read())
     # Ports are picked by the kernel (port 0): read them from the ready line.
-    ready_line = next(l for l in open(os.path.join(tmp, "sluiced.log")) if " ready: " in l)
+    # READY=1 and the log line are two writes: wait for the line too.
+    ready_lines = lambda: [l for l in open(os.path.join(tmp, "sluiced.log")) if " ready: " in l]
+    wait_for(lambda: ready_lines())
+    ready_line = ready_lines()[0]
     metrics_port = int(ready_line.rsplit("metrics on 127.0.0.1:", 1)[1].split()[0])
     st = request({"request": "status"})
     check("status shape", st["ok"] and st["state"] == "running" and st["generation"] == 1 and
