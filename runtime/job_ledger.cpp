@@ -63,6 +63,22 @@ std::string utc_now_iso8601() {
   return buf;
 }
 
+// One ledger line (with its '\n'): input, size, mtime_ns, status, then `fields` in their order, at, and
+// input_hex for a key that is not UTF-8. Invalid UTF-8 elsewhere (outputs, reason) is replaced: informational
+// only; the input itself is kept exactly (input_hex).
+std::string record_line(const std::string& key, const FileId& id, const char* status,
+                        const nlohmann::ordered_json& fields) {
+  nlohmann::ordered_json j;
+  j["input"] = key;
+  j["size"] = id.size;
+  j["mtime_ns"] = id.mtime_ns;
+  j["status"] = status;
+  for (const auto& [name, value] : fields.items()) j[name] = value;
+  j["at"] = utc_now_iso8601();
+  if (!valid_utf8(key)) j["input_hex"] = to_hex(key);
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
+
 bool blank(std::string_view s) {
   return std::all_of(s.begin(), s.end(), [](char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\0'; });
 }
@@ -273,18 +289,8 @@ bool JobLedger::append(const std::string& input, bool failed, std::uint64_t fram
   const std::string k = key(input);
   const FileId id = stat_input(k);
 
-  nlohmann::ordered_json j;
-  j["input"] = k;
-  j["size"] = id.size;
-  j["mtime_ns"] = id.mtime_ns;
-  j["status"] = failed ? "failed" : "done";
-  j["frames"] = frames;
-  j["outputs"] = outputs;
-  j["reason"] = reason;
-  j["at"] = utc_now_iso8601();
-  if (!valid_utf8(k)) j["input_hex"] = to_hex(k);
-  // Invalid UTF-8 in outputs or reason is replaced (informational only); the input itself is kept exactly.
-  const std::string line = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  const std::string line = record_line(k, id, failed ? "failed" : "done",
+                                       {{"frames", frames}, {"outputs", outputs}, {"reason", reason}});
 
   std::lock_guard lock(mu_);
   if (fd_ < 0) throw std::runtime_error("job ledger " + path_.string() + " is closed");
@@ -312,15 +318,7 @@ void JobLedger::started(const std::vector<std::string>& inputs) {
   }
   if (keys.empty()) return;
   for (const std::string& k : keys) {
-    const FileId id = stat_input(k);
-    nlohmann::ordered_json j;
-    j["input"] = k;
-    j["size"] = id.size;
-    j["mtime_ns"] = id.mtime_ns;
-    j["status"] = "started";
-    j["at"] = utc_now_iso8601();
-    if (!valid_utf8(k)) j["input_hex"] = to_hex(k);
-    lines += j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+    lines += record_line(k, stat_input(k), "started", nlohmann::ordered_json::object());
   }
   std::lock_guard lock(mu_);
   if (fd_ < 0) throw std::runtime_error("job ledger " + path_.string() + " is closed");
