@@ -222,6 +222,10 @@ std::string render_prometheus(const PipelineSnapshot& s, const MetricsInfo& info
     for (const auto& r : info.sources) e.sample("sluice_source_reconnects_total", {{"source", r.name}}, r.reconnects);
     e.family("sluice_source_state", "gauge", "1 for the state each source is in (connecting, live, stalled, ...).");
     for (const auto& r : info.sources) e.sample("sluice_source_state", {{"source", r.name}, {"state", to_string(r.state)}}, std::uint64_t{1});
+    e.family("sluice_source_decoder_info", "gauge",
+             "1 per source, labelled with the decoder of its open input (NVDEC or libavcodec, and where frames go).");
+    for (const auto& r : info.sources)
+      if (!r.decoder.empty()) e.sample("sluice_source_decoder_info", {{"source", r.name}, {"decoder", r.decoder}}, std::uint64_t{1});
   }
 
   e.family("sluice_uptime_seconds", "gauge", "Seconds since the daemon started.");

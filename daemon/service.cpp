@@ -74,7 +74,7 @@ nlohmann::json source_json(const SourceReport& r) {
           {"since_last_frame_s", r.since_last_frame_s}, {"next_attempt_in_s", r.next_attempt_in_s},
           {"inputs", {{"total", r.inputs_total}, {"done", r.inputs_done}, {"failed", r.inputs_failed},
                       {"skipped", r.inputs_skipped}}},
-          {"bad_inputs", r.bad_inputs}};
+          {"bad_inputs", r.bad_inputs}, {"decoder", r.decoder}};
 }
 
 class Service {

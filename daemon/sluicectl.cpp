@@ -752,6 +752,7 @@ void append_sources_table(std::string& out, const json& sources, bool detailed) 
     out += "\n";
     if (!detailed) continue;
     if (const json* uri = field(s, "uri"); uri && uri->is_string()) out += "        uri " + uri->get<std::string>() + "\n";
+    if (const std::string decoder = text(s, "decoder"); decoder != "-" && !decoder.empty()) out += "        decoder " + decoder + "\n";
     if (const json* bad = array_field(s, "bad_inputs")) {
       std::size_t shown = 0;
       for (const auto& b : *bad) {

@@ -18,15 +18,23 @@
 #include <vector>
 
 #include "runtime/format.hpp"
+#include "runtime/gpu.hpp"
 
 namespace sluice {
 
 // A frame's destination: one item of the pipeline's frame layout (image_bytes(pixel, width, height) bytes).
 // Readers scale (as ReaderOptions::fit says) and convert whatever they decode into it.
+//
+// A device target (`device`: data is GPU memory) is offered only to a reader whose writes_device_memory()
+// says it decodes on the GPU. The buffer/event protocol holds for it as for batches: the reader's stream
+// waits on `reusable` (when set: whoever read the slot last may still be copying it out) before writing, and
+// records `written` after the work that fills it, without waiting for that work on the host.
 struct FrameTarget {
   std::byte* data = nullptr;
   int width = 0, height = 0;
   PixelFormat pixel = PixelFormat::bgr8;
+  bool device = false;
+  gpu::EventHandle reusable = nullptr, written = nullptr;
 };
 
 enum class InputKind : std::uint8_t { file, image, image_sequence, camera, stream, testsrc };
@@ -71,6 +79,9 @@ struct ReaderOptions {
   // GPU allow and else the CPU decoder (saying why, once); "gpu" only it (the input fails when it cannot);
   // "cpu" never it.
   std::string decoder = "auto";
+  // Set by the source set when its batches live in device memory: a GPU decoder may then hand frames over in
+  // device memory (FrameTarget::device) instead of copying them to the host.
+  bool device_frames = false;
 };
 
 // frame: decoded into the target. failed: this one frame could not be decoded (`why` says why; the decoder
@@ -88,6 +99,9 @@ class FrameReader {
   // container's timestamps, variable frame rates included); none when the reader has no clock, and the
   // source numbers frames at the native rate instead.
   virtual std::optional<std::int64_t> pts_ns() const { return std::nullopt; }
+  // True when this reader decodes on the GPU and takes device targets (ReaderOptions::device_frames was set):
+  // its frames then never cross PCIe raw.
+  virtual bool writes_device_memory() const { return false; }
 };
 
 // Thrown by a factory that cannot open its input; the message is the reason (shown per source).

@@ -44,6 +44,7 @@ struct SourceReport {
   double since_last_frame_s = -1;   // -1 before the first frame
   double next_attempt_in_s = -1;    // backoff: seconds until the next attempt
   std::vector<std::string> bad_inputs;  // "path: reason" for the first few bad files
+  std::string decoder;              // the open input's decoder, e.g. "NVDEC H.264 (frames stay on the GPU)"
 };
 
 class SourceControl {

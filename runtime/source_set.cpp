@@ -41,6 +41,13 @@ struct SourceSet::Source {
   // Ring of decoded frames: slots are claimed by a decode thread, filled without the lock, published, and
   // taken by the stage in publish order.
   Memory ring;
+  // Device batches only: where a GPU decoder writes instead (made when such a reader first opens), which
+  // ring each slot's frame is in, and per slot the events of the buffer/event protocol: `written` recorded
+  // by the decoder's stream, `read` by the taking stage's stream after its copy out.
+  Memory device_ring;
+  std::vector<std::uint8_t> slot_on_device, read_recorded;  // bytes, not vector<bool>: slots change concurrently
+  std::vector<Event> written, read;
+  std::string decoder;  // the open input's decoder, as its reader names it
   std::vector<SlotState> slots;
   std::vector<FrameMeta> slot_meta;
   std::deque<int> ready;
@@ -327,14 +334,29 @@ bool SourceSet::read_input(Source& s, const std::string& uri, InputKind kind, bo
   InputTracker* tracker = &shared->inputs;
   set_state(s, SourceState::connecting);
   std::unique_ptr<FrameReader> reader;
+  const bool device_batches = settings_.batch_memory == MemoryKind::device;
+  ReaderOptions reader_options = s.options.reader;
+  reader_options.device_frames = device_batches && !shared->tap;  // the tap draws on host copies
   try {
-    reader = ReaderRegistry::global().open(kind, uri, s.options.reader);
+    reader = ReaderRegistry::global().open(kind, uri, reader_options);
   } catch (const std::exception& e) {
     error = e.what();
     if (!live) tracker->end(tracker->begin(s.id, uri, kind, 0), error);  // listed, recorded failed by a job
     return !s.stop;
   }
+  const bool device_target = reader_options.device_frames && reader->writes_device_memory();
   const InputInfo& info = reader->info();
+  try {
+    if (device_batches) prepare_device_slots(s, device_target);
+  } catch (const std::exception& e) {
+    error = std::string("cannot set up its frame slots on the GPU: ") + e.what();
+    if (!live) tracker->end(tracker->begin(s.id, uri, kind, 0), error);
+    return !s.stop;
+  }
+  {
+    std::lock_guard lock(mu_);
+    s.decoder = info.backend + (device_target ? " (frames stay on the GPU)" : "");
+  }
   std::uint32_t input = tracker->begin(s.id, uri, kind, info.frames_total);
   set_state(s, SourceState::live);
   const double rate = s.options.rate_limit;
@@ -355,8 +377,7 @@ bool SourceSet::read_input(Source& s, const std::string& uri, InputKind kind, bo
     }
     const int slot = claim_slot(s);
     if (slot < 0) break;
-    const FrameTarget target{s.ring.data() + frame_bytes_ * static_cast<std::size_t>(slot), settings_.width,
-                             settings_.height, settings_.pixel};
+    const FrameTarget target = slot_target(s, slot, device_target);
     std::string why;
     const ReadStatus status = reader->read(target, why);
     if (status != ReadStatus::frame && status != ReadStatus::failed) {
@@ -460,6 +481,49 @@ void SourceSet::release_slot(Source& s, int slot) {
   space_free_.notify_all();
 }
 
+void SourceSet::prepare_device_slots(Source& s, bool device_ring) {
+  std::lock_guard lock(mu_);  // several decode threads of one job may open inputs at once
+  const std::size_t n = s.slots.size();
+  if (s.read.empty()) {
+    s.slot_on_device.assign(n, 0);
+    s.read_recorded.assign(n, 0);
+    for (std::size_t i = 0; i < n; ++i) {
+      s.written.push_back(Event::create());
+      s.read.push_back(Event::create());
+    }
+  }
+  if (device_ring && !s.device_ring.data()) s.device_ring = Memory(MemoryKind::device, s.ring.bytes());
+}
+
+FrameTarget SourceSet::slot_target(Source& s, int slot, bool device) {
+  // The slot is this thread's (writing): nothing else touches its entries until it is published.
+  const auto i = static_cast<std::size_t>(slot);
+  const std::size_t offset = frame_bytes_ * i;
+  FrameTarget t{s.ring.data() + offset, settings_.width, settings_.height, settings_.pixel};
+  if (s.read.empty()) return t;  // host batches: the stage copied the slot out before freeing it
+  s.slot_on_device[i] = device ? 1 : 0;
+  if (device) {
+    t.data = s.device_ring.data() + offset;
+    t.device = true;
+    t.written = s.written[i].get();
+    if (s.read_recorded[i]) t.reusable = s.read[i].get();
+  } else if (s.read_recorded[i]) {
+    gpu::event_synchronize(s.read[i].get());  // the copy into the last batch must be done before the host writes
+  }
+  return t;
+}
+
+void SourceSet::enqueue_device_copy(std::byte* dst, Source& from, int slot, gpu::StreamHandle stream) {
+  const auto i = static_cast<std::size_t>(slot);
+  const std::byte* src = (from.slot_on_device[i] ? from.device_ring : from.ring).data() + frame_bytes_ * i;
+  if (from.slot_on_device[i]) gpu::stream_wait_event(stream, from.written[i].get());
+  gpu::copy_async(dst, src, frame_bytes_, stream);
+  gpu::event_record(from.read[i].get(), stream);
+  from.read_recorded[i] = 1;
+  // Free at once: the next writer orders itself after `read` (slot_target), not the host after the copy.
+  from.slots[i] = SlotState::free;
+}
+
 // A decoded frame that never enters a batch is produced and settled at once (dropped, or failed with the
 // decoder's reason), so the totals still add up.
 void SourceSet::drop_frame(Source& s, FrameMeta meta, const char* why) {
@@ -486,7 +550,8 @@ void SourceSet::settle_outside_batch(FrameMeta meta, FrameFate fate, const std::
 
 bool SourceSet::compatible(const SourceSetSettings& o) const {
   return o.width == settings_.width && o.height == settings_.height && o.pixel == settings_.pixel &&
-         o.ring_memory == settings_.ring_memory && o.ring_frames == settings_.ring_frames &&
+         o.ring_memory == settings_.ring_memory && o.batch_memory == settings_.batch_memory &&
+         o.ring_frames == settings_.ring_frames &&
          o.copy_threads == settings_.copy_threads;
 }
 
@@ -529,7 +594,9 @@ void SourceSet::retain(const std::function<bool(const SourceOptions&, std::uint3
 }
 
 int SourceSet::take(Batch& batch, std::int64_t batch_timeout_ns, const std::atomic<bool>& stop, bool wait_when_idle,
-                    std::int64_t* waited_ns) {
+                    std::int64_t* waited_ns, gpu::StreamHandle stream) {
+  const bool device_batch = batch.memory.kind() == MemoryKind::device;
+  if (device_batch && !stream) throw std::logic_error("SourceSet::take: a device batch needs a stream");
   int added = 0;
   bool waited = false;
   std::int64_t deadline = 0;
@@ -554,9 +621,15 @@ int SourceSet::take(Batch& batch, std::int64_t batch_timeout_ns, const std::atom
       from->ready.pop_front();
       from->slots[static_cast<std::size_t>(slot)] = SlotState::reading;
       batch.frames.push_back(from->slot_meta[static_cast<std::size_t>(slot)]);
-      const CopyJob job{batch.item(batch.count), from, slot};
+      std::byte* const dst = batch.item(batch.count);
       batch.count++;
       if (added++ == 0) deadline = now_ns() + batch_timeout_ns;
+      if (device_batch) {
+        enqueue_device_copy(dst, *from, slot, stream);
+        space_free_.notify_all();
+        continue;
+      }
+      const CopyJob job{dst, from, slot};
       lock.unlock();
       copy_frame(job);  // on a copy thread when there are any: the slot is freed when the copy is done
       lock.lock();
@@ -650,6 +723,7 @@ SourceReport SourceSet::report(const Source& s, std::int64_t now) const {
   r.since_last_frame_s = last ? static_cast<double>(now - last) / 1e9 : -1;
   if (s.state == SourceState::backoff) r.next_attempt_in_s = std::max(0.0, static_cast<double>(s.next_attempt_ns - now) / 1e9);
   r.bad_inputs = s.bad_inputs;
+  r.decoder = s.decoder;
   return r;
 }
 

@@ -33,6 +33,9 @@ struct SourceSetSettings {
   int width = 0, height = 0;
   PixelFormat pixel = PixelFormat::bgr8;
   MemoryKind ring_memory = MemoryKind::host;  // pinned when the pipeline runs on the GPU
+  // Where batches live. Device: each frame goes from its ring slot into the batch by one async copy on the
+  // taking stage's stream (from pinned memory, or from device memory when a GPU decoder wrote it there).
+  MemoryKind batch_memory = MemoryKind::host;
   int ring_frames = 4;                        // per source, plus one per decode thread
   int copy_threads = -1;                      // ring -> batch copies; -1: one per 4 cores, at most 4
   std::shared_ptr<PipelineShared> shared;     // input tracker, job ledger, frame tap
@@ -54,8 +57,9 @@ class SourceSet final : public SourceControl {
   // ended; returns within ~50 ms either way so the caller can look again. Later frames are waited for
   // until batch_timeout after the first. Returns the number of frames added; adds the time spent waiting
   // for frames to *waited_ns.
+  // Device batches need `stream`: the copies are enqueued on it and the batch is ready once its work is.
   int take(Batch& batch, std::int64_t batch_timeout_ns, const std::atomic<bool>& stop, bool wait_when_idle,
-           std::int64_t* waited_ns = nullptr);
+           std::int64_t* waited_ns = nullptr, gpu::StreamHandle stream = nullptr);
   // Stops every source's decoding (what is already decoded can still be taken).
   void stop_all();
   // stop_all(), then waits up to `bound` for every decode thread to end. A thread still running then is
@@ -97,6 +101,12 @@ class SourceSet final : public SourceControl {
   bool wait_backoff(Source& s, double seconds);
   void monitor();                            // stall watchdog, reaping of removed sources
   SourceReport report(const Source& s, std::int64_t now) const;
+  // Device batches: the slots' events (once per source), and the device ring when a GPU decoder opens.
+  void prepare_device_slots(Source& s, bool device_ring);
+  // A device batch's frame: one async copy on `stream`, ordered after the writer's and before the next writer's.
+  void enqueue_device_copy(std::byte* dst, Source& from, int slot, gpu::StreamHandle stream);  // mu_ held
+  // The slot's memory for a reader, waiting for (host) or ordering after (device) the last copy out of it.
+  FrameTarget slot_target(Source& s, int slot, bool device);
   struct CopyJob {
     std::byte* dst;
     Source* from;

@@ -1,5 +1,6 @@
 // upload and download: one asynchronous copy per batch on the stage's stream (a batch is contiguous, so
-// one copy moves it). On the CPU both forward their input untouched.
+// one copy moves it). On the CPU, and where the input already is where it should go (frames a GPU decoder or
+// the decode stage put in device memory), they forward their input untouched: counted, not copied.
 #include "runtime/errors.hpp"
 #include "stages/builtin.hpp"
 
@@ -8,8 +9,9 @@ namespace {
 
 class CopyStage final : public Stage {
  public:
-  CopyStage(const StageInit& init, MemoryKind from, MemoryKind to) : on_gpu_(init.device == Device::cuda) {
+  CopyStage(const StageInit& init, MemoryKind from, MemoryKind to) {
     const PayloadDesc& in = *init.input;
+    on_gpu_ = init.device == Device::cuda && in.memory != to;
     const bool from_ok = from == MemoryKind::device ? in.memory == MemoryKind::device : in.memory != MemoryKind::device;
     if (on_gpu_ && !from_ok)
       throw ConfigError(std::string("expects its input in ") + (from == MemoryKind::device ? "device" : "host") +
@@ -39,7 +41,8 @@ class CopyStage final : public Stage {
 
 StageInfo upload_stage() {
   return {"upload", StageRole::transform,
-          "host to device: one async copy per batch from pinned memory on the stage's stream; pass-through on the CPU",
+          "host to device: one async copy per batch from pinned memory on the stage's stream; pass-through on the CPU "
+          "and for batches already in device memory (decode's frame_memory: device)",
           {},
           [](const StageInit& init) { return std::make_unique<CopyStage>(init, MemoryKind::pinned, MemoryKind::device); }};
 }

@@ -28,11 +28,20 @@
 namespace sluice {
 namespace {
 
-// What every decode stage emits: frames of the declared size and format, pinned when the GPU takes them.
-PayloadDesc frames_desc(const StageInit& init) {
+// What every decode stage emits: frames of the declared size and format; on a GPU pipeline pinned (for the
+// upload stage to copy) or, with managed sources, in device memory (`frame_memory`).
+PayloadDesc frames_desc(const StageInit& init, bool managed) {
   PayloadDesc d;
   d.kind = PayloadKind::frames;
-  d.memory = init.device == Device::cuda ? MemoryKind::pinned : MemoryKind::host;
+  const std::string& where = init.params.string("frame_memory");
+  if (init.device != Device::cuda) {
+    if (where == "device") throw ConfigError("'frame_memory: device' needs a pipeline on the GPU");
+    d.memory = MemoryKind::host;
+  } else if (where == "device" && !managed) {
+    throw ConfigError("'frame_memory: device' needs managed sources ('uri'): the direct test pattern renders on the host");
+  } else {
+    d.memory = where == "pinned" || !managed ? MemoryKind::pinned : MemoryKind::device;
+  }
   d.batch = init.batch_size;
   d.width = static_cast<int>(init.params.integer("width"));
   d.height = static_cast<int>(init.params.integer("height"));
@@ -56,7 +65,7 @@ class TestSourceStage final : public Stage, public SourceControl {
         animate_(init.params.boolean("animate")),
         batch_timeout_ns_(init.batch_timeout_us * 1000),
         shared_(init.shared),
-        desc_(frames_desc(init)) {}
+        desc_(frames_desc(init, false)) {}
 
   PayloadDesc output() const override { return desc_; }
 
@@ -252,7 +261,7 @@ class ManagedSourceStage final : public Stage, public SourceControl {
         stop_timeout_(std::chrono::milliseconds(static_cast<std::int64_t>(init.params.number("stop_timeout_s") * 1000))),
         batch_timeout_ns_(init.batch_timeout_us * 1000),
         shared_(init.shared ? init.shared : std::make_shared<PipelineShared>()),
-        desc_(frames_desc(init)) {
+        desc_(frames_desc(init, true)) {
     if (init.params.was_given("source"))
       throw ConfigError("give either 'source: testsrc' (one pattern rendered directly) or 'uri' (managed sources), not both");
     if (init.params.was_given("source_id"))
@@ -268,6 +277,8 @@ class ManagedSourceStage final : public Stage, public SourceControl {
   }
 
   PayloadDesc output() const override { return desc_; }
+  // Device batches: each frame is one async copy into the batch on this stage's stream.
+  bool uses_gpu() const override { return desc_.memory == MemoryKind::device; }
 
   void open(StageContext&) override {
     {
@@ -352,7 +363,7 @@ class ManagedSourceStage final : public Stage, public SourceControl {
       }
       // Waiting for frames is not work: the runner keeps it out of the stage's host time.
       sources_->take(*batch, batch_timeout_ns_, stopping ? never : *ctx.stop, idle_wait_ && !stopping,
-                     &ctx.pacing_wait_ns);
+                     &ctx.pacing_wait_ns, ctx.stream);
       if (batch->count > 0) return batch;
       // A source thread stuck in a blocking open or read must not hold the stop up: past stop_timeout_s
       // nothing more is waited for (close() abandons what is still stuck).
@@ -466,7 +477,8 @@ class ManagedSourceStage final : public Stage, public SourceControl {
     settings.width = desc_.width;
     settings.height = desc_.height;
     settings.pixel = desc_.pixel;
-    settings.ring_memory = desc_.memory;
+    settings.ring_memory = desc_.memory == MemoryKind::device ? MemoryKind::pinned : desc_.memory;
+    settings.batch_memory = desc_.memory;
     settings.ring_frames = ring_frames_;
     settings.shared = shared_;
     return settings;
@@ -554,7 +566,8 @@ StageInfo decode_stage() {
   return {"decode",
           StageRole::source,
           "frame source: files, directories and globs (resumable jobs), image sequences, V4L2 cameras, network "
-          "streams and test patterns, several at once, each with its own state; frames land in pinned batch memory",
+          "streams and test patterns, several at once, each with its own state; on the GPU frames land in device batch "
+          "memory (GPU-decoded ones without leaving it)",
           {
               {"uri", ParamType::strings, "[]",
                "sources, each its own: a video or image file, a directory or glob (a batch job: every file once), an "
@@ -612,6 +625,12 @@ StageInfo decode_stage() {
                "read (a FIFO without a writer, a hung mount) is reported failed and abandoned", 0.05, 600.0},
               {"read_timeout_s", ParamType::number, "5", "streams: how long one read may block", 0.1, 600.0},
               {"camera_fourcc", ParamType::string, "", "cameras: pixel format to request (MJPG, YUYV, ...); empty: its default"},
+              {"frame_memory", ParamType::choice, "auto",
+               "GPU pipelines: where the stage's batches live. device: each frame goes into the batch by one async "
+               "copy on the GPU (a GPU decoder's frames never leave it; CPU-decoded ones cross PCIe once, and "
+               "`upload` passes batches through); pinned: frames are copied into pinned host batches that `upload` "
+               "copies. auto: device with `uri` sources, pinned for the direct test pattern", {}, {},
+               {"auto", "device", "pinned"}},
               {"decoder", ParamType::choice, "auto",
                "video a GPU decoder reads (Annex-B .h264/.264/.h265/.hevc/.265 on NVDEC): auto = NVDEC where the codec "
                "and the GPU allow, else the CPU decoder; gpu = NVDEC only; cpu = never NVDEC", {}, {}, {"auto", "gpu", "cpu"}},

@@ -21,8 +21,8 @@ constexpr std::uint64_t kMaxBytesBeforeFirstPicture = std::uint64_t{32} << 20;
 
 class NvdecReader final : public FrameReader {
  public:
-  NvdecReader(const std::string& uri, std::unique_ptr<AnnexBFile> file)
-      : file_(std::move(file)), decoder_(file_->codec()) {
+  NvdecReader(const std::string& uri, std::unique_ptr<AnnexBFile> file, bool device_frames)
+      : file_(std::move(file)), decoder_(file_->codec()), device_frames_(device_frames) {
     info_.uri = uri;
     info_.kind = InputKind::file;
     info_.backend = std::string("NVDEC ") + (file_->codec() == VideoCodec::hevc ? "HEVC" : "H.264");
@@ -48,8 +48,10 @@ class NvdecReader final : public FrameReader {
         if (!feed_next(why)) return ReadStatus::error;
       }
       const NvdecOutput out{false, target.pixel, target.width, target.height};
-      const NvdecFrame f = decoder_.pop_to_host(reinterpret_cast<std::uint8_t*>(target.data),
-                                                image_bytes(target.pixel, target.width, target.height), out);
+      auto* dst = reinterpret_cast<std::uint8_t*>(target.data);
+      const std::size_t bytes = image_bytes(target.pixel, target.width, target.height);
+      const NvdecFrame f = target.device ? decoder_.pop_to_device(dst, bytes, out, target.reusable, target.written)
+                                         : decoder_.pop_to_host(dst, bytes, out);
       if (!f.error.empty()) {
         why = f.error;
         return ReadStatus::failed;
@@ -62,6 +64,7 @@ class NvdecReader final : public FrameReader {
   }
 
   const InputInfo& info() const override { return info_; }
+  bool writes_device_memory() const override { return device_frames_; }
 
  private:
   // Feeds the next NAL unit, or the end of the stream; false with `why` when decoding cannot go on.
@@ -87,6 +90,7 @@ class NvdecReader final : public FrameReader {
   std::unique_ptr<AnnexBFile> file_;
   NvdecDecoder decoder_;
   InputInfo info_;
+  bool device_frames_;
   std::vector<std::uint8_t> nal_;
   bool eof_ = false, finished_ = false;
 };
@@ -115,7 +119,13 @@ void register_annexb_reader(ReaderRegistry& registry) {
           if (options.decoder == "gpu") throw InputError("'" + to_valid_utf8(uri) + "': decoder: gpu, but " + why);
           return nullptr;
         }
-        return std::make_unique<NvdecReader>(uri, std::move(file));
+        if (options.fit != Fit::stretch) {
+          // The GPU conversion scales each axis on its own; letterbox and crop are the CPU decoder's.
+          why = "NVDEC unavailable: fit: " + std::string(to_string(options.fit)) + " is done by the CPU decoder";
+          if (options.decoder == "gpu") throw InputError("'" + to_valid_utf8(uri) + "': decoder: gpu, but " + why);
+          return nullptr;
+        }
+        return std::make_unique<NvdecReader>(uri, std::move(file), options.device_frames);
 #else
         why = "NVDEC unavailable: this sluiced was built without CUDA";
         if (options.decoder == "gpu") throw InputError("'" + to_valid_utf8(uri) + "': decoder: gpu, but " + why);

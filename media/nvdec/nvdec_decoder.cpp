@@ -151,7 +151,6 @@ struct NvdecDecoder::Impl {
   };
   std::vector<Buffer> buffers;
   CUdeviceptr scratch = 0;  // the converted frame on its way to the host
-  CUevent ready = nullptr;  // pop_to_device: recorded after the conversion, waited on by the consumer
   std::size_t scratch_capacity = 0;
   std::string error;  // set by a callback; thrown by feed()
 
@@ -399,7 +398,6 @@ void NvdecDecoder::close() noexcept {
   for (auto& b : m.buffers)
     if (b.ptr) d.cu->cuMemFree(b.ptr);
   if (m.scratch) d.cu->cuMemFree(m.scratch);
-  if (m.ready) d.cu->cuEventDestroy(m.ready);
   m.buffers.clear();
   if (m.stream) d.cu->cuStreamDestroy(m.stream);
   m.stream = nullptr;
@@ -439,15 +437,13 @@ NvdecFrame NvdecDecoder::pop_to_host(std::uint8_t* dst, std::size_t capacity, co
 }
 
 NvdecFrame NvdecDecoder::pop_to_device(std::uint8_t* dst_device, std::size_t capacity, const NvdecOutput& output,
-                                       CUstream_st* consumer) {
+                                       CUevent_st* wait_before, CUevent_st* done) {
+  Impl& m = *impl_;
+  // The runtime API's calls (the loader has no cuStreamWaitEvent): the session's stream lives in the primary
+  // context, the runtime's own.
+  if (wait_before && !ready_.empty() && ready_.front().error.empty()) gpu::stream_wait_event(m.stream, wait_before);
   NvdecFrame f = pop(dst_device, capacity, output, /*to_device=*/true);
-  if (f.error.empty() && consumer) {
-    Impl& m = *impl_;
-    ContextScope scope(m.d);
-    if (!m.ready) check(m.d, m.d.cu->cuEventCreate(&m.ready, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
-    check(m.d, m.d.cu->cuEventRecord(m.ready, m.stream), "cuEventRecord");
-    gpu::stream_wait_event(consumer, m.ready);  // the runtime's: the loader has no cuStreamWaitEvent
-  }
+  if (f.error.empty() && done) gpu::event_record(done, m.stream);
   return f;
 }
 

@@ -24,7 +24,7 @@
 #include "media/nvdec/annexb.hpp"
 #include "runtime/format.hpp"
 
-struct CUstream_st;
+struct CUevent_st;
 
 namespace sluice {
 
@@ -85,11 +85,12 @@ class NvdecDecoder {
   // corrupt comes back with its error and nothing written. Throws NvdecError when the queue is empty, the
   // frame does not fit or the GPU fails.
   NvdecFrame pop_to_host(std::uint8_t* dst, std::size_t capacity, const NvdecOutput& output);
-  // The same into device memory, without waiting: the work is enqueued on this session's stream and, when
-  // `consumer` is given, that stream waits for it (an event), so a GPU consumer reads the frame in order.
-  // Frames stay on the GPU: only the compressed bytes crossed PCIe.
+  // The same into device memory, without waiting on the host (the buffer/event protocol): this session's
+  // stream first waits on `wait_before` (when given: the last reader of `dst_device` may still be copying it
+  // out), enqueues the work and records `done` after it. Frames stay on the GPU: only the compressed bytes
+  // crossed PCIe.
   NvdecFrame pop_to_device(std::uint8_t* dst_device, std::size_t capacity, const NvdecOutput& output,
-                           CUstream_st* consumer = nullptr);
+                           CUevent_st* wait_before = nullptr, CUevent_st* done = nullptr);
   // The current sequence (all zero before the first sequence header).
   const NvdecSequence& sequence() const noexcept { return sequence_; }
 
