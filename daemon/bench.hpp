@@ -9,6 +9,7 @@ struct BenchOptions {
   int batches = 200;
   int warmup = 20;
   bool serial_only = false;
+  bool pipelined_only = false;  // no serial run (and so no bound): long inputs, files
   std::string json_path, trace_path;
 };
 

@@ -88,11 +88,13 @@ commands:
                   a crash or kill and finished files are skipped.
                   SIGINT/SIGTERM: stop the sources and drain frames in flight to the sink;
                   a second signal exits at once (exit 130).
-  bench FILE [--batches N] [--warmup N] [--serial] [--json PATH] [--trace PATH]
-                  run FILE's source for warm-up + N batches (default 20 + 200), first serial (one
-                  stage at a time: each stage alone, giving the bottleneck bound), then pipelined;
-                  print frames/s, per-stage ms per batch, stream busy fractions, CPU used, and
-                  pipelined / bound. --serial: the serial run only. --json: the report as JSON.
+  bench FILE [--batches N] [--warmup N] [--serial|--pipelined] [--json PATH] [--trace PATH]
+                  run FILE's source for warm-up + N batches (default 20 + 200; test patterns:
+                  files and streams run to their end, measured after the warm-up), first serial
+                  (one stage at a time: each stage alone, giving the bottleneck bound), then
+                  pipelined; print frames/s, per-stage ms per batch, stream busy fractions, CPU
+                  used, and pipelined / bound. --serial: the serial run only; --pipelined: the
+                  pipelined run only (no bound). --json: the report as JSON.
                   --trace: Chrome/Perfetto trace of the measured run, one track per stage stream.
   model FILE.onnx [--batch N] [--device auto|cpu|cuda] [--precision f32|f16|bf16]
                   [--input X.npy]... [--output Y.npy]... [--bench] [--iterations N] [--warmup N]
@@ -321,6 +323,7 @@ int cmd_bench(const std::vector<std::string>& args) {
     if (a == "--batches") o.batches = r.integer(1);
     else if (a == "--warmup") o.warmup = r.integer(0);
     else if (a == "--serial") o.serial_only = true;
+    else if (a == "--pipelined") o.pipelined_only = true;
     else if (a == "--json") o.json_path = r.value();
     else if (a == "--trace") o.trace_path = r.value();
     else if (!a.empty() && a[0] == '-') throw std::invalid_argument("unknown option '" + a + "'");

@@ -227,7 +227,9 @@ BatchLease Pipeline::step(std::size_t i, BatchLease& in) {
   const gpu::StreamHandle s = rt.ctx.stream;
   if (in && in->ready_pending) {
     if (s) gpu::stream_wait_event(s, in->ready.get());
-    else gpu::event_synchronize(in->ready.get());
+    // A host stage waits for the batch's GPU work, except one that passes the batch on without touching it
+    // (upload of device frames): the event stays pending for the next stage.
+    else if (!stage.forwards_input()) gpu::event_synchronize(in->ready.get());
   }
   const std::int64_t t0 = now_ns(), cpu0 = thread_cpu_ns(), acquire_wait0 = rt.ctx.acquire_wait_ns,
                      pacing_wait0 = rt.ctx.pacing_wait_ns;

@@ -141,13 +141,20 @@ struct NvdecDecoder::Impl {
   CUvideoctxlock lock = nullptr;
   CUvideoparser parser = nullptr;
   CUvideodecoder decoder = nullptr;
-  CUstream stream = nullptr;
+  // Two streams: `stream` copies pictures off their surfaces, and the host waits for it (`copied`, a
+  // blocking-sync event: the thread sleeps) before the surface goes back; `convert_stream` converts held
+  // copies into the caller's memory and may wait on the caller's events (pop_to_device). Kept apart, the
+  // host's wait for a copy-out never waits for a consumer that is behind.
+  CUstream stream = nullptr, convert_stream = nullptr;
+  CUevent copied = nullptr;
   CUVIDEOFORMAT format{};
   int surface_height = 0;
   struct Buffer {
     CUdeviceptr ptr = 0;
     std::size_t capacity = 0;
-    bool busy = false;
+    bool busy = false;          // holds a picture not yet popped
+    CUevent converted = nullptr;  // recorded on convert_stream after the last conversion that read it
+    bool converting = false;
   };
   std::vector<Buffer> buffers;
   CUdeviceptr scratch = 0;  // the converted frame on its way to the host
@@ -156,25 +163,37 @@ struct NvdecDecoder::Impl {
 
   explicit Impl(const Driver& driver) : d(driver) {}
 
+  // Free: popped, and the conversion that read it has run (the copy-out must not overwrite it before).
+  bool usable(Buffer& b) {
+    if (b.busy) return false;
+    if (b.converting && d.cu->cuEventQuery(b.converted) == CUDA_SUCCESS) b.converting = false;
+    return !b.converting;
+  }
+
   std::size_t take_buffer(std::size_t bytes) {
     for (std::size_t i = 0; i < buffers.size(); ++i)
-      if (!buffers[i].busy && buffers[i].capacity >= bytes) {
+      if (buffers[i].capacity >= bytes && usable(buffers[i])) {
         buffers[i].busy = true;
         return i;
       }
-    // Grows only up to the deepest queue seen (a burst at the end of the stream or a resolution change);
-    // afterwards buffers are reused.
+    // Grows only up to the deepest queue seen (pictures waiting to be popped or converted: a burst at the end
+    // of the stream, a resolution change, a consumer behind); afterwards buffers are reused.
     for (std::size_t i = 0; i < buffers.size(); ++i)
-      if (!buffers[i].busy) {
+      if (usable(buffers[i])) {
         check(d, d.cu->cuMemFree(buffers[i].ptr), "cuMemFree");
-        buffers[i] = {};
+        buffers[i].ptr = 0;
+        buffers[i].capacity = 0;
         check(d, d.cu->cuMemAlloc(&buffers[i].ptr, bytes), "cuMemAlloc (decoded frame)");
         buffers[i].capacity = bytes;
         buffers[i].busy = true;
         return i;
       }
     Buffer b;
-    check(d, d.cu->cuMemAlloc(&b.ptr, bytes), "cuMemAlloc (decoded frame)");
+    check(d, d.cu->cuEventCreate(&b.converted, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
+    if (const CUresult r = d.cu->cuMemAlloc(&b.ptr, bytes); r != CUDA_SUCCESS) {
+      d.cu->cuEventDestroy(b.converted);
+      check(d, r, "cuMemAlloc (decoded frame)");
+    }
     b.capacity = bytes;
     b.busy = true;
     buffers.push_back(b);
@@ -349,8 +368,9 @@ struct NvdecCallbacks {
       copy.WidthInBytes = chroma_row;
       copy.Height = chroma_rows;
       check(d, d.cu->cuMemcpy2DAsync(&copy, m.stream), "cuMemcpy2DAsync (chroma)");
-      // The surface goes back to the decoder only once the copy that reads it is done.
-      check(d, d.cu->cuStreamSynchronize(m.stream), "cuStreamSynchronize (decoded picture)");
+      // The surface goes back to the decoder only once the copy that reads it is done (the thread sleeps).
+      check(d, d.cu->cuEventRecord(m.copied, m.stream), "cuEventRecord (decoded picture)");
+      check(d, d.cu->cuEventSynchronize(m.copied), "cuEventSynchronize (decoded picture)");
     } catch (...) {
       d.cuvid->cuvidUnmapVideoFrame(m.decoder, surface);
       throw;
@@ -370,6 +390,8 @@ NvdecDecoder::NvdecDecoder(VideoCodec codec) {
   try {
     check(d, d.cuvid->cuvidCtxLockCreate(&impl_->lock, d.context), "cuvidCtxLockCreate");
     check(d, d.cu->cuStreamCreate(&impl_->stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+    check(d, d.cu->cuStreamCreate(&impl_->convert_stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+    check(d, d.cu->cuEventCreate(&impl_->copied, CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING), "cuEventCreate");
     CUVIDPARSERPARAMS pp{};
     pp.CodecType = cuvid_codec(codec);
     pp.ulMaxNumDecodeSurfaces = 1;  // the sequence callback tells the real number
@@ -395,12 +417,21 @@ void NvdecDecoder::close() noexcept {
   if (m.parser) d.cuvid->cuvidDestroyVideoParser(m.parser);
   m.parser = nullptr;
   m.destroy_decoder();
-  for (auto& b : m.buffers)
+  // Work still queued reads the buffers: freed once it is done (close is not on any frame's path).
+  if (m.convert_stream) d.cu->cuStreamSynchronize(m.convert_stream);
+  if (m.stream) d.cu->cuStreamSynchronize(m.stream);
+  for (auto& b : m.buffers) {
     if (b.ptr) d.cu->cuMemFree(b.ptr);
+    if (b.converted) d.cu->cuEventDestroy(b.converted);
+  }
   if (m.scratch) d.cu->cuMemFree(m.scratch);
   m.buffers.clear();
-  if (m.stream) d.cu->cuStreamDestroy(m.stream);
-  m.stream = nullptr;
+  if (m.copied) d.cu->cuEventDestroy(m.copied);
+  m.copied = nullptr;
+  for (CUstream* st : {&m.stream, &m.convert_stream}) {
+    if (*st) d.cu->cuStreamDestroy(*st);
+    *st = nullptr;
+  }
   if (m.lock) d.cuvid->cuvidCtxLockDestroy(m.lock);
   m.lock = nullptr;
   impl_.reset();
@@ -432,7 +463,7 @@ void NvdecDecoder::finish() {
 
 NvdecFrame NvdecDecoder::pop_to_host(std::uint8_t* dst, std::size_t capacity, const NvdecOutput& output) {
   NvdecFrame f = pop(dst, capacity, output, /*to_device=*/false);
-  if (f.error.empty()) check(impl_->d, impl_->d.cu->cuStreamSynchronize(impl_->stream), "cuStreamSynchronize");
+  if (f.error.empty()) check(impl_->d, impl_->d.cu->cuStreamSynchronize(impl_->convert_stream), "cuStreamSynchronize");
   return f;
 }
 
@@ -441,9 +472,10 @@ NvdecFrame NvdecDecoder::pop_to_device(std::uint8_t* dst_device, std::size_t cap
   Impl& m = *impl_;
   // The runtime API's calls (the loader has no cuStreamWaitEvent): the session's stream lives in the primary
   // context, the runtime's own.
-  if (wait_before && !ready_.empty() && ready_.front().error.empty()) gpu::stream_wait_event(m.stream, wait_before);
+  if (wait_before && !ready_.empty() && ready_.front().error.empty())
+    gpu::stream_wait_event(m.convert_stream, wait_before);
   NvdecFrame f = pop(dst_device, capacity, output, /*to_device=*/true);
-  if (f.error.empty() && done) gpu::event_record(done, m.stream);
+  if (f.error.empty() && done) gpu::event_record(done, m.convert_stream);
   return f;
 }
 
@@ -459,9 +491,13 @@ NvdecFrame NvdecDecoder::pop(std::uint8_t* dst, std::size_t capacity, const Nvde
   f.error = p.error;
   if (!p.error.empty()) return f;
   Impl::Buffer& held = m.buffers[p.buffer];
-  // Free for the next picture: whatever writes it next is enqueued on this stream, after the work below.
   held.busy = false;
   ContextScope scope(m.d);
+  // Free for the next picture once the work below has read it (take_buffer looks at the event).
+  const auto converted = [&] {
+    check(m.d, m.d.cu->cuEventRecord(held.converted, m.convert_stream), "cuEventRecord");
+    held.converting = true;
+  };
   const std::size_t rows = static_cast<std::size_t>(p.height);
   const std::size_t row = static_cast<std::size_t>(p.width) * p.bytes_per_sample;
   const std::size_t chroma_rows = static_cast<std::size_t>((p.height + 1) / 2);
@@ -479,14 +515,15 @@ NvdecFrame NvdecDecoder::pop(std::uint8_t* dst, std::size_t capacity, const Nvde
     copy.dstPitch = row;
     copy.WidthInBytes = row;
     copy.Height = rows;
-    check(m.d, m.d.cu->cuMemcpy2DAsync(&copy, m.stream), "cuMemcpy2DAsync (luma)");
+    check(m.d, m.d.cu->cuMemcpy2DAsync(&copy, m.convert_stream), "cuMemcpy2DAsync (luma)");
     copy.srcDevice = held.ptr + p.pitch * rows;
     if (to_device) copy.dstDevice = reinterpret_cast<CUdeviceptr>(dst + row * rows);
     else copy.dstHost = dst + row * rows;
     copy.dstPitch = chroma_row;
     copy.WidthInBytes = chroma_row;
     copy.Height = chroma_rows;
-    check(m.d, m.d.cu->cuMemcpy2DAsync(&copy, m.stream), "cuMemcpy2DAsync (chroma)");
+    check(m.d, m.d.cu->cuMemcpy2DAsync(&copy, m.convert_stream), "cuMemcpy2DAsync (chroma)");
+    converted();
     f.bytes = p.bytes;
     return f;
   }
@@ -514,11 +551,12 @@ NvdecFrame NvdecDecoder::pop(std::uint8_t* dst, std::size_t capacity, const Nvde
   }
   try {
     kernels::nv12_convert_gpu(cp, reinterpret_cast<const std::uint8_t*>(held.ptr),
-                              reinterpret_cast<const std::uint8_t*>(held.ptr + p.pitch * rows), out, m.stream);
+                              reinterpret_cast<const std::uint8_t*>(held.ptr + p.pitch * rows), out, m.convert_stream);
   } catch (const std::exception& e) {
     throw NvdecError(e.what());
   }
-  if (!to_device) check(m.d, m.d.cu->cuMemcpyDtoHAsync(dst, m.scratch, f.bytes, m.stream), "cuMemcpyDtoHAsync");
+  converted();
+  if (!to_device) check(m.d, m.d.cu->cuMemcpyDtoHAsync(dst, m.scratch, f.bytes, m.convert_stream), "cuMemcpyDtoHAsync");
   return f;
 }
 

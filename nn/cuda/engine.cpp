@@ -7,6 +7,8 @@
 #include <set>
 #include <sstream>
 
+#include <spdlog/spdlog.h>
+
 #include "nn/cuda/algo_cache.hpp"
 #include "nn/cuda/check.hpp"
 #include "nn/cuda/conv_layer.hpp"
@@ -297,18 +299,24 @@ cudaGraphExec_t CudaEngine::State::capture(const std::vector<TensorBinding>& in,
   cudaGraph_t g = nullptr;
   try {
     run_all(in, out, count, s);
+    CUDA_CHECK(cudaStreamEndCapture(s, &g));
+    cudaGraphExec_t exec = nullptr;
+    CUDA_CHECK(cudaGraphInstantiate(&exec, g, 0));
+    cudaGraphDestroy(g);
+    return exec;
   } catch (...) {
-    cudaStreamEndCapture(s, &g);
+    // Whatever failed (a layer, the end of the capture, the instantiation), the stream leaves capture mode and
+    // the error is cleared, so the caller's run layer by layer starts clean.
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(s, &status) == cudaSuccess && status != cudaStreamCaptureStatusNone) {
+      cudaGraph_t partial = nullptr;
+      cudaStreamEndCapture(s, &partial);
+      if (partial) cudaGraphDestroy(partial);
+    }
     if (g) cudaGraphDestroy(g);
     cudaGetLastError();
     throw;
   }
-  CUDA_CHECK(cudaStreamEndCapture(s, &g));
-  cudaGraphExec_t exec = nullptr;
-  const cudaError_t err = cudaGraphInstantiate(&exec, g, 0);
-  cudaGraphDestroy(g);
-  CUDA_CHECK(err);
-  return exec;
 }
 
 CudaEngine::CudaEngine(const Graph& prepared, const CudaEngineOptions& options)
@@ -366,6 +374,7 @@ void CudaEngine::enqueue(const std::vector<TensorBinding>& inputs, const std::ve
       // Keep serving without graphs, and say so in describe().
       st.graphs_work = false;
       st.graph_note = std::string("CUDA graph capture failed, running layer by layer: ") + e.what();
+      spdlog::warn("{}: {}", src, st.graph_note);
       st.run_all(inputs, outputs, count, stream);
       return;
     }
