@@ -82,8 +82,8 @@ def main():
     dev = torch.device("cuda")
     torch.backends.cudnn.benchmark = True
     model = torch_infer.build_resnet50().to(dev).half().to(memory_format=torch.channels_last)
-    mean = torch.tensor([0.485, 0.456, 0.406], device=dev).view(1, 3, 1, 1) * 255
-    std = torch.tensor([0.229, 0.224, 0.225], device=dev).view(1, 3, 1, 1) * 255
+    mean = (torch.tensor([0.485, 0.456, 0.406], device=dev).view(1, 3, 1, 1) * 255).half()
+    std = (torch.tensor([0.229, 0.224, 0.225], device=dev).view(1, 3, 1, 1) * 255).half()
     with torch.inference_mode():  # cuDNN picks its algorithms before the clock starts
         for _ in range(3):
             model(torch.zeros(a.batch, 3, a.size, a.size, device=dev, dtype=torch.half).to(memory_format=torch.channels_last))
