@@ -31,12 +31,16 @@ double cpu_seconds() {
 
 int main(int argc, char** argv) {
   if (argc < 4) {
-    std::fprintf(stderr, "usage: %s FILE SOURCES LOOPS [native|nv12|bgr8]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s FILE SOURCES LOOPS [native|nv12|bgr8] [stream|reopen|pool]\n", argv[0]);
     return 2;
   }
   const std::string path = argv[1];
   const int sources = std::atoi(argv[2]), loops = std::atoi(argv[3]);
   const std::string mode = argc > 4 ? argv[4] : "nv12";
+  // stream: one session per source fed the file LOOPS times as one stream; reopen: a new session per loop (an
+  // input after another, each its own decoder); pool: per loop a session from NvdecDecoder::take, given back
+  // at its end (what the reader does).
+  const std::string sessions = argc > 5 ? argv[5] : "stream";
   if (const std::string why = nvdec_unavailable_reason(); !why.empty()) {
     std::fprintf(stderr, "NVDEC unavailable: %s\n", why.c_str());
     return 1;
@@ -52,26 +56,39 @@ int main(int argc, char** argv) {
       try {
         const auto i = static_cast<std::size_t>(s);
         std::unique_ptr<AnnexBFile> file = std::make_unique<AnnexBFile>(path);
-        NvdecDecoder decoder(file->codec());
+        std::unique_ptr<NvdecDecoder> decoder =
+            sessions == "pool" ? NvdecDecoder::take(file->codec()) : std::make_unique<NvdecDecoder>(file->codec());
         void* out = gpu::device_alloc(std::size_t{64} << 20);  // at start, never in the loop
         std::vector<std::uint8_t> nal;
         const auto drain = [&] {
-          while (decoder.has_frame()) {
-            const NvdecSequence& seq = decoder.sequence();
+          while (decoder->has_frame()) {
+            const NvdecSequence& seq = decoder->sequence();
             const NvdecOutput o{mode == "native", mode == "bgr8" ? PixelFormat::bgr8 : PixelFormat::nv12, seq.width,
                                 seq.height};
-            const NvdecFrame f = decoder.pop_to_device(static_cast<std::uint8_t*>(out), std::size_t{64} << 20, o);
+            const NvdecFrame f = decoder->pop_to_device(static_cast<std::uint8_t*>(out), std::size_t{64} << 20, o);
             (f.error.empty() ? frames[i] : failed[i])++;
           }
         };
         for (int l = 0; l < loops; ++l) {
-          if (l) file = std::make_unique<AnnexBFile>(path);
+          if (l) {
+            file = std::make_unique<AnnexBFile>(path);
+            if (sessions != "stream") {
+              decoder->finish();
+              drain();
+              if (sessions == "pool") {
+                NvdecDecoder::give_back(std::move(decoder));
+                decoder = NvdecDecoder::take(file->codec());
+              } else {
+                decoder = std::make_unique<NvdecDecoder>(file->codec());
+              }
+            }
+          }
           while (file->next(nal)) {
-            decoder.feed(nal.data(), nal.size());
+            decoder->feed(nal.data(), nal.size());
             drain();
           }
         }
-        decoder.finish();
+        decoder->finish();
         drain();
         gpu::device_free(out);
       } catch (const std::exception& e) {
@@ -87,9 +104,9 @@ int main(int argc, char** argv) {
     total_failed += failed[i];
     if (!errors[i].empty()) std::fprintf(stderr, "source %zu: %s\n", i, errors[i].c_str());
   }
-  std::printf("{\"file\": \"%s\", \"mode\": \"%s\", \"sources\": %d, \"loops\": %d, \"frames\": %llu, \"failed\": %llu, "
+  std::printf("{\"file\": \"%s\", \"sessions\": \"%s\", \"mode\": \"%s\", \"sources\": %d, \"loops\": %d, \"frames\": %llu, \"failed\": %llu, "
               "\"seconds\": %.3f, \"fps\": %.1f, \"fps_per_source\": %.1f, \"cpu_cores\": %.2f}\n",
-              path.c_str(), mode.c_str(), sources, loops, static_cast<unsigned long long>(total),
+              path.c_str(), sessions.c_str(), mode.c_str(), sources, loops, static_cast<unsigned long long>(total),
               static_cast<unsigned long long>(total_failed), seconds, total / seconds, total / seconds / sources, cores);
   for (const auto& e : errors)
     if (!e.empty()) return 1;

@@ -22,7 +22,8 @@ constexpr std::uint64_t kMaxBytesBeforeFirstPicture = std::uint64_t{32} << 20;
 class NvdecReader final : public FrameReader {
  public:
   NvdecReader(const std::string& uri, std::unique_ptr<AnnexBFile> file, bool device_frames)
-      : file_(std::move(file)), decoder_(file_->codec()), device_frames_(device_frames) {
+      : file_(std::move(file)), session_(NvdecDecoder::take(file_->codec())), decoder_(*session_),
+        device_frames_(device_frames) {
     info_.uri = uri;
     info_.kind = InputKind::file;
     info_.backend = std::string("NVDEC ") + (file_->codec() == VideoCodec::hevc ? "HEVC" : "H.264");
@@ -59,8 +60,14 @@ class NvdecReader final : public FrameReader {
       return ReadStatus::frame;
     } catch (const std::exception& e) {
       why = e.what();
+      failed_ = true;
       return ReadStatus::error;
     }
+  }
+
+  ~NvdecReader() override {
+    // A stream read to its clean end leaves a session the next input of this codec can take over.
+    if (finished_ && !failed_ && !decoder_.has_frame()) NvdecDecoder::give_back(std::move(session_));
   }
 
   const InputInfo& info() const override { return info_; }
@@ -82,17 +89,18 @@ class NvdecReader final : public FrameReader {
       return true;
     } catch (const std::exception& e) {
       why = e.what();
-      eof_ = finished_ = true;
+      eof_ = finished_ = failed_ = true;
       return false;
     }
   }
 
   std::unique_ptr<AnnexBFile> file_;
-  NvdecDecoder decoder_;
+  std::unique_ptr<NvdecDecoder> session_;
+  NvdecDecoder& decoder_;
   InputInfo info_;
   bool device_frames_;
   std::vector<std::uint8_t> nal_;
-  bool eof_ = false, finished_ = false;
+  bool eof_ = false, finished_ = false, failed_ = false;
 };
 
 }  // namespace

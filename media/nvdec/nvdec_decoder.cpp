@@ -147,8 +147,8 @@ struct NvdecDecoder::Impl {
   // host's wait for a copy-out never waits for a consumer that is behind.
   CUstream stream = nullptr, convert_stream = nullptr;
   CUevent copied = nullptr;
-  CUVIDEOFORMAT format{};
-  int surface_height = 0;
+  CUVIDEOFORMAT format{};  // what the decoder was made for
+  int surface_height = 0, display_width = 0, display_height = 0;
   struct Buffer {
     CUdeviceptr ptr = 0;
     std::size_t capacity = 0;
@@ -272,7 +272,8 @@ struct NvdecCallbacks {
       throw NvdecError("invalid display area in the sequence header");
     const bool same = m.decoder && fmt.coded_width == m.format.coded_width &&
                       fmt.coded_height == m.format.coded_height && fmt.bit_depth_luma_minus8 == m.format.bit_depth_luma_minus8 &&
-                      width == self.sequence_.width && height == self.sequence_.height;
+                      fmt.min_num_decode_surfaces <= m.format.min_num_decode_surfaces &&
+                      width == m.display_width && height == m.display_height;
     // The stream's DPB needs, plus the pictures held back for display (kDisplayDelay) and one spare; the
     // decoder takes at most 32.
     const int surfaces = std::min(32, fmt.min_num_decode_surfaces + kDisplayDelay + 1);
@@ -303,8 +304,10 @@ struct NvdecCallbacks {
       check(d, d.cuvid->cuvidCreateDecoder(&m.decoder, &ci), "cuvidCreateDecoder");
       m.format = fmt;
       m.surface_height = height;
-      self.sequence_.count++;
+      m.display_width = width;
+      m.display_height = height;
     }
+    if (!same || self.sequence_.count == 0) self.sequence_.count++;  // a reused session's first stream counts too
     self.sequence_.width = width;
     self.sequence_.height = height;
     self.sequence_.bit_depth = depth;
@@ -392,15 +395,7 @@ NvdecDecoder::NvdecDecoder(VideoCodec codec) {
     check(d, d.cu->cuStreamCreate(&impl_->stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
     check(d, d.cu->cuStreamCreate(&impl_->convert_stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
     check(d, d.cu->cuEventCreate(&impl_->copied, CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING), "cuEventCreate");
-    CUVIDPARSERPARAMS pp{};
-    pp.CodecType = cuvid_codec(codec);
-    pp.ulMaxNumDecodeSurfaces = 1;  // the sequence callback tells the real number
-    pp.ulMaxDisplayDelay = kDisplayDelay;
-    pp.pUserData = this;
-    pp.pfnSequenceCallback = &NvdecCallbacks::sequence;
-    pp.pfnDecodePicture = &NvdecCallbacks::decode;
-    pp.pfnDisplayPicture = &NvdecCallbacks::display;
-    check(d, d.cuvid->cuvidCreateVideoParser(&impl_->parser, &pp), "cuvidCreateVideoParser");
+    create_parser();
   } catch (...) {
     close();
     throw;
@@ -408,6 +403,73 @@ NvdecDecoder::NvdecDecoder(VideoCodec codec) {
 }
 
 NvdecDecoder::~NvdecDecoder() { close(); }
+
+void NvdecDecoder::create_parser() {
+  const Driver& d = impl_->d;
+  CUVIDPARSERPARAMS pp{};
+  pp.CodecType = cuvid_codec(impl_->codec);
+  pp.ulMaxNumDecodeSurfaces = 1;  // the sequence callback tells the real number
+  pp.ulMaxDisplayDelay = kDisplayDelay;
+  pp.pUserData = this;
+  pp.pfnSequenceCallback = &NvdecCallbacks::sequence;
+  pp.pfnDecodePicture = &NvdecCallbacks::decode;
+  pp.pfnDisplayPicture = &NvdecCallbacks::display;
+  check(d, d.cuvid->cuvidCreateVideoParser(&impl_->parser, &pp), "cuvidCreateVideoParser");
+}
+
+void NvdecDecoder::restart() {
+  Impl& m = *impl_;
+  if (!ready_.empty()) throw NvdecError("restart with decoded frames still queued");
+  ContextScope scope(m.d);
+  if (m.parser) m.d.cuvid->cuvidDestroyVideoParser(m.parser);
+  m.parser = nullptr;
+  m.error.clear();
+  sequence_ = {};
+  create_parser();
+}
+
+VideoCodec NvdecDecoder::codec() const noexcept { return impl_->codec; }
+
+namespace {
+// Sessions whose stream ended cleanly, kept for the next input of the same codec (a directory job opens one
+// input after another: each would otherwise create a decoder, whose cost stalls the other sessions too).
+struct IdleSessions {
+  std::mutex mu;
+  std::vector<std::unique_ptr<NvdecDecoder>> idle;
+};
+IdleSessions& idle_sessions() {
+  static auto* sessions = new IdleSessions;  // never destroyed: sessions must not outlive the driver at exit
+  return *sessions;
+}
+constexpr std::size_t kMaxIdleSessions = 64;
+}  // namespace
+
+std::unique_ptr<NvdecDecoder> NvdecDecoder::take(VideoCodec codec) {
+  {
+    IdleSessions& pool = idle_sessions();
+    std::lock_guard lock(pool.mu);
+    for (auto it = pool.idle.begin(); it != pool.idle.end(); ++it)
+      if ((*it)->codec() == codec) {
+        std::unique_ptr<NvdecDecoder> session = std::move(*it);
+        pool.idle.erase(it);
+        return session;
+      }
+  }
+  return std::make_unique<NvdecDecoder>(codec);
+}
+
+void NvdecDecoder::give_back(std::unique_ptr<NvdecDecoder> session) noexcept {
+  if (!session) return;
+  try {
+    session->restart();
+  } catch (const std::exception&) {
+    return;  // not reusable: destroyed here
+  }
+  IdleSessions& pool = idle_sessions();
+  std::lock_guard lock(pool.mu);
+  if (pool.idle.size() >= kMaxIdleSessions) pool.idle.erase(pool.idle.begin());
+  pool.idle.push_back(std::move(session));
+}
 
 void NvdecDecoder::close() noexcept {
   if (!impl_) return;

@@ -80,6 +80,17 @@ class NvdecDecoder {
 
   bool has_frame() const noexcept { return !ready_.empty(); }
   std::size_t queued() const noexcept { return ready_.size(); }
+  // Ready for another stream of the same codec: the parser is made again and the sequence forgotten, while
+  // the decoder, its surfaces and the held buffers stay, so a stream of the same format reuses them. Throws
+  // NvdecError while frames are still queued.
+  void restart();
+  VideoCodec codec() const noexcept;
+  // A session for `codec`: an idle one given back earlier (restarted), else a new one. Throws like the
+  // constructor.
+  static std::unique_ptr<NvdecDecoder> take(VideoCodec codec);
+  // Keeps a session whose stream ended (all frames popped) for take(); one that cannot restart is destroyed.
+  static void give_back(std::unique_ptr<NvdecDecoder> session) noexcept;
+
   // Takes the oldest frame: converts it (or copies it, native) into host memory `dst` (capacity bytes; pinned
   // memory makes the copy a DMA) and waits for that on this session's stream. A frame the decoder reported
   // corrupt comes back with its error and nothing written. Throws NvdecError when the queue is empty, the
@@ -96,6 +107,7 @@ class NvdecDecoder {
 
  private:
   void close() noexcept;
+  void create_parser();
   NvdecFrame pop(std::uint8_t* dst, std::size_t capacity, const NvdecOutput& output, bool to_device);
   struct Impl;
   std::unique_ptr<Impl> impl_;

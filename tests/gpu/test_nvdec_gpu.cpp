@@ -76,9 +76,8 @@ struct Decoded {
   std::vector<std::string> errors;
 };
 
-Decoded decode_native(const std::string& path, std::size_t keep = 3) {
+Decoded decode_native(NvdecDecoder& decoder, const std::string& path, std::size_t keep = 3) {
   AnnexBFile file(path);
-  NvdecDecoder decoder(file.codec());
   Decoded out;
   std::vector<std::uint8_t> nal, frame(8 << 20);
   const auto drain = [&] {
@@ -101,6 +100,11 @@ Decoded decode_native(const std::string& path, std::size_t keep = 3) {
   drain();
   out.sequence = decoder.sequence();
   return out;
+}
+
+Decoded decode_native(const std::string& path, std::size_t keep = 3) {
+  NvdecDecoder decoder(AnnexBFile(path).codec());
+  return decode_native(decoder, path, keep);
 }
 
 void require_nvdec() {
@@ -177,6 +181,38 @@ TEST_CASE("NVDEC decodes H.264, HEVC and 10-bit HEVC exactly as ffmpeg does", "[
       CHECK(got.frames[i].hash == want[i].hash);  // H.264/HEVC decoding is bit-exact: no tolerance needed
     }
   }
+}
+
+// A directory job opens input after input: a session whose stream ended goes back to an idle list and the next
+// input of its codec restarts it (no new decoder), decoding exactly as a fresh one would, other sizes included.
+TEST_CASE("A restarted NVDEC session decodes the next stream as a new one does", "[gpu][nvdec]") {
+  require_nvdec();
+  const auto expect = [](const Decoded& got, const std::string& reference) {
+    const std::vector<FrameSum> want = read_framehash(clip(reference));
+    CHECK(got.errors.empty());
+    REQUIRE(got.frames.size() == want.size());
+    for (std::size_t i = 0; i < want.size(); ++i) {
+      INFO(reference << " frame " << i);
+      CHECK(got.frames[i].hash == want[i].hash);
+    }
+  };
+  std::unique_ptr<NvdecDecoder> session = NvdecDecoder::take(VideoCodec::h264);
+  NvdecDecoder* const first = session.get();
+  expect(decode_native(*session, clip("h264_320x240.h264")), "h264_320x240.h264.nv12.framehash");
+  NvdecDecoder::give_back(std::move(session));
+  session = NvdecDecoder::take(VideoCodec::h264);
+  CHECK(session.get() == first);  // the idle session, not a new one
+  CHECK(session->sequence().count == 0);
+  const Decoded changed = decode_native(*session, clip("h264_size_change.h264"));
+  expect(changed, "h264_size_change.h264.nv12.framehash");
+  CHECK(changed.sequence.count == 2);
+  NvdecDecoder::give_back(std::move(session));
+  session = NvdecDecoder::take(VideoCodec::h264);
+  expect(decode_native(*session, clip("h264_320x240.h264")), "h264_320x240.h264.nv12.framehash");
+  NvdecDecoder::give_back(std::move(session));
+  std::unique_ptr<NvdecDecoder> hevc = NvdecDecoder::take(VideoCodec::hevc);
+  CHECK(hevc.get() != first);  // sessions are per codec
+  CHECK(hevc->codec() == VideoCodec::hevc);
 }
 
 TEST_CASE("NVDEC follows a mid-stream resolution change", "[gpu][nvdec]") {

@@ -59,8 +59,12 @@ chain device1080 device 1920 1080 nv12
 chain pinned1080 pinned 1920 1080 nv12
 chain device224 device 224 224 bgr8
 for r in 1 2 3; do
-  { time timeout 60 $B/run bin/sluice_nvdec_bench "$clip" 16 6 nv12; } >> "$L/nvdec_bound.log" 2>&1
+  for sessions in stream reopen pool; do
+    [ "$r" = 3 ] && continue
+    { time timeout 60 $B/run bin/sluice_nvdec_bench "$clip" 16 6 nv12 $sessions; } >> "$L/nvdec_bound.log" 2>&1
+  done
   for c in device1080 pinned1080 device224; do
+    [ "$r" = 3 ] && [ "$c" != device1080 ] && continue
     rm -f /tmp/$c.jsonl
     { time timeout 120 $B/run bin/sluiced bench /tmp/$c.yaml --pipelined --warmup 20 --json "$L/$c-$r.json"; } > "$L/$c-$r.log" 2>&1
     echo "rc=$? records=$(wc -l < /tmp/$c.jsonl)" >> "$L/$c-$r.log"
@@ -71,4 +75,5 @@ for r in 1 2 3; do
     tail -1 "$L/python16.jsonl"
   fi
 done
+grep -h '"fps"' "$L/nvdec_bound.log" | cut -c1-220
 tar -C "$OUT" -czf "$OUT/logs.tgz" logs
