@@ -375,7 +375,16 @@ void CudaEngine::enqueue(const std::vector<TensorBinding>& inputs, const std::ve
       st.graphs_work = false;
       st.graph_note = std::string("CUDA graph capture failed, running layer by layer: ") + e.what();
       spdlog::warn("{}: {}", src, st.graph_note);
-      st.run_all(inputs, outputs, count, stream);
+      try {
+        st.run_all(inputs, outputs, count, stream);
+      } catch (const std::exception&) {
+        // Seen on the H200 with cuDNN 9 while NVDEC sessions run: a capture that failed inside cuDNN leaves the
+        // next launch on this thread failing once (EXECUTION_FAILED_CUDART). The inputs are untouched, so the
+        // batch runs once more from them; a second failure is real and goes to the caller.
+        cudaGetLastError();
+        CUDA_CHECK(cudaStreamSynchronize(stream));
+        st.run_all(inputs, outputs, count, stream);
+      }
       return;
     }
     st.graphs.emplace_front(key, exec);
