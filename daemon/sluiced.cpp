@@ -17,6 +17,7 @@
 #include "config/pipeline_spec.hpp"
 #include "config/plan.hpp"
 #include "daemon/bench.hpp"
+#include "daemon/decoder_check.hpp"
 #include "daemon/model_tool.hpp"
 #include "daemon/progress.hpp"
 #include "daemon/service.hpp"
@@ -108,7 +109,9 @@ commands:
                   may run (cuDNN fused epilogue, cuDNN then sluice's epilogue, 1x1 as a cuBLAS
                   product), for diagnosis. Default device: cuda when a GPU is usable.
   check FILE      validate FILE and print the resolved pipeline: stages, the stream of each,
-                  queue depths, pool sizes and the memory the pools take.
+                  queue depths, pool sizes and the memory the pools take; and per source the
+                  decoder its inputs get on this host (NVDEC or the CPU, and why), opening each
+                  file (of a directory: the first of each extension) up to its first frame.
   inspect [KIND]  list the stage kinds, or print the parameters of one;
                   inspect pipeline: top-level keys; inspect all: everything
   devices         list the CUDA devices sluice can use
@@ -155,8 +158,10 @@ int cmd_devices() {
 }
 
 int cmd_check(const std::string& file) {
-  const auto plan = sluice::plan_pipeline(sluice::load_pipeline(file));
-  std::printf("%s: ok\n%s", file.c_str(), sluice::describe_plan(plan).c_str());
+  const auto spec = sluice::load_pipeline(file);
+  const auto plan = sluice::plan_pipeline(spec);
+  std::printf("%s: ok\n%s%s", file.c_str(), sluice::describe_plan(plan).c_str(),
+              sluice::describe_decoders(spec, plan).c_str());
   return 0;
 }
 

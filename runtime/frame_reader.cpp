@@ -54,8 +54,8 @@ bool ReaderRegistry::has(InputKind kind) const {
   return factories_.count(kind) != 0;
 }
 
-std::unique_ptr<FrameReader> ReaderRegistry::open(InputKind kind, const std::string& uri,
-                                                  const ReaderOptions& options) const {
+std::unique_ptr<FrameReader> ReaderRegistry::open(InputKind kind, const std::string& uri, const ReaderOptions& options,
+                                                  std::string* declined) const {
   ReaderFactory factory;
   ExtensionReaderFactory special;
   {
@@ -74,6 +74,7 @@ std::unique_ptr<FrameReader> ReaderRegistry::open(InputKind kind, const std::str
   if (special) {
     std::string why;
     if (auto reader = special(uri, options, why)) return reader;
+    if (declined) *declined = why;
     if (!factory) throw InputError("'" + uri + "': " + why);
     bool first = false;
     {

@@ -125,8 +125,10 @@ class ReaderRegistry {
   // For file inputs whose extension (lower case, with the dot) is one of `extensions`; replaces earlier ones.
   void add_for_extensions(const std::vector<std::string>& extensions, ExtensionReaderFactory factory);
   bool has(InputKind kind) const;
-  // Opens `uri` as `kind`; throws InputError naming the URI and the reason (or the missing library).
-  std::unique_ptr<FrameReader> open(InputKind kind, const std::string& uri, const ReaderOptions& options) const;
+  // Opens `uri` as `kind`; throws InputError naming the URI and the reason (or the missing library). When an
+  // extension reader declined the input, `*declined` (if given) gets its reason (e.g. "NVDEC unavailable: ...").
+  std::unique_ptr<FrameReader> open(InputKind kind, const std::string& uri, const ReaderOptions& options,
+                                    std::string* declined = nullptr) const;
 
  private:
   mutable std::mutex mu_;

@@ -1,0 +1,96 @@
+#include "daemon/decoder_check.hpp"
+
+#include <algorithm>
+#include <map>
+
+#include "runtime/frame_reader.hpp"
+#include "runtime/inputs.hpp"
+#include "runtime/utf8.hpp"
+
+namespace sluice {
+namespace {
+
+constexpr std::size_t kExtensionsShown = 8;
+
+std::string extension_of(const std::string& path) {
+  const auto slash = path.find_last_of('/');
+  const auto dot = path.find_last_of('.');
+  if (dot == std::string::npos || (slash != std::string::npos && dot < slash)) return "(no extension)";
+  std::string ext = path.substr(dot);
+  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return ext;
+}
+
+// "NVDEC H.264, frames stay on the GPU" or "libavcodec h264 (not NVDEC: <why>)", or why it cannot be read.
+std::string decoder_of(const std::string& uri, InputKind kind, const ReaderOptions& options) {
+  try {
+    std::string declined;
+    const auto reader = ReaderRegistry::global().open(kind, uri, options, &declined);
+    std::string out = reader->info().backend.empty() ? "?" : reader->info().backend;
+    if (reader->writes_device_memory()) out += ", frames stay on the GPU";
+    if (!declined.empty()) out += " (not the GPU decoder: " + declined + ")";
+    return out;
+  } catch (const std::exception& e) {
+    return std::string("cannot be read: ") + e.what();
+  }
+}
+
+}  // namespace
+
+std::string describe_decoders(const PipelineSpec& spec, const PipelinePlan& plan) {
+  std::string out;
+  for (std::size_t i = 0; i < spec.stages.size() && i < plan.stages.size(); ++i) {
+    const StageSpec& stage = spec.stages[i];
+    if (stage.kind != "decode" || !stage.params.all().count("uri")) continue;
+    const auto& uris = stage.params.strings("uri");
+    if (uris.empty()) continue;
+    ReaderOptions options;
+    options.decoder = stage.params.string("decoder");
+    if (const auto fit = parse_fit(stage.params.string("fit"))) options.fit = *fit;
+    options.width = static_cast<int>(stage.params.integer("width"));
+    options.height = static_cast<int>(stage.params.integer("height"));
+    options.device_frames = plan.stages[i].output.memory == MemoryKind::device;
+    out += "decoders of stage '" + plan.stages[i].name + "' (decoder: " + options.decoder + ", frames in " +
+           to_string(plan.stages[i].output.memory) + " memory):\n";
+    for (const auto& uri : uris) {
+      const std::string shown = to_valid_utf8(uri);
+      const InputKind kind = classify_uri(uri);
+      if (is_live(kind)) {
+        out += "  " + shown + ": " + std::string(to_string(kind)) + ", decoded when it connects (not opened by check)\n";
+        continue;
+      }
+      ExpandedSource expanded;
+      try {
+        expanded = expand_source(uri);
+      } catch (const std::exception& e) {
+        out += "  " + shown + ": " + e.what() + "\n";
+        continue;
+      }
+      if (!expanded.job) {
+        const auto& [path, input_kind] = expanded.inputs.front();
+        out += "  " + shown + ": " + decoder_of(path, input_kind, options) + "\n";
+        continue;
+      }
+      // A job: one file of each extension stands for the others.
+      std::map<std::string, std::pair<std::size_t, const std::pair<std::string, InputKind>*>> by_extension;
+      for (const auto& input : expanded.inputs) {
+        auto& entry = by_extension[extension_of(input.first)];
+        if (entry.first++ == 0) entry.second = &input;
+      }
+      out += "  " + shown + ": " + std::to_string(expanded.inputs.size()) + " inputs\n";
+      std::size_t shown_extensions = 0;
+      for (const auto& [ext, entry] : by_extension) {
+        if (shown_extensions++ == kExtensionsShown) {
+          out += "    ... " + std::to_string(by_extension.size() - kExtensionsShown) + " more extensions\n";
+          break;
+        }
+        out += "    " + to_valid_utf8(ext) + " (" + std::to_string(entry.first) + "): " +
+               decoder_of(entry.second->first, entry.second->second, options) + " [as " +
+               to_valid_utf8(entry.second->first) + "]\n";
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace sluice
