@@ -1,6 +1,7 @@
 #include "kernels/bgr_convert_cpu.hpp"
 
 #include <stdexcept>
+#include <string>
 
 #include "kernels/bgr_convert_math.hpp"
 
@@ -11,6 +12,8 @@ void validate(const BgrConvertParams& p) {
     throw std::invalid_argument("bgr convert: sizes must be >= 1");
   if (p.in_pitch < static_cast<std::size_t>(p.in_width) * 3)
     throw std::invalid_argument("bgr convert: pitch shorter than a row");
+  if (p.orientation < 1 || p.orientation > 8)
+    throw std::invalid_argument("bgr convert: orientation must be 1..8, got " + std::to_string(p.orientation));
   const bool subsampled = p.out_format == PixelFormat::nv12 || p.out_format == PixelFormat::i420;
   if (subsampled && (p.out_width % 2 || p.out_height % 2))
     throw std::invalid_argument("bgr convert: nv12/i420 output needs an even width and height");

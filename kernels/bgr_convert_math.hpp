@@ -9,16 +9,36 @@
 
 namespace sluice::kernels::bgr {
 
-// The resized image's pixel (x, y): b, g, r.
+// The stored pixel that shows at (u, v) of the upright image (EXIF orientation p.orientation).
+SLUICE_HD const std::uint8_t* upright_at(const BgrConvertParams& p, const std::uint8_t* src, int u, int v) {
+  const int w = p.in_width, h = p.in_height;
+  int x = u, y = v;
+  switch (p.orientation) {
+    case 2: x = w - 1 - u; break;                   // mirrored left-right
+    case 3: x = w - 1 - u; y = h - 1 - v; break;    // turned 180 degrees
+    case 4: y = h - 1 - v; break;                   // mirrored top-bottom
+    case 5: x = v; y = u; break;                    // transposed
+    case 6: x = v; y = h - 1 - u; break;            // shown turned 90 degrees clockwise
+    case 7: x = w - 1 - v; y = h - 1 - u; break;    // transversed
+    case 8: x = w - 1 - v; y = u; break;            // shown turned 90 degrees counter-clockwise
+    default: break;
+  }
+  return src + static_cast<std::size_t>(y) * p.in_pitch + static_cast<std::size_t>(x) * 3;
+}
+
+// The upright, resized image's pixel (x, y): b, g, r.
 SLUICE_HD void pixel_at(const BgrConvertParams& p, const std::uint8_t* src, int x, int y, int& b, int& g, int& r) {
+  const bool sideways = p.orientation >= 5;
+  const int uw = sideways ? p.in_height : p.in_width, uh = sideways ? p.in_width : p.in_height;
   int x0, x1, wx, y0, y1, wy;
-  nv12::source_pos(x, p.out_width, p.in_width, x0, x1, wx);
-  nv12::source_pos(y, p.out_height, p.in_height, y0, y1, wy);
-  const std::uint8_t* r0 = src + static_cast<std::size_t>(y0) * p.in_pitch;
-  const std::uint8_t* r1 = src + static_cast<std::size_t>(y1) * p.in_pitch;
+  nv12::source_pos(x, p.out_width, uw, x0, x1, wx);
+  nv12::source_pos(y, p.out_height, uh, y0, y1, wy);
+  const std::uint8_t* p00 = upright_at(p, src, x0, y0);
+  const std::uint8_t* p01 = upright_at(p, src, x1, y0);
+  const std::uint8_t* p10 = upright_at(p, src, x0, y1);
+  const std::uint8_t* p11 = upright_at(p, src, x1, y1);
   int c[3];
-  for (int k = 0; k < 3; ++k)
-    c[k] = nv12::blend(r0[x0 * 3 + k], r0[x1 * 3 + k], r1[x0 * 3 + k], r1[x1 * 3 + k], wx, wy);
+  for (int k = 0; k < 3; ++k) c[k] = nv12::blend(p00[k], p01[k], p10[k], p11[k], wx, wy);
   b = c[0];
   g = c[1];
   r = c[2];

@@ -85,6 +85,35 @@ TEST_CASE("bgr convert: colour as OpenCV's cvtColor computes it", "[nvjpeg][kern
   CHECK(convert(mixed, 2, 2, PixelFormat::nv12, 2, 2) == std::vector<std::uint8_t>{82, 235, 235, 235, 90, 240});
 }
 
+TEST_CASE("bgr convert: EXIF orientations turn the image upright first", "[nvjpeg][kernels]") {
+  // A 3x2 image of grey levels 0 10 20 / 30 40 50; gray8 of (v, v, v) is v.
+  std::vector<std::uint8_t> img;
+  for (int v = 0; v <= 50; v += 10) img.insert(img.end(), {static_cast<std::uint8_t>(v), static_cast<std::uint8_t>(v),
+                                                           static_cast<std::uint8_t>(v)});
+  auto turned = [&](int orientation, int ow, int oh) {
+    BgrConvertParams p;
+    p.in_width = 3;
+    p.in_height = 2;
+    p.in_pitch = 9;
+    p.orientation = orientation;
+    p.out_format = PixelFormat::gray8;
+    p.out_width = ow;
+    p.out_height = oh;
+    std::vector<std::uint8_t> out(static_cast<std::size_t>(ow * oh));
+    kernels::bgr_convert_cpu(p, img.data(), out.data());
+    return out;
+  };
+  CHECK(turned(1, 3, 2) == std::vector<std::uint8_t>{0, 10, 20, 30, 40, 50});
+  CHECK(turned(2, 3, 2) == std::vector<std::uint8_t>{20, 10, 0, 50, 40, 30});  // mirrored
+  CHECK(turned(3, 3, 2) == std::vector<std::uint8_t>{50, 40, 30, 20, 10, 0});  // 180 degrees
+  CHECK(turned(4, 3, 2) == std::vector<std::uint8_t>{30, 40, 50, 0, 10, 20});  // upside down
+  CHECK(turned(5, 2, 3) == std::vector<std::uint8_t>{0, 30, 10, 40, 20, 50});  // transposed
+  CHECK(turned(6, 2, 3) == std::vector<std::uint8_t>{30, 0, 40, 10, 50, 20});  // 90 degrees clockwise
+  CHECK(turned(7, 2, 3) == std::vector<std::uint8_t>{50, 20, 40, 10, 30, 0});  // transversed
+  CHECK(turned(8, 2, 3) == std::vector<std::uint8_t>{20, 50, 10, 40, 0, 30});  // 90 degrees counter-clockwise
+  CHECK_THROWS_AS(turned(9, 2, 3), std::invalid_argument);
+}
+
 TEST_CASE("bgr convert: bad params are refused", "[nvjpeg][kernels]") {
   BgrConvertParams p;
   p.in_width = p.in_height = 4;
@@ -108,6 +137,10 @@ TEST_CASE("jpeg sniff: whole files pass with their frame header", "[nvjpeg]") {
   CHECK(a.height == 48);
   CHECK(a.components == 3);
   CHECK_FALSE(a.progressive);
+  CHECK(a.orientation == 1);
+  CHECK(sniff_file("exif6.jpg").orientation == 6);  // little-endian TIFF
+  CHECK(sniff_file("exif8.jpg").orientation == 8);  // big-endian TIFF
+  CHECK(sniff_file("exif8.jpg").problem.empty());
   const JpegHeader b = sniff_file("odd420.jpg");
   CHECK(b.problem.empty());
   CHECK(b.width == 33);

@@ -85,7 +85,7 @@ void register_jpeg_reader(ReaderRegistry& registry) {
         if (!header.problem.empty()) return decline("nvJPEG: " + header.problem);
         try {
           NvjpegDecoderLease decoder = acquire_nvjpeg_decoder();
-          decoder->decode(data, bytes.size(), header.progressive);
+          decoder->decode(data, bytes.size(), header.progressive, header.orientation);
           return std::make_unique<NvjpegReader>(uri, std::move(decoder), options.device_frames);
         } catch (const std::exception& e) {
           return decline(std::string("nvJPEG: ") + to_valid_utf8(e.what()));

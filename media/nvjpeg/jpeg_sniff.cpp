@@ -15,6 +15,36 @@ std::string hex(std::uint8_t m) {
   return std::string("0xFF") + digits[m >> 4] + digits[m & 15];
 }
 
+// The orientation tag of an APP1 segment's EXIF data (after "Exif\0\0": a TIFF header, then IFD0); 1 when
+// absent or malformed. Every offset is checked against the segment's end.
+int exif_orientation(const std::uint8_t* seg, std::size_t size) {
+  if (size < 6 + 8 || seg[0] != 'E' || seg[1] != 'x' || seg[2] != 'i' || seg[3] != 'f' || seg[4] != 0 || seg[5] != 0)
+    return 1;
+  const std::uint8_t* tiff = seg + 6;
+  const std::size_t n = size - 6;
+  const bool little = tiff[0] == 'I' && tiff[1] == 'I';
+  if (!little && !(tiff[0] == 'M' && tiff[1] == 'M')) return 1;
+  auto u16 = [&](std::size_t at) -> unsigned {
+    return little ? tiff[at] | (tiff[at + 1] << 8) : (tiff[at] << 8) | tiff[at + 1];
+  };
+  auto u32 = [&](std::size_t at) -> std::uint32_t {
+    return little ? (std::uint32_t{u16(at + 2)} << 16) | u16(at) : (std::uint32_t{u16(at)} << 16) | u16(at + 2);
+  };
+  if (u16(2) != 42) return 1;
+  const std::uint32_t ifd = u32(4);
+  if (ifd > n || n - ifd < 2) return 1;
+  const unsigned entries = u16(ifd);
+  for (unsigned i = 0; i < entries; ++i) {
+    const std::size_t at = ifd + 2 + std::size_t{12} * i;
+    if (at + 12 > n) return 1;
+    if (u16(at) != 0x0112) continue;
+    if (u16(at + 2) != 3 || u32(at + 4) != 1) return 1;  // one SHORT
+    const unsigned v = u16(at + 8);
+    return v >= 1 && v <= 8 ? static_cast<int>(v) : 1;
+  }
+  return 1;
+}
+
 }  // namespace
 
 JpegHeader sniff_jpeg(const std::uint8_t* data, std::size_t size) noexcept {
@@ -24,7 +54,7 @@ JpegHeader sniff_jpeg(const std::uint8_t* data, std::size_t size) noexcept {
       h.problem = "not a JPEG (no start-of-image marker)";
       return h;
     }
-    bool frame = false, scanned = false;
+    bool frame = false, scanned = false, exif_seen = false;
     std::size_t pos = 2;
     while (true) {
       // A marker: 0xFF, any fill 0xFF bytes, then its code.
@@ -60,6 +90,11 @@ JpegHeader sniff_jpeg(const std::uint8_t* data, std::size_t size) noexcept {
       }
       const std::uint8_t* seg = data + pos + 2;
       const std::size_t seg_bytes = length - 2;
+      if (m == 0xE1 && !exif_seen) {  // APP1: the first EXIF segment counts
+        const int o = exif_orientation(seg, seg_bytes);
+        exif_seen = seg_bytes >= 6 && seg[0] == 'E' && seg[1] == 'x' && seg[2] == 'i' && seg[3] == 'f';
+        h.orientation = o;
+      }
       if (is_sof(m)) {
         if (frame) {
           h.problem = "unsupported: more than one frame header (hierarchical JPEG)";

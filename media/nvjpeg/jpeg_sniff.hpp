@@ -14,6 +14,9 @@ struct JpegHeader {
   int width = 0, height = 0;
   int components = 0;
   bool progressive = false;
+  // The EXIF orientation (1..8, TIFF tag 0x0112 of an APP1 "Exif" segment's first IFD): how the stored image
+  // is turned to stand upright; 1 when there is none or it is unreadable (as OpenCV treats it).
+  int orientation = 1;
   // Empty when the file looks like a whole JPEG of a kind nvJPEG decodes (8-bit Huffman baseline, extended or
   // progressive, 1 or 3 components); else why not, e.g. "not a JPEG (no start-of-image marker)",
   // "truncated: the file ends inside its image data (no end-of-image marker)".

@@ -153,8 +153,10 @@ NvjpegDecoder::NvjpegDecoder() : impl_(std::make_unique<Impl>()) {
 
 NvjpegDecoder::~NvjpegDecoder() = default;
 
-void NvjpegDecoder::decode(const std::uint8_t* data, std::size_t size, bool progressive) {
+void NvjpegDecoder::decode(const std::uint8_t* data, std::size_t size, bool progressive, int orientation) {
   Impl& d = *impl_;
+  width_ = height_ = 0;  // nothing to convert until this one decoded
+  orientation_ = orientation >= 1 && orientation <= 8 ? orientation : 1;
   d.bytes.assign(data, data + size);
   int components = 0;
   api::ChromaSubsampling css = api::CSS_UNKNOWN;
@@ -214,6 +216,7 @@ void NvjpegDecoder::convert(const FrameTarget& t) {
   p.in_width = width_;
   p.in_height = height_;
   p.in_pitch = static_cast<std::size_t>(width_) * 3;
+  p.orientation = orientation_;
   p.out_format = t.pixel;
   p.out_width = t.width;
   p.out_height = t.height;

@@ -37,16 +37,17 @@ class NvjpegDecoder {
   NvjpegDecoder(const NvjpegDecoder&) = delete;
   NvjpegDecoder& operator=(const NvjpegDecoder&) = delete;
 
-  // Decodes one JPEG (the whole file, `progressive` from its frame header) into this decoder's BGR image,
-  // enqueued on its stream. Throws NvjpegError with nvJPEG's reason ("bad JPEG", "JPEG not supported", a size
-  // over the limits). The bytes are copied: `data` may go once this returns.
-  void decode(const std::uint8_t* data, std::size_t size, bool progressive);
-  int width() const noexcept { return width_; }
-  int height() const noexcept { return height_; }
+  // Decodes one JPEG (the whole file; `progressive` and the EXIF `orientation` from jpeg_sniff) into this
+  // decoder's BGR image, enqueued on its stream. Throws NvjpegError with nvJPEG's reason ("bad JPEG", "JPEG not
+  // supported", a size over the limits). The bytes are copied: `data` may go once this returns.
+  void decode(const std::uint8_t* data, std::size_t size, bool progressive, int orientation = 1);
+  // The upright image's size (EXIF orientations 5..8 swap the stored axes).
+  int width() const noexcept { return orientation_ >= 5 ? height_ : width_; }
+  int height() const noexcept { return orientation_ >= 5 ? width_ : height_; }
   // The backend that decoded the last image: "hardware" or "GPU".
   const char* backend() const noexcept { return backend_; }
 
-  // The last image converted (kernels/bgr_convert.hpp, stretched) into `target`. Device targets: the stream
+  // The last image turned upright and converted (kernels/bgr_convert.hpp, stretched) into `target`. Device targets: the stream
   // waits on target.reusable, converts, records target.written; the host does not wait. Host targets: converted
   // on the GPU, copied back and waited for. Throws NvjpegError / std::invalid_argument.
   void convert(const FrameTarget& target);
@@ -54,7 +55,8 @@ class NvjpegDecoder {
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
-  int width_ = 0, height_ = 0;
+  int width_ = 0, height_ = 0;  // as stored
+  int orientation_ = 1;
   const char* backend_ = "GPU";
 };
 

@@ -91,6 +91,7 @@ TEST_CASE("BGR conversion kernel equals its CPU twin on random images, sizes and
     p.in_width = 1 + static_cast<int>(rng() % 300);
     p.in_height = 1 + static_cast<int>(rng() % 200);
     p.in_pitch = static_cast<std::size_t>(p.in_width) * 3 + rng() % 5;
+    p.orientation = 1 + static_cast<int>(rng() % 8);
     const PixelFormat formats[] = {PixelFormat::bgr8, PixelFormat::rgb8, PixelFormat::gray8, PixelFormat::nv12,
                                    PixelFormat::i420};
     p.out_format = formats[round % 5];
@@ -101,7 +102,7 @@ TEST_CASE("BGR conversion kernel equals its CPU twin on random images, sizes and
       p.out_width = p.in_width + (even ? p.in_width % 2 : 0);
       p.out_height = p.in_height + (even ? p.in_height % 2 : 0);
     }
-    INFO("round " << round << ": " << p.in_width << "x" << p.in_height << " -> " << to_string(p.out_format) << " "
+    INFO("round " << round << ": " << p.in_width << "x" << p.in_height << " orientation " << p.orientation << " -> " << to_string(p.out_format) << " "
                   << p.out_width << "x" << p.out_height);
     std::vector<std::uint8_t> src(p.in_pitch * static_cast<std::size_t>(p.in_height));
     for (auto& b : src) b = static_cast<std::uint8_t>(rng());
@@ -177,6 +178,29 @@ TEST_CASE("nvJPEG reader converts into the pipeline's layout as the CPU twin doe
     p.out_height = t.height;
     std::vector<std::uint8_t> want(got.size());
     kernels::bgr_convert_cpu(p, native.data(), want.data());
+    CHECK(got == want);
+  }
+}
+
+TEST_CASE("nvJPEG reader turns images upright by their EXIF orientation, as OpenCV's imread does", "[gpu][nvjpeg][reader]") {
+  require_nvjpeg();
+  register_jpeg_reader();
+  const auto stored = read_host(image("color444.jpg"), PixelFormat::bgr8, 64, 48);
+  for (const auto& [name, orientation] : {std::pair{"exif6.jpg", 6}, std::pair{"exif8.jpg", 8}}) {
+    INFO(name);
+    auto reader = ReaderRegistry::global().open(InputKind::image, image(name), gpu_decoder());
+    CHECK(reader->info().width == 48);  // upright: the stored 64x48 turned a quarter
+    CHECK(reader->info().height == 64);
+    const auto got = read_host(image(name), PixelFormat::bgr8, 48, 64);
+    kernels::BgrConvertParams p;
+    p.in_width = 64;
+    p.in_height = 48;
+    p.in_pitch = 64 * 3;
+    p.orientation = orientation;
+    p.out_width = 48;
+    p.out_height = 64;
+    std::vector<std::uint8_t> want(got.size());
+    kernels::bgr_convert_cpu(p, stored.data(), want.data());
     CHECK(got == want);
   }
 }

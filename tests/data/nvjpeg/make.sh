@@ -17,4 +17,13 @@ d = open('color444.jpg', 'rb').read()
 open('corrupt.jpg', 'wb').write(d[:2] + b'this is not a jpeg segment' + d[28:])
 t = open('smooth420.jpg', 'rb').read()
 open('truncated.jpg', 'wb').write(t[:len(t) * 6 // 10])
+import struct
+def exif(order, orientation):  # APP1: "Exif\0\0", a TIFF header, IFD0 with one entry (0x0112, SHORT, 1)
+    e = '<' if order == b'II' else '>'
+    tiff = order + struct.pack(e + 'HI', 42, 8) + struct.pack(e + 'H', 1)
+    tiff += struct.pack(e + 'HHIHH', 0x0112, 3, 1, orientation, 0) + struct.pack(e + 'I', 0)
+    body = b'Exif\0\0' + tiff
+    return b'\xff\xe1' + struct.pack('>H', len(body) + 2) + body
+open('exif6.jpg', 'wb').write(d[:2] + exif(b'II', 6) + d[2:])
+open('exif8.jpg', 'wb').write(d[:2] + exif(b'MM', 8) + d[2:])
 PY
