@@ -83,6 +83,10 @@ void register_jpeg_reader(ReaderRegistry& registry) {
         const auto* data = reinterpret_cast<const std::uint8_t*>(bytes.data());
         const JpegHeader header = sniff_jpeg(data, bytes.size());
         if (!header.problem.empty()) return decline("nvJPEG: " + header.problem);
+        if (header.width > kMaxJpegSide || header.height > kMaxJpegSide ||
+            static_cast<std::int64_t>(header.width) * header.height > kMaxJpegPixels)
+          return decline("nvJPEG: the image is " + std::to_string(header.width) + "x" + std::to_string(header.height) +
+                         ", more than is decoded on the GPU (16384 a side, 256 MP)");
         try {
           NvjpegDecoderLease decoder = acquire_nvjpeg_decoder();
           decoder->decode(data, bytes.size(), header.progressive, header.orientation);
