@@ -298,6 +298,7 @@ TEST_CASE("a directory of JPEGs and a PNG through a GPU pipeline", "[gpu][nvjpeg
     return "name: nvjpeg-job\ndevice: cuda\nbatch_size: 4\nstages:\n"
            "  - kind: decode\n    frame_memory: " + std::string(memory) + "\n    width: 64\n    height: 48\n"
            "    format: bgr8\n    uri: [" + (dir.path / "in").string() + "]\n"
+           "    state_dir: " + (dir.path / ("state-" + std::string(memory))).string() + "\n"  // each run a fresh job
            "  - kind: upload\n  - kind: preprocess\n    width: 32\n    height: 32\n"
            "  - kind: download\n  - kind: sink\n    type: jsonl\n    path: " + out + "\n";
   };
