@@ -44,8 +44,16 @@ struct Image {  // nvjpegImage_t
   std::size_t pitch[MAX_COMPONENT];
 };
 
-struct DevAllocator;     // nvjpegDevAllocator_t (passed as null: cudaMalloc/cudaFree)
-struct PinnedAllocator;  // nvjpegPinnedAllocator_t (passed as null: cudaHostAlloc/cudaFreeHost)
+extern "C" {
+struct DevAllocator {  // nvjpegDevAllocator_t: modelled after cudaMalloc/cudaFree, 0 = success
+  int (*dev_malloc)(void** ptr, std::size_t bytes);
+  int (*dev_free)(void* ptr);
+};
+struct PinnedAllocator {  // nvjpegPinnedAllocator_t: modelled after cudaHostAlloc/cudaFreeHost
+  int (*pinned_malloc)(void** ptr, std::size_t bytes, unsigned int flags);
+  int (*pinned_free)(void* ptr);
+};
+}
 struct HandleSt;
 using Handle = HandleSt*;  // nvjpegHandle_t
 struct StateSt;

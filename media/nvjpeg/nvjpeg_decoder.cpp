@@ -8,6 +8,7 @@
 
 #include "kernels/bgr_convert.cuh"
 #include "media/nvjpeg/nvjpeg_api.hpp"
+#include "runtime/gpu.hpp"
 
 namespace sluice {
 
@@ -49,6 +50,35 @@ std::string status_name(api::Status s) {
   return "status " + std::to_string(s);
 }
 
+// nvJPEG's own allocations go through the engine's counted allocators (runtime/gpu.hpp), so the steady-state
+// proof sees them too: nvJPEG grows its buffers to the largest image and keeps them.
+extern "C" int counted_device_malloc(void** ptr, std::size_t bytes) {
+  try {
+    *ptr = gpu::device_alloc(bytes);
+    return 0;
+  } catch (...) {
+    *ptr = nullptr;
+    return static_cast<int>(cudaErrorMemoryAllocation);
+  }
+}
+extern "C" int counted_device_free(void* ptr) {
+  gpu::device_free(ptr);
+  return 0;
+}
+extern "C" int counted_pinned_malloc(void** ptr, std::size_t bytes, unsigned int /*flags: always portable*/) {
+  try {
+    *ptr = gpu::pinned_alloc(bytes);
+    return 0;
+  } catch (...) {
+    *ptr = nullptr;
+    return static_cast<int>(cudaErrorMemoryAllocation);
+  }
+}
+extern "C" int counted_pinned_free(void* ptr) {
+  gpu::pinned_free(ptr);
+  return 0;
+}
+
 template <class F>
 bool bind(Library& lib, F& fn, const char* name) {
   fn = reinterpret_cast<F>(dlsym(lib.so, name));
@@ -84,8 +114,13 @@ Library& library() {
       l.unavailable = "no CUDA device";
       return;
     }
-    if (l.create_ex(api::BACKEND_HARDWARE, nullptr, nullptr, 0, &l.hardware) != api::STATUS_SUCCESS)
+    static api::DevAllocator device{counted_device_malloc, counted_device_free};
+    static api::PinnedAllocator pinned{counted_pinned_malloc, counted_pinned_free};
+    // Should a backend refuse the allocators, it gets nvJPEG's own (cudaMalloc/cudaHostAlloc, not counted).
+    if (l.create_ex(api::BACKEND_HARDWARE, &device, &pinned, 0, &l.hardware) != api::STATUS_SUCCESS &&
+        l.create_ex(api::BACKEND_HARDWARE, nullptr, nullptr, 0, &l.hardware) != api::STATUS_SUCCESS)
       l.hardware = nullptr;
+    if (l.create_ex(api::BACKEND_DEFAULT, &device, &pinned, 0, &l.gpu) == api::STATUS_SUCCESS) return;
     if (const api::Status s = l.create_ex(api::BACKEND_DEFAULT, nullptr, nullptr, 0, &l.gpu);
         s != api::STATUS_SUCCESS) {
       l.gpu = nullptr;
@@ -103,10 +138,10 @@ void check_cuda(cudaError_t e, const char* what) {
 void reserve(std::uint8_t*& ptr, std::size_t& capacity, std::size_t bytes, cudaStream_t stream) {
   if (bytes <= capacity) return;
   check_cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize");  // the old buffer may still be read
-  cudaFree(ptr);
+  gpu::device_free(ptr);
   ptr = nullptr;
   capacity = 0;
-  check_cuda(cudaMalloc(reinterpret_cast<void**>(&ptr), bytes), "cudaMalloc (decoded image)");
+  ptr = static_cast<std::uint8_t*>(gpu::device_alloc(bytes));
   capacity = bytes;
 }
 
@@ -135,8 +170,8 @@ struct NvjpegDecoder::Impl {
     if (stream) cudaStreamSynchronize(stream);
     if (hardware_state) lib.state_destroy(hardware_state);
     if (gpu_state) lib.state_destroy(gpu_state);
-    cudaFree(bgr);
-    cudaFree(frame);
+    gpu::device_free(bgr);
+    gpu::device_free(frame);
     if (stream) cudaStreamDestroy(stream);
   }
 };
@@ -231,7 +266,11 @@ void NvjpegDecoder::convert(const FrameTarget& t) {
   reserve(d.frame, d.frame_capacity, bytes, d.stream);
   kernels::bgr_convert_gpu(p, d.bgr, d.frame, d.stream);
   check_cuda(cudaMemcpyAsync(t.data, d.frame, bytes, cudaMemcpyDeviceToHost, d.stream), "cudaMemcpyAsync");
-  check_cuda(cudaStreamSynchronize(d.stream), "decoding the JPEG on the GPU");
+  try {
+    gpu::stream_synchronize(d.stream);  // counted: a host target is waited for
+  } catch (const std::exception& e) {
+    throw NvjpegError(std::string("decoding the JPEG on the GPU failed: ") + e.what());
+  }
 }
 
 // ---- the pool ----

@@ -7,7 +7,8 @@
 //
 // An NvjpegDecoder is one decoding state with its own stream and one device buffer holding the last image in
 // interleaved BGR. Decoders are pooled (acquire_nvjpeg_decoder): a reader borrows one per image, so buffers and
-// nvJPEG's own pinned and device allocations grow to the largest image seen and are reused afterwards.
+// nvJPEG's own pinned and device allocations (made through the engine's counted allocators, runtime/gpu.hpp)
+// grow to the largest image seen and are reused afterwards.
 #include <cstddef>
 #include <cstdint>
 #include <memory>

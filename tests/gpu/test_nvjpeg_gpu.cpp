@@ -24,6 +24,7 @@
 #include "media/nvjpeg/nvjpeg_decoder.hpp"
 #include "runtime/cuda_check.hpp"
 #include "runtime/frame_reader.hpp"
+#include "runtime/gpu.hpp"
 #include "runtime/source_control.hpp"
 #include "tests/gpu/device_memory.hpp"
 #include "tests/pipeline_helpers.hpp"
@@ -239,6 +240,46 @@ TEST_CASE("nvJPEG frames written into device memory equal the reader's host fram
   }
   cudaEventDestroy(reusable);
   cudaEventDestroy(written);
+}
+
+// Readers borrow pooled decoders: once every image was decoded once, decoding them again allocates nothing (the
+// decoders' buffers and nvJPEG's own pinned and device memory, all through the counted allocators) and, into
+// device targets, never makes the host wait.
+TEST_CASE("nvJPEG in steady state: no allocation, no host sync into device targets", "[gpu][nvjpeg][device_frames]") {
+  require_nvjpeg();
+  register_jpeg_reader();
+  ReaderOptions options = gpu_decoder();
+  options.device_frames = true;
+  const int w = 96, h = 64;
+  const std::size_t bytes = image_bytes(PixelFormat::nv12, w, h);
+  DeviceBuffer slot(bytes);
+  cudaEvent_t written = nullptr;
+  CUDA_CHECK(cudaEventCreateWithFlags(&written, cudaEventDisableTiming));
+  auto decode_all = [&] {
+    for (const char* name : {"color444.jpg", "smooth420.jpg", "odd420.jpg", "exif6.jpg"}) {
+      auto reader = ReaderRegistry::global().open(InputKind::image, image(name), options);
+      FrameTarget t{static_cast<std::byte*>(slot.get()), w, h, PixelFormat::nv12};
+      t.device = true;
+      t.written = written;
+      t.reusable = written;  // the next image's conversion waits for this one's (as a slot's next writer would)
+      std::string why;
+      REQUIRE(reader->read(t, why) == ReadStatus::frame);
+    }
+  };
+  decode_all();
+  decode_all();  // warm: the largest image and frame seen, decoders pooled
+  CUDA_CHECK(cudaEventSynchronize(written));
+  const auto before = gpu::call_counts();
+  for (int i = 0; i < 5; ++i) decode_all();
+  const auto after = gpu::call_counts();
+  CUDA_CHECK(cudaEventSynchronize(written));
+  cudaEventDestroy(written);
+  CHECK(after.device_allocs == before.device_allocs);
+  CHECK(after.device_frees == before.device_frees);
+  CHECK(after.pinned_allocs == before.pinned_allocs);
+  CHECK(after.pinned_frees == before.pinned_frees);
+  CHECK(after.stream_syncs == before.stream_syncs);
+  CHECK(after.event_syncs == before.event_syncs);
 }
 
 TEST_CASE("corrupt, truncated, oversized and non-JPEG files are refused with a reason naming them", "[gpu][nvjpeg]") {
