@@ -61,7 +61,7 @@ std::unique_ptr<FrameReader> ReaderRegistry::open(InputKind kind, const std::str
   {
     std::lock_guard lock(mu_);
     if (auto it = factories_.find(kind); it != factories_.end()) factory = it->second;
-    if (kind == InputKind::file) {
+    if (kind == InputKind::file || kind == InputKind::image) {
       const auto slash = uri.find_last_of('/');
       const auto dot = uri.find_last_of('.');
       if (dot != std::string::npos && (slash == std::string::npos || dot > slash)) {

@@ -75,7 +75,7 @@ struct ReaderOptions {
   std::uint64_t frames = 0;
   std::uint64_t seed = 1;
   bool animate = true;
-  // Video files a GPU decoder can read (Annex-B .h264/.hevc on NVDEC): "auto" uses it where the codec and the
+  // Files a GPU decoder can read (Annex-B .h264/.hevc on NVDEC, .jpg/.jpeg images on nvJPEG): "auto" uses it where the codec and the
   // GPU allow and else the CPU decoder (saying why, once); "gpu" only it (the input fails when it cannot);
   // "cpu" never it.
   std::string decoder = "auto";
@@ -110,8 +110,8 @@ struct InputError : std::runtime_error {
 };
 
 using ReaderFactory = std::function<std::unique_ptr<FrameReader>(const std::string& uri, const ReaderOptions&)>;
-// A reader for files of some extensions (Annex-B elementary streams on NVDEC), tried before the file kind's
-// factory. It returns nullptr with `why` set when it does not serve this input (no GPU, decoder: cpu); the
+// A reader for files and images of some extensions (Annex-B elementary streams on NVDEC, JPEGs on nvJPEG),
+// tried before the kind's factory. It returns nullptr with `why` set when it does not serve this input (no GPU, decoder: cpu); the
 // kind's factory then opens it and the reason is logged once per reason; without one, open() throws
 // InputError with `why`.
 using ExtensionReaderFactory =
@@ -122,7 +122,8 @@ class ReaderRegistry {
  public:
   static ReaderRegistry& global();
   void add(InputKind kind, ReaderFactory factory);  // replaces an earlier one of the same kind
-  // For file inputs whose extension (lower case, with the dot) is one of `extensions`; replaces earlier ones.
+  // For file and image inputs whose extension (lower case, with the dot) is one of `extensions`; replaces
+  // earlier ones.
   void add_for_extensions(const std::vector<std::string>& extensions, ExtensionReaderFactory factory);
   bool has(InputKind kind) const;
   // Opens `uri` as `kind`; throws InputError naming the URI and the reason (or the missing library). When an

@@ -1,6 +1,7 @@
 #include "stages/builtin.hpp"
 
 #include "media/nvdec/annexb_reader.hpp"
+#include "media/nvjpeg/jpeg_reader.hpp"
 
 namespace sluice {
 
@@ -13,6 +14,7 @@ void register_builtin_stages(StageRegistry& registry) {
   registry.add(sink_stage());
   register_testsrc_reader();
   register_annexb_reader();  // .h264/.hevc files on NVDEC, in every build (media/nvdec)
+  register_jpeg_reader();    // .jpg/.jpeg images on nvJPEG, in every build (media/nvjpeg)
 }
 
 }  // namespace sluice

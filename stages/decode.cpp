@@ -632,8 +632,9 @@ StageInfo decode_stage() {
                "copies. auto: device with `uri` sources, pinned for the direct test pattern", {}, {},
                {"auto", "device", "pinned"}},
               {"decoder", ParamType::choice, "auto",
-               "video a GPU decoder reads (Annex-B .h264/.264/.h265/.hevc/.265 on NVDEC): auto = NVDEC where the codec "
-               "and the GPU allow, else the CPU decoder; gpu = NVDEC only; cpu = never NVDEC", {}, {}, {"auto", "gpu", "cpu"}},
+               "inputs a GPU decoder reads (Annex-B .h264/.264/.h265/.hevc/.265 video on NVDEC, .jpg/.jpeg images on "
+               "nvJPEG): auto = the GPU decoder where the codec, the file and the GPU allow, else the CPU decoder; "
+               "gpu = the GPU decoder only (the input fails when it cannot); cpu = never the GPU decoders", {}, {}, {"auto", "gpu", "cpu"}},
           },
           [](const StageInit& init) -> std::unique_ptr<Stage> {
             if (!init.params.strings("uri").empty() || init.params.string("idle") == "wait")
