@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# One device call (issue 12): the nvJPEG GPU tests, then a folder of 1080p JPEGs -> 224x224 f16 -> ResNet-50 f16 ->
+# top-5 -> JSON lines, side by side: sluice with nvJPEG (frames in device memory, decoded straight to 224x224 or
+# to 1920x1080 and resized by preprocess) and the loop a user would write (bench/jpeg_chain_baseline.py:
+# torchvision.io.decode_jpeg(device="cuda") in batches of 32 + PyTorch ResNet-50 f16). Also re-runs the video
+# chain once (the infer retry after a failed graph capture). Bundle in .gpu, JPEGs in .gpu/jpeg, clip in .gpu/media.
+set -u
+B=.gpu
+L=$OUT/logs
+mkdir -p "$L"
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader > "$L/gpu.txt"
+TIMEFORMAT='wall %R user %U sys %S'
+{ time SLUICE_SOURCE_DIR=$PWD timeout 300 $B/run bin/sluice_gpu_tests ${TEST_TAGS:-"[nvjpeg],[nvdec]"} --durations yes; } > "$L/gpu_tests.log" 2>&1
+echo "gpu_tests rc=$?" >> "$L/gpu_tests.log"
+grep -E "nvjpeg .* via|test cases|FAILED" "$L/gpu_tests.log" | head -20
+python3 bench/torch_infer.py --export /tmp/r50.onnx > "$L/export.log" 2>&1 || echo "export failed" >> "$L/export.log"
+mkdir -p /tmp/jpegs
+imgs=("$PWD"/$B/jpeg/*.jpg)
+for i in $(seq 0 3071); do ln -sf "${imgs[$((i % ${#imgs[@]}))]}" "/tmp/jpegs/i$(printf %04d "$i").jpg"; done
+chain() {  # NAME WIDTH HEIGHT URI
+  cat > "/tmp/$1.yaml" <<YAML
+name: $1
+device: cuda
+batch_size: 32
+batch_timeout_ms: 100
+stages:
+  - kind: decode
+    uri: [$4]
+    resume: false
+    decode_threads: 16
+    decoder: gpu
+    width: $2
+    height: $3
+    format: bgr8
+  - kind: upload
+  - kind: preprocess
+    width: 224
+    height: 224
+    order: rgb
+    layout: nhwc
+    dtype: f16
+  - kind: infer
+    model: /tmp/r50.onnx
+    precision: f16
+    output: classes
+    top_k: 5
+  - kind: download
+  - kind: sink
+    type: jsonl
+    path: /tmp/$1.jsonl
+YAML
+}
+chain jpeg224 224 224 /tmp/jpegs
+chain jpeg1080 1920 1080 /tmp/jpegs
+mkdir -p /tmp/clips
+for i in $(seq -w 1 96); do ln -sf "$PWD/$B/media/bench_1080p.h264" /tmp/clips/c$i.h264; done
+chain video1080 1920 1080 /tmp/clips
+sed -i 's/format: bgr8/format: nv12/' /tmp/video1080.yaml
+for r in 1 2 3; do
+  for c in jpeg224 jpeg1080; do
+    rm -f /tmp/$c.jsonl
+    { time timeout 120 $B/run bin/sluiced bench /tmp/$c.yaml --pipelined --warmup 20 --json "$L/$c-$r.json"; } > "$L/$c-$r.log" 2>&1
+    echo "rc=$? records=$(wc -l < /tmp/$c.jsonl)" >> "$L/$c-$r.log"
+    grep -E "^pipelined:|^wall|^rc" "$L/$c-$r.log" | sed "s/^/$c $r: /"
+  done
+  timeout 120 python3 bench/jpeg_chain_baseline.py /tmp/py.jsonl /tmp/jpegs/*.jpg >> "$L/torchvision.jsonl" 2>> "$L/torchvision.err"
+  tail -1 "$L/torchvision.jsonl"
+done
+for r in 1 2; do
+  rm -f /tmp/video1080.jsonl
+  { time timeout 120 $B/run bin/sluiced bench /tmp/video1080.yaml --pipelined --warmup 20 --json "$L/video1080-$r.json"; } > "$L/video1080-$r.log" 2>&1
+  echo "rc=$? records=$(wc -l < /tmp/video1080.jsonl)" >> "$L/video1080-$r.log"
+  grep -E "^pipelined:|^wall|^rc|warn|error" "$L/video1080-$r.log" | cut -c1-300 | sed "s/^/video1080 $r: /"
+done
+$B/run bin/sluiced check /tmp/jpeg224.yaml > "$L/check.log" 2>&1; tail -4 "$L/check.log"
+tar -C "$OUT" -czf "$OUT/logs.tgz" logs
