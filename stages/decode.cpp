@@ -632,8 +632,10 @@ StageInfo decode_stage() {
                "copies. auto: device with `uri` sources, pinned for the direct test pattern", {}, {},
                {"auto", "device", "pinned"}},
               {"decoder", ParamType::choice, "auto",
-               "video a GPU decoder reads (Annex-B .h264/.264/.h265/.hevc/.265 on NVDEC): auto = NVDEC where the codec "
-               "and the GPU allow, else the CPU decoder; gpu = NVDEC only; cpu = never NVDEC", {}, {}, {"auto", "gpu", "cpu"}},
+               "video files NVDEC reads (H.264/HEVC 4:2:0 in any container FFmpeg reads, and Annex-B "
+               ".h264/.264/.h265/.hevc/.265; not rotated videos, fit: letterbox|crop or network streams, which "
+               "libavcodec decodes): auto = NVDEC where the codec and the GPU allow, else the CPU decoder (the "
+               "reason logged once); gpu = NVDEC only (other inputs fail with the reason); cpu = never NVDEC", {}, {}, {"auto", "gpu", "cpu"}},
           },
           [](const StageInit& init) -> std::unique_ptr<Stage> {
             if (!init.params.strings("uri").empty() || init.params.string("idle") == "wait")
