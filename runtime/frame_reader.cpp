@@ -85,13 +85,13 @@ std::unique_ptr<FrameReader> ReaderRegistry::open(InputKind kind, const std::str
   if (!factory) {
     // Video files and streams (FFmpeg) are registered by sluiced in every build; what a GPU-host build lacks
     // is OpenCV.
-    const bool opencv = kind == InputKind::camera || kind == InputKind::image || kind == InputKind::image_sequence;
     const std::string needs =
-        !opencv ? "the FFmpeg readers (media/video.hpp), which this program did not register"
-        : kind == InputKind::camera
-            ? "OpenCV videoio, which this sluiced was built without (SLUICE_GPU_HOST leaves OpenCV out)"
-            : "OpenCV imgcodecs, which this sluiced was built without (SLUICE_GPU_HOST leaves OpenCV out)";
-    throw InputError("'" + uri + "' is a " + std::string(to_string(kind)) + " input, which needs " + needs);
+        kind == InputKind::camera ? "OpenCV videoio; this sluiced was built without it (SLUICE_GPU_HOST leaves OpenCV out)"
+        : kind == InputKind::image || kind == InputKind::image_sequence
+            ? "OpenCV imgcodecs; this sluiced was built without it (SLUICE_GPU_HOST leaves OpenCV out)"
+            : "the FFmpeg readers (media/video.hpp), which this program did not register";
+    throw InputError("'" + uri + "' is " + (kind == InputKind::image ? "an " : "a ") + std::string(to_string(kind)) +
+                     " input, which needs " + needs);
   }
   return factory(uri, options);
 }

@@ -29,7 +29,9 @@ class DemuxedSource final : public CodedSource {
       std::string why;
       switch (demuxer_->read(packet_, why)) {
         case DemuxStatus::end: return false;
-        case DemuxStatus::error: throw InputError(why);
+        case DemuxStatus::error:  // a file's read that fails ends it (a truncated end): the pictures held come out
+          read_error_ = why;
+          return false;
         case DemuxStatus::packet: break;
       }
       if (packet_.data().empty()) continue;  // nothing to decode (side data only)
@@ -40,12 +42,14 @@ class DemuxedSource final : public CodedSource {
     }
   }
   std::uint64_t bytes_read() const override { return bytes_; }
+  std::string end_detail() const override { return read_error_; }
 
  private:
   std::unique_ptr<Demuxer> demuxer_;
   VideoCodec codec_;
   DemuxPacket packet_;
   std::uint64_t bytes_ = 0;
+  std::string read_error_;
 };
 
 // Empty when NVDEC can take this stream; else why not.

@@ -91,7 +91,9 @@ class NvdecReader final : public FrameReader {
   // Every picture is out: the end, unless the container announced more pictures than came.
   ReadStatus ended(std::string& why) const {
     if (options_.frames_required > 0 && pictures_ < options_.frames_required) {
-      why = fmt::format("ended after {} of {} frames (truncated or corrupt)", pictures_, options_.frames_total);
+      const std::string detail = source_->end_detail();
+      why = fmt::format("ended after {} of {} frames (truncated or corrupt{})", pictures_, options_.frames_total,
+                        detail.empty() ? "" : ": " + detail);
       return ReadStatus::error;
     }
     return ReadStatus::end;

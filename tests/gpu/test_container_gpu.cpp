@@ -303,3 +303,25 @@ TEST_CASE("decoder: cpu decodes the MP4 with libavcodec into NVDEC's NV12 frames
                                                     << " frames byte-identical, max |diff| " << max_diff);
   CHECK(max_diff <= 1);
 }
+
+TEST_CASE("a truncated MP4 on NVDEC ends short of its frame count with the reason", "[gpu][container][damaged]") {
+  require_nvdec();
+  register_readers();
+  ReaderOptions options;
+  options.decoder = "gpu";
+  auto reader = ReaderRegistry::global().open(InputKind::file, clip("h264_320x240_truncated.mp4"), options);
+  CHECK(reader->info().frames_total == 30);
+  std::vector<std::byte> frame(image_bytes(PixelFormat::bgr8, 64, 48));
+  int frames = 0, failed = 0;
+  std::string why;
+  ReadStatus s;
+  while ((s = reader->read(FrameTarget{frame.data(), 64, 48, PixelFormat::bgr8}, why)) != ReadStatus::error &&
+         s != ReadStatus::end) {
+    (s == ReadStatus::frame ? frames : failed) += 1;
+    REQUIRE(frames + failed <= 30);
+  }
+  INFO(why);
+  CHECK(s == ReadStatus::error);
+  CHECK(frames >= 10);  // ffprobe reads 16 pictures of it
+  CHECK_THAT(why, Catch::Contains("ended after " + std::to_string(frames + failed) + " of 30 frames (truncated"));
+}
