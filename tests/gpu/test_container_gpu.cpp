@@ -325,3 +325,23 @@ TEST_CASE("a truncated MP4 on NVDEC ends short of its frame count with the reaso
   CHECK(frames >= 10);  // ffprobe reads 16 pictures of it
   CHECK_THAT(why, Catch::Contains("ended after " + std::to_string(frames + failed) + " of 30 frames (truncated"));
 }
+
+TEST_CASE("other codecs and 4:4:4 go to libavcodec (auto) and fail with the reason (gpu)", "[gpu][container][fallback]") {
+  require_nvdec();
+  register_readers();
+  struct Case {
+    const char* name;
+    const char* reason;
+  };
+  for (const Case& c : {Case{"mpeg4_160x96.avi", "mpeg4 video is decoded by the CPU decoder"},
+                        Case{"h264_444_160x96.mp4", "yuv444p is not 4:2:0"}}) {
+    INFO(c.name);
+    ReaderOptions options;
+    auto reader = ReaderRegistry::global().open(InputKind::file, clip(c.name), options);
+    CHECK(reader->info().backend.rfind("libavcodec", 0) == 0);
+    CHECK(read_all(*reader, PixelFormat::bgr8, 160, 96).frames.size() == 12);
+    options.decoder = "gpu";
+    CHECK_THROWS_WITH(ReaderRegistry::global().open(InputKind::file, clip(c.name), options),
+                      Catch::Contains("decoder: gpu, but NVDEC unavailable: ") && Catch::Contains(c.reason));
+  }
+}
