@@ -3,7 +3,9 @@
 // through the readers, to the same converted frames as the Annex-B path, with the container's presentation
 // times (ffprobe's, stored beside them: X.pts); a variable-frame-rate MP4 keeps its times; a rotated MP4 goes
 // to the CPU decoder (auto) or fails with the reason (gpu); decoder: cpu decodes the MP4 with libavcodec into
-// the same NV12 frames. The clips and how they were made: tests/data/nvdec/README.md.
+// the same NV12 frames; other codecs and 4:4:4 go to libavcodec; a truncated MP4 ends short with the reason;
+// containers as pipeline sources keep their frames on the GPU. The clips and how they were made:
+// tests/data/nvdec/README.md.
 #include <catch2/catch.hpp>
 #include <cuda_runtime.h>
 
@@ -23,6 +25,8 @@
 #include "runtime/cuda_check.hpp"
 #include "runtime/frame_reader.hpp"
 #include "runtime/gpu.hpp"
+#include "runtime/pipeline.hpp"
+#include "runtime/source_control.hpp"
 #include "tests/gpu/device_memory.hpp"
 #include "tests/pipeline_helpers.hpp"
 
@@ -343,5 +347,33 @@ TEST_CASE("other codecs and 4:4:4 go to libavcodec (auto) and fail with the reas
     options.decoder = "gpu";
     CHECK_THROWS_WITH(ReaderRegistry::global().open(InputKind::file, clip(c.name), options),
                       Catch::Contains("decoder: gpu, but NVDEC unavailable: ") && Catch::Contains(c.reason));
+  }
+}
+
+TEST_CASE("MP4 and MKV sources on NVDEC through a pipeline (device frames): every frame delivered",
+          "[gpu][container][pipeline]") {
+  require_nvdec();
+  register_readers();
+  const std::string uris = clip("h264_320x240.mp4") + ", " + clip("hevc_320x240.mkv") + ", " +
+                           clip("vfr_160x120.mp4") + ", " + clip("h264_320x240.mp4") + ", " + clip("hevc_320x240.mkv");
+  const std::string yaml = "name: containers\ndevice: cuda\nbatch_size: 16\nstages:\n"
+                           "  - kind: decode\n    decoder: gpu\n    width: 320\n    height: 240\n    format: bgr8\n"
+                           "    uri: [" + uris + "]\n"
+                           "  - kind: upload\n  - kind: preprocess\n    width: 96\n    height: 64\n"
+                           "  - kind: download\n  - kind: sink\n    type: null\n";
+  Pipeline p(plan_from(yaml));
+  p.start();
+  p.wait();
+  const auto t = p.ledger().totals();
+  CHECK(t.produced == 4 * 30 + 40);
+  CHECK(t.delivered == t.produced);
+  CHECK(t.failed == 0);
+  CHECK(t.in_flight() == 0);
+  for (const auto& s : p.source_control()->sources()) {
+    INFO(s.name << ": " << s.reason);
+    CHECK(s.state == SourceState::eos);
+    CHECK(s.frames == (s.name.rfind("vfr", 0) == 0 ? 40u : 30u));
+    CHECK(s.decoder.rfind("NVDEC", 0) == 0);
+    CHECK(s.decoder.find("(frames stay on the GPU)") != std::string::npos);
   }
 }
