@@ -30,6 +30,8 @@
 #include "version.hpp"
 #if SLUICE_WITH_MEDIA
 #include "media/media.hpp"
+#else
+#include "media/video.hpp"
 #endif
 
 
@@ -437,6 +439,8 @@ int main(int argc, char** argv) {
   setup_logging();
 #if SLUICE_WITH_MEDIA
   sluice::register_media();  // files, images, cameras, streams, the annotate sink
+#else
+  sluice::register_video_readers();  // GPU-host builds: video files and streams (NVDEC, libavcodec)
 #endif
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {

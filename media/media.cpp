@@ -4,9 +4,8 @@
 #include <mutex>
 
 #include "media/annotate_sink.hpp"
-#include "media/demux.hpp"
-#include "media/libav_reader.hpp"
 #include "media/opencv_reader.hpp"
+#include "media/video.hpp"
 #include "runtime/frame_reader.hpp"
 
 namespace sluice {
@@ -18,16 +17,13 @@ void register_media() {
     // reads the variable once, at the first capture). An explicit setting in the environment wins.
     ::setenv("OPENCV_VIDEOIO_V4L_SELECT_TIMEOUT", "5", 0);
 
-    quiet_libav_logging();  // readers report failures themselves, naming the input
-
-    // Video files and streams: FFmpeg's libraries directly (container timestamps, display rotation, every
-    // frame of a variable-rate file); images, image sequences and V4L2 cameras: OpenCV.
+    // Video files and streams: the FFmpeg part (media/video.hpp: NVDEC or libavcodec); images, image sequences
+    // and V4L2 cameras: OpenCV.
+    register_video_readers();
     auto& readers = ReaderRegistry::global();
-    readers.add(InputKind::file, open_libav_file_reader);
     readers.add(InputKind::image, open_image_reader);
     readers.add(InputKind::image_sequence, open_image_sequence_reader);
     readers.add(InputKind::camera, open_camera_reader);
-    readers.add(InputKind::stream, open_libav_stream_reader);
 
     register_annotate_stage();  // the annotate sink (media/annotate_sink.cpp)
   });

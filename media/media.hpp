@@ -1,11 +1,12 @@
 #pragma once
-// The media library: FFmpeg's libavformat/libavcodec/libswscale (video files, streams) and OpenCV
-// videoio/imgcodecs (images, image sequences, cameras, drawing) behind sluice's reader and stage registries.
-// Executables that link it call register_media() once at start; GPU-host builds leave the library out.
+// The media library: FFmpeg's libavformat/libavcodec/libswscale (video files, streams: media/video.hpp, in every
+// build) and OpenCV videoio/imgcodecs (images, image sequences, cameras, drawing) behind sluice's reader and
+// stage registries. Executables that link it call register_media() once at start; GPU-host builds leave the
+// OpenCV part out and call register_video_readers() instead.
 namespace sluice {
 
-// Registers the readers for files, images, image sequences, cameras and network streams, and the
-// annotate sink stage. Idempotent.
+// Registers the readers for files, images, image sequences, cameras and network streams (video files and
+// streams: register_video_readers()), and the annotate sink stage. Idempotent.
 void register_media();
 
 }  // namespace sluice

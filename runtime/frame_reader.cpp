@@ -83,10 +83,17 @@ std::unique_ptr<FrameReader> ReaderRegistry::open(InputKind kind, const std::str
     }
     if (first) spdlog::info("decoding on the CPU: {}", why);
   }
-  if (!factory)
-    throw InputError("'" + uri + "' is a " + std::string(to_string(kind)) +
-                     " input, which needs the media library (OpenCV videoio/imgcodecs); this sluiced was built "
-                     "without it (SLUICE_GPU_HOST)");
+  if (!factory) {
+    // Video files and streams (FFmpeg) are registered by sluiced in every build; what a GPU-host build lacks
+    // is OpenCV.
+    const std::string needs =
+        kind == InputKind::camera ? "OpenCV videoio; this sluiced was built without it (SLUICE_GPU_HOST leaves OpenCV out)"
+        : kind == InputKind::image || kind == InputKind::image_sequence
+            ? "OpenCV imgcodecs; this sluiced was built without it (SLUICE_GPU_HOST leaves OpenCV out)"
+            : "the FFmpeg readers (media/video.hpp), which this program did not register";
+    throw InputError("'" + uri + "' is " + (kind == InputKind::image ? "an " : "a ") + std::string(to_string(kind)) +
+                     " input, which needs " + needs);
+  }
   return factory(uri, options);
 }
 

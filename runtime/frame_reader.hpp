@@ -3,8 +3,8 @@
 // a network stream, a test pattern) that decodes frame after frame into memory the caller owns.
 //
 // Readers are made by factories registered per input kind. The core registers the test pattern; the media
-// library (FFmpeg's libavformat/libavcodec for video files and streams, OpenCV for images and cameras; left
-// out of GPU-host builds) registers files, images, cameras and streams, so a build without it reports "needs the media library" instead of failing obscurely.
+// library registers files and streams (FFmpeg's libavformat/libavcodec, NVDEC for files: every build) and
+// images and cameras (OpenCV: left out of GPU-host builds, which then report "needs OpenCV ..." for them).
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -75,9 +75,9 @@ struct ReaderOptions {
   std::uint64_t frames = 0;
   std::uint64_t seed = 1;
   bool animate = true;
-  // Files a GPU decoder can read (Annex-B .h264/.hevc on NVDEC, .jpg/.jpeg images on nvJPEG): "auto" uses it where the codec and the
-  // GPU allow and else the CPU decoder (saying why, once); "gpu" only it (the input fails when it cannot);
-  // "cpu" never it.
+  // Files a GPU decoder can read (H.264/HEVC in a container or Annex-B on NVDEC, .jpg/.jpeg images on nvJPEG):
+  // "auto" uses it where the codec and the GPU allow and else the CPU decoder (saying why, once); "gpu" only it
+  // (the input fails when it cannot); "cpu" never it.
   std::string decoder = "auto";
   // Set by the source set when its batches live in device memory: a GPU decoder may then hand frames over in
   // device memory (FrameTarget::device) instead of copying them to the host.

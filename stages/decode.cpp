@@ -632,9 +632,11 @@ StageInfo decode_stage() {
                "copies. auto: device with `uri` sources, pinned for the direct test pattern", {}, {},
                {"auto", "device", "pinned"}},
               {"decoder", ParamType::choice, "auto",
-               "inputs a GPU decoder reads (Annex-B .h264/.264/.h265/.hevc/.265 video on NVDEC, .jpg/.jpeg images on "
-               "nvJPEG): auto = the GPU decoder where the codec, the file and the GPU allow, else the CPU decoder; "
-               "gpu = the GPU decoder only (the input fails when it cannot); cpu = never the GPU decoders", {}, {}, {"auto", "gpu", "cpu"}},
+               "inputs a GPU decoder reads: video on NVDEC (H.264/HEVC 4:2:0 in any container FFmpeg reads, and Annex-B "
+               ".h264/.264/.h265/.hevc/.265; not rotated videos, fit: letterbox|crop or network streams, which "
+               "libavcodec decodes), .jpg/.jpeg images on nvJPEG: auto = the GPU decoder where the codec, the file and "
+               "the GPU allow, else the CPU decoder (the reason logged once); gpu = the GPU decoder only (other inputs "
+               "fail with the reason); cpu = never the GPU decoders", {}, {}, {"auto", "gpu", "cpu"}},
           },
           [](const StageInit& init) -> std::unique_ptr<Stage> {
             if (!init.params.strings("uri").empty() || init.params.string("idle") == "wait")

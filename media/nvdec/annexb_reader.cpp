@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "media/nvdec/annexb.hpp"
+#include "media/nvdec/nvdec_reader.hpp"
 #include "runtime/frame_reader.hpp"
 #include "runtime/utf8.hpp"
 #if SLUICE_WITH_CUDA
@@ -16,91 +17,22 @@ namespace sluice {
 #if SLUICE_WITH_CUDA
 namespace {
 
-// Bytes read at open at most before the first decoded picture must have appeared.
-constexpr std::uint64_t kMaxBytesBeforeFirstPicture = std::uint64_t{32} << 20;
-
-class NvdecReader final : public FrameReader {
+// An Annex-B file's NAL units, one at a time (no timestamps: the source numbers frames at the stream's rate).
+class AnnexBFileSource final : public CodedSource {
  public:
-  NvdecReader(const std::string& uri, std::unique_ptr<AnnexBFile> file, bool device_frames)
-      : file_(std::move(file)), session_(NvdecDecoder::take(file_->codec())), decoder_(*session_),
-        device_frames_(device_frames) {
-    info_.uri = uri;
-    info_.kind = InputKind::file;
-    info_.backend = std::string("NVDEC ") + (file_->codec() == VideoCodec::hevc ? "HEVC" : "H.264");
-    // Up to the first decoded picture, so the size, the frame rate and a decodable stream are known here.
-    std::string why;
-    while (!decoder_.has_frame() && !eof_) {
-      if (!feed_next(why)) throw InputError("'" + to_valid_utf8(uri) + "': " + why);
-      if (file_->bytes_read() > kMaxBytesBeforeFirstPicture && !decoder_.has_frame())
-        throw InputError("'" + to_valid_utf8(uri) + "': no decodable picture in its first 32 MiB");
-    }
-    if (!decoder_.has_frame() && decoder_.sequence().count == 0)
-      throw InputError("'" + to_valid_utf8(uri) + "': no " + std::string(to_string(file_->codec())) +
-                       " sequence header (SPS) in the stream");
-    info_.width = decoder_.sequence().width;
-    info_.height = decoder_.sequence().height;
-    info_.fps = decoder_.sequence().fps;
+  explicit AnnexBFileSource(std::unique_ptr<AnnexBFile> file) : file_(std::move(file)) {}
+  VideoCodec codec() const override { return file_->codec(); }
+  bool next(CodedChunk& chunk) override {
+    if (!file_->next(nal_)) return false;
+    chunk.bytes = nal_;
+    chunk.pts_ns.reset();
+    return true;
   }
-
-  ReadStatus read(const FrameTarget& target, std::string& why) override {
-    try {
-      while (!decoder_.has_frame()) {
-        if (finished_) return ReadStatus::end;
-        if (!feed_next(why)) return ReadStatus::error;
-      }
-      const NvdecOutput out{false, target.pixel, target.width, target.height};
-      auto* dst = reinterpret_cast<std::uint8_t*>(target.data);
-      const std::size_t bytes = image_bytes(target.pixel, target.width, target.height);
-      const NvdecFrame f = target.device ? decoder_.pop_to_device(dst, bytes, out, target.reusable, target.written)
-                                         : decoder_.pop_to_host(dst, bytes, out);
-      if (!f.error.empty()) {
-        why = f.error;
-        return ReadStatus::failed;
-      }
-      return ReadStatus::frame;
-    } catch (const std::exception& e) {
-      why = e.what();
-      failed_ = true;
-      return ReadStatus::error;
-    }
-  }
-
-  ~NvdecReader() override {
-    // A stream read to its clean end leaves a session the next input of this codec can take over.
-    if (finished_ && !failed_ && !decoder_.has_frame()) NvdecDecoder::give_back(std::move(session_));
-  }
-
-  const InputInfo& info() const override { return info_; }
-  bool writes_device_memory() const override { return device_frames_; }
+  std::uint64_t bytes_read() const override { return file_->bytes_read(); }
 
  private:
-  // Feeds the next NAL unit, or the end of the stream; false with `why` when decoding cannot go on.
-  bool feed_next(std::string& why) {
-    try {
-      if (!eof_ && file_->next(nal_)) {
-        decoder_.feed(nal_.data(), nal_.size());
-        return true;
-      }
-      eof_ = true;
-      if (!finished_) {
-        finished_ = true;
-        decoder_.finish();
-      }
-      return true;
-    } catch (const std::exception& e) {
-      why = e.what();
-      eof_ = finished_ = failed_ = true;
-      return false;
-    }
-  }
-
   std::unique_ptr<AnnexBFile> file_;
-  std::unique_ptr<NvdecDecoder> session_;
-  NvdecDecoder& decoder_;
-  InputInfo info_;
-  bool device_frames_;
   std::vector<std::uint8_t> nal_;
-  bool eof_ = false, finished_ = false, failed_ = false;
 };
 
 }  // namespace
@@ -133,7 +65,10 @@ void register_annexb_reader(ReaderRegistry& registry) {
           if (options.decoder == "gpu") throw InputError("'" + to_valid_utf8(uri) + "': decoder: gpu, but " + why);
           return nullptr;
         }
-        return std::make_unique<NvdecReader>(uri, std::move(file), options.device_frames);
+        NvdecReaderOptions o;
+        o.device_frames = options.device_frames;
+        o.backend = std::string("NVDEC ") + (file->codec() == VideoCodec::hevc ? "HEVC" : "H.264");
+        return open_nvdec_reader(uri, std::make_unique<AnnexBFileSource>(std::move(file)), o);
 #else
         why = "NVDEC unavailable: this sluiced was built without CUDA";
         if (options.decoder == "gpu") throw InputError("'" + to_valid_utf8(uri) + "': decoder: gpu, but " + why);

@@ -160,6 +160,7 @@ struct NvdecDecoder::Impl {
   CUdeviceptr scratch = 0;  // the converted frame on its way to the host
   std::size_t scratch_capacity = 0;
   std::string error;  // set by a callback; thrown by feed()
+  bool timestamps = false;  // some packet came with a presentation time: pictures carry theirs
 
   explicit Impl(const Driver& driver) : d(driver) {}
 
@@ -322,6 +323,8 @@ struct NvdecCallbacks {
     auto& m = *self.impl_;
     const Driver& d = m.d;
     NvdecDecoder::Pending p;
+    // The time of the packet that started this picture, handed back in display order (B-frames reordered).
+    if (m.timestamps) p.pts = info.timestamp;
     p.width = self.sequence_.width;
     p.height = self.sequence_.height;
     const int bps = self.sequence_.bit_depth > 8 ? 2 : 1;
@@ -410,6 +413,8 @@ void NvdecDecoder::create_parser() {
   pp.CodecType = cuvid_codec(impl_->codec);
   pp.ulMaxNumDecodeSurfaces = 1;  // the sequence callback tells the real number
   pp.ulMaxDisplayDelay = kDisplayDelay;
+  // Timestamps in ns, as fed (the parser only uses the rate for pictures whose packet had none).
+  pp.ulClockRate = 1'000'000'000;
   pp.pUserData = this;
   pp.pfnSequenceCallback = &NvdecCallbacks::sequence;
   pp.pfnDecodePicture = &NvdecCallbacks::decode;
@@ -499,7 +504,7 @@ void NvdecDecoder::close() noexcept {
   impl_.reset();
 }
 
-void NvdecDecoder::feed(const std::uint8_t* data, std::size_t size) {
+void NvdecDecoder::feed(const std::uint8_t* data, std::size_t size, std::optional<std::int64_t> pts_ns) {
   Impl& m = *impl_;
   if (!m.error.empty()) throw NvdecError(m.error);
   if (size == 0) return;
@@ -507,6 +512,11 @@ void NvdecDecoder::feed(const std::uint8_t* data, std::size_t size) {
   CUVIDSOURCEDATAPACKET packet{};
   packet.payload = data;
   packet.payload_size = static_cast<tcu_ulong>(size);
+  if (pts_ns) {
+    packet.flags |= CUVID_PKT_TIMESTAMP;
+    packet.timestamp = *pts_ns;
+    m.timestamps = true;
+  }
   const CUresult r = m.d.cuvid->cuvidParseVideoData(m.parser, &packet);
   if (!m.error.empty()) throw NvdecError(m.error);
   if (r != CUDA_SUCCESS) throw NvdecError("cuvidParseVideoData failed: " + cu_error(m.d, r));
@@ -550,6 +560,7 @@ NvdecFrame NvdecDecoder::pop(std::uint8_t* dst, std::size_t capacity, const Nvde
   f.width = p.width;
   f.height = p.height;
   f.bytes_per_sample = output.native ? p.bytes_per_sample : 1;
+  f.pts_ns = p.pts;
   f.error = p.error;
   if (!p.error.empty()) return f;
   Impl::Buffer& held = m.buffers[p.buffer];

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -61,6 +62,7 @@ struct NvdecFrame {
   int width = 0, height = 0;   // the picture's display size
   int bytes_per_sample = 1;    // native output: 2 for P016
   std::size_t bytes = 0;       // bytes written to the destination
+  std::optional<std::int64_t> pts_ns;  // the presentation time fed with its packet; none when none was fed
   std::string error;           // non-empty: the decoder reported the picture corrupt; nothing was written
 };
 
@@ -73,8 +75,10 @@ class NvdecDecoder {
   NvdecDecoder& operator=(const NvdecDecoder&) = delete;
 
   // Parses and decodes `size` bytes (whole NAL units); pictures ready to display queue up. Throws NvdecError
-  // when the stream cannot be decoded (unsupported format, a parser or decoder failure).
-  void feed(const std::uint8_t* data, std::size_t size);
+  // when the stream cannot be decoded (unsupported format, a parser or decoder failure). `pts_ns`: the
+  // container's presentation time of the access unit these bytes start (a demuxed packet); the picture it
+  // starts carries it out (NvdecFrame::pts_ns), in display order.
+  void feed(const std::uint8_t* data, std::size_t size, std::optional<std::int64_t> pts_ns = std::nullopt);
   // End of stream: the pictures still held for reordering are decoded and queued.
   void finish();
 
@@ -116,6 +120,7 @@ class NvdecDecoder {
     int width = 0, height = 0, bytes_per_sample = 1;
     std::size_t bytes = 0;   // native, tightly packed
     std::size_t pitch = 0;   // of the held copy (luma and chroma rows alike)
+    std::optional<std::int64_t> pts;
     std::string error;
   };
   std::deque<Pending> ready_;

@@ -1,0 +1,114 @@
+#include "media/nvdec/container_reader.hpp"
+
+#include <exception>
+#include <utility>
+
+#include <fmt/format.h>
+
+extern "C" {
+#include <libavcodec/avcodec.h>
+#include <libavutil/pixdesc.h>
+}
+
+#include "media/demux.hpp"
+#include "media/file_checks.hpp"
+#include "media/nvdec/nvdec_decoder.hpp"
+#include "media/nvdec/nvdec_reader.hpp"
+#include "runtime/utf8.hpp"
+
+namespace sluice {
+namespace {
+
+// The packets of the demuxed video stream: one access unit each, Annex-B, with its presentation time.
+class DemuxedSource final : public CodedSource {
+ public:
+  DemuxedSource(std::unique_ptr<Demuxer> demuxer, VideoCodec codec) : demuxer_(std::move(demuxer)), codec_(codec) {}
+  VideoCodec codec() const override { return codec_; }
+  bool next(CodedChunk& chunk) override {
+    while (true) {
+      std::string why;
+      switch (demuxer_->read(packet_, why)) {
+        case DemuxStatus::end: return false;
+        case DemuxStatus::error:  // a file's read that fails ends it (a truncated end): the pictures held come out
+          read_error_ = why;
+          return false;
+        case DemuxStatus::packet: break;
+      }
+      if (packet_.data().empty()) continue;  // nothing to decode (side data only)
+      chunk.bytes = packet_.data();
+      chunk.pts_ns = packet_.pts_ns;
+      bytes_ += chunk.bytes.size();
+      return true;
+    }
+  }
+  std::uint64_t bytes_read() const override { return bytes_; }
+  std::string end_detail() const override { return read_error_; }
+
+ private:
+  std::unique_ptr<Demuxer> demuxer_;
+  VideoCodec codec_;
+  DemuxPacket packet_;
+  std::uint64_t bytes_ = 0;
+  std::string read_error_;
+};
+
+// Empty when NVDEC can take this stream; else why not.
+std::string unsupported_reason(const Demuxer& demuxer, VideoCodec& codec) {
+  const AVCodecParameters& par = demuxer.codec_parameters();
+  if (par.codec_id == AV_CODEC_ID_H264) codec = VideoCodec::h264;
+  else if (par.codec_id == AV_CODEC_ID_HEVC) codec = VideoCodec::hevc;
+  else return fmt::format("{} video is decoded by the CPU decoder (sluice feeds NVDEC H.264 and HEVC)",
+                          avcodec_get_name(par.codec_id));
+  int depth = 8;
+  if (const AVPixFmtDescriptor* desc = av_pix_fmt_desc_get(static_cast<AVPixelFormat>(par.format))) {
+    if (desc->log2_chroma_w != 1 || desc->log2_chroma_h != 1)
+      return fmt::format("{} {} is not 4:2:0 (NVDEC output here is NV12/P016)", to_string(codec), desc->name);
+    depth = desc->comp[0].depth;
+  }
+  if (std::string reason = nvdec_codec_unsupported_reason(codec, depth); !reason.empty()) return reason;
+  if (demuxer.rotation() != 0)
+    return fmt::format("the video is shown turned by {} degrees (display matrix), which the CPU decoder does",
+                       demuxer.rotation());
+  return {};
+}
+
+}  // namespace
+
+std::unique_ptr<FrameReader> open_nvdec_container_reader(const std::string& uri, const ReaderOptions& options,
+                                                         std::string& why) {
+  const auto decline = [&](const std::string& reason) -> std::unique_ptr<FrameReader> {
+    why = "NVDEC unavailable: " + reason;
+    if (options.decoder == "gpu") throw InputError("'" + to_valid_utf8(uri) + "': decoder: gpu, but " + why);
+    return nullptr;
+  };
+  if (options.decoder == "cpu") {
+    why = "decoder: cpu";
+    return nullptr;
+  }
+  if (const std::string reason = nvdec_unavailable_reason(); !reason.empty()) return decline(reason);
+  if (options.fit != Fit::stretch)
+    // The GPU conversion scales each axis on its own; letterbox and crop are the CPU decoder's.
+    return decline("fit: " + std::string(to_string(options.fit)) + " is done by the CPU decoder");
+  check_readable_file(uri);
+  DemuxOptions d;
+  d.annex_b = true;
+  auto demuxer = std::make_unique<Demuxer>(uri, d);  // not a video at all: InputError, as the CPU reader says
+  VideoCodec codec = VideoCodec::unknown;
+  if (const std::string reason = unsupported_reason(*demuxer, codec); !reason.empty()) return decline(reason);
+  NvdecReaderOptions o;
+  o.device_frames = options.device_frames;
+  o.backend = fmt::format("NVDEC {} ({})", codec == VideoCodec::hevc ? "HEVC" : "H.264", demuxer->container());
+  o.fps = demuxer->fps();
+  o.frames_total = demuxer->frames_announced();
+  if (o.frames_total > 0) o.frames_required = o.frames_total - truncation_tolerance(o.frames_total);
+  try {
+    return open_nvdec_reader(uri, std::make_unique<DemuxedSource>(std::move(demuxer), codec), o);
+  } catch (const std::exception& e) {  // the first pictures did not decode on NVDEC: libavcodec may do better
+    std::string reason = e.what();
+    const std::string prefix = "'" + to_valid_utf8(uri) + "': ";
+    if (reason.rfind(prefix, 0) == 0) reason.erase(0, prefix.size());  // the URI is in the caller's message
+    return decline("it did not decode: " + reason);
+  }
+}
+
+}  // namespace sluice

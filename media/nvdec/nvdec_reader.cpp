@@ -1,0 +1,128 @@
+#include "media/nvdec/nvdec_reader.hpp"
+
+#if SLUICE_WITH_CUDA
+#include <exception>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "media/nvdec/nvdec_decoder.hpp"
+#include "runtime/utf8.hpp"
+
+namespace sluice {
+namespace {
+
+// Bytes read at open at most before the first decoded picture must have appeared.
+constexpr std::uint64_t kMaxBytesBeforeFirstPicture = std::uint64_t{32} << 20;
+
+class NvdecReader final : public FrameReader {
+ public:
+  NvdecReader(const std::string& uri, std::unique_ptr<CodedSource> source, const NvdecReaderOptions& options)
+      : source_(std::move(source)), session_(NvdecDecoder::take(source_->codec())), decoder_(*session_),
+        options_(options) {
+    info_.uri = uri;
+    info_.kind = InputKind::file;
+    info_.backend = options.backend;
+    info_.frames_total = options.frames_total;
+    // Up to the first decoded picture, so the size, the frame rate and a decodable stream are known here.
+    std::string why;
+    while (!decoder_.has_frame() && !eof_) {
+      if (!feed_next(why)) throw InputError("'" + to_valid_utf8(uri) + "': " + why);
+      if (source_->bytes_read() > kMaxBytesBeforeFirstPicture && !decoder_.has_frame())
+        throw InputError("'" + to_valid_utf8(uri) + "': no decodable picture in its first 32 MiB");
+    }
+    if (!decoder_.has_frame() && decoder_.sequence().count == 0)
+      throw InputError("'" + to_valid_utf8(uri) + "': no " + std::string(to_string(source_->codec())) +
+                       " sequence header (SPS) in the stream");
+    info_.width = decoder_.sequence().width;
+    info_.height = decoder_.sequence().height;
+    info_.fps = options.fps > 0 ? options.fps : decoder_.sequence().fps;
+  }
+
+  ReadStatus read(const FrameTarget& target, std::string& why) override {
+    try {
+      while (!decoder_.has_frame()) {
+        if (finished_) return ended(why);
+        if (!feed_next(why)) return ReadStatus::error;
+      }
+      const NvdecOutput out{false, target.pixel, target.width, target.height};
+      auto* dst = reinterpret_cast<std::uint8_t*>(target.data);
+      const std::size_t bytes = image_bytes(target.pixel, target.width, target.height);
+      const NvdecFrame f = target.device ? decoder_.pop_to_device(dst, bytes, out, target.reusable, target.written)
+                                         : decoder_.pop_to_host(dst, bytes, out);
+      ++pictures_;
+      pts_ns_ = f.pts_ns;
+      if (!f.error.empty()) {
+        why = f.error;
+        return ReadStatus::failed;
+      }
+      return ReadStatus::frame;
+    } catch (const std::exception& e) {
+      why = e.what();
+      failed_ = true;
+      return ReadStatus::error;
+    }
+  }
+
+  ~NvdecReader() override {
+    // A stream read to its clean end leaves a session the next input of this codec takes over (a directory job
+    // would otherwise create a decoder per file, which stalls every other session too).
+    if (finished_ && !failed_ && !decoder_.has_frame()) NvdecDecoder::give_back(std::move(session_));
+  }
+
+  const InputInfo& info() const override { return info_; }
+  std::optional<std::int64_t> pts_ns() const override { return pts_ns_; }
+  bool writes_device_memory() const override { return options_.device_frames; }
+
+ private:
+  // Feeds the next chunk, or the end of the stream; false with `why` when decoding cannot go on.
+  bool feed_next(std::string& why) {
+    try {
+      CodedChunk chunk;
+      if (!eof_ && source_->next(chunk)) {
+        decoder_.feed(chunk.bytes.data(), chunk.bytes.size(), chunk.pts_ns);
+        return true;
+      }
+      eof_ = true;
+      if (!finished_) {
+        finished_ = true;
+        decoder_.finish();
+      }
+      return true;
+    } catch (const std::exception& e) {
+      why = e.what();
+      eof_ = finished_ = failed_ = true;
+      return false;
+    }
+  }
+
+  // Every picture is out: the end, unless the container announced more pictures than came.
+  ReadStatus ended(std::string& why) const {
+    if (options_.frames_required > 0 && pictures_ < options_.frames_required) {
+      const std::string detail = source_->end_detail();
+      why = fmt::format("ended after {} of {} frames (truncated or corrupt{})", pictures_, options_.frames_total,
+                        detail.empty() ? "" : ": " + detail);
+      return ReadStatus::error;
+    }
+    return ReadStatus::end;
+  }
+
+  std::unique_ptr<CodedSource> source_;
+  std::unique_ptr<NvdecDecoder> session_;
+  NvdecDecoder& decoder_;
+  NvdecReaderOptions options_;
+  InputInfo info_;
+  std::optional<std::int64_t> pts_ns_;
+  std::int64_t pictures_ = 0;
+  bool eof_ = false, finished_ = false, failed_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<FrameReader> open_nvdec_reader(const std::string& uri, std::unique_ptr<CodedSource> source,
+                                               const NvdecReaderOptions& options) {
+  return std::make_unique<NvdecReader>(uri, std::move(source), options);
+}
+
+}  // namespace sluice
+#endif

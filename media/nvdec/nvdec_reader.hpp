@@ -1,0 +1,57 @@
+#pragma once
+// The FrameReader over one NVDEC session, fed from any source of coded H.264/HEVC bytes: an Annex-B
+// elementary file split into NAL units (media/nvdec/annexb_reader.cpp) or the packets of a container demuxed
+// by libavformat in Annex-B mode (media/nvdec/container_reader.cpp), with the container's presentation times.
+//
+// Frames go to host targets (converted on the GPU, one copy down) or, when the source set offers device
+// targets (ReaderOptions::device_frames), stay on the GPU under the buffer/event protocol (FrameTarget).
+// Built with CUDA only.
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+
+#include "media/nvdec/annexb.hpp"
+#include "runtime/frame_reader.hpp"
+
+namespace sluice {
+
+// Whole NAL units: one access unit (a demuxed packet) or a run of NAL units, with the presentation time of the
+// access unit they start when the source knows it.
+struct CodedChunk {
+  std::span<const std::uint8_t> bytes;
+  std::optional<std::int64_t> pts_ns;
+};
+
+class CodedSource {
+ public:
+  virtual ~CodedSource() = default;
+  virtual VideoCodec codec() const = 0;
+  // The next chunk (valid until the next call); false at the end. Throws std::exception naming what failed.
+  virtual bool next(CodedChunk& chunk) = 0;
+  virtual std::uint64_t bytes_read() const = 0;
+  // Why the bytes ended early (a read that failed at a truncated end), for the message of an input that comes
+  // up short; empty when they simply ended.
+  virtual std::string end_detail() const { return {}; }
+};
+
+struct NvdecReaderOptions {
+  bool device_frames = false;  // ReaderOptions::device_frames
+  std::string backend;         // InputInfo::backend, e.g. "NVDEC H.264 (mov,mp4,...)"
+  // What the container says (0 / -1: the stream's own VUI rate; unknown count).
+  double fps = 0;
+  std::int64_t frames_total = -1;
+  // Pictures that must come out (decoded or failed) before the end counts as complete; fewer: the input
+  // ends with "ended after N of M frames (truncated or corrupt)". 0: no check.
+  std::int64_t frames_required = 0;
+};
+
+#if SLUICE_WITH_CUDA
+// Decodes up to the first picture, so a stream NVDEC cannot take fails here: throws InputError (the source's
+// own reason) or NvdecError (the decoder's).
+std::unique_ptr<FrameReader> open_nvdec_reader(const std::string& uri, std::unique_ptr<CodedSource> source,
+                                               const NvdecReaderOptions& options);
+#endif
+
+}  // namespace sluice

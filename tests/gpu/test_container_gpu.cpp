@@ -1,0 +1,379 @@
+// NVDEC over containers (media/nvdec/container_reader.hpp): an MP4 (H.264) and an MKV (HEVC) holding the same
+// coded pictures as tests/data/nvdec's Annex-B clips decode to the same NV12 frames (ffmpeg's framehash) and,
+// through the readers, to the same converted frames as the Annex-B path, with the container's presentation
+// times (ffprobe's, stored beside them: X.pts); a variable-frame-rate MP4 keeps its times; a rotated MP4 goes
+// to the CPU decoder (auto) or fails with the reason (gpu); decoder: cpu decodes the MP4 with libavcodec into
+// the same NV12 frames; other codecs and 4:4:4 go to libavcodec; a truncated MP4 ends short with the reason;
+// containers as pipeline sources keep their frames on the GPU. The clips and how they were made:
+// tests/data/nvdec/README.md.
+#include <catch2/catch.hpp>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "media/demux.hpp"
+#include "media/nvdec/annexb_reader.hpp"
+#include "media/nvdec/nvdec_decoder.hpp"
+#include "media/video.hpp"
+#include "runtime/cuda_check.hpp"
+#include "runtime/frame_reader.hpp"
+#include "runtime/gpu.hpp"
+#include "runtime/pipeline.hpp"
+#include "runtime/source_control.hpp"
+#include "tests/gpu/device_memory.hpp"
+#include "tests/pipeline_helpers.hpp"
+
+using namespace sluice;
+using namespace sluice::test;
+
+namespace {
+
+std::string clip(const std::string& name) { return source_dir() + "/tests/data/nvdec/" + name; }
+
+std::uint32_t adler32(const std::uint8_t* d, std::size_t n) {
+  std::uint32_t a = 1, b = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    a = (a + d[i]) % 65521;
+    b = (b + a) % 65521;
+  }
+  return (b << 16) | a;
+}
+
+// The per-frame adler32 of an ffmpeg framehash file ("stream, dts, pts, duration, size, hash").
+std::vector<std::uint32_t> read_framehash(const std::string& path) {
+  std::ifstream in(path);
+  REQUIRE(in.good());
+  std::vector<std::uint32_t> out;
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    const auto comma = line.find_last_of(',');
+    REQUIRE(comma != std::string::npos);
+    out.push_back(static_cast<std::uint32_t>(std::stoul(line.substr(comma + 1), nullptr, 16)));
+  }
+  return out;
+}
+
+// ffprobe's presentation times (X.pts: "num/den", then one pts per frame in display order) in ns, rounded to
+// the nearest as libavformat's av_rescale_q does.
+std::vector<std::int64_t> read_pts_ns(const std::string& path) {
+  std::ifstream in(path);
+  REQUIRE(in.good());
+  std::string tb;
+  REQUIRE(std::getline(in, tb));
+  const auto slash = tb.find('/');
+  REQUIRE(slash != std::string::npos);
+  const __int128 num = std::stoll(tb.substr(0, slash)), den = std::stoll(tb.substr(slash + 1));
+  REQUIRE(den > 0);
+  std::vector<std::int64_t> out;
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty()) continue;
+    const __int128 scaled = static_cast<__int128>(std::stoll(line)) * num * 1'000'000'000;
+    const __int128 half = den / 2;
+    out.push_back(static_cast<std::int64_t>(scaled >= 0 ? (scaled + half) / den : -((-scaled + half) / den)));
+  }
+  return out;
+}
+
+void require_nvdec() {
+  const std::string why = nvdec_unavailable_reason();
+  INFO("NVDEC unavailable: " << why);
+  REQUIRE(why.empty());  // a GPU is present (main exits 77 otherwise): NVDEC must work with its driver
+}
+
+void register_readers() {
+  register_annexb_reader();
+  register_video_readers();
+}
+
+struct ReadFrames {
+  std::vector<std::vector<std::byte>> frames;
+  std::vector<std::int64_t> pts;  // -1 where the reader had none
+  ReadStatus last = ReadStatus::frame;
+  std::string why;
+};
+
+ReadFrames read_all(FrameReader& reader, PixelFormat pixel, int width, int height) {
+  ReadFrames out;
+  const std::size_t bytes = image_bytes(pixel, width, height);
+  for (int guard = 0; guard < 10000; ++guard) {
+    std::vector<std::byte> frame(bytes);
+    out.last = reader.read(FrameTarget{frame.data(), width, height, pixel}, out.why);
+    if (out.last != ReadStatus::frame) break;
+    out.frames.push_back(std::move(frame));
+    out.pts.push_back(reader.pts_ns().value_or(-1));
+  }
+  return out;
+}
+
+struct Pair {
+  const char* container;
+  const char* annexb;
+  VideoCodec codec;
+  const char* backend;
+};
+const Pair kPairs[] = {{"h264_320x240.mp4", "h264_320x240.h264", VideoCodec::h264, "NVDEC H.264"},
+                       {"hevc_320x240.mkv", "hevc_320x240.hevc", VideoCodec::hevc, "NVDEC HEVC"}};
+
+}  // namespace
+
+TEST_CASE("demuxed packets on NVDEC: the Annex-B clip's NV12 frames, with the container's pts", "[gpu][container]") {
+  require_nvdec();
+  for (const Pair& pair : kPairs) {
+    INFO(pair.container);
+    const std::vector<std::uint32_t> want = read_framehash(clip(std::string(pair.annexb) + ".nv12.framehash"));
+    const std::vector<std::int64_t> want_pts = read_pts_ns(clip(std::string(pair.container) + ".pts"));
+    REQUIRE(want.size() == 30);
+    REQUIRE(want_pts.size() == want.size());
+    DemuxOptions o;
+    o.annex_b = true;
+    Demuxer demuxer(clip(pair.container), o);
+    NvdecDecoder decoder(pair.codec);
+    std::vector<std::uint32_t> got;
+    std::vector<std::int64_t> got_pts;
+    std::vector<std::uint8_t> frame(1 << 20);
+    const auto drain = [&] {
+      while (decoder.has_frame()) {
+        const NvdecFrame f = decoder.pop_to_host(frame.data(), frame.size(), NvdecOutput{true});
+        REQUIRE(f.error.empty());
+        REQUIRE(f.pts_ns.has_value());
+        got.push_back(adler32(frame.data(), f.bytes));
+        got_pts.push_back(*f.pts_ns);
+      }
+    };
+    DemuxPacket packet;
+    std::string why;
+    DemuxStatus s;
+    while ((s = demuxer.read(packet, why)) == DemuxStatus::packet) {
+      decoder.feed(packet.data().data(), packet.data().size(), packet.pts_ns);
+      drain();
+    }
+    REQUIRE(s == DemuxStatus::end);
+    decoder.finish();
+    drain();
+    CHECK(got == want);
+    CHECK(got_pts == want_pts);
+  }
+}
+
+TEST_CASE("the container reader gives the Annex-B reader's frames, with the container's pts", "[gpu][container]") {
+  require_nvdec();
+  register_readers();
+  for (const Pair& pair : kPairs) {
+    INFO(pair.container);
+    ReaderOptions options;
+    options.decoder = "gpu";
+    auto from_container = ReaderRegistry::global().open(InputKind::file, clip(pair.container), options);
+    auto from_annexb = ReaderRegistry::global().open(InputKind::file, clip(pair.annexb), options);
+    CHECK(from_container->info().backend.rfind(pair.backend, 0) == 0);
+    CHECK(from_annexb->info().backend == pair.backend);
+    CHECK(from_container->info().width == 320);
+    CHECK(from_container->info().height == 240);
+    // The container's count and rate, as the CPU decoder reads them.
+    ReaderOptions cpu_options;
+    cpu_options.decoder = "cpu";
+    auto cpu = ReaderRegistry::global().open(InputKind::file, clip(pair.container), cpu_options);
+    CHECK(from_container->info().frames_total == cpu->info().frames_total);
+    CHECK(from_container->info().fps == Approx(cpu->info().fps));
+    CHECK(from_container->info().fps == Approx(from_annexb->info().fps));
+    const ReadFrames c = read_all(*from_container, PixelFormat::bgr8, 224, 160);
+    const ReadFrames a = read_all(*from_annexb, PixelFormat::bgr8, 224, 160);
+    INFO(c.why << " / " << a.why);
+    CHECK(c.last == ReadStatus::end);
+    CHECK(a.last == ReadStatus::end);
+    REQUIRE(c.frames.size() == 30);
+    REQUIRE(a.frames.size() == c.frames.size());
+    for (std::size_t i = 0; i < c.frames.size(); ++i) {
+      INFO("frame " << i);
+      REQUIRE(c.frames[i] == a.frames[i]);
+    }
+    CHECK(c.pts == read_pts_ns(clip(std::string(pair.container) + ".pts")));
+  }
+}
+
+TEST_CASE("the container reader writes device targets under the event protocol, as the host path",
+          "[gpu][container][device_frames]") {
+  require_nvdec();
+  register_readers();
+  ReaderOptions host_options;
+  host_options.decoder = "gpu";
+  ReaderOptions device_options = host_options;
+  device_options.device_frames = true;
+  const std::string path = clip("h264_320x240.mp4");
+  auto host = ReaderRegistry::global().open(InputKind::file, path, host_options);
+  auto device = ReaderRegistry::global().open(InputKind::file, path, device_options);
+  CHECK_FALSE(host->writes_device_memory());
+  REQUIRE(device->writes_device_memory());
+  const ReadFrames want = read_all(*host, PixelFormat::bgr8, 224, 224);
+  REQUIRE(want.frames.size() == 30);
+  const std::size_t bytes = image_bytes(PixelFormat::bgr8, 224, 224);
+  DeviceBuffer slot(bytes);
+  gpu::EventHandle reusable = gpu::event_create(false), written = gpu::event_create(false);
+  std::vector<std::byte> got(bytes);
+  std::size_t frames = 0;
+  std::string why;
+  for (; frames < want.frames.size() + 1; ++frames) {
+    FrameTarget t{static_cast<std::byte*>(slot.get()), 224, 224, PixelFormat::bgr8, true, frames > 0 ? reusable : nullptr,
+                  written};
+    const ReadStatus s = device->read(t, why);
+    if (s != ReadStatus::frame) {
+      CHECK(s == ReadStatus::end);
+      break;
+    }
+    gpu::event_synchronize(written);
+    CUDA_CHECK(cudaMemcpy(got.data(), slot.get(), bytes, cudaMemcpyDeviceToHost));
+    gpu::event_record(reusable, nullptr);  // the slot's reader (this copy) is done
+    INFO("frame " << frames);
+    REQUIRE(got == want.frames[frames]);
+    CHECK(device->pts_ns() == want.pts[frames]);
+  }
+  CHECK(frames == want.frames.size());
+  gpu::event_destroy(reusable);
+  gpu::event_destroy(written);
+}
+
+TEST_CASE("a variable-frame-rate MP4 on NVDEC keeps its timestamps and every frame", "[gpu][container][vfr]") {
+  require_nvdec();
+  register_readers();
+  const std::string path = clip("vfr_160x120.mp4");
+  const std::vector<std::int64_t> want = read_pts_ns(clip("vfr_160x120.mp4.pts"));
+  REQUIRE(want.size() == 40);
+  ReaderOptions options;
+  options.decoder = "gpu";
+  auto reader = ReaderRegistry::global().open(InputKind::file, path, options);
+  CHECK(reader->info().backend.rfind("NVDEC H.264", 0) == 0);
+  const ReadFrames got = read_all(*reader, PixelFormat::gray8, 160, 120);
+  INFO(got.why);
+  CHECK(got.last == ReadStatus::end);
+  CHECK(got.pts == want);
+  // The CPU decoder reads the same times.
+  options.decoder = "cpu";
+  auto cpu = ReaderRegistry::global().open(InputKind::file, path, options);
+  CHECK(cpu->info().backend.rfind("libavcodec", 0) == 0);
+  CHECK(read_all(*cpu, PixelFormat::gray8, 160, 120).pts == want);
+}
+
+TEST_CASE("a rotated video goes to the CPU decoder (auto) and fails on decoder: gpu", "[gpu][container][rotation]") {
+  require_nvdec();
+  register_readers();
+  const std::string path = clip("rot90_160x96.mp4");
+  ReaderOptions options;
+  auto reader = ReaderRegistry::global().open(InputKind::file, path, options);
+  CHECK(reader->info().backend.rfind("libavcodec", 0) == 0);
+  CHECK(reader->info().width == 96);  // turned upright by the CPU decoder
+  CHECK(reader->info().height == 160);
+  CHECK(read_all(*reader, PixelFormat::bgr8, 96, 160).frames.size() == 12);
+  options.decoder = "gpu";
+  CHECK_THROWS_WITH(ReaderRegistry::global().open(InputKind::file, path, options),
+                    Catch::Contains("decoder: gpu, but NVDEC unavailable") && Catch::Contains("90 degrees"));
+}
+
+TEST_CASE("decoder: cpu decodes the MP4 with libavcodec into NVDEC's NV12 frames", "[gpu][container][cpu_decoder]") {
+  require_nvdec();
+  register_readers();
+  const std::string path = clip("h264_320x240.mp4");
+  const std::vector<std::uint32_t> want = read_framehash(clip("h264_320x240.h264.nv12.framehash"));
+  ReaderOptions options;
+  options.decoder = "cpu";
+  auto cpu = ReaderRegistry::global().open(InputKind::file, path, options);
+  REQUIRE(cpu->info().backend == "libavcodec h264");
+  options.decoder = "gpu";
+  auto nvdec = ReaderRegistry::global().open(InputKind::file, path, options);
+  const ReadFrames c = read_all(*cpu, PixelFormat::nv12, 320, 240);
+  const ReadFrames g = read_all(*nvdec, PixelFormat::nv12, 320, 240);
+  REQUIRE(c.frames.size() == want.size());
+  REQUIRE(g.frames.size() == want.size());
+  CHECK(c.pts == g.pts);
+  int identical = 0, max_diff = 0;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    INFO("frame " << i);
+    const auto* cb = reinterpret_cast<const std::uint8_t*>(c.frames[i].data());
+    const auto* gb = reinterpret_cast<const std::uint8_t*>(g.frames[i].data());
+    // libavcodec's NV12 is ffmpeg's decode, byte for byte (the same framehash NVDEC's native output matches).
+    CHECK(adler32(cb, c.frames[i].size()) == want[i]);
+    int diff = 0;
+    for (std::size_t k = 0; k < c.frames[i].size(); ++k) diff = std::max(diff, std::abs(int{cb[k]} - int{gb[k]}));
+    identical += diff == 0;
+    max_diff = std::max(max_diff, diff);
+  }
+  // NVDEC's frames at the native size pass the conversion kernel (bilinear at pixel centres: an identity).
+  WARN("NV12 320x240, libavcodec vs NVDEC reader: " << identical << " of " << want.size()
+                                                    << " frames byte-identical, max |diff| " << max_diff);
+  CHECK(max_diff <= 1);
+}
+
+TEST_CASE("a truncated MP4 on NVDEC ends short of its frame count with the reason", "[gpu][container][damaged]") {
+  require_nvdec();
+  register_readers();
+  ReaderOptions options;
+  options.decoder = "gpu";
+  auto reader = ReaderRegistry::global().open(InputKind::file, clip("h264_320x240_truncated.mp4"), options);
+  CHECK(reader->info().frames_total == 30);
+  std::vector<std::byte> frame(image_bytes(PixelFormat::bgr8, 64, 48));
+  int frames = 0, failed = 0;
+  std::string why;
+  ReadStatus s;
+  while ((s = reader->read(FrameTarget{frame.data(), 64, 48, PixelFormat::bgr8}, why)) != ReadStatus::error &&
+         s != ReadStatus::end) {
+    (s == ReadStatus::frame ? frames : failed) += 1;
+    REQUIRE(frames + failed <= 30);
+  }
+  INFO(why);
+  CHECK(s == ReadStatus::error);
+  CHECK(frames >= 10);  // ffprobe reads 16 pictures of it
+  CHECK_THAT(why, Catch::Contains("ended after " + std::to_string(frames + failed) + " of 30 frames (truncated"));
+}
+
+TEST_CASE("other codecs and 4:4:4 go to libavcodec (auto) and fail with the reason (gpu)", "[gpu][container][fallback]") {
+  require_nvdec();
+  register_readers();
+  struct Case {
+    const char* name;
+    const char* reason;
+  };
+  for (const Case& c : {Case{"mpeg4_160x96.avi", "mpeg4 video is decoded by the CPU decoder"},
+                        Case{"h264_444_160x96.mp4", "yuv444p is not 4:2:0"}}) {
+    INFO(c.name);
+    ReaderOptions options;
+    auto reader = ReaderRegistry::global().open(InputKind::file, clip(c.name), options);
+    CHECK(reader->info().backend.rfind("libavcodec", 0) == 0);
+    CHECK(read_all(*reader, PixelFormat::bgr8, 160, 96).frames.size() == 12);
+    options.decoder = "gpu";
+    CHECK_THROWS_WITH(ReaderRegistry::global().open(InputKind::file, clip(c.name), options),
+                      Catch::Contains("decoder: gpu, but NVDEC unavailable: ") && Catch::Contains(c.reason));
+  }
+}
+
+TEST_CASE("MP4 and MKV sources on NVDEC through a pipeline (device frames): every frame delivered",
+          "[gpu][container][pipeline]") {
+  require_nvdec();
+  register_readers();
+  const std::string uris = clip("h264_320x240.mp4") + ", " + clip("hevc_320x240.mkv") + ", " +
+                           clip("vfr_160x120.mp4") + ", " + clip("h264_320x240.mp4") + ", " + clip("hevc_320x240.mkv");
+  const std::string yaml = "name: containers\ndevice: cuda\nbatch_size: 16\nstages:\n"
+                           "  - kind: decode\n    decoder: gpu\n    width: 320\n    height: 240\n    format: bgr8\n"
+                           "    uri: [" + uris + "]\n"
+                           "  - kind: upload\n  - kind: preprocess\n    width: 96\n    height: 64\n"
+                           "  - kind: download\n  - kind: sink\n    type: null\n";
+  Pipeline p(plan_from(yaml));
+  p.start();
+  p.wait();
+  const auto t = p.ledger().totals();
+  CHECK(t.produced == 4 * 30 + 40);
+  CHECK(t.delivered == t.produced);
+  CHECK(t.failed == 0);
+  CHECK(t.in_flight() == 0);
+  for (const auto& s : p.source_control()->sources()) {
+    INFO(s.name << ": " << s.reason);
+    CHECK(s.state == SourceState::eos);
+    CHECK(s.frames == (s.name.rfind("vfr", 0) == 0 ? 40u : 30u));
+    CHECK(s.decoder.rfind("NVDEC", 0) == 0);
+    CHECK(s.decoder.find("(frames stay on the GPU)") != std::string::npos);
+  }
+}

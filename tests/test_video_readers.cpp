@@ -1,0 +1,110 @@
+// The FFmpeg part of the media library, in every build (media/video.hpp): video files through libavcodec with
+// the container's timestamps (against ffprobe's, stored in tests/data/nvdec/X.pts), NVDEC declined with its
+// reason where it cannot serve a file (no CUDA, no driver or GPU), and what a build without OpenCV says for
+// the inputs that need it. NVDEC itself: tests/gpu/test_container_gpu.cpp.
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "media/video.hpp"
+#include "runtime/frame_reader.hpp"
+#include "tests/pipeline_helpers.hpp"
+#if SLUICE_WITH_CUDA
+#include "media/nvdec/nvdec_decoder.hpp"
+#endif
+
+using namespace sluice;
+
+namespace {
+
+std::string clip(const std::string& name) { return test::source_dir() + "/tests/data/nvdec/" + name; }
+
+// X.pts: "num/den", then one pts per frame in display order; in ns, rounded to the nearest.
+std::vector<std::int64_t> read_pts_ns(const std::string& path) {
+  std::ifstream in(path);
+  REQUIRE(in.good());
+  std::string tb;
+  REQUIRE(std::getline(in, tb));
+  const auto slash = tb.find('/');
+  REQUIRE(slash != std::string::npos);
+  const __int128 num = std::stoll(tb.substr(0, slash)), den = std::stoll(tb.substr(slash + 1));
+  REQUIRE(den > 0);
+  std::vector<std::int64_t> out;
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty()) continue;
+    const __int128 scaled = static_cast<__int128>(std::stoll(line)) * num * 1'000'000'000;
+    out.push_back(static_cast<std::int64_t>(scaled >= 0 ? (scaled + den / 2) / den : -((-scaled + den / 2) / den)));
+  }
+  return out;
+}
+
+std::vector<std::int64_t> read_pts(FrameReader& reader, int width, int height, ReadStatus& last) {
+  std::vector<std::byte> frame(image_bytes(PixelFormat::gray8, width, height));
+  std::vector<std::int64_t> pts;
+  std::string why;
+  while ((last = reader.read(FrameTarget{frame.data(), width, height, PixelFormat::gray8}, why)) == ReadStatus::frame)
+    pts.push_back(reader.pts_ns().value_or(-1));
+  INFO(why);
+  return pts;
+}
+
+std::string nvdec_missing() {
+#if SLUICE_WITH_CUDA
+  return nvdec_unavailable_reason();
+#else
+  return "this sluiced was built without CUDA";
+#endif
+}
+
+}  // namespace
+
+TEST_CASE("video files in containers decode on libavcodec with ffprobe's timestamps", "[video]") {
+  struct Clip {
+    const char* name;
+    int width, height;
+    std::size_t frames;
+  };
+  for (const Clip& c : {Clip{"h264_320x240.mp4", 320, 240, 30}, Clip{"hevc_320x240.mkv", 320, 240, 30},
+                        Clip{"vfr_160x120.mp4", 160, 120, 40}}) {
+    INFO(c.name);
+    ReaderOptions options;
+    options.decoder = "cpu";
+    auto reader = open_video_file(clip(c.name), options);
+    CHECK(reader->info().backend.rfind("libavcodec", 0) == 0);
+    CHECK(reader->info().width == c.width);
+    ReadStatus last{};
+    const std::vector<std::int64_t> pts = read_pts(*reader, c.width, c.height, last);
+    CHECK(last == ReadStatus::end);
+    CHECK(pts.size() == c.frames);
+    CHECK(pts == read_pts_ns(clip(std::string(c.name) + ".pts")));
+  }
+}
+
+TEST_CASE("without a usable NVDEC, video files go to libavcodec (auto) or fail with the reason (gpu)", "[video]") {
+  const std::string missing = nvdec_missing();
+  if (missing.empty()) return;  // NVDEC serves them here: tests/gpu/test_container_gpu.cpp
+  const std::string path = clip("h264_320x240.mp4");
+  ReaderOptions options;
+  CHECK(open_video_file(path, options)->info().backend == "libavcodec h264");
+  options.decoder = "gpu";
+  CHECK_THROWS_WITH(open_video_file(path, options),
+                    Catch::Contains("'" + path + "': decoder: gpu, but NVDEC unavailable: " + missing));
+  // A rotated video: turned upright by the CPU decoder.
+  options.decoder = "auto";
+  auto rotated = open_video_file(clip("rot90_160x96.mp4"), options);
+  CHECK(rotated->info().width == 96);
+  CHECK(rotated->info().height == 160);
+}
+
+TEST_CASE("an input kind nobody registered names what it needs", "[video]") {
+  ReaderRegistry registry;  // as in a GPU-host build for OpenCV's kinds
+  const ReaderOptions options;
+  CHECK_THROWS_WITH(registry.open(InputKind::image, "a.png", options), Catch::Contains("needs OpenCV imgcodecs"));
+  CHECK_THROWS_WITH(registry.open(InputKind::image_sequence, "a_%04d.png", options),
+                    Catch::Contains("needs OpenCV imgcodecs"));
+  CHECK_THROWS_WITH(registry.open(InputKind::camera, "/dev/video0", options), Catch::Contains("needs OpenCV videoio"));
+  CHECK_THROWS_WITH(registry.open(InputKind::stream, "rtsp://x/y", options), Catch::Contains("needs the FFmpeg readers"));
+}
