@@ -209,3 +209,14 @@ TEST_CASE("deeply nested YAML is refused before yaml-cpp recurses into it", "[co
   CHECK(error_of(replace(kGood, "name: t", "name: '" + std::string(500, '[') + "' # " + std::string(500, '{'))) ==
         "(no error)");
 }
+
+// Batches in device memory need a GPU pipeline; the stage says so, with its place in the file.
+TEST_CASE("frame_memory: device is refused on a CPU pipeline", "[config]") {
+  const std::string yaml = "device: cpu\nstages:\n  - kind: decode\n    uri: [testsrc:bars]\n    frame_memory: device\n"
+                           "  - kind: sink\n    type: \"null\"\n";
+  CHECK_THROWS_WITH(plan_pipeline(parse_pipeline(yaml, "p.yaml")),
+                    Contains("p.yaml:") && Contains("'frame_memory: device' needs a pipeline on the GPU"));
+  const std::string pinned = replace(yaml, "frame_memory: device", "frame_memory: pinned");
+  const auto plan = plan_pipeline(parse_pipeline(pinned, "p.yaml"));  // on the CPU: host memory whatever it says
+  CHECK(plan.stages.front().output.memory == MemoryKind::host);
+}
