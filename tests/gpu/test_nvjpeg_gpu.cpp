@@ -139,19 +139,30 @@ TEST_CASE("nvJPEG decodes JPEGs as a CPU decoder does, within a stated tolerance
     const auto got = read_host(image(std::string(c.name) + ".jpg"), PixelFormat::bgr8, c.width, c.height, &backend);
     const auto want = file_bytes(image(std::string(c.name) + ".bgr"));
     REQUIRE(want.size() == got.size());
-    int worst = 0;
+    // The last column and row of a 4:2:0 image whose size is odd sit on a half chroma sample: decoders fill it
+    // differently (the H200's hardware engines: up to 56 levels off ffmpeg there). Measured apart, bounded loosely.
+    const bool odd = c.width % 2 || c.height % 2;
+    int worst = 0, worst_edge = 0, worst_x = 0, worst_y = 0;
     double sum = 0;
+    std::size_t counted = 0;
     for (std::size_t i = 0; i < got.size(); ++i) {
+      const int x = static_cast<int>(i / 3) % c.width, y = static_cast<int>(i / 3) / c.width;
       const int d = std::abs(int{got[i]} - int{want[i]});
-      worst = std::max(worst, d);
+      if (odd && (x == c.width - 1 || y == c.height - 1)) {
+        worst_edge = std::max(worst_edge, d);
+        continue;
+      }
+      if (d > worst) worst = d, worst_x = x, worst_y = y;
       sum += d;
+      ++counted;
     }
-    const double mean = sum / static_cast<double>(got.size());
-    std::fprintf(stderr, "nvjpeg %s via %s: max |diff| %d, mean %.3f against ffmpeg\n", c.name, backend.c_str(), worst,
-                 mean);
+    const double mean = sum / static_cast<double>(counted);
+    std::fprintf(stderr, "nvjpeg %s via %s: max |diff| %d (at %d,%d), mean %.3f against ffmpeg; odd edge max %d\n",
+                 c.name, backend.c_str(), worst, worst_x, worst_y, mean, worst_edge);
     CHECK(backend.rfind("nvJPEG (", 0) == 0);
     CHECK(worst <= c.max_diff);
     CHECK(mean <= c.max_mean);
+    CHECK(worst_edge <= 64);
   }
 }
 
@@ -376,7 +387,7 @@ TEST_CASE("a directory of JPEGs and a PNG through a GPU pipeline", "[gpu][nvjpeg
       CHECK(png.delivered == 1);
     } else {
       CHECK(png.delivered == 0);
-      CHECK_THAT(png.error, Catch::Contains("needs the media library"));
+      CHECK_THAT(png.error, Catch::Contains("needs OpenCV imgcodecs"));
     }
     const std::uint64_t expected = 4 + (cpu_reader ? 1 + inputs.at("truncated.jpg").delivered : 0);
     CHECK(t.delivered == expected);
