@@ -204,7 +204,22 @@ class Service {
       return reply(error(*why));
     }
     if (request.kind == RequestKind::trace) return trace(request, std::move(reply));
-    reply(handle(request, peer));
+    nlohmann::json answer = handle(request, peer);
+    if (request.kind == RequestKind::pause && answer.value("ok", false))
+      return reply_once_paused(std::move(answer), std::move(reply), std::chrono::steady_clock::now() + kPauseHoldWait);
+    reply(std::move(answer));
+  }
+
+  // The reply to `pause` comes once the pause holds (Pipeline::pause_taken): a batch the source was making has
+  // left it, so a client that then sees nothing in flight sees a settled pipeline. A source blocked on a full
+  // pipeline is waited for kPauseHoldWait at most; the state is paused either way.
+  static constexpr std::chrono::seconds kPauseHoldWait{2};
+  void reply_once_paused(nlohmann::json answer, ControlServer::Reply reply, std::chrono::steady_clock::time_point until) {
+    if (pipeline_->pause_taken() || !pipeline_->paused() || std::chrono::steady_clock::now() >= until)
+      return reply(std::move(answer));
+    auto timer = std::make_shared<asio::steady_timer>(io_, std::chrono::milliseconds(2));
+    timer->async_wait([this, timer, until, answer = std::move(answer), reply = std::move(reply)](
+                          boost::system::error_code) mutable { reply_once_paused(std::move(answer), std::move(reply), until); });
   }
 
   nlohmann::json handle(const ControlRequest& request, const PeerCredentials& peer) {

@@ -185,7 +185,7 @@ sluiced's --allow-user / --allow-group.
     {"pause", R"(usage: sluicectl pause
 
 Ask the daemon to pause: sources stop producing; frames already in flight still reach the sink.
-Prints the new state. May be restricted by sluiced's --allow-user / --allow-group.
+Replies once the sources have handed on the batch they were making. Prints the new state. May be restricted by sluiced's --allow-user / --allow-group.
 )"},
     {"resume", R"(usage: sluicectl resume
 

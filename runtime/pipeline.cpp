@@ -75,6 +75,7 @@ Pipeline::Pipeline(PipelinePlan plan) : plan_(std::move(plan)) {
       rt->out_queue = std::make_unique<BoundedQueue<Batch*>>(static_cast<std::size_t>(ps.queue_depth),
                                                              serial ? QueuePolicy::block : ps.queue_policy);
     rt->ctx.stop = &stop_;
+    rt->ctx.pause = &paused_;
     rt_.push_back(std::move(rt));
   }
   if (shared) rt_.front()->stream = std::move(shared);  // keeps the serial stream alive with the pipeline
@@ -125,18 +126,40 @@ void Pipeline::start() {
 
 void Pipeline::request_stop() noexcept {
   stop_.store(true);
-  gate_.store(kGateOpen);  // a paused source must see the stop
-  gate_.notify_all();
+  {
+    std::lock_guard lock(gate_mu_);
+    paused_.store(false);  // a paused source must see the stop
+  }
+  gate_cv_.notify_all();
 }
 
 void Pipeline::set_paused(bool paused) noexcept {
-  if (stop_.load()) return;
-  gate_.store(paused ? kGateClosed : kGateOpen);
-  gate_.notify_all();
+  {
+    std::lock_guard lock(gate_mu_);
+    if (stop_.load()) return;
+    paused_.store(paused);
+  }
+  gate_cv_.notify_all();
 }
 
-void Pipeline::wait_while_paused() noexcept {
-  while (gate_.load() == kGateClosed) gate_.wait(kGateClosed);
+// Under the gate's lock a pause and the source's arrival at the gate are ordered: pause_taken() is true only
+// while the source is really parked here (a resume and a new pause before it woke leave it parked).
+void Pipeline::wait_while_paused() {
+  std::unique_lock lock(gate_mu_);
+  if (!paused_.load()) return;
+  source_held_ = true;
+  gate_cv_.wait(lock, [this] { return !paused_.load(); });
+  source_held_ = false;
+}
+
+void Pipeline::source_left() noexcept {
+  std::lock_guard lock(gate_mu_);
+  source_gone_ = true;
+}
+
+bool Pipeline::pause_taken() const noexcept {
+  std::lock_guard lock(gate_mu_);
+  return paused_.load() && (source_held_ || source_gone_ || thread_count_ == 0);
 }
 
 void Pipeline::wait() {
@@ -337,7 +360,10 @@ void Pipeline::run_pipelined_stage(std::size_t i) {
         if (stop_.load()) break;
       }
       BatchLease out = step(i, in);
-      if (ps.role == StageRole::source && !out) break;  // end of stream
+      if (ps.role == StageRole::source && !out) {
+        if (paused_.load()) continue;  // cut short by the pause with nothing made: wait at the gate, ask again
+        break;                         // end of stream
+      }
       if (out && rt.out_queue) push_downstream(i, std::move(out));
     }
   } catch (const std::exception& e) {
@@ -349,6 +375,7 @@ void Pipeline::run_pipelined_stage(std::size_t i) {
         fail_frames(i, lost.get(), std::string("stage stopped after: ") + e.what());
       }
   }
+  if (!in_queue) source_left();
   if (rt.out_queue) rt.out_queue->close();
   close_stage(i);
   end_ns_ = now_ns();
@@ -365,6 +392,7 @@ void Pipeline::run_serial() {
       if (stop_.load()) break;
       BatchLease cur;
       cur = step(0, cur);
+      if (!cur && paused_.load()) continue;  // cut short by the pause with nothing made (see run_pipelined_stage)
       if (!cur) break;
       for (std::size_t i = 1; i < n && cur; ++i) {
         BatchLease next = step(i, cur);
@@ -375,6 +403,7 @@ void Pipeline::run_serial() {
   } catch (const std::exception& e) {
     fail_frames(std::min(opened, n - 1), nullptr, e.what());
   }
+  source_left();
   for (std::size_t i = 0; i < n; ++i) close_stage(i);
   end_ns_ = now_ns();
   finished_threads_++;

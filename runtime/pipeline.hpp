@@ -3,7 +3,9 @@
 // thread and one stream with a sync after each stage (serial, the A/B baseline).
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -58,8 +60,14 @@ class Pipeline {
   // Sources end their streams; frames in flight drain to the sink. Safe from any thread (not a signal handler).
   void request_stop() noexcept;
   // Paused: sources produce nothing (the next batch waits); frames already in flight still reach the sink.
+  // A source making a batch when the pause comes hands on what it holds (it waits for no further frame), then
+  // waits at the gate; downstream stages never stop.
   void set_paused(bool paused) noexcept;
-  bool paused() const noexcept { return gate_.load() == kGateClosed; }
+  bool paused() const noexcept { return paused_.load(); }
+  // Paused, and the source has handed on every frame it made (it waits at the gate, or it ended): from now on
+  // nothing is produced until resume, so once the ledger shows nothing in flight the pipeline is settled.
+  // Without this, a batch being made when the pause came can still leave after `in_flight` read 0.
+  bool pause_taken() const noexcept;
   void wait();  // joins every stage thread
   bool finished() const noexcept { return finished_threads_.load() == thread_count_; }
   bool started() const noexcept { return thread_count_ > 0; }
@@ -97,10 +105,16 @@ class Pipeline {
   std::vector<std::unique_ptr<StageRuntime>> rt_;
   FrameLedger ledger_;
   LatencyHistogram latency_;
-  void wait_while_paused() noexcept;
-  static constexpr int kGateOpen = 0, kGateClosed = 1;
+  void wait_while_paused();
+  void source_left() noexcept;  // the source's loop ended: it will make nothing more
   std::atomic<bool> stop_{false};
-  std::atomic<int> gate_{kGateOpen};  // C++20 wait/notify: a paused source sleeps, it does not spin
+  std::atomic<bool> paused_{false};  // also read by sources while they make a batch (StageContext::pausing)
+  // The pause gate: a paused source sleeps on gate_cv_. source_held_ (under gate_mu_): it waits at the gate or
+  // has left its loop, so every frame it made has been handed on (pause_taken()).
+  mutable std::mutex gate_mu_;
+  std::condition_variable gate_cv_;
+  bool source_held_ = false;
+  bool source_gone_ = false;
   std::vector<std::thread> threads_;
   std::atomic<std::size_t> finished_threads_{0};
   std::size_t thread_count_ = 0;

@@ -41,12 +41,14 @@ struct StageContext {
   gpu::StreamHandle stream = nullptr;  // the stage's stream; null when the stage runs on the CPU
   BatchPool* out_pool = nullptr;       // where the stage takes output batches (null if it forwards or sinks)
   const std::atomic<bool>* stop = nullptr;  // sources end their stream once this is set
+  const std::atomic<bool>* pause = nullptr;  // set while the pipeline is paused: sources cut the batch short
 
   // Waiting is not work: the runner moves these out of the stage's host time.
   std::int64_t acquire_wait_ns = 0;  // blocked in acquire(): back-pressure from downstream
   std::int64_t pacing_wait_ns = 0;   // a source waiting for its next frame to be due
 
   bool stopping() const { return stop && stop->load(std::memory_order_relaxed); }
+  bool pausing() const { return pause && pause->load(std::memory_order_relaxed); }
   // An output batch from the stage's pool, ready for this stage's stream (or the host) to write.
   BatchLease acquire();
 };
@@ -61,7 +63,10 @@ class Stage {
   // True when the stage enqueues GPU work and so needs a stream.
   virtual bool uses_gpu() const { return false; }
   virtual void open(StageContext&) {}
-  // Sources: `in` is null; return a filled batch from ctx.out_pool, or an empty lease at end of stream.
+  // Sources: `in` is null; return a filled batch from ctx.out_pool, or an empty lease at end of stream. Once
+  // ctx.pausing(), wait for no further frame: return what the batch holds now. An empty lease while paused is
+  // not the end: the runner waits at its pause gate and calls again after the resume (an ended source then
+  // returns empty again).
   // Transforms: fill a batch from ctx.out_pool (the runner copies frame metadata), or return empty if
   // forwards_input(). Sinks: consume `in`, return empty. Throwing fails the batch's frames, not the pipeline.
   virtual BatchLease process(Batch* in, StageContext& ctx) = 0;

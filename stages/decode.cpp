@@ -96,7 +96,7 @@ class TestSourceStage final : public Stage, public SourceControl {
   BatchLease process(Batch*, StageContext& ctx) override {
     BatchLease batch = produce(ctx);
     if (batch) produced_ += static_cast<std::uint64_t>(batch->count);
-    else ended_ = true;
+    else if (!ctx.pausing()) ended_ = true;
     return batch;
   }
 
@@ -107,6 +107,7 @@ class TestSourceStage final : public Stage, public SourceControl {
     if (!batch) return {};
     std::int64_t first_due = 0;
     while (batch->count < desc_.batch && !(frames_ && next_ >= frames_) && !ctx.stopping()) {
+      if (ctx.pausing()) break;  // the frames made so far leave now; a frame not yet made waits for the resume
       std::int64_t due = due_ns(next_);
       if (fps_ > 0 && now_ns() - due > kMaxLateNs) {
         // Far behind schedule (the pipeline was paused, or the source stalled): a live source does not
@@ -117,7 +118,7 @@ class TestSourceStage final : public Stage, public SourceControl {
       if (batch->count > 0 && due - first_due > batch_timeout_ns_) break;  // the partial batch leaves now
       if (batch->count == 0) first_due = due;
       wait_until(due, ctx);
-      if (ctx.stopping()) break;
+      if (ctx.stopping() || ctx.pausing()) break;
       if (animate_) {
         renderer_->render(next_, batch->item(batch->count));
       } else {
@@ -144,10 +145,10 @@ class TestSourceStage final : public Stage, public SourceControl {
   std::int64_t due_ns(std::uint64_t index) const {
     return fps_ > 0 ? start_ns_ + static_cast<std::int64_t>(static_cast<double>(index) * 1e9 / fps_) : 0;
   }
-  // Sleeps in short slices so a stop request is seen promptly even at low rates.
+  // Sleeps in short slices so a stop or pause request is seen promptly even at low rates.
   static void wait_until(std::int64_t due, StageContext& ctx) {
     const std::int64_t start = now_ns();
-    for (std::int64_t now = start; now < due && !ctx.stopping(); now = now_ns())
+    for (std::int64_t now = start; now < due && !ctx.stopping() && !ctx.pausing(); now = now_ns())
       std::this_thread::sleep_for(std::chrono::nanoseconds(std::min<std::int64_t>(due - now, 50'000'000)));
     ctx.pacing_wait_ns += now_ns() - start;
   }
@@ -365,6 +366,7 @@ class ManagedSourceStage final : public Stage, public SourceControl {
       sources_->take(*batch, batch_timeout_ns_, stopping ? never : *ctx.stop, idle_wait_ && !stopping,
                      &ctx.pacing_wait_ns, ctx.stream);
       if (batch->count > 0) return batch;
+      if (ctx.pausing()) return {};  // nothing made: the runner waits at its pause gate, then calls again
       // A source thread stuck in a blocking open or read must not hold the stop up: past stop_timeout_s
       // nothing more is waited for (close() abandons what is still stuck).
       const bool waited_enough = stopping && now_ns() - stop_seen_ns_ > stop_timeout_.count() * 1'000'000;

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
+#include <functional>
 #include <thread>
 
 #include "kernels/preprocess_cpu.hpp"
@@ -56,6 +58,52 @@ class SlowForward final : public Stage {
  private:
   PayloadDesc desc_;
 };
+
+// A source the test steers call by call: `script(call, ctx)` makes batch number `call` (from 1).
+class ScriptedSource final : public Stage {
+ public:
+  using Script = std::function<BatchLease(int call, StageContext& ctx)>;
+  ScriptedSource(PayloadDesc d, Script script) : desc_(d), script_(std::move(script)) {}
+  PayloadDesc output() const override { return desc_; }
+  BatchLease process(Batch*, StageContext& ctx) override { return script_(++calls, ctx); }
+  std::atomic<int> calls{0};
+
+ private:
+  PayloadDesc desc_;
+  Script script_;
+};
+
+BatchLease one_frame(StageContext& ctx, std::uint64_t sequence) {
+  BatchLease b = ctx.acquire();
+  std::memset(b->item(0), 0, b->desc.item_bytes());
+  FrameMeta f;
+  f.sequence = sequence;
+  f.capture_ns = now_ns();
+  b->frames.push_back(f);
+  b->count = 1;
+  return b;
+}
+
+// Polls `done` for up to a minute (a liveness bound for a loaded sanitizer build, not a speed check).
+bool eventually(const std::function<bool()>& done) {
+  for (int i = 0; i < 60'000; ++i) {
+    if (done()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return done();
+}
+
+// small() with a jsonl sink and `source` in place of the test pattern; returns the pipeline, not started.
+std::unique_ptr<Pipeline> with_source(ScriptedSource::Script script, const std::string& jsonl, ScriptedSource** source) {
+  std::string yaml = small("pipelined", 0);
+  std::remove(jsonl.c_str());
+  yaml.replace(yaml.find("type: \"null\""), 12, "type: jsonl\n    path: " + jsonl);
+  PipelinePlan plan = plan_from(yaml);
+  auto s = std::make_unique<ScriptedSource>(plan.stages[0].output, std::move(script));
+  *source = s.get();
+  plan.stages[0].stage = std::move(s);
+  return std::make_unique<Pipeline>(std::move(plan));
+}
 
 }  // namespace
 
@@ -193,6 +241,76 @@ TEST_CASE("a paused pipeline produces nothing until resumed and drains what was 
   p.request_stop();  // a stop overrides a pause
   p.wait();
   REQUIRE(p.ledger().totals().in_flight() == 0);
+}
+
+// The stranded frame of fault_outputs: a pause that came while the source was making a batch looked settled
+// (paused, nothing in flight), then the batch left and one frame was in flight, or on disk and not yet counted.
+TEST_CASE("a pause holds once the batch being made has left the source: then every frame is settled and on disk",
+          "[pipeline]") {
+  const std::string path = "test_pipeline_pause.jsonl";
+  std::atomic<bool> holding{false}, release{false};
+  ScriptedSource* source = nullptr;
+  auto p = with_source(
+      [&](int call, StageContext& ctx) -> BatchLease {
+        if (call > 2) return {};
+        BatchLease b = one_frame(ctx, static_cast<std::uint64_t>(call - 1));
+        if (call == 2) {  // a frame made, the batch not yet handed on (a source between frames)
+          holding = true;
+          while (!release && !ctx.stopping()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        return b;
+      },
+      path, &source);
+  p->start();
+  REQUIRE(eventually([&] { return holding && p->ledger().totals().delivered == 1; }));
+  p->set_paused(true);
+  REQUIRE(p->paused());
+  REQUIRE(p->ledger().totals().in_flight() == 0);  // the held frame is not counted yet...
+  REQUIRE_FALSE(p->pause_taken());                 // ...so the pause must not claim to hold
+  release = true;
+  REQUIRE(eventually([&] { return p->pause_taken() && p->ledger().totals().in_flight() == 0; }));
+  const auto t = p->ledger().totals();
+  CHECK(t.produced == 2);
+  CHECK(t.delivered == 2);
+  CHECK(read_jsonl(path).size() == t.delivered);
+  CHECK(source->calls == 2);  // waiting at the gate: asked for nothing while paused
+  p->set_paused(false);
+  p->wait();  // the third call ends the stream
+  CHECK(p->ledger().totals().delivered == 2);
+  CHECK(p->ledger().totals().in_flight() == 0);
+  std::remove(path.c_str());
+}
+
+TEST_CASE("a source cut short by a pause with nothing made is asked again after the resume, not ended",
+          "[pipeline]") {
+  const std::string path = "test_pipeline_pause_empty.jsonl";
+  std::atomic<bool> gave_up{false};
+  ScriptedSource* source = nullptr;
+  auto p = with_source(
+      [&](int call, StageContext& ctx) -> BatchLease {
+        if (call == 2) {  // waiting for a frame that has not come; the pause means: stop waiting
+          while (!ctx.pausing() && !ctx.stopping()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+          gave_up = true;
+          return {};
+        }
+        return call <= 3 ? one_frame(ctx, static_cast<std::uint64_t>(call)) : BatchLease{};
+      },
+      path, &source);
+  p->start();
+  REQUIRE(eventually([&] { return source->calls == 2 && p->ledger().totals().delivered == 1; }));
+  p->set_paused(true);
+  REQUIRE(eventually([&] { return gave_up.load(); }));  // it stopped waiting, with nothing made
+  REQUIRE(eventually([&] { return p->pause_taken() && p->ledger().totals().in_flight() == 0; }));
+  CHECK_FALSE(p->finished());
+  CHECK(source->calls == 2);
+  p->set_paused(false);
+  p->wait();
+  const auto t = p->ledger().totals();
+  CHECK(source->calls == 4);
+  CHECK(t.produced == 2);
+  CHECK(t.delivered == 2);
+  CHECK(read_jsonl(path).size() == 2);
+  std::remove(path.c_str());
 }
 
 TEST_CASE("an abandoned ledger counts the frames in flight failed once and ignores later updates", "[pipeline][ledger]") {

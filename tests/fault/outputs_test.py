@@ -285,23 +285,15 @@ def sink_health(st):
 
 
 def settled(sock):
-    """Pauses the service and waits until no frame is in flight; returns that status."""
+    """Pauses the service and waits until no frame is in flight; returns that status. The pause's reply comes once
+    the source has handed on the batch it was making, so nothing is produced after it and in_flight == 0 is final."""
     request(sock, {"request": "pause"})
-    wait_for(lambda: status(sock)["frames"]["in_flight"] == 0, 20)  # sanitizer builds on 2 cores are slow
+    wait_for(lambda: status(sock)["frames"]["in_flight"] == 0, 60)  # sanitizer builds on a loaded 2-core box are slow
     st = status(sock)
-    if st["frames"]["in_flight"] != 0:  # a pause can strand a frame (an open bug, see on_disk); say where
-        print("settled: still in flight after 20 s:", st["frames"],
+    if st["frames"]["in_flight"] != 0:  # say where the frame is held, for whoever reads the log
+        print("settled: still in flight after 60 s:", st["frames"],
               [(x["name"], x["frames"], x["queue_depth"], x["health"]) for x in st["stages"]], flush=True)
     return st
-
-
-def on_disk(frames, records, slack=0):
-    """Every frame counted delivered has its record on disk, and no record is there that is not delivered or in
-    flight: delivered <= records <= delivered + in flight (+ slack: frames in flight at an earlier count). A
-    frame can be written and not yet counted (the sink is between its fsync and the count), and a pause can
-    strand one there until the next frame comes (an open bug); nothing else may differ."""
-    d = frames["delivered"]
-    return d <= records <= d + frames["in_flight"] + slack
 
 
 def stop_service(p, sock):
@@ -329,7 +321,7 @@ check("b: the second service touched nothing", tree(out_s) == before, set(tree(o
 os.kill(svc.pid, signal.SIGCONT)
 st = settled(sock_s)
 check("b: the first service's ledger holds and every delivered frame is on disk",
-      ledger_holds(st["frames"]) and on_disk(st["frames"], len(lines_of(os.path.join(out_s, "out.jsonl")))),
+      ledger_holds(st["frames"]) and st["frames"]["delivered"] == len(lines_of(os.path.join(out_s, "out.jsonl"))),
       (st["frames"], len(lines_of(os.path.join(out_s, "out.jsonl")))))
 stop_service(svc, sock_s)
 
@@ -370,7 +362,7 @@ else:
     st = settled(sock_c)
     lines = lines_of(out_c)  # every line parses: nothing half-written stayed
     check("c: the ledger holds; every frame counted delivered is on disk, once",
-          ledger_holds(st["frames"]) and on_disk(st["frames"], len(lines)) and
+          ledger_holds(st["frames"]) and st["frames"]["delivered"] == len(lines) and
           len({l["sequence"] for l in lines}) == len(lines), (st["frames"], len(lines)))
     check("c: frames failed while full", failed_then > 0, failed_then)
     stop_service(svc, sock_c)
@@ -384,8 +376,8 @@ svc = start(["--config", service_yaml("d", file_d, sock_d, "    write_retry_s: 0
 check("d: delivering", wait_for(lambda: len(lines_of(file_d)) > 8, 30))
 st = settled(sock_d)
 kept = len(lines_of(file_d))
-slack_d = st["frames"]["in_flight"]
-check("d: before the removal every delivered frame is on disk", on_disk(st["frames"], kept), (st["frames"], kept))
+check("d: before the removal every delivered frame is on disk", st["frames"]["delivered"] == kept,
+      (st["frames"], kept))
 shutil.rmtree(out_d)
 request(sock_d, {"request": "resume"})
 check("d: frames fail naming the removal",
@@ -395,7 +387,7 @@ os.makedirs(out_d)
 check("d: a new file takes the records once the directory is back", wait_for(lambda: len(lines_of(file_d)) > 8, 20))
 st = settled(sock_d)
 check("d: the ledger holds; delivered = records before the removal + records in the new file",
-      ledger_holds(st["frames"]) and on_disk(st["frames"], kept + len(lines_of(file_d)), slack_d) and
+      ledger_holds(st["frames"]) and st["frames"]["delivered"] == kept + len(lines_of(file_d)) and
       st["frames"]["failed"] > 0, (st["frames"], kept, len(lines_of(file_d))))
 stop_service(svc, sock_d)
 
