@@ -74,7 +74,7 @@ mkdir -p /tmp/clips
 for i in $(seq -w 1 96); do ln -sf "$PWD/$B/media/bench_1080p.h264" /tmp/clips/c$i.h264; done
 chain video1080 1920 1080 /tmp/clips
 sed -i 's/format: bgr8/format: nv12/' /tmp/video1080.yaml
-for r in 1 2 3; do
+for r in $(seq 1 "${REPS:-3}"); do
   for c in jpeg224 jpeg1080; do
     rm -f /tmp/$c.jsonl
     { time timeout 120 $B/run bin/sluiced bench /tmp/$c.yaml --pipelined --warmup 20 --json "$L/$c-$r.json"; } > "$L/$c-$r.log" 2>&1
