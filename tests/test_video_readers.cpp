@@ -12,34 +12,15 @@
 #include "media/video.hpp"
 #include "runtime/frame_reader.hpp"
 #include "tests/pipeline_helpers.hpp"
+#include "tests/video_reference.hpp"
 #if SLUICE_WITH_CUDA
 #include "media/nvdec/nvdec_decoder.hpp"
 #endif
 
 using namespace sluice;
+using namespace sluice::test;
 
 namespace {
-
-std::string clip(const std::string& name) { return test::source_dir() + "/tests/data/nvdec/" + name; }
-
-// X.pts: "num/den", then one pts per frame in display order; in ns, rounded to the nearest.
-std::vector<std::int64_t> read_pts_ns(const std::string& path) {
-  std::ifstream in(path);
-  REQUIRE(in.good());
-  std::string tb;
-  REQUIRE(std::getline(in, tb));
-  const auto slash = tb.find('/');
-  REQUIRE(slash != std::string::npos);
-  const __int128 num = std::stoll(tb.substr(0, slash)), den = std::stoll(tb.substr(slash + 1));
-  REQUIRE(den > 0);
-  std::vector<std::int64_t> out;
-  for (std::string line; std::getline(in, line);) {
-    if (line.empty()) continue;
-    const __int128 scaled = static_cast<__int128>(std::stoll(line)) * num * 1'000'000'000;
-    out.push_back(static_cast<std::int64_t>(scaled >= 0 ? (scaled + den / 2) / den : -((-scaled + den / 2) / den)));
-  }
-  return out;
-}
 
 std::vector<std::int64_t> read_pts(FrameReader& reader, int width, int height, ReadStatus& last) {
   std::vector<std::byte> frame(image_bytes(PixelFormat::gray8, width, height));

@@ -29,44 +29,13 @@
 #include "runtime/source_control.hpp"
 #include "tests/gpu/device_memory.hpp"
 #include "tests/pipeline_helpers.hpp"
+#include "tests/video_reference.hpp"
 #include "tests/temp_dir.hpp"
 
 using namespace sluice;
 using namespace sluice::test;
 
 namespace {
-
-std::string clip(const std::string& name) { return source_dir() + "/tests/data/nvdec/" + name; }
-
-std::uint32_t adler32(const std::uint8_t* d, std::size_t n) {
-  std::uint32_t a = 1, b = 0;
-  for (std::size_t i = 0; i < n; ++i) {
-    a = (a + d[i]) % 65521;
-    b = (b + a) % 65521;
-  }
-  return (b << 16) | a;
-}
-
-struct FrameSum {
-  std::size_t bytes;
-  std::uint32_t hash;
-};
-
-// The frames of an ffmpeg framehash file: "stream, dts, pts, duration, size, hash" per frame.
-std::vector<FrameSum> read_framehash(const std::string& path) {
-  std::ifstream in(path);
-  REQUIRE(in.good());
-  std::vector<FrameSum> out;
-  for (std::string line; std::getline(in, line);) {
-    if (line.empty() || line[0] == '#') continue;
-    std::vector<std::string> fields;
-    std::stringstream ss(line);
-    for (std::string f; std::getline(ss, f, ',');) fields.push_back(f);
-    REQUIRE(fields.size() == 6);
-    out.push_back({std::stoul(fields[4]), static_cast<std::uint32_t>(std::stoul(fields[5], nullptr, 16))});
-  }
-  return out;
-}
 
 struct Decoded {
   std::vector<FrameSum> frames;
