@@ -179,7 +179,7 @@ TEST_CASE("jpeg sniff: a 4-component (CMYK) and a 12-bit frame header are unsupp
   CHECK_THAT(with_frame(0xC3, 8, 3).problem, Catch::Contains("lossless"));
 }
 
-TEST_CASE("jpeg reader: images go through the extension readers; decoder: cpu leaves them to the CPU reader",
+TEST_CASE("jpeg reader: images go through the extension readers and decoder: cpu leaves them to the CPU reader",
           "[nvjpeg]") {
   struct Fake final : FrameReader {
     InputInfo i;
