@@ -1,6 +1,5 @@
 #include "daemon/decoder_check.hpp"
 
-#include <algorithm>
 #include <map>
 
 #include "runtime/frame_reader.hpp"
@@ -11,15 +10,6 @@ namespace sluice {
 namespace {
 
 constexpr std::size_t kExtensionsShown = 8;
-
-std::string extension_of(const std::string& path) {
-  const auto slash = path.find_last_of('/');
-  const auto dot = path.find_last_of('.');
-  if (dot == std::string::npos || (slash != std::string::npos && dot < slash)) return "(no extension)";
-  std::string ext = path.substr(dot);
-  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return ext;
-}
 
 // "NVDEC H.264, frames stay on the GPU" or "libavcodec h264 (not NVDEC: <why>)", or why it cannot be read.
 std::string decoder_of(const std::string& uri, InputKind kind, const ReaderOptions& options) {
@@ -74,7 +64,8 @@ std::string describe_decoders(const PipelineSpec& spec, const PipelinePlan& plan
       // A job: one file of each extension stands for the others.
       std::map<std::string, std::pair<std::size_t, const std::pair<std::string, InputKind>*>> by_extension;
       for (const auto& input : expanded.inputs) {
-        auto& entry = by_extension[extension_of(input.first)];
+        const std::string ext = extension_of(input.first);
+        auto& entry = by_extension[ext.empty() ? "(no extension)" : ext];
         if (entry.first++ == 0) entry.second = &input;
       }
       out += "  " + shown + ": " + std::to_string(expanded.inputs.size()) + " inputs\n";

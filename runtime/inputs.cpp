@@ -30,15 +30,6 @@ bool all_digits(std::string_view s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
-// The extension of the last path component, lower case, with its dot ("" when none).
-std::string extension_of(std::string_view path) {
-  const auto slash = path.find_last_of('/');
-  const std::string_view name = slash == std::string_view::npos ? path : path.substr(slash + 1);
-  const auto dot = name.find_last_of('.');
-  if (dot == std::string_view::npos || dot == 0) return {};
-  return lower(name.substr(dot));
-}
-
 bool has_extension_in(std::string_view path, const std::vector<std::string_view>& list) {
   const std::string ext = extension_of(path);
   return !ext.empty() && std::find(list.begin(), list.end(), ext) != list.end();
@@ -197,6 +188,14 @@ std::string stream_name(const std::string& uri) {
 }
 
 }  // namespace
+
+std::string extension_of(std::string_view path) {
+  const auto slash = path.find_last_of('/');
+  const std::string_view name = slash == std::string_view::npos ? path : path.substr(slash + 1);
+  const auto dot = name.find_last_of('.');
+  if (dot == std::string_view::npos || dot == 0) return {};
+  return lower(name.substr(dot));
+}
 
 const std::vector<std::string_view>& video_extensions() {
   static const std::vector<std::string_view> list{".mp4", ".mkv", ".avi",  ".mov",  ".webm", ".m4v", ".ts", ".mpg",

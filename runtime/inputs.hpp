@@ -20,6 +20,9 @@ namespace sluice {
 //   anything else                                                  -> file
 InputKind classify_uri(const std::string& uri);
 
+// The extension of the last path component, lower case, with its dot ("" when none; ".bashrc" has none).
+std::string extension_of(std::string_view path);
+
 // The extensions (lower case, with the dot) a directory is searched for.
 const std::vector<std::string_view>& video_extensions();
 const std::vector<std::string_view>& image_extensions();
