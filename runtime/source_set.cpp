@@ -337,22 +337,17 @@ bool SourceSet::read_input(Source& s, const std::string& uri, InputKind kind, bo
   const bool device_batches = settings_.batch_memory == MemoryKind::device;
   ReaderOptions reader_options = s.options.reader;
   reader_options.device_frames = device_batches && !shared->tap;  // the tap draws on host copies
+  bool device_target = false;
   try {
     reader = ReaderRegistry::global().open(kind, uri, reader_options);
+    device_target = reader_options.device_frames && reader->writes_device_memory();
+    if (device_batches) prepare_device_slots(s, device_target);
   } catch (const std::exception& e) {
     error = e.what();
     if (!live) tracker->end(tracker->begin(s.id, uri, kind, 0), error);  // listed, recorded failed by a job
     return !s.stop;
   }
-  const bool device_target = reader_options.device_frames && reader->writes_device_memory();
   const InputInfo& info = reader->info();
-  try {
-    if (device_batches) prepare_device_slots(s, device_target);
-  } catch (const std::exception& e) {
-    error = std::string("cannot set up its frame slots on the GPU: ") + e.what();
-    if (!live) tracker->end(tracker->begin(s.id, uri, kind, 0), error);
-    return !s.stop;
-  }
   {
     std::lock_guard lock(mu_);
     s.decoder = info.backend + (device_target ? " (frames stay on the GPU)" : "");
@@ -483,16 +478,23 @@ void SourceSet::release_slot(Source& s, int slot) {
 
 void SourceSet::prepare_device_slots(Source& s, bool device_ring) {
   std::lock_guard lock(mu_);  // several decode threads of one job may open inputs at once
-  const std::size_t n = s.slots.size();
-  if (s.read.empty()) {
-    s.slot_on_device.assign(n, 0);
-    s.read_recorded.assign(n, 0);
-    for (std::size_t i = 0; i < n; ++i) {
-      s.written.push_back(Event::create());
-      s.read.push_back(Event::create());
+  try {
+    const std::size_t n = s.slots.size();
+    if (s.read.empty()) {
+      std::vector<Event> written, read;
+      for (std::size_t i = 0; i < n; ++i) {
+        written.push_back(Event::create());
+        read.push_back(Event::create());
+      }
+      s.slot_on_device.assign(n, 0);
+      s.read_recorded.assign(n, 0);
+      s.written = std::move(written);
+      s.read = std::move(read);
     }
+    if (device_ring && !s.device_ring.data()) s.device_ring = Memory(MemoryKind::device, s.ring.bytes());
+  } catch (const std::exception& e) {
+    throw std::runtime_error(std::string("cannot set up its frame slots on the GPU: ") + e.what());
   }
-  if (device_ring && !s.device_ring.data()) s.device_ring = Memory(MemoryKind::device, s.ring.bytes());
 }
 
 FrameTarget SourceSet::slot_target(Source& s, int slot, bool device) {

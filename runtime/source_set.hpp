@@ -101,7 +101,8 @@ class SourceSet final : public SourceControl {
   bool wait_backoff(Source& s, double seconds);
   void monitor();                            // stall watchdog, reaping of removed sources
   SourceReport report(const Source& s, std::int64_t now) const;
-  // Device batches: the slots' events (once per source), and the device ring when a GPU decoder opens.
+  // Device batches: the slots' events (once per source, all or none), and the device ring when a GPU decoder
+  // opens. Throws with "cannot set up its frame slots on the GPU: <why>".
   void prepare_device_slots(Source& s, bool device_ring);
   // A device batch's frame: one async copy on `stream`, ordered after the writer's and before the next writer's.
   void enqueue_device_copy(std::byte* dst, Source& from, int slot, gpu::StreamHandle stream);  // mu_ held
