@@ -65,7 +65,17 @@ done
 
 echo "== summary ($(nproc) cores, $(( ($(date +%s) - suite_start) / 60 )) min in all)"
 printf '%s\n' "${summary[@]}"
+# first_run_output BUILD_DIR NAME: the end of what the failing run printed (ctest's LastTest.log keeps each
+# test's output between "Test: NAME" and "<end of output>").
+first_run_output() {
+  awk -v name="$2" 'index($0, "Test: " name) && substr($0, length($0) - length(name) + 1) == name { on = 1; next }
+                    on && /^<end of output>/ { exit } on { print }' "$1/Testing/Temporary/LastTest.log" | tail -n 80
+}
 for t in "${failed_tests[@]}"; do
+  echo "== failed: ${t#* } (${t%% *}); the end of its output:"
+  first_run_output "${t%% *}" "${t#* }"
+done
+for t in "${failed_tests[@]}"; do  # after all of the above: a rerun rewrites LastTest.log
   echo "== failed: ${t#* } (${t%% *}); run once more:"
   ctest --test-dir "${t%% *}" -R "^${t#* }\$" --output-on-failure 2>&1 | tail -n 60
 done
