@@ -1,7 +1,9 @@
 #include "daemon/bench.hpp"
 
-#include <nlohmann/json.hpp>
+#include <sys/resource.h>
 #include <unistd.h>
+
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -32,9 +34,16 @@ struct BenchRun {
   double window_s = 0, fps = 0, frames_per_batch = 0;
   std::uint64_t frames = 0;
   double gpu_stages_cpu_cores = 0;
+  double process_cpu_cores = 0;  // every thread of the process (source threads and decoders too)
   std::vector<StageWindow> stages;
   PipelineSnapshot end;
 };
+
+double process_cpu_seconds() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
 
 // Runs the pipeline to its end; the window starts once `warmup_frames` reached the sink.
 BenchRun measure(PipelineSpec spec, Execution execution, std::uint64_t warmup_frames, const std::string& trace_path) {
@@ -44,10 +53,15 @@ BenchRun measure(PipelineSpec spec, Execution execution, std::uint64_t warmup_fr
   if (trace) p.record_trace(std::chrono::hours(24 * 365));
   p.start();
   std::optional<PipelineSnapshot> first;
+  double cpu_at_first = 0;
   while (!p.finished()) {
-    if (!first && p.ledger().totals().delivered >= warmup_frames) first = p.snapshot();
+    if (!first && p.ledger().totals().delivered >= warmup_frames) {
+      first = p.snapshot();
+      cpu_at_first = process_cpu_seconds();
+    }
     std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
+  const double cpu_at_end = process_cpu_seconds();
   p.wait();
   BenchRun run;
   run.execution = to_string(execution);
@@ -58,6 +72,7 @@ BenchRun measure(PipelineSpec spec, Execution execution, std::uint64_t warmup_fr
   run.window_s = b.elapsed_s - a.elapsed_s;
   run.frames = b.frames.delivered - a.frames.delivered;
   run.fps = run.window_s > 0 ? static_cast<double>(run.frames) / run.window_s : 0;
+  run.process_cpu_cores = run.window_s > 0 ? (cpu_at_end - cpu_at_first) / run.window_s : 0;
   for (std::size_t i = 0; i < b.stages.size(); ++i) {
     const auto &sa = a.stages[i], &sb = b.stages[i];
     StageWindow w;
@@ -82,9 +97,9 @@ BenchRun measure(PipelineSpec spec, Execution execution, std::uint64_t warmup_fr
 }
 
 void print_run(const BenchRun& r) {
-  std::printf("%s: %.1f frames/s over %.3f s (%llu frames, %.1f per batch); CPU of GPU stages %.2f cores\n",
+  std::printf("%s: %.1f frames/s over %.3f s (%llu frames, %.1f per batch); CPU %.2f cores (GPU stages %.2f)\n",
               r.execution.c_str(), r.fps, r.window_s, static_cast<unsigned long long>(r.frames), r.frames_per_batch,
-              r.gpu_stages_cpu_cores);
+              r.process_cpu_cores, r.gpu_stages_cpu_cores);
   std::printf("  %-14s %-5s %12s %8s %10s\n", "stage", "where", "ms/batch", "busy", "cpu cores");
   for (const auto& s : r.stages)
     std::printf("  %-14s %-5s %12.3f %7.1f%% %10.2f\n", s.name.c_str(), s.on_gpu ? "gpu" : "host", s.ms_per_batch,
@@ -99,7 +114,7 @@ nlohmann::json to_json(const BenchRun& r) {
   const auto& f = r.end.frames;
   return {{"execution", r.execution}, {"fps", r.fps}, {"window_s", r.window_s}, {"frames", r.frames},
           {"frames_per_batch", r.frames_per_batch}, {"gpu_stages_cpu_cores", r.gpu_stages_cpu_cores},
-          {"stages", stages},
+          {"process_cpu_cores", r.process_cpu_cores}, {"stages", stages},
           {"ledger", {{"produced", f.produced}, {"delivered", f.delivered}, {"dropped", f.dropped}, {"failed", f.failed}}},
           {"latency_ms", {{"p50", static_cast<double>(r.end.latency_p50_ns) / 1e6},
                           {"p90", static_cast<double>(r.end.latency_p90_ns) / 1e6},
