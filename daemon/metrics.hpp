@@ -4,7 +4,7 @@
 //   render_prometheus()  pure function: PipelineSnapshot + daemon facts -> exposition text.
 //   MetricsServer        Boost.Beast HTTP server on the daemon's io_context: GET /metrics, GET /.
 //
-// Families (each has one HELP and one TYPE line, in this order; docs/metrics.md shows a whole scrape). Practice
+// Families (each has one HELP and one TYPE line, in this order; docs/metrics-example.txt is a whole scrape). Practice
 // followed (prometheus.io "Metric and label naming", "Instrumentation"): units in the name, counters end in
 // _total and only go up, no label repeats another, a family sums without double counting, and the set of
 // series does not change when the daemon pauses, resumes or reloads the same file (states are 0/1 series;
