@@ -115,9 +115,28 @@ class Exposition {
   std::string out_;
 };
 
-double ns_to_s_or_nan(std::int64_t ns) {
-  // The engine reports 0 for an empty histogram; no real quantile is 0 (the first bucket edge is 1 µs).
-  return ns > 0 ? static_cast<double>(ns) / 1e9 : std::nan("");
+// The process_* families of the Prometheus client libraries, each left out when /proc could not give it.
+void render_process_metrics(Exposition& e, const ProcessStats& p) {
+  struct Family {
+    const char* name;
+    const char* type;
+    const char* help;
+    const std::optional<double>& value;
+  };
+  const Family families[] = {
+      {"process_cpu_seconds_total", "counter", "Total user and system CPU time spent in seconds.", p.cpu_s},
+      {"process_start_time_seconds", "gauge", "Start time of the process since unix epoch in seconds.", p.start_time_s},
+      {"process_resident_memory_bytes", "gauge", "Resident memory size in bytes.", p.resident_bytes},
+      {"process_virtual_memory_bytes", "gauge", "Virtual memory size in bytes.", p.virtual_bytes},
+      {"process_open_fds", "gauge", "Number of open file descriptors.", p.open_fds},
+      {"process_max_fds", "gauge", "Maximum number of open file descriptors.", p.max_fds},
+      {"process_threads", "gauge", "Number of OS threads in the process.", p.threads},
+  };
+  for (const auto& f : families) {
+    if (!f.value) continue;
+    e.family(f.name, f.type, f.help);
+    e.sample(f.name, {}, *f.value);
+  }
 }
 
 }  // namespace
@@ -126,19 +145,27 @@ std::string render_prometheus(const PipelineSnapshot& s, const MetricsInfo& info
   Exposition e;
   const auto& f = s.frames;
 
-  e.family("sluice_frames_total", "counter",
-           "Frames of the current pipeline by fate: produced by sources; delivered, dropped or failed at the end.");
-  e.sample("sluice_frames_total", {{"fate", "produced"}}, f.produced);
-  e.sample("sluice_frames_total", {{"fate", "delivered"}}, f.delivered);
-  e.sample("sluice_frames_total", {{"fate", "dropped"}}, f.dropped);
-  e.sample("sluice_frames_total", {{"fate", "failed"}}, f.failed);
+  // Produced and the three fates are separate families: summing one family never counts a frame twice.
+  e.family("sluice_frames_produced_total", "counter", "Frames the current pipeline's sources produced.");
+  e.sample("sluice_frames_produced_total", {}, f.produced);
+
+  e.family("sluice_frames_ended_total", "counter",
+           "Frames of the current pipeline that reached their one fate: delivered, dropped or failed.");
+  e.sample("sluice_frames_ended_total", {{"fate", "delivered"}}, f.delivered);
+  e.sample("sluice_frames_ended_total", {{"fate", "dropped"}}, f.dropped);
+  e.sample("sluice_frames_ended_total", {{"fate", "failed"}}, f.failed);
 
   e.family("sluice_frames_in_flight", "gauge", "Frames produced that have not reached a fate yet.");
   const std::uint64_t ended = f.delivered + f.dropped + f.failed;
   e.sample("sluice_frames_in_flight", {}, f.produced >= ended ? f.produced - ended : std::uint64_t{0});
 
-  e.family("sluice_frames_dropped_total", "counter", "Frames dropped, by reason.");
+  e.family("sluice_frames_dropped_total", "counter",
+           "Frames dropped, by reason (the reasons of sluice_frames_ended_total{fate=\"dropped\"}).");
   for (const auto& [reason, n] : f.drop_reasons) e.sample("sluice_frames_dropped_total", {{"reason", reason}}, n);
+
+  // The stage's kind once, here, instead of on every per-stage series.
+  e.family("sluice_stage_info", "gauge", "1 per stage of the current pipeline, labelled with the stage's kind.");
+  for (const auto& st : s.stages) e.sample("sluice_stage_info", {{"stage", st.name}, {"kind", st.kind}}, std::uint64_t{1});
 
   struct StageFamily {
     const char* name;
@@ -153,13 +180,17 @@ std::string render_prometheus(const PipelineSnapshot& s, const MetricsInfo& info
        [](const StageSnapshot& st) { return static_cast<double>(st.batches); }},
       {"sluice_stage_errors_total", "counter", "Errors the stage raised.",
        [](const StageSnapshot& st) { return static_cast<double>(st.errors); }},
-      {"sluice_stage_dropped_frames_total", "counter", "Frames dropped by the stage's output queue.",
+      {"sluice_stage_frames_dropped_total", "counter", "Frames dropped by the stage's output queue.",
        [](const StageSnapshot& st) { return static_cast<double>(st.dropped); }},
-      {"sluice_stage_gpu_seconds_total", "counter", "GPU time of the stage's work on its stream, from timing events.",
+      {"sluice_stage_gpu_busy_seconds_total", "counter",
+       "Seconds the stage's CUDA stream was busy with the stage's work (timing events around each batch); "
+       "rate() of it is the stream's busy fraction.",
        [](const StageSnapshot& st) { return st.gpu_ms_total / 1e3; }},
       {"sluice_stage_host_seconds_total", "counter", "Wall time spent inside the stage's process() on its thread.",
        [](const StageSnapshot& st) { return st.host_ms_total / 1e3; }},
-      {"sluice_stage_cpu_seconds_total", "counter", "CPU time the stage's work took (thread CPU clock).",
+      {"sluice_stage_cpu_seconds_total", "counter",
+       "CPU time of the stage's process() calls (thread CPU clock); every thread's CPU is in "
+       "sluice_thread_cpu_seconds_total.",
        [](const StageSnapshot& st) { return st.cpu_ms_total / 1e3; }},
       {"sluice_stage_input_wait_seconds_total", "counter", "Time the stage was blocked waiting for input.",
        [](const StageSnapshot& st) { return st.wait_in_ms / 1e3; }},
@@ -172,15 +203,12 @@ std::string render_prometheus(const PipelineSnapshot& s, const MetricsInfo& info
        [](const StageSnapshot& st) { return static_cast<double>(st.queue_capacity); }},
       {"sluice_stage_queue_high_water", "gauge", "Highest depth the stage's output queue has reached.",
        [](const StageSnapshot& st) { return static_cast<double>(st.queue_high_water); }},
-      {"sluice_stage_gpu_busy_ratio", "gauge",
-       "GPU time of the stage's stream divided by the pipeline's wall time since start (0..1).",
-       [](const StageSnapshot& st) { return st.gpu_busy; }},
   };
   for (const auto& fam : kStageFamilies) {
     e.family(fam.name, fam.type, fam.help);
     for (const auto& st : s.stages) {
       const double v = fam.value(st);
-      const Labels labels = {{"stage", st.name}, {"kind", st.kind}};
+      const Labels labels = {{"stage", st.name}};
       // Integer counts stay exact (a double holds every integer up to 2^53).
       if (v >= 0 && v < 9007199254740992.0 && v == std::floor(v))
         e.sample(fam.name, labels, static_cast<std::uint64_t>(v));
@@ -189,15 +217,7 @@ std::string render_prometheus(const PipelineSnapshot& s, const MetricsInfo& info
     }
   }
 
-  e.family("sluice_latency_seconds", "summary",
-           "Capture-to-sink latency of delivered frames; quantiles are upper edges of log-scale buckets "
-           "(about 4% wide).");
-  e.sample("sluice_latency_seconds", {{"quantile", "0.5"}}, ns_to_s_or_nan(s.latency_p50_ns));
-  e.sample("sluice_latency_seconds", {{"quantile", "0.9"}}, ns_to_s_or_nan(s.latency_p90_ns));
-  e.sample("sluice_latency_seconds", {{"quantile", "0.99"}}, ns_to_s_or_nan(s.latency_p99_ns));
   if (info.latency) {
-    e.sample("sluice_latency_seconds_count", {}, info.latency->count());
-    // The same latencies as a histogram, which Prometheus can aggregate across instances.
     static constexpr double kLe[] = {0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10};
     e.family("sluice_frame_latency_seconds", "histogram",
              "Capture-to-sink latency of delivered frames (bucket edges at the engine's ~4% resolution).");
@@ -213,38 +233,51 @@ std::string render_prometheus(const PipelineSnapshot& s, const MetricsInfo& info
     // Per source: what an alert on a dead camera or a failing job needs.
     e.family("sluice_source_frames_total", "counter", "Frames a source decoded and handed on, by source.");
     for (const auto& r : info.sources) e.sample("sluice_source_frames_total", {{"source", r.name}}, r.frames);
-    e.family("sluice_source_dropped_total", "counter",
+    e.family("sluice_source_frames_dropped_total", "counter",
              "Frames a source dropped before batching (leaky when behind, rate limit), by source.");
-    for (const auto& r : info.sources) e.sample("sluice_source_dropped_total", {{"source", r.name}}, r.dropped);
+    for (const auto& r : info.sources) e.sample("sluice_source_frames_dropped_total", {{"source", r.name}}, r.dropped);
     e.family("sluice_source_errors_total", "counter", "Open/read errors and bad inputs, by source.");
     for (const auto& r : info.sources) e.sample("sluice_source_errors_total", {{"source", r.name}}, r.errors);
     e.family("sluice_source_reconnects_total", "counter", "Reconnection attempts of live sources, by source.");
     for (const auto& r : info.sources) e.sample("sluice_source_reconnects_total", {{"source", r.name}}, r.reconnects);
-    e.family("sluice_source_state", "gauge", "1 for the state each source is in (connecting, live, stalled, ...).");
-    for (const auto& r : info.sources) e.sample("sluice_source_state", {{"source", r.name}, {"state", to_string(r.state)}}, std::uint64_t{1});
+    // Every state, 0 or 1: a change of state changes values, never the set of series.
+    e.family("sluice_source_state", "gauge", "1 for the state each source is in, 0 for the others.");
+    for (const auto& r : info.sources)
+      for (const SourceState st : kSourceStates)
+        e.sample("sluice_source_state", {{"source", r.name}, {"state", to_string(st)}}, std::uint64_t{r.state == st});
     e.family("sluice_source_decoder_info", "gauge",
              "1 per source, labelled with the decoder of its open input (NVDEC or libavcodec, and where frames go).");
     for (const auto& r : info.sources)
       if (!r.decoder.empty()) e.sample("sluice_source_decoder_info", {{"source", r.name}, {"decoder", r.decoder}}, std::uint64_t{1});
   }
 
-  e.family("sluice_uptime_seconds", "gauge", "Seconds since the daemon started.");
-  e.sample("sluice_uptime_seconds", {}, info.uptime_s);
+  if (!info.thread_cpu_s.empty()) {
+    e.family("sluice_thread_cpu_seconds_total", "counter",
+             "CPU time of the process's threads by group: stages, sources (decode threads included), cuda, main, "
+             "other, exited; the groups add up to process_cpu_seconds_total.");
+    for (const auto& [group, seconds] : info.thread_cpu_s)
+      e.sample("sluice_thread_cpu_seconds_total", {{"group", group}}, seconds);
+  }
 
   e.family("sluice_pipeline_generation", "gauge",
            "Pipelines started by this process: 1, then +1 per successful reload.");
   e.sample("sluice_pipeline_generation", {}, info.generation);
 
-  e.family("sluice_info", "gauge", "Daemon and pipeline facts as labels; the value is always 1.");
-  e.sample("sluice_info",
-           {{"version", info.version},
-            {"pipeline", s.name},
-            {"device", s.device},
-            {"execution", s.execution},
-            {"state", info.state},
-            {"config", info.config_path}},
+  e.family("sluice_state", "gauge", "1 for the daemon's state, 0 for the others.");
+  for (const std::string_view st : kDaemonStates)
+    e.sample("sluice_state", {{"state", st}}, std::uint64_t{info.state == st});
+
+  e.family("sluice_build_info", "gauge", "The build of sluiced, as labels; the value is always 1.");
+  e.sample("sluice_build_info", {{"version", info.version}}, std::uint64_t{1});
+
+  e.family("sluice_pipeline_info", "gauge",
+           "The loaded pipeline, as labels (they change only when a reload loads another file or pipeline); "
+           "the value is always 1.");
+  e.sample("sluice_pipeline_info",
+           {{"pipeline", s.name}, {"device", s.device}, {"execution", s.execution}, {"config", info.config_path}},
            std::uint64_t{1});
 
+  render_process_metrics(e, info.process);
   return e.take();
 }
 

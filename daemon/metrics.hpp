@@ -4,27 +4,42 @@
 //   render_prometheus()  pure function: PipelineSnapshot + daemon facts -> exposition text.
 //   MetricsServer        Boost.Beast HTTP server on the daemon's io_context: GET /metrics, GET /.
 //
-// Families (all start with sluice_; each has one HELP and one TYPE line, in this order):
-//   sluice_frames_total{fate="produced|delivered|dropped|failed"}        counter
+// Families (each has one HELP and one TYPE line, in this order; docs/metrics-example.txt is a whole scrape). Practice
+// followed (prometheus.io "Metric and label naming", "Instrumentation"): units in the name, counters end in
+// _total and only go up, no label repeats another, a family sums without double counting, and the set of
+// series does not change when the daemon pauses, resumes or reloads the same file (states are 0/1 series;
+// only a drop reason's series appears with its first drop, in each generation).
+//   sluice_frames_produced_total                                         counter
+//   sluice_frames_ended_total{fate="delivered|dropped|failed"}           counter
 //   sluice_frames_in_flight                                              gauge
 //   sluice_frames_dropped_total{reason}                                  counter
-//   sluice_stage_frames_total{stage,kind}                                counter
-//   sluice_stage_batches_total{stage,kind}                               counter
-//   sluice_stage_errors_total{stage,kind}                                counter
-//   sluice_stage_dropped_frames_total{stage,kind}                        counter
-//   sluice_stage_gpu_seconds_total{stage,kind}                           counter
-//   sluice_stage_host_seconds_total{stage,kind}                          counter
-//   sluice_stage_cpu_seconds_total{stage,kind}                           counter
-//   sluice_stage_input_wait_seconds_total{stage,kind}                    counter
-//   sluice_stage_output_wait_seconds_total{stage,kind}                   counter
-//   sluice_stage_queue_depth{stage,kind}                                 gauge
-//   sluice_stage_queue_capacity{stage,kind}                              gauge (0 for the sink)
-//   sluice_stage_queue_high_water{stage,kind}                            gauge
-//   sluice_stage_gpu_busy_ratio{stage,kind}                              gauge
-//   sluice_latency_seconds{quantile="0.5|0.9|0.99"} (+ _count)           summary
-//   sluice_uptime_seconds                                                gauge
+//   sluice_stage_info{stage,kind} 1                                      gauge
+//   sluice_stage_frames_total{stage}                                     counter
+//   sluice_stage_batches_total{stage}                                    counter
+//   sluice_stage_errors_total{stage}                                     counter
+//   sluice_stage_frames_dropped_total{stage}                             counter
+//   sluice_stage_gpu_busy_seconds_total{stage}                           counter
+//   sluice_stage_host_seconds_total{stage}                               counter
+//   sluice_stage_cpu_seconds_total{stage}                                counter
+//   sluice_stage_input_wait_seconds_total{stage}                         counter
+//   sluice_stage_output_wait_seconds_total{stage}                        counter
+//   sluice_stage_queue_depth{stage}                                      gauge
+//   sluice_stage_queue_capacity{stage}                                   gauge (0 for the sink)
+//   sluice_stage_queue_high_water{stage}                                 gauge
+//   sluice_frame_latency_seconds (_bucket{le}, _sum, _count)             histogram
+//   sluice_source_frames_total{source}                                   counter  (with sources)
+//   sluice_source_frames_dropped_total{source}                           counter
+//   sluice_source_errors_total{source}                                   counter
+//   sluice_source_reconnects_total{source}                               counter
+//   sluice_source_state{source,state} 0|1                                gauge (every state)
+//   sluice_source_decoder_info{source,decoder} 1                         gauge
+//   sluice_thread_cpu_seconds_total{group}                               counter (daemon/thread_cpu.hpp)
 //   sluice_pipeline_generation                                           gauge
-//   sluice_info{version,pipeline,device,execution,state,config} 1        gauge
+//   sluice_state{state} 0|1                                              gauge (every state of kDaemonStates)
+//   sluice_build_info{version} 1                                         gauge
+//   sluice_pipeline_info{pipeline,device,execution,config} 1             gauge
+//   process_cpu_seconds_total, process_start_time_seconds, process_resident_memory_bytes,
+//   process_virtual_memory_bytes, process_open_fds, process_max_fds, process_threads  (each when /proc has it)
 //
 // The frame and stage counters are the current pipeline's: they restart from 0 when a reload starts a
 // new generation, which Prometheus' rate()/increase() treat as an ordinary counter reset.
@@ -32,30 +47,34 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "daemon/process_stats.hpp"
 #include "runtime/source_control.hpp"
 #include "runtime/stats.hpp"
 
 namespace sluice {
 
+// The daemon's states, each a series of sluice_state.
+inline constexpr std::string_view kDaemonStates[] = {"starting", "running", "paused", "reloading", "stopping"};
+
 struct MetricsInfo {
-  double uptime_s = 0;
   std::uint64_t generation = 0;
-  std::string state;        // starting | running | paused | reloading | stopping
+  std::string state;  // one of kDaemonStates
   std::string config_path;
   std::string version;
-  // The engine's latency histogram, for sluice_latency_seconds_count; null -> _count is omitted.
+  // The engine's latency histogram (sluice_frame_latency_seconds); null -> the family is left out.
   const LatencyHistogram* latency = nullptr;
   std::vector<SourceReport> sources;  // per-source counters and state (sluice_source_*)
+  std::map<std::string, double> thread_cpu_s;  // sluice_thread_cpu_seconds_total by group; empty -> left out
+  ProcessStats process;  // process_*
 };
 
 // The whole exposition, ending in '\n'. Pure: same inputs, same text.
-// Latency quantiles are the upper edges of the engine's log-scale buckets (about 4% wide); a quantile
-// with no observations behind it (0 in the snapshot) is written as NaN, as Prometheus clients do.
 std::string render_prometheus(const PipelineSnapshot& s, const MetricsInfo& info);
 
 // Text-format escaping: label values escape \ " and newline; HELP text escapes \ and newline.

@@ -1,6 +1,7 @@
 #include "daemon/service.hpp"
 
 #include <grp.h>
+#include <unistd.h>
 #include <pwd.h>
 #include <spdlog/spdlog.h>
 #include <systemd/sd-daemon.h>
@@ -20,6 +21,8 @@
 #include "daemon/control_server.hpp"
 #include "daemon/instance_lock.hpp"
 #include "daemon/metrics.hpp"
+#include "daemon/process_stats.hpp"
+#include "daemon/thread_cpu.hpp"
 #include "daemon/progress.hpp"
 #include "daemon/watchdog.hpp"
 #include "runtime/errors.hpp"
@@ -662,15 +665,20 @@ class Service {
                         {"failed", t.failed}, {"in_flight", t.in_flight()}}}};
   }
 
-  std::string render_metrics() const {
+  // On the io_context thread (the only one that touches thread_cpu_).
+  std::string render_metrics() {
     MetricsInfo info;
-    info.uptime_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
     info.generation = generation_;
     info.state = state_;
     info.config_path = config_path_;
     info.version = SLUICE_VERSION;
     info.latency = &pipeline_->latency();
     if (SourceControl* control = pipeline_->source_control()) info.sources = control->sources();
+    info.process = read_process_stats();
+    if (info.process.cpu_s) {
+      thread_cpu_.update(read_thread_samples(), static_cast<long>(getpid()), *info.process.cpu_s);
+      info.thread_cpu_s = thread_cpu_.seconds();
+    }
     return render_prometheus(pipeline_->snapshot(), info);
   }
 
@@ -683,6 +691,7 @@ class Service {
   std::optional<InstanceLock> instance_lock_;
   std::optional<ControlServer> control_;
   std::optional<MetricsServer> metrics_;
+  ThreadCpuAccount thread_cpu_;  // sluice_thread_cpu_seconds_total, kept between scrapes
   std::optional<AccessPolicy> policy_;
   std::unique_ptr<Pipeline> pipeline_;
   std::string config_path_, plan_name_, state_ = "starting";

@@ -7,6 +7,7 @@
 
 #include "runtime/errors.hpp"
 #include "runtime/job_ledger.hpp"
+#include "runtime/thread_name.hpp"
 
 namespace sluice {
 
@@ -342,6 +343,7 @@ void Pipeline::push_downstream(std::size_t i, BatchLease out) {
 }
 
 void Pipeline::run_pipelined_stage(std::size_t i) {
+  name_this_thread(kStageThreadName);
   auto& rt = *rt_[i];
   const auto& ps = plan_.stages[i];
   BoundedQueue<Batch*>* in_queue = i > 0 ? rt_[i - 1]->out_queue.get() : nullptr;
@@ -383,6 +385,7 @@ void Pipeline::run_pipelined_stage(std::size_t i) {
 }
 
 void Pipeline::run_serial() {
+  name_this_thread(kStageThreadName);
   const std::size_t n = rt_.size();
   std::size_t opened = 0;
   try {

@@ -12,6 +12,9 @@
 namespace sluice {
 
 enum class SourceState : std::uint8_t { connecting, live, stalled, backoff, eos, failed, removed };
+inline constexpr SourceState kSourceStates[] = {SourceState::connecting, SourceState::live,   SourceState::stalled,
+                                                SourceState::backoff,    SourceState::eos,    SourceState::failed,
+                                                SourceState::removed};
 std::string_view to_string(SourceState s) noexcept;
 
 // How one source behaves; the decode stage's parameters give the defaults.

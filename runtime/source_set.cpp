@@ -11,6 +11,7 @@
 #include "runtime/frame_tap.hpp"
 #include "runtime/inputs.hpp"
 #include "runtime/job_ledger.hpp"
+#include "runtime/thread_name.hpp"
 
 namespace sluice {
 
@@ -211,6 +212,7 @@ void SourceSet::set_state(Source& s, SourceState state, std::string reason) {
 }
 
 void SourceSet::run_worker(Source& s, int worker) {
+  name_this_thread(kSourceThreadName);
   if (worker == 0) {
     // Expanding a directory or glob touches the filesystem: done here, not in add_source().
     try {
@@ -683,6 +685,7 @@ void SourceSet::finish_copy(const CopyJob& job) {
 }
 
 void SourceSet::run_copier() {
+  name_this_thread(kSourceThreadName);
   std::unique_lock lock(copy_mu_);
   while (true) {
     copy_wake_.wait(lock, [&] { return copy_exit_ || !copy_jobs_.empty(); });
@@ -740,6 +743,7 @@ std::vector<SourceReport> SourceSet::sources() const {
 // Four times a second (or when woken): the stall watchdog, frame rates, and joining decode threads that
 // finished; removed sources whose frames were all taken are forgotten (a 24/7 service adds and removes many).
 void SourceSet::monitor() {
+  name_this_thread(kSourceThreadName);
   std::unique_lock lock(mu_);
   while (!monitor_exit_) {
     const std::int64_t now = now_ns();

@@ -15,7 +15,7 @@ status=0
 .gpu/run bin/sluicectl --socket "$sock" trace 1 -o "$out/trace.json" || status=1
 python3 -c "import urllib.request,sys; sys.stdout.write(urllib.request.urlopen('http://127.0.0.1:19464/metrics').read().decode())" \
   >"$out/metrics.txt" || status=1
-grep -E '^sluice_(frames_total|stage_gpu_busy_ratio)' "$out/metrics.txt"
+grep -E '^sluice_(frames_(produced|ended)_total|stage_gpu_busy_seconds_total)' "$out/metrics.txt"
 .gpu/run bin/sluicectl --socket "$sock" stop || status=1
 wait $pid || status=1
 tail -n 12 "$out/service.log"

@@ -213,7 +213,7 @@ try:
 
     # Prometheus.
     body = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5).read().decode()
-    check("metrics scraped", "sluice_frames_total" in body and 'stage="decode"' in body and "sluice_pipeline_generation 3" in body,
+    check("metrics scraped", "sluice_frames_produced_total" in body and 'stage="decode"' in body and "sluice_pipeline_generation 3" in body,
           body[:400])
 
     # sluicectl against the real daemon.

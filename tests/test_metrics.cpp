@@ -71,24 +71,27 @@ PipelineSnapshot sample_snapshot() {
   b.errors = 2;
   b.dropped = 5;
   b.gpu_ms_total = 250;
-  b.gpu_busy = 0.025;
   b.wait_in_ms = 125;
   s.stages.push_back(b);
 
-  s.latency_p50_ns = 3'100'000;
-  s.latency_p90_ns = 4'000'000;
-  s.latency_p99_ns = 5'250'000;
   return s;
 }
 
 MetricsInfo sample_info(const LatencyHistogram* h) {
   MetricsInfo info;
-  info.uptime_s = 12.5;
   info.generation = 2;
   info.state = "running";
   info.config_path = "/etc/sluice/pipeline.yaml";
   info.version = "0.1.0";
   info.latency = h;
+  info.thread_cpu_s = {{"main", 0.5}, {"sources", 2.25}, {"stages", 1}};
+  info.process.cpu_s = 3.75;
+  info.process.start_time_s = 1764633600.5;
+  info.process.resident_bytes = 104857600;
+  info.process.virtual_bytes = 2147483648.0;
+  info.process.open_fds = 12;
+  info.process.max_fds = 1024;
+  info.process.threads = 9;
   return info;
 }
 
@@ -169,60 +172,85 @@ TEST_CASE("render_prometheus writes every family once, with exact samples", "[me
   CHECK(text.back() == '\n');
 
   SECTION("frames") {
-    CHECK(has_line(text, "# TYPE sluice_frames_total counter"));
-    CHECK(has_line(text, "sluice_frames_total{fate=\"produced\"} 100"));
-    CHECK(has_line(text, "sluice_frames_total{fate=\"delivered\"} 90"));
-    CHECK(has_line(text, "sluice_frames_total{fate=\"dropped\"} 6"));
-    CHECK(has_line(text, "sluice_frames_total{fate=\"failed\"} 1"));
+    CHECK(has_line(text, "# TYPE sluice_frames_produced_total counter"));
+    CHECK(has_line(text, "sluice_frames_produced_total 100"));
+    CHECK(has_line(text, "# TYPE sluice_frames_ended_total counter"));
+    CHECK(has_line(text, "sluice_frames_ended_total{fate=\"delivered\"} 90"));
+    CHECK(has_line(text, "sluice_frames_ended_total{fate=\"dropped\"} 6"));
+    CHECK(has_line(text, "sluice_frames_ended_total{fate=\"failed\"} 1"));
+    CHECK(text.find("fate=\"produced\"") == std::string::npos);
     CHECK(has_line(text, "sluice_frames_in_flight 3"));
     CHECK(has_line(text, "# TYPE sluice_frames_dropped_total counter"));
     CHECK(has_line(text, "sluice_frames_dropped_total{reason=\"queue full (leaky: oldest)\"} 4"));
     CHECK(has_line(text, "sluice_frames_dropped_total{reason=\"decode \\\"error\\\"\"} 2"));
   }
-  SECTION("stages, with escaped label values") {
-    const std::string odd = "stage=\"a\\\"b\\\\c\\nd\",kind=\"infer\"";
+  SECTION("stages, with escaped label values; the kind only in sluice_stage_info") {
+    const std::string odd = "stage=\"a\\\"b\\\\c\\nd\"";
+    CHECK(has_line(text, "# TYPE sluice_stage_info gauge"));
+    CHECK(has_line(text, "sluice_stage_info{stage=\"decode\",kind=\"testsrc\"} 1"));
+    CHECK(has_line(text, "sluice_stage_info{" + odd + ",kind=\"infer\"} 1"));
     CHECK(has_line(text, "# TYPE sluice_stage_frames_total counter"));
-    CHECK(has_line(text, "sluice_stage_frames_total{stage=\"decode\",kind=\"testsrc\"} 100"));
+    CHECK(has_line(text, "sluice_stage_frames_total{stage=\"decode\"} 100"));
     CHECK(has_line(text, "sluice_stage_frames_total{" + odd + "} 96"));
-    CHECK(has_line(text, "sluice_stage_batches_total{stage=\"decode\",kind=\"testsrc\"} 13"));
+    CHECK(has_line(text, "sluice_stage_batches_total{stage=\"decode\"} 13"));
     CHECK(has_line(text, "sluice_stage_errors_total{" + odd + "} 2"));
-    CHECK(has_line(text, "sluice_stage_dropped_frames_total{" + odd + "} 5"));
-    CHECK(has_line(text, "sluice_stage_gpu_seconds_total{" + odd + "} 0.25"));
-    CHECK(has_line(text, "sluice_stage_gpu_seconds_total{stage=\"decode\",kind=\"testsrc\"} 0"));
-    CHECK(has_line(text, "sluice_stage_host_seconds_total{stage=\"decode\",kind=\"testsrc\"} 1.5"));
-    CHECK(has_line(text, "sluice_stage_cpu_seconds_total{stage=\"decode\",kind=\"testsrc\"} 0.25"));
+    CHECK(has_line(text, "sluice_stage_frames_dropped_total{" + odd + "} 5"));
+    CHECK(has_line(text, "# TYPE sluice_stage_gpu_busy_seconds_total counter"));
+    CHECK(has_line(text, "sluice_stage_gpu_busy_seconds_total{" + odd + "} 0.25"));
+    CHECK(has_line(text, "sluice_stage_gpu_busy_seconds_total{stage=\"decode\"} 0"));
+    CHECK(has_line(text, "sluice_stage_host_seconds_total{stage=\"decode\"} 1.5"));
+    CHECK(has_line(text, "sluice_stage_cpu_seconds_total{stage=\"decode\"} 0.25"));
     CHECK(has_line(text, "sluice_stage_input_wait_seconds_total{" + odd + "} 0.125"));
-    CHECK(has_line(text, "sluice_stage_output_wait_seconds_total{stage=\"decode\",kind=\"testsrc\"} 0.02"));
+    CHECK(has_line(text, "sluice_stage_output_wait_seconds_total{stage=\"decode\"} 0.02"));
     CHECK(has_line(text, "# TYPE sluice_stage_queue_depth gauge"));
-    CHECK(has_line(text, "sluice_stage_queue_depth{stage=\"decode\",kind=\"testsrc\"} 1"));
-    CHECK(has_line(text, "sluice_stage_queue_capacity{stage=\"decode\",kind=\"testsrc\"} 4"));
+    CHECK(has_line(text, "sluice_stage_queue_depth{stage=\"decode\"} 1"));
+    CHECK(has_line(text, "sluice_stage_queue_capacity{stage=\"decode\"} 4"));
     CHECK(has_line(text, "sluice_stage_queue_capacity{" + odd + "} 0"));
-    CHECK(has_line(text, "sluice_stage_queue_high_water{stage=\"decode\",kind=\"testsrc\"} 3"));
-    CHECK(has_line(text, "# TYPE sluice_stage_gpu_busy_ratio gauge"));
-    CHECK(has_line(text, "sluice_stage_gpu_busy_ratio{" + odd + "} 0.025"));
-    // The raw newline never reaches the output: no line starts with the stage name's tail.
-    for (const auto& l : lines_of(text)) CHECK(l.rfind("d\"", 0) != 0);
+    CHECK(has_line(text, "sluice_stage_queue_high_water{stage=\"decode\"} 3"));
+    CHECK(text.find("busy_ratio") == std::string::npos);
+    for (const auto& l : lines_of(text)) {
+      // The raw newline never reaches the output: no line starts with the stage name's tail.
+      CHECK(l.rfind("d\"", 0) != 0);
+      if (l.find("kind=") != std::string::npos) CHECK(l.rfind("sluice_stage_info{", 0) == 0);
+    }
   }
-  SECTION("latency summary, uptime, generation, info") {
-    CHECK(has_line(text, "# TYPE sluice_latency_seconds summary"));
-    CHECK(has_line(text, "sluice_latency_seconds{quantile=\"0.5\"} 0.0031"));
-    CHECK(has_line(text, "sluice_latency_seconds{quantile=\"0.9\"} 0.004"));
-    CHECK(has_line(text, "sluice_latency_seconds{quantile=\"0.99\"} 0.00525"));
-    CHECK(has_line(text, "sluice_latency_seconds_count 7"));
+  SECTION("latency histogram (no summary), generation, state, info") {
+    CHECK(text.find("sluice_latency_seconds") == std::string::npos);
+    CHECK(text.find("quantile=") == std::string::npos);
     CHECK(has_line(text, "# TYPE sluice_frame_latency_seconds histogram"));
     CHECK(has_line(text, "sluice_frame_latency_seconds_bucket{le=\"0.002\"} 0"));  // all seven took 3 ms
     CHECK(has_line(text, "sluice_frame_latency_seconds_bucket{le=\"0.005\"} 7"));
     CHECK(has_line(text, "sluice_frame_latency_seconds_bucket{le=\"+Inf\"} 7"));
     CHECK(has_line(text, "sluice_frame_latency_seconds_sum 0.021"));
     CHECK(has_line(text, "sluice_frame_latency_seconds_count 7"));
-    CHECK(has_line(text, "# TYPE sluice_uptime_seconds gauge"));
-    CHECK(has_line(text, "sluice_uptime_seconds 12.5"));
     CHECK(has_line(text, "# TYPE sluice_pipeline_generation gauge"));
     CHECK(has_line(text, "sluice_pipeline_generation 2"));
-    CHECK(has_line(text, "# TYPE sluice_info gauge"));
-    CHECK(has_line(text,
-                   "sluice_info{version=\"0.1.0\",pipeline=\"default\",device=\"cuda\",execution=\"pipelined\","
-                   "state=\"running\",config=\"/etc/sluice/pipeline.yaml\"} 1"));
+    CHECK(has_line(text, "# TYPE sluice_state gauge"));
+    CHECK(has_line(text, "sluice_state{state=\"starting\"} 0"));
+    CHECK(has_line(text, "sluice_state{state=\"running\"} 1"));
+    CHECK(has_line(text, "sluice_state{state=\"paused\"} 0"));
+    CHECK(has_line(text, "sluice_state{state=\"reloading\"} 0"));
+    CHECK(has_line(text, "sluice_state{state=\"stopping\"} 0"));
+    CHECK(has_line(text, "# TYPE sluice_build_info gauge"));
+    CHECK(has_line(text, "sluice_build_info{version=\"0.1.0\"} 1"));
+    CHECK(has_line(text, "# TYPE sluice_pipeline_info gauge"));
+    CHECK(has_line(text, "sluice_pipeline_info{pipeline=\"default\",device=\"cuda\",execution=\"pipelined\","
+                         "config=\"/etc/sluice/pipeline.yaml\"} 1"));
+  }
+  SECTION("thread groups and process_* metrics") {
+    CHECK(has_line(text, "# TYPE sluice_thread_cpu_seconds_total counter"));
+    CHECK(has_line(text, "sluice_thread_cpu_seconds_total{group=\"main\"} 0.5"));
+    CHECK(has_line(text, "sluice_thread_cpu_seconds_total{group=\"sources\"} 2.25"));
+    CHECK(has_line(text, "sluice_thread_cpu_seconds_total{group=\"stages\"} 1"));
+    CHECK(has_line(text, "# TYPE process_cpu_seconds_total counter"));
+    CHECK(has_line(text, "process_cpu_seconds_total 3.75"));
+    CHECK(has_line(text, "# TYPE process_start_time_seconds gauge"));
+    CHECK(has_line(text, "process_start_time_seconds 1764633600.5"));
+    CHECK(has_line(text, "process_resident_memory_bytes 104857600"));
+    CHECK(has_line(text, "process_virtual_memory_bytes 2147483648"));
+    CHECK(has_line(text, "process_open_fds 12"));
+    CHECK(has_line(text, "process_max_fds 1024"));
+    CHECK(has_line(text, "process_threads 9"));
   }
   SECTION("well-formed: one HELP and one TYPE per family, before its samples, samples parse") {
     std::map<std::string, int> help, type;
@@ -256,13 +284,13 @@ TEST_CASE("render_prometheus writes every family once, with exact samples", "[me
                         (type_of[current] == "histogram" &&
                          (name == current + "_bucket" || name == current + "_count" || name == current + "_sum"));
         CHECK(ok);
-        CHECK(name.rfind("sluice_", 0) == 0);
+        CHECK((name.rfind("sluice_", 0) == 0 || name.rfind("process_", 0) == 0));
       }
     }
     for (const auto& [name, n] : help) CHECK(n == 1);
     for (const auto& [name, n] : type) CHECK(n == 1);
     CHECK(help.size() == type.size());
-    CHECK(type.size() == 21);
+    CHECK(type.size() == 30);
   }
   SECTION("the odd stage name survives a round trip through the text") {
     bool found = false;
@@ -272,7 +300,7 @@ TEST_CASE("render_prometheus writes every family once, with exact samples", "[me
       if (l.rfind("sluice_stage_frames_total{", 0) == 0 && parse_sample(l, name, labels, value) &&
           labels["stage"] == "a\"b\\c\nd") {
         found = true;
-        CHECK(labels["kind"] == "infer");
+        CHECK(labels.size() == 1);
         CHECK(value == "96");
       }
     }
@@ -293,30 +321,130 @@ TEST_CASE("render_prometheus: per-source counters and state", "[metrics]") {
   info.sources = {cam};
   const std::string text = render_prometheus(s, info);
   CHECK(has_line(text, "sluice_source_frames_total{source=\"cam\\\"1\"} 1200"));
-  CHECK(has_line(text, "sluice_source_dropped_total{source=\"cam\\\"1\"} 7"));
+  CHECK(has_line(text, "sluice_source_frames_dropped_total{source=\"cam\\\"1\"} 7"));
   CHECK(has_line(text, "sluice_source_errors_total{source=\"cam\\\"1\"} 3"));
   CHECK(has_line(text, "sluice_source_reconnects_total{source=\"cam\\\"1\"} 2"));
   CHECK(has_line(text, "sluice_source_state{source=\"cam\\\"1\",state=\"backoff\"} 1"));
+  // Every state has its series: a change of state changes values only.
+  for (const char* other : {"connecting", "live", "stalled", "eos", "failed", "removed"})
+    CHECK(has_line(text, std::string("sluice_source_state{source=\"cam\\\"1\",state=\"") + other + "\"} 0"));
   CHECK(render_prometheus(s, MetricsInfo{}).find("sluice_source_") == std::string::npos);  // none: no families
 }
 
-TEST_CASE("render_prometheus: empty pipeline, no histogram", "[metrics]") {
+TEST_CASE("render_prometheus: empty pipeline, no histogram, no /proc", "[metrics]") {
   PipelineSnapshot s;  // no stages, no frames, no latency
   MetricsInfo info;
   info.state = "starting";
   const std::string text = render_prometheus(s, info);
-  CHECK(has_line(text, "sluice_frames_total{fate=\"produced\"} 0"));
+  CHECK(has_line(text, "sluice_frames_produced_total 0"));
   CHECK(has_line(text, "sluice_frames_in_flight 0"));
   CHECK(has_line(text, "# TYPE sluice_frames_dropped_total counter"));  // family declared, no samples
   CHECK(text.find("sluice_frames_dropped_total{") == std::string::npos);
   CHECK(text.find("sluice_stage_frames_total{") == std::string::npos);
-  CHECK(has_line(text, "sluice_latency_seconds{quantile=\"0.5\"} NaN"));
-  CHECK(has_line(text, "sluice_latency_seconds{quantile=\"0.99\"} NaN"));
-  CHECK(text.find("sluice_latency_seconds_count") == std::string::npos);
-  CHECK(has_line(text, "sluice_info{version=\"\",pipeline=\"\",device=\"\",execution=\"\",state=\"starting\","
-                       "config=\"\"} 1"));
+  CHECK(text.find("sluice_frame_latency_seconds") == std::string::npos);
+  CHECK(text.find("# TYPE sluice_thread_cpu_seconds_total") == std::string::npos);
+  for (const auto& l : lines_of(text))  // nothing made up when /proc gave nothing
+    CHECK((l.rfind("process_", 0) != 0 && l.rfind("# TYPE process_", 0) != 0));
+  CHECK(has_line(text, "sluice_state{state=\"starting\"} 1"));
+  CHECK(has_line(text, "sluice_pipeline_info{pipeline=\"\",device=\"\",execution=\"\",config=\"\"} 1"));
   // Pure: the same inputs give the same text.
   CHECK(render_prometheus(s, info) == text);
+}
+
+namespace {
+// Every sample of an exposition: "name{labels}" -> value, and the type of each family.
+struct Scrape {
+  std::map<std::string, double> samples;
+  std::map<std::string, std::string> types;
+};
+Scrape scrape_of(const std::string& text) {
+  Scrape out;
+  for (const auto& l : lines_of(text)) {
+    if (l.rfind("# TYPE ", 0) == 0) {
+      std::istringstream in(l.substr(7));
+      std::string name, t;
+      in >> name >> t;
+      out.types[name] = t;
+    } else if (l.rfind("#", 0) != 0) {
+      const auto sp = l.rfind(' ');
+      REQUIRE(out.samples.emplace(l.substr(0, sp), std::strtod(l.c_str() + sp + 1, nullptr)).second);  // no duplicate series
+    }
+  }
+  return out;
+}
+std::string family_of(const std::string& series, const std::map<std::string, std::string>& types) {
+  const std::string name = series.substr(0, series.find('{'));
+  if (types.count(name)) return name;
+  for (const char* suffix : {"_bucket", "_sum", "_count"}) {
+    const std::string s = suffix;
+    if (name.size() > s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0 &&
+        types.count(name.substr(0, name.size() - s.size())))
+      return name.substr(0, name.size() - s.size());
+  }
+  return name;
+}
+}  // namespace
+
+TEST_CASE("render_prometheus: pause, resume and reload change values, never the set of series", "[metrics]") {
+  LatencyHistogram h;
+  h.record(2'000'000);
+  PipelineSnapshot s = sample_snapshot();
+  MetricsInfo info = sample_info(&h);
+  SourceReport cam;
+  cam.name = "cam0";
+  cam.state = SourceState::live;
+  info.sources = {cam};
+
+  const Scrape first = scrape_of(render_prometheus(s, info));
+  // A later scrape: the daemon paused, a source stalled, everything counted more; then resumed; then reloaded
+  // the same file (a new generation: the pipeline's counters restart).
+  std::vector<Scrape> later;
+  for (const char* state : {"paused", "running", "reloading", "running"}) {
+    info.state = state;
+    info.sources[0].state = info.sources[0].state == SourceState::live ? SourceState::stalled : SourceState::live;
+    info.sources[0].frames += 10;
+    if (std::string(state) == "reloading") {
+      info.generation++;
+      s = sample_snapshot();
+      for (auto& st : s.stages) st.frames = st.batches = 0;
+      s.frames = {};
+    } else {
+      s.frames.produced += 10;
+      s.frames.delivered += 10;
+      for (auto& st : s.stages) st.frames += 10, st.cpu_ms_total += 5, st.gpu_ms_total += 1;
+    }
+    for (auto& [group, seconds] : info.thread_cpu_s) seconds += 0.25;
+    *info.process.cpu_s += 0.75;
+    h.record(1'000'000);
+    later.push_back(scrape_of(render_prometheus(s, info)));
+  }
+  // Drop reasons are the exception: a reason's series appears with its first drop in each generation.
+  const auto series_of = [](const Scrape& sc) {
+    std::set<std::string> out;
+    for (const auto& [k, v] : sc.samples)
+      if (k.rfind("sluice_frames_dropped_total{", 0) != 0) out.insert(k);
+    return out;
+  };
+  const std::set<std::string> series = series_of(first);
+  for (const Scrape& sc : later) CHECK(series_of(sc) == series);
+  // Counters only go up: every counter and histogram series between scrapes of one generation, and the
+  // process's own (not the pipeline's, which a reload restarts) across the reload too.
+  const Scrape* prev = &first;
+  for (std::size_t i = 0; i < later.size(); ++i) {
+    const bool across_reload = i == 2;
+    for (const auto& [k, v] : later[i].samples) {
+      const std::string fam = family_of(k, later[i].types);
+      const std::string& type = later[i].types.at(fam);
+      INFO(k);
+      if (fam == "sluice_thread_cpu_seconds_total" || fam == "process_cpu_seconds_total" ||
+          (!across_reload && (type == "counter" || type == "histogram")))
+        CHECK(v >= prev->samples.at(k));
+    }
+    prev = &later[i];
+  }
+  CHECK(later.back().samples.at("sluice_state{state=\"running\"}") == 1);
+  CHECK(later[0].samples.at("sluice_state{state=\"paused\"}") == 1);
+  CHECK(later[0].samples.at("sluice_state{state=\"running\"}") == 0);
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -427,7 +555,7 @@ TEST_CASE("MetricsServer serves /metrics over HTTP and stops", "[metrics][http]"
     auto res = c.get(http::verb::get, "/metrics");
     CHECK(res.result() == http::status::ok);
     CHECK(res[http::field::content_type] == "text/plain; version=0.0.4; charset=utf-8");
-    CHECK(res.body().find("sluice_frames_total{fate=\"produced\"} 100\n") != std::string::npos);
+    CHECK(res.body().find("sluice_frames_produced_total 100\n") != std::string::npos);
     CHECK(res.keep_alive());
     CHECK(renders.load() == 1);
     CHECK(render_thread == io_thread_id);

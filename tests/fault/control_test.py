@@ -226,8 +226,8 @@ try:
           st["pipeline"] == "ctl-" + REPLACEMENT and st["stages"][0]["name"] == "dec" + REPLACEMENT, raw[:600])
     text = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port('daemon.log')}/metrics", timeout=10).read().decode()
     check("metrics: valid UTF-8, config label with U+FFFD",
-          any(l.startswith("sluice_info{") and "conf-" + REPLACEMENT in l for l in text.splitlines()),
-          [l for l in text.splitlines() if l.startswith("sluice_info")])
+          any(l.startswith("sluice_pipeline_info{") and "conf-" + REPLACEMENT in l for l in text.splitlines()),
+          [l for l in text.splitlines() if l.startswith("sluice_pipeline_info")])
     check("metrics: stage label with U+FFFD", 'stage="dec' + REPLACEMENT + '"' in text)
     r = request(tcp, {"request": "trace", "seconds": 0.2})
     check("trace over TCP (a read): answers", r.get("ok") is True and len(r["trace"]["traceEvents"]) > 0, str(r)[:300])
