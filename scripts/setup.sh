@@ -21,12 +21,30 @@ packages=(
   python3                 # the service tests drive the daemon from a script
   clang libclang-rt-14-dev  # libFuzzer harnesses (fuzz preset)
 )
+# promtool (the metrics test checks live scrapes with it) comes out of Debian's `prometheus` package without
+# installing that: the package would pull in 330 MB (mostly its web UI's JavaScript) and start a server.
+promtool_dest=/usr/local/bin/promtool
+install_promtool() {
+  command -v promtool >/dev/null && return 0
+  local dir
+  dir=$(mktemp -d)
+  (cd "$dir" && { apt-get download prometheus >/dev/null 2>&1 || { apt-get update -qq && apt-get download prometheus; }; } &&
+    dpkg-deb --fsys-tarfile prometheus_*.deb | tar -xO ./usr/bin/promtool >"$dir/promtool") &&
+    install -m 0755 "$dir/promtool" "$promtool_dest" && echo "setup: promtool from Debian's prometheus package"
+  local rc=$?
+  rm -rf "$dir"
+  return $rc
+}
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 done
 if [ ${#missing[@]} -eq 0 ]; then
   echo "setup: all ${#packages[@]} packages present"
+  if ! command -v promtool >/dev/null; then
+    [ "$(id -u)" -eq 0 ] || { echo "setup: promtool missing; run this script as root" >&2; exit 1; }
+    install_promtool
+  fi
   exit 0
 fi
 cmd=(apt-get install -y --no-install-recommends "${missing[@]}")
@@ -39,3 +57,4 @@ echo "setup: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 "${cmd[@]}"
+install_promtool

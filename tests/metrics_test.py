@@ -182,8 +182,8 @@ try:
 
     promtool = shutil.which("promtool")
     if not promtool:
-        check("promtool found", False, "not on PATH: install Debian's package 'prometheus' "
-              "(apt-get install --no-install-recommends prometheus)")
+        check("promtool found", False, "not on PATH: scripts/setup.sh (as root) extracts it from Debian's package "
+              "'prometheus' into /usr/local/bin")
     else:
         for name, text in (("live scrape", scrapes[-1][1]), ("docs/metrics-example.txt", open(example).read())):
             r = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True, timeout=60)
