@@ -56,7 +56,7 @@ struct PipelineSpec {
 PipelineSpec parse_pipeline(const std::string& yaml_text, const std::string& file);
 PipelineSpec load_pipeline(const std::string& path);
 
-// The top-level keys and their meaning, for `sluiced inspect` and the README.
+// The top-level keys and their meaning, for `sluiced inspect` and docs/stages.md.
 std::string describe_pipeline_keys();
 
 

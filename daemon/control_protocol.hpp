@@ -1,5 +1,5 @@
 #pragma once
-// The control protocol's untrusted edge (daemon/PROTOCOL.md), without sockets: one line of bytes from a
+// The control protocol's untrusted edge (docs/protocol.md), without sockets: one line of bytes from a
 // peer becomes a typed, checked request or the text of an error reply; a reply becomes one line of valid
 // UTF-8. Nothing here throws for any input bytes, and no reply carries bytes that are not valid UTF-8.
 #include <nlohmann/json.hpp>
@@ -36,7 +36,7 @@ struct SourceAddArguments {
   std::optional<double> rate_limit;  // finite, >= 0
 };
 
-// A request whose arguments have the types and ranges PROTOCOL.md gives. Unknown keys are ignored.
+// A request whose arguments have the types and ranges docs/protocol.md gives. Unknown keys are ignored.
 struct ControlRequest {
   RequestKind kind = RequestKind::version;
   std::optional<std::string> token;        // "token": the TCP shared secret (never logged, never echoed)

@@ -1,5 +1,5 @@
 #pragma once
-// The control socket: a UNIX stream socket carrying JSON lines (daemon/PROTOCOL.md). One session per
+// The control socket: a UNIX stream socket carrying JSON lines (docs/protocol.md). One session per
 // client, each with a deadline; limits on request size and client count. Runs on the service's io_context.
 #include "daemon/control_protocol.hpp"
 

@@ -1,4 +1,4 @@
-// sluicectl: the operator's client for sluiced's control socket (daemon/PROTOCOL.md).
+// sluicectl: the operator's client for sluiced's control socket (docs/protocol.md).
 //
 // One request per invocation (watch: one per refresh): connect to the UNIX socket, write one JSON line,
 // read one JSON line back before a deadline, print it for a human (or raw with status --json; trace writes
@@ -641,7 +641,7 @@ void append_ledger_details(std::string& out, const json& f) {
   }
 }
 
-// The earlier generations' ledger: PROTOCOL.md puts their `totals` under `frames_before_reload`; accept it
+// The earlier generations' ledger: docs/protocol.md puts their `totals` under `frames_before_reload`; accept it
 // at the top level or inside `frames`, with or without the `totals` wrapper.
 const json* earlier_ledger(const json& r) {
   const json* before = field(r, "frames_before_reload");

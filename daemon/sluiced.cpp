@@ -140,7 +140,7 @@ int cmd_inspect(const std::vector<std::string>& args) {
     std::printf("%s", sluice::describe_pipeline_keys().c_str());
     return 0;
   }
-  if (args[0] == "all") {  // the reference README.md embeds (kept in sync by a test)
+  if (args[0] == "all") {  // the reference docs/stages.md embeds (kept in sync by a test)
     std::printf("%s", sluice::describe_pipeline_keys().c_str());
     for (const auto& info : reg.all()) std::printf("\n%s", sluice::describe_stage(info).c_str());
     return 0;

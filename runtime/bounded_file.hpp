@@ -18,7 +18,7 @@ class FileReadError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// The limits sluice reads user files under (README.md, "Limits on input files").
+// The limits sluice reads user files under (docs/running.md, "Limits on input files").
 inline constexpr std::size_t kMaxPipelineFileBytes = std::size_t{1} << 20;  // 1 MiB
 inline constexpr std::size_t kMaxLabelsFileBytes = std::size_t{16} << 20;   // 16 MiB
 inline constexpr std::size_t kMaxNpyFileBytes = std::size_t{1} << 30;       // 1 GiB (f32 data: 4 GiB at most)

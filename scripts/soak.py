@@ -392,7 +392,7 @@ class Load:
         while not self.stop.wait(self.a.churn_every):
             with self.quiet.shared():
                 try:
-                    # During a reload's drain sources cannot change (PROTOCOL.md): try again a little later.
+                    # During a reload's drain sources cannot change (docs/protocol.md): try again a little later.
                     reloading = lambda r: not r.get("ok") and "a reload is in progress" in r.get("error", "")
                     for _ in range(200):
                         if added is None:

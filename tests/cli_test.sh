@@ -131,9 +131,9 @@ check check-huge-pool 2 "stage 'decode' \(decode\): its pool of 6 x frames bgr8 
   timeout 20 "$sluiced" check "$tmp/huge.yaml"
 check run-huge-pool 2 "stage 'decode' \(decode\): its pool of" -- timeout 20 "$sluiced" run "$tmp/huge.yaml"
 
-# README.md's stage reference is what the stages declare.
+# docs/stages.md's stage reference is what the stages declare.
 "$sluiced" inspect all >"$tmp/ref.txt"
-python3 - "$src/README.md" "$tmp/ref.txt" <<'PY' && echo "ok   readme-reference" || { echo "FAIL readme-reference: run scripts/update-readme.sh"; fails=$((fails + 1)); }
+python3 - "$src/docs/stages.md" "$tmp/ref.txt" <<'PY' && echo "ok   stage-reference" || { echo "FAIL stage-reference: run scripts/update-stage-docs.sh"; fails=$((fails + 1)); }
 import re, sys
 readme, ref = open(sys.argv[1]).read(), open(sys.argv[2]).read()
 m = re.search(r"<!-- stages:begin -->\n```text\n(.*?)```\n<!-- stages:end -->", readme, re.S)

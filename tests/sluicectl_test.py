@@ -435,7 +435,7 @@ def run_checks(r):
     finally:
         srv.close()
 
-    # --- earlier generations: hidden while there are none; PROTOCOL.md's `totals` wrapper accepted --------
+    # --- earlier generations: hidden while there are none; docs/protocol.md's `totals` wrapper accepted --------
     path = r.sock_path()
     first = dict(STATUS, generation=1,
                  frames_before_reload={"produced": 0, "delivered": 0, "dropped": 0, "failed": 0})
