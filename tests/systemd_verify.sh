@@ -25,6 +25,7 @@ if ! command -v systemd-analyze >/dev/null; then
 fi
 [ -x "$sluiced" ] || { echo "FAIL: $sluiced is not an executable (build sluiced first)"; exit 1; }
 sluiced=$(cd "$(dirname "$sluiced")" && pwd)/$(basename "$sluiced")
+sluicectl=$(dirname "$sluiced")/sluicectl
 
 # Messages at warning level are what this test looks for: do not let the environment hide them.
 export SYSTEMD_LOG_LEVEL=info SYSTEMD_LOG_COLOR=0 SYSTEMD_PAGER=cat SYSTEMD_COLORS=0
@@ -68,6 +69,11 @@ for tpl in "${templates[@]}"; do
     *) fail "$name: ExecStart= does not run an absolute .../sluiced: $exec_line" ;;
   esac
   sed -E -i "s|^(ExecStart=[-+!@:]*)[^ ]*/sluiced( \|$)|\1$sluiced\2|" "$tmp/units/$name"
+  # ExecReload= runs sluicectl beside it: the build's, which must exist for verify too.
+  if grep -qE '^ExecReload=[-+!@:]*/[^ ]*/sluicectl( |$)' "$tmp/units/$name"; then
+    [ -x "$sluicectl" ] || fail "$name: ExecReload= runs sluicectl, and $sluicectl is not built"
+    sed -E -i "s|^(ExecReload=[-+!@:]*)[^ ]*/sluicectl( \|$)|\1$sluicectl\2|" "$tmp/units/$name"
+  fi
   units+=("$name")
 done
 
