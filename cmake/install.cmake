@@ -58,6 +58,7 @@ install(DIRECTORY "${_sluice_src}/config/pipelines/" DESTINATION ${CMAKE_INSTALL
 install(FILES "${_sluice_src}/models/testsrc-classifier.onnx" "${_sluice_src}/models/testsrc-classifier.labels"
               "${_sluice_src}/models/README.md" DESTINATION ${CMAKE_INSTALL_DATADIR}/sluice/models)
 install(FILES "${_sluice_src}/README.md" DESTINATION ${CMAKE_INSTALL_DATADIR}/doc/sluice)
+install(DIRECTORY "${_sluice_src}/docs/" DESTINATION ${CMAKE_INSTALL_DATADIR}/doc/sluice/docs)
 
 # `cmake --install --prefix OTHER` would put the binary where the units do not look for it.
 install(CODE "
@@ -115,26 +116,46 @@ exit 0
 file(WRITE "${_sluice_deb}/conffiles" "${SLUICE_CONFDIR}/sluice.yaml\n")
 
 set(CPACK_GENERATOR DEB)
-set(CPACK_PACKAGE_NAME sluice)
 set(CPACK_PACKAGE_VERSION "${PROJECT_VERSION}")
 set(CPACK_PACKAGE_VENDOR "sluice developers")
 set(CPACK_PACKAGE_CONTACT "sluice developers")
-set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "GPU video pipeline daemon")
 set(CPACK_DEBIAN_PACKAGE_MAINTAINER "sluice developers")
 set(CPACK_DEBIAN_PACKAGE_SECTION video)
 set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
-set(CPACK_DEBIAN_PACKAGE_DEPENDS "libyaml-cpp0.7, libspdlog1.10, libfmt9, libsystemd0, libstdc++6, libc6")
-# The extended description; the synopsis line is CPACK_PACKAGE_DESCRIPTION_SUMMARY.
-set(CPACK_DEBIAN_PACKAGE_DESCRIPTION "sluiced reads frames from cameras, streams and files, runs them
-through a YAML-defined chain of stages on the GPU (a CUDA stream per stage,
-overlapping copies and kernels) and reports over a control socket (sluicectl).
-It runs as the systemd service sluiced.service, or sluiced@NAME.service for
-one pipeline per config or GPU.
+# Depends are computed from what the binaries link (dpkg-shlibdeps, from dpkg-dev), so they are complete.
+# systemd is recommended, not required: the units need it, `sluiced run` does not.
+set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "systemd")
+set(_sluice_description "sluiced reads frames from cameras, streams and files, runs them through a
+YAML-defined chain of stages (decode, preprocess, ONNX inference, sinks) and
+reports over a control socket (sluicectl) and Prometheus metrics. It runs as
+the systemd service sluiced.service, or sluiced@NAME.service for one pipeline
+per config or GPU.")
+if(SLUICE_WITH_CUDA)
+  # The GPU build links NVIDIA's CUDA runtime, cuBLAS and cuDNN, which Debian does not package: dpkg-shlibdeps
+  # treats their folders as private, and the description says where they come from. It replaces the CPU package.
+  set(CPACK_PACKAGE_NAME sluice-cuda)
+  set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "GPU video pipeline daemon (CUDA build)")
+  set(CPACK_DEBIAN_PACKAGE_PROVIDES sluice)
+  set(CPACK_DEBIAN_PACKAGE_CONFLICTS sluice)
+  set(CPACK_DEBIAN_PACKAGE_REPLACES sluice)
+  get_filename_component(_sluice_cuda_libdir "${CUDAToolkit_LIBRARY_DIR}" REALPATH)
+  set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS_PRIVATE_DIRS "${CUDAToolkit_LIBRARY_DIR};${_sluice_cuda_libdir}")
+  set(CPACK_DEBIAN_PACKAGE_DESCRIPTION "${_sluice_description}
 .
-The CUDA runtime (libcudart) and the NVIDIA driver are not dependencies of
-this package: install them from NVIDIA, with libcudart on the loader path
-(CUDA's packages add it under /etc/ld.so.conf.d).")
+This build runs the stages on NVIDIA GPUs. It needs the NVIDIA driver and, on
+the loader path, NVIDIA's CUDA ${CUDAToolkit_VERSION_MAJOR} runtime, cuBLAS and cuDNN 9 (not
+dependencies of this package: Debian does not ship them). Without them, install
+the package 'sluice', which runs the same pipelines on the CPU.")
+else()
+  set(CPACK_PACKAGE_NAME sluice)
+  set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "video pipeline daemon")
+  set(CPACK_DEBIAN_PACKAGE_DESCRIPTION "${_sluice_description}
+.
+This build runs every stage on the CPU and needs no NVIDIA software; the
+package 'sluice-cuda' is the build for NVIDIA GPUs.")
+endif()
 set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA
     "${_sluice_deb}/postinst;${_sluice_deb}/prerm;${_sluice_deb}/postrm;${_sluice_deb}/conffiles")
 set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION TRUE)  # scripts 0755, conffiles 0644

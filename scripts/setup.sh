@@ -20,6 +20,7 @@ packages=(
   python3-torch python3-torchvision python3-onnx python3-numpy  # reference models and outputs for the tests
   python3                 # the service tests drive the daemon from a script
   clang libclang-rt-14-dev  # libFuzzer harnesses (fuzz preset)
+  dpkg-dev mmdebstrap     # the package test: dpkg-shlibdeps computes Depends; a fresh Debian 12 root to install into
 )
 # promtool (the metrics test checks live scrapes with it) comes out of Debian's `prometheus` package without
 # installing that: the package would pull in 330 MB (mostly its web UI's JavaScript) and start a server.

@@ -6,13 +6,15 @@
 #            unit, service, fault and media test and the 2-minute soak; the same tree builds the fuzz harnesses.
 #   tsan     ThreadSanitizer, no CUDA, no media library: only sluice_tests, and of it only the concurrency tests
 #            (queue, pipeline, source set, control protocol, the service with many control clients; `ctest --preset tsan`).
+#   package  the Debian package (`deb` preset: CPU build under /usr), installed with apt into a fresh Debian 12
+#            root made by mmdebstrap, where sluiced checks and runs the default pipeline (tests/package/deb_test.sh).
 #   fuzz     every libFuzzer harness (fuzz/*_fuzz.cpp) for FUZZ_SECONDS (default 60) each, two at a time, on a
 #            scratch copy of its corpus (scripts/fuzz.sh), built in the asan tree.
 # Every phase runs even when an earlier one failed; a timing line per phase, a summary at the end; exit status 1
-# if any phase failed. TEST_PHASES="asan tsan" runs only those (development); CI runs all four.
+# if any phase failed. TEST_PHASES="asan tsan" runs only those (development); CI runs all five.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-phases=${TEST_PHASES:-release asan tsan fuzz}
+phases=${TEST_PHASES:-release asan tsan fuzz package}
 jobs=$(nproc)
 summary=()
 failed=0
@@ -59,7 +61,10 @@ for phase in $phases; do
     fuzz)
       step "fuzz" env FUZZ_PRESET=asan bash scripts/fuzz.sh "${FUZZ_SECONDS:-60}"
       ;;
-    *) echo "test.sh: unknown phase '$phase' (release, asan, tsan, fuzz)" >&2; exit 2 ;;
+    package)
+      step "package build" bash scripts/build.sh deb && step "package test" bash tests/package/deb_test.sh build/deb
+      ;;
+    *) echo "test.sh: unknown phase '$phase' (release, asan, tsan, fuzz, package)" >&2; exit 2 ;;
   esac
 done
 
