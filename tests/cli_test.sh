@@ -16,7 +16,20 @@ check() {  # check NAME EXPECTED_STATUS GREP_PATTERN -- COMMAND...
 
 check help 0 'usage: sluiced' -- "$sluiced" --help
 check no-args 2 'usage: sluiced' -- "$sluiced"
-check unknown-command 2 "unknown command 'frobnicate'" -- "$sluiced" frobnicate
+check unknown-command 2 "unknown command 'frobnicate' \(sluiced --help lists the commands\)" -- "$sluiced" frobnicate
+# A usage error is one line naming the problem, not the whole help.
+lines_of() { "$@" 2>&1 | wc -l; }
+[ "$(lines_of "$sluiced" frobnicate)" -eq 1 ] && echo "ok   unknown-command-one-line" ||
+  { echo "FAIL unknown-command-one-line: $(lines_of "$sluiced" frobnicate) lines"; fails=$((fails + 1)); }
+check run-bad-option-one-line 2 "^sluiced: unknown option '--nope' \(sluiced run --help shows its usage\)$" -- \
+  "$sluiced" run --nope
+# Every command's --help prints its own usage and exits 0.
+for c in run bench model check inspect devices; do
+  check "help-$c" 0 "^usage: sluiced $c " -- "$sluiced" "$c" --help
+done
+check help-model-after-file 0 '^usage: sluiced model .*--precision' -- "$sluiced" model x.onnx --help
+check help-command 0 '^usage: sluiced bench ' -- "$sluiced" help bench
+check help-service 0 'commands:' -- "$sluiced" --config x.yaml --help
 check version 0 '^sluiced [0-9]+\.[0-9]+' -- "$sluiced" --version
 check inspect-list 0 'preprocess' -- "$sluiced" inspect
 check inspect-stage 0 'pattern .*testsrc picture' -- "$sluiced" inspect decode
@@ -54,6 +67,15 @@ check run-sink-fails 1 "failed 64 \+ in flight 0" -- "$sluiced" run "$tmp/nowrit
 
 # The default pipeline prints the shipped model's predictions: the source draws shapes.
 check run-default-predicts 0 'seq 0 .* shapes 0\.[0-9]+' -- "$sluiced" run "$src/config/pipelines/default.yaml"
+
+# The shipped bench files say device: cuda; without a usable GPU the refusal names --device cpu, which works.
+if ! "$sluiced" devices | grep -q '^gpu 0'; then
+  check bench-no-gpu 2 "to measure on the CPU: sluiced bench .*bench-1080p-bgr8.yaml --device cpu" -- \
+    "$sluiced" bench "$src/config/pipelines/bench-1080p-bgr8.yaml"
+fi
+check bench-device-cpu 0 'device cpu' -- \
+  "$sluiced" bench "$src/config/pipelines/bench-1080p-bgr8.yaml" --device cpu --batches 2 --warmup 0 --pipelined
+check bench-device-bad 2 "--device needs one of auto\|cpu\|cuda" -- "$sluiced" bench x.yaml --device tpu
 
 # Model errors name the file (and the node), exit 2.
 check model-missing 2 "none.onnx" -- "$sluiced" model "$tmp/none.onnx"
