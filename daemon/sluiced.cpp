@@ -95,7 +95,8 @@ constexpr CommandHelp kCommandHelp[] = {
                   is counted failed ("drain timeout") and it exits 1. Exit 1 also when a
                   source failed or an input could not be read.
                   On a terminal, a progress bar per file being processed (frames done/total,
-                  rate, ETA) and a line per source. Directory/glob jobs keep their ledger in
+                  rate, ETA) and a line per source, on stderr; none when a sink writes records
+                  to stdout and stdout is that same terminal. Directory/glob jobs keep their ledger in
                   DIR/jobs (default $STATE_DIRECTORY, else ~/.local/state/sluice): run again after
                   a crash or kill and finished files are skipped.
                   SIGINT/SIGTERM: stop the sources and drain frames in flight to the sink;
@@ -214,6 +215,18 @@ std::vector<sluice::SourceReport> source_reports(const sluice::Pipeline& pipelin
   return {};
 }
 
+// Whether a sink of `spec` writes its records to stdout (type stdout, or jsonl per run with path -).
+bool writes_to_stdout(const sluice::PipelineSpec& spec) {
+  for (const auto& stage : spec.stages) {
+    if (stage.kind != "sink") continue;
+    const auto& p = stage.params.all();
+    const auto param = [&](const char* key) { return p.count(key) ? stage.params.string(key) : std::string(); };
+    const std::string type = param("type");
+    if (type == "stdout" || (type == "jsonl" && param("per") == "run" && param("path") == "-")) return true;
+  }
+  return false;
+}
+
 int cmd_run(const std::string& file, std::string state_dir, bool progress, double drain_timeout_s) {
   // Signals are taken synchronously by this thread; every stage thread inherits the blocked mask.
   sigset_t signals;
@@ -230,7 +243,10 @@ int cmd_run(const std::string& file, std::string state_dir, bool progress, doubl
                sluice::to_string(pipeline.plan().device), sluice::to_string(pipeline.plan().execution));
   pipeline.start();
   std::optional<sluice::ProgressDisplay> display;
-  if (progress && sluice::ProgressDisplay::wanted(stderr)) display.emplace(stderr);
+  // Redraws move the cursor up over the block: on the terminal that also shows the records, they would
+  // overwrite result lines. Then no progress (the summary still comes at the end).
+  const bool records_on_this_terminal = writes_to_stdout(spec) && sluice::ProgressDisplay::same_terminal(stdout, stderr);
+  if (progress && !records_on_this_terminal && sluice::ProgressDisplay::wanted(stderr)) display.emplace(stderr);
   int interrupts = 0;
   std::int64_t next_draw = 0, drain_deadline = 0;
   while (!pipeline.finished()) {

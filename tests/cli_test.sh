@@ -77,6 +77,35 @@ check bench-device-cpu 0 'device cpu' -- \
   "$sluiced" bench "$src/config/pipelines/bench-1080p-bgr8.yaml" --device cpu --batches 2 --warmup 0 --pipelined
 check bench-device-bad 2 "--device needs one of auto\|cpu\|cuda" -- "$sluiced" bench x.yaml --device tpu
 
+# On a terminal, the progress block is redrawn with cursor-up escapes on stderr: never on the terminal that also
+# shows the stdout sink's records (it overwrote them), but still when the records go elsewhere.
+/usr/bin/python3 - "$sluiced" "$src/config/pipelines/default.yaml" <<'PY' && echo "ok   progress-vs-stdout-sink" || fails=$((fails + 1))
+import os, pty, re, subprocess, sys
+def run(records_elsewhere):
+    master, slave = pty.openpty()
+    env = dict(os.environ, TERM="xterm", COLUMNS="100")
+    out = subprocess.DEVNULL if records_elsewhere else slave
+    p = subprocess.Popen([sys.argv[1], "run", sys.argv[2]], stdin=subprocess.DEVNULL, stdout=out, stderr=slave, env=env)
+    os.close(slave)
+    data = b""
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # EIO once the child's side is closed
+            break
+        if not chunk:
+            break
+        data += chunk
+    os.close(master)
+    return p.wait(), len(re.findall(rb"\x1b\[[0-9]+A|\x1b\[2K", data)), len(re.findall(rb"seq [0-9]+ ", data))
+status, redraws, records = run(False)
+if status != 0 or redraws != 0 or records != 64:
+    sys.exit(f"FAIL progress-vs-stdout-sink: same terminal: exit {status}, {redraws} redraws (want 0), {records} records (want 64)")
+status, redraws, _ = run(True)
+if status != 0 or redraws == 0:
+    sys.exit(f"FAIL progress-vs-stdout-sink: records elsewhere: exit {status}, {redraws} redraws (want some)")
+PY
+
 # Model errors name the file (and the node), exit 2.
 check model-missing 2 "none.onnx" -- "$sluiced" model "$tmp/none.onnx"
 head -c 3000 "$src/models/testsrc-classifier.onnx" >"$tmp/truncated.onnx"
