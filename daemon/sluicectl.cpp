@@ -162,9 +162,10 @@ Ask the daemon to start a source in the running pipeline; the other sources keep
   testsrc:PATTERN          a test pattern (bars, shapes, gradient, checkerboard, noise)
 A local path is made absolute (against this shell's working directory) before it is sent, and the
 daemon must be able to read it at that path. Prints the new source's id and name. The daemon answers
-before anything is opened: a file it cannot read or a camera that does not answer shows up in
-sluicectl sources (state, reason, errors). It refuses (exit 1) a --name in use, and any source when the
-pipeline's decode stage has no run-time sources. May be restricted by sluiced's --allow-user /
+before anything is opened: a file it cannot decode or a camera that does not answer shows up in
+sluicectl sources (state, reason, errors). It refuses (exit 1, its reason on stderr) a file or image
+that is missing or that it may not read, a --name in use, and any source when the pipeline's decode
+stage has no run-time sources. May be restricted by sluiced's --allow-user /
 --allow-group.
 
   --name NAME        the source's name (default: from URI, e.g. clip for clip.mp4, video0 for a camera)
