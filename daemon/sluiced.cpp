@@ -20,6 +20,7 @@
 #include "daemon/bench.hpp"
 #include "daemon/decoder_check.hpp"
 #include "daemon/model_tool.hpp"
+#include "daemon/output_check.hpp"
 #include "daemon/progress.hpp"
 #include "daemon/service.hpp"
 #include "nn/graph.hpp"
@@ -129,6 +130,9 @@ constexpr CommandHelp kCommandHelp[] = {
                   queue depths, pool sizes and the memory the pools take; and per source the
                   decoder its inputs get on this host (NVDEC or the CPU, and why), opening each
                   file (of a directory: the first of each extension) up to its first frame.
+                  A sink path that cannot be written here (a missing directory a file output
+                  needs, a parent that is not a directory, no write permission) fails the
+                  check (exit 2), naming the stage and the path; nothing is created.
 )"},
     {"inspect", R"(inspect [KIND]  list the stage kinds, or print the parameters of one;
                   inspect pipeline: top-level keys; inspect all: everything
@@ -198,6 +202,11 @@ int cmd_devices() {
 int cmd_check(const std::string& file) {
   const auto spec = sluice::load_pipeline(file);
   const auto plan = sluice::plan_pipeline(spec);
+  // An output that cannot be written would fail every frame of the run at the sink: a configuration error here.
+  if (const auto problems = sluice::output_problems(spec); !problems.empty()) {
+    for (const auto& p : problems) std::fprintf(stderr, "sluiced: %s\n", p.c_str());
+    return 2;
+  }
   std::printf("%s: ok\n%s%s", file.c_str(), sluice::describe_plan(plan).c_str(),
               sluice::describe_decoders(spec, plan).c_str());
   return 0;

@@ -65,6 +65,21 @@ check run-default 0 'produced 40 = delivered 40 \+ dropped 0 \+ failed 0' -- "$s
 default_copy 's#type: stdout#type: jsonl\n    path: /nonexistent/x.jsonl#' >"$tmp/nowrite.yaml"
 check run-sink-fails 1 "failed 64 \+ in flight 0" -- "$sluiced" run "$tmp/nowrite.yaml"
 
+# check refuses a sink path that cannot be written here, naming the place, the stage and the path; a directory
+# output that can be created passes, and check creates nothing.
+check check-sink-no-dir 2 "nowrite.yaml:[0-9]+:[0-9]+: stage 'sink' \(sink\): path '/nonexistent/x.jsonl': its directory '/nonexistent': No such file" -- \
+  "$sluiced" check "$tmp/nowrite.yaml"
+touch "$tmp/plainfile"
+default_copy "s#type: stdout#type: npy\n    path: $tmp/plainfile/sub/out#" >"$tmp/underfile.yaml"
+check check-sink-under-file 2 "stage 'sink' \(sink\): path '$tmp/plainfile/sub/out': cannot create it: '$tmp/plainfile' is not a directory" -- \
+  "$sluiced" check "$tmp/underfile.yaml"
+default_copy "s#type: stdout#type: jsonl\n    path: $tmp#" >"$tmp/dirasfile.yaml"
+check check-sink-dir-as-file 2 "path '$tmp': it is a directory" -- "$sluiced" check "$tmp/dirasfile.yaml"
+default_copy "s#type: stdout#type: directory\n    path: $tmp/new/results#" >"$tmp/creatable.yaml"
+check check-sink-creatable 0 'creatable.yaml: ok' -- "$sluiced" check "$tmp/creatable.yaml"
+[ ! -e "$tmp/new" ] && echo "ok   check-creates-nothing" || { echo "FAIL check-creates-nothing: $tmp/new exists"; fails=$((fails + 1)); }
+
+
 # The default pipeline prints the shipped model's predictions: the source draws shapes.
 check run-default-predicts 0 'seq 0 .* shapes 0\.[0-9]+' -- "$sluiced" run "$src/config/pipelines/default.yaml"
 
