@@ -97,9 +97,9 @@ constexpr CommandHelp kCommandHelp[] = {
                   source failed or an input could not be read.
                   On a terminal, a progress bar per file being processed (frames done/total,
                   rate, ETA) and a line per source, on stderr; none when a sink writes records
-                  to stdout and stdout is that same terminal. Directory/glob jobs keep their ledger in
-                  DIR/jobs (default $STATE_DIRECTORY, else ~/.local/state/sluice): run again after
-                  a crash or kill and finished files are skipped.
+                  to stdout and stdout is that same terminal. Directory/glob jobs keep their
+                  ledger in DIR/jobs (default $STATE_DIRECTORY, else ~/.local/state/sluice): run
+                  again after a crash or kill and finished files are skipped.
                   SIGINT/SIGTERM: stop the sources and drain frames in flight to the sink;
                   a second signal exits at once (exit 130).
 )"},
@@ -505,8 +505,11 @@ int main(int argc, char** argv) {
 #endif
   std::vector<std::string> args(argv + 1, argv + argc);
   const auto is_help = [](const std::string& a) { return a == "--help" || a == "-h"; };
-  if (args.empty()) {
-    std::fprintf(stderr, "%s", full_help().c_str());
+  if (args.empty()) {  // the two forms and the commands; the options are for --help
+    std::string names;
+    for (const auto& c : kCommandHelp) names += std::string(names.empty() ? "" : ", ") + c.name;
+    std::fprintf(stderr, "usage: sluiced --config FILE [SERVICE OPTIONS]\n       sluiced COMMAND [ARGS]    (%s)\n"
+                 "sluiced --help lists the options and commands; sluiced COMMAND --help shows one\n", names.c_str());
     return 2;
   }
   if (is_help(args[0]) || args[0] == "help") {
