@@ -135,6 +135,18 @@ nlohmann::json machine(Device device, int gpu_index) {
           {"gpu", device == Device::cuda ? gpu::device_name(gpu_index) : "none"}};
 }
 
+// The shipped bench files say `device: cuda`: on a machine without a usable GPU the refusal says how to
+// measure on the CPU instead.
+PipelinePlan plan_for_bench(const PipelineSpec& spec, const BenchOptions& o) {
+  try {
+    return plan_pipeline(spec);
+  } catch (const ConfigError& e) {
+    if (spec.device != DeviceChoice::cuda || gpu::device_count() > spec.gpu) throw;
+    throw ConfigError(std::string(e.what()) + "; to measure on the CPU: sluiced bench " + o.file +
+                      " --device cpu");
+  }
+}
+
 }  // namespace
 
 int run_bench(const BenchOptions& o) {
@@ -146,7 +158,9 @@ int run_bench(const BenchOptions& o) {
   source.params.set("frames", total, true);
   const auto warmup_frames = static_cast<std::uint64_t>(o.warmup) * static_cast<std::uint64_t>(spec.batch_size);
 
-  const PipelinePlan probe = plan_pipeline(spec);
+  if (!o.device.empty())
+    spec.device = o.device == "cpu" ? DeviceChoice::cpu : o.device == "cuda" ? DeviceChoice::cuda : DeviceChoice::automatic;
+  const PipelinePlan probe = plan_for_bench(spec, o);
   std::printf("bench %s: %d batches after %d warm-up, batch %d, %s, device %s%s\n", o.file.c_str(), o.batches, o.warmup,
               spec.batch_size, probe.stages.front().output.describe().c_str(), to_string(probe.device),
               probe.device == Device::cuda ? (" (" + gpu::device_name(spec.gpu) + ")").c_str() : "");

@@ -11,6 +11,7 @@ struct BenchOptions {
   bool serial_only = false;
   bool pipelined_only = false;  // no serial run (and so no bound): long inputs, files
   std::string json_path, trace_path;
+  std::string device;  // "auto", "cpu" or "cuda": overrides the file's `device:`; empty: the file's
 };
 
 // Prints the report; returns the process exit status.

@@ -1,6 +1,7 @@
 #include "daemon/progress.hpp"
 
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -407,6 +408,15 @@ bool ProgressDisplay::wanted(std::FILE* out) {
   if (fd < 0 || !::isatty(fd)) return false;
   const char* term = std::getenv("TERM");
   return term && *term && std::string_view(term) != "dumb";
+}
+
+bool ProgressDisplay::same_terminal(std::FILE* a, std::FILE* b) {
+  if (!a || !b) return false;
+  const int fa = ::fileno(a), fb = ::fileno(b);
+  if (fa < 0 || fb < 0 || !::isatty(fa) || !::isatty(fb)) return false;
+  struct stat sa{}, sb{};
+  if (::fstat(fa, &sa) != 0 || ::fstat(fb, &sb) != 0) return false;
+  return sa.st_rdev == sb.st_rdev;
 }
 
 int ProgressDisplay::columns(std::FILE* out) {

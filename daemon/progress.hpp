@@ -53,6 +53,9 @@ class ProgressDisplay {
 
   // True when `out` is a terminal that understands the escapes: isatty, and TERM is set and not "dumb".
   static bool wanted(std::FILE* out);
+  // True when `a` and `b` are the same terminal (both ttys on one device): what one prints lands among the
+  // other's lines, and a redraw of a block moves over (and erases) them.
+  static bool same_terminal(std::FILE* a, std::FILE* b);
   // The width of the terminal behind `out` (TIOCGWINSZ), else $COLUMNS, else 80.
   static int columns(std::FILE* out);
 

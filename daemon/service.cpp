@@ -5,9 +5,11 @@
 #include <pwd.h>
 #include <spdlog/spdlog.h>
 #include <systemd/sd-daemon.h>
+#include <unistd.h>
 
 #include <utility>  // before Asio: Boost 1.74's awaitable.hpp uses std::exchange without it
 #include <boost/asio.hpp>
+#include <cstring>
 #include <deque>
 #include <filesystem>
 #include <memory>
@@ -27,6 +29,7 @@
 #include "daemon/watchdog.hpp"
 #include "runtime/errors.hpp"
 #include "runtime/gpu.hpp"
+#include "runtime/inputs.hpp"
 #include "runtime/pipeline.hpp"
 #include "runtime/source_control.hpp"
 #include "runtime/utf8.hpp"
@@ -36,6 +39,16 @@ namespace sluice {
 namespace {
 
 namespace asio = boost::asio;
+
+// Why a source-add of a local file or image cannot be read, if so: it is missing, or sluiced may not read it
+// (access(2), no open). Globs, image sequences, cameras (plugged in later) and URLs are left to the source.
+std::optional<std::string> unreadable_local_input(const std::string& uri) {
+  const InputKind kind = classify_uri(uri);
+  if (kind != InputKind::file && kind != InputKind::image) return std::nullopt;
+  if (uri.find_first_of("*?[") != std::string::npos) return std::nullopt;
+  if (::access(uri.c_str(), R_OK) == 0) return std::nullopt;
+  return "source-add " + to_valid_utf8(uri) + " refused: " + std::strerror(errno);
+}
 
 // Per stage, frames per second and GPU busy fraction over the last 1/10/60 s, from one sample per second.
 class RateWindows {
@@ -237,7 +250,10 @@ class Service {
       return error(*why);
     }
     spdlog::info("control: {} from {}", name, peer.remote);
-    if (state_ == "stopping") return error("sluiced is stopping");
+    if (state_ == "stopping") {
+      spdlog::warn("control: {} refused: sluiced is stopping", name);
+      return error("sluiced is stopping");
+    }
     switch (request.kind) {
       case RequestKind::pause:
       case RequestKind::resume:
@@ -271,7 +287,10 @@ class Service {
         return error(*why);
       }
     }
-    if (auto busy = reload_refusal()) return error(*busy);  // nothing of the file in it: no redaction
+    if (auto busy = reload_refusal()) {  // nothing of the file in it: no redaction
+      spdlog::warn("control: reload {} refused: {}", to_valid_utf8(path), *busy);
+      return error(*busy);
+    }
     nlohmann::json r = reload(path);
     if (!r.value("ok", false)) {
       const std::string full = r.value("error", "");
@@ -284,7 +303,10 @@ class Service {
   // A source-remove names a source by id or name; a name that is not UTF-8 is shown with U+FFFD, and that
   // shown form finds it too.
   nlohmann::json remove_source(const std::string& which) {
-    if (auto why = sources_changing()) return error(*why);
+    if (auto why = sources_changing()) {
+      spdlog::warn("control: source-remove {} refused: {}", to_valid_utf8(which), *why);
+      return error(*why);
+    }
     SourceControl* control = pipeline_->source_control();
     if (!control) return error("no source '" + which + "'");
     std::string target = which;
@@ -321,7 +343,16 @@ class Service {
       spdlog::warn("control: {}", *why);
       return error(*why);
     }
-    if (auto why = sources_changing()) return error(*why);
+    if (auto why = sources_changing()) {
+      spdlog::warn("control: source-add {} refused: {}", to_valid_utf8(request.uri), *why);
+      return error(*why);
+    }
+    // A local file that is not there (or not readable) is refused now: accepted, it would only show up as a
+    // failed source. Asked after the policy, so nothing is said about paths outside the input roots.
+    if (auto why = unreadable_local_input(request.uri)) {
+      spdlog::warn("control: {}", *why);
+      return error(*why);
+    }
     SourceOptions o;
     o.uri = request.uri;
     if (request.name) o.name = *request.name;
@@ -334,6 +365,7 @@ class Service {
         if (r.id == id) return {{"ok", true}, {"id", id}, {"name", r.name}};
       return {{"ok", true}, {"id", id}};
     } catch (const std::exception& e) {
+      spdlog::warn("control: source-add {} refused: {}", to_valid_utf8(request.uri), e.what());
       return error(e.what());
     }
   }

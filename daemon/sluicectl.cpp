@@ -8,6 +8,7 @@
 #include <grp.h>
 #include <netdb.h>
 #include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -131,6 +132,8 @@ Fields the daemon did not send are shown as '-'.
 Clear the screen and print status every SECONDS (default 1, at least 0.1; -n S is short for
 --interval S) until Ctrl-C (exit 0).
 Connection errors are shown in place and retried, so a daemon restart can be watched through.
+Each line is cut to the terminal's width with an ellipsis, so a long reason cannot wrap and break
+the tables (not on a terminal: to $COLUMNS when set, else whole lines).
 )"},
     {"sources", R"(usage: sluicectl sources [--json]
 
@@ -162,9 +165,10 @@ Ask the daemon to start a source in the running pipeline; the other sources keep
   testsrc:PATTERN          a test pattern (bars, shapes, gradient, checkerboard, noise)
 A local path is made absolute (against this shell's working directory) before it is sent, and the
 daemon must be able to read it at that path. Prints the new source's id and name. The daemon answers
-before anything is opened: a file it cannot read or a camera that does not answer shows up in
-sluicectl sources (state, reason, errors). It refuses (exit 1) a --name in use, and any source when the
-pipeline's decode stage has no run-time sources. May be restricted by sluiced's --allow-user /
+before anything is opened: a file it cannot decode or a camera that does not answer shows up in
+sluicectl sources (state, reason, errors). It refuses (exit 1, its reason on stderr) a file or image
+that is missing or that it may not read, a --name in use, and any source when the pipeline's decode
+stage has no run-time sources. May be restricted by sluiced's --allow-user /
 --allow-group.
 
   --name NAME        the source's name (default: from URI, e.g. clip for clip.mp4, video0 for a camera)
@@ -1103,6 +1107,57 @@ void write_all(int fd, const std::string& s) {
   }
 }
 
+// Display columns of UTF-8 text: one per code point (continuation bytes do not count).
+std::size_t display_width(std::string_view s) {
+  std::size_t n = 0;
+  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+  return n;
+}
+
+// `line` in at most `width` columns: control characters become spaces (a reason may hold a tab or a CR), and a
+// longer line is cut at a code point boundary and ends in an ellipsis.
+std::string fit_width(std::string line, std::size_t width) {
+  for (char& c : line)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';
+  if (width == 0 || display_width(line) <= width) return line;
+  std::size_t kept = 0, end = 0;
+  while (end < line.size()) {
+    std::size_t next = end + 1;
+    while (next < line.size() && (static_cast<unsigned char>(line[next]) & 0xC0) == 0x80) ++next;
+    if (kept + 1 > width - 1) break;
+    ++kept;
+    end = next;
+  }
+  return line.substr(0, end) + "\u2026";
+}
+
+// Every line of `text` fitted to `width` columns (0: no limit): a long reason cannot wrap and break the tables.
+std::string fit_screen(const std::string& text, std::size_t width) {
+  std::string out;
+  for (std::size_t at = 0; at < text.size();) {
+    const std::size_t nl = text.find('\n', at);
+    const std::size_t end = nl == std::string::npos ? text.size() : nl;
+    out += fit_width(text.substr(at, end - at), width);
+    if (nl == std::string::npos) break;
+    out += '\n';
+    at = nl + 1;
+  }
+  return out;
+}
+
+// The width watch fits its lines to: the terminal's (TIOCGWINSZ), else $COLUMNS, else none (a pipe or file
+// keeps whole lines).
+std::size_t watch_columns(bool tty) {
+  winsize ws{};
+  if (tty && ::ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) return ws.ws_col;
+  if (const char* c = std::getenv("COLUMNS")) {
+    char* end = nullptr;
+    const long n = std::strtol(c, &end, 10);
+    if (end != c && *end == '\0' && n > 0 && n < 100000) return static_cast<std::size_t>(n);
+  }
+  return 0;
+}
+
 int cmd_watch(const Options& o, double interval_s) {
   install_interrupt_handlers();
   const bool tty = ::isatty(STDOUT_FILENO) != 0;
@@ -1120,14 +1175,15 @@ int cmd_watch(const Options& o, double interval_s) {
     char head[256];
     std::snprintf(head, sizeof head, "every %gs: sluicectl status (%s)    %s\n\n", interval_s, o.socket.c_str(), stamp);
 
-    std::string screen = tty ? "\x1b[H\x1b[2J" : (first ? "" : "\n");
-    screen += head;
+    std::string body = head;
     if (r.code == kExitOk)
-      screen += format_status(r.reply);
+      body += format_status(r.reply);
     else if (r.code == kExitRefused)
-      screen += "daemon: " + r.error + "\n";
+      body += "daemon: " + r.error + "\n";
     else
-      screen += r.error + "\n(retrying)\n";
+      body += r.error + "\n(retrying)\n";
+    // The width is read at every refresh: a resized terminal gets lines that fit it.
+    const std::string screen = (tty ? "\x1b[H\x1b[2J" : (first ? "" : "\n")) + fit_screen(body, watch_columns(tty));
     write_all(STDOUT_FILENO, screen);
     first = false;
 

@@ -4,6 +4,7 @@
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -19,6 +20,7 @@
 #include "daemon/bench.hpp"
 #include "daemon/decoder_check.hpp"
 #include "daemon/model_tool.hpp"
+#include "daemon/output_check.hpp"
 #include "daemon/progress.hpp"
 #include "daemon/service.hpp"
 #include "nn/graph.hpp"
@@ -37,7 +39,9 @@
 
 namespace {
 
-constexpr const char* kUsage = R"(usage: sluiced --config FILE [SERVICE OPTIONS]
+// The help: the service mode's options, then one entry per command. `sluiced COMMAND --help` prints its
+// entry alone (usage line first), `sluiced --help` all of them.
+constexpr const char* kServiceHelp = R"(sluiced --config FILE [SERVICE OPTIONS]
        sluiced COMMAND [ARGS]
 
 service mode (under systemd, or by hand): run the pipeline in FILE until stopped, with a control
@@ -78,28 +82,39 @@ and watchdog.
                          only these (and root, and sluiced's own user) may pause/resume/reload/stop;
                          repeatable; by default anyone who can open the socket may
 
-commands:
-  run FILE [--state-dir DIR] [--no-progress] [--drain-timeout S]
+)";
+
+struct CommandHelp {
+  const char* name;
+  const char* text;  // "NAME ARGS" then the description, indented as in the full help; ends with '\n'
+};
+constexpr CommandHelp kCommandHelp[] = {
+    {"run", R"(run FILE [--state-dir DIR] [--no-progress] [--drain-timeout S]
                   run the pipeline in FILE until its sources end, then print a summary and each
                   source's outcome (frames, drops, errors, bad inputs with their reasons).
                   SIGINT/SIGTERM drains; what is still in flight after S seconds (default 30)
                   is counted failed ("drain timeout") and it exits 1. Exit 1 also when a
                   source failed or an input could not be read.
                   On a terminal, a progress bar per file being processed (frames done/total,
-                  rate, ETA) and a line per source. Directory/glob jobs keep their ledger in
-                  DIR/jobs (default $STATE_DIRECTORY, else ~/.local/state/sluice): run again after
-                  a crash or kill and finished files are skipped.
+                  rate, ETA) and a line per source, on stderr; none when a sink writes records
+                  to stdout and stdout is that same terminal. Directory/glob jobs keep their
+                  ledger in DIR/jobs (default $STATE_DIRECTORY, else ~/.local/state/sluice): run
+                  again after a crash or kill and finished files are skipped.
                   SIGINT/SIGTERM: stop the sources and drain frames in flight to the sink;
                   a second signal exits at once (exit 130).
-  bench FILE [--batches N] [--warmup N] [--serial|--pipelined] [--json PATH] [--trace PATH]
+)"},
+    {"bench", R"(bench FILE [--batches N] [--warmup N] [--serial|--pipelined] [--device auto|cpu|cuda]
+                  [--json PATH] [--trace PATH]
                   run FILE's source for warm-up + N batches (default 20 + 200; test patterns:
                   files and streams run to their end, measured after the warm-up), first serial
                   (one stage at a time: each stage alone, giving the bottleneck bound), then
                   pipelined; print frames/s, per-stage ms per batch, stream busy fractions, CPU
                   used, and pipelined / bound. --serial: the serial run only; --pipelined: the
-                  pipelined run only (no bound). --json: the report as JSON.
+                  pipelined run only (no bound). --device: run on this device instead of the
+                  file's `device:` (the shipped bench files say cuda). --json: the report as JSON.
                   --trace: Chrome/Perfetto trace of the measured run, one track per stage stream.
-  model FILE.onnx [--batch N] [--device auto|cpu|cuda] [--precision f32|f16|bf16]
+)"},
+    {"model", R"(model FILE.onnx [--batch N] [--device auto|cpu|cuda] [--precision f32|f16|bf16]
                   [--input X.npy]... [--output Y.npy]... [--bench] [--iterations N] [--warmup N]
                   [--profile] [--no-graph] [--algo-cache PATH] [--conv-modes fused|separate|gemm]...
                   [--json PATH]
@@ -110,24 +125,49 @@ commands:
                   --profile: per-layer GPU times; --conv-modes (repeatable) limits how convolutions
                   may run (cuDNN fused epilogue, cuDNN then sluice's epilogue, 1x1 as a cuBLAS
                   product), for diagnosis. Default device: cuda when a GPU is usable.
-  check FILE      validate FILE and print the resolved pipeline: stages, the stream of each,
+)"},
+    {"check", R"(check FILE      validate FILE and print the resolved pipeline: stages, the stream of each,
                   queue depths, pool sizes and the memory the pools take; and per source the
                   decoder its inputs get on this host (NVDEC or the CPU, and why), opening each
                   file (of a directory: the first of each extension) up to its first frame.
-  inspect [KIND]  list the stage kinds, or print the parameters of one;
+                  A sink path that cannot be written here (a missing directory a file output
+                  needs, a parent that is not a directory, no write permission) fails the
+                  check (exit 2), naming the stage and the path; nothing is created.
+)"},
+    {"inspect", R"(inspect [KIND]  list the stage kinds, or print the parameters of one;
                   inspect pipeline: top-level keys; inspect all: everything
-  devices         list the CUDA devices sluice can use
-  --version       print the version
-  --help          print this help
+)"},
+    {"devices", R"(devices         list the CUDA devices sluice can use
+)"},
+};
 
+constexpr const char* kExitStatusHelp = R"(
 exit status: 0 success; 1 frames failed, an input could not be read (missing, corrupt, truncated), or
 the pipeline could not run; 2 usage or configuration error; 130 interrupted twice.
 )";
 
-int usage_error(const std::string& msg) {
-  std::fprintf(stderr, "sluiced: %s\n\n%s", msg.c_str(), kUsage);
+std::string full_help() {
+  std::string out = std::string("usage: ") + kServiceHelp + "commands:\n";
+  for (const auto& c : kCommandHelp) out += std::string("  ") + c.text;  // the first line is indented as a list
+  out += "  --version       print the version\n  --help          print this help (COMMAND --help: that command's)\n";
+  return out + kExitStatusHelp;
+}
+
+const CommandHelp* find_command_help(const std::string& name) {
+  for (const auto& c : kCommandHelp)
+    if (name == c.name) return &c;
+  return nullptr;
+}
+
+// One line naming the problem and where to read on; the help itself is for --help (exit status 2).
+int usage_error(const std::string& msg, const std::string& command = {}) {
+  if (!command.empty() && find_command_help(command))
+    std::fprintf(stderr, "sluiced: %s (sluiced %s --help shows its usage)\n", msg.c_str(), command.c_str());
+  else
+    std::fprintf(stderr, "sluiced: %s (sluiced --help lists the commands)\n", msg.c_str());
   return 2;
 }
+
 
 int cmd_inspect(const std::vector<std::string>& args) {
   const auto& reg = sluice::StageRegistry::builtin();
@@ -146,7 +186,7 @@ int cmd_inspect(const std::vector<std::string>& args) {
     return 0;
   }
   const sluice::StageInfo* info = reg.find(args[0]);
-  if (!info) return usage_error("unknown stage kind '" + args[0] + "' (known: " + reg.kinds() + ")");
+  if (!info) return usage_error("unknown stage kind '" + args[0] + "' (known: " + reg.kinds() + ")", "inspect");
   std::printf("%s", sluice::describe_stage(*info).c_str());
   return 0;
 }
@@ -162,6 +202,11 @@ int cmd_devices() {
 int cmd_check(const std::string& file) {
   const auto spec = sluice::load_pipeline(file);
   const auto plan = sluice::plan_pipeline(spec);
+  // An output that cannot be written would fail every frame of the run at the sink: a configuration error here.
+  if (const auto problems = sluice::output_problems(spec); !problems.empty()) {
+    for (const auto& p : problems) std::fprintf(stderr, "sluiced: %s\n", p.c_str());
+    return 2;
+  }
   std::printf("%s: ok\n%s%s", file.c_str(), sluice::describe_plan(plan).c_str(),
               sluice::describe_decoders(spec, plan).c_str());
   return 0;
@@ -177,6 +222,18 @@ std::string user_state_dir() {
 std::vector<sluice::SourceReport> source_reports(const sluice::Pipeline& pipeline) {
   if (auto* control = pipeline.source_control()) return control->sources();
   return {};
+}
+
+// Whether a sink of `spec` writes its records to stdout (type stdout, or jsonl per run with path -).
+bool writes_to_stdout(const sluice::PipelineSpec& spec) {
+  for (const auto& stage : spec.stages) {
+    if (stage.kind != "sink") continue;
+    const auto& p = stage.params.all();
+    const auto param = [&](const char* key) { return p.count(key) ? stage.params.string(key) : std::string(); };
+    const std::string type = param("type");
+    if (type == "stdout" || (type == "jsonl" && param("per") == "run" && param("path") == "-")) return true;
+  }
+  return false;
 }
 
 int cmd_run(const std::string& file, std::string state_dir, bool progress, double drain_timeout_s) {
@@ -195,7 +252,10 @@ int cmd_run(const std::string& file, std::string state_dir, bool progress, doubl
                sluice::to_string(pipeline.plan().device), sluice::to_string(pipeline.plan().execution));
   pipeline.start();
   std::optional<sluice::ProgressDisplay> display;
-  if (progress && sluice::ProgressDisplay::wanted(stderr)) display.emplace(stderr);
+  // Redraws move the cursor up over the block: on the terminal that also shows the records, they would
+  // overwrite result lines. Then no progress (the summary still comes at the end).
+  const bool records_on_this_terminal = writes_to_stdout(spec) && sluice::ProgressDisplay::same_terminal(stdout, stderr);
+  if (progress && !records_on_this_terminal && sluice::ProgressDisplay::wanted(stderr)) display.emplace(stderr);
   int interrupts = 0;
   std::int64_t next_draw = 0, drain_deadline = 0;
   while (!pipeline.finished()) {
@@ -333,6 +393,7 @@ int cmd_bench(const std::vector<std::string>& args) {
     else if (a == "--pipelined") o.pipelined_only = true;
     else if (a == "--json") o.json_path = r.value();
     else if (a == "--trace") o.trace_path = r.value();
+    else if (a == "--device") o.device = r.choice({"auto", "cpu", "cuda"});
     else if (!a.empty() && a[0] == '-') throw std::invalid_argument("unknown option '" + a + "'");
     else if (o.file.empty()) o.file = a;
     else throw std::invalid_argument("bench takes one pipeline FILE");
@@ -443,11 +504,36 @@ int main(int argc, char** argv) {
   sluice::register_video_readers();  // GPU-host builds: video files and streams (NVDEC, libavcodec)
 #endif
   std::vector<std::string> args(argv + 1, argv + argc);
-  if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
-    std::printf("%s", kUsage);
-    return args.empty() ? 2 : 0;
+  const auto is_help = [](const std::string& a) { return a == "--help" || a == "-h"; };
+  if (args.empty()) {  // the two forms and the commands; the options are for --help
+    std::string names;
+    for (const auto& c : kCommandHelp) names += std::string(names.empty() ? "" : ", ") + c.name;
+    std::fprintf(stderr, "usage: sluiced --config FILE [SERVICE OPTIONS]\n       sluiced COMMAND [ARGS]    (%s)\n"
+                 "sluiced --help lists the options and commands; sluiced COMMAND --help shows one\n", names.c_str());
+    return 2;
+  }
+  if (is_help(args[0]) || args[0] == "help") {
+    if (args[0] == "help" && args.size() > 1) {
+      const CommandHelp* help = find_command_help(args[1]);
+      if (!help) return usage_error("unknown command '" + args[1] + "'");
+      std::printf("usage: sluiced %s%s", help->text, kExitStatusHelp);
+      return 0;
+    }
+    std::printf("%s", full_help().c_str());
+    return 0;
   }
   const std::string cmd = args[0];
+  // COMMAND --help (anywhere among its arguments) prints that command's help; the service mode's is the full one.
+  if (std::any_of(args.begin() + 1, args.end(), is_help)) {
+    if (const CommandHelp* help = find_command_help(cmd)) {
+      std::printf("usage: sluiced %s%s", help->text, kExitStatusHelp);
+      return 0;
+    }
+    if (cmd.rfind("--", 0) == 0) {
+      std::printf("%s", full_help().c_str());
+      return 0;
+    }
+  }
   try {
     if (cmd.rfind("--", 0) == 0 && cmd != "--version") return cmd_service(args);
     args.erase(args.begin());
@@ -458,7 +544,7 @@ int main(int argc, char** argv) {
     if (cmd == "inspect") return cmd_inspect(args);
     if (cmd == "devices") return cmd_devices();
     if (cmd == "check") {
-      if (args.size() != 1) return usage_error(cmd + " takes exactly one pipeline FILE");
+      if (args.size() != 1) return usage_error(cmd + " takes exactly one pipeline FILE", cmd);
       return cmd_check(args[0]);
     }
     if (cmd == "run") return cmd_run_args(args);
@@ -466,7 +552,7 @@ int main(int argc, char** argv) {
     if (cmd == "model") return cmd_model(args);
     return usage_error("unknown command '" + cmd + "'");
   } catch (const std::invalid_argument& e) {
-    return usage_error(e.what());
+    return usage_error(e.what(), cmd);
   } catch (const sluice::ConfigError& e) {
     std::fprintf(stderr, "sluiced: %s\n", e.what());
     return 2;

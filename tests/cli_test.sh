@@ -16,7 +16,20 @@ check() {  # check NAME EXPECTED_STATUS GREP_PATTERN -- COMMAND...
 
 check help 0 'usage: sluiced' -- "$sluiced" --help
 check no-args 2 'usage: sluiced' -- "$sluiced"
-check unknown-command 2 "unknown command 'frobnicate'" -- "$sluiced" frobnicate
+check unknown-command 2 "unknown command 'frobnicate' \(sluiced --help lists the commands\)" -- "$sluiced" frobnicate
+# A usage error is one line naming the problem, not the whole help.
+lines_of() { "$@" 2>&1 | wc -l; }
+[ "$(lines_of "$sluiced" frobnicate)" -eq 1 ] && echo "ok   unknown-command-one-line" ||
+  { echo "FAIL unknown-command-one-line: $(lines_of "$sluiced" frobnicate) lines"; fails=$((fails + 1)); }
+check run-bad-option-one-line 2 "^sluiced: unknown option '--nope' \(sluiced run --help shows its usage\)$" -- \
+  "$sluiced" run --nope
+# Every command's --help prints its own usage and exits 0.
+for c in run bench model check inspect devices; do
+  check "help-$c" 0 "^usage: sluiced $c " -- "$sluiced" "$c" --help
+done
+check help-model-after-file 0 '^usage: sluiced model .*--precision' -- "$sluiced" model x.onnx --help
+check help-command 0 '^usage: sluiced bench ' -- "$sluiced" help bench
+check help-service 0 'commands:' -- "$sluiced" --config x.yaml --help
 check version 0 '^sluiced [0-9]+\.[0-9]+' -- "$sluiced" --version
 check inspect-list 0 'preprocess' -- "$sluiced" inspect
 check inspect-stage 0 'pattern .*testsrc picture' -- "$sluiced" inspect decode
@@ -52,8 +65,61 @@ check run-default 0 'produced 40 = delivered 40 \+ dropped 0 \+ failed 0' -- "$s
 default_copy 's#type: stdout#type: jsonl\n    path: /nonexistent/x.jsonl#' >"$tmp/nowrite.yaml"
 check run-sink-fails 1 "failed 64 \+ in flight 0" -- "$sluiced" run "$tmp/nowrite.yaml"
 
+# check refuses a sink path that cannot be written here, naming the place, the stage and the path; a directory
+# output that can be created passes, and check creates nothing.
+check check-sink-no-dir 2 "nowrite.yaml:[0-9]+:[0-9]+: stage 'sink' \(sink\): path '/nonexistent/x.jsonl': its directory '/nonexistent': No such file" -- \
+  "$sluiced" check "$tmp/nowrite.yaml"
+touch "$tmp/plainfile"
+default_copy "s#type: stdout#type: npy\n    path: $tmp/plainfile/sub/out#" >"$tmp/underfile.yaml"
+check check-sink-under-file 2 "stage 'sink' \(sink\): path '$tmp/plainfile/sub/out': cannot create it: '$tmp/plainfile' is not a directory" -- \
+  "$sluiced" check "$tmp/underfile.yaml"
+default_copy "s#type: stdout#type: jsonl\n    path: $tmp#" >"$tmp/dirasfile.yaml"
+check check-sink-dir-as-file 2 "path '$tmp': it is a directory" -- "$sluiced" check "$tmp/dirasfile.yaml"
+default_copy "s#type: stdout#type: directory\n    path: $tmp/new/results#" >"$tmp/creatable.yaml"
+check check-sink-creatable 0 'creatable.yaml: ok' -- "$sluiced" check "$tmp/creatable.yaml"
+[ ! -e "$tmp/new" ] && echo "ok   check-creates-nothing" || { echo "FAIL check-creates-nothing: $tmp/new exists"; fails=$((fails + 1)); }
+
+
 # The default pipeline prints the shipped model's predictions: the source draws shapes.
 check run-default-predicts 0 'seq 0 .* shapes 0\.[0-9]+' -- "$sluiced" run "$src/config/pipelines/default.yaml"
+
+# The shipped bench files say device: cuda; without a usable GPU the refusal names --device cpu, which works.
+if ! "$sluiced" devices | grep -q '^gpu 0'; then
+  check bench-no-gpu 2 "to measure on the CPU: sluiced bench .*bench-1080p-bgr8.yaml --device cpu" -- \
+    "$sluiced" bench "$src/config/pipelines/bench-1080p-bgr8.yaml"
+fi
+check bench-device-cpu 0 'device cpu' -- \
+  "$sluiced" bench "$src/config/pipelines/bench-1080p-bgr8.yaml" --device cpu --batches 2 --warmup 0 --pipelined
+check bench-device-bad 2 "--device needs one of auto\|cpu\|cuda" -- "$sluiced" bench x.yaml --device tpu
+
+# On a terminal, the progress block is redrawn with cursor-up escapes on stderr: never on the terminal that also
+# shows the stdout sink's records (it overwrote them), but still when the records go elsewhere.
+/usr/bin/python3 - "$sluiced" "$src/config/pipelines/default.yaml" <<'PY' && echo "ok   progress-vs-stdout-sink" || fails=$((fails + 1))
+import os, pty, re, subprocess, sys
+def run(records_elsewhere):
+    master, slave = pty.openpty()
+    env = dict(os.environ, TERM="xterm", COLUMNS="100")
+    out = subprocess.DEVNULL if records_elsewhere else slave
+    p = subprocess.Popen([sys.argv[1], "run", sys.argv[2]], stdin=subprocess.DEVNULL, stdout=out, stderr=slave, env=env)
+    os.close(slave)
+    data = b""
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # EIO once the child's side is closed
+            break
+        if not chunk:
+            break
+        data += chunk
+    os.close(master)
+    return p.wait(), len(re.findall(rb"\x1b\[[0-9]+A|\x1b\[2K", data)), len(re.findall(rb"seq [0-9]+ ", data))
+status, redraws, records = run(False)
+if status != 0 or redraws != 0 or records != 64:
+    sys.exit(f"FAIL progress-vs-stdout-sink: same terminal: exit {status}, {redraws} redraws (want 0), {records} records (want 64)")
+status, redraws, _ = run(True)
+if status != 0 or redraws == 0:
+    sys.exit(f"FAIL progress-vs-stdout-sink: records elsewhere: exit {status}, {redraws} redraws (want some)")
+PY
 
 # Model errors name the file (and the node), exit 2.
 check model-missing 2 "none.onnx" -- "$sluiced" model "$tmp/none.onnx"

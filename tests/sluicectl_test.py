@@ -7,6 +7,7 @@ Prints one ok/FAIL line per check; exits 1 if any check failed. Python 3 standar
 """
 import json
 import os
+import select
 import shutil
 import signal
 import socket
@@ -409,6 +410,9 @@ def run_checks(r):
     finally:
         srv.close()
 
+    # --- watch on an 80-column terminal: a long reason is cut with an ellipsis, no line wraps -----------------
+    run_watch_width_checks(r)
+
     # --- trace ----------------------------------------------------------------------------------------------
     run_trace_checks(r)
 
@@ -538,6 +542,51 @@ def run_checks(r):
 
 def is_number(v):
     return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def run_watch_width_checks(r):
+    import fcntl
+    import pty
+    import re
+    import struct
+    import termios
+    long_reason = ("cannot open rtsp://camera.example/stream: " + "Connection refused; retrying with TCP. " * 12 +
+                   "caf\u00e9\tend")
+    failing = dict(SOURCES[1], state="failed", reason=long_reason)
+    path = r.sock_path()
+    srv = FakeServer(path, {"status": dict(STATUS, sources=[SOURCES[0], failing], inputs=INPUTS)})
+    try:
+        master, slave = pty.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 80, 0, 0))
+        env = dict(os.environ, TERM="xterm")
+        env.pop("SLUICE_SOCKET", None)
+        env.pop("COLUMNS", None)
+        w = subprocess.Popen([r.binary, "--socket", path, "watch", "--interval", "0.2"], stdin=subprocess.DEVNULL,
+                             stdout=slave, stderr=subprocess.PIPE, env=env)
+        os.close(slave)
+        data, deadline = b"", time.monotonic() + 15
+        while data.count(b"\x1b[2J") < 3 and time.monotonic() < deadline:  # two whole screens at least
+            ready = select.select([master], [], [], 0.2)[0]
+            if ready:
+                try:
+                    data += os.read(master, 65536)
+                except OSError:
+                    break
+        w.send_signal(signal.SIGINT)
+        w.wait(timeout=10)
+        os.close(master)
+        screen = data.decode("utf-8", "replace").split("\x1b[2J")[-2]  # a whole screen
+        lines = re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", screen).replace("\r", "").split("\n")
+        widest = max(len(l) for l in lines)
+        r.check("watch on an 80-column terminal: no line wider than 80", widest <= 80,
+                f"widest {widest}:\n" + "\n".join(lines))
+        r.check("watch: the row with the long reason is cut with an ellipsis",
+                any(l.split()[:4] == ["2", "cam7", "stream", "failed"] and l.endswith("\u2026") for l in lines),
+                "\n".join(lines))
+        r.check("watch: the rows after the long reason are still whole rows",
+                any(l.startswith("frames: ") for l in lines), "\n".join(lines))
+    finally:
+        srv.close()
 
 
 def run_source_checks(r):

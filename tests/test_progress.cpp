@@ -2,6 +2,9 @@
 
 #include "daemon/progress.hpp"
 
+#include <pty.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <sstream>
 #include <string>
@@ -302,4 +305,24 @@ TEST_CASE("progress display: redraws in place with cursor-up and line clears", "
     std::fseek(f, 0, SEEK_END);
   }
   std::fclose(f);
+}
+
+TEST_CASE("progress display: same_terminal tells one terminal from another and from a file", "[progress]") {
+  // Two ptys stand for two terminals; a second descriptor of the first one is that same terminal.
+  int master_a = -1, slave_a = -1, master_b = -1, slave_b = -1;
+  REQUIRE(::openpty(&master_a, &slave_a, nullptr, nullptr, nullptr) == 0);
+  REQUIRE(::openpty(&master_b, &slave_b, nullptr, nullptr, nullptr) == 0);
+  std::FILE* a = ::fdopen(slave_a, "w");
+  std::FILE* a_again = ::fdopen(::dup(slave_a), "w");
+  std::FILE* b = ::fdopen(slave_b, "w");
+  std::FILE* file = std::tmpfile();
+  REQUIRE((a && a_again && b && file));
+  CHECK(ProgressDisplay::same_terminal(a, a_again));
+  CHECK_FALSE(ProgressDisplay::same_terminal(a, b));
+  CHECK_FALSE(ProgressDisplay::same_terminal(a, file));
+  CHECK_FALSE(ProgressDisplay::same_terminal(file, file));  // a file is no terminal, even the same one
+  CHECK_FALSE(ProgressDisplay::same_terminal(a, nullptr));
+  for (std::FILE* f : {a, a_again, b, file}) std::fclose(f);
+  ::close(master_a);
+  ::close(master_b);
 }

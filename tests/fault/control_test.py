@@ -324,6 +324,18 @@ try:
                               "--allow-source-host")):
         r = request(sock, {"request": "source-add", "uri": uri})
         check(f"source-add {why}: refused", not r["ok"] and needle in r["error"], r)
+    # A file under the input root that is not there: refused at once, not accepted and shown failed later; the
+    # refusal is logged, and sluicectl exits 1 with the daemon's reason on stderr.
+    missing = os.path.join(inp, "missing.mp4")
+    wait_for(lambda: request(sock, {"request": "status"})["draining"] is None)  # the reload above has drained
+    r = request(sock, {"request": "source-add", "uri": missing})
+    check("source-add a missing file under the input root: refused", not r["ok"] and "missing.mp4 refused: No such file"
+          in r["error"], r)
+    ctl = subprocess.run([sluicectl, "--socket", sock, "add-source", missing], capture_output=True, text=True, timeout=30)
+    check("sluicectl add-source of a missing file: exit 1, the daemon's reason on stderr", ctl.returncode == 1 and
+          "sluicectl: daemon: source-add " + missing + " refused: No such file" in ctl.stderr, (ctl.returncode, ctl.stderr))
+    check("... the refusal is logged", wait_for(lambda: "source-add " + missing + " refused" in log_text("daemon.log")))
+    check("... and no source was added", all(s["uri"] != missing for s in request(sock, {"request": "sources"})["sources"]))
     denied_listener.settimeout(1.0)
     try:
         denied_listener.accept()

@@ -308,6 +308,10 @@ def stuck_service():
         check("stuck: status answers while the old generation is stuck", st["ok"] and st["draining"] is not None, st.get("draining"))
         r2 = request(sock, {"request": "reload"})
         check("stuck: a second reload during the drain is refused with the reason", not r2["ok"] and "draining" in r2["error"], r2)
+        ctl = subprocess.run([sluicectl, "--socket", sock, "reload"], capture_output=True, text=True, timeout=30)
+        refused = 1 + (ctl.returncode == 1)
+        check("stuck: sluicectl reload during the drain exits 1 with the reason", ctl.returncode == 1 and
+              "draining" in ctl.stderr, (ctl.returncode, ctl.stderr))
         done = wait_for(lambda: request(sock, {"request": "status"})["draining"] is None, drain + 15)
         st = request(sock, {"request": "status"})
         b = st["frames_before_reload"]
@@ -325,6 +329,9 @@ def stuck_service():
         rc, _, err = finish(p, drain + 20)
         check("stuck: SIGTERM during a stuck drain exits (bounded by --drain-timeout)", rc is not None, err[-1500:])
         check("stuck: exit reports the drain timeout", rc == 1 and "drain" in err, (rc, err[-1500:]))
+        # Every refused reload has its log line with the reason (the request and sluicectl's above).
+        refusals = [l for l in err.splitlines() if re.search(r"control: reload .* refused: a reload is in progress", l)]
+        check("stuck: each refused reload is logged with its reason", len(refusals) == refused, (refused, refusals))
         print(f"     (SIGTERM to exit: {time.time() - before_term:.1f} s, --drain-timeout {drain})")
         led = summary_ledger(err)
         check("stuck: final ledger conserved", led is not None and led[4] == 0 and led[0] == sum(led[1:4]), led)
