@@ -426,8 +426,16 @@ bool SourceSet::read_input(Source& s, const std::string& uri, InputKind kind, bo
     if (const auto& tap = shared->tap) tap->put(meta, target);
     publish(s, slot, meta, epoch);
   }
-  if (ended) tracker->end(input, error);
-  else tracker->interrupt(input);  // stopped (shutdown, removal) before its end
+  if (ended) {
+    tracker->end(input, error);
+  } else {  // stopped (shutdown, removal) before its end
+    bool removed;
+    {
+      std::lock_guard lock(mu_);
+      removed = s.state == SourceState::removed;
+    }
+    tracker->interrupt(input, removed);
+  }
   return !s.stop;
 }
 

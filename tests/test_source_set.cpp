@@ -336,6 +336,24 @@ TEST_CASE("sources are added and removed while another keeps running", "[sources
   CHECK(h.ledger.totals().dropped == 0);
 }
 
+TEST_CASE("a source removed at run time leaves its input marked removed, not failed", "[sources]") {
+  Harness h;
+  const auto endless = h.set->add_source(testsrc("bars", 0, 400));
+  REQUIRE(h.wait_for([&] { return !h.take_batch().empty(); }));
+  REQUIRE(h.set->remove_source(std::to_string(endless)));
+  CHECK(h.report(endless).state == SourceState::removed);
+  REQUIRE(h.wait_for([&] {
+    h.take_batch();
+    return h.set->exhausted();
+  }));
+  const auto inputs = h.shared->inputs.snapshot();
+  REQUIRE(inputs.size() == 1);
+  CHECK(inputs[0].complete);
+  CHECK(inputs[0].interrupted);
+  CHECK(inputs[0].removed);
+  CHECK(h.shared->inputs.totals().with_errors == 0);
+}
+
 TEST_CASE("a live source reconnects with backoff after its stream is cut", "[sources]") {
   Harness h;
   g_flaky_opens = 0;
