@@ -9,6 +9,7 @@
 
 #include "kernels/preprocess_cpu.hpp"
 #include "pipeline_helpers.hpp"
+#include "runtime/source_control.hpp"
 #include "stages/testsrc.hpp"
 
 using namespace sluice;
@@ -137,6 +138,28 @@ TEST_CASE("stopping an endless source drains frames in flight", "[pipeline]") {
   REQUIRE(t.produced > 0);
   REQUIRE(t.delivered == t.produced);
   REQUIRE(t.in_flight() == 0);
+}
+
+TEST_CASE("the directly rendered test pattern reports its frame rate in the sources view", "[pipeline][sources]") {
+  std::string yaml = small("pipelined", 0);
+  yaml.replace(yaml.find("frames: 0"), 9, "frames: 0\n    fps: 50");
+  Pipeline p(plan_from(yaml));
+  REQUIRE(p.source_control());
+  p.start();
+  SourceReport seen;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (std::chrono::steady_clock::now() < until) {  // the first rate comes after a window of about a second
+    seen = p.source_control()->sources().at(0);
+    if (seen.fps > 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  p.request_stop();
+  p.wait();
+  CHECK(seen.state == SourceState::live);
+  CHECK(seen.frames > 0);
+  CHECK(seen.fps > 0);
+  CHECK(seen.since_last_frame_s >= 0);
+  CHECK(p.source_control()->sources().at(0).fps == 0);  // ended: no rate any more
 }
 
 TEST_CASE("jsonl sink writes every frame - in order - with what the chain computed", "[pipeline]") {
