@@ -71,6 +71,9 @@ struct SourceSet::Source {
   std::int64_t fps_at_ns = 0;
   double fps = 0;
   std::int64_t removed_ns = 0;
+  // Since when it is down (stalled, backing off; 0: it is not) and why, for the line that says it recovered.
+  std::int64_t down_since_ns = 0;
+  std::string down_reason;
 };
 
 SourceSet::SourceSet(SourceSetSettings settings)
@@ -205,6 +208,10 @@ void SourceSet::set_state(Source& s, SourceState state, std::string reason) {
       spdlog::warn("source '{}': {} -> {}: {}", s.name, to_string(s.state), to_string(state), reason);
     else
       spdlog::debug("source '{}': {} -> {}", s.name, to_string(s.state), to_string(state));
+  }
+  if ((state == SourceState::backoff || state == SourceState::stalled) && !s.down_since_ns) {
+    s.down_since_ns = now_ns();
+    s.down_reason = reason;
   }
   s.state = state;
   if (!reason.empty() || state == SourceState::live) s.reason = std::move(reason);
@@ -471,6 +478,12 @@ void SourceSet::publish(Source& s, int slot, FrameMeta meta, std::uint64_t epoch
     if (s.state == SourceState::stalled || s.state == SourceState::connecting) {
       s.state = SourceState::live;
       s.reason.clear();
+    }
+    if (s.down_since_ns) {  // frames flow again after a stall or a reconnection: one line says so
+      spdlog::info("source '{}' recovered: frames again after {:.1f} s down ({} reconnection(s) so far; it went down: {})",
+                   s.name, static_cast<double>(now_ns() - s.down_since_ns) / 1e9, s.reconnects.load(), s.down_reason);
+      s.down_since_ns = 0;
+      s.down_reason.clear();
     }
   }
   frame_ready_.notify_one();
@@ -766,6 +779,10 @@ void SourceSet::monitor() {
         char why[96];
         std::snprintf(why, sizeof why, "no frame for %.1f s", static_cast<double>(now - last) / 1e9);
         s.reason = why;
+        if (!s.down_since_ns) {
+          s.down_since_ns = last;  // down since its last frame
+          s.down_reason = why;
+        }
         spdlog::warn("source '{}': live -> stalled: {}", s.name, s.reason);
       }
       if (s.running == 0 && !s.joined) {

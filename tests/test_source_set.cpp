@@ -14,6 +14,9 @@
 #include <set>
 #include <thread>
 
+#include <spdlog/sinks/ringbuffer_sink.h>
+#include <spdlog/spdlog.h>
+
 #include "pipeline_helpers.hpp"
 #include "runtime/job_ledger.hpp"
 #include "runtime/source_set.hpp"
@@ -373,6 +376,47 @@ TEST_CASE("a live source reconnects with backoff after its stream is cut", "[sou
   CHECK(r.leaky);
   CHECK_FALSE(r.reason.empty());
   h.set->remove_source(std::to_string(id));
+}
+
+// The log lines written while it lives (the default logger's, restored at the end).
+struct CapturedLog {
+  std::shared_ptr<spdlog::sinks::ringbuffer_sink_mt> sink = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(256);
+  std::shared_ptr<spdlog::logger> previous = spdlog::default_logger();
+  CapturedLog() {
+    auto logger = std::make_shared<spdlog::logger>("captured", sink);
+    logger->set_pattern("%v");
+    spdlog::set_default_logger(logger);
+  }
+  ~CapturedLog() { spdlog::set_default_logger(previous); }
+  std::vector<std::string> lines_with(const std::string& word) const {
+    std::vector<std::string> out;
+    for (const auto& line : sink->last_formatted())
+      if (line.find(word) != std::string::npos) out.push_back(line);
+    return out;
+  }
+};
+
+TEST_CASE("a source that recovers after a cut logs one line saying so, with how long it was down", "[sources]") {
+  CapturedLog log;
+  Harness h;
+  g_flaky_opens = 0;
+  SourceOptions o;
+  o.uri = "tcp://flaky:10";
+  o.backoff_initial_s = 0.01;
+  o.backoff_max_s = 0.05;
+  const auto id = h.set->add_source(o);
+  std::size_t frames = 0;
+  REQUIRE(h.wait_for([&] {  // a refused open, 3 frames, a cut, 3 frames
+    frames += h.take_batch().size();
+    return frames >= 6;
+  }));
+  h.set->remove_source(std::to_string(id));
+  const auto recovered = log.lines_with("recovered");
+  REQUIRE(recovered.size() >= 2);  // after the refused open and after the cut: one line each
+  CHECK(recovered[0].find("source 'flaky") != std::string::npos);
+  CHECK(recovered[0].find(" s down") != std::string::npos);
+  CHECK(recovered[0].find("connection refused") != std::string::npos);  // what took it down
+  CHECK(recovered[1].find("connection reset by peer") != std::string::npos);
 }
 
 TEST_CASE("a live source that never connects fails after max_attempts", "[sources]") {
