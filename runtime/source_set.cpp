@@ -74,6 +74,8 @@ struct SourceSet::Source {
   // Since when it is down (stalled, backing off; 0: it is not) and why, for the line that says it recovered.
   std::int64_t down_since_ns = 0;
   std::string down_reason;
+  // rate_limit: when the source's next frame is due, shared by all its decode threads and inputs (under mu_).
+  std::int64_t next_due_ns = 0;
 };
 
 SourceSet::SourceSet(SourceSetSettings settings)
@@ -363,19 +365,18 @@ bool SourceSet::read_input(Source& s, const std::string& uri, InputKind kind, bo
   set_state(s, SourceState::live);
   const double rate = s.options.rate_limit;
   const std::int64_t period_ns = rate > 0 ? static_cast<std::int64_t>(1e9 / rate) : 0;
-  std::int64_t next_due = now_ns();
   const double native_fps = info.fps > 0 ? info.fps : 30.0;
   bool ended = false;
   for (std::uint64_t index = 0; !s.stop; ++index) {
     if (period_ns && !live) {
-      // Files: pace to the rate limit (blocking sources never drop).
-      const std::int64_t wait = next_due - now_ns();
-      if (wait > 0) {
-        std::unique_lock lock(mu_);
+      // Files: pace to the rate limit (blocking sources never drop). The limit is the source's: the decode
+      // threads of a job take turns at it, each frame one period after the one before.
+      std::unique_lock lock(mu_);
+      const std::int64_t due = std::max(s.next_due_ns, now_ns());
+      s.next_due_ns = due + period_ns;
+      if (const std::int64_t wait = due - now_ns(); wait > 0)
         s.wake.wait_for(lock, std::chrono::nanoseconds(wait), [&] { return s.stop.load(); });
-        if (s.stop) break;
-      }
-      next_due = std::max(next_due + period_ns, now_ns() - period_ns);
+      if (s.stop) break;
     }
     const int slot = claim_slot(s);
     if (slot < 0) break;
@@ -421,14 +422,19 @@ bool SourceSet::read_input(Source& s, const std::string& uri, InputKind kind, bo
     }
     s.last_frame_ns = now;
     if (period_ns && live) {
-      if (now < next_due) {  // live: over the rate limit, this frame goes
+      bool over;
+      {
+        std::lock_guard lock(mu_);
+        over = now < s.next_due_ns;
+        if (!over) s.next_due_ns = std::max(s.next_due_ns + period_ns, now - period_ns);
+      }
+      if (over) {  // live: over the rate limit, this frame goes
         release_slot(s, slot);
         std::lock_guard lock(mu_);
         if (epoch != epoch_) meta.input = 0;
         drop_frame(s, meta, "rate limit");
         continue;
       }
-      next_due = std::max(next_due + period_ns, now - period_ns);
     }
     if (const auto& tap = shared->tap) tap->put(meta, target);
     publish(s, slot, meta, epoch);
