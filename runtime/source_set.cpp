@@ -76,6 +76,10 @@ struct SourceSet::Source {
   std::string down_reason;
   // rate_limit: when the source's next frame is due, shared by all its decode threads and inputs (under mu_).
   std::int64_t next_due_ns = 0;
+  // Live sources (one decode thread): pts go on across reconnections. Each connection's timeline is shifted
+  // so that its first frame comes one frame interval after the last frame of the connection before.
+  std::int64_t pts_shift_ns = 0, last_pts_ns = 0;
+  bool has_pts = false;
 };
 
 SourceSet::SourceSet(SourceSetSettings settings)
@@ -408,7 +412,15 @@ bool SourceSet::read_input(Source& s, const std::string& uri, InputKind kind, bo
     meta.sequence = s.sequence++;
     const std::optional<std::int64_t> pts = reader->pts_ns();  // the container's clock where there is one
     meta.pts_ns = pts ? *pts : static_cast<std::int64_t>(static_cast<double>(index) * 1e9 / native_fps);
+    if (live) {  // a new connection's clock starts anywhere (often at 0 again): it continues the source's
+      if (index == 0 && s.has_pts)
+        s.pts_shift_ns = s.last_pts_ns + static_cast<std::int64_t>(1e9 / native_fps) - meta.pts_ns;
+      meta.pts_ns += s.pts_shift_ns;
+      s.last_pts_ns = meta.pts_ns;
+      s.has_pts = true;
+    }
     meta.capture_ns = now;
+    meta.wall_ns = wall_ns();
     meta.input = input;
     meta.input_frame = index;
     tracker->decoded(input);

@@ -13,6 +13,28 @@ std::int64_t now_ns() noexcept {
       .count();
 }
 
+std::int64_t wall_ns() noexcept {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string format_utc_ms(std::int64_t unix_ns) {
+  std::int64_t ms = unix_ns / 1'000'000;
+  if (unix_ns % 1'000'000 < 0) --ms;  // floor: times before 1970 stay in order
+  std::int64_t sec = ms / 1000, milli = ms % 1000;
+  if (milli < 0) {
+    milli += 1000;
+    --sec;
+  }
+  const auto seconds = static_cast<std::time_t>(sec);
+  std::tm utc{};
+  if (!gmtime_r(&seconds, &utc)) return "";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", utc.tm_year + 1900, utc.tm_mon + 1, utc.tm_mday,
+                utc.tm_hour, utc.tm_min, utc.tm_sec, static_cast<int>(milli));
+  return buf;
+}
+
 std::int64_t thread_cpu_ns() noexcept {
   timespec ts{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);

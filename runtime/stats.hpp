@@ -11,6 +11,9 @@
 namespace sluice {
 
 std::int64_t now_ns() noexcept;         // steady clock
+std::int64_t wall_ns() noexcept;        // system clock: ns since the Unix epoch (UTC)
+// RFC 3339 in UTC with milliseconds, e.g. "2026-12-02T01:03:04.123Z".
+std::string format_utc_ms(std::int64_t unix_ns);
 std::int64_t thread_cpu_ns() noexcept;  // CPU time of the calling thread
 
 // Log-scale latency histogram (about 4% bucket width, 1 µs .. 1 h); lock-free recording.

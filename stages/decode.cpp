@@ -137,6 +137,7 @@ class TestSourceStage final : public Stage, public SourceControl {
       meta.sequence = next_;
       meta.pts_ns = static_cast<std::int64_t>(static_cast<double>(next_) * 1e9 / (fps_ > 0 ? fps_ : 30.0));
       meta.capture_ns = now_ns();
+      meta.wall_ns = wall_ns();
       if (shared_ && shared_->tap)
         shared_->tap->put(meta, {batch->item(batch->count), desc_.width, desc_.height, desc_.pixel});
       batch->frames.push_back(meta);

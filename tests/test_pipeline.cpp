@@ -166,10 +166,23 @@ TEST_CASE("jsonl sink writes every frame - in order - with what the chain comput
   const std::string path = "test_pipeline_chain.jsonl";
   for (const char* format : {"bgr8", "nv12"}) {
     INFO(format);
+    const std::string before = format_utc_ms(wall_ns() - 1'000'000);  // the ms before, rounded down
     auto t = run_to_end(plan_from(chain_yaml("cpu", format, 21, path)));
+    const std::string after = format_utc_ms(wall_ns() + 1'000'000);
     REQUIRE(t.delivered == 21);
     auto lines = read_jsonl(path);
     REQUIRE(lines.size() == 21);
+    std::string previous_time;
+    for (const auto& j : lines) {  // RFC 3339 UTC with ms, taken at decode: in the run, in frame order
+      const std::string time = j.at("time");
+      REQUIRE(time.size() == 24);
+      CHECK(time[10] == 'T');
+      CHECK(time.back() == 'Z');
+      CHECK(time >= before);  // same fixed-width form: compares as time does
+      CHECK(time <= after);
+      CHECK(time >= previous_time);
+      previous_time = time;
+    }
 
     // Recompute frame k independently and compare the payload summary the sink wrote.
     const auto fmt = *parse_pixel_format(format);
@@ -201,6 +214,12 @@ TEST_CASE("jsonl sink writes every frame - in order - with what the chain comput
     }
   }
   std::remove(path.c_str());
+}
+
+TEST_CASE("record times are RFC 3339 UTC with milliseconds", "[pipeline]") {
+  CHECK(format_utc_ms(0) == "1970-01-01T00:00:00.000Z");
+  CHECK(format_utc_ms(1'764'637'384'123'456'789LL) == "2025-12-02T01:03:04.123Z");
+  CHECK(format_utc_ms(-1) == "1969-12-31T23:59:59.999Z");
 }
 
 TEST_CASE("a sink that cannot write fails every frame with a clear error - counts intact", "[pipeline]") {

@@ -448,6 +448,27 @@ TEST_CASE("a source that recovers after a cut logs one line saying so, with how 
   CHECK(recovered[1].find("connection reset by peer") != std::string::npos);
 }
 
+TEST_CASE("a live source's pts go on across reconnections instead of starting at 0 again", "[sources]") {
+  Harness h;
+  g_flaky_opens = 0;
+  SourceOptions o;
+  o.uri = "tcp://flaky:11";  // 3 frames per connection, their clock from 0 each time
+  o.backoff_initial_s = 0.01;
+  o.backoff_max_s = 0.05;
+  const auto id = h.set->add_source(o);
+  std::vector<FrameMeta> frames;
+  REQUIRE(h.wait_for([&] {
+    for (const auto& f : h.take_batch()) frames.push_back(f);
+    return frames.size() >= 9;  // three connections
+  }));
+  h.set->remove_source(std::to_string(id));
+  for (std::size_t i = 1; i < frames.size(); ++i) {
+    INFO("frame " << i);
+    CHECK(frames[i].pts_ns > frames[i - 1].pts_ns);
+    CHECK(frames[i].wall_ns >= frames[i - 1].wall_ns);
+  }
+}
+
 TEST_CASE("a live source that never connects fails after max_attempts", "[sources]") {
   Harness h;
   SourceOptions o;
