@@ -584,8 +584,10 @@ void SourceSet::settle_outside_batch(FrameMeta meta, FrameFate fate, const std::
     return;
   }
   ledger->produced(1);
+  ledger->per_source(meta, FrameLedger::Column::produced);
   if (fate == FrameFate::dropped) ledger->dropped(1, reason);
   else ledger->failed(1, reason);
+  ledger->per_source(meta, fate == FrameFate::dropped ? FrameLedger::Column::dropped : FrameLedger::Column::failed);
   settings_.shared->inputs.settle(std::span<const FrameMeta>(&meta, 1), fate);
 }
 

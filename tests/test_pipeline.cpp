@@ -216,6 +216,36 @@ TEST_CASE("jsonl sink writes every frame - in order - with what the chain comput
   std::remove(path.c_str());
 }
 
+TEST_CASE("the run's summary counts frames per source", "[pipeline][sources]") {
+  PipelineSnapshot snap;
+  const auto totals = run_to_end(plan_from(R"(name: two
+device: cpu
+batch_size: 4
+stages:
+  - kind: decode
+    uri: [testsrc:bars, testsrc:shapes]
+    width: 32
+    height: 32
+    frames: 12
+  - kind: sink
+    type: null
+)"),
+                                 &snap);
+  REQUIRE(totals.delivered == 24);
+  REQUIRE(snap.frames.sources.size() == 2);
+  for (const auto& [id, n] : snap.frames.sources) {
+    INFO("source " << id);
+    CHECK(n.produced == 12);
+    CHECK(n.delivered == 12);
+    CHECK(n.dropped + n.failed + n.in_flight() == 0);
+  }
+  const std::string summary = format_summary(snap);
+  INFO(summary);
+  CHECK(summary.find("produced  delivered") != std::string::npos);
+  CHECK(summary.find("testsrc-bars") != std::string::npos);
+  CHECK(summary.find("testsrc-shapes") != std::string::npos);
+}
+
 TEST_CASE("record times are RFC 3339 UTC with milliseconds", "[pipeline]") {
   CHECK(format_utc_ms(0) == "1970-01-01T00:00:00.000Z");
   CHECK(format_utc_ms(1'764'637'384'123'456'789LL) == "2025-12-02T01:03:04.123Z");
