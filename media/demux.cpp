@@ -171,9 +171,17 @@ void Demuxer::fail(const std::string& what, int err) const {
 
 std::string Demuxer::with_libav_detail(const std::string& why) const {
   // The return code is often generic ("I/O error") where FFmpeg logged what happened ("Connection to
-  // tcp://cam:554 failed: Connection refused"): keep that text too.
+  // tcp://cam:554 failed: Connection refused"): keep that text too. A line that ends with the code's own text
+  // says the same, and more: it takes that text's place.
   const std::string detail = log_->last_error();
   if (detail.empty() || why.find(detail) != std::string::npos) return why;
+  const auto colon = why.rfind(": ");
+  if (colon != std::string::npos) {
+    const std::string code_text = why.substr(colon + 2);
+    if (!code_text.empty() && detail.size() > code_text.size() &&
+        detail.compare(detail.size() - code_text.size(), code_text.size(), code_text) == 0)
+      return why.substr(0, colon + 2) + detail;
+  }
   return why + " (FFmpeg: " + detail + ")";
 }
 

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <cstdarg>
+#include <map>
 
 extern "C" {
 #include <libavcodec/avcodec.h>
@@ -54,6 +55,50 @@ void on_libav_log(void* avcl, int level, const char* format, va_list args) {
   }
 }
 
+// The allowance of each input (by name): windows that ended are forgotten once there are many, so a long job
+// over thousands of files keeps a small table.
+struct Allowance {
+  std::int64_t window_start_ns = 0;
+  int lines = 0;
+  std::uint64_t suppressed = 0;
+};
+std::mutex g_allowance_mu;
+std::map<std::string, Allowance>& allowances() {
+  static auto* table = new std::map<std::string, Allowance>;  // never destroyed: libav may log during exit
+  return *table;
+}
+constexpr std::size_t kAllowancesKept = 64;
+
+// Whether a line of `input` may be logged now; `left_out` gets the count of the window that just ended.
+bool admit(const std::string& input, std::int64_t now, std::uint64_t& left_out) {
+  std::lock_guard lock(g_allowance_mu);
+  auto& table = allowances();
+  if (table.size() > kAllowancesKept)
+    std::erase_if(table, [&](const auto& entry) {
+      return now - entry.second.window_start_ns >= LibavLog::kWindowNs && entry.first != input;
+    });
+  Allowance& a = table[input];
+  if (!a.window_start_ns || now - a.window_start_ns >= LibavLog::kWindowNs) {
+    a.window_start_ns = now;
+    a.lines = 0;
+    left_out = a.suppressed;
+    a.suppressed = 0;
+  }
+  if (a.lines >= LibavLog::kLinesPerWindow) {
+    ++a.suppressed;
+    return false;
+  }
+  ++a.lines;
+  return true;
+}
+
+// "[tcp @ 0x55d0c0a0] Connection refused" -> "Connection refused".
+std::string without_context(const std::string& line) {
+  if (line.empty() || line.front() != '[') return line;
+  const auto end = line.find("] ");
+  return end == std::string::npos ? line : line.substr(end + 2);
+}
+
 }  // namespace
 
 std::string LibavLog::last_error() const {
@@ -62,23 +107,12 @@ std::string LibavLog::last_error() const {
 }
 
 void LibavLog::take(const std::string& line, bool error) {
-  const std::int64_t now = now_ns();
-  std::uint64_t left_out = 0;
-  {
+  if (error) {
     std::lock_guard lock(mu_);
-    if (error) last_error_ = line;
-    if (!window_start_ns_ || now - window_start_ns_ >= kWindowNs) {
-      window_start_ns_ = now;
-      lines_in_window_ = 0;
-      left_out = suppressed_;
-      suppressed_ = 0;
-    }
-    if (lines_in_window_ >= kLinesPerWindow) {
-      ++suppressed_;
-      return;
-    }
-    ++lines_in_window_;
+    last_error_ = without_context(line);
   }
+  std::uint64_t left_out = 0;
+  if (!admit(input_, now_ns(), left_out)) return;
   if (left_out)
     spdlog::warn("FFmpeg ({}): {} more line(s) left out in the last {} s", input_, left_out, kWindowNs / 1'000'000'000);
   if (error) spdlog::warn("FFmpeg ({}): {}", input_, line);

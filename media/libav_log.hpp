@@ -19,14 +19,16 @@ class LibavLog {
   LibavLog(const LibavLog&) = delete;
   LibavLog& operator=(const LibavLog&) = delete;
 
-  // The last error-level line FFmpeg logged for this input ("" when none): the detail a return code lacks
-  // ("Connection to tcp://cam:554 failed: Connection refused" behind a plain "I/O error").
+  // The last error-level line FFmpeg logged for this input, without its "[tcp @ 0x...]" prefix ("" when none):
+  // the detail a return code lacks ("Connection to tcp://cam:554 failed: Connection refused" behind a plain
+  // "I/O error").
   std::string last_error() const;
 
   // Takes one line (already UTF-8, no newline); `error`: FFmpeg logged it at error level or worse.
   void take(const std::string& line, bool error);
 
-  // At most this many lines per window are logged; the rest are counted and reported with the next line.
+  // At most this many lines per window are logged for one input (its URI: the allowance outlives one
+  // connection, so reconnection attempts share it); the rest are counted and reported with the next line.
   static constexpr int kLinesPerWindow = 5;
   static constexpr std::int64_t kWindowNs = 10'000'000'000;
 
@@ -34,9 +36,6 @@ class LibavLog {
   std::string input_;
   mutable std::mutex mu_;  // libavcodec's frame threads log concurrently
   std::string last_error_;
-  std::int64_t window_start_ns_ = 0;
-  int lines_in_window_ = 0;
-  std::uint64_t suppressed_ = 0;
 };
 
 // While it lives, what FFmpeg logs on this thread is `log`'s. Nests.
