@@ -165,10 +165,10 @@ std::string input_stats(const InputProgress& p, std::int64_t now) {
   const bool known = p.frames_total > 0;
   std::vector<std::string> stats;
   std::string status;  // instead of the ETA once the reader ended
-  if (p.ended && !p.error.empty())
+  if (p.ended && p.interrupted)  // its error only says why it was stopped
+    status = p.removed ? "removed" : "stopped";
+  else if (p.ended && !p.error.empty())
     status = "error";
-  else if (p.ended && p.interrupted)
-    status = "stopped";
   else if (p.ended)
     status = "finishing";
   if (known) {
@@ -294,8 +294,8 @@ std::string overall_line(const std::vector<InputProgress>& inputs, const std::ve
 const char* input_state(const InputProgress& p) {
   if (!p.ended) return "decoding";
   if (!p.complete) return "finishing";
-  if (!p.error.empty()) return "failed";
-  return p.interrupted ? "interrupted" : "done";
+  if (p.interrupted) return p.removed ? "removed" : "interrupted";  // stopped, not failed
+  return p.error.empty() ? "done" : "failed";
 }
 
 double rounded(double v, double scale) { return std::isfinite(v) ? std::round(v * scale) / scale : 0.0; }

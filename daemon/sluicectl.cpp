@@ -773,7 +773,7 @@ void append_sources_table(std::string& out, const json& sources, bool detailed) 
 
 bool input_in_progress(const json& in) {
   const std::string state = text(in, "state");
-  return state != "done" && state != "failed";
+  return state == "decoding" || state == "finishing";
 }
 
 // frames done/total: "37/120", "37/-" while the total is not known.

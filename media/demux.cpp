@@ -55,21 +55,6 @@ std::string av_error_text(int err) {
   return text;
 }
 
-void quiet_libav_logging() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    av_log_set_callback([](void* avcl, int level, const char* format, va_list args) {
-      if (level > AV_LOG_ERROR || !spdlog::should_log(spdlog::level::debug)) return;
-      char line[512];
-      int print_prefix = 1;
-      if (av_log_format_line2(avcl, level, format, args, line, sizeof line, &print_prefix) < 0) return;
-      std::string text(line);
-      while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
-      spdlog::debug("libav: {}", to_valid_utf8(text));
-    });
-  });
-}
-
 // ---- DemuxPacket ----
 
 DemuxPacket::DemuxPacket() : packet_(av_packet_alloc()) {
@@ -124,7 +109,10 @@ struct Demuxer::Memory {
   }
 };
 
-Demuxer::Demuxer(const std::string& uri, const DemuxOptions& options) : uri_(uri) {
+Demuxer::Demuxer(const std::string& uri, const DemuxOptions& options)
+    : uri_(uri), log_(std::make_unique<LibavLog>(to_valid_utf8(uri))) {
+  route_libav_logging();
+  const LibavLogScope scope(*log_);
   try {
     if (is_url(uri)) {
       open(uri, options, true);
@@ -142,7 +130,9 @@ Demuxer::Demuxer(const std::string& uri, const DemuxOptions& options) : uri_(uri
 }
 
 Demuxer::Demuxer(std::span<const std::uint8_t> bytes, const std::string& name, const DemuxOptions& options)
-    : uri_(name) {
+    : uri_(name), log_(std::make_unique<LibavLog>(to_valid_utf8(name))) {
+  route_libav_logging();
+  const LibavLogScope scope(*log_);
   memory_ = std::make_unique<Memory>();
   memory_->bytes = bytes;
   constexpr int kBufferBytes = 16 * 1024;
@@ -176,7 +166,23 @@ void Demuxer::fail(const std::string& what, int err) const {
     why += " (no answer in time)";
   else if (err != 0)
     why += ": " + av_error_text(err);
-  throw InputError("'" + to_valid_utf8(uri_) + "': " + why);
+  throw InputError("'" + to_valid_utf8(uri_) + "': " + with_libav_detail(why));
+}
+
+std::string Demuxer::with_libav_detail(const std::string& why) const {
+  // The return code is often generic ("I/O error") where FFmpeg logged what happened ("Connection to
+  // tcp://cam:554 failed: Connection refused"): keep that text too. A line that ends with the code's own text
+  // says the same, and more: it takes that text's place.
+  const std::string detail = log_->last_error();
+  if (detail.empty() || why.find(detail) != std::string::npos) return why;
+  const auto colon = why.rfind(": ");
+  if (colon != std::string::npos) {
+    const std::string code_text = why.substr(colon + 2);
+    if (!code_text.empty() && detail.size() > code_text.size() &&
+        detail.compare(detail.size() - code_text.size(), code_text.size(), code_text) == 0)
+      return why.substr(0, colon + 2) + detail;
+  }
+  return why + " (FFmpeg: " + detail + ")";
 }
 
 void Demuxer::arm(double seconds) noexcept {
@@ -208,11 +214,12 @@ void Demuxer::open(const std::string& url, const DemuxOptions& options, bool net
   arm(options.open_timeout_s);
   int err = avformat_open_input(&format_, memory_ ? "" : url.c_str(), nullptr, &dict);  // frees format_ on failure
   av_dict_free(&dict);
+  // A stream's reason is FFmpeg's error (with its logged detail); a timeout says how long it waited.
   const std::string cannot_open =
-      network ? fmt::format("cannot open the stream (nothing answered within {:g} s, the connection was refused, "
-                            "or it is not a video FFmpeg can decode)",
-                            options.open_timeout_s)
-              : "not a video FFmpeg can decode (unsupported or corrupt)";
+      !network ? "not a video FFmpeg can decode (unsupported or corrupt)"
+      : err == AVERROR_EXIT ? fmt::format("cannot open the stream: nothing answered within {:g} s", options.open_timeout_s)
+                            : "cannot open the stream";
+  if (err == AVERROR_EXIT && network) fail(cannot_open, 0);
   if (err < 0) fail(cannot_open, err);
   err = avformat_find_stream_info(format_, nullptr);
   if (err < 0) fail(cannot_open, err);
@@ -313,7 +320,7 @@ DemuxStatus Demuxer::read_video_packet(AVPacket* p, std::string& why) noexcept {
   if (err < 0) {
     av_packet_unref(p);
     why = err == AVERROR_EXIT && network_ ? fmt::format("no data within {:g} s", read_timeout_s_)
-                                          : "reading failed: " + av_error_text(err);
+                                          : with_libav_detail("reading failed: " + av_error_text(err));
     return DemuxStatus::error;
   }
   return DemuxStatus::packet;
@@ -321,6 +328,7 @@ DemuxStatus Demuxer::read_video_packet(AVPacket* p, std::string& why) noexcept {
 
 DemuxStatus Demuxer::read(DemuxPacket& packet, std::string& why) noexcept {
   if (ended_) return DemuxStatus::end;
+  const LibavLogScope scope(*log_);
   if (bsf_ == nullptr) {
     const DemuxStatus s = read_video_packet(packet.av(), why);
     if (s == DemuxStatus::packet) fill(packet);

@@ -14,6 +14,8 @@
 #include <span>
 #include <string>
 
+#include "media/libav_log.hpp"
+
 extern "C" {
 struct AVFormatContext;
 struct AVCodecParameters;
@@ -68,6 +70,8 @@ class Demuxer {
   DemuxStatus read(DemuxPacket& packet, std::string& why) noexcept;
 
   const std::string& uri() const noexcept { return uri_; }
+  // What FFmpeg logs for this input (media/libav_log.hpp): a decoder of its packets logs here too.
+  LibavLog& log() noexcept { return *log_; }
   // The video stream's parameters (after the Annex-B filter in Annex-B mode: extradata is then Annex-B too).
   const AVCodecParameters& codec_parameters() const noexcept;
   int time_base_num() const noexcept { return tb_num_; }
@@ -88,12 +92,14 @@ class Demuxer {
   void find_video_stream();
   void start_annex_b();
   [[noreturn]] void fail(const std::string& what, int err) const;
+  std::string with_libav_detail(const std::string& why) const;
   void arm(double seconds) noexcept;
   static int interrupted(void* self) noexcept;
   DemuxStatus read_video_packet(AVPacket* p, std::string& why) noexcept;
   void fill(DemuxPacket& packet) const noexcept;
 
   std::string uri_;
+  std::unique_ptr<LibavLog> log_;
   double read_timeout_s_ = 0;
   bool network_ = false;
   std::int64_t deadline_ns_ = 0;  // 0: none
@@ -112,8 +118,5 @@ class Demuxer {
 // FFmpeg's text for an error code ("Invalid data found when processing input").
 std::string av_error_text(int err);
 
-// Keeps libav's own log lines off stderr (sluice reports every failure itself, naming the input): errors go to
-// the debug log. Idempotent.
-void quiet_libav_logging();
 
 }  // namespace sluice

@@ -31,6 +31,7 @@ class LibavReader final : public FrameReader {
     d.open_timeout_s = o.open_timeout_s;
     d.read_timeout_s = o.read_timeout_s;
     demux_ = std::make_unique<Demuxer>(uri, d);
+    const LibavLogScope scope(demux_->log());
     open_decoder(uri, o);
     frame_ = av_frame_alloc();
     if (frame_ == nullptr) throw std::bad_alloc();
@@ -56,6 +57,7 @@ class LibavReader final : public FrameReader {
 
   ReadStatus read(const FrameTarget& target, std::string& why) override {
     if (done_) return ReadStatus::end;
+    const LibavLogScope scope(demux_->log());
     try {
       std::string error;
       const ReadStatus s = decode_next(error);
@@ -97,6 +99,7 @@ class LibavReader final : public FrameReader {
                             par.height));
     codec_ = avcodec_alloc_context3(decoder);
     if (codec_ == nullptr) throw std::bad_alloc();
+    codec_->opaque = &demux_->log();  // its frame threads' lines are this input's too (freed before demux_)
     int err = avcodec_parameters_to_context(codec_, &par);
     if (err < 0) fail(uri, "cannot set up the decoder: " + av_error_text(err));
     codec_->pkt_timebase = AVRational{demux_->time_base_num(), demux_->time_base_den()};

@@ -48,7 +48,7 @@ std::unique_ptr<FrameReader> open_video_file(const std::string& uri, const Reade
 void register_video_readers() {
   static std::once_flag once;
   std::call_once(once, [] {
-    quiet_libav_logging();  // readers report failures themselves, naming the input
+    route_libav_logging();  // FFmpeg's own lines through sluice's logger, rate-limited per input
     auto& readers = ReaderRegistry::global();
     readers.add(InputKind::file, open_video_file);
     // Network streams stay on libavcodec (NVDEC for them: not yet).

@@ -17,6 +17,7 @@ struct FrameMeta {
   std::uint64_t sequence = 0;   // per source, from 0
   std::int64_t pts_ns = 0;      // presentation time in the source's timeline
   std::int64_t capture_ns = 0;  // steady clock when the frame entered sluice
+  std::int64_t wall_ns = 0;     // system clock (ns since the Unix epoch) at the same moment; 0: unknown
   std::uint32_t input = 0;        // InputTracker id of the file/connection it came from (0: untracked)
   std::uint64_t input_frame = 0;  // index within that input, from 0
 };

@@ -62,13 +62,14 @@ void InputTracker::end(std::uint32_t input, std::string error) {
   maybe_complete(it->second);
 }
 
-void InputTracker::interrupt(std::uint32_t input) {
+void InputTracker::interrupt(std::uint32_t input, bool source_removed) {
   std::lock_guard lock(mu_);
   auto it = open_.find(input);
   if (it == open_.end() || it->second.ended) return;
   it->second.ended = true;
   it->second.interrupted = true;
-  it->second.error = "stopped before its end";
+  it->second.removed = source_removed;
+  it->second.error = source_removed ? "its source was removed" : "stopped before its end";
   it->second.ended_ns = now_ns();
   maybe_complete(it->second);
 }

@@ -38,6 +38,7 @@ struct InputProgress {
   bool ended = false;     // the reader finished (end of file, error, removal, stop)
   std::string error;      // why it ended early; empty when it ended normally
   bool interrupted = false;  // stopped before its end (shutdown, source removed): redo it, record nothing
+  bool removed = false;      // interrupted because its source was removed at run time
   bool complete = false;  // ended and every decoded frame settled
   std::int64_t started_ns = 0, ended_ns = 0, completed_ns = 0;  // steady clock
 
@@ -58,8 +59,9 @@ class InputTracker {
   void decoded(std::uint32_t input, std::uint64_t n = 1);
   // The input has no more frames: normal end (`error` empty) or an early end with the reason.
   void end(std::uint32_t input, std::string error = {});
-  // The input was stopped before its end (shutdown, removal): it completes once settled, marked interrupted.
-  void interrupt(std::uint32_t input);
+  // The input was stopped before its end (shutdown, removal): it completes once settled, marked interrupted
+  // (and removed when its source was removed at run time).
+  void interrupt(std::uint32_t input, bool source_removed = false);
   // Frames reached a fate (called by the runner for every batch a sink consumed, a queue dropped or a stage
   // failed, and by the source for frames it dropped before batching). Frames without an input are ignored.
   void settle(std::span<const FrameMeta> frames, FrameFate fate);

@@ -209,6 +209,7 @@ void Pipeline::fail_frames(std::size_t i, const Batch* in, const std::string& wh
   const std::string msg = "stage '" + ps.name + "' (" + ps.kind + ")" + first_frame(in) + ": " + what;
   if (in && in->count > 0) {
     ledger_.failed(static_cast<std::uint64_t>(in->count), msg);
+    ledger_.per_source(in->frames, FrameLedger::Column::failed);
     plan_.shared->inputs.settle(in->frames, FrameFate::failed);
   }
   spdlog::error("{}", msg);
@@ -299,7 +300,10 @@ BatchLease Pipeline::step(std::size_t i, BatchLease& in) {
       gpu::event_record(out->ready.get(), s);
       out->ready_pending = true;
     }
-    if (ps.role == StageRole::source) ledger_.produced(static_cast<std::uint64_t>(out->count));
+    if (ps.role == StageRole::source) {
+      ledger_.produced(static_cast<std::uint64_t>(out->count));
+      ledger_.per_source(out->frames, FrameLedger::Column::produced);
+    }
   }
   if (in && s) {
     gpu::event_record(in->released.get(), s);
@@ -318,6 +322,7 @@ BatchLease Pipeline::step(std::size_t i, BatchLease& in) {
   if (ps.role == StageRole::sink && in) {
     for (const auto& f : in->frames) latency_.record(t1 - f.capture_ns);
     ledger_.delivered(static_cast<std::uint64_t>(in->count));
+    ledger_.per_source(in->frames, FrameLedger::Column::delivered);
     plan_.shared->inputs.settle(in->frames, FrameFate::delivered);
     finish_inputs(i);
   }
@@ -339,6 +344,7 @@ void Pipeline::push_downstream(std::size_t i, BatchLease out) {
     ledger_.dropped(n, !result.accepted ? "queue after '" + ps.name + "' closed"
                                               : "queue after '" + ps.name + "' full (leaky: " +
                                                     std::string(to_string(ps.queue_policy)) + ")");
+    ledger_.per_source(dropped->frames, FrameLedger::Column::dropped);
   }
 }
 
@@ -454,6 +460,7 @@ PipelineSnapshot Pipeline::snapshot() const {
     s.stages.push_back(std::move(st));
   }
   s.frames = ledger_.totals();
+  for (const auto& [id, counts] : s.frames.sources) s.source_names[id] = plan_.shared->inputs.source_name(id);
   s.latency_p50_ns = latency_.quantile_ns(0.50);
   s.latency_p90_ns = latency_.quantile_ns(0.90);
   s.latency_p99_ns = latency_.quantile_ns(0.99);

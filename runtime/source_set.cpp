@@ -72,6 +72,15 @@ struct SourceSet::Source {
   std::int64_t fps_at_ns = 0;
   double fps = 0;
   std::int64_t removed_ns = 0;
+  // Since when it is down (stalled, backing off; 0: it is not) and why, for the line that says it recovered.
+  std::int64_t down_since_ns = 0;
+  std::string down_reason;
+  // rate_limit: when the source's next frame is due, shared by all its decode threads and inputs (under mu_).
+  std::int64_t next_due_ns = 0;
+  // Live sources (one decode thread): pts go on across reconnections. Each connection's timeline is shifted
+  // so that its first frame comes one frame interval after the last frame of the connection before.
+  std::int64_t pts_shift_ns = 0, last_pts_ns = 0;
+  bool has_pts = false;
 };
 
 SourceSet::SourceSet(SourceSetSettings settings)
@@ -206,6 +215,10 @@ void SourceSet::set_state(Source& s, SourceState state, std::string reason) {
       spdlog::warn("source '{}': {} -> {}: {}", s.name, to_string(s.state), to_string(state), reason);
     else
       spdlog::debug("source '{}': {} -> {}", s.name, to_string(s.state), to_string(state));
+  }
+  if ((state == SourceState::backoff || state == SourceState::stalled) && !s.down_since_ns) {
+    s.down_since_ns = now_ns();
+    s.down_reason = reason;
   }
   s.state = state;
   if (!reason.empty() || state == SourceState::live) s.reason = std::move(reason);
@@ -358,19 +371,18 @@ bool SourceSet::read_input(Source& s, const std::string& uri, InputKind kind, bo
   set_state(s, SourceState::live);
   const double rate = s.options.rate_limit;
   const std::int64_t period_ns = rate > 0 ? static_cast<std::int64_t>(1e9 / rate) : 0;
-  std::int64_t next_due = now_ns();
   const double native_fps = info.fps > 0 ? info.fps : 30.0;
   bool ended = false;
   for (std::uint64_t index = 0; !s.stop; ++index) {
     if (period_ns && !live) {
-      // Files: pace to the rate limit (blocking sources never drop).
-      const std::int64_t wait = next_due - now_ns();
-      if (wait > 0) {
-        std::unique_lock lock(mu_);
+      // Files: pace to the rate limit (blocking sources never drop). The limit is the source's: the decode
+      // threads of a job take turns at it, each frame one period after the one before.
+      std::unique_lock lock(mu_);
+      const std::int64_t due = std::max(s.next_due_ns, now_ns());
+      s.next_due_ns = due + period_ns;
+      if (const std::int64_t wait = due - now_ns(); wait > 0)
         s.wake.wait_for(lock, std::chrono::nanoseconds(wait), [&] { return s.stop.load(); });
-        if (s.stop) break;
-      }
-      next_due = std::max(next_due + period_ns, now_ns() - period_ns);
+      if (s.stop) break;
     }
     const int slot = claim_slot(s);
     if (slot < 0) break;
@@ -402,7 +414,15 @@ bool SourceSet::read_input(Source& s, const std::string& uri, InputKind kind, bo
     meta.sequence = s.sequence++;
     const std::optional<std::int64_t> pts = reader->pts_ns();  // the container's clock where there is one
     meta.pts_ns = pts ? *pts : static_cast<std::int64_t>(static_cast<double>(index) * 1e9 / native_fps);
+    if (live) {  // a new connection's clock starts anywhere (often at 0 again): it continues the source's
+      if (index == 0 && s.has_pts)
+        s.pts_shift_ns = s.last_pts_ns + static_cast<std::int64_t>(1e9 / native_fps) - meta.pts_ns;
+      meta.pts_ns += s.pts_shift_ns;
+      s.last_pts_ns = meta.pts_ns;
+      s.has_pts = true;
+    }
     meta.capture_ns = now;
+    meta.wall_ns = wall_ns();
     meta.input = input;
     meta.input_frame = index;
     tracker->decoded(input);
@@ -416,20 +436,33 @@ bool SourceSet::read_input(Source& s, const std::string& uri, InputKind kind, bo
     }
     s.last_frame_ns = now;
     if (period_ns && live) {
-      if (now < next_due) {  // live: over the rate limit, this frame goes
+      bool over;
+      {
+        std::lock_guard lock(mu_);
+        over = now < s.next_due_ns;
+        if (!over) s.next_due_ns = std::max(s.next_due_ns + period_ns, now - period_ns);
+      }
+      if (over) {  // live: over the rate limit, this frame goes
         release_slot(s, slot);
         std::lock_guard lock(mu_);
         if (epoch != epoch_) meta.input = 0;
         drop_frame(s, meta, "rate limit");
         continue;
       }
-      next_due = std::max(next_due + period_ns, now - period_ns);
     }
     if (const auto& tap = shared->tap) tap->put(meta, target);
     publish(s, slot, meta, epoch);
   }
-  if (ended) tracker->end(input, error);
-  else tracker->interrupt(input);  // stopped (shutdown, removal) before its end
+  if (ended) {
+    tracker->end(input, error);
+  } else {  // stopped (shutdown, removal) before its end
+    bool removed;
+    {
+      std::lock_guard lock(mu_);
+      removed = s.state == SourceState::removed;
+    }
+    tracker->interrupt(input, removed);
+  }
   return !s.stop;
 }
 
@@ -465,6 +498,12 @@ void SourceSet::publish(Source& s, int slot, FrameMeta meta, std::uint64_t epoch
     if (s.state == SourceState::stalled || s.state == SourceState::connecting) {
       s.state = SourceState::live;
       s.reason.clear();
+    }
+    if (s.down_since_ns) {  // frames flow again after a stall or a reconnection: one line says so
+      spdlog::info("source '{}' recovered: frames again after {:.1f} s down ({} reconnection(s) so far; it went down: {})",
+                   s.name, static_cast<double>(now_ns() - s.down_since_ns) / 1e9, s.reconnects.load(), s.down_reason);
+      s.down_since_ns = 0;
+      s.down_reason.clear();
     }
   }
   frame_ready_.notify_one();
@@ -547,8 +586,10 @@ void SourceSet::settle_outside_batch(FrameMeta meta, FrameFate fate, const std::
     return;
   }
   ledger->produced(1);
+  ledger->per_source(meta, FrameLedger::Column::produced);
   if (fate == FrameFate::dropped) ledger->dropped(1, reason);
   else ledger->failed(1, reason);
+  ledger->per_source(meta, fate == FrameFate::dropped ? FrameLedger::Column::dropped : FrameLedger::Column::failed);
   settings_.shared->inputs.settle(std::span<const FrameMeta>(&meta, 1), fate);
 }
 
@@ -762,6 +803,10 @@ void SourceSet::monitor() {
         char why[96];
         std::snprintf(why, sizeof why, "no frame for %.1f s", static_cast<double>(now - last) / 1e9);
         s.reason = why;
+        if (!s.down_since_ns) {
+          s.down_since_ns = last;  // down since its last frame
+          s.down_reason = why;
+        }
         spdlog::warn("source '{}': live -> stalled: {}", s.name, s.reason);
       }
       if (s.running == 0 && !s.joined) {

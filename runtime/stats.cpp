@@ -1,5 +1,7 @@
 #include "runtime/stats.hpp"
 
+#include "runtime/batch.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -11,6 +13,28 @@ namespace sluice {
 std::int64_t now_ns() noexcept {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
       .count();
+}
+
+std::int64_t wall_ns() noexcept {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string format_utc_ms(std::int64_t unix_ns) {
+  std::int64_t ms = unix_ns / 1'000'000;
+  if (unix_ns % 1'000'000 < 0) --ms;  // floor: times before 1970 stay in order
+  std::int64_t sec = ms / 1000, milli = ms % 1000;
+  if (milli < 0) {
+    milli += 1000;
+    --sec;
+  }
+  const auto seconds = static_cast<std::time_t>(sec);
+  std::tm utc{};
+  if (!gmtime_r(&seconds, &utc)) return "";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", utc.tm_year + 1900, utc.tm_mon + 1, utc.tm_mday,
+                utc.tm_hour, utc.tm_min, utc.tm_sec, static_cast<int>(milli));
+  return buf;
 }
 
 std::int64_t thread_cpu_ns() noexcept {
@@ -94,6 +118,26 @@ void FrameLedger::failed(std::uint64_t n, const std::string& error) {
     errors_.push_back(error);
 }
 
+void FrameLedger::count_source(std::uint32_t id, Column column, std::uint64_t n) {
+  if (!sources_.count(id) && sources_.size() >= kMaxSources) id = kOtherSources;
+  SourceTotals& t = sources_[id];
+  (column == Column::produced    ? t.produced
+   : column == Column::delivered ? t.delivered
+   : column == Column::dropped   ? t.dropped
+                                 : t.failed) += n;
+}
+
+void FrameLedger::per_source(const std::vector<FrameMeta>& frames, Column column) {
+  std::lock_guard lock(mu_);
+  if (abandoned_) return;
+  for (const FrameMeta& f : frames) count_source(f.source_id, column, 1);
+}
+
+void FrameLedger::per_source(const FrameMeta& frame, Column column) {
+  std::lock_guard lock(mu_);
+  if (!abandoned_) count_source(frame.source_id, column, 1);
+}
+
 FrameLedger::Totals FrameLedger::totals() const {
   std::lock_guard lock(mu_);
   Totals t;
@@ -104,6 +148,7 @@ FrameLedger::Totals FrameLedger::totals() const {
   t.produced = produced_.load();
   t.drop_reasons = drop_reasons_;
   t.errors = errors_;
+  t.sources = sources_;
   return t;
 }
 
@@ -137,6 +182,21 @@ std::string format_summary(const PipelineSnapshot& s) {
                 static_cast<unsigned long long>(f.dropped), static_cast<unsigned long long>(f.failed),
                 static_cast<unsigned long long>(f.in_flight()));
   out += line;
+  if (!f.sources.empty()) {
+    std::snprintf(line, sizeof line, "  %-24s %10s %10s %10s %10s %10s\n", "source", "produced", "delivered", "dropped",
+                  "failed", "in flight");
+    out += line;
+    for (const auto& [id, n] : f.sources) {
+      std::string name = id == FrameLedger::kOtherSources ? "(other sources)" : "source " + std::to_string(id);
+      if (auto it = s.source_names.find(id); it != s.source_names.end() && !it->second.empty()) name = it->second;
+      if (name.size() > 24) name = name.substr(0, 21) + "...";
+      std::snprintf(line, sizeof line, "  %-24s %10llu %10llu %10llu %10llu %10llu\n", name.c_str(),
+                    static_cast<unsigned long long>(n.produced), static_cast<unsigned long long>(n.delivered),
+                    static_cast<unsigned long long>(n.dropped), static_cast<unsigned long long>(n.failed),
+                    static_cast<unsigned long long>(n.in_flight()));
+      out += line;
+    }
+  }
   for (const auto& [reason, n] : f.drop_reasons)
     out += "  dropped " + std::to_string(n) + ": " + reason + "\n";
   for (const auto& e : f.errors) out += "  error: " + e + "\n";

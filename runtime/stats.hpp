@@ -11,6 +11,9 @@
 namespace sluice {
 
 std::int64_t now_ns() noexcept;         // steady clock
+std::int64_t wall_ns() noexcept;        // system clock: ns since the Unix epoch (UTC)
+// RFC 3339 in UTC with milliseconds, e.g. "2026-12-02T01:03:04.123Z".
+std::string format_utc_ms(std::int64_t unix_ns);
 std::int64_t thread_cpu_ns() noexcept;  // CPU time of the calling thread
 
 // Log-scale latency histogram (about 4% bucket width, 1 µs .. 1 h); lock-free recording.
@@ -33,9 +36,24 @@ class LatencyHistogram {
   std::atomic<std::int64_t> sum_ns_{0};
 };
 
+struct FrameMeta;
+
 // Every frame a source produced ends in exactly one of: delivered, dropped (with a reason), failed.
 class FrameLedger {
  public:
+  // The same four counts per source (FrameMeta::source_id), for the run's summary.
+  struct SourceTotals {
+    std::uint64_t produced = 0, delivered = 0, dropped = 0, failed = 0;
+    std::uint64_t in_flight() const { return produced - delivered - dropped - failed; }
+  };
+  enum class Column : std::uint8_t { produced, delivered, dropped, failed };
+  // Counts `frames` in `column` of their sources; called beside produced()/delivered()/dropped()/failed().
+  // After kMaxSources distinct sources, further ones are counted together under kOtherSources.
+  void per_source(const std::vector<FrameMeta>& frames, Column column);
+  void per_source(const FrameMeta& frame, Column column);
+  static constexpr std::size_t kMaxSources = 1024;
+  static constexpr std::uint32_t kOtherSources = 0xffffffffu;
+
   void produced(std::uint64_t n) noexcept;
   void delivered(std::uint64_t n) noexcept;
   void dropped(std::uint64_t n, const std::string& reason);
@@ -50,6 +68,7 @@ class FrameLedger {
     std::uint64_t produced = 0, delivered = 0, dropped = 0, failed = 0;
     std::map<std::string, std::uint64_t> drop_reasons;
     std::vector<std::string> errors;  // first few distinct errors, in order
+    std::map<std::uint32_t, SourceTotals> sources;  // by source id
     std::uint64_t in_flight() const { return produced - delivered - dropped - failed; }
   };
   Totals totals() const;
@@ -60,6 +79,8 @@ class FrameLedger {
   mutable std::mutex mu_;  // every update (once per batch): abandon() must see a consistent ledger
   std::map<std::string, std::uint64_t> drop_reasons_;
   std::vector<std::string> errors_;
+  std::map<std::uint32_t, SourceTotals> sources_;
+  void count_source(std::uint32_t id, Column column, std::uint64_t n);  // mu_ held
 };
 
 struct StageCounters {
@@ -88,6 +109,7 @@ struct StageSnapshot {
 
 struct PipelineSnapshot {
   std::string name, device, execution;
+  std::map<std::uint32_t, std::string> source_names;  // for frames.sources, where known
   double elapsed_s = 0;
   std::vector<StageSnapshot> stages;
   FrameLedger::Totals frames;

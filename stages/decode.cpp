@@ -85,6 +85,11 @@ class TestSourceStage final : public Stage, public SourceControl {
     r.kind = InputKind::testsrc;
     r.state = ended_ ? SourceState::eos : SourceState::live;
     r.frames = produced_;
+    const std::int64_t now = now_ns(), last = last_frame_ns_;
+    r.since_last_frame_s = last ? static_cast<double>(now - last) / 1e9 : -1;
+    // The rate over the last window; none once it ended, or while nothing came for a while (paused).
+    const bool current = last && now - last < 2 * kFpsWindowNs;
+    r.fps = ended_ || !current ? 0.0 : measured_fps_.load();
     return {r};
   }
   std::uint32_t add_source(SourceOptions) override {
@@ -95,7 +100,7 @@ class TestSourceStage final : public Stage, public SourceControl {
 
   BatchLease process(Batch*, StageContext& ctx) override {
     BatchLease batch = produce(ctx);
-    if (batch) produced_ += static_cast<std::uint64_t>(batch->count);
+    if (batch) count_frames(static_cast<std::uint64_t>(batch->count));
     else if (!ctx.pausing()) ended_ = true;
     return batch;
   }
@@ -132,6 +137,7 @@ class TestSourceStage final : public Stage, public SourceControl {
       meta.sequence = next_;
       meta.pts_ns = static_cast<std::int64_t>(static_cast<double>(next_) * 1e9 / (fps_ > 0 ? fps_ : 30.0));
       meta.capture_ns = now_ns();
+      meta.wall_ns = wall_ns();
       if (shared_ && shared_->tap)
         shared_->tap->put(meta, {batch->item(batch->count), desc_.width, desc_.height, desc_.pixel});
       batch->frames.push_back(meta);
@@ -153,9 +159,30 @@ class TestSourceStage final : public Stage, public SourceControl {
     ctx.pacing_wait_ns += now_ns() - start;
   }
 
+  // The frames of a batch, and the frame rate the sources view shows: frames per window of about a second
+  // (the first window starts at the first batch).
+  void count_frames(std::uint64_t n) {
+    const std::int64_t now = now_ns();
+    produced_ += n;
+    last_frame_ns_ = now;
+    if (!fps_window_ns_) {
+      fps_window_ns_ = now;
+      fps_window_frames_ = produced_;
+    } else if (now - fps_window_ns_ >= kFpsWindowNs) {
+      measured_fps_ = static_cast<double>(produced_ - fps_window_frames_) * 1e9 / static_cast<double>(now - fps_window_ns_);
+      fps_window_ns_ = now;
+      fps_window_frames_ = produced_;
+    }
+  }
+
   static constexpr std::int64_t kMaxLateNs = 1'000'000'000;
+  static constexpr std::int64_t kFpsWindowNs = 1'000'000'000;
   std::string name_;
   std::atomic<std::uint64_t> produced_{0};
+  std::atomic<std::int64_t> last_frame_ns_{0};
+  std::atomic<double> measured_fps_{0};
+  std::int64_t fps_window_ns_ = 0;  // the stage's thread only
+  std::uint64_t fps_window_frames_ = 0;
   std::atomic<bool> ended_{false};
   TestPattern pattern_;
   std::uint32_t source_id_;

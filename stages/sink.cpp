@@ -156,7 +156,7 @@ StageInfo sink_stage() {
   return {
       "sink",
       StageRole::sink,
-      "writes one record per frame (source, input, input_frame, sequence, pts, stage times, and the top-k classes by "
+      "writes one record per frame (source, input, input_frame, sequence, pts, time, stage times, and the top-k classes by "
       "label or a payload summary): null (count only), stdout (a line each), jsonl (one JSON object each; one file "
       "per run, per input file or per source), directory (one JSON result per input) or npy (each batch's payload as "
       "a NumPy file, plus index.jsonl: file, row, source_id, sequence, pts_ns, input and input_frame per frame). Per-input outputs are "

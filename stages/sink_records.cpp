@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kernels/half.hpp"
+#include "runtime/stats.hpp"
 #include "runtime/utf8.hpp"
 
 namespace sluice::sinks {
@@ -87,6 +88,7 @@ std::string RecordFormatter::json(const Batch& b, int i, const Origin& origin, s
   }
   j["sequence"] = f.sequence;
   j["pts_ns"] = f.pts_ns;
+  if (f.wall_ns) j["time"] = format_utc_ms(f.wall_ns);  // when it was decoded (captured), UTC
   // Per-stage time: from capture (or the previous stage's finish) to this stage's finish, in ms.
   nlohmann::json stages = nlohmann::json::object();
   std::int64_t prev = f.capture_ns;

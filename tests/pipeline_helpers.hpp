@@ -2,6 +2,7 @@
 // Shared by the CPU and GPU pipeline tests: run a YAML pipeline to its end and read what it wrote.
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <stdexcept>
 #include <string>
@@ -16,11 +17,28 @@
 namespace sluice::test {
 
 // The source tree: $SLUICE_SOURCE_DIR when set, else the working directory when it holds the shipped pipelines
-// (a GPU host runs the test executable from a copy of the checkout), else the tree the tests were built from.
+// (a GPU host runs the test executable from a copy of the checkout), else the nearest directory above the
+// test executable that holds them (a build directory inside the checkout, wherever the two lie now). Only
+// then, where the executable was built with one (SLUICE_SOURCE_DIR: the CPU tests), the tree it was built
+// from; the GPU tests have none compiled in, so a bundle of them runs wherever it is unpacked.
 inline std::string source_dir() {
+  namespace fs = std::filesystem;
   if (const char* env = std::getenv("SLUICE_SOURCE_DIR"); env && *env) return env;
-  if (std::ifstream("config/pipelines/default.yaml").good()) return ".";
+  const fs::path marker = fs::path("config") / "pipelines" / "default.yaml";
+  std::error_code ec;
+  if (fs::is_regular_file(marker, ec)) return ".";
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec)
+    for (fs::path dir = exe.parent_path(); !dir.empty(); dir = dir.parent_path()) {
+      if (fs::is_regular_file(dir / marker, ec)) return dir.string();
+      if (dir == dir.root_path()) break;
+    }
+#ifdef SLUICE_SOURCE_DIR
   return SLUICE_SOURCE_DIR;
+#else
+  throw std::runtime_error("cannot find the source tree (config/pipelines/default.yaml): run from the checkout, "
+                           "keep the test executable inside it, or set SLUICE_SOURCE_DIR");
+#endif
 }
 
 inline PipelinePlan plan_from(const std::string& yaml) { return plan_pipeline(parse_pipeline(yaml, "test.yaml")); }

@@ -9,6 +9,7 @@
 
 #include "kernels/preprocess_cpu.hpp"
 #include "pipeline_helpers.hpp"
+#include "runtime/source_control.hpp"
 #include "stages/testsrc.hpp"
 
 using namespace sluice;
@@ -139,14 +140,49 @@ TEST_CASE("stopping an endless source drains frames in flight", "[pipeline]") {
   REQUIRE(t.in_flight() == 0);
 }
 
+TEST_CASE("the directly rendered test pattern reports its frame rate in the sources view", "[pipeline][sources]") {
+  std::string yaml = small("pipelined", 0);
+  yaml.replace(yaml.find("frames: 0"), 9, "frames: 0\n    fps: 50");
+  Pipeline p(plan_from(yaml));
+  REQUIRE(p.source_control());
+  p.start();
+  SourceReport seen;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (std::chrono::steady_clock::now() < until) {  // the first rate comes after a window of about a second
+    seen = p.source_control()->sources().at(0);
+    if (seen.fps > 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  p.request_stop();
+  p.wait();
+  CHECK(seen.state == SourceState::live);
+  CHECK(seen.frames > 0);
+  CHECK(seen.fps > 0);
+  CHECK(seen.since_last_frame_s >= 0);
+  CHECK(p.source_control()->sources().at(0).fps == 0);  // ended: no rate any more
+}
+
 TEST_CASE("jsonl sink writes every frame - in order - with what the chain computed", "[pipeline]") {
   const std::string path = "test_pipeline_chain.jsonl";
   for (const char* format : {"bgr8", "nv12"}) {
     INFO(format);
+    const std::string before = format_utc_ms(wall_ns() - 1'000'000);  // the ms before, rounded down
     auto t = run_to_end(plan_from(chain_yaml("cpu", format, 21, path)));
+    const std::string after = format_utc_ms(wall_ns() + 1'000'000);
     REQUIRE(t.delivered == 21);
     auto lines = read_jsonl(path);
     REQUIRE(lines.size() == 21);
+    std::string previous_time;
+    for (const auto& j : lines) {  // RFC 3339 UTC with ms, taken at decode: in the run, in frame order
+      const std::string time = j.at("time");
+      REQUIRE(time.size() == 24);
+      CHECK(time[10] == 'T');
+      CHECK(time.back() == 'Z');
+      CHECK(time >= before);  // same fixed-width form: compares as time does
+      CHECK(time <= after);
+      CHECK(time >= previous_time);
+      previous_time = time;
+    }
 
     // Recompute frame k independently and compare the payload summary the sink wrote.
     const auto fmt = *parse_pixel_format(format);
@@ -178,6 +214,42 @@ TEST_CASE("jsonl sink writes every frame - in order - with what the chain comput
     }
   }
   std::remove(path.c_str());
+}
+
+TEST_CASE("the run's summary counts frames per source", "[pipeline][sources]") {
+  PipelineSnapshot snap;
+  const auto totals = run_to_end(plan_from(R"(name: two
+device: cpu
+batch_size: 4
+stages:
+  - kind: decode
+    uri: [testsrc:bars, testsrc:shapes]
+    width: 32
+    height: 32
+    frames: 12
+  - kind: sink
+    type: null
+)"),
+                                 &snap);
+  REQUIRE(totals.delivered == 24);
+  REQUIRE(snap.frames.sources.size() == 2);
+  for (const auto& [id, n] : snap.frames.sources) {
+    INFO("source " << id);
+    CHECK(n.produced == 12);
+    CHECK(n.delivered == 12);
+    CHECK(n.dropped + n.failed + n.in_flight() == 0);
+  }
+  const std::string summary = format_summary(snap);
+  INFO(summary);
+  CHECK(summary.find("produced  delivered") != std::string::npos);
+  CHECK(summary.find("testsrc-bars") != std::string::npos);
+  CHECK(summary.find("testsrc-shapes") != std::string::npos);
+}
+
+TEST_CASE("record times are RFC 3339 UTC with milliseconds", "[pipeline]") {
+  CHECK(format_utc_ms(0) == "1970-01-01T00:00:00.000Z");
+  CHECK(format_utc_ms(1'764'637'384'123'456'789LL) == "2025-12-02T01:03:04.123Z");
+  CHECK(format_utc_ms(-1) == "1969-12-31T23:59:59.999Z");
 }
 
 TEST_CASE("a sink that cannot write fails every frame with a clear error - counts intact", "[pipeline]") {

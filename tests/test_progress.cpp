@@ -235,10 +235,15 @@ TEST_CASE("progress: the JSON form has every field", "[progress]") {
   auto stopped = input(6, "/data/half.mp4", 10, 4, 1.0);
   stopped.ended = stopped.complete = stopped.interrupted = true;
   stopped.completed_ns = kNow;
+  stopped.error = "stopped before its end";  // as InputTracker::interrupt() says it
+  auto removed = input(7, "rtsp://cam/2", -1, 4, 1.0, InputKind::stream);
+  removed.ended = removed.complete = removed.interrupted = removed.removed = true;
+  removed.completed_ns = kNow;
+  removed.error = "its source was removed";
 
-  const auto j = progress_json({running, live, finishing, failed, done, stopped}, kNow);
+  const auto j = progress_json({running, live, finishing, failed, done, stopped, removed}, kNow);
   REQUIRE(j.is_array());
-  REQUIRE(j.size() == 6);
+  REQUIRE(j.size() == 7);
   const auto& r = j[0];
   REQUIRE(r["id"] == 1);
   REQUIRE(r["source"] == "clips");
@@ -263,7 +268,9 @@ TEST_CASE("progress: the JSON form has every field", "[progress]") {
   REQUIRE(j[3]["frames_done"] == 4);
   REQUIRE(j[4]["state"] == "done");
   REQUIRE(j[4]["eta_s"].get<double>() == 0.0);
-  REQUIRE(j[5]["state"] == "interrupted");
+  REQUIRE(j[5]["state"] == "interrupted");  // stopped, not failed
+  REQUIRE(j[6]["state"] == "removed");
+  REQUIRE(j[6]["error"] == "its source was removed");
 }
 
 TEST_CASE("progress display: redraws in place with cursor-up and line clears", "[progress]") {

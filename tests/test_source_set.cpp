@@ -14,6 +14,9 @@
 #include <set>
 #include <thread>
 
+#include <spdlog/sinks/ringbuffer_sink.h>
+#include <spdlog/spdlog.h>
+
 #include "pipeline_helpers.hpp"
 #include "runtime/job_ledger.hpp"
 #include "runtime/source_set.hpp"
@@ -336,6 +339,53 @@ TEST_CASE("sources are added and removed while another keeps running", "[sources
   CHECK(h.ledger.totals().dropped == 0);
 }
 
+TEST_CASE("a source removed at run time leaves its input marked removed, not failed", "[sources]") {
+  Harness h;
+  const auto endless = h.set->add_source(testsrc("bars", 0, 400));
+  REQUIRE(h.wait_for([&] { return !h.take_batch().empty(); }));
+  REQUIRE(h.set->remove_source(std::to_string(endless)));
+  CHECK(h.report(endless).state == SourceState::removed);
+  REQUIRE(h.wait_for([&] {
+    h.take_batch();
+    return h.set->exhausted();
+  }));
+  const auto inputs = h.shared->inputs.snapshot();
+  REQUIRE(inputs.size() == 1);
+  CHECK(inputs[0].complete);
+  CHECK(inputs[0].interrupted);
+  CHECK(inputs[0].removed);
+  CHECK(h.shared->inputs.totals().with_errors == 0);
+}
+
+TEST_CASE("rate_limit paces a directory job as one source, not each of its files", "[sources][job]") {
+  register_fakes();
+  const fs::path dir = fs::temp_directory_path() / ("sluice-rate-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  for (const char* name : {"a.mp4", "b.mp4"}) std::ofstream(dir / name) << "10";
+  Harness h;
+  SourceOptions o;
+  o.uri = dir.string();
+  o.decode_threads = 2;  // both files at once
+  o.rate_limit = 40;
+  const auto id = h.set->add_source(o);
+  std::vector<FrameMeta> frames;
+  REQUIRE(h.wait_for([&] {
+    for (const auto& f : h.take_batch()) frames.push_back(f);
+    return h.set->exhausted();
+  }));
+  REQUIRE(frames.size() == 20);
+  CHECK(h.report(id).dropped == 0);  // files are paced, never dropped
+  // 20 frames at 40/s of the source: each frame is due a period after the one before, so the first and the
+  // last lie 19 periods apart, less the first one's read time (18 allowed); paced per file, the two files
+  // together took about 9.
+  std::vector<std::int64_t> captured;
+  for (const auto& f : frames) captured.push_back(f.capture_ns);
+  std::sort(captured.begin(), captured.end());
+  CHECK(captured.back() - captured.front() >= 18 * 1'000'000'000LL / 40);
+  fs::remove_all(dir);
+}
+
 TEST_CASE("a live source reconnects with backoff after its stream is cut", "[sources]") {
   Harness h;
   g_flaky_opens = 0;
@@ -355,6 +405,68 @@ TEST_CASE("a live source reconnects with backoff after its stream is cut", "[sou
   CHECK(r.leaky);
   CHECK_FALSE(r.reason.empty());
   h.set->remove_source(std::to_string(id));
+}
+
+// The log lines written while it lives (the default logger's, restored at the end).
+struct CapturedLog {
+  std::shared_ptr<spdlog::sinks::ringbuffer_sink_mt> sink = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(256);
+  std::shared_ptr<spdlog::logger> previous = spdlog::default_logger();
+  CapturedLog() {
+    auto logger = std::make_shared<spdlog::logger>("captured", sink);
+    logger->set_pattern("%v");
+    spdlog::set_default_logger(logger);
+  }
+  ~CapturedLog() { spdlog::set_default_logger(previous); }
+  std::vector<std::string> lines_with(const std::string& word) const {
+    std::vector<std::string> out;
+    for (const auto& line : sink->last_formatted())
+      if (line.find(word) != std::string::npos) out.push_back(line);
+    return out;
+  }
+};
+
+TEST_CASE("a source that recovers after a cut logs one line saying so, with how long it was down", "[sources]") {
+  CapturedLog log;
+  Harness h;
+  g_flaky_opens = 0;
+  SourceOptions o;
+  o.uri = "tcp://flaky:10";
+  o.backoff_initial_s = 0.01;
+  o.backoff_max_s = 0.05;
+  const auto id = h.set->add_source(o);
+  std::size_t frames = 0;
+  REQUIRE(h.wait_for([&] {  // a refused open, 3 frames, a cut, 3 frames
+    frames += h.take_batch().size();
+    return frames >= 6;
+  }));
+  h.set->remove_source(std::to_string(id));
+  const auto recovered = log.lines_with("recovered");
+  REQUIRE(recovered.size() >= 2);  // after the refused open and after the cut: one line each
+  CHECK(recovered[0].find("source 'flaky") != std::string::npos);
+  CHECK(recovered[0].find(" s down") != std::string::npos);
+  CHECK(recovered[0].find("connection refused") != std::string::npos);  // what took it down
+  CHECK(recovered[1].find("connection reset by peer") != std::string::npos);
+}
+
+TEST_CASE("a live source's pts go on across reconnections instead of starting at 0 again", "[sources]") {
+  Harness h;
+  g_flaky_opens = 0;
+  SourceOptions o;
+  o.uri = "tcp://flaky:11";  // 3 frames per connection, their clock from 0 each time
+  o.backoff_initial_s = 0.01;
+  o.backoff_max_s = 0.05;
+  const auto id = h.set->add_source(o);
+  std::vector<FrameMeta> frames;
+  REQUIRE(h.wait_for([&] {
+    for (const auto& f : h.take_batch()) frames.push_back(f);
+    return frames.size() >= 9;  // three connections
+  }));
+  h.set->remove_source(std::to_string(id));
+  for (std::size_t i = 1; i < frames.size(); ++i) {
+    INFO("frame " << i);
+    CHECK(frames[i].pts_ns > frames[i - 1].pts_ns);
+    CHECK(frames[i].wall_ns >= frames[i - 1].wall_ns);
+  }
 }
 
 TEST_CASE("a live source that never connects fails after max_attempts", "[sources]") {

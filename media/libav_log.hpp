@@ -1,0 +1,56 @@
+#pragma once
+// FFmpeg's own log lines go through sluice's logger, never straight to stderr: error-level lines as warnings,
+// warnings at debug level (when the logger is at debug), the rest dropped; each input's lines rate-limited on their own (a stream joined in the
+// middle of a GOP makes the decoder complain hundreds of times a second), with a count of what was left out.
+//
+// Which input a line belongs to: the thread's current LibavLogScope (demuxing, opening and decoding run on the
+// source's own thread), or, for lines from libavcodec's own frame threads, the decoder context's `opaque`
+// (set to the input's LibavLog by the reader). A line with neither is limited with all such lines of the
+// process, under the name "libav".
+#include <cstdint>
+#include <mutex>
+#include <string>
+
+namespace sluice {
+
+class LibavLog {
+ public:
+  explicit LibavLog(std::string input) : input_(std::move(input)) {}
+  LibavLog(const LibavLog&) = delete;
+  LibavLog& operator=(const LibavLog&) = delete;
+
+  // The last error-level line FFmpeg logged for this input, without its "[tcp @ 0x...]" prefix ("" when none):
+  // the detail a return code lacks ("Connection to tcp://cam:554 failed: Connection refused" behind a plain
+  // "I/O error").
+  std::string last_error() const;
+
+  // Takes one line (already UTF-8, no newline); `error`: FFmpeg logged it at error level or worse.
+  void take(const std::string& line, bool error);
+
+  // At most this many lines per window are logged for one input (its URI: the allowance outlives one
+  // connection, so reconnection attempts share it); the rest are counted and reported with the next line.
+  static constexpr int kLinesPerWindow = 5;
+  static constexpr std::int64_t kWindowNs = 10'000'000'000;
+
+ private:
+  std::string input_;
+  mutable std::mutex mu_;  // libavcodec's frame threads log concurrently
+  std::string last_error_;
+};
+
+// While it lives, what FFmpeg logs on this thread is `log`'s. Nests.
+class LibavLogScope {
+ public:
+  explicit LibavLogScope(LibavLog& log) noexcept;
+  ~LibavLogScope();
+  LibavLogScope(const LibavLogScope&) = delete;
+  LibavLogScope& operator=(const LibavLogScope&) = delete;
+
+ private:
+  LibavLog* previous_;
+};
+
+// Installs the callback (idempotent).
+void route_libav_logging();
+
+}  // namespace sluice

@@ -1,0 +1,99 @@
+// FFmpeg's own log lines through sluice's logger, rate-limited per input, and stream reasons that keep
+// FFmpeg's error text.
+#include <catch2/catch.hpp>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <spdlog/sinks/ringbuffer_sink.h>
+#include <spdlog/spdlog.h>
+
+extern "C" {
+#include <libavutil/log.h>
+}
+
+#include "media/demux.hpp"
+#include "media/libav_log.hpp"
+#include "runtime/frame_reader.hpp"
+
+using namespace sluice;
+
+namespace {
+
+struct CapturedLog {
+  std::shared_ptr<spdlog::sinks::ringbuffer_sink_mt> sink = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(512);
+  std::shared_ptr<spdlog::logger> previous = spdlog::default_logger();
+  CapturedLog() {
+    auto logger = std::make_shared<spdlog::logger>("captured", sink);
+    logger->set_pattern("%l %v");
+    spdlog::set_default_logger(logger);
+  }
+  ~CapturedLog() { spdlog::set_default_logger(previous); }
+  std::vector<std::string> lines_with(const std::string& word) const {
+    std::vector<std::string> out;
+    for (std::string line : sink->last_formatted()) {
+      while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.pop_back();
+      if (line.find(word) != std::string::npos) out.push_back(line);
+    }
+    return out;
+  }
+};
+
+// A loopback port nothing listens on (bound, then closed).
+int closed_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  socklen_t len = sizeof addr;
+  REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+}  // namespace
+
+TEST_CASE("FFmpeg's error lines reach sluice's log as warnings, a few per input per window, the rest counted",
+          "[libav][log]") {
+  CapturedLog log;
+  route_libav_logging();
+  LibavLog cam("rtsp://cam/1"), other("rtsp://cam/2");
+  {
+    const LibavLogScope scope(cam);
+    for (int i = 0; i < 200; ++i) av_log(nullptr, AV_LOG_ERROR, "non-existing PPS %d referenced\n", i);
+    av_log(nullptr, AV_LOG_INFO, "an info line is never logged\n");
+    const LibavLogScope nested(other);  // nests: the inner scope's input owns the lines
+    av_log(nullptr, AV_LOG_ERROR, "Connection refused\n");
+  }
+  const auto cam_lines = log.lines_with("FFmpeg (rtsp://cam/1)");
+  CHECK(cam_lines.size() == static_cast<std::size_t>(LibavLog::kLinesPerWindow));  // not 200
+  REQUIRE_FALSE(cam_lines.empty());
+  CHECK(cam_lines[0] == "warning FFmpeg (rtsp://cam/1): non-existing PPS 0 referenced");
+  CHECK(cam.last_error() == "non-existing PPS 199 referenced");
+  CHECK(log.lines_with("info line").empty());
+  const auto other_lines = log.lines_with("FFmpeg (rtsp://cam/2)");  // its own allowance
+  REQUIRE(other_lines.size() == 1);
+  CHECK(other.last_error() == "Connection refused");
+}
+
+TEST_CASE("a stream that cannot be opened says FFmpeg's reason, not a list of guesses", "[libav][log]") {
+  const std::string uri = "tcp://127.0.0.1:" + std::to_string(closed_port());
+  DemuxOptions options;
+  options.open_timeout_s = 5;
+  try {
+    Demuxer demux(uri, options);
+    FAIL("opened a port nothing listens on");
+  } catch (const InputError& e) {
+    const std::string why = e.what();
+    INFO(why);
+    CHECK(why.find("cannot open the stream: ") != std::string::npos);
+    CHECK(why.find("Connection refused") != std::string::npos);  // FFmpeg's text for the code
+    CHECK(why.find("Connection to tcp://127.0.0.1:") != std::string::npos);  // and the line FFmpeg logged
+    CHECK(why.find("[tcp @") == std::string::npos);  // without its context prefix
+    CHECK(why.find("nothing answered") == std::string::npos);  // no list of guesses
+  }
+}
