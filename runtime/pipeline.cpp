@@ -208,8 +208,7 @@ void Pipeline::fail_frames(std::size_t i, const Batch* in, const std::string& wh
   rt_[i]->counters.errors++;
   const std::string msg = "stage '" + ps.name + "' (" + ps.kind + ")" + first_frame(in) + ": " + what;
   if (in && in->count > 0) {
-    ledger_.failed(static_cast<std::uint64_t>(in->count), msg);
-    ledger_.per_source(in->frames, FrameLedger::Column::failed);
+    ledger_.failed(in->frames, msg);
     plan_.shared->inputs.settle(in->frames, FrameFate::failed);
   }
   spdlog::error("{}", msg);
@@ -301,8 +300,7 @@ BatchLease Pipeline::step(std::size_t i, BatchLease& in) {
       out->ready_pending = true;
     }
     if (ps.role == StageRole::source) {
-      ledger_.produced(static_cast<std::uint64_t>(out->count));
-      ledger_.per_source(out->frames, FrameLedger::Column::produced);
+      ledger_.produced(out->frames);
     }
   }
   if (in && s) {
@@ -321,8 +319,7 @@ BatchLease Pipeline::step(std::size_t i, BatchLease& in) {
   }
   if (ps.role == StageRole::sink && in) {
     for (const auto& f : in->frames) latency_.record(t1 - f.capture_ns);
-    ledger_.delivered(static_cast<std::uint64_t>(in->count));
-    ledger_.per_source(in->frames, FrameLedger::Column::delivered);
+    ledger_.delivered(in->frames);
     plan_.shared->inputs.settle(in->frames, FrameFate::delivered);
     finish_inputs(i);
   }
@@ -341,10 +338,9 @@ void Pipeline::push_downstream(std::size_t i, BatchLease out) {
     rt.counters.dropped += n;
     plan_.shared->inputs.settle(dropped->frames, FrameFate::dropped);
     const auto& ps = plan_.stages[i];
-    ledger_.dropped(n, !result.accepted ? "queue after '" + ps.name + "' closed"
+    ledger_.dropped(dropped->frames, !result.accepted ? "queue after '" + ps.name + "' closed"
                                               : "queue after '" + ps.name + "' full (leaky: " +
                                                     std::string(to_string(ps.queue_policy)) + ")");
-    ledger_.per_source(dropped->frames, FrameLedger::Column::dropped);
   }
 }
 

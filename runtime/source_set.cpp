@@ -582,15 +582,14 @@ void SourceSet::fail_frame(Source& s, FrameMeta meta, const std::string& why) {
 void SourceSet::settle_outside_batch(FrameMeta meta, FrameFate fate, const std::string& reason) {
   FrameLedger* ledger = settings_.shared ? settings_.shared->ledger : nullptr;
   if (!ledger) {  // between two pipelines: the next one counts it
-    (fate == FrameFate::dropped ? unbound_drops_ : unbound_failures_)[reason]++;
+    (fate == FrameFate::dropped ? unbound_drops_ : unbound_failures_)[reason].push_back(meta);
     return;
   }
-  ledger->produced(1);
-  ledger->per_source(meta, FrameLedger::Column::produced);
-  if (fate == FrameFate::dropped) ledger->dropped(1, reason);
-  else ledger->failed(1, reason);
-  ledger->per_source(meta, fate == FrameFate::dropped ? FrameLedger::Column::dropped : FrameLedger::Column::failed);
-  settings_.shared->inputs.settle(std::span<const FrameMeta>(&meta, 1), fate);
+  const std::span<const FrameMeta> frame(&meta, 1);
+  ledger->produced(frame);
+  if (fate == FrameFate::dropped) ledger->dropped(frame, reason);
+  else ledger->failed(frame, reason);
+  settings_.shared->inputs.settle(frame, fate);
 }
 
 bool SourceSet::compatible(const SourceSetSettings& o) const {
@@ -609,14 +608,14 @@ void SourceSet::rebind(std::shared_ptr<PipelineShared> shared) {
     if (settings_.shared) settings_.shared->inputs.name_source(s->id, s->name);
   }
   if (settings_.shared && settings_.shared->ledger) {
-    for (const auto& [reason, n] : unbound_drops_) {
-      settings_.shared->ledger->produced(n);
-      settings_.shared->ledger->dropped(n, reason + " (during a reload)");
+    for (const auto& [reason, frames] : unbound_drops_) {
+      settings_.shared->ledger->produced(frames);
+      settings_.shared->ledger->dropped(frames, reason + " (during a reload)");
     }
     unbound_drops_.clear();
-    for (const auto& [reason, n] : unbound_failures_) {
-      settings_.shared->ledger->produced(n);
-      settings_.shared->ledger->failed(n, reason + " (during a reload)");
+    for (const auto& [reason, frames] : unbound_failures_) {
+      settings_.shared->ledger->produced(frames);
+      settings_.shared->ledger->failed(frames, reason + " (during a reload)");
     }
     unbound_failures_.clear();
   }

@@ -126,8 +126,9 @@ class SourceSet final : public SourceControl {
   std::size_t round_robin_ = 0;
   bool stopping_ = false;
   std::uint64_t epoch_ = 0;  // +1 per rebind(): frames of an earlier one carry no input
-  std::map<std::string, std::uint64_t> unbound_drops_;  // dropped while bound to no pipeline, per reason
-  std::map<std::string, std::uint64_t> unbound_failures_;  // failed (corrupt) likewise
+  // Frames dropped or failed (corrupt) while bound to no pipeline, per reason: the next pipeline's ledger
+  // counts them (a reload's gap is short, so these stay small).
+  std::map<std::string, std::vector<FrameMeta>> unbound_drops_, unbound_failures_;
   bool monitor_exit_ = false;
   std::mt19937_64 jitter_rng_{std::random_device{}()};
   std::thread monitor_;

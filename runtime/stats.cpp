@@ -43,6 +43,12 @@ std::int64_t thread_cpu_ns() noexcept {
   return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
+double process_cpu_seconds() noexcept {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
+}
+
 namespace {
 constexpr double kBase = 1.04;           // bucket growth factor
 constexpr double kFirstEdgeNs = 1000.0;  // 1 µs
@@ -83,14 +89,45 @@ std::int64_t LatencyHistogram::quantile_ns(double p) const noexcept {
   return upper_edge(kBuckets - 1);
 }
 
-void FrameLedger::produced(std::uint64_t n) noexcept {
-  std::lock_guard lock(mu_);
-  if (!abandoned_) produced_ += n;
+void FrameLedger::count(std::span<const FrameMeta> frames, Column column) {
+  (column == Column::produced    ? produced_
+   : column == Column::delivered ? delivered_
+   : column == Column::dropped   ? dropped_
+                                 : failed_) += frames.size();
+  for (const FrameMeta& f : frames) {
+    std::uint32_t id = f.source_id;
+    if (!sources_.count(id) && sources_.size() >= kMaxSources) id = kOtherSources;
+    SourceTotals& t = sources_[id];
+    ++(column == Column::produced    ? t.produced
+       : column == Column::delivered ? t.delivered
+       : column == Column::dropped   ? t.dropped
+                                     : t.failed);
+  }
 }
 
-void FrameLedger::delivered(std::uint64_t n) noexcept {
+void FrameLedger::produced(std::span<const FrameMeta> frames) {
   std::lock_guard lock(mu_);
-  if (!abandoned_) delivered_ += n;
+  if (!abandoned_) count(frames, Column::produced);
+}
+
+void FrameLedger::delivered(std::span<const FrameMeta> frames) {
+  std::lock_guard lock(mu_);
+  if (!abandoned_) count(frames, Column::delivered);
+}
+
+void FrameLedger::dropped(std::span<const FrameMeta> frames, const std::string& reason) {
+  std::lock_guard lock(mu_);
+  if (abandoned_ || frames.empty()) return;
+  count(frames, Column::dropped);
+  drop_reasons_[reason] += frames.size();
+}
+
+void FrameLedger::failed(std::span<const FrameMeta> frames, const std::string& error) {
+  std::lock_guard lock(mu_);
+  if (abandoned_ || frames.empty()) return;
+  count(frames, Column::failed);
+  if (errors_.size() < 16 && std::find(errors_.begin(), errors_.end(), error) == errors_.end())
+    errors_.push_back(error);
 }
 
 std::uint64_t FrameLedger::abandon(const std::string& reason) {
@@ -98,44 +135,10 @@ std::uint64_t FrameLedger::abandon(const std::string& reason) {
   if (abandoned_) return 0;
   const std::uint64_t n = produced_ - delivered_ - dropped_ - failed_;
   failed_ += n;
+  for (auto& [id, t] : sources_) t.failed += t.in_flight();
   if (n > 0 && errors_.size() < 16) errors_.push_back(reason);
   abandoned_ = true;
   return n;
-}
-
-void FrameLedger::dropped(std::uint64_t n, const std::string& reason) {
-  std::lock_guard lock(mu_);
-  if (abandoned_) return;
-  dropped_ += n;
-  drop_reasons_[reason] += n;
-}
-
-void FrameLedger::failed(std::uint64_t n, const std::string& error) {
-  std::lock_guard lock(mu_);
-  if (abandoned_) return;
-  failed_ += n;
-  if (errors_.size() < 16 && std::find(errors_.begin(), errors_.end(), error) == errors_.end())
-    errors_.push_back(error);
-}
-
-void FrameLedger::count_source(std::uint32_t id, Column column, std::uint64_t n) {
-  if (!sources_.count(id) && sources_.size() >= kMaxSources) id = kOtherSources;
-  SourceTotals& t = sources_[id];
-  (column == Column::produced    ? t.produced
-   : column == Column::delivered ? t.delivered
-   : column == Column::dropped   ? t.dropped
-                                 : t.failed) += n;
-}
-
-void FrameLedger::per_source(const std::vector<FrameMeta>& frames, Column column) {
-  std::lock_guard lock(mu_);
-  if (abandoned_) return;
-  for (const FrameMeta& f : frames) count_source(f.source_id, column, 1);
-}
-
-void FrameLedger::per_source(const FrameMeta& frame, Column column) {
-  std::lock_guard lock(mu_);
-  if (!abandoned_) count_source(frame.source_id, column, 1);
 }
 
 FrameLedger::Totals FrameLedger::totals() const {

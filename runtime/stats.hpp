@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,7 @@ std::int64_t wall_ns() noexcept;        // system clock: ns since the Unix epoch
 // RFC 3339 in UTC with milliseconds, e.g. "2026-12-02T01:03:04.123Z".
 std::string format_utc_ms(std::int64_t unix_ns);
 std::int64_t thread_cpu_ns() noexcept;  // CPU time of the calling thread
+double process_cpu_seconds() noexcept;  // CPU time of every thread of the process, user + system
 
 // Log-scale latency histogram (about 4% bucket width, 1 µs .. 1 h); lock-free recording.
 class LatencyHistogram {
@@ -46,21 +48,17 @@ class FrameLedger {
     std::uint64_t produced = 0, delivered = 0, dropped = 0, failed = 0;
     std::uint64_t in_flight() const { return produced - delivered - dropped - failed; }
   };
-  enum class Column : std::uint8_t { produced, delivered, dropped, failed };
-  // Counts `frames` in `column` of their sources; called beside produced()/delivered()/dropped()/failed().
+  // Each call counts `frames` in the totals and in their sources' rows (FrameMeta::source_id) at once.
   // After kMaxSources distinct sources, further ones are counted together under kOtherSources.
-  void per_source(const std::vector<FrameMeta>& frames, Column column);
-  void per_source(const FrameMeta& frame, Column column);
   static constexpr std::size_t kMaxSources = 1024;
   static constexpr std::uint32_t kOtherSources = 0xffffffffu;
-
-  void produced(std::uint64_t n) noexcept;
-  void delivered(std::uint64_t n) noexcept;
-  void dropped(std::uint64_t n, const std::string& reason);
-  void failed(std::uint64_t n, const std::string& error);
-  // Gives up on the frames in flight: they are counted failed with `reason`, and from now on every update
-  // is ignored (a stage thread that was stuck and wakes up later cannot count a frame twice). Returns how
-  // many frames it failed.
+  void produced(std::span<const FrameMeta> frames);
+  void delivered(std::span<const FrameMeta> frames);
+  void dropped(std::span<const FrameMeta> frames, const std::string& reason);
+  void failed(std::span<const FrameMeta> frames, const std::string& error);
+  // Gives up on the frames in flight: they are counted failed with `reason` (in each source's row too), and
+  // from now on every update is ignored (a stage thread that was stuck and wakes up later cannot count a frame
+  // twice). Returns how many frames it failed.
   std::uint64_t abandon(const std::string& reason);
   bool abandoned() const noexcept { return abandoned_.load(); }
 
@@ -80,7 +78,8 @@ class FrameLedger {
   std::map<std::string, std::uint64_t> drop_reasons_;
   std::vector<std::string> errors_;
   std::map<std::uint32_t, SourceTotals> sources_;
-  void count_source(std::uint32_t id, Column column, std::uint64_t n);  // mu_ held
+  enum class Column : std::uint8_t { produced, delivered, dropped, failed };
+  void count(std::span<const FrameMeta> frames, Column column);  // mu_ held
 };
 
 struct StageCounters {

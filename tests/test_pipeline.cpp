@@ -386,14 +386,17 @@ TEST_CASE("a source cut short by a pause with nothing made is asked again after 
 }
 
 TEST_CASE("an abandoned ledger counts the frames in flight failed once and ignores later updates", "[pipeline][ledger]") {
+  // Frames of two sources: a..d from source 1, e from source 2.
+  const auto frames = [](std::uint32_t source, int n) { return std::vector<FrameMeta>(n, FrameMeta{.source_id = source}); };
   FrameLedger ledger;
-  ledger.produced(10);
-  ledger.delivered(4);
-  ledger.dropped(1, "queue full");
+  ledger.produced(frames(1, 7));
+  ledger.produced(frames(2, 3));
+  ledger.delivered(frames(1, 4));
+  ledger.dropped(frames(2, 1), "queue full");
   CHECK(ledger.abandon("drain timeout") == 5);
-  ledger.delivered(3);  // a stuck sink thread that wakes up later
-  ledger.produced(2);
-  ledger.failed(1, "late");
+  ledger.delivered(frames(1, 3));  // a stuck sink thread that wakes up later
+  ledger.produced(frames(2, 2));
+  ledger.failed(frames(1, 1), "late");
   CHECK(ledger.abandon("again") == 0);
   const auto t = ledger.totals();
   CHECK(t.produced == 10);
@@ -401,4 +404,12 @@ TEST_CASE("an abandoned ledger counts the frames in flight failed once and ignor
   CHECK(t.failed == 5);
   CHECK(t.in_flight() == 0);
   CHECK(std::find(t.errors.begin(), t.errors.end(), "drain timeout") != t.errors.end());
+  // Each source's row is settled too: 7 = 4 delivered + 3 failed, 3 = 1 dropped + 2 failed.
+  REQUIRE(t.sources.size() == 2);
+  CHECK(t.sources.at(1).produced == 7);
+  CHECK(t.sources.at(1).delivered == 4);
+  CHECK(t.sources.at(1).failed == 3);
+  CHECK(t.sources.at(2).dropped == 1);
+  CHECK(t.sources.at(2).failed == 2);
+  for (const auto& [id, row] : t.sources) CHECK(row.in_flight() == 0);
 }
