@@ -3,7 +3,6 @@
 // + the FrameConverter (what sluice's file reader was before), with SOURCES readers at once (one thread each,
 // looping over the file), for SECONDS (default 10) each, into bgr8 targets of the given size (default: the
 // file's own). Prints frames/s per reader kind and the CPU cores the process used meanwhile.
-#include <sys/resource.h>
 
 #include <atomic>
 #include <chrono>
@@ -16,18 +15,12 @@
 
 #include "media/libav_reader.hpp"
 #include "media/opencv_reader.hpp"
+#include "runtime/stats.hpp"
 
 using namespace sluice;
 using Clock = std::chrono::steady_clock;
 
 namespace {
-
-double cpu_seconds() {
-  rusage u{};
-  ::getrusage(RUSAGE_SELF, &u);
-  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
-         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
-}
 
 // One source: decodes the file again and again into its own target until `stop`; counts frames.
 void libav_source(const std::string& file, int w, int h, std::atomic<bool>& stop, std::atomic<long>& frames) {
@@ -58,7 +51,7 @@ template <typename Source>
 void measure(const char* name, Source source, const std::string& file, int sources, double seconds, int w, int h) {
   std::atomic<bool> stop{false};
   std::atomic<long> frames{0};
-  const double cpu0 = cpu_seconds();
+  const double cpu0 = process_cpu_seconds();
   const auto t0 = Clock::now();
   std::vector<std::thread> threads;
   for (int i = 0; i < sources; ++i) threads.emplace_back([&] { source(file, w, h, stop, frames); });
@@ -67,7 +60,7 @@ void measure(const char* name, Source source, const std::string& file, int sourc
   for (auto& t : threads) t.join();
   const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
   std::printf("%-8s sources %2d  %8.1f frames/s  %5.2f cores\n", name, sources, static_cast<double>(frames) / wall,
-              (cpu_seconds() - cpu0) / wall);
+              (process_cpu_seconds() - cpu0) / wall);
 }
 
 }  // namespace

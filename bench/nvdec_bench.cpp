@@ -4,9 +4,7 @@
 //
 //   sluice_nvdec_bench FILE SOURCES LOOPS [native|nv12|bgr8]
 //
-// Prints one JSON line: frames, seconds, frames/s in total and per source, host CPU cores used (getrusage).
-#include <sys/resource.h>
-
+// Prints one JSON line: frames, seconds, frames/s in total and per source, host CPU cores used (process CPU clock).
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -18,16 +16,9 @@
 #include "media/nvdec/annexb.hpp"
 #include "media/nvdec/nvdec_decoder.hpp"
 #include "runtime/gpu.hpp"
+#include "runtime/stats.hpp"
 
 using namespace sluice;
-
-namespace {
-double cpu_seconds() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
-}
-}  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 4) {
@@ -48,7 +39,7 @@ int main(int argc, char** argv) {
   gpu::set_device(0);
   std::vector<std::uint64_t> frames(static_cast<std::size_t>(sources), 0), failed(frames.size(), 0);
   std::vector<std::string> errors(frames.size());
-  const double cpu0 = cpu_seconds();
+  const double cpu0 = process_cpu_seconds();
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<std::thread> threads;
   for (int s = 0; s < sources; ++s)
@@ -97,7 +88,7 @@ int main(int argc, char** argv) {
     });
   for (auto& t : threads) t.join();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const double cores = (cpu_seconds() - cpu0) / seconds;
+  const double cores = (process_cpu_seconds() - cpu0) / seconds;
   std::uint64_t total = 0, total_failed = 0;
   for (std::size_t i = 0; i < frames.size(); ++i) {
     total += frames[i];

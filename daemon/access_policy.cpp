@@ -17,6 +17,7 @@
 #include "config/pipeline_spec.hpp"
 #include "daemon/listen_address.hpp"
 #include "runtime/inputs.hpp"
+#include "runtime/stage.hpp"
 #include "runtime/utf8.hpp"
 
 namespace sluice {
@@ -236,12 +237,10 @@ Refusal AccessPolicy::check_source_uri(const std::string& uri) const {
 Refusal AccessPolicy::check_output_paths(const PipelineSpec& spec) const {
   if (output_roots_.empty()) return std::nullopt;
   for (const auto& stage : spec.stages) {
-    if (stage.kind != "sink" && stage.kind != "annotate") continue;
-    if (!stage.params.all().count("path")) continue;
-    const std::string& path = stage.params.string("path");
-    if (path.empty() || path == "-") continue;
+    const auto output = stage_output(stage.kind, stage.params);
+    if (!output) continue;
     std::error_code ec;
-    const std::string absolute = fs::absolute(path, ec).lexically_normal().string();
+    const std::string absolute = fs::absolute(output->path, ec).lexically_normal().string();
     if (auto why = check_under(output_roots_, absolute, ("stage '" + stage.name + "' path").c_str(), "--output-root"))
       return why;
   }

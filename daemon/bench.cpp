@@ -1,6 +1,5 @@
 #include "daemon/bench.hpp"
 
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
@@ -38,12 +37,6 @@ struct BenchRun {
   std::vector<StageWindow> stages;
   PipelineSnapshot end;
 };
-
-double process_cpu_seconds() {
-  rusage u{};
-  ::getrusage(RUSAGE_SELF, &u);
-  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
-}
 
 // Runs the pipeline to its end; the window starts once `warmup_frames` reached the sink.
 BenchRun measure(PipelineSpec spec, Execution execution, std::uint64_t warmup_frames, const std::string& trace_path) {

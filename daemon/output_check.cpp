@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <optional>
 
+#include "runtime/stage.hpp"
 #include "runtime/utf8.hpp"
 
 namespace sluice {
@@ -57,27 +58,20 @@ std::optional<std::string> file_problem(const fs::path& file) {
   return std::nullopt;
 }
 
-std::string param_or_empty(const StageSpec& stage, const char* key) {
-  return stage.params.all().count(key) ? stage.params.string(key) : std::string();
-}
-
 }  // namespace
 
-// Sink paths are taken as written (a relative one against the working directory), as the sinks open them.
+// Paths are taken as written (a relative one against the working directory), as the stages open them.
 std::vector<std::string> output_problems(const PipelineSpec& spec) {
   std::vector<std::string> problems;
   for (const auto& stage : spec.stages) {
-    if (stage.kind != "sink" && stage.kind != "annotate") continue;
-    const std::string path = param_or_empty(stage, "path");
-    if (path.empty() || path == "-") continue;
-    const std::string type = param_or_empty(stage, "type");
-    if (stage.kind == "sink" && (type == "null" || type == "stdout")) continue;
-    const bool file_output = stage.kind == "sink" && type == "jsonl" && param_or_empty(stage, "per") == "run";
-    const auto why = file_output ? file_problem(path) : directory_problem(path);
+    const auto output = stage_output(stage.kind, stage.params);
+    if (!output) continue;
+    const auto why = output->is_file ? file_problem(output->path) : directory_problem(output->path);
     if (!why) continue;
     const auto at = stage.key_where.find("path");
     const std::string where = (at != stage.key_where.end() ? at->second : stage.where).str();
-    problems.push_back(where + ": stage '" + stage.name + "' (" + stage.kind + "): path " + shown(path) + ": " + *why);
+    problems.push_back(where + ": stage '" + stage.name + "' (" + stage.kind + "): path " + shown(output->path) + ": " +
+                       *why);
   }
   return problems;
 }

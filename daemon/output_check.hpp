@@ -9,10 +9,10 @@
 namespace sluice {
 
 // One message per output path that cannot be written: "FILE:LINE:COL: stage 'NAME' (KIND): path 'P': why".
-// A file output (jsonl per run) needs its directory to exist and be writable, and the file, if there, to be a
-// writable regular file; a directory output (jsonl per file/source, directory, npy, annotate) is created if
-// missing, so its nearest existing ancestor must be a writable directory. Looks with stat/access only: nothing
-// is created or opened. Stdout ("-") and stages without a path are skipped.
+// Each stage kind declares what it writes (StageInfo::output). A file output (the sink's jsonl per run) needs
+// its directory to exist and be writable, and the file, if there, to be a writable regular file; a directory
+// output (every other one) is created if missing, so its nearest existing ancestor must be a writable
+// directory. Looks with stat/access only: nothing is created or opened.
 std::vector<std::string> output_problems(const PipelineSpec& spec);
 
 }  // namespace sluice

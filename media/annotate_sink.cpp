@@ -328,7 +328,11 @@ StageInfo annotate_stage() {
            "The directory is locked like the sink's (<path>/.sluice-lock); an input's output is durable once committed",
            0.0},
       },
-      [](const StageInit& init) -> std::unique_ptr<Stage> { return std::make_unique<AnnotateStage>(init); }};
+      [](const StageInit& init) -> std::unique_ptr<Stage> { return std::make_unique<AnnotateStage>(init); },
+      [](const ParamValues& p) -> std::optional<StageOutput> {
+        if (p.string("path").empty()) return std::nullopt;
+        return StageOutput{p.string("path"), false};
+      }};
 }
 
 void register_annotate_stage() { StageRegistry::add_builtin(annotate_stage()); }

@@ -39,6 +39,11 @@ std::string StageRegistry::kinds() const {
   return s;
 }
 
+std::optional<StageOutput> stage_output(const std::string& kind, const ParamValues& params) {
+  const StageInfo* info = StageRegistry::builtin().find(kind);
+  return info && info->output ? info->output(params) : std::nullopt;
+}
+
 std::string describe_stage(const StageInfo& info) {
   static constexpr const char* kRoles[] = {"source", "transform", "sink"};
   std::string out = info.kind + " (" + kRoles[static_cast<int>(info.role)] + "): " + info.doc + "\n";

@@ -82,12 +82,21 @@ class Stage {
   virtual class SourceControl* source_control() { return nullptr; }
 };
 
+// A path on this host that a stage writes, known from its parameters alone (for `sluiced check` and
+// --output-root, before anything is opened).
+struct StageOutput {
+  std::string path;      // as written in the pipeline (a relative one: against the working directory)
+  bool is_file = false;  // a file in a directory that must exist; otherwise a directory, created with its parents
+};
+
 struct StageInfo {
   std::string kind;
   StageRole role = StageRole::transform;
   std::string doc;
   std::vector<ParamSpec> params;
   std::function<std::unique_ptr<Stage>(const StageInit&)> make;
+  // What the stage writes here given its parameters; unset, or nullopt: nothing on this host's filesystem.
+  std::function<std::optional<StageOutput>(const ParamValues&)> output;
 };
 
 class StageRegistry {
@@ -105,6 +114,10 @@ class StageRegistry {
  private:
   std::vector<StageInfo> stages_;
 };
+
+// What the stage `kind` with `params` writes on this host (StageInfo::output), nullopt for a kind that writes
+// nothing here or that this build does not have.
+std::optional<StageOutput> stage_output(const std::string& kind, const ParamValues& params);
 
 // Help text of one stage kind (`sluiced inspect KIND`), generated from its declaration.
 std::string describe_stage(const StageInfo& info);

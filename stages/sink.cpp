@@ -204,7 +204,13 @@ StageInfo sink_stage() {
            "and a read-only filesystem fail at once instead",
            0.0},
       },
-      [](const StageInit& init) -> std::unique_ptr<Stage> { return std::make_unique<SinkStage>(init); }};
+      [](const StageInit& init) -> std::unique_ptr<Stage> { return std::make_unique<SinkStage>(init); },
+      [](const ParamValues& p) -> std::optional<StageOutput> {
+        const std::string& type = p.string("type");
+        const std::string& path = p.string("path");
+        if (type == "null" || type == "stdout" || path.empty() || path == "-") return std::nullopt;
+        return StageOutput{path, type == "jsonl" && p.string("per") == "run"};
+      }};
 }
 
 }  // namespace sluice
