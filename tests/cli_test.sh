@@ -128,6 +128,14 @@ check oneliner-to-file 0 'delivered 30 \+ dropped 0' -- "$sluiced" run --uri "$c
 [ "$(cat "$tmp/text-lines")" = 30 ] && echo "ok   oneliner-default-sink" ||
   { echo "FAIL oneliner-default-sink: $(cat "$tmp/text-lines") text lines (want 30)"; fails=$((fails + 1)); }
 check oneliner-check 0 'h264_320x240.mp4: libavcodec h264|NVDEC H\.264' -- "$sluiced" check --uri "$clip"
+# An installed sluiced finds the default pipeline in PREFIX/share/sluice (cmake/install.cmake's layout), and the
+# pipeline its model beside it (../../models/).
+mkdir -p "$tmp/prefix/bin" "$tmp/prefix/share/sluice/config/pipelines" "$tmp/prefix/share/sluice/models"
+ln "$sluiced" "$tmp/prefix/bin/sluiced" 2>/dev/null || cp "$sluiced" "$tmp/prefix/bin/sluiced"
+cp "$src/config/pipelines/default.yaml" "$tmp/prefix/share/sluice/config/pipelines/"
+cp "$src/models/testsrc-classifier.onnx" "$src/models/testsrc-classifier.labels" "$tmp/prefix/share/sluice/models/"
+check oneliner-installed 0 "^$tmp/prefix/share/sluice/config/pipelines/default.yaml: ok" -- \
+  "$tmp/prefix/bin/sluiced" check --uri "$clip"
 # --model: another model's predictions. The shipped one with a bias pushing every frame to class 4 ("noise"):
 # without labels beside it the class is "class 4", with NAME.labels beside it or --labels it is "noise".
 /usr/bin/python3 - "$src/models/testsrc-classifier.onnx" "$tmp/biased.onnx" <<'PY'
