@@ -1,5 +1,6 @@
 #include "daemon/pipeline_overrides.hpp"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 
 #include "config/plan.hpp"
 #include "daemon/output_check.hpp"
+#include "runtime/bounded_file.hpp"
 #include "runtime/errors.hpp"
 #include "runtime/gpu.hpp"
 #include "runtime/inputs.hpp"
@@ -75,19 +77,26 @@ std::string absolute(const std::string& path) {
   return ec ? path : p.lexically_normal().string();
 }
 
-// Why a local input named by --uri cannot be read now, if so: a file that is missing or unreadable, a directory
-// without media files, a glob that matches nothing. Cameras (plugged in later), streams, image sequences and
-// test patterns are left to the source, which reports them as it runs.
+// Why a local input named by --uri cannot be read now, if so: a file that is missing, unreadable or not a
+// regular file (a FIFO would block its source), a directory without media files, a glob that matches nothing.
+// Cameras (plugged in later), streams, image sequences and test patterns are left to the source, which
+// reports them as it runs.
 std::optional<std::string> local_input_problem(const std::string& uri) {
   const InputKind kind = classify_uri(uri);
   if (kind != InputKind::file && kind != InputKind::image) return std::nullopt;
-  std::error_code ec;
-  const bool exists = fs::exists(uri, ec);
-  if (!exists && uri.find_first_of("*?[") == std::string::npos) return std::string(std::strerror(ENOENT));
-  if (exists && ::access(uri.c_str(), R_OK) != 0) return std::string(std::strerror(errno));
-  if (exists && !fs::is_directory(uri, ec)) return std::nullopt;
+  struct stat st {};
+  if (::stat(uri.c_str(), &st) != 0) {
+    const int error = errno;
+    // Not a file: a glob (expanded below) when it has the characters of one, else the reason.
+    if (error != ENOENT || uri.find_first_of("*?[") == std::string::npos) return std::string(std::strerror(error));
+  } else if (S_ISREG(st.st_mode)) {
+    if (::access(uri.c_str(), R_OK) != 0) return std::string(std::strerror(errno));
+    return std::nullopt;
+  } else if (!S_ISDIR(st.st_mode)) {
+    return "it is " + file_kind(st.st_mode) + ", not a regular file";
+  }
   try {
-    expand_source(uri);  // a directory or a glob: what it holds
+    expand_source(uri);  // a directory or a glob: the files it holds
   } catch (const std::exception& e) {
     return std::string(e.what());
   }

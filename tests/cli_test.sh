@@ -159,6 +159,11 @@ check oneliner-missing-uri 2 "^sluiced: --uri '$tmp/none.mp4': No such file or d
 mkdir -p "$tmp/empty"
 check oneliner-empty-dir 2 "^sluiced: --uri '$tmp/empty': .*no (media|video)" -- "$sluiced" run --uri "$tmp/empty"
 check oneliner-glob-nothing 2 "^sluiced: --uri '$tmp/\*.mkv': .*matches no files" -- "$sluiced" run --uri "$tmp/*.mkv"
+mkfifo "$tmp/fifo.mp4"
+check oneliner-uri-fifo 2 "^sluiced: --uri '$tmp/fifo.mp4': it is a FIFO \(named pipe\), not a regular file" -- \
+  timeout 20 "$sluiced" run --uri "$tmp/fifo.mp4"
+check oneliner-uri-devzero 2 "^sluiced: --uri '/dev/zero': it is a character device, not a regular file" -- \
+  timeout 20 "$sluiced" run --uri /dev/zero
 check oneliner-uri-no-value 2 "^sluiced: --uri needs a value" -- "$sluiced" run --uri
 check oneliner-uri-empty 2 "^sluiced: --uri needs a file" -- "$sluiced" run --uri ''
 check oneliner-odd-bytes 2 "^sluiced: --uri '$tmp/.+\\\\x01\\\\x0a.mp4': No such file" -- "$sluiced" run --uri "$tmp/"$'\xff\x01\n.mp4'
