@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <initializer_list>
 #include <stdexcept>
+#include <utility>
 
 #include "config/plan.hpp"
 #include "daemon/output_check.hpp"
@@ -218,6 +219,11 @@ AppliedOverrides::AppliedOverrides(PipelineSpec& spec, const PipelineOverrides& 
   if (o.model || o.labels || o.top_k) {
     const std::string option = o.model ? "--model" : o.labels ? "--labels" : "--top-k";
     StageSpec& infer = only_stage_of_kind(spec, "infer", option, o.model ? *o.model : o.labels ? *o.labels : *o.top_k);
+    // Labels and top-k shape the classes output; on a raw tensor output they would be ignored without a word.
+    for (const auto& [given, name] : {std::pair{&o.labels, "--labels"}, std::pair{&o.top_k, "--top-k"}})
+      if (*given && infer.params.string("output") != "classes")
+        refuse(name, **given, "the infer stage '" + infer.name + "' emits its raw tensor (output: " +
+                                  infer.params.string("output") + "); " + name + " applies to output: classes");
     if (o.model) set(infer, "model", "--model", *o.model, absolute(*o.model));
     // Another model has other classes: its labels are --labels, else NAME.labels beside NAME.onnx, else none.
     if (o.labels) {

@@ -117,6 +117,14 @@ TEST_CASE("every refused value names its option, shown as valid UTF-8", "[overri
   o.model = "m.onnx";
   CHECK_THAT(refusal(plain, o), Contains("--model 'm.onnx': the pipeline (plain.yaml) has 0 infer stages"));
 
+  // A raw tensor output has no classes for --top-k to count.
+  PipelineSpec tensor = default_pipeline();
+  tensor.stages[3].params.set("output", std::string("tensor"), true);
+  o = {};
+  o.top_k = "3";
+  CHECK_THAT(refusal(tensor, o), Contains("--top-k '3': the infer stage 'infer' emits its raw tensor"));
+
+  o.model = "m.onnx";
   CHECK_THROWS_WITH(o.take("--model", "other.onnx"), "--model is given twice");
   CHECK_FALSE(o.take("--state-dir", "x"));
 }
