@@ -303,6 +303,12 @@ PipelineSpec load_pipeline(const std::string& path) {
   return spec;
 }
 
+std::optional<ParamSpec> pipeline_key(const std::string& name) {
+  const auto keys = pipeline_keys();
+  if (const ParamSpec* key = find_key(keys, name)) return *key;
+  return std::nullopt;
+}
+
 std::string describe_pipeline_keys() {
   StageInfo top{"(pipeline)", StageRole::transform, "top-level keys of a pipeline file", pipeline_keys(), {}};
   StageInfo common{"(every stage)", StageRole::transform, "keys every stage entry takes", stage_common_keys(), {}};

@@ -2,6 +2,7 @@
 // YAML -> typed pipeline description. Every error names file:line:col, the stage and the key.
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,9 @@ PipelineSpec load_pipeline(const std::string& path);
 
 // The top-level keys and their meaning, for `sluiced inspect` and docs/stages.md.
 std::string describe_pipeline_keys();
+// The declaration of top-level key `name` (type, range, default), to check a value given another way (a
+// command-line override) as the file's would be; nullopt when there is no such key.
+std::optional<ParamSpec> pipeline_key(const std::string& name);
 
 
 }  // namespace sluice

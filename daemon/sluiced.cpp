@@ -21,6 +21,7 @@
 #include "daemon/decoder_check.hpp"
 #include "daemon/model_tool.hpp"
 #include "daemon/output_check.hpp"
+#include "daemon/pipeline_overrides.hpp"
 #include "daemon/progress.hpp"
 #include "daemon/service.hpp"
 #include "nn/graph.hpp"
@@ -29,6 +30,7 @@
 #include "runtime/gpu.hpp"
 #include "runtime/pipeline.hpp"
 #include "runtime/source_control.hpp"
+#include "runtime/utf8.hpp"
 #include "version.hpp"
 #if SLUICE_WITH_MEDIA
 #include "media/media.hpp"
@@ -89,9 +91,25 @@ struct CommandHelp {
   const char* text;  // "NAME ARGS" then the description, indented as in the full help; ends with '\n'
 };
 constexpr CommandHelp kCommandHelp[] = {
-    {"run", R"(run FILE [--state-dir DIR] [--no-progress] [--drain-timeout S]
+    {"run", R"(run [FILE] [--uri URI]... [--model M.onnx] [--labels L] [--top-k K] [--batch-size N]
+                  [--device auto|cpu|cuda] [--output PATH|-] [--state-dir DIR] [--no-progress]
+                  [--drain-timeout S]
                   run the pipeline in FILE until its sources end, then print a summary and each
                   source's outcome (frames, drops, errors, bad inputs with their reasons).
+                  Without FILE: the shipped default pipeline (config/pipelines/default.yaml;
+                  installed: /usr/share/sluice/config/pipelines/default.yaml), which classifies
+                  frames with the shipped model. The one-liner, e.g.
+                    sluiced run --uri clip.mp4 --output -
+                  replaces parts of the pipeline for this run:
+                  --uri: the sources of its decode stage (repeatable; a file, directory, glob,
+                  image sequence, camera or URL; local paths must be readable now); --model:
+                  the infer stage's ONNX file, with --labels, else NAME.labels beside NAME.onnx,
+                  else no labels; --top-k: classes per frame; --batch-size: frames per batch;
+                  --device: where it runs (default: the file's; the default pipeline says auto:
+                  the GPU when one is usable, else the CPU); --output: its sink writes one
+                  JSON line per frame to PATH (- for stdout; without it the file's sink, the
+                  default's: a text line per frame on stdout). Values are checked as the
+                  file's; an error names the option. sluiced check takes the same options.
                   SIGINT/SIGTERM drains; what is still in flight after S seconds (default 30)
                   is counted failed ("drain timeout") and it exits 1. Exit 1 also when a
                   source failed or an input could not be read.
@@ -126,7 +144,9 @@ constexpr CommandHelp kCommandHelp[] = {
                   may run (cuDNN fused epilogue, cuDNN then sluice's epilogue, 1x1 as a cuBLAS
                   product), for diagnosis. Default device: cuda when a GPU is usable.
 )"},
-    {"check", R"(check FILE      validate FILE and print the resolved pipeline: stages, the stream of each,
+    {"check", R"(check [FILE] [--uri URI]... [--model M.onnx] [...: run's pipeline options]
+                  validate FILE (default: the shipped default pipeline, changed by the options
+                  as `run` would) and print the resolved pipeline: stages, the stream of each,
                   queue depths, pool sizes and the memory the pools take; and per source the
                   decoder its inputs get on this host (NVDEC or the CPU, and why), opening each
                   file (of a directory: the first of each extension) up to its first frame.
@@ -160,7 +180,9 @@ const CommandHelp* find_command_help(const std::string& name) {
 }
 
 // One line naming the problem and where to read on; the help itself is for --help (exit status 2).
-int usage_error(const std::string& msg, const std::string& command = {}) {
+// Arguments may be any bytes: the message is shown as valid UTF-8.
+int usage_error(const std::string& raw, const std::string& command = {}) {
+  const std::string msg = sluice::to_valid_utf8(raw);
   if (!command.empty() && find_command_help(command))
     std::fprintf(stderr, "sluiced: %s (sluiced %s --help shows its usage)\n", msg.c_str(), command.c_str());
   else
@@ -199,9 +221,10 @@ int cmd_devices() {
   return 0;
 }
 
-int cmd_check(const std::string& file) {
-  const auto spec = sluice::load_pipeline(file);
-  const auto plan = sluice::plan_pipeline(spec);
+int cmd_check(const std::string& file, const sluice::PipelineOverrides& overrides) {
+  auto spec = sluice::load_pipeline(file);
+  const sluice::AppliedOverrides applied(spec, overrides);
+  const auto plan = applied.plan(spec);
   // An output that cannot be written would fail every frame of the run at the sink: a configuration error here.
   if (const auto problems = sluice::output_problems(spec); !problems.empty()) {
     for (const auto& p : problems) std::fprintf(stderr, "sluiced: %s\n", p.c_str());
@@ -236,7 +259,8 @@ bool writes_to_stdout(const sluice::PipelineSpec& spec) {
   return false;
 }
 
-int cmd_run(const std::string& file, std::string state_dir, bool progress, double drain_timeout_s) {
+int cmd_run(const std::string& file, const sluice::PipelineOverrides& overrides, std::string state_dir, bool progress,
+            double drain_timeout_s) {
   // Signals are taken synchronously by this thread; every stage thread inherits the blocked mask.
   sigset_t signals;
   sigemptyset(&signals);
@@ -245,9 +269,10 @@ int cmd_run(const std::string& file, std::string state_dir, bool progress, doubl
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   auto spec = sluice::load_pipeline(file);
+  const sluice::AppliedOverrides applied(spec, overrides);
   if (!state_dir.empty()) spec.state_dir = state_dir;
   if (spec.state_dir.empty()) spec.state_dir = user_state_dir();
-  sluice::Pipeline pipeline(sluice::plan_pipeline(spec));
+  sluice::Pipeline pipeline(applied.plan(spec));
   spdlog::info("pipeline '{}' starting: {} stages on {} ({})", spec.name, spec.stages.size(),
                sluice::to_string(pipeline.plan().device), sluice::to_string(pipeline.plan().execution));
   pipeline.start();
@@ -427,8 +452,33 @@ int cmd_model(const std::vector<std::string>& args) {
   return sluice::run_model_tool(o);
 }
 
+// run's and check's arguments: an optional pipeline FILE and the one-liner's options (daemon/pipeline_overrides.hpp).
+struct PipelineArgs {
+  std::string file;  // empty: the shipped default pipeline
+  sluice::PipelineOverrides overrides;
+  // Takes the current argument of `r` if it is FILE or a pipeline option; false otherwise.
+  bool take(OptionReader& r, const std::string& command) {
+    const std::string& a = r.option();
+    if (a == "--device") return overrides.take(a, r.choice({"auto", "cpu", "cuda"}));
+    if (sluice::PipelineOverrides::is_option(a)) return overrides.take(a, r.value());
+    if (!a.empty() && a[0] == '-') return false;
+    if (!file.empty()) throw std::invalid_argument(command + " takes one pipeline FILE (got '" + file + "' and '" + a + "')");
+    file = a;
+    return true;
+  }
+  std::string path() const { return file.empty() ? sluice::shipped_default_pipeline() : file; }
+};
+
+int cmd_check_args(const std::vector<std::string>& args) {
+  PipelineArgs pipeline;
+  for (OptionReader r(args); r.next();)
+    if (!pipeline.take(r, "check")) throw std::invalid_argument("unknown option '" + r.option() + "'");
+  return cmd_check(pipeline.path(), pipeline.overrides);
+}
+
 int cmd_run_args(const std::vector<std::string>& args) {
-  std::string file, state_dir;
+  PipelineArgs pipeline;
+  std::string state_dir;
   bool progress = true;
   double drain_timeout_s = 30;
   for (OptionReader r(args); r.next();) {
@@ -436,12 +486,9 @@ int cmd_run_args(const std::vector<std::string>& args) {
     if (a == "--state-dir") state_dir = r.value();
     else if (a == "--drain-timeout") drain_timeout_s = r.seconds();
     else if (a == "--no-progress") progress = false;
-    else if (!a.empty() && a[0] == '-') throw std::invalid_argument("unknown option '" + a + "'");
-    else if (file.empty()) file = a;
-    else throw std::invalid_argument("run takes exactly one pipeline FILE");
+    else if (!pipeline.take(r, "run")) throw std::invalid_argument("unknown option '" + a + "'");
   }
-  if (file.empty()) throw std::invalid_argument("run takes exactly one pipeline FILE");
-  return cmd_run(file, state_dir, progress, drain_timeout_s);
+  return cmd_run(pipeline.path(), pipeline.overrides, state_dir, progress, drain_timeout_s);
 }
 
 int cmd_service(const std::vector<std::string>& args) {
@@ -543,24 +590,21 @@ int main(int argc, char** argv) {
     }
     if (cmd == "inspect") return cmd_inspect(args);
     if (cmd == "devices") return cmd_devices();
-    if (cmd == "check") {
-      if (args.size() != 1) return usage_error(cmd + " takes exactly one pipeline FILE", cmd);
-      return cmd_check(args[0]);
-    }
+    if (cmd == "check") return cmd_check_args(args);
     if (cmd == "run") return cmd_run_args(args);
     if (cmd == "bench") return cmd_bench(args);
     if (cmd == "model") return cmd_model(args);
     return usage_error("unknown command '" + cmd + "'");
   } catch (const std::invalid_argument& e) {
     return usage_error(e.what(), cmd);
-  } catch (const sluice::ConfigError& e) {
-    std::fprintf(stderr, "sluiced: %s\n", e.what());
+  } catch (const sluice::ConfigError& e) {  // paths in messages may be any bytes: shown as valid UTF-8
+    std::fprintf(stderr, "sluiced: %s\n", sluice::to_valid_utf8(e.what()).c_str());
     return 2;
   } catch (const sluice::nn::ModelError& e) {
-    std::fprintf(stderr, "sluiced: %s\n", e.what());
+    std::fprintf(stderr, "sluiced: %s\n", sluice::to_valid_utf8(e.what()).c_str());
     return 2;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "sluiced: %s\n", e.what());
+    std::fprintf(stderr, "sluiced: %s\n", sluice::to_valid_utf8(e.what()).c_str());
     return 1;
   }
 }

@@ -83,6 +83,112 @@ check check-sink-creatable 0 'creatable.yaml: ok' -- "$sluiced" check "$tmp/crea
 # The default pipeline prints the shipped model's predictions: the source draws shapes.
 check run-default-predicts 0 'seq 0 .* shapes 0\.[0-9]+' -- "$sluiced" run "$src/config/pipelines/default.yaml"
 
+# The one-liner: the shipped default pipeline (found above the executable) with its source, model, sink and keys
+# replaced from the command line. records FILE SOURCE_NAME... prints "COUNT LABEL,..." of a JSON-lines file
+# (or fails when a record is not JSON, misses a field, or names another source).
+records() {
+  /usr/bin/python3 - "$@" <<'PY'
+import json, os, sys
+path, names = sys.argv[1], sys.argv[2:]
+labels, ks, n = set(), set(), 0
+for line in open(path, "rb").read().decode().splitlines():
+    r = json.loads(line)
+    n += 1
+    name = r["source_name"]
+    if name not in names or os.path.splitext(os.path.basename(r["input"]))[0] != name:
+        sys.exit(f"a record of another source: {line}")
+    labels.add(r["classes"][0]["label"])
+    ks.add(len(r["classes"]))
+print(n, ",".join(sorted(labels)), "k=" + ",".join(map(str, sorted(ks))))
+PY
+}
+clip="$src/tests/data/nvdec/h264_320x240.mp4"  # 30 frames; the model's classes are testsrc patterns (any label)
+oneliner() {  # oneliner NAME WANT_RECORDS WANT_STATUS -- sluiced run ARGS...: stdout -> $tmp/NAME.jsonl
+  local name=$1 want=$2 want_status=$3; shift 4
+  "$@" >"$tmp/$name.jsonl" 2>"$tmp/$name.err"; local got=$?
+  local summary; summary=$(records "$tmp/$name.jsonl" h264_320x240 hevc_320x240 2>&1)
+  if [ "$got" = "$want_status" ] && [[ "$summary" =~ ^$want ]] && grep -qE 'delivered [0-9]+ \+ dropped 0 \+ failed 0' "$tmp/$name.err"; then
+    echo "ok   $name ($summary)"
+  else
+    echo "FAIL $name: exit $got (want $want_status), records: '$summary' (want '$want'), stderr:"
+    sed 's/^/  | /' "$tmp/$name.err" | tail -15; fails=$((fails + 1))
+  fi
+}
+oneliner oneliner-stdout '30 [a-z]+' 0 -- "$sluiced" run --uri "$clip" --output -
+oneliner oneliner-two-uris '60 ' 0 -- "$sluiced" run --uri "$clip" --uri "$src/tests/data/nvdec/hevc_320x240.mkv" \
+  --output - --device cpu --batch-size 4
+grep -q '"source_name":"hevc_320x240"' "$tmp/oneliner-two-uris.jsonl" && grep -q '"source_name":"h264_320x240"' "$tmp/oneliner-two-uris.jsonl" &&
+  echo "ok   oneliner-two-sources" || { echo "FAIL oneliner-two-sources: not both source names"; fails=$((fails + 1)); }
+oneliner oneliner-top-k '30 .* k=4' 0 -- "$sluiced" run --uri "$clip" --output - --top-k 4
+# --output PATH: the records go to the file, nothing to stdout; without --output: the pipeline's own sink (text).
+check oneliner-to-file 0 'delivered 30 \+ dropped 0' -- "$sluiced" run --uri "$clip" --output "$tmp/out.jsonl"
+[ "$(records "$tmp/out.jsonl" h264_320x240 | cut -d' ' -f1)" = 30 ] && ! grep -q '"sequence"' "$tmp/out" &&
+  echo "ok   oneliner-file-records" || { echo "FAIL oneliner-file-records: $(wc -l <"$tmp/out.jsonl") lines in the file"; fails=$((fails + 1)); }
+"$sluiced" run --uri "$clip" 2>/dev/null | grep -cE '^source 1 seq [0-9]+ .* [a-z]+ 0\.[0-9]+' >"$tmp/text-lines"
+[ "$(cat "$tmp/text-lines")" = 30 ] && echo "ok   oneliner-default-sink" ||
+  { echo "FAIL oneliner-default-sink: $(cat "$tmp/text-lines") text lines (want 30)"; fails=$((fails + 1)); }
+check oneliner-check 0 'h264_320x240.mp4: libavcodec h264|NVDEC H\.264' -- "$sluiced" check --uri "$clip"
+# An installed sluiced finds the default pipeline in PREFIX/share/sluice (cmake/install.cmake's layout), and the
+# pipeline its model beside it (../../models/).
+mkdir -p "$tmp/prefix/bin" "$tmp/prefix/share/sluice/config/pipelines" "$tmp/prefix/share/sluice/models"
+ln "$sluiced" "$tmp/prefix/bin/sluiced" 2>/dev/null || cp "$sluiced" "$tmp/prefix/bin/sluiced"
+cp "$src/config/pipelines/default.yaml" "$tmp/prefix/share/sluice/config/pipelines/"
+cp "$src/models/testsrc-classifier.onnx" "$src/models/testsrc-classifier.labels" "$tmp/prefix/share/sluice/models/"
+check oneliner-installed 0 "^$tmp/prefix/share/sluice/config/pipelines/default.yaml: ok" -- \
+  "$tmp/prefix/bin/sluiced" check --uri "$clip"
+# --model: another model's predictions. The shipped one with a bias pushing every frame to class 4 ("noise"):
+# without labels beside it the class is "class 4", with NAME.labels beside it or --labels it is "noise".
+/usr/bin/python3 - "$src/models/testsrc-classifier.onnx" "$tmp/biased.onnx" <<'PY'
+import sys, onnx, numpy as np
+from onnx import numpy_helper
+m = onnx.load(sys.argv[1])
+for i, t in enumerate(m.graph.initializer):
+    if t.name == "classifier.bias":
+        b = numpy_helper.to_array(t).copy(); b[4] += 1000.0
+        m.graph.initializer[i].CopyFrom(numpy_helper.from_array(b, t.name))
+onnx.save(m, sys.argv[2])
+PY
+oneliner oneliner-model '30 class 4 ' 0 -- "$sluiced" run --uri "$clip" --output - --model "$tmp/biased.onnx"
+oneliner oneliner-model-labels '30 noise ' 0 -- "$sluiced" run --uri "$clip" --output - --model "$tmp/biased.onnx" \
+  --labels "$src/models/testsrc-classifier.labels"
+cp "$src/models/testsrc-classifier.labels" "$tmp/biased.labels"
+oneliner oneliner-model-labels-beside '30 noise ' 0 -- "$sluiced" run --uri "$clip" --output - --model "$tmp/biased.onnx"
+# Every bad argument: exit 2, one message naming the option and its value, nothing run.
+check oneliner-missing-uri 2 "^sluiced: --uri '$tmp/none.mp4': No such file or directory" -- \
+  "$sluiced" run --uri "$tmp/none.mp4"
+mkdir -p "$tmp/empty"
+check oneliner-empty-dir 2 "^sluiced: --uri '$tmp/empty': .*no (media|video)" -- "$sluiced" run --uri "$tmp/empty"
+check oneliner-glob-nothing 2 "^sluiced: --uri '$tmp/\*.mkv': .*matches no files" -- "$sluiced" run --uri "$tmp/*.mkv"
+mkfifo "$tmp/fifo.mp4"
+check oneliner-uri-fifo 2 "^sluiced: --uri '$tmp/fifo.mp4': it is a FIFO \(named pipe\), not a regular file" -- \
+  timeout 20 "$sluiced" run --uri "$tmp/fifo.mp4"
+check oneliner-uri-devzero 2 "^sluiced: --uri '/dev/zero': it is a character device, not a regular file" -- \
+  timeout 20 "$sluiced" run --uri /dev/zero
+check oneliner-uri-no-value 2 "^sluiced: --uri needs a value" -- "$sluiced" run --uri
+check oneliner-uri-empty 2 "^sluiced: --uri needs a file" -- "$sluiced" run --uri ''
+check oneliner-odd-bytes 2 "^sluiced: --uri '$tmp/.+\\\\x01\\\\x0a.mp4': No such file" -- "$sluiced" run --uri "$tmp/"$'\xff\x01\n.mp4'
+iconv -f UTF-8 -t UTF-8 "$tmp/out" >/dev/null 2>&1 && echo "ok   oneliner-odd-bytes-utf8" ||
+  { echo "FAIL oneliner-odd-bytes-utf8: the message holds bytes that are not UTF-8"; fails=$((fails + 1)); }
+check oneliner-model-missing 2 "none.onnx.*\(set by --model '$tmp/none.onnx'\)" -- "$sluiced" run --uri "$clip" --model "$tmp/none.onnx"
+check oneliner-model-not-model 2 "biased.labels: not a valid ONNX model.*\(set by --model '$tmp/biased.labels'\)" -- \
+  "$sluiced" run --uri "$clip" --model "$tmp/biased.labels"
+check oneliner-labels-devzero 2 "/dev/zero: labels file is a character device.*\(set by --labels '/dev/zero'\)" -- \
+  timeout 20 "$sluiced" run --uri "$clip" --labels /dev/zero
+check oneliner-top-k-range 2 "^sluiced: --top-k '99': 99 is out of range \(int 1\.\.32\)" -- "$sluiced" run --uri "$clip" --top-k 99
+check oneliner-batch-size-bad 2 "^sluiced: --batch-size 'many': expected an integer" -- "$sluiced" run --batch-size many
+check oneliner-device-bad 2 "^sluiced: --device needs one of auto\|cpu\|cuda, got 'tpu'" -- "$sluiced" run --device tpu
+check oneliner-output-no-dir 2 "^sluiced: --output '/nonexistent/x.jsonl': its directory '/nonexistent': No such file" -- \
+  "$sluiced" run --uri "$clip" --output /nonexistent/x.jsonl
+check oneliner-output-dir 2 "^sluiced: --output '$tmp': it is a directory" -- "$sluiced" run --uri "$clip" --output "$tmp"
+check oneliner-twice 2 "^sluiced: --model is given twice" -- "$sluiced" run --model a.onnx --model b.onnx
+check oneliner-two-files 2 "^sluiced: run takes one pipeline FILE" -- "$sluiced" run a.yaml b.yaml
+check oneliner-unknown-option 2 "^sluiced: unknown option '--frobnicate' \(sluiced run --help" -- \
+  "$sluiced" run --uri "$clip" --frobnicate
+if ! "$sluiced" devices | grep -q '^gpu 0'; then
+  check oneliner-device-cuda-no-gpu 2 "^sluiced: --device 'cuda': (no CUDA device is visible|this sluiced was built without CUDA)" -- \
+    "$sluiced" run --uri "$clip" --device cuda
+fi
+
 # The shipped bench files say device: cuda; without a usable GPU the refusal names --device cpu, which works.
 if ! "$sluiced" devices | grep -q '^gpu 0'; then
   check bench-no-gpu 2 "to measure on the CPU: sluiced bench .*bench-1080p-bgr8.yaml --device cpu" -- \
@@ -144,6 +250,9 @@ default_copy "s#$src/models/testsrc-classifier.onnx#$tmp/fixed8.onnx#; s/frames:
 check run-fixed-batch 0 'produced 21 = delivered 21 \+ dropped 0 \+ failed 0' -- "$sluiced" run "$tmp/fixed8.yaml"
 sed 's/^batch_size: 8/batch_size: 4/' "$tmp/fixed8.yaml" >"$tmp/fixed8-b4.yaml"
 check check-fixed-batch 2 "fixed batch of 8 but the pipeline's batch_size is 4" -- "$sluiced" check "$tmp/fixed8-b4.yaml"
+# The options apply to a pipeline FILE as well; a fixed-batch model against --batch-size names the option.
+check oneliner-file-fixed-batch 2 "fixed batch of 8 but the pipeline's batch_size is 4 \(set by --model '$tmp/fixed8.onnx'\)" -- \
+  "$sluiced" check "$tmp/default.yaml" --model "$tmp/fixed8.onnx" --batch-size 4
 
 # SIGINT on an endless source: sources stop, frames in flight drain, exit 0.
 default_copy 's/frames: 64/frames: 0/; s/type: stdout/type: "null"/' >"$tmp/endless.yaml"

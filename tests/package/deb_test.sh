@@ -3,7 +3,8 @@
 # (scripts/build.sh deb). Makes the package with cpack, checks its control data, then builds a minimal Debian 12
 # root with mmdebstrap (variant apt, from this machine's apt sources) and installs the package there with apt,
 # which resolves its Depends from the archive — so a missing dependency fails here. Inside that root:
-#   sluiced --version; sluiced check and sluiced run of the installed default pipeline (its JSON lines counted);
+#   sluiced --version; sluiced check and sluiced run of the installed default pipeline (its records counted), and
+#   the one-liner `sluiced run --uri clip.mp4 --output -` (its JSON lines counted);
 #   sluicectl --help; the installed config passes `sluiced check`; systemd-analyze verify on the installed units;
 #   the sluice user and directories made by the package's postinst.
 # Needs root (mmdebstrap's root mode), mmdebstrap and dpkg-dev (scripts/setup.sh), and the archive's network.
@@ -66,6 +67,12 @@ records=$(grep -c '^source .* seq ' /tmp/records.txt)  # the stdout sink: one li
   { tail -20 /tmp/run.log; head -3 /tmp/records.txt; fail "sluiced run default.yaml" "exit $rc, $records records"; }
 grep -q "delivered $records " /tmp/run.log && ok "the ledger counts every record delivered" ||
   { grep "frames:" /tmp/run.log; fail "the ledger counts every record delivered"; }
+# The one-liner: the installed default pipeline on a video file, JSON lines on stdout, one per frame (30).
+sluiced run --no-progress --uri /tmp/clip.mp4 --output - >/tmp/oneliner.jsonl 2>/tmp/oneliner.log
+rc=$?
+records=$(grep -c '"source_name":"clip"' /tmp/oneliner.jsonl)
+[ $rc -eq 0 ] && [ "$records" -eq 30 ] && ok "sluiced run --uri clip.mp4 --output -: exit 0, 30 records" ||
+  { tail -20 /tmp/oneliner.log; fail "sluiced run --uri clip.mp4 --output -" "exit $rc, $records records (want 30)"; }
 out=$(sluiced check /etc/sluice/sluice.yaml 2>&1) && ok "the installed config passes check" ||
   fail "the installed config passes check" "$out"
 sluicectl --help >/dev/null 2>&1 && ok "sluicectl --help" || fail "sluicectl --help"
@@ -78,11 +85,12 @@ getent passwd sluice >/dev/null && ok "postinst made the user sluice" || fail "p
 exit $fails
 INSIDE
 cp "$deb" "$work/sluice.deb"
+cp "$(dirname "$0")/../data/nvdec/h264_320x240.mp4" "$work/clip.mp4"  # 30 frames
 start=$(date +%s)
 # apt installs the package in a hook, from inside the root: given to --include, apt hands dpkg a path that
 # only exists outside the chroot.
 mmdebstrap --variant=apt --include=systemd \
-  --customize-hook="cp '$work/sluice.deb' '$work/inside.sh' \"\$1/tmp/\"" \
+  --customize-hook="cp '$work/sluice.deb' '$work/inside.sh' '$work/clip.mp4' \"\$1/tmp/\"" \
   --customize-hook='chroot "$1" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends /tmp/sluice.deb' \
   --customize-hook='chroot "$1" sh /tmp/inside.sh' \
   bookworm /dev/null "${sources[@]}" >"$work/mmdebstrap.log" 2>&1

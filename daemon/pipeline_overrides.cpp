@@ -1,0 +1,276 @@
+#include "daemon/pipeline_overrides.hpp"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <initializer_list>
+#include <stdexcept>
+#include <utility>
+
+#include "config/plan.hpp"
+#include "daemon/output_check.hpp"
+#include "runtime/bounded_file.hpp"
+#include "runtime/errors.hpp"
+#include "runtime/gpu.hpp"
+#include "runtime/inputs.hpp"
+#include "runtime/utf8.hpp"
+
+namespace sluice {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A value from the command line as messages show it: valid UTF-8, control characters as \xNN, quoted.
+std::string shown(std::string_view raw) {
+  std::string out;
+  for (const char c : to_valid_utf8(raw)) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f) {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "\\x%02x", u);
+      out += hex;
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+std::string in_quotes(std::string_view raw) { return "'" + shown(raw) + "'"; }
+
+[[noreturn]] void refuse(const std::string& option, const std::string& value, const std::string& why) {
+  throw std::invalid_argument(option + " " + in_quotes(value) + ": " + shown(why));
+}
+
+const ParamSpec& declared(const StageSpec& stage, const std::string& key) {
+  for (const auto& p : StageRegistry::builtin().find(stage.kind)->params)
+    if (p.name == key) return p;
+  throw std::logic_error("stage kind " + stage.kind + " declares no '" + key + "'");
+}
+
+// Puts `keys` of `stage` back to their defaults, as if the file had not given them: keys that only apply to
+// what an option replaced (the direct test pattern's `source`, a per-source sink's rotation).
+void reset_to_defaults(StageSpec& stage, std::initializer_list<const char*> keys) {
+  ParamValues fresh;
+  for (const auto& [name, value] : stage.params.all()) {
+    const bool reset = std::find(keys.begin(), keys.end(), name) != keys.end();
+    if (!reset) {
+      fresh.set(name, value, stage.params.was_given(name));
+      continue;
+    }
+    const ParamSpec& spec = declared(stage, name);
+    std::string error;
+    const auto default_value = spec.default_value.empty() ? std::nullopt : parse_param(spec, spec.default_value, error);
+    fresh.set(name, default_value ? *default_value : ParamValue(std::string()), false);
+  }
+  stage.params = std::move(fresh);
+}
+
+// Paths are taken relative to the working directory, as a shell user means them (a pipeline file's own
+// relative paths are relative to that file).
+std::string absolute(const std::string& path) {
+  std::error_code ec;
+  const fs::path p = fs::absolute(path, ec);
+  return ec ? path : p.lexically_normal().string();
+}
+
+// Why a local input named by --uri cannot be read now, if so: a file that is missing, unreadable or not a
+// regular file (a FIFO would block its source), a directory without media files, a glob that matches nothing.
+// Cameras (plugged in later), streams, image sequences and test patterns are left to the source, which
+// reports them as it runs.
+std::optional<std::string> local_input_problem(const std::string& uri) {
+  const InputKind kind = classify_uri(uri);
+  if (kind != InputKind::file && kind != InputKind::image) return std::nullopt;
+  struct stat st {};
+  if (::stat(uri.c_str(), &st) != 0) {
+    const int error = errno;
+    // Not a file: a glob (expanded below) when it has the characters of one, else the reason.
+    if (error != ENOENT || uri.find_first_of("*?[") == std::string::npos) return std::string(std::strerror(error));
+  } else if (S_ISREG(st.st_mode)) {
+    if (::access(uri.c_str(), R_OK) != 0) return std::string(std::strerror(errno));
+    return std::nullopt;
+  } else if (!S_ISDIR(st.st_mode)) {
+    return "it is " + file_kind(st.st_mode) + ", not a regular file";
+  }
+  try {
+    expand_source(uri);  // a directory or a glob: the files it holds
+  } catch (const std::exception& e) {
+    return std::string(e.what());
+  }
+  return std::nullopt;
+}
+
+StageSpec& only_stage_of_kind(PipelineSpec& spec, const std::string& kind, const std::string& option,
+                              const std::string& value) {
+  StageSpec* found = nullptr;
+  int count = 0;
+  for (auto& stage : spec.stages)
+    if (stage.kind == kind) found = &stage, ++count;
+  if (count != 1)
+    refuse(option, value, "the pipeline (" + spec.file + ") has " + std::to_string(count) + " " + kind +
+                              " stages; the option changes exactly one (edit the file instead)");
+  return *found;
+}
+
+std::string join(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& item : items) out += (out.empty() ? "" : ", ") + item;
+  return out;
+}
+
+constexpr const char* kOptions[] = {"--uri", "--model", "--labels", "--top-k", "--batch-size", "--device", "--output"};
+
+}  // namespace
+
+bool PipelineOverrides::is_option(const std::string& option) {
+  for (const char* o : kOptions)
+    if (option == o) return true;
+  return false;
+}
+
+bool PipelineOverrides::take(const std::string& option, const std::string& value) {
+  if (option == "--uri") {
+    if (value.empty()) throw std::invalid_argument("--uri needs a file, directory, glob, camera or URL, got ''");
+    uris.push_back(value);
+    return true;
+  }
+  std::optional<std::string>* field = option == "--model"        ? &model
+                                      : option == "--labels"     ? &labels
+                                      : option == "--top-k"      ? &top_k
+                                      : option == "--batch-size" ? &batch_size
+                                      : option == "--device"     ? &device
+                                      : option == "--output"     ? &output
+                                                                 : nullptr;
+  if (!field) return false;
+  if (*field) throw std::invalid_argument(option + " is given twice");
+  if (value.empty()) throw std::invalid_argument(option + " needs a value, got ''");
+  *field = value;
+  return true;
+}
+
+std::string shipped_default_pipeline() {
+  const fs::path in_tree = fs::path("config") / "pipelines" / "default.yaml";
+  const fs::path installed = fs::path("share") / "sluice" / in_tree;
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec)
+    for (fs::path dir = exe.parent_path(); !dir.empty(); dir = dir.parent_path()) {
+      for (const auto& candidate : {dir / in_tree, dir / installed})
+        if (fs::is_regular_file(candidate, ec)) return candidate.string();
+      if (dir == dir.root_path()) break;
+    }
+  throw ConfigError("cannot find the shipped default pipeline (" + in_tree.string() + " or " + installed.string() +
+                    " in a directory above " + shown(exe.string()) + "); name a pipeline FILE");
+}
+
+AppliedOverrides::AppliedOverrides(PipelineSpec& spec, const PipelineOverrides& o) {
+  if (o.device) {
+    const std::string& d = *o.device;
+    if (d != "auto" && d != "cpu" && d != "cuda") refuse("--device", d, "expected one of auto|cpu|cuda");
+    spec.device = d == "cpu" ? DeviceChoice::cpu : d == "cuda" ? DeviceChoice::cuda : DeviceChoice::automatic;
+    // Asked for by name, the GPU is not replaced by the CPU: say so before anything is built.
+    if (spec.device == DeviceChoice::cuda && gpu::device_count() <= spec.gpu)
+      refuse("--device", d,
+             std::string(!gpu::built_with_cuda() ? "this sluiced was built without CUDA"
+                         : gpu::device_count() == 0 ? "no CUDA device is visible"
+                                                    : "the pipeline's gpu: " + std::to_string(spec.gpu) + " is not visible") +
+                 " (--device auto or cpu runs on the CPU)");
+    pipeline_options_.push_back("--device " + d);
+  }
+  if (o.batch_size) {
+    std::string error;
+    const auto value = parse_param(*pipeline_key("batch_size"), *o.batch_size, error);
+    if (!value) refuse("--batch-size", *o.batch_size, error);
+    spec.batch_size = static_cast<int>(std::get<std::int64_t>(*value));
+    pipeline_options_.push_back("--batch-size " + *o.batch_size);
+  }
+
+  // Sets `key` of `stage` to `value` (checked as the file's would be), from `option` given as `text`.
+  const auto set = [&](StageSpec& stage, const std::string& key, const std::string& option, const std::string& text,
+                       const std::string& value) {
+    std::string error;
+    const auto checked = parse_param(declared(stage, key), value, error);
+    if (!checked) refuse(option, text, error);
+    stage.params.set(key, *checked, true);
+    auto& options = options_by_stage_[stage.name];
+    const std::string mention = option + " " + in_quotes(text);
+    if (options.empty() || options.back() != mention) options.push_back(mention);
+  };
+
+  if (!o.uris.empty()) {
+    StageSpec& source = spec.stages.front();
+    if (source.kind != "decode")
+      refuse("--uri", o.uris.front(), "the pipeline's first stage is '" + source.name + "' (" + source.kind +
+                                          "), not a decode stage");
+    for (const auto& uri : o.uris)
+      if (auto why = local_input_problem(uri)) refuse("--uri", uri, *why);
+    std::string error;
+    const auto checked = parse_param_list(declared(source, "uri"), o.uris, error);
+    if (!checked) refuse("--uri", o.uris.front(), error);
+    reset_to_defaults(source, {"source", "source_id"});
+    source.params.set("uri", *checked, true);
+    for (const auto& uri : o.uris) options_by_stage_[source.name].push_back("--uri " + in_quotes(uri));
+  }
+
+  if (o.model || o.labels || o.top_k) {
+    const std::string option = o.model ? "--model" : o.labels ? "--labels" : "--top-k";
+    StageSpec& infer = only_stage_of_kind(spec, "infer", option, o.model ? *o.model : o.labels ? *o.labels : *o.top_k);
+    // Labels and top-k shape the classes output; on a raw tensor output they would be ignored without a word.
+    for (const auto& [given, name] : {std::pair{&o.labels, "--labels"}, std::pair{&o.top_k, "--top-k"}})
+      if (*given && infer.params.string("output") != "classes")
+        refuse(name, **given, "the infer stage '" + infer.name + "' emits its raw tensor (output: " +
+                                  infer.params.string("output") + "); " + name + " applies to output: classes");
+    if (o.model) set(infer, "model", "--model", *o.model, absolute(*o.model));
+    // Another model has other classes: its labels are --labels, else NAME.labels beside NAME.onnx, else none.
+    if (o.labels) {
+      set(infer, "labels", "--labels", *o.labels, absolute(*o.labels));
+    } else if (o.model) {
+      const fs::path beside = fs::path(absolute(*o.model)).replace_extension(".labels");
+      std::error_code ec;
+      infer.params.set("labels", fs::is_regular_file(beside, ec) ? beside.string() : std::string(), true);
+    }
+    if (o.top_k) set(infer, "top_k", "--top-k", *o.top_k, *o.top_k);
+  }
+
+  if (o.output) {
+    StageSpec& sink = spec.stages.back();
+    if (sink.kind != "sink")
+      refuse("--output", *o.output, "the pipeline's last stage is '" + sink.name + "' (" + sink.kind +
+                                        "), not a sink stage");
+    const std::string path = *o.output == "-" ? "-" : absolute(*o.output);
+    reset_to_defaults(sink, {"per", "rotate_mb", "rotate_s"});
+    set(sink, "type", "--output", *o.output, "jsonl");
+    set(sink, "per", "--output", *o.output, "run");
+    set(sink, "path", "--output", *o.output, path);
+    PipelineSpec only_sink;
+    only_sink.file = spec.file;
+    only_sink.stages = {sink};
+    if (const auto problems = output_problems(only_sink); !problems.empty()) {
+      const std::string& p = problems.front();
+      const auto at = p.find("path '");  // "FILE:L:C: stage 'sink' (sink): path 'P': why" -> "why"
+      const auto why = at == std::string::npos ? std::string::npos : p.find("': ", at);
+      refuse("--output", *o.output, why == std::string::npos ? p : p.substr(why + 3));
+    }
+  }
+}
+
+PipelinePlan AppliedOverrides::plan(const PipelineSpec& spec) const {
+  try {
+    return plan_pipeline(spec);
+  } catch (const ConfigError& e) {
+    const std::string message = e.what();
+    for (const auto& stage : spec.stages) {
+      const auto it = options_by_stage_.find(stage.name);
+      if (it != options_by_stage_.end() && message.rfind(stage.where.str() + ": stage '" + stage.name + "'", 0) == 0)
+        throw ConfigError(message + " (set by " + join(it->second) + ")");
+    }
+    if (!pipeline_options_.empty()) throw ConfigError(message + " (with " + join(pipeline_options_) + ")");
+    throw;
+  }
+}
+
+}  // namespace sluice
