@@ -71,7 +71,7 @@ std::vector<std::string> output_problems(const PipelineSpec& spec) {
     const std::string path = param_or_empty(stage, "path");
     if (path.empty() || path == "-") continue;
     const std::string type = param_or_empty(stage, "type");
-    if (stage.kind == "sink" && (type == "null" || type == "stdout")) continue;
+    if (stage.kind == "sink" && (type == "null" || type == "stdout" || type == "redis")) continue;  // not a path
     const bool file_output = stage.kind == "sink" && type == "jsonl" && param_or_empty(stage, "per") == "run";
     const auto why = file_output ? file_problem(path) : directory_problem(path);
     if (!why) continue;
