@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -76,6 +77,99 @@ class FakeServer {
  private:
   std::string reply_;
   int fd_ = -1, port_ = 0;
+  std::thread thread_;
+};
+
+// A relay to a redis-server that cuts the first connection whose client sends EXEC, at one of two moments:
+// `request` forwards everything before EXEC and drops EXEC (the server discards the queued transaction);
+// `reply` forwards EXEC, lets the server apply it, and drops the reply. Both sides are then closed; later
+// connections are relayed untouched.
+class CuttingProxy {
+ public:
+  enum class Cut { request, reply };
+  CuttingProxy(int target_port, Cut cut) : target_port_(target_port), cut_(cut) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    REQUIRE(::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    REQUIRE(::listen(fd_, 4) == 0);
+    REQUIRE(::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+    port_ = ntohs(a.sin_port);
+    thread_ = std::thread([this] { run(); });
+  }
+  ~CuttingProxy() {
+    stop_ = true;
+    thread_.join();
+    ::close(fd_);
+  }
+  std::string uri(const std::string& stream) const { return "redis://127.0.0.1:" + std::to_string(port_) + "/" + stream; }
+  bool cut_done() const { return cut_done_; }
+
+ private:
+  void run() {
+    while (!stop_) {
+      pollfd p{fd_, POLLIN, 0};
+      if (::poll(&p, 1, 50) <= 0) continue;
+      const int client = ::accept(fd_, nullptr, nullptr);
+      if (client < 0) continue;
+      relay(client);
+      ::close(client);
+    }
+  }
+  void relay(int client) {
+    const int server = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(static_cast<std::uint16_t>(target_port_));
+    if (::connect(server, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+      ::close(server);
+      return;
+    }
+    std::vector<char> buf(1 << 20);
+    const std::string exec = "$4\r\nEXEC\r\n";
+    while (!stop_) {
+      pollfd p[2] = {{client, POLLIN, 0}, {server, POLLIN, 0}};
+      if (::poll(p, 2, 50) <= 0) continue;
+      if (p[0].revents) {
+        const ssize_t n = ::read(client, buf.data(), buf.size());
+        if (n <= 0) break;
+        std::string_view chunk(buf.data(), static_cast<std::size_t>(n));
+        const std::size_t at = cut_done_ ? std::string_view::npos : chunk.find(exec);
+        if (at == std::string_view::npos) {
+          if (!write_all(server, chunk)) break;
+          continue;
+        }
+        cut_done_ = true;
+        if (cut_ == Cut::request) {
+          write_all(server, chunk.substr(0, at >= 4 ? at - 4 : 0));  // without "*1\r\n$4\r\nEXEC\r\n"
+        } else {
+          write_all(server, chunk);
+          std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the server applies it; its reply is dropped
+        }
+        break;
+      }
+      if (p[1].revents) {
+        const ssize_t n = ::read(server, buf.data(), buf.size());
+        if (n <= 0 || !write_all(client, std::string_view(buf.data(), static_cast<std::size_t>(n)))) break;
+      }
+    }
+    ::close(server);
+  }
+  static bool write_all(int fd, std::string_view bytes) {
+    while (!bytes.empty()) {
+      const ssize_t n = ::write(fd, bytes.data(), bytes.size());
+      if (n <= 0) return false;
+      bytes.remove_prefix(static_cast<std::size_t>(n));
+    }
+    return true;
+  }
+  int target_port_;
+  Cut cut_;
+  int fd_ = -1, port_ = 0;
+  std::atomic<bool> stop_{false}, cut_done_{false};
   std::thread thread_;
 };
 
@@ -352,4 +446,21 @@ TEST_CASE("the redis sink fails a batch with the server and reason once write_re
   const auto records = records_of(server, "out");  // not persistent: only what came after the restart
   REQUIRE(records.size() == 4);
   CHECK(records[0]["sequence"] == 8);
+}
+
+TEST_CASE("a batch whose connection was cut around EXEC lands exactly once", "[redis][sinks]") {
+  test::RedisServer server;
+  for (const auto cut : {CuttingProxy::Cut::request, CuttingProxy::Cut::reply}) {
+    const std::string stream = cut == CuttingProxy::Cut::request ? "cut-request" : "cut-reply";
+    CuttingProxy proxy(server.port(), cut);
+    SinkRig rig({{"type", "redis"}, {"path", proxy.uri(stream)}});
+    rig.stage->open(rig.ctx);
+    rig.deliver(0);  // cut, then reconnected: resent only when the server did not apply it
+    CHECK(proxy.cut_done());
+    rig.deliver(4);
+    const auto records = records_of(server, stream);
+    REQUIRE(records.size() == 8);
+    for (std::size_t i = 0; i < records.size(); ++i) CHECK(records[i]["sequence"] == i);
+    rig.stage->close(rig.ctx);
+  }
 }
