@@ -9,6 +9,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <stdlib.h>
+
 #include <atomic>
 #include <memory>
 #include <set>
@@ -398,6 +400,24 @@ TEST_CASE("the redis sink appends every record of a whole pipeline to a stream, 
   std::string with_password = yaml;
   with_password.replace(with_password.find("redis://"), 8, "redis://:pw@");
   CHECK_THROWS_WITH(test::plan_from(with_password), Contains("SLUICE_REDIS_PASSWORD"));
+
+  // A server that wants a password: refused without SLUICE_REDIS_PASSWORD, delivered with it.
+  c.checked({"CONFIG", "SET", "requirepass", "pw-42"});
+  std::string authed = yaml;
+  authed.replace(authed.find("/results"), 8, "/authed");
+  const auto no_password = test::run_to_end(test::plan_from(authed));
+  CHECK(no_password.delivered == 0);
+  REQUIRE_FALSE(no_password.errors.empty());
+  CHECK_THAT(no_password.errors.front(), Contains("NOAUTH"));
+  ::setenv("SLUICE_REDIS_PASSWORD", "pw-42", 1);
+  const auto with_env = test::run_to_end(test::plan_from(authed));
+  ::unsetenv("SLUICE_REDIS_PASSWORD");
+  CHECK(with_env.delivered == 21);
+  redis::Endpoint e = server.endpoint();
+  e.password = "pw-42";
+  redis::Client admin(e);
+  CHECK(admin.checked({"XLEN", "authed"}).integer == 21);
+  admin.checked({"CONFIG", "SET", "requirepass", ""});
 }
 
 TEST_CASE("the redis sink blocks while the server restarts, lands every batch once, and trims by maxlen", "[redis][sinks]") {
