@@ -168,8 +168,8 @@ RedisUri parse_redis_uri(const std::string& uri) {
   if (const std::size_t at = authority.rfind('@'); at != std::string_view::npos) {
     std::string_view user_info = authority.substr(0, at);
     const std::size_t colon = user_info.find(':');
-    out.endpoint.password = percent_decode(colon == std::string_view::npos ? user_info : user_info.substr(colon + 1),
-                                           "password");
+    if (colon != 0) throw std::invalid_argument("ACL user names are not supported: give only :PASSWORD@ before the host");
+    out.endpoint.password = percent_decode(user_info.substr(1), "password");
     authority = authority.substr(at + 1);
   }
   std::string_view host = authority, port;

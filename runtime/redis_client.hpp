@@ -67,7 +67,7 @@ struct Endpoint {
 };
 
 // redis://[:password@]host[:port]/STREAM[?key=value&...] -> endpoint, stream and the query's pairs (in order,
-// percent-decoded). Throws std::invalid_argument naming what is wrong (never echoing the password).
+// percent-decoded). No ACL user name (AUTH with a password only). Throws std::invalid_argument naming what is wrong (never echoing the password).
 struct RedisUri {
   Endpoint endpoint;
   std::string stream;

@@ -299,7 +299,7 @@ TEST_CASE("redis URIs give host, port, stream, password and options, and bad one
   CHECK(v6.endpoint.port == 6379);
   CHECK(v6.endpoint.where() == "[::1]:6379");
   for (const char* bad : {"http://h/s", "redis://h", "redis://h/", "redis://h:0/s", "redis://h:99999/s", "redis://h:x/s",
-                          "redis:///s", "redis://[::1/s", "redis://h/s%zz"})
+                          "redis:///s", "redis://[::1/s", "redis://h/s%zz", "redis://alice:pw@h/s", "redis://pw@h/s"})
     CHECK_THROWS_AS(redis::parse_redis_uri(bad), std::invalid_argument);
   try {
     redis::parse_redis_uri("redis://:hunter2@h:0/s");
