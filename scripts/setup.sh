@@ -17,6 +17,8 @@ packages=(
   libsystemd-dev systemd  # sd_notify; systemd-analyze verifies the unit files in the tests
   libonnx-dev libprotobuf-dev  # ONNX model files (the onnx_proto messages over protobuf)
   libopenblas-dev         # the CPU inference backend's matrix products
+  libhiredis-dev          # the Redis Streams connectors (redis sink)
+  redis-server            # the Redis tests start their own server on a loopback port
   python3-torch python3-torchvision python3-onnx python3-numpy  # reference models and outputs for the tests
   python3                 # the service tests drive the daemon from a script
   clang libclang-rt-14-dev  # libFuzzer harnesses (fuzz preset)

@@ -1,6 +1,6 @@
 // sink: the pipeline's end. Splits batches into frames again and writes one record per frame (a payload summary,
 // or the top-k classes) to stdout, a jsonl file (per run, per input file or per source) or a directory of
-// per-input results; or (npy) each batch's payload as a NumPy file with an index of its frames. The writers
+// per-input results, or a Redis stream; or (npy) each batch's payload as a NumPy file with an index of its frames. The writers
 // live beside it: sink_records (the record), sink_jsonl and sink_per_input (where records go), sink_npy, and
 // sink_outputs (atomic files, output names, and the retry policy for writes that fail).
 #include <iostream>
@@ -29,6 +29,7 @@ class SinkStage final : public Stage {
     if (init.input->memory == MemoryKind::device)
       throw ConfigError("reads host memory; put a download stage before it (input is " + init.input->describe() + ")");
     if (type_ != "jsonl" && init.params.was_given("per")) throw ConfigError("'per' applies to type jsonl only");
+    if (type_ != "redis" && init.params.was_given("maxlen")) throw ConfigError("'maxlen' applies to type redis only");
     for (const char* key : {"rotate_mb", "rotate_s"})
       if (init.params.was_given(key) && !(type_ == "jsonl" && per_ == "source"))
         throw ConfigError(std::string("'") + key + "' applies to type jsonl with per: source only");
@@ -51,6 +52,9 @@ class SinkStage final : public Stage {
       if (path_.empty() || path_ == "-")
         throw ConfigError("type directory needs a 'path': the directory to write into");
       writer_ = sinks::make_directory_writer(path_, retry_, init.name);
+    } else if (type_ == "redis") {
+      writer_ = sinks::make_redis_writer(path_, static_cast<std::uint64_t>(init.params.number("maxlen")), retry_,
+                                         init.name);
     } else if (type_ == "npy") {
       if (path_.empty() || path_ == "-") throw ConfigError("type npy needs a 'path': the directory to write into");
       npy_.emplace(*init.input, path_, retry_, init.name);
@@ -117,7 +121,10 @@ class SinkStage final : public Stage {
 
   // "blocked: <what> '<path>': <reason> since <UTC time> (...)" while a write is being retried, "gave up: ..."
   // after the last one failed; "" when writes work.
-  std::string health() const override { return retry_.health(); }
+  std::string health() const override {
+    std::string h = writer_ ? writer_->health() : std::string();
+    return h.empty() ? retry_.health() : h;
+  }
 
  private:
   // Before the first records of a job's input become durable, the ledger says the input started (one fsync
@@ -158,7 +165,10 @@ StageInfo sink_stage() {
       StageRole::sink,
       "writes one record per frame (source, input, input_frame, sequence, pts, time, stage times, and the top-k classes by "
       "label or a payload summary): null (count only), stdout (a line each), jsonl (one JSON object each; one file "
-      "per run, per input file or per source), directory (one JSON result per input) or npy (each batch's payload as "
+      "per run, per input file or per source), directory (one JSON result per input), redis (each record XADDed to a "
+      "Redis stream as field 'record', a batch per MULTI/EXEC; delivered once the server acknowledged it; a lost "
+      "server is reconnected to and the batch resent only if it did not land, the sink blocking meanwhile until "
+      "write_retry_s) or npy (each batch's payload as "
       "a NumPy file, plus index.jsonl: file, row, source_id, sequence, pts_ns, input and input_frame per frame). Per-input outputs are "
       "named after the input's file stem (<stem>-<8 hex digits of a hash of its path> when another input already "
       "has that name; claims kept in <dir>/.sluice-names so every run uses the same names; frames without an input "
@@ -178,10 +188,10 @@ StageInfo sink_stage() {
       "directory is back",
       {
           {"type", ParamType::choice, "null", "where records go", {}, {},
-           {"null", "stdout", "jsonl", "directory", "npy"}},
+           {"null", "stdout", "jsonl", "directory", "redis", "npy"}},
           {"path", ParamType::string, "",
            "jsonl per run: the output file (- for stdout); jsonl per file or source, directory, npy: the directory "
-           "(created if missing). npy writes batch-NNNNNNNN.npy [count, ...] in the payload's layout and dtype (bf16 "
+           "(created if missing); redis: redis://host[:port]/STREAM (password from SLUICE_REDIS_PASSWORD). npy writes batch-NNNNNNNN.npy [count, ...] in the payload's layout and dtype (bf16 "
            "as f32; frames as u8 HxWxC, YUV as (H*3/2)xW; classes as k records of score f32, index i32)"},
           {"per", ParamType::choice, "run",
            "jsonl: run = one file (path) for the whole run; file = <path>/<name>.jsonl per input, committed "
@@ -197,6 +207,9 @@ StageInfo sink_stage() {
            "jsonl per source: rotate likewise once the live file's first record is this many seconds old (checked "
            "as records arrive); 0 = never",
            0.0},
+          {"maxlen", ParamType::number, "0",
+           "redis: trim the stream to about this many entries as records are added (XADD MAXLEN ~); 0 = never trim",
+           0.0},
           {"write_retry_s", ParamType::number, "30",
            "a write that fails for a reason that may pass (permission, directory gone) blocks the sink and is "
            "retried every 0.1 s growing to 2 s; after this many seconds its frames (or its input) are counted failed "
@@ -208,7 +221,7 @@ StageInfo sink_stage() {
       [](const ParamValues& p) -> std::optional<StageOutput> {
         const std::string& type = p.string("type");
         const std::string& path = p.string("path");
-        if (type == "null" || type == "stdout" || path.empty() || path == "-") return std::nullopt;
+        if (type == "null" || type == "stdout" || type == "redis" || path.empty() || path == "-") return std::nullopt;
         return StageOutput{path, type == "jsonl" && p.string("per") == "run"};
       }};
 }

@@ -8,6 +8,7 @@
 //   jsonl, per: source  one live file per source, rotated by size and/or age                 (sink_jsonl.cpp)
 //   jsonl, per: file    one file per input, committed atomically when the input is done      (sink_per_input.cpp)
 //   directory           one JSON result per input, committed atomically likewise            (sink_per_input.cpp)
+//   redis               records appended to a Redis stream (XADD), a batch per MULTI/EXEC    (sink_redis.cpp)
 // An input that cannot be committed complete (failed frames, a commit that fails) throws from finish() with
 // the reason; its records stay on disk as `<output>.partial`.
 #include <cstdint>
@@ -45,6 +46,8 @@ class RecordWriter {
   virtual std::vector<std::string> finish(const InputProgress& input) = 0;
   // End of the run: commits outputs of frames without an input, discards those of inputs never finished.
   virtual void close() = 0;
+  // A writer with its own health (one not behind a WriteRetry: redis): "" when it works, else as WriteRetry says.
+  virtual std::string health() const { return {}; }
 };
 
 // jsonl, per: run. `path` "-" writes to stdout.
@@ -58,5 +61,10 @@ std::unique_ptr<RecordWriter> make_jsonl_file_writer(std::filesystem::path dir, 
 // directory: `<dir>/<name>.json` per input: {"input", "source", "frames", "delivered", "dropped", "failed",
 // ["error",] "records": [...]}.
 std::unique_ptr<RecordWriter> make_directory_writer(std::filesystem::path dir, WriteRetry& retry, std::string stage);
+
+// redis: `uri` redis://host[:port]/STREAM (the password from SLUICE_REDIS_PASSWORD), each record XADDed with
+// MAXLEN ~ `maxlen` (0: the stream is not trimmed).
+std::unique_ptr<RecordWriter> make_redis_writer(const std::string& uri, std::uint64_t maxlen, WriteRetry& retry,
+                                                std::string stage);
 
 }  // namespace sluice::sinks

@@ -1,0 +1,113 @@
+#pragma once
+// A redis-server of the test's own, on a free loopback port, in a temp dir (no RDB snapshots; with
+// `persistent`, an append-only file fsync'ed at every write, so a restart keeps every acknowledged write).
+// Started by the constructor (throws when it cannot be reached within 10 s), stopped (SIGTERM, then SIGKILL
+// after 5 s) by stop() and the destructor.
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "runtime/redis_client.hpp"
+#include "temp_dir.hpp"
+
+namespace sluice::test {
+
+class RedisServer {
+ public:
+  explicit RedisServer(bool persistent = false) : dir_("sluice-redis"), persistent_(persistent) {
+    port_ = free_port();
+    start();
+  }
+  ~RedisServer() { stop(); }
+  RedisServer(const RedisServer&) = delete;
+  RedisServer& operator=(const RedisServer&) = delete;
+
+  int port() const { return port_; }
+  std::string uri(const std::string& stream) const { return "redis://127.0.0.1:" + std::to_string(port_) + "/" + stream; }
+  redis::Endpoint endpoint() const {
+    redis::Endpoint e;
+    e.port = port_;
+    return e;
+  }
+
+  void start() {
+    const std::string port = std::to_string(port_), dir = dir_.path.string();
+    std::vector<std::string> args{"redis-server", "--port", port, "--bind", "127.0.0.1", "--dir", dir, "--save", "",
+                                  "--daemonize", "no", "--loglevel", "warning", "--logfile", dir + "/redis.log"};
+    if (persistent_) args.insert(args.end(), {"--appendonly", "yes", "--appendfsync", "always"});
+    else args.insert(args.end(), {"--appendonly", "no"});
+    pid_ = ::fork();
+    if (pid_ < 0) throw std::runtime_error("fork failed");
+    if (pid_ == 0) {
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      ::execvp("redis-server", argv.data());
+      ::_exit(127);
+    }
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    for (;;) {
+      try {
+        redis::Client c(endpoint());
+        if (c.command({"PING"}).str == "PONG") return;
+      } catch (const redis::RedisError&) {
+      }
+      int status = 0;
+      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        throw std::runtime_error("redis-server exited at start (is it installed? scripts/setup.sh)");
+      }
+      if (std::chrono::steady_clock::now() > deadline) {
+        stop();
+        throw std::runtime_error("redis-server did not answer on port " + std::to_string(port_) + " within 10 s");
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+
+  void stop() {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGTERM);
+    for (int i = 0; i < 500; ++i) {
+      if (::waitpid(pid_, nullptr, WNOHANG) == pid_) {
+        pid_ = -1;
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+
+ private:
+  static int free_port() {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+      if (fd >= 0) ::close(fd);
+      throw std::runtime_error("cannot find a free loopback port");
+    }
+    ::close(fd);
+    return ntohs(a.sin_port);
+  }
+
+  TempDir dir_;
+  bool persistent_;
+  int port_ = 0;
+  pid_t pid_ = -1;
+};
+
+}  // namespace sluice::test
