@@ -113,7 +113,7 @@ class TestSourceStage final : public Stage, public SourceControl {
     if (!batch) return {};
     std::int64_t first_due = 0;
     // The first frame's budget deadline, given what batches take downstream: the batch leaves before it.
-    std::int64_t budget_deadline = kNoDeadline;
+    std::int64_t budget_deadline = kNoDeadline, render_ns = 0;
     const std::int64_t downstream_ns = shared_ ? shared_->downstream.ns() : 0;
     while (batch->count < desc_.batch && !(frames_ && next_ >= frames_) && !ctx.stopping()) {
       if (ctx.pausing()) break;  // the frames made so far leave now; a frame not yet made waits for the resume
@@ -125,10 +125,13 @@ class TestSourceStage final : public Stage, public SourceControl {
         due = due_ns(next_);
       }
       if (batch->count > 0 && due - first_due > batch_timeout_ns_) break;  // the partial batch leaves now
-      if (batch->count > 0 && due > budget_deadline) break;  // waiting for this frame would break the budget
+      // Waiting for this frame (due, or now when behind, plus the time the last one took to render) would break
+      // the budget of the first.
+      if (batch->count > 0 && std::max(due, now_ns()) + render_ns > budget_deadline) break;
       if (batch->count == 0) first_due = due;
       wait_until(due, ctx);
       if (ctx.stopping() || ctx.pausing()) break;
+      const std::int64_t render_start = now_ns();
       if (animate_) {
         renderer_->render(next_, batch->item(batch->count));
       } else {
@@ -137,6 +140,7 @@ class TestSourceStage final : public Stage, public SourceControl {
         if (!rendered_[item]) renderer_->render(0, batch->item(batch->count));
         rendered_[item] = true;
       }
+      render_ns = now_ns() - render_start;
       FrameMeta meta;
       meta.source_id = source_id_;
       meta.sequence = next_;

@@ -125,22 +125,22 @@ TEST_CASE("latency_budget_ms: hostile values are refused naming the key and the 
 
 TEST_CASE("frames made late by a slow stage are delivered, counted late, and the slow stage is named", "[latency][pipeline]") {
   // 200 ms a batch against a 20 ms budget: every frame is late whatever the machine's load.
-  const auto s = run_with_slow_stage(chain(0, 24, 10, 20), 200);
-  CHECK(s.frames.produced == 24);
-  CHECK(s.frames.delivered == 24);  // late is counted, never dropped
+  const auto s = run_with_slow_stage(chain(0, 12, 10, 20), 200);
+  CHECK(s.frames.produced == 12);
+  CHECK(s.frames.delivered == 12);  // late is counted, never dropped
   CHECK(s.frames.dropped == 0);
-  CHECK(s.frames.late == 24);
-  CHECK(stage(s, "slow").late == 24);
+  CHECK(s.frames.late == 12);
+  CHECK(stage(s, "slow").late == 12);
   for (const auto& st : s.stages)
     if (st.name != "slow") CHECK(st.late == 0);
   REQUIRE(s.frames.sources.size() == 1);
-  CHECK(s.frames.sources.begin()->second.late == 24);
+  CHECK(s.frames.sources.begin()->second.late == 12);
   CHECK(s.downstream_ns >= 200 * kMs);  // the estimate learned the slow stage
-  CHECK_THAT(format_summary(s), Contains("late: 24 delivered past their latency budget") && Contains("slow 24"));
+  CHECK_THAT(format_summary(s), Contains("late: 12 delivered past their latency budget") && Contains("slow 12"));
 
   // The same run without a budget: nothing is late.
-  const auto none = run_with_slow_stage(chain(0, 24, 10, 0), 200);
-  CHECK(none.frames.delivered == 24);
+  const auto none = run_with_slow_stage(chain(0, 12, 10, 0), 200);
+  CHECK(none.frames.delivered == 12);
   CHECK(none.frames.late == 0);
   CHECK(stage(none, "slow").late == 0);
 }
