@@ -160,7 +160,8 @@ std::string Pipeline::warm_error() const {
 bool Pipeline::wait_for_go() {
   std::unique_lock lock(warm_mu_);
   warm_cv_.wait(lock, [&] { return go_ || stop_.load(); });
-  return go_ && !stop_.load();
+  // Once started, every stage runs (a stop right after start() drains what the source made before it saw it).
+  return go_;
 }
 
 void Pipeline::start() {
@@ -430,7 +431,6 @@ void Pipeline::run_pipelined_stage(std::size_t i) {
   const auto& ps = plan_.stages[i];
   BoundedQueue<Batch*>* in_queue = i > 0 ? rt_[i - 1]->out_queue.get() : nullptr;
   try {
-    // Stages open at once (those with a warm-up warm up too); the source waits for start() before it opens.
     // Stages with a warm-up open and warm up at once; the others (the source, sinks with their outputs) open
     // after start(), so a reload's new generation touches no output, ledger or source while the old one runs.
     const bool go = in_queue && warms_up(i) ? (open_and_warm(i), true) : wait_for_go();

@@ -121,7 +121,7 @@ class Pipeline {
   void source_left() noexcept;  // the source's loop ended: it will make nothing more
   bool warms_up(std::size_t i) const { return !plan_.stages[i].stage->warm_up_plan().empty(); }
   void open_and_warm(std::size_t i);  // on stage i's thread; counts it warm on every way out
-  bool wait_for_go();                 // the source: true once start() came, false when stopped before
+  bool wait_for_go();                 // true once start() came, false when stopped before it
   mutable std::mutex warm_mu_;
   mutable std::condition_variable warm_cv_;
   std::size_t warm_pending_ = 0;  // stages with a warm-up not yet warm (or failed)
