@@ -27,6 +27,11 @@ std::vector<ParamSpec> pipeline_keys() {
       {"batch_size", ParamType::integer, "8", "frames per batch before the GPU stages", 1.0, 4096.0},
       {"batch_timeout_ms", ParamType::number, "10", "a partial batch leaves after this wait for more frames",
        0.0, 60000.0},
+      {"latency_budget_ms", ParamType::number, "0",
+       "capture-to-sink budget of every frame (0 = none): a partial batch leaves once waiting longer would break "
+       "its oldest frame's budget given the measured time batches take downstream; frames past it are counted "
+       "late, never dropped for it (a source added at run time may have its own)",
+       0.0, 3600000.0},
       {"queue_depth", ParamType::integer, "4", "default depth (in batches) of every queue between stages", 1.0,
        1024.0},
       {"control_socket", ParamType::string, "", "service mode: control socket path (default /run/sluice/control.sock)"},
@@ -259,6 +264,7 @@ PipelineSpec parse_pipeline(const std::string& yaml_text, const std::string& fil
   spec.execution = values.string("execution") == "serial" ? Execution::serial : Execution::pipelined;
   spec.batch_size = static_cast<int>(values.integer("batch_size"));
   spec.batch_timeout_us = static_cast<std::int64_t>(values.number("batch_timeout_ms") * 1000.0);
+  spec.latency_budget_ns = static_cast<std::int64_t>(values.number("latency_budget_ms") * 1e6);
   const int depth = static_cast<int>(values.integer("queue_depth"));
   spec.service.control_socket = values.string("control_socket");
   spec.service.control_tcp = values.string("control_tcp");

@@ -48,6 +48,7 @@ struct PipelineSpec {
   Execution execution = Execution::pipelined;
   int batch_size = 8;
   std::int64_t batch_timeout_us = 10'000;
+  std::int64_t latency_budget_ns = 0;  // 0: none
   std::vector<StageSpec> stages;
   ServiceSettings service;
   std::string state_dir;  // resumable jobs' ledgers: --state-dir, else $STATE_DIRECTORY (systemd), else empty

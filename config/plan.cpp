@@ -98,6 +98,9 @@ PipelinePlan plan_pipeline(const PipelineSpec& spec) {
   plan.device = pick_device(spec);
   plan.gpu = spec.gpu;
   plan.execution = spec.execution;
+  plan.latency_budget_ns = spec.latency_budget_ns;
+  plan.batch_size = spec.batch_size;
+  plan.batch_timeout_us = spec.batch_timeout_us;
   std::vector<std::string> names;
   for (const auto& st : spec.stages) names.push_back(st.name);
 
@@ -124,7 +127,7 @@ PipelinePlan plan_pipeline(const PipelineSpec& spec) {
                    (ss.params.was_given(name) ? "" : "*");
     }
     StageInit init{ss.name, ss.params, upstream, plan.device, spec.batch_size, spec.batch_timeout_us, names,
-                   static_cast<int>(i), spec.file, plan.shared, spec.state_dir};
+                   static_cast<int>(i), spec.file, plan.shared, spec.state_dir, spec.latency_budget_ns};
     try {
       ps.stage = info.make(init);
     } catch (const ConfigError& e) {
@@ -141,6 +144,24 @@ PipelinePlan plan_pipeline(const PipelineSpec& spec) {
   }
   check_pools_fit(plan, spec.stages);
   return plan;
+}
+
+std::string describe_batching(const PipelinePlan& plan) {
+  char line[400];
+  std::snprintf(line, sizeof line, "batching: up to %d frames; a partial batch leaves %.1f ms after its first frame",
+                plan.batch_size, static_cast<double>(plan.batch_timeout_us) / 1e3);
+  std::string out = line;
+  if (plan.latency_budget_ns > 0) {
+    std::snprintf(line, sizeof line,
+                  ", or sooner once waiting longer would break its oldest frame's latency budget of %.1f ms (capture "
+                  "to the sink's end) given the measured time batches take downstream; frames past their budget are "
+                  "counted late and delivered\n",
+                  static_cast<double>(plan.latency_budget_ns) / 1e6);
+    out += line;
+  } else {
+    out += "; no latency budget (latency_budget_ms: 0; sources added at run time may have their own)\n";
+  }
+  return out;
 }
 
 std::string describe_plan(const PipelinePlan& plan) {
@@ -167,6 +188,12 @@ std::string describe_plan(const PipelinePlan& plan) {
              (ps.queue_policy == QueuePolicy::block ? std::string("blocking (lossless)")
                                                     : "leaky: " + std::string(to_string(ps.queue_policy))) + "\n";
   }
+  out += describe_batching(plan);
+  std::string warm;
+  for (const auto& ps : plan.stages)
+    if (const std::string what = ps.stage->warm_up_plan(); !what.empty()) warm += "  " + ps.name + ": " + what + "\n";
+  out += warm.empty() ? "warm-up: none (no stage has lazy work to do before the first frame)\n"
+                      : "warm-up (before the source opens and before `ready`; in no frame's latency):\n" + warm;
   out += "(* = default)\nmemory: pinned host " + mib(plan.pool_bytes(MemoryKind::pinned)) + ", device " +
          mib(plan.pool_bytes(MemoryKind::device)) + ", host " + mib(plan.pool_bytes(MemoryKind::host)) + "\n";
   return out;

@@ -11,5 +11,7 @@ namespace sluice {
 PipelinePlan plan_pipeline(const PipelineSpec& spec);
 // What `sluiced check` prints: stages, their streams, queues, pools and the memory the pools take.
 std::string describe_plan(const PipelinePlan& plan);
+// Its line on batching: batch size, timeout and the latency budget.
+std::string describe_batching(const PipelinePlan& plan);
 
 }  // namespace sluice

@@ -94,6 +94,10 @@ std::string read_arguments(const json& request, ControlRequest& out) {
       if (error.empty()) out.source.rate_limit = number_argument(request, "rate_limit", error);
       if (error.empty() && out.source.rate_limit && *out.source.rate_limit < 0)
         error = "'rate_limit' must be >= 0 (frames per second, 0 = unlimited)";
+      if (error.empty()) out.source.latency_budget_ms = number_argument(request, "latency_budget_ms", error);
+      if (error.empty() && out.source.latency_budget_ms &&
+          !(*out.source.latency_budget_ms >= 0 && *out.source.latency_budget_ms <= 3'600'000))
+        error = "'latency_budget_ms' must be in 0..3600000 (milliseconds, 0 = none)";
       return error.empty() ? "" : "source-add: " + error;
     }
     case RequestKind::source_remove: {

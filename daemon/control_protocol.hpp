@@ -34,6 +34,7 @@ struct SourceAddArguments {
   std::optional<std::string> name;
   std::optional<bool> leaky, loop;
   std::optional<double> rate_limit;  // finite, >= 0
+  std::optional<double> latency_budget_ms;  // finite, 0..3600000 (0: none); default: the pipeline's
 };
 
 // A request whose arguments have the types and ranges docs/protocol.md gives. Unknown keys are ignored.

@@ -19,6 +19,7 @@
 #include <cmath>
 #include <initializer_list>
 #include <list>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
@@ -163,6 +164,21 @@ std::string render_prometheus(const PipelineSnapshot& s, const MetricsInfo& info
            "Frames dropped, by reason (the reasons of sluice_frames_ended_total{fate=\"dropped\"}).");
   for (const auto& [reason, n] : f.drop_reasons) e.sample("sluice_frames_dropped_total", {{"reason", reason}}, n);
 
+  e.family("sluice_frames_late_total", "counter",
+           "Frames delivered past their latency budget (also counted delivered: late frames are not dropped).");
+  e.sample("sluice_frames_late_total", {}, f.late);
+  e.family("sluice_pipeline_warmup_seconds", "gauge",
+           "Time the current pipeline's stages took to open and warm up before its source opened (0: nothing to "
+           "warm); frames' latency never includes it.");
+  e.sample("sluice_pipeline_warmup_seconds", {}, static_cast<double>(s.warmup_ns) / 1e9);
+  e.family("sluice_latency_budget_seconds", "gauge",
+           "The pipeline's capture-to-sink latency budget (0: none; a source may have its own).");
+  e.sample("sluice_latency_budget_seconds", {}, static_cast<double>(s.latency_budget_ns) / 1e9);
+  e.family("sluice_batch_downstream_estimate_seconds", "gauge",
+           "The batcher's estimate of how long a batch takes from leaving it to the sink's end (what it leaves "
+           "time for under a latency budget).");
+  e.sample("sluice_batch_downstream_estimate_seconds", {}, static_cast<double>(s.downstream_ns) / 1e9);
+
   // The stage's kind once, here, instead of on every per-stage series.
   e.family("sluice_stage_info", "gauge", "1 per stage of the current pipeline, labelled with the stage's kind.");
   for (const auto& st : s.stages) e.sample("sluice_stage_info", {{"stage", st.name}, {"kind", st.kind}}, std::uint64_t{1});
@@ -182,6 +198,10 @@ std::string render_prometheus(const PipelineSnapshot& s, const MetricsInfo& info
        [](const StageSnapshot& st) { return static_cast<double>(st.errors); }},
       {"sluice_stage_frames_dropped_total", "counter", "Frames dropped by the stage's output queue.",
        [](const StageSnapshot& st) { return static_cast<double>(st.dropped); }},
+      {"sluice_stage_frames_late_total", "counter",
+       "Late frames (past their latency budget) whose time went mostly to this stage (queue wait before it "
+       "included).",
+       [](const StageSnapshot& st) { return static_cast<double>(st.late); }},
       {"sluice_stage_gpu_busy_seconds_total", "counter",
        "Seconds the stage's CUDA stream was busy with the stage's work (timing events around each batch); "
        "rate() of it is the stream's busy fraction.",
@@ -236,6 +256,12 @@ std::string render_prometheus(const PipelineSnapshot& s, const MetricsInfo& info
     e.family("sluice_source_frames_dropped_total", "counter",
              "Frames a source dropped before batching (leaky when behind, rate limit), by source.");
     for (const auto& r : info.sources) e.sample("sluice_source_frames_dropped_total", {{"source", r.name}}, r.dropped);
+    e.family("sluice_source_frames_late_total", "counter",
+             "Frames of a source delivered past their latency budget (the pipeline's or the source's own), by source.");
+    for (const auto& r : info.sources) {
+      const auto it = f.sources.find(r.id);
+      e.sample("sluice_source_frames_late_total", {{"source", r.name}}, it != f.sources.end() ? it->second.late : 0);
+    }
     e.family("sluice_source_errors_total", "counter", "Open/read errors and bad inputs, by source.");
     for (const auto& r : info.sources) e.sample("sluice_source_errors_total", {{"source", r.name}}, r.errors);
     e.family("sluice_source_reconnects_total", "counter", "Reconnection attempts of live sources, by source.");

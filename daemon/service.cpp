@@ -359,6 +359,7 @@ class Service {
     if (request.leaky) o.leaky = *request.leaky;
     if (request.rate_limit) o.rate_limit = *request.rate_limit;
     if (request.loop) o.loop = *request.loop;
+    if (request.latency_budget_ms) o.latency_budget_ms = *request.latency_budget_ms;
     try {
       const std::uint32_t id = control->add_source(std::move(o));
       for (const auto& r : control->sources())
@@ -427,6 +428,18 @@ class Service {
     } catch (const std::exception& e) {
       return error(std::string("cannot build the new pipeline: ") + e.what());
     }
+    // The new generation warms up (engines for every batch size) while the old one keeps serving; one whose
+    // stage cannot open or warm up is refused, and the old one goes on.
+    const auto warm_start = std::chrono::steady_clock::now();
+    next->begin_warm_up();
+    next->wait_warm();
+    if (auto why = next->warm_error(); !why.empty()) {
+      next->request_stop();
+      return error("the new pipeline could not warm up: " + why);
+    }
+    if (next->snapshot().warmup_ns > 0)
+      spdlog::info("reload {}: the new pipeline warmed up in {:.3f} s while the old one served", path,
+                   std::chrono::duration<double>(std::chrono::steady_clock::now() - warm_start).count());
     if (pipeline_->paused()) next->set_paused(true);
     // Streams whose settings did not change go on in the new generation without reconnecting, and sources
     // added at run time carry over; when the stages cannot hand over (another frame size), the old sources
@@ -664,7 +677,7 @@ class Service {
                         {"gpu_ms_per_batch", st.gpu_ms_per_batch},
                         {"busy", windows_.busy(i, 10).value_or(st.gpu_busy)}, {"host_ms_per_batch", st.host_ms_per_batch},
                         {"queue_depth", st.queue_depth}, {"queue_capacity", st.queue_capacity},
-                        {"dropped", st.dropped}, {"errors", st.errors}, {"health", st.health}});
+                        {"dropped", st.dropped}, {"late", st.late}, {"errors", st.errors}, {"health", st.health}});
     }
     const auto& f = s.frames;
     return {{"ok", true}, {"state", state_},
@@ -673,7 +686,10 @@ class Service {
             {"generation", generation_},
             {"frames", {{"produced", f.produced}, {"delivered", f.delivered}, {"dropped", f.dropped},
                         {"failed", f.failed}, {"in_flight", f.in_flight()}, {"drop_reasons", f.drop_reasons},
-                        {"errors", f.errors}}},
+                        {"errors", f.errors}, {"late", f.late}, {"late_by_source", late_by_source(s)}}},
+            {"latency_budget_ms", static_cast<double>(s.latency_budget_ns) / 1e6},
+            {"downstream_estimate_ms", static_cast<double>(s.downstream_ns) / 1e6},
+            {"warmup_ms", static_cast<double>(s.warmup_ns) / 1e6},
             {"frames_before_reload", {{"produced", before_.produced}, {"delivered", before_.delivered},
                                       {"dropped", before_.dropped}, {"failed", before_.failed}}},
             {"draining", draining_json()},
@@ -683,6 +699,18 @@ class Service {
             {"stages", stages},
             {"sources", sources_json()},
             {"inputs", inputs_json()}};
+  }
+
+  // Late frames per source name (sources that had none are left out).
+  static nlohmann::json late_by_source(const PipelineSnapshot& s) {
+    nlohmann::json out = nlohmann::json::object();
+    for (const auto& [id, n] : s.frames.sources) {
+      if (!n.late) continue;
+      auto it = s.source_names.find(id);
+      const std::string name = it != s.source_names.end() && !it->second.empty() ? it->second : std::to_string(id);
+      out[to_valid_utf8(name)] = n.late;
+    }
+    return out;
   }
 
   // The generation a reload replaced, while it drains (null otherwise): its frames are in no other count yet.

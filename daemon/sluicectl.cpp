@@ -154,6 +154,7 @@ A pipeline whose decode stage renders its test pattern directly has no run-time 
   --json          print the daemon's reply as indented JSON instead
 )"},
     {"add-source", R"(usage: sluicectl add-source URI [--name NAME] [--leaky|--no-leaky] [--rate-limit FPS] [--loop]
+                            [--latency-budget-ms MS]
 
 Ask the daemon to start a source in the running pipeline; the other sources keep running. URI is
   clip.mp4                 a video file
@@ -176,6 +177,8 @@ stage has no run-time sources. May be restricted by sluiced's --allow-user /
   --no-leaky         when the pipeline is behind, wait for it (default for files)
   --rate-limit FPS   at most FPS frames per second (0: unlimited, the default); live sources drop the rest
   --loop             files: start again at the end
+  --latency-budget-ms MS  this source's capture-to-sink budget (0: none), instead of the pipeline's
+                     latency_budget_ms: batches leave early enough for it; frames past it are counted late
 Use -- before a URI that starts with '-'.
 The daemon accepts local paths only under its --input-root directories and network URIs only to its
 --allow-source-host hosts (testsrc: always); anything else is refused with the option to set.
@@ -628,6 +631,16 @@ std::string ledger_line(const json& f) {
 }
 
 void append_ledger_details(std::string& out, const json& f) {
+  if (auto late = number(f, "late"); late && *late > 0) {
+    out += "  late " + count(f, "late") + " (delivered past their latency budget)";
+    if (const json* by = field(f, "late_by_source"); by && by->is_object() && !by->empty()) {
+      std::string sources;
+      for (const auto& [name, n] : by->items())
+        sources += (sources.empty() ? "" : ", ") + name + " " + (n.is_number() ? n.dump() : std::string("-"));
+      out += ": " + sources;
+    }
+    out += "\n";
+  }
   if (const json* reasons = field(f, "drop_reasons"); reasons && reasons->is_object()) {
     for (const auto& [reason, n] : reasons->items())
       out += "  dropped " + (n.is_number() ? n.dump() : std::string("-")) + ": " + reason + "\n";
@@ -1062,6 +1075,7 @@ struct SourceAddArgs {
   std::optional<std::string> name;
   std::optional<bool> leaky;
   std::optional<double> rate_limit;
+  std::optional<double> latency_budget_ms;
   bool loop = false;
 };
 
@@ -1084,6 +1098,7 @@ int cmd_add_source(const Options& o, const SourceAddArgs& a) {
       req["rate_limit"] = *a.rate_limit;
   }
   if (a.loop) req["loop"] = true;
+  if (a.latency_budget_ms) req["latency_budget_ms"] = *a.latency_budget_ms;
   Outcome r = exchange(o, req, o.timeout_s);
   if (r.code != kExitOk) return report_failure(r);
   std::printf("added source %s '%s'\n", count(r.reply, "id").c_str(), text(r.reply, "name").c_str());
@@ -1558,10 +1573,12 @@ int run(int argc, char** argv) {
         }
         return 0;
       };
-      std::optional<std::string> name_v, rate_v;
+      std::optional<std::string> name_v, rate_v, budget_v;
       if (!literal) {
         if (value("--name", name_v) < 0) return usage_error("add-source: --name needs a NAME");
         if (!name_v && value("--rate-limit", rate_v) < 0) return usage_error("add-source: --rate-limit needs FPS");
+        if (!name_v && !rate_v && value("--latency-budget-ms", budget_v) < 0)
+          return usage_error("add-source: --latency-budget-ms needs MS");
       }
       if (name_v) {
         if (a.name) return usage_error("add-source: --name given more than once");
@@ -1574,6 +1591,13 @@ int run(int argc, char** argv) {
           return usage_error("add-source: --rate-limit: need frames per second, a number >= 0 (0: unlimited), got '" +
                              *rate_v + "'");
         a.rate_limit = fps;
+      } else if (budget_v) {
+        if (a.latency_budget_ms) return usage_error("add-source: --latency-budget-ms given more than once");
+        double ms = 0;
+        if (!parse_seconds(*budget_v, 0.0, ms) || ms > 3'600'000)
+          return usage_error("add-source: --latency-budget-ms: need milliseconds, a number in 0..3600000 (0: none), "
+                             "got '" + *budget_v + "'");
+        a.latency_budget_ms = ms;
       } else if (!literal && (w == "--leaky" || w == "--no-leaky")) {
         const bool leaky = w == "--leaky";
         if (a.leaky && *a.leaky != leaky) return usage_error("add-source: --leaky and --no-leaky together");

@@ -20,6 +20,7 @@ struct FrameMeta {
   std::int64_t wall_ns = 0;     // system clock (ns since the Unix epoch) at the same moment; 0: unknown
   std::uint32_t input = 0;        // InputTracker id of the file/connection it came from (0: untracked)
   std::uint64_t input_frame = 0;  // index within that input, from 0
+  std::int64_t budget_ns = 0;     // latency budget from capture to the sink's end (late beyond it); 0: none
 };
 
 class BatchPool;

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/latency_budget.hpp"
 #include "runtime/batch.hpp"
 #include "runtime/frame_reader.hpp"
 
@@ -129,6 +130,7 @@ class JobGate {
 
 // What the stages of one pipeline share besides the data path (made by the planner, handed to every stage).
 struct PipelineShared {
+  DownstreamEstimate downstream;  // batcher -> sink's end, per batch: what the batcher leaves time for
   InputTracker inputs;
   JobGate job_gate;                // `job` may be read once this is open
   std::shared_ptr<JobLedger> job;  // set by a source running a resumable batch job

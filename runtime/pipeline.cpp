@@ -100,7 +100,73 @@ void Pipeline::record_trace(std::chrono::nanoseconds duration, std::size_t max_s
   trace_until_ns_.store(until);
 }
 
+void Pipeline::begin_warm_up() {
+  {
+    std::lock_guard lock(warm_mu_);
+    if (thread_count_ > 0) return;
+    warm_begin_ns_ = now_ns();
+    for (std::size_t i = 1; i < rt_.size(); ++i) warm_pending_ += warms_up(i) ? 1 : 0;
+    thread_count_ = plan_.execution == Execution::serial ? 1 : rt_.size();
+  }
+  if (plan_.execution == Execution::serial) {
+    threads_.emplace_back([this] { run_serial(); });
+  } else {
+    for (std::size_t i = 0; i < rt_.size(); ++i) threads_.emplace_back([this, i] { run_pipelined_stage(i); });
+  }
+}
+
+bool Pipeline::warm() const {
+  std::lock_guard lock(warm_mu_);
+  return thread_count_ > 0 && warm_pending_ == 0;
+}
+
+void Pipeline::wait_warm() const {
+  std::unique_lock lock(warm_mu_);
+  warm_cv_.wait(lock, [&] { return thread_count_ > 0 && warm_pending_ == 0; });
+}
+
+void Pipeline::open_and_warm(std::size_t i) {
+  struct CountWarm {  // on every way out, exceptions included: the source must never wait for a failed stage
+    Pipeline& p;
+    bool counts;
+    ~CountWarm() {
+      if (!counts) return;
+      {
+        std::lock_guard lock(p.warm_mu_);
+        if (--p.warm_pending_ == 0) p.warmup_ns_ = now_ns() - p.warm_begin_ns_;
+      }
+      p.warm_cv_.notify_all();
+    }
+  } count{*this, warms_up(i)};
+  const std::int64_t t0 = now_ns();
+  try {
+    open_stage(i);
+    const ScopedRange range("warm-up");
+    plan_.stages[i].stage->warm_up(rt_[i]->ctx);
+  } catch (const std::exception& e) {
+    std::lock_guard lock(warm_mu_);
+    if (warm_error_.empty()) warm_error_ = "stage '" + plan_.stages[i].name + "': " + e.what();
+    throw;
+  }
+  spdlog::info("stage '{}': warmed up in {:.1f} ms ({})", plan_.stages[i].name, static_cast<double>(now_ns() - t0) / 1e6,
+               plan_.stages[i].stage->warm_up_plan());
+}
+
+std::string Pipeline::warm_error() const {
+  std::lock_guard lock(warm_mu_);
+  return warm_error_;
+}
+
+bool Pipeline::wait_for_go() {
+  std::unique_lock lock(warm_mu_);
+  warm_cv_.wait(lock, [&] { return go_ || stop_.load(); });
+  // Once started, every stage runs (a stop right after start() drains what the source made before it saw it).
+  return go_;
+}
+
 void Pipeline::start() {
+  begin_warm_up();
+  wait_warm();
   if (plan_.device == Device::cuda) {
     // One reference event places every stream's timing events on the host clock (for traces).
     std::int64_t reference_ns = 0;
@@ -116,13 +182,11 @@ void Pipeline::start() {
     }
   }
   start_ns_ = now_ns();
-  if (plan_.execution == Execution::serial) {
-    thread_count_ = 1;
-    threads_.emplace_back([this] { run_serial(); });
-  } else {
-    thread_count_ = rt_.size();
-    for (std::size_t i = 0; i < rt_.size(); ++i) threads_.emplace_back([this, i] { run_pipelined_stage(i); });
+  {
+    std::lock_guard lock(warm_mu_);
+    go_ = true;
   }
+  warm_cv_.notify_all();
 }
 
 void Pipeline::request_stop() noexcept {
@@ -132,6 +196,10 @@ void Pipeline::request_stop() noexcept {
     paused_.store(false);  // a paused source must see the stop
   }
   gate_cv_.notify_all();
+  {
+    std::lock_guard lock(warm_mu_);  // a source still waiting for start() must see the stop
+  }
+  warm_cv_.notify_all();
 }
 
 void Pipeline::set_paused(bool paused) noexcept {
@@ -318,8 +386,17 @@ BatchLease Pipeline::step(std::size_t i, BatchLease& in) {
     }
   }
   if (ps.role == StageRole::sink && in) {
+    // How long the batch took since it left the batcher: what the batcher must leave time for.
+    if (i > 0) plan_.shared->downstream.record(t1 - in->stage_done_ns[0]);
     for (const auto& f : in->frames) latency_.record(t1 - f.capture_ns);
     ledger_.delivered(in->frames);
+    auto done = in->stage_done_ns;
+    done[i] = t1;
+    for (const auto& f : in->frames) {
+      if (!is_late(f, t1)) continue;
+      ledger_.late(f);  // delivered all the same: late is counted, never a reason to drop
+      rt_[dominant_stage(f, done, i + 1)]->counters.late++;
+    }
     plan_.shared->inputs.settle(in->frames, FrameFate::delivered);
     finish_inputs(i);
   }
@@ -350,8 +427,11 @@ void Pipeline::run_pipelined_stage(std::size_t i) {
   const auto& ps = plan_.stages[i];
   BoundedQueue<Batch*>* in_queue = i > 0 ? rt_[i - 1]->out_queue.get() : nullptr;
   try {
-    open_stage(i);
-    while (true) {
+    // Stages with a warm-up open and warm up at once; the others (the source, sinks with their outputs) open
+    // after start(), so a reload's new generation touches no output, ledger or source while the old one runs.
+    const bool go = in_queue && warms_up(i) ? (open_and_warm(i), true) : wait_for_go();
+    if (go && !rt.opened) open_stage(i);
+    while (go) {
       BatchLease in;
       if (in_queue) {
         const std::int64_t t0 = now_ns();
@@ -389,10 +469,26 @@ void Pipeline::run_pipelined_stage(std::size_t i) {
 void Pipeline::run_serial() {
   name_this_thread(kStageThreadName);
   const std::size_t n = rt_.size();
-  std::size_t opened = 0;
+  std::size_t failing = n - 1;  // the stage an error is put on: the one opening, else the last
   try {
-    for (; opened < n; ++opened) open_stage(opened);
-    while (true) {
+    // The stages with a warm-up first (none of them waits for the source in open()), then the source once
+    // start() came, then the rest in order (a sink may wait in open() for the source's job ledger).
+    try {
+      for (std::size_t i = 1; i < n; ++i)
+        if (warms_up(i)) failing = i, open_and_warm(i);
+    } catch (...) {
+      {
+        std::lock_guard lock(warm_mu_);
+        warm_pending_ = 0;  // the stages after the failing one will not warm: nobody waits for them
+      }
+      warm_cv_.notify_all();
+      throw;
+    }
+    const bool go = wait_for_go();
+    for (std::size_t i = 0; go && i < n; ++i)
+      if (!rt_[i]->opened) failing = i, open_stage(i);
+    failing = n - 1;
+    while (go) {
       wait_while_paused();
       if (stop_.load()) break;
       BatchLease cur;
@@ -406,7 +502,7 @@ void Pipeline::run_serial() {
       }
     }
   } catch (const std::exception& e) {
-    fail_frames(std::min(opened, n - 1), nullptr, e.what());
+    fail_frames(failing, nullptr, e.what());
   }
   source_left();
   for (std::size_t i = 0; i < n; ++i) close_stage(i);
@@ -436,6 +532,7 @@ PipelineSnapshot Pipeline::snapshot() const {
     st.batches = c.batches;
     st.errors = c.errors;
     st.dropped = c.dropped;
+    st.late = c.late;
     st.fps = s.elapsed_s > 0 ? static_cast<double>(st.frames) / s.elapsed_s : 0;
     const double batches = std::max<double>(1, static_cast<double>(st.batches));
     st.host_ms_per_batch = static_cast<double>(c.host_ns) / 1e6 / batches;
@@ -460,6 +557,9 @@ PipelineSnapshot Pipeline::snapshot() const {
   s.latency_p50_ns = latency_.quantile_ns(0.50);
   s.latency_p90_ns = latency_.quantile_ns(0.90);
   s.latency_p99_ns = latency_.quantile_ns(0.99);
+  s.latency_budget_ns = plan_.latency_budget_ns;
+  s.downstream_ns = plan_.shared->downstream.ns();
+  s.warmup_ns = warmup_ns_.load();
   return s;
 }
 

@@ -39,6 +39,9 @@ struct PipelinePlan {
   Device device = Device::cpu;
   int gpu = 0;
   Execution execution = Execution::pipelined;
+  std::int64_t latency_budget_ns = 0;  // what the sources stamp on their frames (for status and the summary)
+  int batch_size = 1;                  // for `sluiced check`'s description of the batching policy
+  std::int64_t batch_timeout_us = 0;
   std::vector<PlannedStage> stages;
   std::shared_ptr<PipelineShared> shared = std::make_shared<PipelineShared>();  // what the stages were given
 
@@ -56,6 +59,15 @@ class Pipeline {
   // Records per-batch intervals of every stage (its GPU stream and its host thread) for `duration` from
   // now, at most `max_slices` per track; a new call starts a new recording. Safe while running.
   void record_trace(std::chrono::nanoseconds duration, std::size_t max_slices = 1 << 16);
+  // Starts every stage's thread: the stages with a warm-up (Stage::warm_up_plan) open and warm up; the source
+  // waits for start() before it opens, so no frame is made (nor its latency clock started) before they are warm.
+  // Returns at once; warm() says when they are done. start() calls it when nobody did.
+  void begin_warm_up();
+  bool warm() const;
+  void wait_warm() const;
+  // Once warm: why a stage could not open or warm up ("" when all did); its frames would fail.
+  std::string warm_error() const;
+  // Warms up (begin_warm_up, waiting for it), then lets the source open and frames flow.
   void start();
   // Sources end their streams; frames in flight drain to the sink. Safe from any thread (not a signal handler).
   void request_stop() noexcept;
@@ -107,6 +119,16 @@ class Pipeline {
   LatencyHistogram latency_;
   void wait_while_paused();
   void source_left() noexcept;  // the source's loop ended: it will make nothing more
+  bool warms_up(std::size_t i) const { return !plan_.stages[i].stage->warm_up_plan().empty(); }
+  void open_and_warm(std::size_t i);  // on stage i's thread; counts it warm on every way out
+  bool wait_for_go();                 // true once start() came, false when stopped before it
+  mutable std::mutex warm_mu_;
+  mutable std::condition_variable warm_cv_;
+  std::size_t warm_pending_ = 0;  // stages with a warm-up not yet warm (or failed)
+  bool go_ = false;
+  std::int64_t warm_begin_ns_ = 0;
+  std::string warm_error_;
+  std::atomic<std::int64_t> warmup_ns_{0};
   std::atomic<bool> stop_{false};
   std::atomic<bool> paused_{false};  // also read by sources while they make a batch (StageContext::pausing)
   // The pause gate: a paused source sleeps on gate_cv_. source_held_ (under gate_mu_): it waits at the gate or

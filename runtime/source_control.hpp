@@ -28,6 +28,7 @@ struct SourceOptions {
   double stall_timeout_s = 5;       // live: no frame for this long = stalled
   double backoff_initial_s = 0.5, backoff_max_s = 30;  // live: reconnect delays (jittered, doubling)
   int max_attempts = 0;             // live: reconnects before giving up (failed); 0 = forever
+  std::optional<double> latency_budget_ms;  // this source's own budget (0 = none); default: the pipeline's
   ReaderOptions reader;             // camera mode, stream timeouts, test pattern settings
 };
 

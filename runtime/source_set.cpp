@@ -10,6 +10,7 @@
 
 #include "runtime/frame_tap.hpp"
 #include "runtime/inputs.hpp"
+#include "runtime/latency_budget.hpp"
 #include "runtime/job_ledger.hpp"
 #include "runtime/thread_name.hpp"
 
@@ -31,6 +32,7 @@ std::string_view to_string(SourceState s) noexcept {
 namespace {
 enum class SlotState : std::uint8_t { free, writing, ready, reading };
 constexpr std::size_t kBadInputsShown = 8;
+constexpr double kMaxBudgetMs = 3'600'000;  // an hour, as for the pipeline's latency_budget_ms
 }  // namespace
 
 struct SourceSet::Source {
@@ -39,6 +41,7 @@ struct SourceSet::Source {
   std::string name;
   InputKind kind = InputKind::file;
   bool live = false, leaky = false, job = false;
+  std::optional<std::int64_t> budget_ns;  // its own latency budget; none: the set's
   // Ring of decoded frames: slots are claimed by a decode thread, filled without the lock, published, and
   // taken by the stage in publish order.
   Memory ring;
@@ -151,12 +154,15 @@ std::uint32_t SourceSet::add_source(SourceOptions options) {
   if (options.rate_limit < 0) throw std::invalid_argument("'rate_limit' must be >= 0");
   if (options.decode_threads < 1 || options.decode_threads > 64)
     throw std::invalid_argument("'decode_threads' must be in 1..64");
+  if (options.latency_budget_ms && !(*options.latency_budget_ms >= 0 && *options.latency_budget_ms <= kMaxBudgetMs))
+    throw std::invalid_argument("'latency_budget_ms' must be a number in 0..3600000 (milliseconds, 0 = none)");
   if (!(options.stall_timeout_s > 0) || !(options.backoff_initial_s > 0) || options.backoff_max_s < options.backoff_initial_s)
     throw std::invalid_argument("need stall_timeout_s > 0 and 0 < backoff_initial_s <= backoff_max_s");
   auto s = std::make_unique<Source>();
   s->kind = classify_uri(options.uri);
   s->live = is_live(s->kind);
   s->leaky = options.leaky.value_or(s->live);
+  if (options.latency_budget_ms) s->budget_ns = static_cast<std::int64_t>(*options.latency_budget_ms * 1e6);
   const int threads = std::max(1, options.decode_threads);
   const int slots = std::max(2, settings_.ring_frames) + threads;
   s->ring = Memory(settings_.ring_memory, frame_bytes_ * static_cast<std::size_t>(slots));
@@ -491,6 +497,7 @@ void SourceSet::publish(Source& s, int slot, FrameMeta meta, std::uint64_t epoch
   {
     std::lock_guard lock(mu_);
     if (epoch != epoch_) meta.input = 0;  // decoded for the pipeline before a reload: its input is not here
+    meta.budget_ns = s.budget_ns.value_or(settings_.latency_budget_ns);
     s.slots[static_cast<std::size_t>(slot)] = SlotState::ready;
     s.slot_meta[static_cast<std::size_t>(slot)] = meta;
     s.ready.push_back(slot);
@@ -637,13 +644,20 @@ void SourceSet::retain(const std::function<bool(const SourceOptions&, std::uint3
   space_free_.notify_all();
 }
 
+void SourceSet::set_latency_budget(std::int64_t ns) {
+  std::lock_guard lock(mu_);
+  settings_.latency_budget_ns = ns;
+}
+
 int SourceSet::take(Batch& batch, std::int64_t batch_timeout_ns, const std::atomic<bool>& stop, bool wait_when_idle,
-                    std::int64_t* waited_ns, gpu::StreamHandle stream) {
+                    std::int64_t* waited_ns, gpu::StreamHandle stream, std::int64_t downstream_ns) {
   const bool device_batch = batch.memory.kind() == MemoryKind::device;
   if (device_batch && !stream) throw std::logic_error("SourceSet::take: a device batch needs a stream");
   int added = 0;
   bool waited = false;
   std::int64_t deadline = 0;
+  std::int64_t budget_deadline = kNoDeadline;  // the earliest a frame in the batch must leave to make its budget
+  for (const FrameMeta& f : batch.frames) budget_deadline = std::min(budget_deadline, dispatch_deadline(f, downstream_ns));
   std::unique_lock lock(mu_);
   while (batch.count < batch.desc.batch) {
     // The next source with a frame, in turn after the one served last, so one busy source cannot starve others.
@@ -665,6 +679,7 @@ int SourceSet::take(Batch& batch, std::int64_t batch_timeout_ns, const std::atom
       from->ready.pop_front();
       from->slots[static_cast<std::size_t>(slot)] = SlotState::reading;
       batch.frames.push_back(from->slot_meta[static_cast<std::size_t>(slot)]);
+      budget_deadline = std::min(budget_deadline, dispatch_deadline(batch.frames.back(), downstream_ns));
       std::byte* const dst = batch.item(batch.count);
       batch.count++;
       if (added++ == 0) deadline = now_ns() + batch_timeout_ns;
@@ -690,7 +705,8 @@ int SourceSet::take(Batch& batch, std::int64_t batch_timeout_ns, const std::atom
       if (waited_ns) *waited_ns += now_ns() - t0;
       waited = true;
     } else {
-      const std::int64_t left = deadline - now_ns();
+      // A fuller batch is not worth a frame's budget: leave at the timeout or the first frame's deadline.
+      const std::int64_t left = std::min(deadline, budget_deadline) - now_ns();
       if (left <= 0) break;
       const std::int64_t t0 = now_ns();
       frame_ready_.wait_for(lock, std::chrono::nanoseconds(left));

@@ -38,6 +38,7 @@ struct SourceSetSettings {
   MemoryKind batch_memory = MemoryKind::host;
   int ring_frames = 4;                        // per source, plus one per decode thread
   int copy_threads = -1;                      // ring -> batch copies; -1: one per 4 cores, at most 4
+  std::int64_t latency_budget_ns = 0;         // stamped on the frames of sources without their own; 0: none
   std::shared_ptr<PipelineShared> shared;     // input tracker, job ledger, frame tap
 };
 
@@ -55,11 +56,15 @@ class SourceSet final : public SourceControl {
   // Moves ready frames into `batch` (from its current count up to its capacity), fairly across sources.
   // Waits for the first frame until one is ready or `stop` is set, or (unless wait_when_idle) every source
   // ended; returns within ~50 ms either way so the caller can look again. Later frames are waited for
-  // until batch_timeout after the first. Returns the number of frames added; adds the time spent waiting
+  // until batch_timeout after the first, and never past the moment a frame in the batch would break its latency
+  // budget given `downstream_ns` (the time batches take from here to the sink's end): frames ready already are
+  // taken, but no longer waited for. Returns the number of frames added; adds the time spent waiting
   // for frames to *waited_ns.
   // Device batches need `stream`: the copies are enqueued on it and the batch is ready once its work is.
   int take(Batch& batch, std::int64_t batch_timeout_ns, const std::atomic<bool>& stop, bool wait_when_idle,
-           std::int64_t* waited_ns = nullptr, gpu::StreamHandle stream = nullptr);
+           std::int64_t* waited_ns = nullptr, gpu::StreamHandle stream = nullptr, std::int64_t downstream_ns = 0);
+  // The budget of sources without their own (a reload whose file changed it); frames published from now on.
+  void set_latency_budget(std::int64_t ns);
   // Stops every source's decoding (what is already decoded can still be taken).
   void stop_all();
   // stop_all(), then waits up to `bound` for every decode thread to end. A thread still running then is
@@ -72,7 +77,7 @@ class SourceSet final : public SourceControl {
 
   // --- hand-over across a reload: the running sources go on in the new pipeline without reconnecting ---
   // True when this set's frames have the geometry `other` asks for (size, format, ring memory and depth).
-  bool compatible(const SourceSetSettings& other) const;
+  bool compatible(const SourceSetSettings& other) const;  // the latency budget aside: set_latency_budget()
   // Points the set at another pipeline's shared state (input tracker, ledger, frame tap), or at none
   // (nullptr: between the old pipeline letting go and the new one taking over). Frames already in the
   // rings lose their input (the old tracker's ids mean nothing to the new one); each source's running input

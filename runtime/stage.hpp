@@ -35,6 +35,7 @@ struct StageInit {
   std::string pipeline_file;             // the pipeline's file: relative paths in params are relative to it
   std::shared_ptr<PipelineShared> shared;  // inputs, job ledger, frame tap: what stages share besides batches
   std::string state_dir;                 // where resumable jobs keep their ledger ($STATE_DIRECTORY, --state-dir)
+  std::int64_t latency_budget_ns = 0;    // the pipeline's latency budget (sources stamp it on frames); 0: none
 };
 
 struct StageContext {
@@ -63,6 +64,13 @@ class Stage {
   // True when the stage enqueues GPU work and so needs a stream.
   virtual bool uses_gpu() const { return false; }
   virtual void open(StageContext&) {}
+  // What warm_up() will do ("" = nothing), for `sluiced check`. A stage that has something to do is opened and
+  // warmed before the source opens, so it must not wait in open() for the source.
+  virtual std::string warm_up_plan() const { return {}; }
+  // After open(), on the stage's thread, before the source opens: everything the first batches would otherwise
+  // pay for (engines or graphs for each batch size the stage can see, lazy loading), so that no frame waits for
+  // it. Throwing fails the stage as a failing open() does.
+  virtual void warm_up(StageContext&) {}
   // Sources: `in` is null; return a filled batch from ctx.out_pool, or an empty lease at end of stream. Once
   // ctx.pausing(), wait for no further frame: return what the batch holds now. An empty lease while paused is
   // not the end: the runner waits at its pause gate and calls again after the resume (an ended source then

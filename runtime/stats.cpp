@@ -93,6 +93,7 @@ void FrameLedger::count(std::span<const FrameMeta> frames, Column column) {
   (column == Column::produced    ? produced_
    : column == Column::delivered ? delivered_
    : column == Column::dropped   ? dropped_
+   : column == Column::late      ? late_
                                  : failed_) += frames.size();
   for (const FrameMeta& f : frames) {
     std::uint32_t id = f.source_id;
@@ -101,6 +102,7 @@ void FrameLedger::count(std::span<const FrameMeta> frames, Column column) {
     ++(column == Column::produced    ? t.produced
        : column == Column::delivered ? t.delivered
        : column == Column::dropped   ? t.dropped
+       : column == Column::late      ? t.late
                                      : t.failed);
   }
 }
@@ -141,6 +143,11 @@ std::uint64_t FrameLedger::abandon(const std::string& reason) {
   return n;
 }
 
+void FrameLedger::late(const FrameMeta& frame) {
+  std::lock_guard lock(mu_);
+  if (!abandoned_) count(std::span<const FrameMeta>(&frame, 1), Column::late);
+}
+
 FrameLedger::Totals FrameLedger::totals() const {
   std::lock_guard lock(mu_);
   Totals t;
@@ -149,10 +156,37 @@ FrameLedger::Totals FrameLedger::totals() const {
   t.dropped = dropped_.load();
   t.failed = failed_.load();
   t.produced = produced_.load();
+  t.late = late_.load();
   t.drop_reasons = drop_reasons_;
   t.errors = errors_;
   t.sources = sources_;
   return t;
+}
+
+std::string format_late(const PipelineSnapshot& s) {
+  const auto& f = s.frames;
+  if (f.late == 0 && s.latency_budget_ns == 0) return {};
+  char line[200];
+  std::snprintf(line, sizeof line, "late: %llu delivered past their latency budget", static_cast<unsigned long long>(f.late));
+  std::string out = line;
+  if (s.latency_budget_ns > 0) {
+    std::snprintf(line, sizeof line, " (%.1f ms, downstream estimate %.1f ms)", static_cast<double>(s.latency_budget_ns) / 1e6,
+                  static_cast<double>(s.downstream_ns) / 1e6);
+    out += line;
+  }
+  std::string stages;
+  for (const auto& st : s.stages)
+    if (st.late) stages += (stages.empty() ? "" : ", ") + st.name + " " + std::to_string(st.late);
+  if (!stages.empty()) out += "; most of their time in: " + stages;
+  std::string sources;
+  for (const auto& [id, n] : f.sources) {
+    if (!n.late) continue;
+    std::string name = id == FrameLedger::kOtherSources ? "(other sources)" : "source " + std::to_string(id);
+    if (auto it = s.source_names.find(id); it != s.source_names.end() && !it->second.empty()) name = it->second;
+    sources += (sources.empty() ? "" : ", ") + name + " " + std::to_string(n.late);
+  }
+  if (!sources.empty()) out += "; by source: " + sources;
+  return out + "\n";
 }
 
 std::string format_summary(const PipelineSnapshot& s) {
@@ -200,6 +234,7 @@ std::string format_summary(const PipelineSnapshot& s) {
       out += line;
     }
   }
+  out += format_late(s);
   for (const auto& [reason, n] : f.drop_reasons)
     out += "  dropped " + std::to_string(n) + ": " + reason + "\n";
   for (const auto& e : f.errors) out += "  error: " + e + "\n";
@@ -209,6 +244,11 @@ std::string format_summary(const PipelineSnapshot& s) {
                 static_cast<double>(s.latency_p50_ns) / 1e6, static_cast<double>(s.latency_p90_ns) / 1e6,
                 static_cast<double>(s.latency_p99_ns) / 1e6);
   out += line;
+  if (s.warmup_ns > 0) {
+    std::snprintf(line, sizeof line, "warm-up: %.1f ms before the source opened (in no frame's latency)\n",
+                  static_cast<double>(s.warmup_ns) / 1e6);
+    out += line;
+  }
   return out;
 }
 

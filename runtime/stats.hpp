@@ -46,9 +46,9 @@ class FrameLedger {
   // The same four counts per source (FrameMeta::source_id), for the run's summary.
   struct SourceTotals {
     std::uint64_t produced = 0, delivered = 0, dropped = 0, failed = 0;
+    std::uint64_t late = 0;  // delivered past their latency budget (a subset of delivered, not a fate)
     std::uint64_t in_flight() const { return produced - delivered - dropped - failed; }
   };
-  // Each call counts `frames` in the totals and in their sources' rows (FrameMeta::source_id) at once.
   // After kMaxSources distinct sources, further ones are counted together under kOtherSources.
   static constexpr std::size_t kMaxSources = 1024;
   static constexpr std::uint32_t kOtherSources = 0xffffffffu;
@@ -56,6 +56,8 @@ class FrameLedger {
   void delivered(std::span<const FrameMeta> frames);
   void dropped(std::span<const FrameMeta> frames, const std::string& reason);
   void failed(std::span<const FrameMeta> frames, const std::string& error);
+  // A delivered frame that missed its latency budget: counted beside its delivery, never instead of it.
+  void late(const FrameMeta& frame);
   // Gives up on the frames in flight: they are counted failed with `reason` (in each source's row too), and
   // from now on every update is ignored (a stage thread that was stuck and wakes up later cannot count a frame
   // twice). Returns how many frames it failed.
@@ -64,6 +66,7 @@ class FrameLedger {
 
   struct Totals {
     std::uint64_t produced = 0, delivered = 0, dropped = 0, failed = 0;
+    std::uint64_t late = 0;  // delivered past their latency budget
     std::map<std::string, std::uint64_t> drop_reasons;
     std::vector<std::string> errors;  // first few distinct errors, in order
     std::map<std::uint32_t, SourceTotals> sources;  // by source id
@@ -72,13 +75,13 @@ class FrameLedger {
   Totals totals() const;
 
  private:
-  std::atomic<std::uint64_t> produced_{0}, delivered_{0}, dropped_{0}, failed_{0};
+  std::atomic<std::uint64_t> produced_{0}, delivered_{0}, dropped_{0}, failed_{0}, late_{0};
   std::atomic<bool> abandoned_{false};
   mutable std::mutex mu_;  // every update (once per batch): abandon() must see a consistent ledger
   std::map<std::string, std::uint64_t> drop_reasons_;
   std::vector<std::string> errors_;
   std::map<std::uint32_t, SourceTotals> sources_;
-  enum class Column : std::uint8_t { produced, delivered, dropped, failed };
+  enum class Column : std::uint8_t { produced, delivered, dropped, failed, late };
   void count(std::span<const FrameMeta> frames, Column column);  // mu_ held
 };
 
@@ -90,11 +93,13 @@ struct StageCounters {
   std::atomic<std::uint64_t> wait_out_ns{0};       // blocked on a full output queue or an empty pool
   std::atomic<std::uint64_t> dropped{0};           // frames dropped by this stage's output queue
   std::atomic<std::uint64_t> cpu_ns{0};            // CPU time the stage's work took (thread CPU clock)
+  std::atomic<std::uint64_t> late{0};              // late frames whose time went mostly to this stage
 };
 
 struct StageSnapshot {
   std::string name, kind, output;
   std::uint64_t frames = 0, batches = 0, errors = 0, dropped = 0;
+  std::uint64_t late = 0;  // late frames whose time went mostly to this stage
   double fps = 0, host_ms_per_batch = 0, gpu_ms_per_batch = 0, wait_in_ms = 0, wait_out_ms = 0;
   bool on_gpu = false;
   // Totals since start, for windows computed from two snapshots.
@@ -113,9 +118,14 @@ struct PipelineSnapshot {
   std::vector<StageSnapshot> stages;
   FrameLedger::Totals frames;
   std::int64_t latency_p50_ns = 0, latency_p90_ns = 0, latency_p99_ns = 0;
+  std::int64_t latency_budget_ns = 0;  // the pipeline's (sources may have their own); 0: none
+  std::int64_t downstream_ns = 0;      // the batcher's current estimate of batcher -> sink's end
+  std::int64_t warmup_ns = 0;          // opening and warming the stages with a warm-up, before the source opened
   bool running = false;
 };
 
+// The summary's line on late frames ("" when the pipeline has no budget and nothing was late).
+std::string format_late(const PipelineSnapshot& s);
 // The summary table `sluiced run` prints at the end.
 std::string format_summary(const PipelineSnapshot& s);
 

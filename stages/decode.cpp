@@ -64,6 +64,7 @@ class TestSourceStage final : public Stage, public SourceControl {
         frames_(static_cast<std::uint64_t>(init.params.integer("frames"))),
         animate_(init.params.boolean("animate")),
         batch_timeout_ns_(init.batch_timeout_us * 1000),
+        budget_ns_(init.latency_budget_ns),
         shared_(init.shared),
         desc_(frames_desc(init, false)) {}
 
@@ -111,6 +112,9 @@ class TestSourceStage final : public Stage, public SourceControl {
     BatchLease batch = ctx.acquire();
     if (!batch) return {};
     std::int64_t first_due = 0;
+    // The first frame's budget deadline, given what batches take downstream: the batch leaves before it.
+    std::int64_t budget_deadline = kNoDeadline, render_ns = 0;
+    const std::int64_t downstream_ns = shared_ ? shared_->downstream.ns() : 0;
     while (batch->count < desc_.batch && !(frames_ && next_ >= frames_) && !ctx.stopping()) {
       if (ctx.pausing()) break;  // the frames made so far leave now; a frame not yet made waits for the resume
       std::int64_t due = due_ns(next_);
@@ -121,9 +125,13 @@ class TestSourceStage final : public Stage, public SourceControl {
         due = due_ns(next_);
       }
       if (batch->count > 0 && due - first_due > batch_timeout_ns_) break;  // the partial batch leaves now
+      // Waiting for this frame (due, or now when behind, plus the time the last one took to render) would break
+      // the budget of the first.
+      if (batch->count > 0 && std::max(due, now_ns()) + render_ns > budget_deadline) break;
       if (batch->count == 0) first_due = due;
       wait_until(due, ctx);
       if (ctx.stopping() || ctx.pausing()) break;
+      const std::int64_t render_start = now_ns();
       if (animate_) {
         renderer_->render(next_, batch->item(batch->count));
       } else {
@@ -132,12 +140,15 @@ class TestSourceStage final : public Stage, public SourceControl {
         if (!rendered_[item]) renderer_->render(0, batch->item(batch->count));
         rendered_[item] = true;
       }
+      render_ns = now_ns() - render_start;
       FrameMeta meta;
       meta.source_id = source_id_;
       meta.sequence = next_;
       meta.pts_ns = static_cast<std::int64_t>(static_cast<double>(next_) * 1e9 / (fps_ > 0 ? fps_ : 30.0));
       meta.capture_ns = now_ns();
       meta.wall_ns = wall_ns();
+      meta.budget_ns = budget_ns_;
+      if (batch->count == 0) budget_deadline = dispatch_deadline(meta, downstream_ns);
       if (shared_ && shared_->tap)
         shared_->tap->put(meta, {batch->item(batch->count), desc_.width, desc_.height, desc_.pixel});
       batch->frames.push_back(meta);
@@ -191,6 +202,7 @@ class TestSourceStage final : public Stage, public SourceControl {
   std::uint64_t frames_;
   bool animate_;
   std::int64_t batch_timeout_ns_;
+  std::int64_t budget_ns_;
   std::shared_ptr<PipelineShared> shared_;
   std::vector<bool> rendered_;  // animate: false: which pool slot items already hold the picture
   PayloadDesc desc_;
@@ -288,6 +300,7 @@ class ManagedSourceStage final : public Stage, public SourceControl {
         ring_frames_(static_cast<int>(init.params.integer("ring_frames"))),
         stop_timeout_(std::chrono::milliseconds(static_cast<std::int64_t>(init.params.number("stop_timeout_s") * 1000))),
         batch_timeout_ns_(init.batch_timeout_us * 1000),
+        budget_ns_(init.latency_budget_ns),
         shared_(init.shared ? init.shared : std::make_shared<PipelineShared>()),
         desc_(frames_desc(init, true)) {
     if (init.params.was_given("source"))
@@ -334,6 +347,7 @@ class ManagedSourceStage final : public Stage, public SourceControl {
       if (!sources_) {
         sources_ = std::move(handed);
         sources_->rebind(shared_);
+        sources_->set_latency_budget(budget_ns_);  // the new file's
         added_ = std::move(carried);
         take_over_sources();
         return;
@@ -391,7 +405,7 @@ class ManagedSourceStage final : public Stage, public SourceControl {
       }
       // Waiting for frames is not work: the runner keeps it out of the stage's host time.
       sources_->take(*batch, batch_timeout_ns_, stopping ? never : *ctx.stop, idle_wait_ && !stopping,
-                     &ctx.pacing_wait_ns, ctx.stream);
+                     &ctx.pacing_wait_ns, ctx.stream, shared_->downstream.ns());
       if (batch->count > 0) return batch;
       if (ctx.pausing()) return {};  // nothing made: the runner waits at its pause gate, then calls again
       // A source thread stuck in a blocking open or read must not hold the stop up: past stop_timeout_s
@@ -461,6 +475,7 @@ class ManagedSourceStage final : public Stage, public SourceControl {
     if (options.leaky) o.leaky = options.leaky;
     if (options.rate_limit > 0) o.rate_limit = options.rate_limit;
     o.loop = options.loop || o.loop;
+    if (options.latency_budget_ms) o.latency_budget_ms = options.latency_budget_ms;
     SourceSet& set = running_set();  // before open() too: the set starts with it
     const std::uint32_t id = set.add_source(std::move(o));
     std::string name;
@@ -509,6 +524,7 @@ class ManagedSourceStage final : public Stage, public SourceControl {
     settings.ring_memory = desc_.memory == MemoryKind::device ? MemoryKind::pinned : desc_.memory;
     settings.batch_memory = desc_.memory;
     settings.ring_frames = ring_frames_;
+    settings.latency_budget_ns = budget_ns_;
     settings.shared = shared_;
     return settings;
   }
@@ -573,6 +589,7 @@ class ManagedSourceStage final : public Stage, public SourceControl {
   int ring_frames_;
   std::chrono::milliseconds stop_timeout_;
   std::int64_t batch_timeout_ns_;
+  std::int64_t budget_ns_;
   std::shared_ptr<PipelineShared> shared_;
   PayloadDesc desc_;
   std::string state_dir_, job_name_;

@@ -120,6 +120,7 @@ class InferStage final : public Stage {
     const nn::Shape out_shape = prepared_.shape_of(prepared_.outputs[0].name);
     per_item_outputs_ = nn::element_count(out_shape) / batch_;
     single_output_model_ = std::move(model);
+    plan_warm_up();
 
     const std::string& precision = p.string("precision");
     precision_ = precision == "auto" ? (on_gpu_ ? "f16" : "f32") : precision;
@@ -192,6 +193,24 @@ class InferStage final : public Stage {
     cpu_engines_.emplace(batch_, std::make_unique<nn::CpuEngine>(std::move(prepared_)));
   }
 
+  std::string warm_up_plan() const override {
+    if (on_gpu_ || warm_counts_.empty()) return {};  // the CUDA engine prepares itself (see docs/running.md)
+    std::string what = "the CPU engine";
+    if (warm_counts_.size() == 1) what += " for batches of " + std::to_string(warm_counts_.front());
+    else what += " for each batch size 1.." + std::to_string(warm_counts_.back());
+    what += ", one zero batch through each";
+    if (!warm_note_.empty()) what += " (" + warm_note_ + ")";
+    return what;
+  }
+
+  // Partial batches are common under a latency budget: each size's engine is made here, not by its first batch.
+  void warm_up(StageContext&) override {
+    const std::size_t item = static_cast<std::size_t>(in_.channels) * in_.width * in_.height;
+    const std::vector<float> zeros(item * static_cast<std::size_t>(batch_), 0.0f);
+    std::vector<float> result(static_cast<std::size_t>(per_item_outputs_) * static_cast<std::size_t>(batch_));
+    for (const int count : warm_counts_) cpu_engine(count).run({zeros.data()}, {result.data()});
+  }
+
   BatchLease process(Batch* in, StageContext& ctx) override {
     BatchLease out = ctx.acquire();
     if (!out) throw StageError("output pool closed");
@@ -255,6 +274,19 @@ class InferStage final : public Stage {
                         " but the pipeline's batch_size is " + std::to_string(batch_));
   }
 
+  // Which batch sizes warm_up() prepares: every size a batch can have, unless a model exported with a fixed batch
+  // runs whole batches only, or an engine per size would copy too much of the weights (then the full size only).
+  void plan_warm_up() {
+    if (on_gpu_) return;
+    std::size_t weight_bytes = 0;
+    for (const auto& [name, t] : single_output_model_.constants)
+      weight_bytes += t.f32.size() * sizeof(float) + t.i64.size() * sizeof(std::int64_t);
+    constexpr std::size_t kWarmAllBytes = 512u << 20;  // the weights' copies the partial engines may take
+    const bool all = !fixed_batch_ && weight_bytes * static_cast<std::size_t>(batch_ - 1) <= kWarmAllBytes;
+    if (!all && !fixed_batch_) warm_note_ = "partial sizes are prepared by their first batch: one engine per size would copy the weights " + std::to_string(batch_ - 1) + " more times";
+    for (int count = all ? 1 : batch_; count <= batch_; ++count) warm_counts_.push_back(count);
+  }
+
   // Partial batches (stream end, batch timeout) run an engine prepared for exactly that count (made on first use;
   // the full batch's is made in open()).
   nn::CpuEngine& cpu_engine(int count) {
@@ -273,6 +305,8 @@ class InferStage final : public Stage {
   nn::Graph single_output_model_, prepared_;
   kernels::TopKParams topk_;
   std::map<int, std::unique_ptr<nn::CpuEngine>> cpu_engines_;
+  std::vector<int> warm_counts_;  // batch sizes warm_up() prepares (CPU)
+  std::string warm_note_;
   std::vector<float> input_f32_, logits_host_;
 #if SLUICE_WITH_CUDA
   std::unique_ptr<nn::CudaEngine> gpu_engine_;

@@ -120,6 +120,12 @@ TEST_CASE("control protocol: typed arguments", "[control][protocol]") {
   CHECK(add.source.rate_limit == std::optional<double>(2.5));
   CHECK(parse_ok(R"({"request":"source-add","uri":"testsrc:bars","rate_limit":0})").source.rate_limit == 0.0);
   CHECK(parse_error(R"({"request":"source-add","uri":"testsrc:bars","rate_limit":-1})").find(">= 0") != std::string::npos);
+  CHECK(parse_ok(R"({"request":"source-add","uri":"testsrc:bars","latency_budget_ms":40})").source.latency_budget_ms == 40.0);
+  CHECK_FALSE(parse_ok(R"({"request":"source-add","uri":"testsrc:bars"})").source.latency_budget_ms);
+  for (const char* bad : {R"({"request":"source-add","uri":"testsrc:bars","latency_budget_ms":-1})",
+                          R"({"request":"source-add","uri":"testsrc:bars","latency_budget_ms":1e300})",
+                          R"({"request":"source-add","uri":"testsrc:bars","latency_budget_ms":"20"})"})
+    CHECK(parse_error(bad).find("'latency_budget_ms'") != std::string::npos);
   CHECK(parse_error(R"({"request":"source-add","uri":"testsrc:bars","name":5})").find("'name'") != std::string::npos);
   CHECK(parse_error(R"({"request":"source-add","uri":"testsrc:bars","name":""})").find("'name'") != std::string::npos);
   CHECK(parse_error(R"({"request":"source-add","uri":"testsrc:bars","leaky":"yes"})").find("'leaky'") != std::string::npos);

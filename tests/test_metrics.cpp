@@ -48,6 +48,10 @@ PipelineSnapshot sample_snapshot() {
   s.frames.dropped = 6;
   s.frames.failed = 1;
   s.frames.drop_reasons = {{"queue full (leaky: oldest)", 4}, {"decode \"error\"", 2}};
+  s.frames.late = 9;
+  s.latency_budget_ns = 20'000'000;
+  s.downstream_ns = 6'500'000;
+  s.warmup_ns = 1'250'000'000;
 
   StageSnapshot a;
   a.name = "decode";
@@ -72,6 +76,7 @@ PipelineSnapshot sample_snapshot() {
   b.dropped = 5;
   b.gpu_ms_total = 250;
   b.wait_in_ms = 125;
+  b.late = 9;
   s.stages.push_back(b);
 
   return s;
@@ -183,6 +188,12 @@ TEST_CASE("render_prometheus writes every family once, with exact samples", "[me
     CHECK(has_line(text, "# TYPE sluice_frames_dropped_total counter"));
     CHECK(has_line(text, "sluice_frames_dropped_total{reason=\"queue full (leaky: oldest)\"} 4"));
     CHECK(has_line(text, "sluice_frames_dropped_total{reason=\"decode \\\"error\\\"\"} 2"));
+    CHECK(has_line(text, "# TYPE sluice_frames_late_total counter"));
+    CHECK(has_line(text, "sluice_frames_late_total 9"));
+    CHECK(has_line(text, "sluice_latency_budget_seconds 0.02"));
+    CHECK(has_line(text, "sluice_batch_downstream_estimate_seconds 0.0065"));
+    CHECK(has_line(text, "# TYPE sluice_pipeline_warmup_seconds gauge"));
+    CHECK(has_line(text, "sluice_pipeline_warmup_seconds 1.25"));
   }
   SECTION("stages, with escaped label values; the kind only in sluice_stage_info") {
     const std::string odd = "stage=\"a\\\"b\\\\c\\nd\"";
@@ -195,6 +206,8 @@ TEST_CASE("render_prometheus writes every family once, with exact samples", "[me
     CHECK(has_line(text, "sluice_stage_batches_total{stage=\"decode\"} 13"));
     CHECK(has_line(text, "sluice_stage_errors_total{" + odd + "} 2"));
     CHECK(has_line(text, "sluice_stage_frames_dropped_total{" + odd + "} 5"));
+    CHECK(has_line(text, "sluice_stage_frames_late_total{" + odd + "} 9"));
+    CHECK(has_line(text, "sluice_stage_frames_late_total{stage=\"decode\"} 0"));
     CHECK(has_line(text, "# TYPE sluice_stage_gpu_busy_seconds_total counter"));
     CHECK(has_line(text, "sluice_stage_gpu_busy_seconds_total{" + odd + "} 0.25"));
     CHECK(has_line(text, "sluice_stage_gpu_busy_seconds_total{stage=\"decode\"} 0"));
@@ -290,7 +303,7 @@ TEST_CASE("render_prometheus writes every family once, with exact samples", "[me
     for (const auto& [name, n] : help) CHECK(n == 1);
     for (const auto& [name, n] : type) CHECK(n == 1);
     CHECK(help.size() == type.size());
-    CHECK(type.size() == 30);
+    CHECK(type.size() == 35);
   }
   SECTION("the odd stage name survives a round trip through the text") {
     bool found = false;
@@ -318,8 +331,11 @@ TEST_CASE("render_prometheus: per-source counters and state", "[metrics]") {
   cam.dropped = 7;
   cam.errors = 3;
   cam.reconnects = 2;
+  cam.id = 4;
   info.sources = {cam};
+  s.frames.sources[4].late = 11;
   const std::string text = render_prometheus(s, info);
+  CHECK(has_line(text, "sluice_source_frames_late_total{source=\"cam\\\"1\"} 11"));
   CHECK(has_line(text, "sluice_source_frames_total{source=\"cam\\\"1\"} 1200"));
   CHECK(has_line(text, "sluice_source_frames_dropped_total{source=\"cam\\\"1\"} 7"));
   CHECK(has_line(text, "sluice_source_errors_total{source=\"cam\\\"1\"} 3"));

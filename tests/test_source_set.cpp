@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <mutex>
 #include <filesystem>
@@ -231,6 +232,54 @@ TEST_CASE("frames of several sources share batches and keep their ids and order"
   CHECK(h.report(a).frames == 7);
   CHECK(h.shared->inputs.totals().complete == 2);
   CHECK(h.ledger.totals().dropped == 0);
+}
+
+// take() under a latency budget. The source sends a frame every 100 ms; a batch of 8 would take 700 ms to fill,
+// and the batch timeout is a minute: only the budget can end a batch early. Frame 0's deadline is its capture +
+// 150 ms budget - 50 ms downstream, so the batch leaves holding one or two frames (eight only if this thread
+// woke 600 ms late).
+TEST_CASE("take() leaves with a partial batch at its oldest frame's budget deadline, and waits without a budget",
+          "[sources][latency]") {
+  constexpr std::int64_t kMinute = 60'000'000'000;
+  {
+    Harness h(16, 8);
+    auto o = testsrc("bars", 8, 10);
+    o.latency_budget_ms = 150;
+    h.set->add_source(o);
+    BatchLease b = h.pool->acquire(nullptr);
+    while (b->count == 0) h.set->take(*b, kMinute, h.stop, false, nullptr, nullptr, 50'000'000);
+    CHECK(b->count < 8);
+    for (const auto& f : b->frames) CHECK(f.budget_ns == 150'000'000);
+    h.shared->inputs.settle(b->frames, FrameFate::delivered);
+  }
+  {
+    Harness h(16, 8);
+    h.set->add_source(testsrc("bars", 8, 10));  // no budget of its own, none for the set
+    BatchLease b = h.pool->acquire(nullptr);
+    while (b->count == 0) h.set->take(*b, kMinute, h.stop, false, nullptr, nullptr, 50'000'000);
+    CHECK(b->count == 8);  // the full batch (the source ends after 8)
+    for (const auto& f : b->frames) CHECK(f.budget_ns == 0);
+    h.shared->inputs.settle(b->frames, FrameFate::delivered);
+  }
+}
+
+TEST_CASE("past its deadline a batch still takes the frames that are ready, and a bad budget is refused",
+          "[sources][latency]") {
+  Harness h(16, 8);
+  auto o = testsrc("bars", 8);  // as fast as it can: all 8 wait in the ring
+  o.latency_budget_ms = 1;
+  const auto id = h.set->add_source(o);
+  REQUIRE(h.wait_for([&] { return h.report(id).frames == 8; }));
+  BatchLease b = h.pool->acquire(nullptr);
+  // An hour downstream: every deadline is long past, yet nothing ready is left behind.
+  h.set->take(*b, 60'000'000'000, h.stop, false, nullptr, nullptr, 3'600'000'000'000);
+  CHECK(b->count == 8);
+  h.shared->inputs.settle(b->frames, FrameFate::delivered);
+  for (const double bad : {-1.0, std::nan(""), 1e300}) {
+    auto worse = testsrc("bars", 1);
+    worse.latency_budget_ms = bad;
+    CHECK_THROWS_WITH(h.set->add_source(worse), Catch::Matchers::Contains("'latency_budget_ms'"));
+  }
 }
 
 TEST_CASE("frames carry the reader's clock where it has one, else the native rate's", "[sources]") {
