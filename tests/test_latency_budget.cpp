@@ -145,7 +145,7 @@ TEST_CASE("frames made late by a slow stage are delivered, counted late, and the
   CHECK(stage(none, "slow").late == 0);
 }
 
-TEST_CASE("under a budget the batcher sends partial batches; without one it waits for the full batch",
+TEST_CASE("under a budget the batcher sends partial batches, without one it waits for the full batch",
           "[latency][pipeline]") {
   // 20 frames/s (50 ms apart), batches of 8, a 60 s timeout: only a full batch (350 ms of frames) or the budget
   // ends a batch. With a 250 ms budget and a 60 ms stage, no batch can hold 8 frames: its first would be 350 ms

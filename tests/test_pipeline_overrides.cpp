@@ -30,7 +30,7 @@ std::string refusal(PipelineSpec& spec, const PipelineOverrides& o) {
 
 }  // namespace
 
-TEST_CASE("--uri replaces the direct test pattern by managed sources", "[overrides]") {
+TEST_CASE("option --uri replaces the direct test pattern by managed sources", "[overrides]") {
   PipelineSpec spec = default_pipeline();
   REQUIRE(spec.stages.front().params.was_given("source"));
   PipelineOverrides o;
@@ -44,7 +44,7 @@ TEST_CASE("--uri replaces the direct test pattern by managed sources", "[overrid
   CHECK(applied.plan(spec).stages.size() == spec.stages.size());
 }
 
-TEST_CASE("--model takes the labels beside it, --labels wins, paths become absolute", "[overrides]") {
+TEST_CASE("option --model takes the labels beside it, --labels wins, paths become absolute", "[overrides]") {
   test::TempDir dir;
   const std::string model = (dir.path / "m.onnx").string();
   std::filesystem::copy_file(test::source_dir() + "/models/testsrc-classifier.onnx", model);
@@ -70,7 +70,7 @@ TEST_CASE("--model takes the labels beside it, --labels wins, paths become absol
   CHECK(infer_params(spec).integer("top_k") == 3);
 }
 
-TEST_CASE("--output makes the sink one JSON-lines file, dropping the file's per-source keys", "[overrides]") {
+TEST_CASE("option --output makes the sink one JSON-lines file, dropping the file's per-source keys", "[overrides]") {
   test::TempDir dir;
   std::string yaml = "device: cpu\nstages:\n  - kind: decode\n    frames: 4\n  - kind: sink\n    type: jsonl\n"
                      "    per: source\n    path: " + dir.path.string() + "\n    rotate_mb: 5\n";
