@@ -27,6 +27,7 @@
 #include "runtime/redis_client.hpp"
 #include "runtime/stage.hpp"
 #include "runtime/utf8.hpp"
+#include "sink_rig.hpp"
 #include "stage_params.hpp"
 #include "stages/builtin.hpp"
 
@@ -39,19 +40,26 @@ namespace {
 
 std::string resp_bulk(const std::string& s) { return "$" + std::to_string(s.size()) + "\r\n" + s + "\r\n"; }
 
+// A listening TCP socket on 127.0.0.1 at a port the kernel picks (stored in `port`).
+int listen_on_loopback(int& port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  REQUIRE(::listen(fd, 4) == 0);
+  REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+  port = ntohs(a.sin_port);
+  return fd;
+}
+
 // A server that answers every connection with `reply` (whatever the client sent), then closes it.
 class FakeServer {
  public:
   explicit FakeServer(std::string reply) : reply_(std::move(reply)) {
-    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    REQUIRE(::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-    REQUIRE(::listen(fd_, 4) == 0);
-    REQUIRE(::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) == 0);
-    port_ = ntohs(a.sin_port);
+    fd_ = listen_on_loopback(port_);
     thread_ = std::thread([this] {
       const int c = ::accept(fd_, nullptr, nullptr);
       if (c < 0) return;
@@ -90,15 +98,7 @@ class CuttingProxy {
  public:
   enum class Cut { request, reply };
   CuttingProxy(int target_port, Cut cut) : target_port_(target_port), cut_(cut) {
-    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    REQUIRE(::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-    REQUIRE(::listen(fd_, 4) == 0);
-    REQUIRE(::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) == 0);
-    port_ = ntohs(a.sin_port);
+    fd_ = listen_on_loopback(port_);
     thread_ = std::thread([this] { run(); });
   }
   ~CuttingProxy() {
@@ -175,45 +175,15 @@ class CuttingProxy {
   std::thread thread_;
 };
 
-PayloadDesc classes_desc(int batch) {
-  PayloadDesc d;
-  d.kind = PayloadKind::classes;
-  d.batch = batch;
-  d.channels = 2;
-  d.classes = 3;
-  d.labels = std::make_shared<const std::vector<std::string>>(std::vector<std::string>{"bars", "shapes", "noise"});
-  return d;
-}
-
-struct SinkRig {
-  std::shared_ptr<PipelineShared> shared = std::make_shared<PipelineShared>();
-  ParamValues params;
-  PayloadDesc desc = classes_desc(4);
-  std::unique_ptr<Stage> stage;
-  StageContext ctx;
-  explicit SinkRig(const std::map<std::string, std::string>& given) : params(test::params_of(sink_stage(), given)) {
-    shared->inputs.name_source(0, "cam");
-    StageInit init{"sink", params, desc};
-    init.stage_names = {"decode", "sink"};
-    init.index = 1;
-    init.shared = shared;
-    stage = sink_stage().make(init);
-  }
+// The redis sink of a pipeline, fed batches of 4 frames.
+struct SinkRig : test::SinkRig {
+  explicit SinkRig(const std::map<std::string, std::string>& given) : test::SinkRig(given, 4) {}
   // One batch of 4 frames, sequences first..first+3.
   void deliver(std::uint64_t first) {
-    Batch b;
-    b.desc = desc;
-    b.count = 4;
-    b.memory = Memory(MemoryKind::host, desc.batch_bytes());
-    for (int i = 0; i < 4; ++i) {
-      FrameMeta f;
-      f.sequence = first + static_cast<std::uint64_t>(i);
-      b.frames.push_back(f);
-      auto* scores = reinterpret_cast<kernels::ClassScore*>(b.item(i));
-      scores[0] = {0.75f, i % 3};
-      scores[1] = {0.25f, (i + 1) % 3};
-    }
-    stage->process(&b, ctx);
+    std::vector<FrameMeta> frames(4);
+    for (std::uint64_t i = 0; i < 4; ++i) frames[i].sequence = first + i;
+    test::ClassesBatch batch(desc, frames);
+    stage->process(&batch.b, ctx);
   }
 };
 

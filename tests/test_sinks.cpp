@@ -28,6 +28,7 @@
 
 #include "kernels/topk.hpp"
 #include "pipeline_helpers.hpp"
+#include "sink_rig.hpp"
 #include "stage_params.hpp"
 #include "runtime/errors.hpp"
 #include "runtime/job_ledger.hpp"
@@ -53,51 +54,9 @@ fs::path fresh_dir(const std::string& name) {
 }
 
 
-PayloadDesc classes_desc(int batch) {
-  PayloadDesc d;
-  d.kind = PayloadKind::classes;
-  d.batch = batch;
-  d.channels = 2;
-  d.classes = 3;
-  d.labels = std::make_shared<const std::vector<std::string>>(std::vector<std::string>{"bars", "shapes", "noise"});
-  return d;
-}
-
-// A sink stage built from its declaration, with the pipeline's shared state (a source named "cam" as id 0).
-struct Rig {
-  std::shared_ptr<PipelineShared> shared = std::make_shared<PipelineShared>();
-  ParamValues params;
-  PayloadDesc desc = classes_desc(8);
-  std::unique_ptr<Stage> stage;
-  StageContext ctx;
-
-  explicit Rig(const std::map<std::string, std::string>& given) : params(params_of(sink_stage(), given)) {
-    shared->inputs.name_source(0, "cam");
-    StageInit init{"sink", params, desc};
-    init.stage_names = {"decode", "infer", "sink"};
-    init.index = 2;
-    init.shared = shared;
-    stage = sink_stage().make(init);
-  }
-  std::string health() const { return stage->health(); }
-};
-
-// One batch of `frames`, each with classes (frame's sequence % 3 first).
-struct TestBatch {
-  Batch b;
-  explicit TestBatch(const PayloadDesc& desc, const std::vector<FrameMeta>& frames) {
-    b.desc = desc;
-    b.count = static_cast<int>(frames.size());
-    b.memory = Memory(MemoryKind::host, desc.batch_bytes());
-    b.frames = frames;
-    for (int i = 0; i < b.count; ++i) {
-      auto* scores = reinterpret_cast<kernels::ClassScore*>(b.item(i));
-      const auto best = static_cast<std::int32_t>(frames[static_cast<std::size_t>(i)].sequence % 3);
-      scores[0] = {0.75f, best};
-      scores[1] = {0.25f, (best + 1) % 3};
-    }
-  }
-};
+using Rig = test::SinkRig;
+using TestBatch = test::ClassesBatch;
+using test::classes_desc;
 
 FrameMeta frame(std::uint64_t sequence, std::uint32_t input = 0, std::uint64_t input_frame = 0) {
   FrameMeta f;
