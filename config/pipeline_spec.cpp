@@ -10,6 +10,7 @@
 
 #include "runtime/bounded_file.hpp"
 #include "runtime/errors.hpp"
+#include "runtime/latency_budget_limit.hpp"
 
 namespace sluice {
 namespace {
@@ -31,7 +32,7 @@ std::vector<ParamSpec> pipeline_keys() {
        "capture-to-sink budget of every frame (0 = none): a partial batch leaves once waiting longer would break "
        "its oldest frame's budget given the measured time batches take downstream; frames past it are counted "
        "late, never dropped for it (a source added at run time may have its own)",
-       0.0, 3600000.0},
+       0.0, kMaxLatencyBudgetMs},
       {"queue_depth", ParamType::integer, "4", "default depth (in batches) of every queue between stages", 1.0,
        1024.0},
       {"control_socket", ParamType::string, "", "service mode: control socket path (default /run/sluice/control.sock)"},

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstddef>
 
+#include "runtime/latency_budget_limit.hpp"
 #include "runtime/utf8.hpp"
 
 namespace sluice {
@@ -96,7 +97,7 @@ std::string read_arguments(const json& request, ControlRequest& out) {
         error = "'rate_limit' must be >= 0 (frames per second, 0 = unlimited)";
       if (error.empty()) out.source.latency_budget_ms = number_argument(request, "latency_budget_ms", error);
       if (error.empty() && out.source.latency_budget_ms &&
-          !(*out.source.latency_budget_ms >= 0 && *out.source.latency_budget_ms <= 3'600'000))
+          !(*out.source.latency_budget_ms >= 0 && *out.source.latency_budget_ms <= kMaxLatencyBudgetMs))
         error = "'latency_budget_ms' must be in 0..3600000 (milliseconds, 0 = none)";
       return error.empty() ? "" : "source-add: " + error;
     }

@@ -33,6 +33,8 @@
 #include <thread>
 #include <vector>
 
+#include "runtime/latency_budget_limit.hpp"
+
 #if __has_include("version.hpp")
 #include "version.hpp"
 #endif
@@ -1594,7 +1596,7 @@ int run(int argc, char** argv) {
       } else if (budget_v) {
         if (a.latency_budget_ms) return usage_error("add-source: --latency-budget-ms given more than once");
         double ms = 0;
-        if (!parse_seconds(*budget_v, 0.0, ms) || ms > 3'600'000)
+        if (!parse_seconds(*budget_v, 0.0, ms) || ms > sluice::kMaxLatencyBudgetMs)
           return usage_error("add-source: --latency-budget-ms: need milliseconds, a number in 0..3600000 (0: none), "
                              "got '" + *budget_v + "'");
         a.latency_budget_ms = ms;

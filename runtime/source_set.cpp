@@ -11,6 +11,7 @@
 #include "runtime/frame_tap.hpp"
 #include "runtime/inputs.hpp"
 #include "runtime/latency_budget.hpp"
+#include "runtime/latency_budget_limit.hpp"
 #include "runtime/job_ledger.hpp"
 #include "runtime/thread_name.hpp"
 
@@ -32,7 +33,6 @@ std::string_view to_string(SourceState s) noexcept {
 namespace {
 enum class SlotState : std::uint8_t { free, writing, ready, reading };
 constexpr std::size_t kBadInputsShown = 8;
-constexpr double kMaxBudgetMs = 3'600'000;  // an hour, as for the pipeline's latency_budget_ms
 }  // namespace
 
 struct SourceSet::Source {
@@ -154,7 +154,7 @@ std::uint32_t SourceSet::add_source(SourceOptions options) {
   if (options.rate_limit < 0) throw std::invalid_argument("'rate_limit' must be >= 0");
   if (options.decode_threads < 1 || options.decode_threads > 64)
     throw std::invalid_argument("'decode_threads' must be in 1..64");
-  if (options.latency_budget_ms && !(*options.latency_budget_ms >= 0 && *options.latency_budget_ms <= kMaxBudgetMs))
+  if (options.latency_budget_ms && !(*options.latency_budget_ms >= 0 && *options.latency_budget_ms <= kMaxLatencyBudgetMs))
     throw std::invalid_argument("'latency_budget_ms' must be a number in 0..3600000 (milliseconds, 0 = none)");
   if (!(options.stall_timeout_s > 0) || !(options.backoff_initial_s > 0) || options.backoff_max_s < options.backoff_initial_s)
     throw std::invalid_argument("need stall_timeout_s > 0 and 0 < backoff_initial_s <= backoff_max_s");
