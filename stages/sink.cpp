@@ -121,10 +121,7 @@ class SinkStage final : public Stage {
 
   // "blocked: <what> '<path>': <reason> since <UTC time> (...)" while a write is being retried, "gave up: ..."
   // after the last one failed; "" when writes work.
-  std::string health() const override {
-    std::string h = writer_ ? writer_->health() : std::string();
-    return h.empty() ? retry_.health() : h;
-  }
+  std::string health() const override { return retry_.health(); }
 
  private:
   // Before the first records of a job's input become durable, the ledger says the input started (one fsync

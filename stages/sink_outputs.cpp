@@ -68,8 +68,17 @@ std::string WriteRetry::health() const {
 bool WriteRetry::fails_fast(int err) { return err == ENOSPC || err == EDQUOT || err == EIO || err == EROFS; }
 
 void WriteRetry::run(std::string_view what, const std::string& path, const std::function<int()>& attempt) {
-  int err = attempt();
-  if (err == 0) {
+  run_attempts(what, path, [&]() -> std::optional<Failure> {
+    const int err = attempt();
+    if (err == 0) return std::nullopt;
+    return Failure{fails_fast(err), errno_text(err)};
+  });
+}
+
+void WriteRetry::run_attempts(std::string_view what, const std::string& path,
+                              const std::function<std::optional<Failure>()>& attempt) {
+  std::optional<Failure> failure = attempt();
+  if (!failure) {
     // After a fast failure only a write that succeeds proves the disk takes data again (opening a file does not).
     if (unhealthy_.load(std::memory_order_relaxed) && (failing_since_.empty() || what == "writing")) {
       if (!failing_since_.empty())
@@ -79,9 +88,9 @@ void WriteRetry::run(std::string_view what, const std::string& path, const std::
     }
     return;
   }
-  if (fails_fast(err)) {
+  if (failure->fails_fast) {
     // Waiting does not make space: fail this operation now, stay unhealthy until a write works.
-    const std::string reason = std::string(what) + " '" + path + "' failed: " + errno_text(err);
+    const std::string reason = std::string(what) + " '" + path + "' failed: " + failure->text;
     if (failing_since_.empty()) {
       failing_since_ = utc_iso_now();
       spdlog::error("stage '{}': {}; frames fail until a write succeeds", stage_, reason);
@@ -93,35 +102,35 @@ void WriteRetry::run(std::string_view what, const std::string& path, const std::
   const auto start = clock::now();
   const std::string since = utc_iso_now();
   const std::string op = std::string(what) + " '" + path + "'";
-  std::set<int> logged;  // errno values already logged in this blocked spell
+  std::set<std::string> logged;  // failures already logged in this blocked spell
   double delay = 0.1;
   while (true) {
     const bool stopping = stop_ && stop_->load(std::memory_order_relaxed);
     const double limit = give_up_s_ > 0 ? give_up_s_ : stopping ? kStoppingGiveUpS : 0;
     const std::string limit_text = limit > 0 ? "gives up after " + seconds_text(limit) : "retrying until it works";
-    set_health("blocked: " + op + ": " + errno_text(err) + " since " + since + " (" + limit_text + ")");
-    if (logged.insert(err).second)
-      spdlog::warn("stage '{}': {} failed: {}; retrying, the pipeline waits ({})", stage_, op, errno_text(err),
+    set_health("blocked: " + op + ": " + failure->text + " since " + since + " (" + limit_text + ")");
+    if (logged.insert(failure->text).second)
+      spdlog::warn("stage '{}': {} failed: {}; retrying, the pipeline waits ({})", stage_, op, failure->text,
                    limit_text);
     const double elapsed = std::chrono::duration<double>(clock::now() - start).count();
     if (limit > 0 && elapsed >= limit) {
-      const std::string reason = op + " failed: " + errno_text(err);
+      const std::string reason = op + " failed: " + failure->text;
       set_health("gave up: " + reason + " at " + utc_iso_now() + " (blocked since " + since + ")");
       throw StageError(reason + " (gave up after " + seconds_text(limit) + " of retries)");
     }
     const double wait = limit > 0 ? std::min(delay, limit - elapsed) : delay;
     std::this_thread::sleep_for(std::chrono::duration<double>(std::max(wait, 0.0)));
     delay = std::min(delay * 2, 2.0);
-    err = attempt();
-    if (err == 0) {
+    failure = attempt();
+    if (!failure) {
       spdlog::info("stage '{}': {} works again after {:.1f} s", stage_, op,
                    std::chrono::duration<double>(clock::now() - start).count());
       failing_since_.clear();
       set_health({});
       return;
     }
-    if (fails_fast(err)) {
-      const std::string reason = op + " failed: " + errno_text(err);
+    if (failure->fails_fast) {
+      const std::string reason = op + " failed: " + failure->text;
       if (failing_since_.empty()) failing_since_ = utc_iso_now();
       set_health("failing: " + reason + " since " + failing_since_ + " (frames fail until a write succeeds)");
       throw StageError(reason);

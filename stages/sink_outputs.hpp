@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <optional>
 #include <mutex>
 #include <set>
 #include <string>
@@ -42,6 +43,15 @@ class WriteRetry {
   // Calls `attempt` (returns 0 on success or an errno value) until it succeeds or the retry gives up.
   // `what` names the operation for messages ("writing", "creating", "renaming ... to ..."), `path` the file.
   void run(std::string_view what, const std::string& path, const std::function<int()>& attempt);
+
+  // The same for an operation whose failures are not errno values (a network peer): `attempt` returns nothing
+  // on success, else whether the failure fails at once (as a full disk does) and its text.
+  struct Failure {
+    bool fails_fast = false;
+    std::string text;
+  };
+  void run_attempts(std::string_view what, const std::string& path,
+                    const std::function<std::optional<Failure>()>& attempt);
 
   // "" while writes work; "failing: writing '/out/a.jsonl': No space left on device since 2025-06-01T12:00:00Z
   // (frames fail until a write succeeds)" after a fast failure; "blocked: writing '/out/a.jsonl': No space left on device since

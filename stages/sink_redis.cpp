@@ -9,11 +9,9 @@
 // waiting for EXEC's reply the writer reads it back and resends only a batch the server did not apply.
 #include <unistd.h>
 
-#include <chrono>
 #include <cstdlib>
-#include <mutex>
+#include <optional>
 #include <random>
-#include <thread>
 
 #include <spdlog/spdlog.h>
 
@@ -75,65 +73,30 @@ class RedisWriter final : public RecordWriter {
     commands.push_back({"SET", marker_key_, std::to_string(batch), "EX", "86400"});
     commands.push_back({"EXEC"});
 
-    const auto started = std::chrono::steady_clock::now();
-    double delay = 0.1;
+    // The retry policy is the file sinks' (WriteRetry): a lost server blocks the sink and is retried until
+    // write_retry_s; an error reply (a key of another type, NOAUTH) fails the batch at once.
     bool uncertain = false;  // sent, connection lost before EXEC's reply: it may have been applied
-    for (;;) {
+    retry_.run_attempts("writing", client_.describe(), [&]() -> std::optional<WriteRetry::Failure> {
       try {
-        if (uncertain && applied(batch)) break;
+        if (uncertain && applied(batch)) return std::nullopt;
         uncertain = false;
         client_.connect();
         uncertain = true;
         const auto replies = client_.pipeline(commands);
         uncertain = false;
         check_exec(replies, commands.size() - 3);
-        break;
+        return std::nullopt;
       } catch (const redis::RedisError& e) {
-        if (!e.transient()) {
-          set_health("failing: " + std::string(e.what()) + " since " + utc_iso_now());
-          throw StageError(e.what());
-        }
-        const double give_up = give_up_s();
-        const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-        if (give_up > 0 && waited >= give_up) {
-          set_health("gave up: " + std::string(e.what()) + " at " + utc_iso_now());
-          throw StageError(std::string(e.what()) + " (gave up after " + std::to_string(static_cast<int>(give_up)) + " s)");
-        }
-        if (health().empty()) {
-          spdlog::warn("stage '{}': {}; retrying", stage_, e.what());
-          set_health("blocked: " + std::string(e.what()) + " since " + utc_iso_now() + " (retrying" +
-                     (give_up > 0 ? ", gives up after " + std::to_string(static_cast<int>(give_up)) + " s)" : ")"));
-        }
-        std::this_thread::sleep_for(std::chrono::duration<double>(delay));
-        delay = std::min(delay * 2, 2.0);
+        return WriteRetry::Failure{!e.transient(), e.what()};
       }
-    }
-    if (!health().empty()) spdlog::info("stage '{}': {} takes records again", stage_, client_.describe());
-    set_health("");
+    });
   }
 
   std::vector<std::string> finish(const InputProgress&) override { return {}; }  // every record is acked already
 
   void close() override { client_.disconnect(); }
 
-  std::string health() const override {
-    std::lock_guard lock(mu_);
-    return health_;
-  }
-
  private:
-  double give_up_s() const {
-    const double g = retry_.give_up_s();
-    const auto* stop = retry_.stop_flag();
-    if (stop && stop->load() && (g <= 0 || g > WriteRetry::kStoppingGiveUpS)) return WriteRetry::kStoppingGiveUpS;
-    return g;
-  }
-
-  void set_health(std::string h) {
-    std::lock_guard lock(mu_);
-    health_ = std::move(h);
-  }
-
   // After a reconnect: did the server apply batch `batch` (its marker says so)?
   bool applied(std::uint64_t batch) {
     client_.connect();
@@ -173,8 +136,6 @@ class RedisWriter final : public RecordWriter {
   std::string writer_id_, marker_key_;
   std::uint64_t batch_no_ = 0;
   std::vector<std::string> pending_;
-  mutable std::mutex mu_;
-  std::string health_;
 };
 
 }  // namespace

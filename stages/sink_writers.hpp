@@ -46,8 +46,6 @@ class RecordWriter {
   virtual std::vector<std::string> finish(const InputProgress& input) = 0;
   // End of the run: commits outputs of frames without an input, discards those of inputs never finished.
   virtual void close() = 0;
-  // A writer with its own health (one not behind a WriteRetry: redis): "" when it works, else as WriteRetry says.
-  virtual std::string health() const { return {}; }
 };
 
 // jsonl, per: run. `path` "-" writes to stdout.
