@@ -33,6 +33,12 @@ namespace {
 
 constexpr std::size_t kCublasWorkspace = std::size_t(32) << 20;  // cuBLAS' advice for Hopper
 constexpr std::size_t kGraphCacheSize = 8;  // graph executables kept (a pool's buffers are a few)
+// A capture can be invalidated from outside: another thread's call that synchronises the device (creating or
+// destroying an NVDEC session, freeing device or pinned memory) while this thread captures. That happens at
+// start-up, when sources open; so a failed capture is tried again after kCaptureBackoff runs layer by layer,
+// and only kCaptureAttempts failures in a row turn graphs off.
+constexpr int kCaptureAttempts = 4;
+constexpr int kCaptureBackoff = 32;
 
 DType dtype_of(Precision p) { return p == Precision::f32 ? DType::f32 : p == Precision::f16 ? DType::f16 : DType::bf16; }
 
@@ -100,6 +106,8 @@ struct CudaEngine::State {
   std::list<std::pair<GraphKey, cudaGraphExec_t>> graphs;  // most recently used first
   GraphKey key;                                            // reused: no host allocation per run either
   bool graphs_work = true;
+  int capture_failures = 0;   // in a row
+  int runs_until_capture = 0;  // layer-by-layer runs left before the next capture attempt
   std::string graph_note;
   int convs_measured = 0, convs_cached = 0;
 
@@ -350,6 +358,11 @@ void CudaEngine::enqueue(const std::vector<TensorBinding>& inputs, const std::ve
   st.bind(inputs, outputs, count);
 
   const bool use_graph = st.options.cuda_graph && st.graphs_work;
+  if (use_graph && st.runs_until_capture > 0) {
+    --st.runs_until_capture;
+    st.run_all(inputs, outputs, count, stream);
+    return;
+  }
   if (!use_graph || !st.eager_counts.count(count)) {
     // The first run at a count goes layer by layer: libraries load their kernels outside any capture.
     st.run_all(inputs, outputs, count, stream);
@@ -371,9 +384,13 @@ void CudaEngine::enqueue(const std::vector<TensorBinding>& inputs, const std::ve
     try {
       exec = st.capture(inputs, outputs, count);
     } catch (const std::exception& e) {
-      // Keep serving without graphs, and say so in describe().
-      st.graphs_work = false;
-      st.graph_note = std::string("CUDA graph capture failed, running layer by layer: ") + e.what();
+      // Serve this run layer by layer; try the capture again later, or give up on graphs and say so in describe().
+      st.graphs_work = ++st.capture_failures < kCaptureAttempts;
+      st.runs_until_capture = kCaptureBackoff;
+      st.graph_note = std::string("CUDA graph capture failed ") + std::to_string(st.capture_failures) +
+                      (st.graphs_work ? " time(s), trying again after " + std::to_string(kCaptureBackoff) + " runs: "
+                                      : " times in a row, running layer by layer: ") +
+                      e.what();
       spdlog::warn("{}: {}", src, st.graph_note);
       try {
         st.run_all(inputs, outputs, count, stream);
@@ -387,6 +404,7 @@ void CudaEngine::enqueue(const std::vector<TensorBinding>& inputs, const std::ve
       }
       return;
     }
+    st.capture_failures = 0;
     st.graphs.emplace_front(key, exec);
     if (st.graphs.size() > kGraphCacheSize) {
       cudaGraphExecDestroy(st.graphs.back().second);
