@@ -3,7 +3,7 @@
 # Each part lists its own files in its own fragment: nn/front.cmake, nn/cpu/sources.cmake, nn/cuda/sources.cmake.
 find_package(Protobuf REQUIRED)  # before ONNX: its targets name protobuf::libprotobuf
 find_package(ONNX REQUIRED)  # Debian's libonnx-dev: the onnx_proto message classes, over protobuf
-pkg_check_modules(OPENBLAS REQUIRED IMPORTED_TARGET openblas)
+find_package(dnnl REQUIRED)  # Debian's libdnnl-dev (oneDNN 2.x): the CPU backend's convolutions and matrix products
 
 set(SLUICE_NN_SOURCES nn/graph.cpp nn/memory_plan.cpp)
 set(SLUICE_NN_CUDA_SOURCES)
@@ -18,7 +18,7 @@ endif()
 # Part of sluice_core: the infer stage (stages/) is registered with the other built-in stages.
 # `sluice_nn` is the name tests and tools link against.
 target_sources(sluice_core PRIVATE ${SLUICE_NN_SOURCES})
-target_link_libraries(sluice_core PUBLIC onnx_proto PkgConfig::OPENBLAS)
+target_link_libraries(sluice_core PUBLIC onnx_proto DNNL::dnnl)
 if(SLUICE_WITH_CUDA)
   find_library(CUDNN_LIBRARY cudnn REQUIRED HINTS ${CUDAToolkit_LIBRARY_DIR} ${CUDAToolkit_LIBRARY_ROOT}/lib)
   target_sources(sluice_core PRIVATE ${SLUICE_NN_CUDA_SOURCES})

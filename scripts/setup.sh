@@ -16,7 +16,7 @@ packages=(
   ffmpeg                  # the media tests make their inputs (H.264, MJPEG, PNG) and serve a stream with it
   libsystemd-dev systemd  # sd_notify; systemd-analyze verifies the unit files in the tests
   libonnx-dev libprotobuf-dev  # ONNX model files (the onnx_proto messages over protobuf)
-  libopenblas-dev         # the CPU inference backend's matrix products
+  libdnnl-dev             # oneDNN: the CPU inference backend's convolutions and matrix products
   libhiredis-dev          # the Redis Streams connectors (redis sink)
   redis-server            # the Redis tests start their own server on a loopback port
   python3-torch python3-torchvision python3-onnx python3-numpy  # reference models and outputs for the tests

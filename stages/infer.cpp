@@ -127,6 +127,7 @@ class InferStage final : public Stage {
     if (!on_gpu_ && precision_ != "f32")
       throw ConfigError("precision " + precision_ + " needs the GPU; on the CPU the model runs in f32");
     cuda_graph_ = p.boolean("cuda_graph");
+    cpu_options_.threads = static_cast<int>(p.integer("cpu_threads"));
     const std::string& cache = p.string("algo_cache");
     algo_cache_ = cache == "off" ? "" : cache.empty() ? default_algo_cache() : resolve_path(init.pipeline_file, cache);
 
@@ -190,7 +191,7 @@ class InferStage final : public Stage {
       input_f32_.resize(items * static_cast<std::size_t>(in_.channels) * in_.width * in_.height);
     if (classes_) logits_host_.resize(items * static_cast<std::size_t>(per_item_outputs_));
     // The full-batch engine takes the prepared graph (no second copy of the weights) before the first batch.
-    cpu_engines_.emplace(batch_, std::make_unique<nn::CpuEngine>(std::move(prepared_)));
+    cpu_engines_.emplace(batch_, std::make_unique<nn::CpuEngine>(std::move(prepared_), cpu_options_));
   }
 
   std::string warm_up_plan() const override {
@@ -292,7 +293,7 @@ class InferStage final : public Stage {
   nn::CpuEngine& cpu_engine(int count) {
     auto it = cpu_engines_.find(count);
     if (it == cpu_engines_.end())
-      it = cpu_engines_.emplace(count, std::make_unique<nn::CpuEngine>(nn::prepare(single_output_model_, count))).first;
+      it = cpu_engines_.emplace(count, std::make_unique<nn::CpuEngine>(nn::prepare(single_output_model_, count), cpu_options_)).first;
     return *it->second;
   }
 
@@ -304,6 +305,7 @@ class InferStage final : public Stage {
   std::int64_t per_item_outputs_ = 0;
   nn::Graph single_output_model_, prepared_;
   kernels::TopKParams topk_;
+  nn::CpuOptions cpu_options_;
   std::map<int, std::unique_ptr<nn::CpuEngine>> cpu_engines_;
   std::vector<int> warm_counts_;  // batch sizes warm_up() prepares (CPU)
   std::string warm_note_;
@@ -319,7 +321,7 @@ class InferStage final : public Stage {
 StageInfo infer_stage() {
   return {"infer",
           StageRole::transform,
-          "runs an ONNX model (cuDNN/cuBLAS on the GPU, OpenBLAS on the CPU): tensor in, the model's output or the "
+          "runs an ONNX model (cuDNN/cuBLAS on the GPU, oneDNN on the CPU): tensor in, the model's output or the "
           "top-k classes out",
           {
               {"model", ParamType::string, "", "ONNX file (relative paths are relative to the pipeline file)", {}, {},
@@ -335,6 +337,8 @@ StageInfo infer_stage() {
               {"algo_cache", ParamType::string, "",
                "GPU: file of measured convolution algorithms (empty: $CACHE_DIRECTORY or ~/.cache/sluice; off: none)"},
               {"cuda_graph", ParamType::boolean, "true", "GPU: replay the network as one CUDA graph"},
+              {"cpu_threads", ParamType::integer, "0",
+               "CPU: threads each layer runs on (0: OMP_NUM_THREADS if set, else every core)", 0.0, 1024.0},
           },
           [](const StageInit& init) -> std::unique_ptr<Stage> { return std::make_unique<InferStage>(init); }};
 }

@@ -1,207 +1,129 @@
-// Conv: Y = activation(conv(X, W) + B + R), 2-D, NCHW, any group, stride, dilation and asymmetric padding.
-// Three ways: a direct loop when each output channel reads one input channel (depthwise), one GEMM on the input
-// itself for 1x1 stride-1 unpadded kernels, and im2col + GEMM (OpenBLAS) for everything else. In a batch whose
-// output planes are small, the columns of several images sit side by side so that each GEMM is wide enough.
-#include <cblas.h>
-
+// Conv: Y = activation(conv(X, W) + B + R), 2-D, any group, stride, dilation and asymmetric padding, on
+// oneDNN's convolution (its direct, 1x1, depthwise or GEMM-based kernels, whichever it picks for the shape and
+// this CPU), with the residual and the activation as post-ops and all cores at work. X and Y may each be NCHW
+// or NHWC (nn/cpu/layout.hpp); weights are reordered once, here, into the format the chosen kernel reads.
 #include <algorithm>
+#include <cstring>
+#include <unordered_map>
 
 #include "nn/cpu/activation.hpp"
 #include "nn/cpu/layer.hpp"
+#include "nn/cpu/onednn.hpp"
 #include "runtime/checked_math.hpp"
 
 namespace sluice::nn::cpu {
 
 namespace {
 
-// The output positions o in [0, out) whose input position o * stride + offset lies in [0, size).
-struct Range {
-  std::int64_t begin, end;
-};
-Range valid_outputs(std::int64_t size, std::int64_t offset, std::int64_t stride, std::int64_t out) {
-  auto ceil_div = [](std::int64_t a, std::int64_t b) { return a <= 0 ? -((-a) / b) : (a + b - 1) / b; };
-  const std::int64_t begin = std::clamp<std::int64_t>(ceil_div(-offset, stride), 0, out);
-  const std::int64_t end = std::clamp<std::int64_t>(ceil_div(size - offset, stride), begin, out);
-  return {begin, end};
-}
-
 struct ConvGeometry {
   std::int64_t batch, in_channels, in_h, in_w;
   std::int64_t out_channels, out_h, out_w;
-  std::int64_t kernel_h, kernel_w, stride_h, stride_w, pad_top, pad_left, dilation_h, dilation_w, groups;
-  std::int64_t in_per_group() const { return in_channels / groups; }
-  std::int64_t out_per_group() const { return out_channels / groups; }
+  std::int64_t kernel_h, kernel_w, stride_h, stride_w, pad_top, pad_left, pad_bottom, pad_right, dilation_h,
+      dilation_w, groups;
+  Shape x() const { return {batch, in_channels, in_h, in_w}; }
+  Shape y() const { return {batch, out_channels, out_h, out_w}; }
 };
+
+constexpr std::size_t kAlignFloats = 16;  // 64 bytes
+std::size_t aligned_floats(std::size_t bytes) {
+  const std::size_t floats = (bytes + sizeof(float) - 1) / sizeof(float);
+  return (floats + kAlignFloats - 1) / kAlignFloats * kAlignFloats;
+}
 
 class ConvLayer final : public Layer {
  public:
-  ConvLayer(const ConvGeometry& geo, Activation act) : g_(geo), act_(act) {
-    depthwise_ = g_.in_per_group() == 1;
-    pointwise_ = g_.kernel_h == 1 && g_.kernel_w == 1 && g_.stride_h == 1 && g_.stride_w == 1 && g_.pad_top == 0 &&
-                 g_.pad_left == 0 && g_.out_h == g_.in_h && g_.out_w == g_.in_w;
-    // Small output planes make thin GEMMs that waste most of the BLAS kernel: put the columns of several
-    // images side by side so that one GEMM has at least kWideColumns columns.
-    const std::int64_t out_plane = g_.out_h * g_.out_w;
-    images_per_gemm_ = depthwise_ ? 1 : std::clamp<std::int64_t>((kWideColumns + out_plane - 1) / out_plane, 1, g_.batch);
+  ConvLayer(const ConvGeometry& g, const Tensor& weights, const Tensor* bias, bool residual, const Activation& act,
+            Layout in_layout, Layout out_layout)
+      : residual_(residual) {
+    using dims = dnnl::memory::dims;
+    using tag = dnnl::memory::format_tag;
+    const auto f32 = dnnl::memory::data_type::f32;
+    const dnnl::engine& engine = onednn_engine();
+    const dnnl::memory::desc user_src = image_desc(g.x(), in_layout), dst = image_desc(g.y(), out_layout);
+    const dnnl::memory::desc user_weights =
+        g.groups == 1 ? dnnl::memory::desc(dims{g.out_channels, g.in_channels, g.kernel_h, g.kernel_w}, f32, tag::oihw)
+                      : dnnl::memory::desc(dims{g.groups, g.out_channels / g.groups, g.in_channels / g.groups,
+                                                g.kernel_h, g.kernel_w},
+                                           f32, tag::goihw);
+    const dnnl::memory::desc any_weights(user_weights.dims(), f32, tag::any);
+    const dnnl::memory::desc bias_desc = bias ? dnnl::memory::desc(dims{g.out_channels}, f32, tag::x)
+                                              : dnnl::memory::desc();
+
+    dnnl::post_ops ops;
+    // Y = act(conv + B + R): R read as a second source, so it is not copied into Y first.
+    if (residual) ops.append_binary(dnnl::algorithm::binary_add, dst);
+    append_activation(ops, act);
+    dnnl::primitive_attr attr;
+    attr.set_post_ops(ops);
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+
+    auto describe_for = [&](const dnnl::memory::desc& src) {
+      const dnnl::convolution_forward::desc desc(
+          dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src, any_weights, bias_desc, dst,
+          dims{g.stride_h, g.stride_w}, dims{g.dilation_h - 1, g.dilation_w - 1}, dims{g.pad_top, g.pad_left},
+          dims{g.pad_bottom, g.pad_right});
+      return dnnl::convolution_forward::primitive_desc(desc, attr, engine);
+    };
+    auto pd = describe_for(user_src);
+    // oneDNN has fast kernels for NCHW in and NHWC out only in some cases; otherwise X is reordered first.
+    if (in_layout != out_layout && std::string(pd.impl_info_str()).rfind("ref", 0) == 0) {
+      pd = describe_for(image_desc(g.x(), out_layout));
+      src_reorder_ = dnnl::reorder(dnnl::memory(user_src, engine, DNNL_MEMORY_NONE),
+                                   dnnl::memory(pd.src_desc(), engine, DNNL_MEMORY_NONE));
+      user_src_ = dnnl::memory(user_src, engine, DNNL_MEMORY_NONE);
+      reordered_src_floats_ = aligned_floats(pd.src_desc().get_size());
+    }
+    conv_ = dnnl::convolution_forward(pd);
+    src_ = dnnl::memory(pd.src_desc(), engine, DNNL_MEMORY_NONE);
+    dst_ = dnnl::memory(pd.dst_desc(), engine, DNNL_MEMORY_NONE);
+    scratchpad_ = dnnl::memory(pd.scratchpad_desc(), engine, DNNL_MEMORY_NONE);
+    scratchpad_floats_ = aligned_floats(pd.scratchpad_desc().get_size());
+
+    dnnl::stream stream(engine);
+    weights_ = dnnl::memory(pd.weights_desc(), engine);
+    dnnl::memory given(user_weights, engine, const_cast<float*>(weights.f32.data()));
+    dnnl::reorder(given, weights_).execute(stream, given, weights_);
+    if (bias) {
+      bias_ = dnnl::memory(bias_desc, engine);
+      std::memcpy(bias_.get_data_handle(), bias->f32.data(), bias->f32.size() * sizeof(float));
+    }
+    stream.wait();
+    args_ = {{DNNL_ARG_SRC, src_}, {DNNL_ARG_WEIGHTS, weights_}, {DNNL_ARG_DST, dst_}, {DNNL_ARG_SCRATCHPAD, scratchpad_}};
+    if (bias) args_.emplace(DNNL_ARG_BIAS, bias_);
+    if (residual) {
+      residual_memory_ = dnnl::memory(dst, engine, DNNL_MEMORY_NONE);
+      args_.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, residual_memory_);
+    }
   }
 
-  std::size_t scratch_floats() const override {
-    if (depthwise_ || (pointwise_ && images_per_gemm_ == 1)) return 0;
-    // make_conv checked that these products fit in 64 bits (images_per_gemm_ <= batch).
-    const std::int64_t columns = images_per_gemm_ * g_.out_h * g_.out_w;
-    const std::int64_t product = images_per_gemm_ > 1 ? g_.out_per_group() * columns : 0;
-    const auto im2col = checked_product<std::int64_t>(Shape{g_.in_per_group(), g_.kernel_h, g_.kernel_w, columns});
-    const auto total = im2col ? checked_add(*im2col, product) : std::nullopt;
-    if (!total) throw ModelError("convolution scratch size overflows 64 bits");
-    return static_cast<std::size_t>(*total);
-  }
+  std::size_t scratch_floats() const override { return reordered_src_floats_ + scratchpad_floats_; }
 
   void run(const float* const* in, float* const* out, float* scratch) const override {
-    const float* x = in[0];
-    const float* w = in[1];
-    const float* bias = in[2];
-    const float* residual = in[3];
-    float* y = out[0];
-    const std::int64_t in_image = g_.in_channels * g_.in_h * g_.in_w, out_image = g_.out_channels * g_.out_h * g_.out_w;
-    for (std::int64_t n = 0; n < g_.batch; n += images_per_gemm_) {
-      const std::int64_t images = std::min(images_per_gemm_, g_.batch - n);
-      const float* rn = residual ? residual + n * out_image : nullptr;
-      if (depthwise_) {
-        depthwise(x + n * in_image, w, y + n * out_image);
-        finish(y + n * out_image, bias, rn);
-      } else if (images == 1) {
-        convolve_one(x + n * in_image, w, y + n * out_image, scratch);
-        finish(y + n * out_image, bias, rn);
-      } else {
-        convolve_side_by_side(x + n * in_image, w, images, y + n * out_image, bias, rn, scratch);
-      }
+    if (residual_) residual_memory_.set_data_handle(const_cast<float*>(in[3]));
+    if (reordered_src_floats_ > 0) {
+      user_src_.set_data_handle(const_cast<float*>(in[0]));
+      src_.set_data_handle(scratch);
+      src_reorder_.execute(stream_, user_src_, src_);
+    } else {
+      src_.set_data_handle(const_cast<float*>(in[0]));
     }
+    dst_.set_data_handle(out[0]);
+    scratchpad_.set_data_handle(scratch + reordered_src_floats_);
+    conv_.execute(stream_, args_);
+    stream_.wait();
   }
 
  private:
-  static constexpr std::int64_t kWideColumns = 1024;  // GEMM width from which OpenBLAS runs near its best
-
-  std::int64_t k() const { return g_.in_per_group() * g_.kernel_h * g_.kernel_w; }
-
-  void gemm(const float* w, const float* columns, std::int64_t width, float* product) const {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(g_.out_per_group()), static_cast<int>(width),
-                static_cast<int>(k()), 1.0f, w, static_cast<int>(k()), columns, static_cast<int>(width), 0.0f, product,
-                static_cast<int>(width));
-  }
-
-  // One image, group by group, the GEMM writing the output in place.
-  void convolve_one(const float* x, const float* w, float* y, float* scratch) const {
-    const std::int64_t in_plane = g_.in_h * g_.in_w, out_plane = g_.out_h * g_.out_w;
-    for (std::int64_t group = 0; group < g_.groups; ++group) {
-      const float* xg = x + group * g_.in_per_group() * in_plane;
-      const float* columns = xg;
-      if (!pointwise_) {
-        im2col(xg, scratch, out_plane);
-        columns = scratch;
-      }
-      gemm(w + group * g_.out_per_group() * k(), columns, out_plane, y + group * g_.out_per_group() * out_plane);
-    }
-  }
-
-  // Several images in one GEMM per group: their columns side by side, the product [Mg, images * plane] then
-  // spread back to NCHW by the epilogue.
-  void convolve_side_by_side(const float* x, const float* w, std::int64_t images, float* y, const float* bias,
-                             const float* residual, float* scratch) const {
-    const std::int64_t in_plane = g_.in_h * g_.in_w, out_plane = g_.out_h * g_.out_w;
-    const std::int64_t width = images * out_plane;
-    float* columns = scratch;
-    float* product = scratch + k() * width;
-    for (std::int64_t group = 0; group < g_.groups; ++group) {
-      for (std::int64_t i = 0; i < images; ++i)
-        im2col(x + i * g_.in_channels * in_plane + group * g_.in_per_group() * in_plane, columns + i * out_plane, width);
-      gemm(w + group * g_.out_per_group() * k(), columns, width, product);
-      for (std::int64_t i = 0; i < images; ++i) {
-        const std::int64_t first = i * g_.out_channels * out_plane + group * g_.out_per_group() * out_plane;
-        for (std::int64_t m = 0; m < g_.out_per_group(); ++m) {
-          const std::int64_t channel = group * g_.out_per_group() + m;
-          apply_activation(act_, product + m * width + i * out_plane, bias ? bias[channel] : 0.0f,
-                           residual ? residual + first + m * out_plane : nullptr, y + first + m * out_plane,
-                           static_cast<std::size_t>(out_plane));
-        }
-      }
-    }
-  }
-
-  // y = activation(y + bias + residual) for one image, in place.
-  void finish(float* y, const float* bias, const float* residual) const {
-    const std::int64_t out_plane = g_.out_h * g_.out_w;
-    for (std::int64_t m = 0; m < g_.out_channels; ++m)
-      apply_activation(act_, y + m * out_plane, bias ? bias[m] : 0.0f, residual ? residual + m * out_plane : nullptr,
-                       y + m * out_plane, static_cast<std::size_t>(out_plane));
-  }
-
-  // Every output channel from its one input channel.
-  void depthwise(const float* x, const float* w, float* y) const {
-    const std::int64_t in_plane = g_.in_h * g_.in_w, out_plane = g_.out_h * g_.out_w;
-    for (std::int64_t m = 0; m < g_.out_channels; ++m)
-      depthwise_channel(x + (m / g_.out_per_group()) * in_plane, w + m * g_.kernel_h * g_.kernel_w, y + m * out_plane);
-  }
-
-  // columns[(c, kh, kw), (oh, ow)] = x[c, oh*sh - pt + kh*dh, ow*sw - pl + kw*dw], zero outside the image;
-  // rows `row_stride` floats apart (wider than one image's plane when images sit side by side).
-  void im2col(const float* x, float* columns, std::int64_t row_stride) const {
-    float* row = columns;
-    for (std::int64_t c = 0; c < g_.in_per_group(); ++c) {
-      const float* plane = x + c * g_.in_h * g_.in_w;
-      for (std::int64_t kh = 0; kh < g_.kernel_h; ++kh) {
-        for (std::int64_t kw = 0; kw < g_.kernel_w; ++kw, row += row_stride) {
-          const std::int64_t col_offset = kw * g_.dilation_w - g_.pad_left;
-          const Range cols = valid_outputs(g_.in_w, col_offset, g_.stride_w, g_.out_w);
-          for (std::int64_t oh = 0; oh < g_.out_h; ++oh) {
-            float* dst = row + oh * g_.out_w;
-            const std::int64_t ih = oh * g_.stride_h - g_.pad_top + kh * g_.dilation_h;
-            if (ih < 0 || ih >= g_.in_h) {
-              std::fill(dst, dst + g_.out_w, 0.0f);
-              continue;
-            }
-            const float* src = plane + ih * g_.in_w + col_offset;
-            std::fill(dst, dst + cols.begin, 0.0f);
-            if (g_.stride_w == 1) {
-              std::copy(src + cols.begin, src + cols.end, dst + cols.begin);
-            } else {
-              for (std::int64_t ow = cols.begin; ow < cols.end; ++ow) dst[ow] = src[ow * g_.stride_w];
-            }
-            std::fill(dst + cols.end, dst + g_.out_w, 0.0f);
-          }
-        }
-      }
-    }
-  }
-
-  // One output channel from its one input channel: y = sum over taps of w * shifted x (bias etc. come after).
-  void depthwise_channel(const float* x, const float* w, float* y) const {
-    std::fill(y, y + g_.out_h * g_.out_w, 0.0f);
-    for (std::int64_t kw = 0; kw < g_.kernel_w; ++kw) {
-      const std::int64_t col_offset = kw * g_.dilation_w - g_.pad_left;
-      const Range cols = valid_outputs(g_.in_w, col_offset, g_.stride_w, g_.out_w);
-      for (std::int64_t oh = 0; oh < g_.out_h; ++oh) {
-        float* dst = y + oh * g_.out_w;
-        for (std::int64_t kh = 0; kh < g_.kernel_h; ++kh) {
-          const std::int64_t ih = oh * g_.stride_h - g_.pad_top + kh * g_.dilation_h;
-          if (ih < 0 || ih >= g_.in_h) continue;
-          const float tap = w[kh * g_.kernel_w + kw];
-          const float* src = x + ih * g_.in_w + col_offset;
-          if (g_.stride_w == 1) {
-            for (std::int64_t ow = cols.begin; ow < cols.end; ++ow) dst[ow] += tap * src[ow];
-          } else {
-            const std::int64_t s = g_.stride_w;
-            for (std::int64_t ow = cols.begin; ow < cols.end; ++ow) dst[ow] += tap * src[ow * s];
-          }
-        }
-      }
-    }
-  }
-
-  ConvGeometry g_;
-  Activation act_;
-  bool depthwise_ = false;
-  bool pointwise_ = false;
-  std::int64_t images_per_gemm_ = 1;
+  bool residual_;
+  // Memory objects are handles: run() points them at this call's buffers (one run at a time per engine), so
+  // args_ is built once.
+  mutable dnnl::stream stream_{onednn_engine()};
+  dnnl::convolution_forward conv_;
+  mutable dnnl::memory src_, dst_, weights_, bias_, scratchpad_, residual_memory_;
+  std::unordered_map<int, dnnl::memory> args_;
+  dnnl::reorder src_reorder_;
+  mutable dnnl::memory user_src_;
+  std::size_t reordered_src_floats_ = 0, scratchpad_floats_ = 0;
 };
 
 std::vector<std::int64_t> ints_or(const LayerContext& ctx, const std::string& name, std::vector<std::int64_t> fallback,
@@ -253,6 +175,8 @@ std::unique_ptr<Layer> make_conv(const LayerContext& ctx) {
   geo.dilation_w = dilations[1];
   geo.pad_top = pads[0];
   geo.pad_left = pads[1];
+  geo.pad_bottom = pads[2];
+  geo.pad_right = pads[3];
   // Extents come from the file: every step is checked, so a huge input or pad is an error, not a wrapped size.
   auto out_extent = [&](std::int64_t size, std::int64_t pad_begin, std::int64_t pad_end, std::int64_t dilation,
                         std::int64_t kernel, std::int64_t stride) -> std::int64_t {
@@ -274,14 +198,22 @@ std::unique_ptr<Layer> make_conv(const LayerContext& ctx) {
   const Shape y{geo.batch, geo.out_channels, geo.out_h, geo.out_w};
   ctx.expect_output_shape(0, y);
 
+  const Tensor* bias = nullptr;
   if (ctx.has_input(2)) {
-    const Tensor& b = ctx.constant_input(2, "bias B");
-    if (b.elements() != geo.out_channels)
-      ctx.fail("bias B has shape " + to_string(b.shape) + ", expected [" + std::to_string(geo.out_channels) + "]");
+    bias = &ctx.constant_input(2, "bias B");
+    if (bias->elements() != geo.out_channels)
+      ctx.fail("bias B has shape " + to_string(bias->shape) + ", expected [" + std::to_string(geo.out_channels) + "]");
   }
   if (ctx.has_input(3) && ctx.input_shape(3) != y)
     ctx.fail("residual R has shape " + to_string(ctx.input_shape(3)) + ", expected the output's " + to_string(y));
-  return std::make_unique<ConvLayer>(geo, fused_activation(ctx));
+  if (ctx.has_input(3) && ctx.input_layout(3) != ctx.output_layout(0))
+    ctx.fail("residual R and the output are in different layouts (the layout plan ties them)");
+  try {
+    return std::make_unique<ConvLayer>(geo, w, bias, ctx.has_input(3), fused_activation(ctx), ctx.input_layout(0),
+                                       ctx.output_layout(0));
+  } catch (const dnnl::error& e) {
+    ctx.fail(describe(e));
+  }
 }
 
 }  // namespace sluice::nn::cpu

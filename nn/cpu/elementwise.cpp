@@ -115,6 +115,7 @@ std::unique_ptr<Layer> make_unary(const LayerContext& ctx) {
   ctx.expect_inputs(1, 1);
   ctx.expect_outputs(1);
   ctx.expect_output_shape(0, ctx.input_shape(0));
+  if (ctx.input_layout(0) != ctx.output_layout(0)) ctx.fail("input and output layouts differ (internal error)");
   return std::make_unique<UnaryLayer>(unary_activation(ctx), element_count(ctx.input_shape(0)));
 }
 
@@ -126,6 +127,10 @@ std::unique_ptr<Layer> make_binary(const LayerContext& ctx) {
   Shape out;
   if (!broadcast_shape(a, b, out)) ctx.fail("input shapes " + to_string(a) + " and " + to_string(b) + " do not broadcast");
   ctx.expect_output_shape(0, out);
+  // Channels-last values are only ever added to their own shape: element order is then irrelevant.
+  const bool same_layout = ctx.input_layout(0) == ctx.output_layout(0) && ctx.input_layout(1) == ctx.output_layout(0);
+  if (!same_layout || (ctx.output_layout(0) != Layout::nchw && (a != out || b != out)))
+    ctx.fail("inputs " + to_string(a) + " and " + to_string(b) + " are in layouts the layer cannot combine (internal error)");
   BroadcastLoop loop = plan_broadcast(a, b, out);
   const std::string& op = ctx.node().op;
   if (op == "Add") return std::make_unique<BinaryLayer<BinaryOp::add>>(std::move(loop));

@@ -1,10 +1,13 @@
 #include "nn/cpu/engine.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <new>
 #include <map>
 
 #include "nn/cpu/layer.hpp"
+#include "nn/cpu/onednn.hpp"
 #include "nn/memory_plan.hpp"
 #include "runtime/bounded_file.hpp"
 #include "runtime/checked_math.hpp"
@@ -39,6 +42,24 @@ struct OutputCopy {
 
 }  // namespace
 
+// Floats on a 64-byte boundary (oneDNN's kernels and AVX-512 loads want whole cache lines).
+class AlignedFloats {
+ public:
+  void assign(std::size_t floats) {
+    const std::size_t bytes = (floats * sizeof(float) + 63) / 64 * 64;
+    data_.reset(bytes ? static_cast<float*>(std::aligned_alloc(64, bytes)) : nullptr);
+    if (bytes && !data_) throw std::bad_alloc();
+    std::fill(data_.get(), data_.get() + floats, 0.0f);
+  }
+  float* data() const { return data_.get(); }
+
+ private:
+  struct Free {
+    void operator()(float* p) const { std::free(p); }
+  };
+  std::unique_ptr<float, Free> data_;
+};
+
 struct CpuEngine::State {
   Graph graph;
   std::map<std::string, std::vector<float>> integer_constants_as_f32;
@@ -46,14 +67,17 @@ struct CpuEngine::State {
   std::vector<float*> value_ptrs;  // per value id, refreshed for graph inputs/outputs on every run
   std::vector<Step> steps;
   std::vector<OutputCopy> output_copies;
-  std::vector<float> arena;
-  std::vector<float> scratch;
+  AlignedFloats arena;
+  AlignedFloats scratch;
+  int threads = 0;
 };
 
-CpuEngine::CpuEngine(Graph prepared) : state_(std::make_unique<State>()) {
+CpuEngine::CpuEngine(Graph prepared, CpuOptions options) : state_(std::make_unique<State>()) {
   State& s = *state_;
   s.graph = std::move(prepared);
   const Graph& g = s.graph;
+  const cpu::LayoutPlan layouts = cpu::plan_layouts(g, options.channels_last);
+  s.threads = options.threads;
   auto fail = [&](const std::string& what) { throw ModelError(g.source + ": " + what); };
 
   std::map<std::string, int> ids;
@@ -92,7 +116,7 @@ CpuEngine::CpuEngine(Graph prepared) : state_(std::make_unique<State>()) {
   for (std::size_t n = 0; n < g.nodes.size(); ++n) {
     const Node& node = g.nodes[n];
     Step step;
-    step.layer = cpu::make_layer(g, node);
+    step.layer = cpu::make_layer(g, node, layouts);
     for (const std::string& name : node.inputs) {
       if (name.empty()) {
         step.inputs.push_back(-1);
@@ -153,10 +177,10 @@ CpuEngine::CpuEngine(Graph prepared) : state_(std::make_unique<State>()) {
   if (!bytes || (memory > 0 && *bytes > memory))
     fail("running it needs " + (bytes ? describe_bytes(*bytes) : std::string("more than 2^64 bytes")) +
          " of working memory (arena and scratch), more than this machine's " + describe_bytes(memory));
-  s.arena.assign(plan.arena, 0.0f);
+  s.arena.assign(plan.arena);
   for (std::size_t r = 0; r < requests.size(); ++r)
     s.value_ptrs[static_cast<std::size_t>(request_value[r])] = s.arena.data() + plan.offsets[r];
-  s.scratch.assign(scratch, 0.0f);
+  s.scratch.assign(scratch);
 }
 
 CpuEngine::~CpuEngine() = default;
@@ -172,6 +196,7 @@ void CpuEngine::run(const std::vector<const float*>& inputs, const std::vector<f
     throw ModelError(g.source + ": run() got " + std::to_string(inputs.size()) + " inputs and " +
                      std::to_string(outputs.size()) + " outputs, the graph has " + std::to_string(g.inputs.size()) +
                      " and " + std::to_string(g.outputs.size()));
+  if (s.threads > 0) cpu::set_openmp_threads(s.threads);
   for (std::size_t v = 0; v < s.values.size(); ++v) {
     const Value& value = s.values[v];
     if (value.home == Home::graph_input) s.value_ptrs[v] = const_cast<float*>(inputs[value.index]);

@@ -1,7 +1,7 @@
 #pragma once
-// The CPU backend: runs a graph in the prepared form (nn/graph.hpp) in f32, NCHW, with OpenBLAS for the
-// convolutions and matrix products. It is the oracle the CUDA backend is tested against, and what runs
-// pipelines on machines without a GPU.
+// The CPU backend: runs a graph in the prepared form (nn/graph.hpp) in f32 with oneDNN for the convolutions
+// and matrix products, on all cores (OpenMP). It is the oracle the CUDA backend is tested against, and what
+// runs pipelines on machines without a GPU.
 #include <memory>
 #include <vector>
 
@@ -13,11 +13,20 @@ namespace cpu {
 class Layer;
 }
 
+struct CpuOptions {
+  // Keep chains of convolutions channels last (nn/cpu/layout.hpp); false: every value NCHW, which the tests
+  // use as the plain reference for the planned layouts.
+  bool channels_last = true;
+  // Threads each layer runs on (OpenMP, set on the thread that calls run()); 0: OpenMP's default, which is
+  // OMP_NUM_THREADS or every core.
+  int threads = 0;
+};
+
 class CpuEngine {
  public:
   // Checks every node against the prepared form (ModelError naming the node otherwise), makes the layers and
   // plans all intermediate memory; run() allocates nothing.
-  explicit CpuEngine(Graph prepared);
+  explicit CpuEngine(Graph prepared, CpuOptions options = {});
   ~CpuEngine();
   CpuEngine(CpuEngine&&) noexcept;
   CpuEngine& operator=(CpuEngine&&) noexcept;

@@ -2,6 +2,7 @@
 
 #include <functional>
 #include <map>
+#include <set>
 
 namespace sluice::nn::cpu {
 
@@ -21,6 +22,14 @@ const Shape& LayerContext::output_shape(std::size_t i) const {
   auto s = graph_.shapes.find(node_.outputs[i]);
   if (s == graph_.shapes.end()) fail("no shape for output '" + node_.outputs[i] + "' (the graph is not prepared)");
   return s->second;
+}
+
+Layout LayerContext::input_layout(std::size_t i) const {
+  return has_input(i) ? layouts_.of(node_.inputs[i]) : Layout::nchw;
+}
+
+Layout LayerContext::output_layout(std::size_t i) const {
+  return i < node_.outputs.size() ? layouts_.of(node_.outputs[i]) : Layout::nchw;
 }
 
 const Tensor& LayerContext::constant_input(std::size_t i, const std::string& role) const {
@@ -64,7 +73,7 @@ std::vector<std::int64_t> LayerContext::required_ints(const std::string& name) c
   }
 }
 
-std::unique_ptr<Layer> make_layer(const Graph& graph, const Node& node) {
+std::unique_ptr<Layer> make_layer(const Graph& graph, const Node& node, const LayoutPlan& layouts) {
   using Factory = std::function<std::unique_ptr<Layer>(const LayerContext&)>;
   static const std::map<std::string, Factory> factories = {
       {"Conv", make_conv},
@@ -94,11 +103,21 @@ std::unique_ptr<Layer> make_layer(const Graph& graph, const Node& node) {
       {"Resize", make_resize},
       {"Softmax", make_softmax},
   };
-  LayerContext ctx(graph, node);
+  // The ops whose layers take channels-last values (see plan_layouts).
+  static const std::set<std::string> layout_aware = {
+      "Conv", "GlobalAveragePool", "MaxPool", "AveragePool", "Relu", "LeakyRelu", "Clip", "Sigmoid", "HardSigmoid",
+      "HardSwish", "Tanh", "Add", "Sub", "Mul", "Div"};
+  LayerContext ctx(graph, node, layouts);
   auto it = factories.find(node.op);
   if (it == factories.end())
     ctx.fail("is not an op of the prepared form (the CPU backend runs only what prepare() leaves; was the graph "
              "prepared?)");
+  if (!layout_aware.count(node.op)) {
+    for (std::size_t i = 0; i < node.inputs.size(); ++i)
+      if (ctx.input_layout(i) != Layout::nchw) ctx.fail("input " + std::to_string(i) + " is channels last (internal error)");
+    for (std::size_t i = 0; i < node.outputs.size(); ++i)
+      if (ctx.output_layout(i) != Layout::nchw) ctx.fail("output " + std::to_string(i) + " is channels last (internal error)");
+  }
   try {
     return it->second(ctx);
   } catch (const std::exception& e) {

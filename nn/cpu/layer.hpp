@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include "nn/cpu/layout.hpp"
 #include "nn/graph.hpp"
 
 namespace sluice::nn::cpu {
@@ -14,7 +15,7 @@ class Layer {
  public:
   virtual ~Layer() = default;
   // Floats of temporary memory run() needs (im2col columns); the engine shares one buffer among all layers.
-  virtual std::size_t scratch_floats() const { return 0; }
+  virtual std::size_t scratch_floats() const { return 0; }  // 64-byte aligned
   // One pointer per node input (constants included; null for an absent optional input) and per node output,
   // f32, contiguous, in the shapes the prepared graph gives. Outputs never alias inputs.
   virtual void run(const float* const* inputs, float* const* outputs, float* scratch) const = 0;
@@ -23,7 +24,8 @@ class Layer {
 // What a layer factory may ask about its node.
 class LayerContext {
  public:
-  LayerContext(const Graph& graph, const Node& node) : graph_(graph), node_(node) {}
+  LayerContext(const Graph& graph, const Node& node, const LayoutPlan& layouts)
+      : graph_(graph), node_(node), layouts_(layouts) {}
   const Graph& graph() const { return graph_; }
   const Node& node() const { return node_; }
   const Attributes& attrs() const { return node_.attrs; }
@@ -34,6 +36,9 @@ class LayerContext {
   bool has_input(std::size_t i) const { return i < node_.inputs.size() && !node_.inputs[i].empty(); }
   const Shape& input_shape(std::size_t i) const;
   const Shape& output_shape(std::size_t i) const;
+  // Where the engine keeps input/output i (NCHW unless the layout plan made it channels last).
+  Layout input_layout(std::size_t i) const;
+  Layout output_layout(std::size_t i) const;
   // An input the prepared form requires to be an f32 constant (weights); `role` names it in the message.
   const Tensor& constant_input(std::size_t i, const std::string& role) const;
 
@@ -48,6 +53,7 @@ class LayerContext {
  private:
   const Graph& graph_;
   const Node& node_;
+  const LayoutPlan& layouts_;
 };
 
 // Factories, one per concern (conv.cpp, pool.cpp, elementwise.cpp, ...).
@@ -69,6 +75,8 @@ std::unique_ptr<Layer> make_resize(const LayerContext& ctx);
 std::unique_ptr<Layer> make_softmax(const LayerContext& ctx);
 
 // Dispatch on the node's op; an op outside the prepared form is a ModelError naming the node.
-std::unique_ptr<Layer> make_layer(const Graph& graph, const Node& node);
+// Ops that read or write channels-last values are those plan_layouts() lets do so; for any other op a value
+// in NHWC is an internal error, refused here.
+std::unique_ptr<Layer> make_layer(const Graph& graph, const Node& node, const LayoutPlan& layouts);
 
 }  // namespace sluice::nn::cpu

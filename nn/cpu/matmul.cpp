@@ -1,6 +1,7 @@
 // Gemm (alpha, beta, transA, transB, C broadcast to the output) and MatMul (numpy: batched, broadcast, 1-D
-// operands), both on OpenBLAS's sgemm.
-#include <cblas.h>
+// operands), both on oneDNN's sgemm (row-major, all cores).
+#include <oneapi/dnnl/dnnl.h>
+#include <oneapi/dnnl/dnnl_debug.h>
 
 #include "nn/cpu/layer.hpp"
 #include "nn/cpu/strided.hpp"
@@ -9,7 +10,14 @@ namespace sluice::nn::cpu {
 
 namespace {
 
-int blas_int(std::int64_t v) { return static_cast<int>(v); }
+// C = alpha * op(A) x op(B) + beta * C, row-major. The shapes were checked when the layer was made, so a
+// failure here is oneDNN's own (out of memory for its packing buffers).
+void sgemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const float* a,
+           const float* b, float beta, float* c) {
+  const dnnl_status_t status = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha, a, trans_a ? m : k,
+                                          b, trans_b ? k : n, beta, c, n);
+  if (status != dnnl_success) throw ModelError(std::string("oneDNN sgemm failed: ") + dnnl_status2str(status));
+}
 
 class GemmLayer final : public Layer {
  public:
@@ -27,9 +35,7 @@ class GemmLayer final : public Layer {
         for (std::int64_t i = 0; i < m_ * n_; ++i) y[i] *= beta_;
       gemm_beta = 1.0f;
     }
-    cblas_sgemm(CblasRowMajor, trans_a_ ? CblasTrans : CblasNoTrans, trans_b_ ? CblasTrans : CblasNoTrans, blas_int(m_),
-                blas_int(n_), blas_int(k_), alpha_, in[0], blas_int(trans_a_ ? m_ : k_), in[1],
-                blas_int(trans_b_ ? k_ : n_), gemm_beta, y, blas_int(n_));
+    sgemm(trans_a_, trans_b_, m_, n_, k_, alpha_, in[0], in[1], gemm_beta, y);
   }
 
  private:
@@ -50,9 +56,8 @@ class MatMulLayer final : public Layer {
 
   void run(const float* const* in, float* const* out, float*) const override {
     for (std::size_t b = 0; b < a_offsets_.size(); ++b)
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, blas_int(m_), blas_int(n_), blas_int(k_), 1.0f,
-                  in[0] + a_offsets_[b], blas_int(k_), in[1] + b_offsets_[b], blas_int(n_), 0.0f,
-                  out[0] + static_cast<std::int64_t>(b) * m_ * n_, blas_int(n_));
+      sgemm(false, false, m_, n_, k_, 1.0f, in[0] + a_offsets_[b], in[1] + b_offsets_[b], 0.0f,
+            out[0] + static_cast<std::int64_t>(b) * m_ * n_);
   }
 
  private:

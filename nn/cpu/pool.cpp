@@ -1,4 +1,4 @@
-// MaxPool, AveragePool (2-D, NCHW; ceil_mode, count_include_pad, MaxPool dilations) and GlobalAveragePool.
+// MaxPool, AveragePool (2-D, NCHW or NHWC; ceil_mode, count_include_pad, MaxPool dilations) and GlobalAveragePool.
 #include <algorithm>
 #include <limits>
 
@@ -38,22 +38,39 @@ AxisWindows plan_axis(std::int64_t in, std::int64_t out, std::int64_t kernel, st
 
 enum class PoolKind { max, average };
 
+// NCHW: window by window over each plane. NHWC: window by window over each image, every tap a contiguous row
+// of channels (vectorised across channels).
 template <PoolKind Kind>
 class PoolLayer final : public Layer {
  public:
-  PoolLayer(std::int64_t planes, std::int64_t in_h, std::int64_t in_w, AxisWindows rows, AxisWindows cols,
-            std::int64_t dilation_h, std::int64_t dilation_w, bool count_include_pad)
-      : planes_(planes), in_h_(in_h), in_w_(in_w), rows_(std::move(rows)), cols_(std::move(cols)),
-        dilation_h_(dilation_h), dilation_w_(dilation_w), count_include_pad_(count_include_pad) {}
+  PoolLayer(const Shape& x, AxisWindows rows, AxisWindows cols, std::int64_t dilation_h, std::int64_t dilation_w,
+            bool count_include_pad, bool channels_last)
+      : images_(x[0]), channels_(x[1]), in_h_(x[2]), in_w_(x[3]), rows_(std::move(rows)), cols_(std::move(cols)),
+        dilation_h_(dilation_h), dilation_w_(dilation_w), count_include_pad_(count_include_pad),
+        channels_last_(channels_last) {}
 
   void run(const float* const* in, float* const* out, float*) const override {
+    if (channels_last_) run_channels_last(in[0], out[0]);
+    else run_planes(in[0], out[0]);
+  }
+
+ private:
+  static constexpr float kStart = Kind == PoolKind::max ? -std::numeric_limits<float>::infinity() : 0.0f;
+
+  // The average pool's divisor at output (oh, ow).
+  std::int64_t divisor(std::size_t oh, std::size_t ow) const {
+    return count_include_pad_ ? rows_.padded_extent[oh] * cols_.padded_extent[ow]
+                              : (rows_.tap_end[oh] - rows_.tap_begin[oh]) * (cols_.tap_end[ow] - cols_.tap_begin[ow]);
+  }
+
+  void run_planes(const float* input, float* output) const {
     const std::size_t out_h = rows_.first_input.size(), out_w = cols_.first_input.size();
-    for (std::int64_t p = 0; p < planes_; ++p) {
-      const float* x = in[0] + p * in_h_ * in_w_;
-      float* y = out[0] + p * static_cast<std::int64_t>(out_h * out_w);
+    for (std::int64_t p = 0; p < images_ * channels_; ++p) {
+      const float* x = input + p * in_h_ * in_w_;
+      float* y = output + p * static_cast<std::int64_t>(out_h * out_w);
       for (std::size_t oh = 0; oh < out_h; ++oh) {
         for (std::size_t ow = 0; ow < out_w; ++ow) {
-          float acc = Kind == PoolKind::max ? -std::numeric_limits<float>::infinity() : 0.0f;
+          float acc = kStart;
           for (std::int64_t kh = rows_.tap_begin[oh]; kh < rows_.tap_end[oh]; ++kh) {
             const float* row = x + (rows_.first_input[oh] + kh * dilation_h_) * in_w_ + cols_.first_input[ow];
             for (std::int64_t kw = cols_.tap_begin[ow]; kw < cols_.tap_end[ow]; ++kw) {
@@ -65,10 +82,8 @@ class PoolLayer final : public Layer {
             }
           }
           if constexpr (Kind == PoolKind::average) {
-            const std::int64_t divisor =
-                count_include_pad_ ? rows_.padded_extent[oh] * cols_.padded_extent[ow]
-                                   : (rows_.tap_end[oh] - rows_.tap_begin[oh]) * (cols_.tap_end[ow] - cols_.tap_begin[ow]);
-            acc = divisor > 0 ? acc / static_cast<float>(divisor) : 0.0f;
+            const std::int64_t d = divisor(oh, ow);
+            acc = d > 0 ? acc / static_cast<float>(d) : 0.0f;
           }
           *y++ = acc;
         }
@@ -76,27 +91,73 @@ class PoolLayer final : public Layer {
     }
   }
 
- private:
-  std::int64_t planes_, in_h_, in_w_;
+  void run_channels_last(const float* input, float* output) const {
+    const std::size_t out_h = rows_.first_input.size(), out_w = cols_.first_input.size();
+    const std::int64_t c_count = channels_;
+    float* y = output;
+    for (std::int64_t n = 0; n < images_; ++n) {
+      const float* image = input + n * in_h_ * in_w_ * c_count;
+      for (std::size_t oh = 0; oh < out_h; ++oh) {
+        for (std::size_t ow = 0; ow < out_w; ++ow, y += c_count) {
+          std::fill(y, y + c_count, kStart);
+          for (std::int64_t kh = rows_.tap_begin[oh]; kh < rows_.tap_end[oh]; ++kh) {
+            const std::int64_t ih = rows_.first_input[oh] + kh * dilation_h_;
+            for (std::int64_t kw = cols_.tap_begin[ow]; kw < cols_.tap_end[ow]; ++kw) {
+              const float* px = image + (ih * in_w_ + cols_.first_input[ow] + kw * dilation_w_) * c_count;
+              for (std::int64_t c = 0; c < c_count; ++c) {
+                if constexpr (Kind == PoolKind::max) {
+                  y[c] = std::max(y[c], px[c]);
+                } else {
+                  y[c] += px[c];
+                }
+              }
+            }
+          }
+          if constexpr (Kind == PoolKind::average) {
+            const std::int64_t d = divisor(oh, ow);
+            const float scale = d > 0 ? 1.0f / static_cast<float>(d) : 0.0f;
+            for (std::int64_t c = 0; c < c_count; ++c) y[c] = d > 0 ? y[c] * scale : 0.0f;
+          }
+        }
+      }
+    }
+  }
+
+  std::int64_t images_, channels_, in_h_, in_w_;
   AxisWindows rows_, cols_;
   std::int64_t dilation_h_, dilation_w_;
-  bool count_include_pad_;
+  bool count_include_pad_, channels_last_;
 };
 
+// Mean of each (image, channel) plane; an NHWC input is summed pixel by pixel into a row of channel sums.
 class GlobalAveragePoolLayer final : public Layer {
  public:
-  GlobalAveragePoolLayer(std::int64_t planes, std::int64_t plane_size) : planes_(planes), plane_size_(plane_size) {}
+  GlobalAveragePoolLayer(std::int64_t images, std::int64_t channels, std::int64_t plane_size, bool channels_last)
+      : images_(images), channels_(channels), plane_size_(plane_size), channels_last_(channels_last) {}
   void run(const float* const* in, float* const* out, float*) const override {
-    for (std::int64_t p = 0; p < planes_; ++p) {
-      const float* x = in[0] + p * plane_size_;
-      float sum = 0.0f;
-      for (std::int64_t i = 0; i < plane_size_; ++i) sum += x[i];
-      out[0][p] = sum / static_cast<float>(plane_size_);
+    const float scale = 1.0f / static_cast<float>(plane_size_);
+    if (!channels_last_) {
+      for (std::int64_t p = 0; p < images_ * channels_; ++p) {
+        const float* x = in[0] + p * plane_size_;
+        float sum = 0.0f;
+        for (std::int64_t i = 0; i < plane_size_; ++i) sum += x[i];
+        out[0][p] = sum * scale;
+      }
+      return;
+    }
+    for (std::int64_t n = 0; n < images_; ++n) {
+      float* y = out[0] + n * channels_;
+      std::fill(y, y + channels_, 0.0f);
+      const float* x = in[0] + n * plane_size_ * channels_;
+      for (std::int64_t i = 0; i < plane_size_; ++i, x += channels_)
+        for (std::int64_t c = 0; c < channels_; ++c) y[c] += x[c];
+      for (std::int64_t c = 0; c < channels_; ++c) y[c] *= scale;
     }
   }
 
  private:
-  std::int64_t planes_, plane_size_;
+  std::int64_t images_, channels_, plane_size_;
+  bool channels_last_;
 };
 
 // Output length of one axis: floor mode, and ceil mode with PyTorch's rule that the last window must start
@@ -153,11 +214,13 @@ std::unique_ptr<Layer> make_pool(const LayerContext& ctx) {
 
   AxisWindows rows = plan_axis(x[2], computed[2], kernel[0], strides[0], dilations[0], pads[0], pads[2]);
   AxisWindows cols = plan_axis(x[3], computed[3], kernel[1], strides[1], dilations[1], pads[1], pads[3]);
+  if (ctx.input_layout(0) != ctx.output_layout(0)) ctx.fail("input and output layouts differ (internal error)");
+  const bool channels_last = ctx.input_layout(0) == Layout::nhwc;
   if (is_max)
-    return std::make_unique<PoolLayer<PoolKind::max>>(x[0] * x[1], x[2], x[3], std::move(rows), std::move(cols),
-                                                      dilations[0], dilations[1], false);
-  return std::make_unique<PoolLayer<PoolKind::average>>(x[0] * x[1], x[2], x[3], std::move(rows), std::move(cols), 1, 1,
-                                                        count_include_pad);
+    return std::make_unique<PoolLayer<PoolKind::max>>(x, std::move(rows), std::move(cols), dilations[0], dilations[1],
+                                                      false, channels_last);
+  return std::make_unique<PoolLayer<PoolKind::average>>(x, std::move(rows), std::move(cols), 1, 1, count_include_pad,
+                                                        channels_last);
 }
 
 std::unique_ptr<Layer> make_global_average_pool(const LayerContext& ctx) {
@@ -170,7 +233,9 @@ std::unique_ptr<Layer> make_global_average_pool(const LayerContext& ctx) {
   y[1] = x[1];
   ctx.expect_output_shape(0, y);
   const Shape spatial(x.begin() + 2, x.end());
-  return std::make_unique<GlobalAveragePoolLayer>(x[0] * x[1], element_count(spatial));
+  if (ctx.output_layout(0) != Layout::nchw) ctx.fail("output is channels last (internal error)");
+  return std::make_unique<GlobalAveragePoolLayer>(x[0], x[1], element_count(spatial),
+                                                  ctx.input_layout(0) == Layout::nhwc);
 }
 
 }  // namespace sluice::nn::cpu

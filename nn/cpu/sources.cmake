@@ -2,6 +2,8 @@
 list(APPEND SLUICE_NN_SOURCES
   nn/cpu/engine.cpp
   nn/cpu/layer.cpp
+  nn/cpu/layout.cpp
+  nn/cpu/onednn.cpp
   nn/cpu/strided.cpp
   nn/cpu/activation.cpp
   nn/cpu/conv.cpp

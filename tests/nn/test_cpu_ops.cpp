@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "nn/cpu/engine.hpp"
+#include "nn/cpu/layout.hpp"
 #include "nn/memory_plan.hpp"
 
 namespace {
@@ -327,7 +328,27 @@ void check_pool(const PoolCase& c, std::mt19937& rng) {
   else attrs["count_include_pad"] = std::int64_t{c.count_include_pad};
   t.node(c.max ? "MaxPool" : "AveragePool", {"x"}, {"y"}, attrs);
   t.output("y", y);
-  CHECK_CLOSE(t.run()[0], pool_ref(c, x, y), 1e-6);
+  const Floats want = pool_ref(c, x, y);
+  CHECK_CLOSE(t.run()[0], want, 1e-6);
+
+  // The same pool between two identity 1x1 convolutions, so that the engine keeps it channels last.
+  TestGraph around;
+  around.input("x", c.x, x);
+  for (const std::string& name : {"in", "out"}) {
+    Floats identity(static_cast<std::size_t>(c.x[1] * c.x[1]), 0.0f);
+    for (std::int64_t i = 0; i < c.x[1]; ++i) identity[static_cast<std::size_t>(i * c.x[1] + i)] = 1.0f;
+    around.constant(name + ".w", {c.x[1], c.x[1], 1, 1}, identity);
+  }
+  const std::map<std::string, AttrValue> one_by_one{{"strides", Ints{1, 1}}, {"pads", Ints{0, 0, 0, 0}},
+                                                    {"dilations", Ints{1, 1}}, {"group", std::int64_t{1}}};
+  around.node("Conv", {"x", "in.w", ""}, {"xc"}, one_by_one);
+  around.value("xc", c.x);
+  around.node(c.max ? "MaxPool" : "AveragePool", {"xc"}, {"p"}, attrs);
+  around.value("p", y);
+  around.node("Conv", {"p", "out.w", ""}, {"y"}, one_by_one);
+  around.output("y", y);
+  REQUIRE(sluice::nn::cpu::plan_layouts(around.graph, true).of("p") == sluice::nn::cpu::Layout::nhwc);
+  CHECK_CLOSE(around.run()[0], want, 1e-6);
 }
 
 TEST_CASE("MaxPool and AveragePool match the naive reference", "[cpu_ops][pool]") {
@@ -955,6 +976,132 @@ TEST_CASE("A multi-node graph reuses memory and gives the same result on every r
     CHECK(out[3] == x);
     CHECK(out[4] == out[0]);
   }
+}
+
+// A ResNet-like block sequence: conv (from the NCHW input) -> conv + residual -> Relu node -> same-shape Add ->
+// MaxPool -> AveragePool (ceil mode, counting the padding) -> depthwise conv -> conv with a broadcast Mul after
+// it -> conv (a graph output) -> GlobalAveragePool -> Reshape -> Gemm.
+TestGraph channels_last_candidate(std::mt19937& rng) {
+  TestGraph t;
+  const Shape x{2, 3, 12, 10}, a{2, 8, 12, 10}, p{2, 8, 6, 5}, gap{2, 8, 1, 1};
+  t.input("x", x, random_floats(rng, count(x)));
+  auto conv = [&](const std::string& name, std::int64_t in, std::int64_t out, std::int64_t group,
+                  std::vector<std::string> inputs, const std::string& activation) {
+    t.constant(name + ".w", {out, in / group, 3, 3}, random_floats(rng, out * in / group * 9, -0.3f, 0.3f));
+    t.constant(name + ".b", {out}, random_floats(rng, out));
+    inputs.insert(inputs.begin() + 1, {name + ".w", name + ".b"});
+    std::map<std::string, AttrValue> attrs{{"strides", Ints{1, 1}}, {"pads", Ints{1, 1, 1, 1}},
+                                           {"dilations", Ints{1, 1}}, {"group", group}};
+    if (!activation.empty()) attrs["activation"] = activation;
+    t.node("Conv", std::move(inputs), {name}, attrs);
+  };
+  conv("c1", 3, 8, 1, {"x"}, "Relu");
+  t.value("c1", a);
+  conv("c2", 8, 8, 1, {"c1", "c1"}, "");  // residual input: c1
+  t.value("c2", a);
+  t.node("Relu", {"c2"}, {"r"});
+  t.value("r", a);
+  t.node("Add", {"r", "c1"}, {"s"});
+  t.value("s", a);
+  t.node("MaxPool", {"s"}, {"m"}, {{"kernel_shape", Ints{2, 2}}, {"strides", Ints{2, 2}}, {"pads", Ints{0, 0, 0, 0}},
+                                  {"dilations", Ints{1, 1}}, {"ceil_mode", std::int64_t{0}}});
+  t.value("m", p);
+  t.node("AveragePool", {"m"}, {"ap"}, {{"kernel_shape", Ints{3, 3}}, {"strides", Ints{1, 1}},
+                                       {"pads", Ints{1, 1, 1, 1}}, {"ceil_mode", std::int64_t{1}},
+                                       {"count_include_pad", std::int64_t{1}}});
+  t.value("ap", p);
+  conv("dw", 8, 8, 8, {"ap"}, "Clip");
+  t.graph.nodes.back().attrs.values["act_alpha"] = 0.0f;
+  t.graph.nodes.back().attrs.values["act_beta"] = 0.5f;
+  t.value("dw", p);
+  conv("c3", 8, 8, 1, {"dw"}, "Sigmoid");
+  t.value("c3", p);
+  t.constant("scale", {1, 8, 1, 1}, random_floats(rng, 8));
+  t.node("Mul", {"c3", "scale"}, {"scaled"});
+  t.value("scaled", p);
+  conv("c4", 8, 8, 1, {"scaled"}, "HardSwish");
+  t.value("c4", p);
+  t.node("GlobalAveragePool", {"c4"}, {"g"});
+  t.value("g", gap);
+  t.node("Reshape", {"g"}, {"flat"}, {{"shape", Ints{2, 8}}});
+  t.value("flat", {2, 8});
+  t.constant("fc.w", {8, 4}, random_floats(rng, 32));
+  t.node("Gemm", {"flat", "fc.w", ""}, {"y"});
+  t.output("y", {2, 4});
+  t.output("c4", p);  // a graph output is NCHW even though a conv writes it
+  return t;
+}
+
+TEST_CASE("The layout plan keeps conv chains channels last and leaves the rest NCHW", "[cpu_ops][engine][layout]") {
+  std::mt19937 rng(19);
+  const TestGraph t = channels_last_candidate(rng);
+  const auto plan = sluice::nn::cpu::plan_layouts(t.graph, true);
+  using sluice::nn::cpu::Layout;
+  // c1 .. dw are tied by the residual, the same-shape Add and the pools, and end in convolutions: channels last.
+  for (const char* v : {"c1", "c2", "r", "s", "m", "ap", "dw"}) {
+    INFO(v);
+    CHECK(plan.of(v) == Layout::nhwc);
+  }
+  // c3 feeds the broadcast Mul, c4 is a graph output, the rest are not images or are made by NCHW-only ops.
+  for (const char* v : {"c3", "scaled", "c4", "g", "flat", "y"}) {
+    INFO(v);
+    CHECK(plan.of(v) == Layout::nchw);
+  }
+  CHECK(sluice::nn::cpu::plan_layouts(t.graph, false).nhwc_values.empty());
+}
+
+TEST_CASE("Channels-last and NCHW engines compute the same on random conv chains", "[cpu_ops][engine][layout]") {
+  std::mt19937 rng(20);
+  for (int trial = 0; trial < 12; ++trial) {
+    TestGraph t;
+    const std::int64_t n = random_int(rng, 1, 3), c = random_int(rng, 1, 9), h = random_int(rng, 3, 14),
+                       w = random_int(rng, 3, 14), m = random_int(rng, 1, 9);
+    const Shape x{n, c, h, w}, y{n, m, h, w};
+    t.input("x", x, random_floats(rng, count(x)));
+    std::string previous = "x";
+    std::int64_t channels = c;
+    const int depth = random_int(rng, 2, 5);
+    std::vector<std::string> made;
+    for (int layer = 0; layer < depth; ++layer) {
+      const std::string name = "c" + std::to_string(layer);
+      t.constant(name + ".w", {m, channels, 3, 3}, random_floats(rng, m * channels * 9, -0.4f, 0.4f));
+      std::vector<std::string> inputs{previous, name + ".w", ""};
+      // a residual from two convolutions back, when the shapes allow
+      if (layer >= 2 && random_int(rng, 0, 1)) inputs.push_back(made[made.size() - 2]);
+      t.node("Conv", inputs, {name},
+             {{"strides", Ints{1, 1}}, {"pads", Ints{1, 1, 1, 1}}, {"dilations", Ints{1, 1}}, {"group", std::int64_t{1}},
+              {"activation", std::string(random_int(rng, 0, 1) ? "Relu" : "")}});
+      t.value(name, y);
+      if (random_int(rng, 0, 1)) {
+        t.node("Tanh", {name}, {name + ".t"});
+        t.value(name + ".t", y);
+        previous = name + ".t";
+      } else {
+        previous = name;
+      }
+      made.push_back(previous);
+      channels = m;
+    }
+    t.node("GlobalAveragePool", {previous}, {"g"});
+    t.output("g", {n, m, 1, 1});
+    t.output(made.front(), y);
+    INFO("trial " << trial << " x " << sluice::nn::to_string(x) << " depth " << depth);
+    CpuEngine planned(t.graph);
+    CpuEngine plain(t.graph, sluice::nn::CpuOptions{.channels_last = false});
+    const auto got = t.run_on(planned), want = t.run_on(plain);
+    CHECK_CLOSE(got[0], want[0], 1e-5);
+    CHECK_CLOSE(got[1], want[1], 1e-5);
+  }
+}
+
+TEST_CASE("A graph that mixes layouts matches the NCHW engine", "[cpu_ops][engine][layout]") {
+  std::mt19937 rng(21);
+  const TestGraph t = channels_last_candidate(rng);
+  CpuEngine planned(t.graph);
+  CpuEngine plain(t.graph, sluice::nn::CpuOptions{.channels_last = false});
+  const auto got = t.run_on(planned), want = t.run_on(plain);
+  CHECK_CLOSE(got[0], want[0], 1e-5);
+  CHECK_CLOSE(got[1], want[1], 1e-5);
 }
 
 TEST_CASE("The memory planner never overlaps buffers that live at the same time", "[cpu_ops][engine]") {

@@ -30,7 +30,7 @@ echo "package: $(basename "$deb"), $(($(stat -c %s "$deb") / 1024)) KiB"
 # --- control data ---------------------------------------------------------------------------------
 depends=$(dpkg-deb -f "$deb" Depends)
 echo "Depends: $depends"
-for lib in libyaml-cpp libspdlog libsystemd0 libonnx libprotobuf libopenblas libavformat libavcodec libopencv-core \
+for lib in libyaml-cpp libspdlog libsystemd0 libonnx libprotobuf libdnnl libavformat libavcodec libopencv-core \
            libstdc++6 libc6; do
   case "$depends" in *"$lib"*) ;; *) fail "Depends names $lib" "missing" ;; esac
 done
