@@ -139,8 +139,10 @@ TEST_CASE("nvJPEG decodes JPEGs as a CPU decoder does, within a stated tolerance
     const auto got = read_host(image(std::string(c.name) + ".jpg"), PixelFormat::bgr8, c.width, c.height, &backend);
     const auto want = file_bytes(image(std::string(c.name) + ".bgr"));
     REQUIRE(want.size() == got.size());
-    // The last column and row of a 4:2:0 image whose size is odd sit on a half chroma sample: decoders fill it
-    // differently (the H200's hardware engines: up to 56 levels off ffmpeg there). Measured apart, bounded loosely.
+    // The last chroma sample of a 4:2:0 image whose size is odd covers half a pixel pair: decoders fill it
+    // differently, and interpolating upsamplers (ffmpeg) carry that into the pixel pair before it (the H200's
+    // hardware engine: up to 56 levels off ffmpeg at column width-2). The last two columns and rows are measured
+    // apart and bounded loosely.
     const bool odd = c.width % 2 || c.height % 2;
     int worst = 0, worst_edge = 0, worst_x = 0, worst_y = 0;
     double sum = 0;
@@ -148,7 +150,7 @@ TEST_CASE("nvJPEG decodes JPEGs as a CPU decoder does, within a stated tolerance
     for (std::size_t i = 0; i < got.size(); ++i) {
       const int x = static_cast<int>(i / 3) % c.width, y = static_cast<int>(i / 3) / c.width;
       const int d = std::abs(int{got[i]} - int{want[i]});
-      if (odd && (x == c.width - 1 || y == c.height - 1)) {
+      if (odd && (x >= c.width - 2 || y >= c.height - 2)) {
         worst_edge = std::max(worst_edge, d);
         continue;
       }
