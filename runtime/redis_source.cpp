@@ -150,7 +150,7 @@ class RedisFeed final : public InputFeed {
   };
 
   void run() {
-    name_this_thread("src:redis");
+    name_this_thread(kSourceThreadName);  // counted with the sources' threads
     const double interval_s = std::max(0.05, o_.claim_idle_s / 4);
     std::int64_t next_heartbeat = 0, next_claim = 0;
     bool group_ready = false, history_done = false, warned = false;
