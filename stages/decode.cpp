@@ -308,8 +308,16 @@ class ManagedSourceStage final : public Stage, public SourceControl {
       throw ConfigError("give either 'source: testsrc' (one pattern rendered directly) or 'uri' (managed sources), not both");
     if (init.params.was_given("source_id"))
       throw ConfigError("'source_id' is for the directly rendered test pattern; managed sources get ids in order");
-    for (const auto& uri : uris_)
+    for (const auto& uri : uris_) {
       if (uri.empty()) throw ConfigError("'uri' has an empty entry");
+      if (is_redis_uri(uri)) {  // a job fed from Redis: its options are checked with the file, not at run time
+        try {
+          (void)parse_redis_source_uri(uri);
+        } catch (const std::invalid_argument& e) {
+          throw ConfigError(std::string("'uri': a redis:// source: ") + e.what());  // the URI may hold a password
+        }
+      }
+    }
     state_dir_ = init.params.string("state_dir");
     if (state_dir_.empty()) state_dir_ = init.state_dir;
     job_name_ = std::filesystem::path(init.pipeline_file).stem().string();

@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "pipeline_helpers.hpp"
 #include "redis_server.hpp"
 #include "runtime/redis_client.hpp"
 #include "runtime/redis_group_replies.hpp"
@@ -101,6 +102,34 @@ TEST_CASE("redis source URI: options, defaults and refusals name what is wrong")
   }
   CHECK(is_redis_uri("redis://h/s"));
   CHECK_FALSE(is_redis_uri("rediss://h/s"));
+}
+
+TEST_CASE("redis source: a bad URI is a config error when the pipeline is planned, never showing a password") {
+  const std::string yaml = R"(name: t
+device: cpu
+stages:
+  - kind: decode
+    uri: ["URI"]
+    width: 32
+    height: 24
+  - kind: sink
+    type: stdout
+)";
+  auto with = [&](const std::string& uri) {
+    std::string y = yaml;
+    y.replace(y.find("URI"), 3, uri);
+    return y;
+  };
+  CHECK_THROWS_WITH(test::plan_from(with("redis://127.0.0.1:1/jobs")), Contains("'uri'") && Contains("group"));
+  CHECK_THROWS_WITH(test::plan_from(with("redis://127.0.0.1:1/jobs?group=g&count=x")), Contains("'count'"));
+  try {
+    test::plan_from(with("redis://:hunter2@127.0.0.1:1/jobs?group=g"));
+    FAIL("a password in the pipeline file was taken");
+  } catch (const std::exception& e) {
+    CHECK_THAT(e.what(), Contains("SLUICE_REDIS_PASSWORD"));
+    CHECK(std::string(e.what()).find("hunter2") == std::string::npos);
+  }
+  CHECK_NOTHROW(test::plan_from(with("redis://127.0.0.1:1/jobs?group=g&until_empty=true")));
 }
 
 TEST_CASE("redis source: which entry inputs a job takes") {
