@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <map>
+#include <set>
 #include <stdexcept>
 
 #include <nlohmann/json.hpp>
@@ -23,9 +24,9 @@ const char* const kJobsHelp = R"(usage: sluicectl jobs submit redis://HOST:PORT/
 A job shared by many sluiced through a Redis stream (docs/scale-out.md); these talk to Redis directly, not
 to a daemon. The password, when the server wants one: SLUICE_REDIS_PASSWORD.
 
-  submit        one entry per input (field `input`: the absolute path), in the order given; a directory
-                adds its video and image files, a glob the files it matches (as `uri:` of a job does);
-                http(s):// URLs go in as they are
+  submit        one entry per input (field `input`: the absolute path), in the order given, each input
+                once; a directory adds its video and image files, a glob the files it matches (as `uri:`
+                of a job does); http(s):// URLs go in as they are
   status        the stream's length, and per consumer group (or only G): entries pending, delivered,
                 not yet delivered (lag), done and dead-lettered (counted by the sources when they
                 acknowledged), and per consumer: pending, idle time, done, dead-lettered; the dead
@@ -33,7 +34,8 @@ to a daemon. The password, when the server wants one: SLUICE_REDIS_PASSWORD.
   requeue-dead  every entry of the dead-letter stream (default STREAM:dead, or ?dead=D) goes back into
                 STREAM as a new entry and leaves the dead letters (each move is atomic)
 
-exit status: 0 success, 1 Redis refused or a reply was malformed, 2 usage error, 3 cannot connect
+exit status: 0 success, 1 Redis refused, a reply was malformed, or a directory or glob holds no inputs,
+2 usage error, 3 cannot connect
 )";
 
 namespace {
@@ -91,10 +93,10 @@ std::vector<std::string> inputs_of(const std::string& arg) {
 
 int submit(const Target& t, const std::vector<std::string>& args) {
   std::vector<std::string> inputs;
-  for (const auto& a : args) {
-    auto more = inputs_of(a);
-    inputs.insert(inputs.end(), more.begin(), more.end());
-  }
+  std::set<std::string> seen;  // an input named twice (a file and its directory) is submitted once
+  for (const auto& a : args)
+    for (auto& input : inputs_of(a))
+      if (seen.insert(input).second) inputs.push_back(std::move(input));
   if (inputs.empty()) return usage("submit: no inputs");
   redis::Client client(t.uri.endpoint, t.uri.stream);
   client.connect();
