@@ -916,7 +916,12 @@ void SourceSet::monitor() {
       const bool drained = s.ready.empty() &&
                            std::all_of(s.slots.begin(), s.slots.end(), [](SlotState st) { return st == SlotState::free; });
       if (s.joined && drained && s.state == SourceState::removed) {
-        it = sources_.erase(it);  // its ring memory goes with it
+        // Its ring memory goes with it; outside the lock: a feed's thread may take a moment to end.
+        std::unique_ptr<Source> gone = std::move(*it);
+        it = sources_.erase(it);  // only this thread erases: `it` stays valid while unlocked
+        lock.unlock();
+        gone.reset();
+        lock.lock();
         continue;
       }
       ++it;
