@@ -130,6 +130,9 @@ stages:
     CHECK(std::string(e.what()).find("hunter2") == std::string::npos);
   }
   CHECK_NOTHROW(test::plan_from(with("redis://127.0.0.1:1/jobs?group=g&until_empty=true")));
+  std::string serial = with("redis://127.0.0.1:1/jobs?group=g");
+  serial.replace(serial.find("device: cpu"), 11, "device: cpu\nexecution: serial");
+  CHECK_THROWS_WITH(test::plan_from(serial), Contains("execution: pipelined"));
 }
 
 TEST_CASE("redis source: which entry inputs a job takes") {
