@@ -114,6 +114,11 @@ PipelinePlan plan_pipeline(const PipelineSpec& spec) {
     if (info.role != expected)
       throw ConfigError(where + "is " + role_name(info.role) + " but position " + std::to_string(i + 1) + " needs " +
                         role_name(expected) + " (a pipeline is one source, transforms, one sink)");
+    if (spec.execution == Execution::serial && ss.kind == "decode" && ss.params.all().count("uri"))
+      for (const auto& uri : ss.params.strings("uri"))
+        if (uri.rfind("redis://", 0) == 0)  // serial: the sink finishes an input only when a batch passes
+          throw ConfigError(where + "a redis:// source needs execution: pipelined (serial execution would hold a "
+                                    "job's last input, and its entry, until more inputs arrive)");
     PlannedStage ps;
     ps.name = ss.name;
     ps.kind = ss.kind;

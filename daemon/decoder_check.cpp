@@ -4,6 +4,7 @@
 
 #include "runtime/frame_reader.hpp"
 #include "runtime/inputs.hpp"
+#include "runtime/redis_source.hpp"
 #include "runtime/utf8.hpp"
 
 namespace sluice {
@@ -44,6 +45,16 @@ std::string describe_decoders(const PipelineSpec& spec, const PipelinePlan& plan
            to_string(plan.stages[i].output.memory) + " memory):\n";
     for (const auto& uri : uris) {
       const std::string shown = to_valid_utf8(uri);
+      if (is_redis_uri(uri)) {  // inputs arrive while it runs: the URI's options are all check can look at
+        try {
+          const RedisSourceOptions o = parse_redis_source_uri(uri);
+          out += "  " + shown + ": a job fed from Redis stream '" + to_valid_utf8(o.uri.stream) + "' (group '" +
+                 to_valid_utf8(o.group) + "'), inputs decoded as they arrive (not opened by check)\n";
+        } catch (const std::exception& e) {
+          out += "  " + shown + ": " + e.what() + "\n";
+        }
+        continue;
+      }
       const InputKind kind = classify_uri(uri);
       if (is_live(kind)) {
         out += "  " + shown + ": " + std::string(to_string(kind)) + ", decoded when it connects (not opened by check)\n";

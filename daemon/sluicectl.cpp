@@ -33,6 +33,7 @@
 #include <thread>
 #include <vector>
 
+#include "daemon/jobs_command.hpp"
 #include "runtime/latency_budget_limit.hpp"
 
 #if __has_include("version.hpp")
@@ -83,6 +84,10 @@ commands:
   trace SECONDS -o FILE record a Chrome/Perfetto trace for SECONDS (at most 60) and write it to FILE
                         ('-': stdout); open it in ui.perfetto.dev
   version               this client's and the daemon's version
+  jobs submit|status|requeue-dead redis://HOST:PORT/STREAM ...
+                        a job shared by many sluiced through a Redis stream: add inputs, see the
+                        consumer group's progress (pending, done, dead-lettered, per consumer), put dead
+                        letters back; talks to Redis directly, not to a daemon (sluicectl jobs --help)
   help [COMMAND]        this help, or one command's (also: sluicectl COMMAND --help)
 
 options:
@@ -232,6 +237,7 @@ Print this client's version and the daemon's (and whether the daemon was built w
 };
 
 const char* command_help(const std::string& cmd) {
+  if (cmd == "jobs") return sluice::kJobsHelp;
   for (const auto& h : kCommandHelp)
     if (cmd == h.name) return h.text;
   return nullptr;
@@ -1473,6 +1479,7 @@ int run(int argc, char** argv) {
     std::printf("%s", h);
     return kExitOk;
   }
+  if (cmd == "jobs") return sluice::jobs_command(args);  // Redis, not the daemon's socket
 
   if (cmd == "status") {
     bool as_json = false;

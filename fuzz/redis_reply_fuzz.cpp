@@ -1,7 +1,9 @@
 // What a Redis server sends, on arbitrary bytes (runtime/redis_client.hpp): the bounded RESP2 reader, then
-// the stream-entry shapes built on it (XREADGROUP, XRANGE/XAUTOCLAIM entries), and the same bytes as a
-// redis:// URI. Each either returns values or throws RedisError / std::invalid_argument naming what is wrong;
-// anything else (a crash, another exception, an entry with an id of the wrong shape) is a bug.
+// the stream-entry shapes built on it (XREADGROUP, XRANGE/XAUTOCLAIM entries), the consumer-group replies
+// (runtime/redis_group_replies.hpp: XAUTOCLAIM, XPENDING summary and entries, XINFO lists), and the same bytes
+// as a redis:// URI, plain and as a Redis source's (runtime/redis_source.hpp, with its options), and as an
+// entry's `input`. Each either returns values or throws RedisError / std::invalid_argument naming what is
+// wrong; anything else (a crash, another exception, an entry with an id of the wrong shape) is a bug.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -10,8 +12,22 @@
 #include <string_view>
 
 #include "runtime/redis_client.hpp"
+#include "runtime/redis_group_replies.hpp"
+#include "runtime/redis_source.hpp"
 
 namespace redis = sluice::redis;
+
+namespace {
+// Runs one parser: a RedisError other than a protocol one is a bug.
+template <typename F>
+void expect_protocol_errors(F&& parse) {
+  try {
+    parse();
+  } catch (const redis::RedisError& e) {
+    if (e.kind() != redis::RedisError::Kind::protocol) std::abort();
+  }
+}
+}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string_view bytes(reinterpret_cast<const char*>(data), size);
@@ -29,6 +45,20 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       } catch (const redis::RedisError& e) {
         if (e.kind() != redis::RedisError::Kind::protocol) std::abort();
       }
+      expect_protocol_errors([&] {
+        const auto c = redis::parse_xautoclaim(reply, "fuzz");
+        if (!redis::valid_entry_id(c.cursor)) std::abort();
+        for (const auto& id : c.deleted)
+          if (!redis::valid_entry_id(id)) std::abort();
+      });
+      expect_protocol_errors([&] {
+        if (redis::parse_xpending_summary(reply, "fuzz").count < 0) std::abort();
+      });
+      expect_protocol_errors([&] {
+        for (const auto& p : redis::parse_xpending_entries(reply, "fuzz"))
+          if (!redis::valid_entry_id(p.id) || p.idle_ms < 0 || p.deliveries < 0) std::abort();
+      });
+      expect_protocol_errors([&] { (void)redis::parse_info_list(reply, "fuzz"); });
     }
   } catch (const redis::RedisError& e) {
     if (e.kind() != redis::RedisError::Kind::protocol) std::abort();
@@ -39,5 +69,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       std::abort();
   } catch (const std::invalid_argument&) {
   }
+  try {
+    const auto o = sluice::parse_redis_source_uri(std::string(bytes));
+    if (o.group.empty() || o.consumer.empty() || o.dead.empty() || o.dead == o.uri.stream || o.count < 1 ||
+        o.max_deliveries < 1 || !(o.claim_idle_s > 0))
+      std::abort();
+  } catch (const std::invalid_argument&) {
+  }
+  sluice::InputKind kind{};
+  if (!sluice::reject_input(std::string(bytes), kind) &&
+      (bytes.empty() || bytes.find('\0') != std::string_view::npos))
+    std::abort();
   return 0;
 }

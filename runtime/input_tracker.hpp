@@ -19,6 +19,7 @@
 #include "runtime/latency_budget.hpp"
 #include "runtime/batch.hpp"
 #include "runtime/frame_reader.hpp"
+#include "runtime/input_outcomes.hpp"
 
 namespace sluice {
 
@@ -134,6 +135,7 @@ struct PipelineShared {
   InputTracker inputs;
   JobGate job_gate;                // `job` may be read once this is open
   std::shared_ptr<JobLedger> job;  // set by a source running a resumable batch job
+  InputOutcomes outcomes;          // each input's fate once the sink and the ledger are through with it
   std::shared_ptr<FrameTap> tap;   // set by a sink that draws onto the source frames
   FrameLedger* ledger = nullptr;   // the running pipeline's: sources count frames they drop before batching
 };

@@ -238,6 +238,12 @@ ExpandedSource expand_source(const std::string& uri) {
 
 std::string default_source_name(const std::string& uri) {
   std::string name;
+  if (uri.rfind("redis://", 0) == 0) {  // a job fed from a Redis stream: redis-STREAM
+    std::string stream = uri.substr(uri.find('/', 8) == std::string::npos ? uri.size() : uri.find('/', 8) + 1);
+    stream = stream.substr(0, stream.find('?'));
+    name = sanitize_name(stream);
+    return name.empty() ? "redis" : "redis-" + name;
+  }
   switch (classify_uri(uri)) {
     case InputKind::testsrc: name = "testsrc-" + sanitize_name(uri.substr(uri.find(':') + 1)); break;
     case InputKind::stream: name = stream_name(uri); break;

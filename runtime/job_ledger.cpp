@@ -263,17 +263,20 @@ void JobLedger::load() {
   }
 }
 
-bool JobLedger::finished(const std::string& input) const {
+bool JobLedger::finished(const std::string& input) const { return finished_unchanged(input).has_value(); }
+
+std::optional<JobLedger::Entry> JobLedger::finished_unchanged(const std::string& input) const {
   const std::string k = key(input);
   Entry e;
   {
     std::lock_guard lock(mu_);
     auto it = finished_.find(k);
-    if (it == finished_.end()) return false;
+    if (it == finished_.end()) return std::nullopt;
     e = it->second;
   }
   const FileId now = stat_input(k);
-  return now.size == e.size && now.mtime_ns == e.mtime_ns;
+  if (now.size != e.size || now.mtime_ns != e.mtime_ns) return std::nullopt;
+  return e;
 }
 
 bool JobLedger::done(const std::string& input, std::uint64_t frames, const std::vector<std::string>& outputs) {

@@ -76,6 +76,8 @@ class JobLedger {
   // True when `input` finished (done or failed) in this or an earlier run and has not changed since
   // (same size and modification time as recorded).
   bool finished(const std::string& input) const;
+  // Its last record when finished() is true (done, or failed with the reason), else nothing.
+  std::optional<Entry> finished_unchanged(const std::string& input) const;
   // Appends and fsyncs one record. `outputs`: the files the sink committed for it. Returns false (and writes
   // nothing) when the same status is already recorded for the unchanged input. Throws std::runtime_error when
   // the record cannot be written durably (the file is then left as it was before the call).

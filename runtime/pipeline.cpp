@@ -289,23 +289,47 @@ void Pipeline::finish_inputs(std::size_t sink) {
   auto& shared = *plan_.shared;
   auto& rt = *rt_[sink];
   for (const InputProgress& p : shared.inputs.take_completed()) {
-    if (p.interrupted) continue;  // stopped mid-way: the sink discards its partial outputs; the next run redoes it
+    // What the input's source hears at the end (a Redis source acknowledges done and failed ones only).
+    InputResult result{p.source_id, p.uri, InputOutcome::retry, {}};
+    struct Tell {
+      const InputOutcomes& outcomes;
+      const InputResult& result;
+      ~Tell() { outcomes.notify(result); }
+    } tell{shared.outcomes, result};
+    if (p.interrupted) {  // stopped mid-way: the sink discards its partial outputs; the next run redoes it
+      result.reason = "interrupted";
+      continue;
+    }
     std::vector<std::string> outputs;
     try {
       outputs = plan_.stages[sink].stage->finish_input(p, rt.ctx);
     } catch (const std::exception& e) {
       rt.counters.errors++;
       spdlog::error("stage '{}': finishing the outputs of '{}' failed: {}", plan_.stages[sink].name, p.uri, e.what());
+      result.reason = std::string("finishing its outputs failed: ") + e.what();
       continue;
     }
     if (!p.error.empty()) spdlog::warn("input '{}' ({}): {}", p.uri, p.source, p.error);
-    if (!shared.job || is_live(p.kind)) continue;
+    const bool input_failed = !p.error.empty();
+    if (p.failed > 0 && !input_failed) result.reason = std::to_string(p.failed) + " frames failed in a stage";
+    if (!shared.job || is_live(p.kind)) {  // no ledger: committed once the sink finished it
+      if (input_failed) result = {p.source_id, p.uri, InputOutcome::failed, p.error};
+      else if (p.failed == 0) result.outcome = InputOutcome::done;
+      continue;
+    }
     try {
-      if (!p.error.empty()) shared.job->failed(p.uri, p.error, p.delivered);  // the records it did write
-      else if (p.failed == 0) shared.job->done(p.uri, p.delivered, outputs);
-      else spdlog::warn("input '{}': {} frames failed; not recorded as done, a restart does it again", p.uri, p.failed);
+      if (input_failed) {
+        shared.job->failed(p.uri, p.error, p.delivered);  // the records it did write
+        result = {p.source_id, p.uri, InputOutcome::failed, p.error};
+      } else if (p.failed == 0) {
+        shared.job->done(p.uri, p.delivered, outputs);
+        result.outcome = InputOutcome::done;
+      } else {
+        spdlog::warn("input '{}': {} frames failed; not recorded as done, a restart does it again", p.uri, p.failed);
+      }
     } catch (const std::exception& e) {
       spdlog::error("job ledger {}: {}", shared.job->path().string(), e.what());
+      result = {p.source_id, p.uri, InputOutcome::retry, std::string("the job ledger: ") + e.what()};
     }
   }
 }
@@ -435,7 +459,19 @@ void Pipeline::run_pipelined_stage(std::size_t i) {
       BatchLease in;
       if (in_queue) {
         const std::int64_t t0 = now_ns();
-        auto b = in_queue->pop();
+        std::optional<Batch*> b;
+        if (ps.role == StageRole::sink) {
+          // An input may complete after its last frame got here (its reader saw the end later): while no
+          // batch comes, the sink still finishes such inputs (a job fed at run time may send no batch for long).
+          b = in_queue->pop_for(std::chrono::milliseconds(100));
+          if (!b && !in_queue->closed_and_empty()) {
+            rt.counters.wait_in_ns += static_cast<std::uint64_t>(now_ns() - t0);
+            finish_inputs(i);
+            continue;
+          }
+        } else {
+          b = in_queue->pop();
+        }
         rt.counters.wait_in_ns += static_cast<std::uint64_t>(now_ns() - t0);
         if (!b) break;  // upstream ended and the queue is drained
         in = BatchLease::adopt(*b);

@@ -9,11 +9,14 @@
 #include <stdexcept>
 
 #include "runtime/frame_tap.hpp"
+#include "runtime/input_feed.hpp"
+#include "runtime/redis_source.hpp"
 #include "runtime/inputs.hpp"
 #include "runtime/latency_budget.hpp"
 #include "runtime/latency_budget_limit.hpp"
 #include "runtime/job_ledger.hpp"
 #include "runtime/thread_name.hpp"
+#include "runtime/utf8.hpp"
 
 namespace sluice {
 
@@ -63,6 +66,14 @@ struct SourceSet::Source {
   // Inputs of a job (or the one input), handed to decode threads in order.
   std::vector<std::pair<std::string, InputKind>> inputs;
   std::size_t next_input = 0;
+  // A job fed while it runs (redis://): where its inputs come from, and its ear on the pipeline's outcomes.
+  std::shared_ptr<InputFeed> feed;
+  std::shared_ptr<PipelineShared> feed_shared;
+  std::uint64_t feed_listener = 0;
+  std::uint64_t inputs_fed = 0;
+  ~Source() {
+    if (feed_shared) feed_shared->outcomes.unlisten(feed_listener);
+  }
   // State and counters (under mu_ unless atomic).
   SourceState state = SourceState::connecting;
   std::string reason;
@@ -235,11 +246,26 @@ void SourceSet::run_worker(Source& s, int worker) {
   if (worker == 0) {
     // Expanding a directory or glob touches the filesystem: done here, not in add_source().
     try {
-      ExpandedSource expanded = expand_source(s.options.uri);
+      std::shared_ptr<InputFeed> feed;
+      ExpandedSource expanded;
+      if (is_redis_uri(s.options.uri)) {
+        feed = open_redis_feed(parse_redis_source_uri(s.options.uri));
+        expanded.job = true;
+      } else {
+        expanded = expand_source(s.options.uri);
+      }
       std::lock_guard lock(mu_);
       s.inputs = std::move(expanded.inputs);
       s.job = expanded.job;
-      const int extra = s.job ? std::min<int>(s.options.decode_threads, static_cast<int>(s.inputs.size())) - 1 : 0;
+      if (feed) {
+        s.feed = feed;
+        s.feed_shared = settings_.shared;
+        if (s.feed_shared)
+          s.feed_listener = s.feed_shared->outcomes.listen(s.id, [feed](const InputResult& r) { feed->settled(r); });
+      }
+      const int extra = s.feed ? s.options.decode_threads - 1
+                        : s.job ? std::min<int>(s.options.decode_threads, static_cast<int>(s.inputs.size())) - 1
+                                : 0;
       for (int w = 1; w <= extra && !s.stop; ++w) {
         s.running++;
         s.threads.emplace_back([this, &s, w] { run_worker(s, w); });
@@ -254,7 +280,8 @@ void SourceSet::run_worker(Source& s, int worker) {
       return;
     }
   }
-  if (s.live) run_live(s);
+  if (s.feed) run_feed(s);
+  else if (s.live) run_live(s);
   else run_files(s);
   std::lock_guard lock(mu_);
   if (--s.running == 0 && s.state != SourceState::removed && s.state != SourceState::failed) {
@@ -301,6 +328,60 @@ void SourceSet::run_files(Source& s) {
       s.inputs_failed++;
       s.errors++;
       s.reason = input.first + ": " + error;
+      if (s.bad_inputs.size() < kBadInputsShown) s.bad_inputs.push_back(s.reason);
+    }
+  }
+}
+
+void SourceSet::run_feed(Source& s) {
+  bool troubled = false;
+  while (!s.stop) {
+    std::string uri;
+    InputKind kind = InputKind::file;
+    const InputFeed::Poll poll = s.feed->next(uri, kind, std::chrono::milliseconds(250));
+    if (poll == InputFeed::Poll::ended) {
+      if (const std::string why = s.feed->failure(); !why.empty()) {
+        s.errors++;
+        set_state(s, SourceState::failed, why);
+      }
+      break;
+    }
+    if (poll == InputFeed::Poll::idle) {
+      // The feed's server gone: the source says so (backing off) until it is back.
+      if (std::string why = s.feed->trouble(); !why.empty()) {
+        troubled = true;
+        set_state(s, SourceState::backoff, std::move(why));
+      } else if (troubled) {
+        troubled = false;
+        set_state(s, SourceState::connecting);
+      }
+      continue;
+    }
+    std::shared_ptr<JobLedger> job;
+    {
+      std::lock_guard lock(mu_);
+      s.inputs_fed++;
+      if (settings_.shared) job = settings_.shared->job;
+    }
+    // Done in an earlier run (and unchanged since): settled without doing it again. One that failed is tried
+    // again: an entry for it was submitted anew.
+    if (job) {
+      if (const auto finished = job->finished_unchanged(uri); finished && !finished->failed) {
+        s.feed->settled({s.id, uri, InputOutcome::done, {}});
+        std::lock_guard lock(mu_);
+        s.inputs_skipped++;
+        continue;
+      }
+    }
+    std::string error;
+    if (!read_input(s, uri, kind, false, error)) break;
+    std::lock_guard lock(mu_);
+    if (error.empty()) {
+      s.inputs_done++;
+    } else {
+      s.inputs_failed++;
+      s.errors++;
+      s.reason = to_valid_utf8(uri) + ": " + error;
       if (s.bad_inputs.size() < kBadInputsShown) s.bad_inputs.push_back(s.reason);
     }
   }
@@ -775,7 +856,7 @@ SourceReport SourceSet::report(const Source& s, std::int64_t now) const {
   r.dropped = s.dropped;
   r.errors = s.errors;
   r.reconnects = s.reconnects;
-  r.inputs_total = s.inputs.size();
+  r.inputs_total = s.inputs.size() + s.inputs_fed;
   r.inputs_done = s.inputs_done;
   r.inputs_failed = s.inputs_failed;
   r.inputs_skipped = s.inputs_skipped;
@@ -835,7 +916,12 @@ void SourceSet::monitor() {
       const bool drained = s.ready.empty() &&
                            std::all_of(s.slots.begin(), s.slots.end(), [](SlotState st) { return st == SlotState::free; });
       if (s.joined && drained && s.state == SourceState::removed) {
-        it = sources_.erase(it);  // its ring memory goes with it
+        // Its ring memory goes with it; outside the lock: a feed's thread may take a moment to end.
+        std::unique_ptr<Source> gone = std::move(*it);
+        it = sources_.erase(it);  // only this thread erases: `it` stays valid while unlocked
+        lock.unlock();
+        gone.reset();
+        lock.lock();
         continue;
       }
       ++it;

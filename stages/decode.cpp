@@ -20,6 +20,7 @@
 #include "runtime/frame_tap.hpp"
 #include "runtime/inputs.hpp"
 #include "runtime/job_ledger.hpp"
+#include "runtime/redis_source.hpp"
 #include "runtime/source_set.hpp"
 #include "runtime/stats.hpp"
 #include "stages/builtin.hpp"
@@ -284,10 +285,10 @@ bool carries_over(const SourceOptions& o) {
   return is_live(kind) || (kind == InputKind::testsrc && o.reader.frames == 0);
 }
 
-// A directory or a glob pattern: a batch job, which keeps a ledger when `resume` is on.
+// A directory, a glob pattern or a Redis stream of inputs: a batch job, which keeps a ledger when `resume` is on.
 bool names_a_job(const std::string& uri) {
   std::error_code ec;
-  return uri.find_first_of("*?[") != std::string::npos || std::filesystem::is_directory(uri, ec);
+  return is_redis_uri(uri) || uri.find_first_of("*?[") != std::string::npos || std::filesystem::is_directory(uri, ec);
 }
 
 class ManagedSourceStage final : public Stage, public SourceControl {
@@ -307,8 +308,16 @@ class ManagedSourceStage final : public Stage, public SourceControl {
       throw ConfigError("give either 'source: testsrc' (one pattern rendered directly) or 'uri' (managed sources), not both");
     if (init.params.was_given("source_id"))
       throw ConfigError("'source_id' is for the directly rendered test pattern; managed sources get ids in order");
-    for (const auto& uri : uris_)
+    for (const auto& uri : uris_) {
       if (uri.empty()) throw ConfigError("'uri' has an empty entry");
+      if (is_redis_uri(uri)) {  // a job fed from Redis: its options are checked with the file, not at run time
+        try {
+          (void)parse_redis_source_uri(uri);
+        } catch (const std::invalid_argument& e) {
+          throw ConfigError(std::string("'uri': a redis:// source: ") + e.what());  // the URI may hold a password
+        }
+      }
+    }
     state_dir_ = init.params.string("state_dir");
     if (state_dir_.empty()) state_dir_ = init.state_dir;
     job_name_ = std::filesystem::path(init.pipeline_file).stem().string();
@@ -611,13 +620,15 @@ std::vector<std::string> pattern_choices() { return {std::begin(kTestPatternName
 StageInfo decode_stage() {
   return {"decode",
           StageRole::source,
-          "frame source: files, directories and globs (resumable jobs), image sequences, V4L2 cameras, network "
-          "streams and test patterns, several at once, each with its own state; on the GPU frames land in device batch "
+          "frame source: files, directories and globs (resumable jobs), jobs fed from a Redis stream, image "
+          "sequences, V4L2 cameras, network streams and test patterns, several at once, each with its own state; on the GPU frames land in device batch "
           "memory (GPU-decoded ones without leaving it)",
           {
               {"uri", ParamType::strings, "[]",
                "sources, each its own: a video or image file, a directory or glob (a batch job: every file once), an "
-               "image sequence (frames/%04d.png), /dev/videoN, rtsp:// http(s):// tcp:// udp:// URLs, testsrc:PATTERN; "
+               "image sequence (frames/%04d.png), /dev/videoN, rtsp:// http(s):// tcp:// udp:// URLs, testsrc:PATTERN, "
+               "redis://HOST:PORT/STREAM?group=G (a job shared by many daemons: each stream entry names one input; "
+               "options consumer, count, block_ms, claim_idle_s, max_deliveries, dead, until_empty; docs/scale-out.md); "
                "empty: one test pattern (`pattern`) rendered directly into the batch"},
               {"source", ParamType::choice, "testsrc", "without `uri`: testsrc, the directly rendered pattern", {}, {},
                {"testsrc"}},
@@ -649,7 +660,7 @@ StageInfo decode_stage() {
                "per source, frames/s; 0 = off. Files are paced, live sources drop (counted) what comes faster", 0.0,
                10000.0},
               {"loop", ParamType::boolean, "false", "files: start again at the end (demo loops, soak tests)"},
-              {"decode_threads", ParamType::integer, "2", "directories/globs: files decoded at once", 1.0, 64.0},
+              {"decode_threads", ParamType::integer, "2", "directories/globs/redis jobs: files decoded at once", 1.0, 64.0},
               {"codec_threads", ParamType::integer, "0",
                "video files and streams: decoder threads per source; 0 = one per core, at most 16 (files) or 4 "
                "(streams: each thread holds a frame back)", 0.0, 64.0},
@@ -657,7 +668,8 @@ StageInfo decode_stage() {
                "decoded frames each source may hold before the pipeline takes them (pinned memory: this x frame size "
                "per source)", 1.0, 256.0},
               {"resume", ParamType::boolean, "true",
-               "directories/globs: keep a ledger in the state directory and skip inputs finished in an earlier run"},
+               "directories/globs/redis jobs: keep a ledger in the state directory and skip inputs finished in an "
+               "earlier run (a redis job acknowledges an entry once the ledger recorded its input)"},
               {"state_dir", ParamType::string, "",
                "where job ledgers live; empty: $STATE_DIRECTORY (systemd) or --state-dir"},
               {"stall_timeout_s", ParamType::number, "5", "live: no frame for this long = stalled", 0.01, 3600.0},

@@ -1,0 +1,303 @@
+#include "daemon/jobs_command.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/inputs.hpp"
+#include "runtime/redis_client.hpp"
+#include "runtime/redis_group_replies.hpp"
+#include "runtime/utf8.hpp"
+
+namespace sluice {
+
+const char* const kJobsHelp = R"(usage: sluicectl jobs submit redis://HOST:PORT/STREAM INPUT...
+       sluicectl jobs status redis://HOST:PORT/STREAM[?group=G] [--json]
+       sluicectl jobs requeue-dead redis://HOST:PORT/STREAM[?dead=D]
+
+A job shared by many sluiced through a Redis stream (docs/scale-out.md); these talk to Redis directly, not
+to a daemon. The password, when the server wants one: SLUICE_REDIS_PASSWORD.
+
+  submit        one entry per input (field `input`: the absolute path), in the order given, each input
+                once; a directory adds its video and image files, a glob the files it matches (as `uri:`
+                of a job does); http(s):// URLs go in as they are
+  status        the stream's length, and per consumer group (or only G): entries pending, delivered,
+                not yet delivered (lag), done and dead-lettered (counted by the sources when they
+                acknowledged), and per consumer: pending, idle time, done, dead-lettered; the dead
+                letters waiting; --json: all of it as one JSON object
+  requeue-dead  every entry of the dead-letter stream (default STREAM:dead, or ?dead=D) goes back into
+                STREAM as a new entry and leaves the dead letters (each move is atomic)
+
+exit status: 0 success, 1 Redis refused, a reply was malformed, or a directory or glob holds no inputs,
+2 usage error, 3 cannot connect
+)";
+
+namespace {
+namespace fs = std::filesystem;
+using redis::Reply;
+
+constexpr int kExitOk = 0, kExitRedis = 1, kExitUsage = 2, kExitConnect = 3;
+
+int usage(const std::string& msg) {
+  std::fprintf(stderr, "sluicectl: jobs: %s\n(sluicectl jobs --help for usage)\n", msg.c_str());
+  return kExitUsage;
+}
+
+struct Target {
+  redis::RedisUri uri;
+  std::string group, dead;
+};
+
+// Throws std::invalid_argument with the reason.
+Target parse_target(const std::string& text, bool group_allowed, bool dead_allowed) {
+  Target t;
+  t.uri = redis::parse_redis_uri(text);
+  if (!t.uri.endpoint.password.empty())
+    throw std::invalid_argument("put the password in the environment (SLUICE_REDIS_PASSWORD), not in the URI");
+  if (const char* pw = std::getenv("SLUICE_REDIS_PASSWORD")) t.uri.endpoint.password = pw;
+  for (const auto& [key, value] : t.uri.query) {
+    if (key == "group" && group_allowed) t.group = value;
+    else if (key == "dead" && dead_allowed) t.dead = value;
+    else if (key == "group" || key == "consumer" || key == "count" || key == "block_ms" || key == "claim_idle_s" ||
+             key == "max_deliveries" || key == "until_empty" || key == "dead")
+      continue;  // a source's URI pasted as it is: options of the workers, not of this command
+    else
+      throw std::invalid_argument("unknown option '" + to_valid_utf8(key) + "'");
+  }
+  if (t.dead.empty()) t.dead = t.uri.stream + ":dead";
+  return t;
+}
+
+std::string shown(const std::string& s) { return to_valid_utf8(s.substr(0, 300)); }
+
+// The inputs an argument names, absolute, as the sources read them.
+std::vector<std::string> inputs_of(const std::string& arg) {
+  if (arg.rfind("http://", 0) == 0 || arg.rfind("https://", 0) == 0) return {arg};
+  std::error_code ec;
+  const fs::path absolute = fs::absolute(arg, ec);
+  if (ec) throw std::invalid_argument("cannot make '" + shown(arg) + "' absolute: " + ec.message());
+  const std::string path = absolute.lexically_normal().string();
+  const ExpandedSource expanded = expand_source(path);
+  if (!expanded.job && !fs::is_regular_file(path, ec))
+    throw std::invalid_argument("'" + shown(path) + "' is not a file, directory or glob that matches files");
+  std::vector<std::string> out;
+  for (const auto& [input, kind] : expanded.inputs) out.push_back(input);
+  return out;
+}
+
+int submit(const Target& t, const std::vector<std::string>& args) {
+  std::vector<std::string> inputs;
+  std::set<std::string> seen;  // an input named twice (a file and its directory) is submitted once
+  for (const auto& a : args)
+    for (auto& input : inputs_of(a))
+      if (seen.insert(input).second) inputs.push_back(std::move(input));
+  if (inputs.empty()) return usage("submit: no inputs");
+  redis::Client client(t.uri.endpoint, t.uri.stream);
+  client.connect();
+  constexpr std::size_t kChunk = 512;  // entries per round trip
+  for (std::size_t at = 0; at < inputs.size(); at += kChunk) {
+    std::vector<std::vector<std::string>> commands;
+    for (std::size_t i = at; i < std::min(inputs.size(), at + kChunk); ++i)
+      commands.push_back({"XADD", t.uri.stream, "*", "input", inputs[i]});
+    const auto replies = client.pipeline(commands);
+    for (const Reply& r : replies)
+      if (r.is(Reply::Type::error))
+        throw redis::RedisError(redis::RedisError::Kind::server, client.describe() + ": XADD: " + shown(r.str));
+  }
+  std::printf("submitted %zu input(s) to stream '%s' (%s)\n", inputs.size(), shown(t.uri.stream).c_str(),
+              shown(t.uri.endpoint.where()).c_str());
+  return kExitOk;
+}
+
+std::int64_t to_int(const std::string& s) {
+  try {
+    return s.empty() ? 0 : std::stoll(s);
+  } catch (const std::exception&) {
+    return 0;
+  }
+}
+
+std::map<std::string, std::string> hash_of(redis::Client& client, const std::string& key) {
+  const Reply r = client.checked({"HGETALL", key});
+  if (!r.is(Reply::Type::array) || r.elements.size() % 2) client.wrong_type(r, "an array of pairs", "HGETALL");
+  std::map<std::string, std::string> out;
+  for (std::size_t i = 0; i + 1 < r.elements.size(); i += 2) {
+    if (!r.elements[i].is(Reply::Type::string) || !r.elements[i + 1].is(Reply::Type::string))
+      client.wrong_type(r.elements[i], "a bulk string", "HGETALL");
+    out[r.elements[i].str] = r.elements[i + 1].str;
+  }
+  return out;
+}
+
+std::int64_t length_of(redis::Client& client, const std::string& stream) {
+  const Reply r = client.checked({"XLEN", stream});
+  if (!r.is(Reply::Type::integer)) client.wrong_type(r, "an integer", "XLEN");
+  return r.integer;
+}
+
+int status(const Target& t, bool as_json) {
+  redis::Client client(t.uri.endpoint, t.uri.stream);
+  client.connect();
+  nlohmann::ordered_json out;
+  out["stream"] = shown(t.uri.stream);
+  out["length"] = length_of(client, t.uri.stream);
+  out["dead_stream"] = shown(t.dead);
+  out["dead_letters"] = length_of(client, t.dead);
+  nlohmann::ordered_json groups = nlohmann::ordered_json::array();
+  const Reply info = client.command({"XINFO", "GROUPS", t.uri.stream});
+  std::vector<std::map<std::string, std::string>> group_list;
+  if (info.is(Reply::Type::error)) {
+    if (info.str.find("no such key") == std::string::npos)
+      throw redis::RedisError(redis::RedisError::Kind::server, client.describe() + ": XINFO GROUPS: " + shown(info.str));
+  } else {
+    group_list = redis::parse_info_list(info, client.describe() + ": XINFO GROUPS");
+  }
+  bool found = t.group.empty();
+  for (const auto& g : group_list) {
+    const std::string name = g.count("name") ? g.at("name") : "";
+    if (!t.group.empty() && name != t.group) continue;
+    found = true;
+    const auto stats = hash_of(client, redis::job_stats_key(t.uri.stream, name));
+    auto stat = [&](const std::string& k) { return stats.count(k) ? to_int(stats.at(k)) : 0; };
+    nlohmann::ordered_json j;
+    j["group"] = shown(name);
+    j["pending"] = to_int(g.count("pending") ? g.at("pending") : "");
+    j["delivered"] = to_int(g.count("entries-read") ? g.at("entries-read") : "");
+    if (g.count("lag") && !g.at("lag").empty()) j["lag"] = to_int(g.at("lag"));
+    else j["lag"] = nullptr;  // the server cannot tell (entries deleted), or redis < 7
+    j["done"] = stat("done");
+    j["dead"] = stat("dead");
+    nlohmann::ordered_json consumers = nlohmann::ordered_json::array();
+    const Reply cr = client.checked({"XINFO", "CONSUMERS", t.uri.stream, name});
+    for (const auto& c : redis::parse_info_list(cr, client.describe() + ": XINFO CONSUMERS")) {
+      const std::string cname = c.count("name") ? c.at("name") : "";
+      nlohmann::ordered_json cj;
+      cj["consumer"] = shown(cname);
+      cj["pending"] = to_int(c.count("pending") ? c.at("pending") : "");
+      cj["idle_ms"] = to_int(c.count("idle") ? c.at("idle") : "");
+      cj["done"] = stat("done:" + cname);
+      cj["dead"] = stat("dead:" + cname);
+      consumers.push_back(std::move(cj));
+    }
+    j["consumers"] = std::move(consumers);
+    groups.push_back(std::move(j));
+  }
+  if (!found) {
+    std::fprintf(stderr, "sluicectl: jobs status: stream '%s' has no consumer group '%s'\n", shown(t.uri.stream).c_str(),
+                 shown(t.group).c_str());
+    return kExitRedis;
+  }
+  out["groups"] = groups;
+  if (as_json) {
+    std::printf("%s\n", out.dump(2).c_str());
+    return kExitOk;
+  }
+  std::printf("stream '%s' (%s): %lld entries; dead letters waiting in '%s': %lld\n", shown(t.uri.stream).c_str(),
+              shown(t.uri.endpoint.where()).c_str(), static_cast<long long>(out["length"].get<std::int64_t>()),
+              shown(t.dead).c_str(), static_cast<long long>(out["dead_letters"].get<std::int64_t>()));
+  if (groups.empty()) std::printf("no consumer group yet (the first source creates it)\n");
+  for (const auto& g : groups) {
+    std::printf("group '%s': %lld pending, %lld delivered, %s not yet delivered, %lld done, %lld dead-lettered\n",
+                g["group"].get<std::string>().c_str(), static_cast<long long>(g["pending"].get<std::int64_t>()),
+                static_cast<long long>(g["delivered"].get<std::int64_t>()),
+                g["lag"].is_null() ? "?" : std::to_string(g["lag"].get<std::int64_t>()).c_str(),
+                static_cast<long long>(g["done"].get<std::int64_t>()), static_cast<long long>(g["dead"].get<std::int64_t>()));
+    if (g["consumers"].empty()) continue;
+    std::printf("  %-32s %8s %9s %8s %6s\n", "consumer", "pending", "idle_s", "done", "dead");
+    for (const auto& c : g["consumers"])
+      std::printf("  %-32s %8lld %9.1f %8lld %6lld\n", c["consumer"].get<std::string>().c_str(),
+                  static_cast<long long>(c["pending"].get<std::int64_t>()),
+                  static_cast<double>(c["idle_ms"].get<std::int64_t>()) / 1000.0,
+                  static_cast<long long>(c["done"].get<std::int64_t>()), static_cast<long long>(c["dead"].get<std::int64_t>()));
+  }
+  return kExitOk;
+}
+
+// Each dead letter back into the stream, atomically: only the call that deleted it adds it again.
+constexpr const char* kRequeueScript = R"(-- sluice: requeue a dead letter
+if redis.call('XDEL', KEYS[2], ARGV[2]) == 1 then
+  redis.call('XADD', KEYS[1], '*', 'input', ARGV[1])
+  return 1
+end
+return 0)";
+
+int requeue_dead(const Target& t) {
+  redis::Client client(t.uri.endpoint, t.uri.stream);
+  client.connect();
+  std::size_t moved = 0, skipped = 0;
+  std::string from = "-";
+  for (;;) {
+    const Reply r = client.checked({"XRANGE", t.dead, from, "+", "COUNT", "256"});
+    const auto entries = redis::parse_entries(r, client.describe() + ": XRANGE '" + shown(t.dead) + "'");
+    if (entries.empty()) break;
+    std::vector<std::vector<std::string>> commands;
+    for (const auto& e : entries) {
+      const std::string* input = e.field("input");
+      if (!input || input->empty()) {  // nothing to do again: it stays a dead letter
+        ++skipped;
+        continue;
+      }
+      commands.push_back({"EVAL", kRequeueScript, "2", t.uri.stream, t.dead, *input, e.id});
+    }
+    if (!commands.empty())
+      for (const Reply& rr : client.pipeline(commands)) {
+        if (rr.is(Reply::Type::error))
+          throw redis::RedisError(redis::RedisError::Kind::server, client.describe() + ": requeue: " + shown(rr.str));
+        if (rr.is(Reply::Type::integer) && rr.integer == 1) ++moved;
+      }
+    from = "(" + entries.back().id;  // exclusive start (redis >= 6.2)
+  }
+  std::printf("requeued %zu dead letter(s) from '%s' into '%s'", moved, shown(t.dead).c_str(), shown(t.uri.stream).c_str());
+  if (skipped) std::printf("; %zu without an input stay", skipped);
+  std::printf("\n");
+  return kExitOk;
+}
+
+}  // namespace
+
+int jobs_command(const std::vector<std::string>& args) {
+  if (args.empty()) return usage("needs a subcommand: submit, status or requeue-dead");
+  const std::string& sub = args[0];
+  if (sub != "submit" && sub != "status" && sub != "requeue-dead") return usage("unknown subcommand '" + shown(sub) + "'");
+  std::vector<std::string> rest(args.begin() + 1, args.end());
+  bool as_json = false;
+  if (sub == "status") {
+    auto it = std::find(rest.begin(), rest.end(), "--json");
+    if (it != rest.end()) {
+      as_json = true;
+      rest.erase(it);
+    }
+  }
+  for (const auto& a : rest)
+    if (a.rfind("--", 0) == 0) return usage(sub + ": unknown option '" + shown(a) + "'");
+  if (rest.empty()) return usage(sub + ": needs redis://HOST:PORT/STREAM");
+  if (sub == "submit" && rest.size() < 2) return usage("submit: needs at least one INPUT (file, directory or glob)");
+  if (sub != "submit" && rest.size() > 1) return usage(sub + ": unexpected argument '" + shown(rest[1]) + "'");
+  Target t;
+  try {
+    t = parse_target(rest[0], sub == "status", sub == "requeue-dead");
+  } catch (const std::invalid_argument& e) {
+    return usage(sub + ": " + e.what());
+  }
+  try {
+    if (sub == "submit") return submit(t, {rest.begin() + 1, rest.end()});
+    if (sub == "status") return status(t, as_json);
+    return requeue_dead(t);
+  } catch (const std::invalid_argument& e) {
+    return usage(sub + ": " + e.what());
+  } catch (const redis::RedisError& e) {
+    std::fprintf(stderr, "sluicectl: jobs %s: %s\n", sub.c_str(), e.what());
+    return e.kind() == redis::RedisError::Kind::connection ? kExitConnect : kExitRedis;
+  } catch (const std::exception& e) {  // expand_source's InputError, a filesystem error
+    std::fprintf(stderr, "sluicectl: jobs %s: %s\n", sub.c_str(), e.what());
+    return kExitRedis;
+  }
+}
+
+}  // namespace sluice

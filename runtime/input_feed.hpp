@@ -1,0 +1,34 @@
+#pragma once
+// A job whose inputs arrive while it runs (the Redis source, runtime/redis_source.hpp): the source set's decode
+// threads take the next input from the feed instead of from a list fixed at start, and the feed hears what
+// became of each input (runtime/input_outcomes.hpp) to answer for it outside.
+#include <atomic>
+#include <chrono>
+#include <string>
+
+#include "runtime/frame_reader.hpp"
+#include "runtime/input_outcomes.hpp"
+
+namespace sluice {
+
+class InputFeed {
+ public:
+  virtual ~InputFeed() = default;
+
+  enum class Poll : std::uint8_t {
+    input,  // `uri` and `kind` hold the next input
+    idle,   // nothing yet: look at stop and status(), then poll again
+    ended,  // the feed has no more inputs (or failed for good: failure() says why)
+  };
+  // Waits up to `wait` for the next input.
+  virtual Poll next(std::string& uri, InputKind& kind, std::chrono::milliseconds wait) = 0;
+  // What became of an input next() handed out (called on the sink's thread: returns at once). Also called by
+  // the source for an input its job ledger lists as finished already (not processed again).
+  virtual void settled(const InputResult& result) = 0;
+  // Empty while the feed is healthy, else why it cannot reach its inputs now (it keeps trying).
+  virtual std::string trouble() const = 0;
+  // Set once the feed gave up for good (ended because of it).
+  virtual std::string failure() const = 0;
+};
+
+}  // namespace sluice

@@ -1,0 +1,508 @@
+#include "runtime/redis_source.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <charconv>
+#include <condition_variable>
+#include <cstdlib>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <set>
+#include <stdexcept>
+#include <thread>
+
+#include <spdlog/spdlog.h>
+
+#include "runtime/inputs.hpp"
+#include "runtime/redis_group_replies.hpp"
+#include "runtime/stats.hpp"
+#include "runtime/thread_name.hpp"
+#include "runtime/utf8.hpp"
+
+namespace sluice {
+namespace {
+
+using redis::Reply;
+using redis::RedisError;
+
+// Text from outside as a message may show it: UTF-8, bounded.
+std::string shown(std::string_view s, std::size_t max = 200) {
+  std::string out = to_valid_utf8(s.substr(0, max));
+  if (s.size() > max) out += "...";
+  return out;
+}
+
+template <typename T>
+T number_option(const std::string& key, const std::string& value, T lo, T hi) {
+  T v{};
+  const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+  if (ec != std::errc() || end != value.data() + value.size() || !(v >= lo && v <= hi))
+    throw std::invalid_argument("option '" + key + "' must be a number in " + std::to_string(lo) + ".." +
+                                std::to_string(hi) + ", got '" + shown(value, 40) + "'");
+  return v;
+}
+
+bool bool_option(const std::string& key, const std::string& value) {
+  if (value == "1" || value == "true" || value == "yes" || value.empty()) return true;
+  if (value == "0" || value == "false" || value == "no") return false;
+  throw std::invalid_argument("option '" + key + "' must be true or false, got '" + shown(value, 40) + "'");
+}
+
+std::string default_consumer() {
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) != 0 || !host[0]) std::snprintf(host, sizeof host, "host");
+  return std::string(host) + "-" + std::to_string(::getpid());
+}
+
+// XACK; only when that took the entry off the pending list: count it (and for a dead letter, XADD it). A
+// retry after a lost reply finds the entry acknowledged already and does nothing.
+constexpr const char* kAckScript = R"(-- sluice: acknowledge a done input
+if redis.call('XACK', KEYS[1], ARGV[1], ARGV[2]) == 1 then
+  redis.call('HINCRBY', KEYS[2], 'done', 1)
+  redis.call('HINCRBY', KEYS[2], 'done:' .. ARGV[3], 1)
+  return 1
+end
+return 0)";
+constexpr const char* kDeadScript = R"(-- sluice: dead-letter an input
+if redis.call('XACK', KEYS[1], ARGV[1], ARGV[2]) == 1 then
+  redis.call('XADD', KEYS[3], '*', 'input', ARGV[4], 'reason', ARGV[5], 'entry', ARGV[2], 'stream', KEYS[1],
+             'group', ARGV[1], 'consumer', ARGV[3], 'deliveries', ARGV[6])
+  redis.call('HINCRBY', KEYS[2], 'dead', 1)
+  redis.call('HINCRBY', KEYS[2], 'dead:' .. ARGV[3], 1)
+  return 1
+end
+return 0)";
+
+class RedisFeed final : public InputFeed {
+ public:
+  explicit RedisFeed(RedisSourceOptions o)
+      : o_(std::move(o)), client_(o_.uri.endpoint, o_.uri.stream) {
+    thread_ = std::thread([this] { run(); });
+  }
+  ~RedisFeed() override {
+    stop_flag_ = true;  // ends a reconnection's backoff
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    ready_.notify_all();
+    thread_.join();
+  }
+
+  Poll next(std::string& uri, InputKind& kind, std::chrono::milliseconds wait) override {
+    std::unique_lock lock(mu_);
+    ready_.wait_for(lock, wait, [&] { return !buffered_.empty() || ended_ || stop_; });
+    if (!buffered_.empty()) {
+      Held h = std::move(buffered_.front());
+      buffered_.pop_front();
+      uri = h.input;
+      kind = h.kind;
+      in_flight_.emplace(h.input, h);
+      wake_.notify_all();  // room to read more
+      return Poll::input;
+    }
+    return ended_ || stop_ ? Poll::ended : Poll::idle;
+  }
+
+  void settled(const InputResult& r) override {
+    {
+      std::lock_guard lock(mu_);
+      auto it = in_flight_.find(r.uri);
+      if (it == in_flight_.end()) return;  // not one of ours (or settled already)
+      Held h = std::move(it->second);
+      in_flight_.erase(it);
+      switch (r.outcome) {
+        case InputOutcome::done: outbox_.push_back({h.id, h.input, {}, h.deliveries, false}); break;
+        case InputOutcome::failed: outbox_.push_back({h.id, h.input, r.reason, h.deliveries, true}); break;
+        case InputOutcome::retry:
+          // Left pending and no longer kept alive: after claim_idle_s a consumer of the group takes it again.
+          remember_failure(h.id, r.reason);
+          spdlog::warn("{}: entry {} ('{}') not committed ({}); left pending for a retry after {} s",
+                       client_.describe(), h.id, shown(h.input), shown(r.reason), o_.claim_idle_s);
+          break;
+      }
+    }
+    wake_.notify_all();
+  }
+
+  std::string trouble() const override {
+    std::lock_guard lock(mu_);
+    return trouble_;
+  }
+  std::string failure() const override {
+    std::lock_guard lock(mu_);
+    return failure_;
+  }
+
+ private:
+  struct Held {
+    std::string id, input;
+    InputKind kind = InputKind::file;
+    std::int64_t deliveries = 1;
+  };
+  struct Settle {
+    std::string id, input, reason;
+    std::int64_t deliveries = 1;
+    bool dead = false;
+  };
+
+  void run() {
+    name_this_thread(kSourceThreadName);  // counted with the sources' threads
+    const double interval_s = std::max(0.05, o_.claim_idle_s / 4);
+    std::int64_t next_heartbeat = 0, next_claim = 0;
+    bool group_ready = false, history_done = false, warned = false;
+    double retry_delay = 0.1;
+    while (!stopping()) {
+      try {
+        if (!client_.connected()) {
+          group_ready = false;
+          if (!client_.connect_with_backoff(std::chrono::steady_clock::time_point::max(), &stop_flag_)) break;
+        }
+        if (!group_ready) {
+          create_group();
+          group_ready = true;
+          next_heartbeat = 0;  // after an outage, the held entries' idle time is reset first
+          if (warned) spdlog::info("{}: connected again", client_.describe());
+          warned = false;
+          retry_delay = 0.1;
+          set_trouble({});
+        }
+        flush_outbox();
+        if (!history_done) {
+          read_history();
+          history_done = true;
+        }
+        const std::int64_t now = now_ns();
+        if (now >= next_heartbeat) {
+          heartbeat();
+          next_heartbeat = now + static_cast<std::int64_t>(interval_s * 1e9);
+        }
+        bool got = false;
+        if (room() > 0 && now >= next_claim) {
+          got = claim(room()) || got;
+          next_claim = now + static_cast<std::int64_t>(std::max(0.05, o_.claim_idle_s / 2) * 1e9);
+        }
+        // While inputs are out, no blocking read: an outcome is acknowledged the moment it is known (the
+        // shorter that gap, the less a kill -9 leaves committed but unacknowledged, to be redone elsewhere).
+        const bool busy = holding() || outbox_size() > 0;
+        if (room() > 0) got = read_new(room(), busy ? 0 : o_.block_ms) || got;
+        if (busy && !got) {
+          std::unique_lock lock(mu_);
+          wake_.wait_for(lock, std::chrono::milliseconds(50), [&] { return stop_ || !outbox_.empty(); });
+        }
+        if (o_.until_empty && !got && !holding() && outbox_size() == 0 && group_pending() == 0) {
+          spdlog::info("{}: group '{}' has no new or pending entries: the job is done", client_.describe(),
+                       shown(o_.group));
+          std::lock_guard lock(mu_);
+          ended_ = true;
+          break;
+        }
+      } catch (const RedisError& e) {
+        client_.disconnect();
+        if (e.kind() == RedisError::Kind::server && is_permanent(e.what())) {
+          give_up(e.what());
+          break;
+        }
+        if (!warned) spdlog::warn("{} (retrying; held entries and acknowledgements wait)", e.what());
+        warned = true;
+        set_trouble(e.what());
+        if (e.kind() != RedisError::Kind::connection) {  // connection errors wait in connect_with_backoff
+          sleep_for(retry_delay);
+          retry_delay = std::min(retry_delay * 2, 5.0);
+        }
+      } catch (const std::exception& e) {
+        give_up(std::string("redis source: ") + e.what());
+        break;
+      }
+    }
+    // Stopping: what is settled already is acknowledged now if the server is there (one try).
+    try {
+      if (client_.connected() && outbox_size() > 0) flush_outbox();
+    } catch (const std::exception& e) {
+      spdlog::warn("{}: {} acknowledgement(s) not sent at stop ({}); those entries are taken over after {} s",
+                   client_.describe(), outbox_size(), e.what(), o_.claim_idle_s);
+    }
+    ready_.notify_all();
+  }
+
+  static bool is_permanent(std::string_view what) {
+    return what.find("WRONGTYPE") != std::string_view::npos || what.find("NOAUTH") != std::string_view::npos ||
+           what.find("WRONGPASS") != std::string_view::npos || what.find("AUTH refused") != std::string_view::npos ||
+           what.find("NOPERM") != std::string_view::npos;
+  }
+
+  void give_up(const std::string& why) {
+    spdlog::error("{}", why);
+    std::lock_guard lock(mu_);
+    failure_ = why;
+    trouble_ = why;
+    ended_ = true;
+  }
+
+  void create_group() {
+    const Reply r = client_.command({"XGROUP", "CREATE", o_.uri.stream, o_.group, "0", "MKSTREAM"});
+    if (r.is(Reply::Type::error) && r.str.rfind("BUSYGROUP", 0) != 0)
+      throw RedisError(RedisError::Kind::server, client_.describe() + ": XGROUP CREATE '" + shown(o_.group) + "': " + shown(r.str));
+  }
+
+  // Entries still pending for this consumer name from before (a restart under the same name, a reload).
+  void read_history() {
+    std::string from = "0";
+    for (;;) {
+      const Reply r = client_.checked({"XREADGROUP", "GROUP", o_.group, o_.consumer, "COUNT", "100", "STREAMS",
+                                       o_.uri.stream, from});
+      auto entries = redis::parse_xreadgroup(r, client_.describe() + ": XREADGROUP (pending)");
+      if (entries.empty()) return;
+      from = entries.back().id;
+      admit(std::move(entries), /*fresh=*/false);
+    }
+  }
+
+  bool read_new(std::size_t n, int block_ms) {  // block_ms 0: do not wait
+    std::vector<std::string> args{"XREADGROUP", "GROUP", o_.group, o_.consumer, "COUNT", std::to_string(n)};
+    if (block_ms > 0) args.insert(args.end(), {"BLOCK", std::to_string(block_ms)});
+    args.insert(args.end(), {"STREAMS", o_.uri.stream, ">"});
+    const Reply r = client_.checked(args);
+    auto entries = redis::parse_xreadgroup(r, client_.describe() + ": XREADGROUP");
+    if (entries.empty()) return false;
+    admit(std::move(entries), /*fresh=*/true);
+    return true;
+  }
+
+  // Entries idle longer than claim_idle_s on any consumer (a dead one's, or ours left for a retry).
+  bool claim(std::size_t n) {
+    const auto idle_ms = static_cast<std::int64_t>(o_.claim_idle_s * 1000);
+    const Reply r = client_.checked({"XAUTOCLAIM", o_.uri.stream, o_.group, o_.consumer, std::to_string(idle_ms),
+                                     claim_cursor_, "COUNT", std::to_string(n)});
+    redis::AutoClaim c = redis::parse_xautoclaim(r, client_.describe() + ": XAUTOCLAIM");
+    claim_cursor_ = c.cursor;
+    for (const auto& id : c.deleted)
+      spdlog::warn("{}: pending entry {} was deleted from the stream; dropped from the group", client_.describe(), id);
+    if (c.entries.empty()) return false;
+    spdlog::info("{}: took over {} entr{} idle for more than {} s", client_.describe(), c.entries.size(),
+                 c.entries.size() == 1 ? "y" : "ies", o_.claim_idle_s);
+    admit(std::move(c.entries), /*fresh=*/false);
+    return true;
+  }
+
+  // New entries (fresh: delivered once) or re-delivered ones (their delivery count asked for): held for the
+  // decode threads, or dead-lettered (too many deliveries, no usable input).
+  void admit(std::vector<redis::StreamEntry> entries, bool fresh) {
+    std::vector<std::int64_t> deliveries(entries.size(), 1);
+    if (!fresh) {
+      std::vector<std::vector<std::string>> queries;
+      for (const auto& e : entries) queries.push_back({"XPENDING", o_.uri.stream, o_.group, e.id, e.id, "1"});
+      const auto replies = client_.pipeline(queries);
+      for (std::size_t i = 0; i < entries.size(); ++i) {
+        if (replies[i].is(Reply::Type::error))
+          throw RedisError(RedisError::Kind::server, client_.describe() + ": XPENDING: " + shown(replies[i].str));
+        const auto p = redis::parse_xpending_entries(replies[i], client_.describe() + ": XPENDING");
+        if (!p.empty()) deliveries[i] = p.front().deliveries;
+      }
+    }
+    std::lock_guard lock(mu_);
+    for (std::size_t i = 0; i < entries.size(); ++i) {
+      auto& e = entries[i];
+      if (holds(e.id)) continue;  // ours already (history after a reconnect)
+      Held h{e.id, {}, InputKind::file, deliveries[i]};
+      const std::string* input = e.field("input");
+      if (input) h.input = *input;
+      std::optional<std::string> why;
+      if (h.deliveries > o_.max_deliveries) {
+        why = "delivered " + std::to_string(h.deliveries) + " times, more than max_deliveries " +
+              std::to_string(o_.max_deliveries);
+        if (auto f = failures_.find(e.id); f != failures_.end()) *why += " (last attempt: " + f->second + ")";
+      } else if (!input) {
+        why = "the entry has no field 'input' (the path or URL of the input)";
+      } else {
+        why = reject_input(h.input, h.kind);
+      }
+      if (why) {
+        spdlog::warn("{}: entry {} ('{}') goes to the dead letters '{}': {}", client_.describe(), e.id,
+                     shown(h.input), shown(o_.dead), *why);
+        outbox_.push_back({h.id, h.input, *why, h.deliveries, true});
+        continue;
+      }
+      buffered_.push_back(std::move(h));
+    }
+    ready_.notify_all();
+  }
+
+  // Keeps the entries held here from going idle (they are not taken over while this consumer lives); an entry
+  // another consumer took meanwhile (this one stalled past claim_idle_s) is left to it.
+  void heartbeat() {
+    std::vector<std::string> ids;
+    {
+      std::lock_guard lock(mu_);
+      for (const auto& h : buffered_) ids.push_back(h.id);
+      for (const auto& [uri, h] : in_flight_) ids.push_back(h.id);
+    }
+    if (ids.empty()) return;
+    std::vector<std::vector<std::string>> queries;
+    for (const auto& id : ids) queries.push_back({"XPENDING", o_.uri.stream, o_.group, id, id, "1"});
+    const auto replies = client_.pipeline(queries);
+    std::vector<std::string> claim{"XCLAIM", o_.uri.stream, o_.group, o_.consumer, "0"};
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+      if (replies[i].is(Reply::Type::error)) continue;
+      const auto p = redis::parse_xpending_entries(replies[i], client_.describe() + ": XPENDING");
+      if (!p.empty() && p.front().consumer == o_.consumer) claim.push_back(ids[i]);
+      else if (!p.empty() && warned_stolen_.insert(ids[i]).second)
+        spdlog::warn("{}: entry {} was taken over by consumer '{}' while held here (stalled past claim_idle_s?)",
+                     client_.describe(), ids[i], shown(p.front().consumer));
+    }
+    if (claim.size() == 5) return;
+    claim.push_back("JUSTID");
+    client_.checked(claim);
+  }
+
+  void flush_outbox() {
+    std::vector<Settle> batch;
+    {
+      std::lock_guard lock(mu_);
+      batch.assign(outbox_.begin(), outbox_.end());
+    }
+    if (batch.empty()) return;
+    std::vector<std::vector<std::string>> commands;
+    for (const Settle& s : batch) {
+      if (s.dead)
+        commands.push_back({"EVAL", kDeadScript, "3", o_.uri.stream, o_.stats_key(), o_.dead, o_.group, s.id,
+                            o_.consumer, s.input, s.reason, std::to_string(s.deliveries)});
+      else
+        commands.push_back({"EVAL", kAckScript, "2", o_.uri.stream, o_.stats_key(), o_.group, s.id, o_.consumer});
+    }
+    const auto replies = client_.pipeline(commands);
+    for (std::size_t i = 0; i < replies.size(); ++i) {
+      if (replies[i].is(Reply::Type::error))
+        throw RedisError(RedisError::Kind::server, client_.describe() + ": acknowledging entry " + batch[i].id + ": " +
+                                                       shown(replies[i].str));
+      if (replies[i].is(Reply::Type::integer) && replies[i].integer == 0)
+        spdlog::info("{}: entry {} was acknowledged already (by another consumer, or before a lost reply)",
+                     client_.describe(), batch[i].id);
+    }
+    std::lock_guard lock(mu_);
+    outbox_.erase(outbox_.begin(), outbox_.begin() + static_cast<std::ptrdiff_t>(batch.size()));
+    for (const Settle& s : batch) failures_.erase(s.id);
+  }
+
+  std::int64_t group_pending() {
+    const Reply r = client_.checked({"XPENDING", o_.uri.stream, o_.group});
+    return redis::parse_xpending_summary(r, client_.describe() + ": XPENDING").count;
+  }
+
+  void remember_failure(const std::string& id, const std::string& reason) {  // mu_ held
+    if (failures_.size() >= 4096) failures_.erase(failures_.begin());
+    failures_[id] = reason;
+  }
+
+  bool holds(const std::string& id) const {  // mu_ held
+    for (const auto& h : buffered_)
+      if (h.id == id) return true;
+    for (const auto& [uri, h] : in_flight_)
+      if (h.id == id) return true;
+    for (const auto& s : outbox_)
+      if (s.id == id) return true;
+    return false;
+  }
+  std::size_t room() const {
+    std::lock_guard lock(mu_);
+    const std::size_t held = buffered_.size();
+    return held >= static_cast<std::size_t>(o_.count) ? 0 : static_cast<std::size_t>(o_.count) - held;
+  }
+  bool holding() const {
+    std::lock_guard lock(mu_);
+    return !buffered_.empty() || !in_flight_.empty();
+  }
+  std::size_t outbox_size() const {
+    std::lock_guard lock(mu_);
+    return outbox_.size();
+  }
+  bool stopping() const {
+    std::lock_guard lock(mu_);
+    return stop_;
+  }
+  void set_trouble(std::string why) {
+    std::lock_guard lock(mu_);
+    trouble_ = std::move(why);
+  }
+  void sleep_for(double seconds) {
+    std::unique_lock lock(mu_);
+    wake_.wait_for(lock, std::chrono::duration<double>(seconds), [&] { return stop_; });
+  }
+
+  RedisSourceOptions o_;
+  redis::Client client_;  // the feed thread's only
+  std::string claim_cursor_ = "0-0";
+  std::set<std::string> warned_stolen_;
+  mutable std::mutex mu_;
+  std::condition_variable wake_, ready_;
+  std::deque<Held> buffered_;                  // read, not handed out yet
+  std::multimap<std::string, Held> in_flight_;  // handed out, by input: waiting for its outcome
+  std::deque<Settle> outbox_;                  // outcomes to acknowledge
+  std::map<std::string, std::string> failures_;  // entry id -> why its last attempt here was not committed
+  std::string trouble_, failure_;
+  bool stop_ = false, ended_ = false;
+  std::atomic<bool> stop_flag_{false};  // for connect_with_backoff
+  std::thread thread_;
+};
+
+}  // namespace
+
+std::string RedisSourceOptions::stats_key() const { return redis::job_stats_key(uri.stream, group); }
+
+bool is_redis_uri(std::string_view uri) { return uri.rfind("redis://", 0) == 0; }
+
+RedisSourceOptions parse_redis_source_uri(const std::string& uri) {
+  RedisSourceOptions o;
+  o.uri = redis::parse_redis_uri(uri);
+  if (!o.uri.endpoint.password.empty())
+    throw std::invalid_argument("put the password in the environment (SLUICE_REDIS_PASSWORD), not in the URI");
+  if (const char* password = std::getenv("SLUICE_REDIS_PASSWORD")) o.uri.endpoint.password = password;
+  for (const auto& [key, value] : o.uri.query) {
+    if (key == "group") o.group = value;
+    else if (key == "consumer") o.consumer = value;
+    else if (key == "dead") o.dead = value;
+    else if (key == "count") o.count = number_option(key, value, 1, 1000);
+    else if (key == "block_ms") o.block_ms = number_option(key, value, 1, 60000);
+    else if (key == "claim_idle_s") o.claim_idle_s = number_option(key, value, 0.05, 86400.0);
+    else if (key == "max_deliveries") o.max_deliveries = number_option(key, value, 1, 1000000);
+    else if (key == "until_empty") o.until_empty = bool_option(key, value);
+    else
+      throw std::invalid_argument("unknown option '" + shown(key, 40) +
+                                  "' (known: group, consumer, count, block_ms, claim_idle_s, max_deliveries, dead, "
+                                  "until_empty)");
+  }
+  if (o.group.empty()) throw std::invalid_argument("a redis source needs ?group=NAME (its consumer group)");
+  if (o.consumer.empty()) o.consumer = default_consumer();
+  if (o.dead.empty()) o.dead = o.uri.stream + ":dead";
+  if (o.dead == o.uri.stream) throw std::invalid_argument("the dead-letter stream must not be the job's stream");
+  // A blocked XREADGROUP must come back before the connection's I/O timeout counts it lost.
+  o.uri.endpoint.io_timeout_s = std::max(o.uri.endpoint.io_timeout_s, o.block_ms / 1000.0 + 5);
+  return o;
+}
+
+std::optional<std::string> reject_input(const std::string& input, InputKind& kind) {
+  if (input.empty()) return "the field 'input' is empty";
+  if (input.find('\0') != std::string::npos) return "the field 'input' holds a NUL byte";
+  if (input.size() > 4096) return "the field 'input' is longer than 4096 bytes";
+  if (input.rfind("http://", 0) == 0 || input.rfind("https://", 0) == 0) {
+    kind = InputKind::file;  // a file served over HTTP: read to its end like a local one
+    return std::nullopt;
+  }
+  if (input.find("://") != std::string::npos)
+    return "'" + shown(input, 80) + "' is a URL of a kind a job does not take (only http(s):// files and absolute paths)";
+  if (input.front() != '/') return "'" + shown(input, 80) + "' is not an absolute path (each worker reads it from its own filesystem)";
+  kind = classify_uri(input);
+  if (kind == InputKind::camera) return "'" + shown(input, 80) + "' is a camera: a job input must end";
+  if (kind != InputKind::file && kind != InputKind::image && kind != InputKind::image_sequence)
+    return "'" + shown(input, 80) + "' is not a file";
+  return std::nullopt;
+}
+
+std::shared_ptr<InputFeed> open_redis_feed(RedisSourceOptions options) {
+  return std::make_shared<RedisFeed>(std::move(options));
+}
+
+}  // namespace sluice

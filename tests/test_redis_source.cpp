@@ -1,0 +1,267 @@
+// The Redis source (runtime/redis_source, runtime/redis_group_replies): its URI options, which entry inputs it
+// takes, the consumer-group reply shapes, and the feed against a redis-server the test starts: acknowledged
+// only on a durable outcome, dead letters with the reason, an entry left uncommitted taken back after
+// claim_idle_s and dead-lettered once delivered more than max_deliveries times, the end of an until_empty job.
+#include <catch2/catch.hpp>
+
+#include <stdlib.h>
+
+#include <chrono>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "pipeline_helpers.hpp"
+#include "redis_server.hpp"
+#include "runtime/redis_client.hpp"
+#include "runtime/redis_group_replies.hpp"
+#include "runtime/redis_source.hpp"
+
+using namespace sluice;
+using Catch::Matchers::Contains;
+using redis::Reply;
+using redis::RedisError;
+
+namespace {
+
+Reply one_reply(const std::string& resp) {
+  auto replies = redis::parse_replies(resp);
+  REQUIRE(replies.size() == 1);
+  return std::move(replies.front());
+}
+
+std::string bulk(const std::string& s) { return "$" + std::to_string(s.size()) + "\r\n" + s + "\r\n"; }
+
+// Polls the feed until it hands out an input or `limit` passes; "" when it ended or nothing came.
+std::string next_input(InputFeed& feed, std::chrono::seconds limit = std::chrono::seconds(20)) {
+  const auto until = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < until) {
+    std::string uri;
+    InputKind kind{};
+    const auto poll = feed.next(uri, kind, std::chrono::milliseconds(100));
+    if (poll == InputFeed::Poll::input) return uri;
+    if (poll == InputFeed::Poll::ended) return "";
+  }
+  return "";
+}
+
+bool ended_within(InputFeed& feed, std::chrono::seconds limit) {
+  const auto until = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < until) {
+    std::string uri;
+    InputKind kind{};
+    const auto poll = feed.next(uri, kind, std::chrono::milliseconds(100));
+    if (poll == InputFeed::Poll::ended) return true;
+    if (poll == InputFeed::Poll::input) return false;  // not expected: the caller's job had no more
+  }
+  return false;
+}
+
+std::map<std::string, std::string> hash(redis::Client& c, const std::string& key) {
+  const Reply r = c.checked({"HGETALL", key});
+  std::map<std::string, std::string> out;
+  for (std::size_t i = 0; i + 1 < r.elements.size(); i += 2) out[r.elements[i].str] = r.elements[i + 1].str;
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("redis source URI: options, defaults and refusals name what is wrong") {
+  ::unsetenv("SLUICE_REDIS_PASSWORD");
+  const auto o = parse_redis_source_uri(
+      "redis://127.0.0.1:7000/jobs?group=g&consumer=w1&count=8&block_ms=50&claim_idle_s=2.5&max_deliveries=3&until_empty=1");
+  CHECK(o.uri.stream == "jobs");
+  CHECK(o.group == "g");
+  CHECK(o.consumer == "w1");
+  CHECK(o.count == 8);
+  CHECK(o.block_ms == 50);
+  CHECK(o.claim_idle_s == 2.5);
+  CHECK(o.max_deliveries == 3);
+  CHECK(o.until_empty);
+  CHECK(o.dead == "jobs:dead");
+  CHECK(o.stats_key() == "jobs:sluice-stats:g");
+  const auto d = parse_redis_source_uri("redis://h/jobs?group=g");
+  CHECK_FALSE(d.consumer.empty());  // hostname-pid
+  CHECK(d.consumer.find('-') != std::string::npos);
+  CHECK_FALSE(d.until_empty);
+  CHECK(d.uri.endpoint.io_timeout_s > d.block_ms / 1000.0);  // a blocked read is not a lost connection
+
+  CHECK_THROWS_WITH(parse_redis_source_uri("redis://h/jobs"), Contains("group"));
+  CHECK_THROWS_WITH(parse_redis_source_uri("redis://h/jobs?group=g&colour=red"), Contains("unknown option 'colour'"));
+  CHECK_THROWS_WITH(parse_redis_source_uri("redis://h/jobs?group=g&count=0"), Contains("'count'"));
+  CHECK_THROWS_WITH(parse_redis_source_uri("redis://h/jobs?group=g&claim_idle_s=x"), Contains("'claim_idle_s'"));
+  CHECK_THROWS_WITH(parse_redis_source_uri("redis://h/jobs?group=g&until_empty=maybe"), Contains("'until_empty'"));
+  CHECK_THROWS_WITH(parse_redis_source_uri("redis://h/jobs?group=g&dead=jobs"), Contains("dead-letter"));
+  try {
+    parse_redis_source_uri("redis://:s3cret@h/jobs?group=g");
+    FAIL("a password in the URI was taken");
+  } catch (const std::invalid_argument& e) {
+    CHECK_THAT(e.what(), Contains("SLUICE_REDIS_PASSWORD"));
+    CHECK(std::string(e.what()).find("s3cret") == std::string::npos);
+  }
+  CHECK(is_redis_uri("redis://h/s"));
+  CHECK_FALSE(is_redis_uri("rediss://h/s"));
+}
+
+TEST_CASE("redis source: a bad URI is a config error when the pipeline is planned, never showing a password") {
+  const std::string yaml = R"(name: t
+device: cpu
+stages:
+  - kind: decode
+    uri: ["URI"]
+    width: 32
+    height: 24
+  - kind: sink
+    type: stdout
+)";
+  auto with = [&](const std::string& uri) {
+    std::string y = yaml;
+    y.replace(y.find("URI"), 3, uri);
+    return y;
+  };
+  CHECK_THROWS_WITH(test::plan_from(with("redis://127.0.0.1:1/jobs")), Contains("'uri'") && Contains("group"));
+  CHECK_THROWS_WITH(test::plan_from(with("redis://127.0.0.1:1/jobs?group=g&count=x")), Contains("'count'"));
+  try {
+    test::plan_from(with("redis://:hunter2@127.0.0.1:1/jobs?group=g"));
+    FAIL("a password in the pipeline file was taken");
+  } catch (const std::exception& e) {
+    CHECK_THAT(e.what(), Contains("SLUICE_REDIS_PASSWORD"));
+    CHECK(std::string(e.what()).find("hunter2") == std::string::npos);
+  }
+  CHECK_NOTHROW(test::plan_from(with("redis://127.0.0.1:1/jobs?group=g&until_empty=true")));
+  std::string serial = with("redis://127.0.0.1:1/jobs?group=g");
+  serial.replace(serial.find("device: cpu"), 11, "device: cpu\nexecution: serial");
+  CHECK_THROWS_WITH(test::plan_from(serial), Contains("execution: pipelined"));
+}
+
+TEST_CASE("redis source: which entry inputs a job takes") {
+  InputKind kind{};
+  CHECK_FALSE(reject_input("/data/a.mp4", kind));
+  CHECK(kind == InputKind::file);
+  CHECK_FALSE(reject_input("/data/b.JPG", kind));
+  CHECK(kind == InputKind::image);
+  CHECK_FALSE(reject_input("https://media.example/c.mp4", kind));
+  CHECK(kind == InputKind::file);
+  CHECK_THAT(*reject_input("clips/a.mp4", kind), Contains("not an absolute path"));
+  CHECK_THAT(*reject_input("rtsp://cam/1", kind), Contains("URL of a kind"));
+  CHECK_THAT(*reject_input("/dev/video0", kind), Contains("camera"));
+  CHECK_THAT(*reject_input("", kind), Contains("empty"));
+  CHECK_THAT(*reject_input(std::string("/a\0b", 4), kind), Contains("NUL"));
+  CHECK_THAT(*reject_input("/" + std::string(5000, 'x'), kind), Contains("4096"));
+  const auto shown = *reject_input("r\xff\xfe.mp4", kind);  // never echoes raw non-UTF-8 bytes
+  CHECK(shown.find("\xff") == std::string::npos);
+}
+
+TEST_CASE("consumer-group replies: shapes checked, bad ones refused as protocol errors") {
+  const Reply claim = one_reply("*3\r\n" + bulk("7-0") + "*1\r\n*2\r\n" + bulk("5-1") + "*2\r\n" + bulk("input") +
+                                bulk("/a.mp4") + "*1\r\n" + bulk("4-0"));
+  const auto c = redis::parse_xautoclaim(claim, "t");
+  CHECK(c.cursor == "7-0");
+  REQUIRE(c.entries.size() == 1);
+  CHECK(*c.entries[0].field("input") == "/a.mp4");
+  CHECK(c.deleted == std::vector<std::string>{"4-0"});
+  CHECK(redis::parse_xautoclaim(one_reply("*2\r\n" + bulk("0-0") + "*0\r\n"), "t").entries.empty());  // redis 6.2
+  CHECK_THROWS_AS(redis::parse_xautoclaim(one_reply("*2\r\n" + bulk("x") + "*0\r\n"), "t"), RedisError);
+  CHECK_THROWS_AS(redis::parse_xautoclaim(one_reply(":1\r\n"), "t"), RedisError);
+
+  const auto sum = redis::parse_xpending_summary(
+      one_reply("*4\r\n:3\r\n" + bulk("1-0") + bulk("3-0") + "*1\r\n*2\r\n" + bulk("w1") + bulk("3")), "t");
+  CHECK(sum.count == 3);
+  REQUIRE(sum.consumers.size() == 1);
+  CHECK(sum.consumers[0] == std::make_pair(std::string("w1"), std::int64_t{3}));
+  CHECK(redis::parse_xpending_summary(one_reply("*4\r\n:0\r\n$-1\r\n$-1\r\n*-1\r\n"), "t").count == 0);
+  CHECK_THROWS_AS(redis::parse_xpending_summary(one_reply("*4\r\n:-1\r\n$-1\r\n$-1\r\n*-1\r\n"), "t"), RedisError);
+  CHECK_THROWS_AS(
+      redis::parse_xpending_summary(one_reply("*4\r\n:1\r\n$-1\r\n$-1\r\n*1\r\n*2\r\n" + bulk("w") + bulk("1x")), "t"),
+      RedisError);
+
+  const auto pe = redis::parse_xpending_entries(one_reply("*1\r\n*4\r\n" + bulk("9-2") + bulk("w2") + ":1500\r\n:4\r\n"), "t");
+  REQUIRE(pe.size() == 1);
+  CHECK((pe[0].id == "9-2" && pe[0].consumer == "w2" && pe[0].idle_ms == 1500 && pe[0].deliveries == 4));
+  CHECK_THROWS_AS(redis::parse_xpending_entries(one_reply("*1\r\n*3\r\n" + bulk("9-2") + bulk("w2") + ":1\r\n"), "t"),
+                  RedisError);
+
+  const auto info = redis::parse_info_list(
+      one_reply("*1\r\n*6\r\n" + bulk("name") + bulk("g") + bulk("pending") + ":2\r\n" + bulk("lag") + "$-1\r\n"), "t");
+  REQUIRE(info.size() == 1);
+  CHECK(info[0].at("name") == "g");
+  CHECK(info[0].at("pending") == "2");
+  CHECK(info[0].at("lag") == "");
+  CHECK_THROWS_AS(redis::parse_info_list(one_reply("*1\r\n*2\r\n" + bulk("name") + "*0\r\n"), "t"), RedisError);
+}
+
+TEST_CASE("redis feed: acknowledged on a durable outcome, dead letters with the reason, retries up to max_deliveries") {
+  ::unsetenv("SLUICE_REDIS_PASSWORD");
+  test::RedisServer server;
+  redis::Client c(server.endpoint());
+  for (const char* input : {"/jobs/a.mp4", "/jobs/b.mp4", "/jobs/c.mp4"}) c.checked({"XADD", "jobs", "*", "input", input});
+  c.checked({"XADD", "jobs", "*", "input", "not/absolute.mp4"});
+  const auto options = parse_redis_source_uri(server.uri("jobs") +
+                                              "?group=g&consumer=w1&count=1&claim_idle_s=0.3&max_deliveries=2&until_empty=true");
+  auto feed = open_redis_feed(options);
+
+  std::map<std::string, int> handed;
+  // a: done; b: failed (dead letter with the reader's reason); c: never committed, twice (retry), then it is
+  // dead-lettered for its deliveries.
+  for (int round = 0; round < 8 && !(handed["/jobs/c.mp4"] >= 2 && handed["/jobs/a.mp4"] && handed["/jobs/b.mp4"]); ++round) {
+    const std::string input = next_input(*feed);
+    REQUIRE_FALSE(input.empty());
+    ++handed[input];
+    if (input == "/jobs/a.mp4") feed->settled({1, input, InputOutcome::done, {}});
+    else if (input == "/jobs/b.mp4") feed->settled({1, input, InputOutcome::failed, "b.mp4: not a video"});
+    else feed->settled({1, input, InputOutcome::retry, "3 frames failed in a stage"});
+  }
+  CHECK(handed["/jobs/a.mp4"] == 1);
+  CHECK(handed["/jobs/b.mp4"] == 1);
+  CHECK(handed["/jobs/c.mp4"] == 2);  // delivered twice (max_deliveries), then dead-lettered instead of a third
+  CHECK(ended_within(*feed, std::chrono::seconds(20)));
+  feed.reset();
+
+  const auto stats = hash(c, options.stats_key());
+  CHECK(stats.at("done") == "1");
+  CHECK(stats.at("dead") == "3");
+  CHECK(stats.at("done:w1") == "1");
+  const Reply dead = c.checked({"XRANGE", "jobs:dead", "-", "+"});
+  std::map<std::string, std::string> reasons;
+  for (const auto& e : redis::parse_entries(dead, "dead")) reasons[*e.field("input")] = *e.field("reason");
+  REQUIRE(reasons.size() == 3);
+  CHECK(reasons.at("/jobs/b.mp4") == "b.mp4: not a video");
+  CHECK_THAT(reasons.at("/jobs/c.mp4"), Contains("more than max_deliveries 2") && Contains("3 frames failed"));
+  CHECK_THAT(reasons.at("not/absolute.mp4"), Contains("not an absolute path"));
+  const auto pending = redis::parse_xpending_summary(c.checked({"XPENDING", "jobs", "g"}), "t");
+  CHECK(pending.count == 0);
+}
+
+TEST_CASE("redis feed: a dead consumer's entries are taken over; a live one's held entries are not") {
+  ::unsetenv("SLUICE_REDIS_PASSWORD");
+  test::RedisServer server;
+  redis::Client c(server.endpoint());
+  c.checked({"XADD", "jobs", "*", "input", "/jobs/orphan.mp4"});
+  c.checked({"XADD", "jobs", "*", "input", "/jobs/fresh.mp4"});
+  // A consumer that read the orphan and died: pending under its name, never acknowledged.
+  c.checked({"XGROUP", "CREATE", "jobs", "g", "0", "MKSTREAM"});
+  c.checked({"XREADGROUP", "GROUP", "g", "dead", "COUNT", "1", "STREAMS", "jobs", ">"});
+  const std::string base = server.uri("jobs") + "?group=g&count=2&claim_idle_s=2";
+  auto live = open_redis_feed(parse_redis_source_uri(base + "&consumer=w1"));
+  std::map<std::string, int> got;
+  for (int i = 0; i < 2; ++i) ++got[next_input(*live)];
+  CHECK(got["/jobs/fresh.mp4"] == 1);
+  CHECK(got["/jobs/orphan.mp4"] == 1);  // taken over from the dead consumer once idle for claim_idle_s
+  // w1 holds both without settling them: a second consumer must not take them while w1 keeps them alive.
+  auto other = open_redis_feed(parse_redis_source_uri(base + "&consumer=w2"));
+  std::string uri;
+  InputKind kind{};
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);  // 2.5 claim_idle_s
+  bool stolen = false;
+  while (std::chrono::steady_clock::now() < until)
+    stolen = other->next(uri, kind, std::chrono::milliseconds(100)) == InputFeed::Poll::input || stolen;
+  CHECK_FALSE(stolen);
+  live->settled({1, "/jobs/fresh.mp4", InputOutcome::done, {}});
+  live->settled({1, "/jobs/orphan.mp4", InputOutcome::done, {}});
+  live.reset();  // stopping sends what is settled
+  other.reset();
+  const auto pending = redis::parse_xpending_summary(c.checked({"XPENDING", "jobs", "g"}), "t");
+  CHECK(pending.count == 0);
+  CHECK(hash(c, "jobs:sluice-stats:g").at("done:w1") == "2");
+}
