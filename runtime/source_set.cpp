@@ -321,16 +321,20 @@ void SourceSet::run_files(Source& s) {
     }
     std::string error;
     if (!read_input(s, input.first, input.second, false, error)) break;
-    std::lock_guard lock(mu_);
-    if (error.empty()) {
-      s.inputs_done++;
-    } else {
-      s.inputs_failed++;
-      s.errors++;
-      s.reason = input.first + ": " + error;
-      if (s.bad_inputs.size() < kBadInputsShown) s.bad_inputs.push_back(s.reason);
-    }
+    count_input(s, input.first, error);
   }
+}
+
+void SourceSet::count_input(Source& s, const std::string& uri, const std::string& error) {
+  std::lock_guard lock(mu_);
+  if (error.empty()) {
+    s.inputs_done++;
+    return;
+  }
+  s.inputs_failed++;
+  s.errors++;
+  s.reason = to_valid_utf8(uri) + ": " + error;
+  if (s.bad_inputs.size() < kBadInputsShown) s.bad_inputs.push_back(s.reason);
 }
 
 void SourceSet::run_feed(Source& s) {
@@ -375,15 +379,7 @@ void SourceSet::run_feed(Source& s) {
     }
     std::string error;
     if (!read_input(s, uri, kind, false, error)) break;
-    std::lock_guard lock(mu_);
-    if (error.empty()) {
-      s.inputs_done++;
-    } else {
-      s.inputs_failed++;
-      s.errors++;
-      s.reason = to_valid_utf8(uri) + ": " + error;
-      if (s.bad_inputs.size() < kBadInputsShown) s.bad_inputs.push_back(s.reason);
-    }
+    count_input(s, uri, error);
   }
 }
 

@@ -98,6 +98,8 @@ class SourceSet final : public SourceControl {
   void run_feed(Source& s);
   // Reads one input to its end; returns false when the source was stopped meanwhile.
   bool read_input(Source& s, const std::string& uri, InputKind kind, bool live, std::string& error);
+  // An input read to its end: done, or failed with `error` (the source's reason and list of bad inputs).
+  void count_input(Source& s, const std::string& uri, const std::string& error);
   int claim_slot(Source& s);                 // blocks (files) or evicts the oldest frame (live)
   void publish(Source& s, int slot, FrameMeta meta, std::uint64_t epoch);
   void release_slot(Source& s, int slot);    // a claimed slot that holds no frame after all

@@ -1032,6 +1032,14 @@ TestGraph channels_last_candidate(std::mt19937& rng) {
   return t;
 }
 
+// The engine with its layout plan against the all-NCHW engine, output by output.
+void check_layouts_agree(const TestGraph& t) {
+  CpuEngine planned(t.graph);
+  CpuEngine plain(t.graph, sluice::nn::CpuOptions{.channels_last = false});
+  const auto got = t.run_on(planned), want = t.run_on(plain);
+  for (std::size_t o = 0; o < got.size(); ++o) CHECK_CLOSE(got[o], want[o], 1e-5);
+}
+
 TEST_CASE("The layout plan keeps conv chains channels last and leaves the rest NCHW", "[cpu_ops][engine][layout]") {
   std::mt19937 rng(19);
   const TestGraph t = channels_last_candidate(rng);
@@ -1086,22 +1094,13 @@ TEST_CASE("Channels-last and NCHW engines compute the same on random conv chains
     t.output("g", {n, m, 1, 1});
     t.output(made.front(), y);
     INFO("trial " << trial << " x " << sluice::nn::to_string(x) << " depth " << depth);
-    CpuEngine planned(t.graph);
-    CpuEngine plain(t.graph, sluice::nn::CpuOptions{.channels_last = false});
-    const auto got = t.run_on(planned), want = t.run_on(plain);
-    CHECK_CLOSE(got[0], want[0], 1e-5);
-    CHECK_CLOSE(got[1], want[1], 1e-5);
+    check_layouts_agree(t);
   }
 }
 
 TEST_CASE("A graph that mixes layouts matches the NCHW engine", "[cpu_ops][engine][layout]") {
   std::mt19937 rng(21);
-  const TestGraph t = channels_last_candidate(rng);
-  CpuEngine planned(t.graph);
-  CpuEngine plain(t.graph, sluice::nn::CpuOptions{.channels_last = false});
-  const auto got = t.run_on(planned), want = t.run_on(plain);
-  CHECK_CLOSE(got[0], want[0], 1e-5);
-  CHECK_CLOSE(got[1], want[1], 1e-5);
+  check_layouts_agree(channels_last_candidate(rng));
 }
 
 TEST_CASE("The memory planner never overlaps buffers that live at the same time", "[cpu_ops][engine]") {
