@@ -205,8 +205,8 @@ StageInfo sink_stage() {
            "jsonl per run: the output file (- for stdout); jsonl per file or source, directory, npy: the directory "
            "(created if missing); redis: redis://host[:port]/STREAM (password from SLUICE_REDIS_PASSWORD); mqtt: mqtt://host[:port]/TOPIC "
            "where TOPIC may hold {source} (the frame's source name) and {input} (the input's name, or the source's "
-           "for frames without one), each put in as one topic level ('/', '+', '#' and control characters made "
-           "'_'); no wildcards, no leading '$'; user and password from SLUICE_MQTT_USERNAME / "
+           "for frames without one), each put in as one topic level ('/', '+', '#', control characters and a "
+           "leading '$' made '_'); no wildcards, no leading '$'; user and password from SLUICE_MQTT_USERNAME / "
            "SLUICE_MQTT_PASSWORD. npy writes batch-NNNNNNNN.npy [count, ...] in the payload's layout and dtype (bf16 "
            "as f32; frames as u8 HxWxC, YUV as (H*3/2)xW; classes as k records of score f32, index i32)"},
           {"per", ParamType::choice, "run",

@@ -64,7 +64,11 @@ class MqttWriter final : public RecordWriter {
           client_.publish(pending_, done, qos_, window_, stall_s_);
           return std::nullopt;
         } catch (const mqtt::MqttError& e) {
-          return WriteRetry::Failure{!e.transient(), e.what()};
+          // The retry's messages name the broker already.
+          std::string text = e.what();
+          const std::string where = client_.describe() + ": ";
+          if (text.starts_with(where)) text.erase(0, where.size());
+          return WriteRetry::Failure{!e.transient(), std::move(text)};
         }
       });
     } catch (...) {

@@ -64,12 +64,13 @@ class MosquittoBroker {
   std::string uri(const std::string& topic) const { return "mqtt://127.0.0.1:" + std::to_string(port_) + "/" + topic; }
 
   void start() {
-    const std::string conf = dir_.str() + "/mosquitto.conf";
+    // Built before fork(): the child of a process with threads (the subscriber's) must not allocate.
+    const std::string conf = dir_.str() + "/mosquitto.conf", log_path = dir_.str() + "/stderr.log";
     pid_ = ::fork();
     if (pid_ < 0) throw std::runtime_error("fork failed");
     if (pid_ == 0) {
       // Its own words (such as the warning about running as root) go to its log, not the test's output.
-      const int log = ::open((dir_.str() + "/stderr.log").c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+      const int log = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
       if (log >= 0) {
         ::dup2(log, 1);
         ::dup2(log, 2);
