@@ -79,6 +79,7 @@ class Client {
   static void on_disconnect(struct mosquitto*, void* self, int rc);
   static void on_publish(struct mosquitto*, void* self, int mid);
   [[noreturn]] void lost(const std::string& what, int rc);
+  void quick_ack() noexcept;
 
   ClientOptions options_;
   struct mosquitto* mosq_ = nullptr;
