@@ -241,7 +241,8 @@ StageInfo sink_stage() {
            5.0, 65535.0},
           {"max_inflight", ParamType::integer, "100",
            "mqtt: at most this many messages published and not yet acknowledged at once (the rest of the batch "
-           "waits for acknowledgements)",
+           "waits for acknowledgements); keep it at least the pipeline's batch_size: a smaller window can wait "
+           "~40 ms a round on a broker with Nagle's algorithm on (docs/scale-out.md)",
            1.0, 65000.0},
           {"write_retry_s", ParamType::number, "30",
            "a write that fails for a reason that may pass (permission, directory gone) blocks the sink and is "
