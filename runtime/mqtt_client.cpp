@@ -108,8 +108,7 @@ void Client::connect() {
   mosq_ = mosquitto_new(options_.client_id.c_str(), true, this);
   if (!mosq_) throw MqttError(MqttError::Kind::connection, describe() + ": cannot create a client: " + std::strerror(errno));
   mosquitto_int_option(mosq_, MOSQ_OPT_PROTOCOL_VERSION, MQTT_PROTOCOL_V311);
-  // Without it Nagle holds each small PUBLISH back until the previous one's TCP ACK, which the broker delays
-  // (~40 ms): a batch of 16 took 41 ms on loopback instead of ~1.
+  // Each small PUBLISH goes out at once instead of waiting (Nagle) for the TCP ACK of the one before.
   mosquitto_int_option(mosq_, MOSQ_OPT_TCP_NODELAY, 1);
   mosquitto_max_inflight_messages_set(mosq_, 0);  // publish()'s window is the bound
   mosquitto_connect_callback_set(mosq_, &Client::on_connect);
@@ -149,7 +148,7 @@ void Client::connect() {
     throw MqttError(code == 3 ? MqttError::Kind::connection : MqttError::Kind::refused,
                     describe() + ": the broker refused the connection: " + text);
   }
-  // MOSQ_OPT_TCP_NODELAY is not applied on every connect path of libmosquitto 2.0: set it on the socket too.
+  // Also on the socket itself: cheap, and independent of which of the library's connect paths applied the option.
   const int on = 1;
   if (const int fd = mosquitto_socket(mosq_); fd >= 0) ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
   connected_ = true;
