@@ -19,6 +19,8 @@ packages=(
   libdnnl-dev             # oneDNN: the CPU inference backend's convolutions and matrix products
   libhiredis-dev          # the Redis Streams connectors (redis sink)
   redis-server            # the Redis tests start their own server on a loopback port
+  libmosquitto-dev        # the mqtt sink (libmosquitto's C API)
+  mosquitto               # the MQTT tests start their own broker on a loopback port
   python3-torch python3-torchvision python3-onnx python3-numpy  # reference models and outputs for the tests
   python3                 # the service tests drive the daemon from a script
   clang libclang-rt-14-dev  # libFuzzer harnesses (fuzz preset)

@@ -1,6 +1,6 @@
 // sink: the pipeline's end. Splits batches into frames again and writes one record per frame (a payload summary,
 // or the top-k classes) to stdout, a jsonl file (per run, per input file or per source) or a directory of
-// per-input results, or a Redis stream; or (npy) each batch's payload as a NumPy file with an index of its frames. The writers
+// per-input results, a Redis stream or an MQTT broker; or (npy) each batch's payload as a NumPy file with an index of its frames. The writers
 // live beside it: sink_records (the record), sink_jsonl and sink_per_input (where records go), sink_npy, and
 // sink_outputs (atomic files, output names, and the retry policy for writes that fail).
 #include <iostream>
@@ -30,6 +30,9 @@ class SinkStage final : public Stage {
       throw ConfigError("reads host memory; put a download stage before it (input is " + init.input->describe() + ")");
     if (type_ != "jsonl" && init.params.was_given("per")) throw ConfigError("'per' applies to type jsonl only");
     if (type_ != "redis" && init.params.was_given("maxlen")) throw ConfigError("'maxlen' applies to type redis only");
+    for (const char* key : {"qos", "client_id", "keepalive_s", "max_inflight"})
+      if (type_ != "mqtt" && init.params.was_given(key))
+        throw ConfigError(std::string("'") + key + "' applies to type mqtt only");
     for (const char* key : {"rotate_mb", "rotate_s"})
       if (init.params.was_given(key) && !(type_ == "jsonl" && per_ == "source"))
         throw ConfigError(std::string("'") + key + "' applies to type jsonl with per: source only");
@@ -55,6 +58,14 @@ class SinkStage final : public Stage {
     } else if (type_ == "redis") {
       writer_ = sinks::make_redis_writer(path_, static_cast<std::uint64_t>(init.params.number("maxlen")), retry_,
                                          init.name);
+    } else if (type_ == "mqtt") {
+      sinks::MqttSettings mqtt;
+      mqtt.uri = path_;
+      mqtt.qos = static_cast<int>(init.params.integer("qos"));
+      mqtt.client_id = init.params.string("client_id");
+      mqtt.keepalive_s = static_cast<int>(init.params.integer("keepalive_s"));
+      mqtt.max_inflight = static_cast<std::size_t>(init.params.integer("max_inflight"));
+      writer_ = sinks::make_mqtt_writer(mqtt, retry_, init.name);
     } else if (type_ == "npy") {
       if (path_.empty() || path_ == "-") throw ConfigError("type npy needs a 'path': the directory to write into");
       npy_.emplace(*init.input, path_, retry_, init.name);
@@ -165,7 +176,11 @@ StageInfo sink_stage() {
       "per run, per input file or per source), directory (one JSON result per input), redis (each record XADDed to a "
       "Redis stream as field 'record', a batch per MULTI/EXEC; delivered once the server acknowledged it; a lost "
       "server is reconnected to and the batch resent only if it did not land, the sink blocking meanwhile until "
-      "write_retry_s) or npy (each batch's payload as "
+      "write_retry_s), mqtt (each record published as one message to an MQTT broker, QoS 1 by default, the topic "
+      "from a template with the frame's source and input, not retained; delivered once the broker acknowledged it "
+      "(PUBACK; at QoS 0 once written to the socket, fire-and-forget); a lost broker is reconnected to and the "
+      "batch's messages not acknowledged before are published again, so none is lost and a few may arrive twice, "
+      "the sink blocking meanwhile until write_retry_s) or npy (each batch's payload as "
       "a NumPy file, plus index.jsonl: file, row, source_id, sequence, pts_ns, input and input_frame per frame). Per-input outputs are "
       "named after the input's file stem (<stem>-<8 hex digits of a hash of its path> when another input already "
       "has that name; claims kept in <dir>/.sluice-names so every run uses the same names; frames without an input "
@@ -185,10 +200,14 @@ StageInfo sink_stage() {
       "directory is back",
       {
           {"type", ParamType::choice, "null", "where records go", {}, {},
-           {"null", "stdout", "jsonl", "directory", "redis", "npy"}},
+           {"null", "stdout", "jsonl", "directory", "redis", "mqtt", "npy"}},
           {"path", ParamType::string, "",
            "jsonl per run: the output file (- for stdout); jsonl per file or source, directory, npy: the directory "
-           "(created if missing); redis: redis://host[:port]/STREAM (password from SLUICE_REDIS_PASSWORD). npy writes batch-NNNNNNNN.npy [count, ...] in the payload's layout and dtype (bf16 "
+           "(created if missing); redis: redis://host[:port]/STREAM (password from SLUICE_REDIS_PASSWORD); mqtt: mqtt://host[:port]/TOPIC "
+           "where TOPIC may hold {source} (the frame's source name) and {input} (the input's name, or the source's "
+           "for frames without one), each put in as one topic level ('/', '+', '#', control characters and a "
+           "leading '$' made '_'); no wildcards, no leading '$'; user and password from SLUICE_MQTT_USERNAME / "
+           "SLUICE_MQTT_PASSWORD. npy writes batch-NNNNNNNN.npy [count, ...] in the payload's layout and dtype (bf16 "
            "as f32; frames as u8 HxWxC, YUV as (H*3/2)xW; classes as k records of score f32, index i32)"},
           {"per", ParamType::choice, "run",
            "jsonl: run = one file (path) for the whole run; file = <path>/<name>.jsonl per input, committed "
@@ -207,6 +226,24 @@ StageInfo sink_stage() {
           {"maxlen", ParamType::number, "0",
            "redis: trim the stream to about this many entries as records are added (XADD MAXLEN ~); 0 = never trim",
            0.0},
+          {"qos", ParamType::integer, "1",
+           "mqtt: 1 = at least once (a frame is delivered once the broker's PUBACK came; after a reconnect a message "
+           "may arrive twice); 0 = at most once (delivered once written to the socket; a broker that goes away "
+           "loses it)",
+           0.0, 1.0},
+          {"client_id", ParamType::string, "",
+           "mqtt: the MQTT client id (printable ASCII, at most 128 characters; brokers must accept 1 to 23 "
+           "letters and digits); empty = sluice- and 16 random hex digits. Two clients with one id push each "
+           "other off the broker"},
+          {"keepalive_s", ParamType::integer, "30",
+           "mqtt: the MQTT keepalive; also how long a batch waits for an acknowledgement before the connection "
+           "counts as lost (then reconnected and the batch's unacknowledged messages published again)",
+           5.0, 65535.0},
+          {"max_inflight", ParamType::integer, "100",
+           "mqtt: at most this many messages published and not yet acknowledged at once (the rest of the batch "
+           "waits for acknowledgements); keep it at least the pipeline's batch_size: a smaller window can wait "
+           "~40 ms a round on a broker with Nagle's algorithm on (docs/scale-out.md)",
+           1.0, 65000.0},
           {"write_retry_s", ParamType::number, "30",
            "a write that fails for a reason that may pass (permission, directory gone) blocks the sink and is "
            "retried every 0.1 s growing to 2 s; after this many seconds its frames (or its input) are counted failed "
@@ -218,7 +255,7 @@ StageInfo sink_stage() {
       [](const ParamValues& p) -> std::optional<StageOutput> {
         const std::string& type = p.string("type");
         const std::string& path = p.string("path");
-        if (type == "null" || type == "stdout" || type == "redis" || path.empty() || path == "-") return std::nullopt;
+        if (type == "null" || type == "stdout" || type == "redis" || type == "mqtt" || path.empty() || path == "-") return std::nullopt;
         return StageOutput{path, type == "jsonl" && p.string("per") == "run"};
       }};
 }

@@ -9,8 +9,10 @@
 //   jsonl, per: file    one file per input, committed atomically when the input is done      (sink_per_input.cpp)
 //   directory           one JSON result per input, committed atomically likewise            (sink_per_input.cpp)
 //   redis               records appended to a Redis stream (XADD), a batch per MULTI/EXEC    (sink_redis.cpp)
+//   mqtt                a message per record to an MQTT broker, QoS 1, acknowledged per batch (sink_mqtt.cpp)
 // An input that cannot be committed complete (failed frames, a commit that fails) throws from finish() with
 // the reason; its records stay on disk as `<output>.partial`.
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -64,5 +66,16 @@ std::unique_ptr<RecordWriter> make_directory_writer(std::filesystem::path dir, W
 // MAXLEN ~ `maxlen` (0: the stream is not trimmed).
 std::unique_ptr<RecordWriter> make_redis_writer(const std::string& uri, std::uint64_t maxlen, WriteRetry& retry,
                                                 std::string stage);
+
+// mqtt: `uri` mqtt://host[:port]/TOPIC_TEMPLATE ({source}, {input}; runtime/mqtt_topic.hpp), the user name and
+// password from SLUICE_MQTT_USERNAME / SLUICE_MQTT_PASSWORD. Throws ConfigError naming the key that is wrong.
+struct MqttSettings {
+  std::string uri;
+  int qos = 1;
+  std::string client_id;    // empty: a random one
+  int keepalive_s = 30;     // also how long a batch waits for an acknowledgement before reconnecting
+  std::size_t max_inflight = 100;
+};
+std::unique_ptr<RecordWriter> make_mqtt_writer(const MqttSettings& settings, WriteRetry& retry, std::string stage);
 
 }  // namespace sluice::sinks

@@ -31,7 +31,7 @@ echo "package: $(basename "$deb"), $(($(stat -c %s "$deb") / 1024)) KiB"
 depends=$(dpkg-deb -f "$deb" Depends)
 echo "Depends: $depends"
 for lib in libyaml-cpp libspdlog libsystemd0 libonnx libprotobuf libdnnl libavformat libavcodec libopencv-core \
-           libstdc++6 libc6; do
+           libmosquitto1 libstdc++6 libc6; do
   case "$depends" in *"$lib"*) ;; *) fail "Depends names $lib" "missing" ;; esac
 done
 case "$depends" in *cuda* | *cudnn* | *cublas*) fail "Depends has no NVIDIA library" "$depends" ;; *) ok "Depends computed, no NVIDIA library" ;; esac
