@@ -255,7 +255,7 @@ TEST_CASE("a broker restarted mid-stream loses no QoS 1 message", "[mqtt][sinks]
                                   << " duplicate(s)");
 }
 
-TEST_CASE("a broker gone past write_retry_s fails the batch with the broker and reason; the sink goes on after",
+TEST_CASE("a broker gone past write_retry_s fails the batch naming the broker and reason and the sink goes on after",
           "[mqtt][sinks]") {
   test::MosquittoBroker broker;
   test::Subscriber sub(broker.port(), "gone/#", "sub-gone");

@@ -233,7 +233,7 @@ TEST_CASE("redis feed: acknowledged on a durable outcome, dead letters with the 
   CHECK(pending.count == 0);
 }
 
-TEST_CASE("redis feed: a dead consumer's entries are taken over; a live one's held entries are not") {
+TEST_CASE("redis feed: a dead consumer's entries are taken over but a live one's held entries are not") {
   ::unsetenv("SLUICE_REDIS_PASSWORD");
   test::RedisServer server;
   redis::Client c(server.endpoint());
