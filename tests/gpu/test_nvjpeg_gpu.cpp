@@ -121,8 +121,10 @@ TEST_CASE("BGR conversion kernel equals its CPU twin on random images, sizes and
 }
 
 // nvJPEG and ffmpeg's mjpeg decoder differ in their IDCT and colour rounding (4:4:4: max |diff| <= 4, mean <= 0.5)
-// and in chroma upsampling for 4:2:0 (ffmpeg interpolates, decoders may replicate; on these smooth images:
-// max <= 8, mean <= 1.5).
+// and in chroma upsampling for 4:2:0 (smooth420: max <= 8, mean <= 1.5). odd420's steep gradients widen the
+// gap between any two decoders: on the H200 (bench/results/h200-2026-12-02-decode/jpeg_decoders_compare.py)
+// libjpeg-turbo (OpenCV) is 13 levels off ffmpeg (mean 2.4) away from the edge, and torchvision's nvJPEG
+// decode gives exactly what sluice's does (17, mean 3.0): max <= 20, mean <= 4.
 TEST_CASE("nvJPEG decodes JPEGs as a CPU decoder does, within a stated tolerance", "[gpu][nvjpeg]") {
   require_nvjpeg();
   register_jpeg_reader();
@@ -133,7 +135,7 @@ TEST_CASE("nvJPEG decodes JPEGs as a CPU decoder does, within a stated tolerance
     double max_mean;
   };
   for (const Case& c : {Case{"color444", 64, 48, 4, 0.5}, Case{"smooth420", 80, 60, 8, 1.5},
-                        Case{"odd420", 33, 17, 8, 1.5}}) {
+                        Case{"odd420", 33, 17, 20, 4.0}}) {
     INFO(c.name);
     std::string backend;
     const auto got = read_host(image(std::string(c.name) + ".jpg"), PixelFormat::bgr8, c.width, c.height, &backend);
