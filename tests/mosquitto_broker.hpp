@@ -29,6 +29,7 @@
 
 #include <mosquitto.h>
 
+#include "server_process.hpp"
 #include "temp_dir.hpp"
 
 namespace sluice::test {
@@ -37,7 +38,7 @@ class MosquittoBroker {
  public:
   // `user`/`password` non-empty: anonymous clients are refused, that one is let in.
   explicit MosquittoBroker(const std::string& user = "", const std::string& password = "") : dir_("sluice-mqtt") {
-    port_ = free_port();
+    port_ = free_loopback_port();
     std::ofstream conf(dir_.path / "mosquitto.conf");
     conf << "listener " << port_ << " 127.0.0.1\n"
          << "persistence true\npersistence_location " << dir_.str() << "/\n"
@@ -78,35 +79,13 @@ class MosquittoBroker {
       ::execlp("mosquitto", "mosquitto", "-c", conf.c_str(), static_cast<char*>(nullptr));
       ::_exit(127);
     }
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (!accepts()) {
-      int status = 0;
-      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = -1;
-        throw std::runtime_error("mosquitto exited at start (is it installed? scripts/setup.sh; log: " + dir_.str() + ")");
-      }
-      if (std::chrono::steady_clock::now() > deadline) {
-        stop();
-        throw std::runtime_error("mosquitto did not take connections on port " + std::to_string(port_) + " within 10 s");
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
+    await_serving(
+        pid_, [&] { return accepts(); },
+        "mosquitto exited at start (is it installed? scripts/setup.sh; log: " + dir_.str() + ")",
+        "mosquitto did not take connections on port " + std::to_string(port_) + " within 10 s");
   }
 
-  void stop() {
-    if (pid_ <= 0) return;
-    ::kill(pid_, SIGTERM);
-    for (int i = 0; i < 500; ++i) {
-      if (::waitpid(pid_, nullptr, WNOHANG) == pid_) {
-        pid_ = -1;
-        return;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    ::kill(pid_, SIGKILL);
-    ::waitpid(pid_, nullptr, 0);
-    pid_ = -1;
-  }
+  void stop() { stop_process(pid_); }
 
  private:
   bool accepts() const {
@@ -119,21 +98,6 @@ class MosquittoBroker {
     if (fd >= 0) ::close(fd);
     return ok;
   }
-  static int free_port() {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-        ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-      if (fd >= 0) ::close(fd);
-      throw std::runtime_error("cannot find a free loopback port");
-    }
-    ::close(fd);
-    return ntohs(a.sin_port);
-  }
-
   TempDir dir_;
   int port_ = 0;
   pid_t pid_ = -1;

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "runtime/redis_client.hpp"
+#include "server_process.hpp"
 #include "temp_dir.hpp"
 
 namespace sluice::test {
@@ -23,7 +24,7 @@ namespace sluice::test {
 class RedisServer {
  public:
   explicit RedisServer(bool persistent = false) : dir_("sluice-redis"), persistent_(persistent) {
-    port_ = free_port();
+    port_ = free_loopback_port();
     start();
   }
   ~RedisServer() { stop(); }
@@ -53,57 +54,23 @@ class RedisServer {
       ::execvp("redis-server", argv.data());
       ::_exit(127);
     }
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    for (;;) {
-      try {
-        redis::Client c(endpoint());
-        if (c.command({"PING"}).str == "PONG") return;
-      } catch (const redis::RedisError&) {
-      }
-      int status = 0;
-      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = -1;
-        throw std::runtime_error("redis-server exited at start (is it installed? scripts/setup.sh)");
-      }
-      if (std::chrono::steady_clock::now() > deadline) {
-        stop();
-        throw std::runtime_error("redis-server did not answer on port " + std::to_string(port_) + " within 10 s");
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
+    await_serving(
+        pid_,
+        [&] {
+          try {
+            redis::Client c(endpoint());
+            return c.command({"PING"}).str == "PONG";
+          } catch (const redis::RedisError&) {
+            return false;
+          }
+        },
+        "redis-server exited at start (is it installed? scripts/setup.sh)",
+        "redis-server did not answer on port " + std::to_string(port_) + " within 10 s");
   }
 
-  void stop() {
-    if (pid_ <= 0) return;
-    ::kill(pid_, SIGTERM);
-    for (int i = 0; i < 500; ++i) {
-      if (::waitpid(pid_, nullptr, WNOHANG) == pid_) {
-        pid_ = -1;
-        return;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    ::kill(pid_, SIGKILL);
-    ::waitpid(pid_, nullptr, 0);
-    pid_ = -1;
-  }
+  void stop() { stop_process(pid_); }
 
  private:
-  static int free_port() {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-        ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-      if (fd >= 0) ::close(fd);
-      throw std::runtime_error("cannot find a free loopback port");
-    }
-    ::close(fd);
-    return ntohs(a.sin_port);
-  }
-
   TempDir dir_;
   bool persistent_;
   int port_ = 0;

@@ -2,11 +2,6 @@
 // FFmpeg's error text.
 #include <catch2/catch.hpp>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <spdlog/sinks/ringbuffer_sink.h>
 #include <spdlog/spdlog.h>
 
@@ -17,6 +12,7 @@ extern "C" {
 #include "media/demux.hpp"
 #include "media/libav_log.hpp"
 #include "runtime/frame_reader.hpp"
+#include "server_process.hpp"
 
 using namespace sluice;
 
@@ -40,20 +36,6 @@ struct CapturedLog {
     return out;
   }
 };
-
-// A loopback port nothing listens on (bound, then closed).
-int closed_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  REQUIRE(fd >= 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
-  socklen_t len = sizeof addr;
-  REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
 
 }  // namespace
 
@@ -81,7 +63,7 @@ TEST_CASE("FFmpeg's error lines reach sluice's log as warnings, a few per input 
 }
 
 TEST_CASE("a stream that cannot be opened says FFmpeg's reason, not a list of guesses", "[libav][log]") {
-  const std::string uri = "tcp://127.0.0.1:" + std::to_string(closed_port());
+  const std::string uri = "tcp://127.0.0.1:" + std::to_string(sluice::test::free_loopback_port());
   DemuxOptions options;
   options.open_timeout_s = 5;
   try {
