@@ -2,16 +2,12 @@
 // connection (records of RECORD_BYTES, BATCH records per MULTI/EXEC round trip, as the sink writes a batch),
 // for SECONDS; prints records/s in total and per writer. Models N sluiced writing results to one stream.
 //   redis_sink_bench redis://127.0.0.1:6379/bench WRITERS BATCH SECONDS [RECORD_BYTES=400]
-#include <atomic>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
-#include <thread>
 #include <vector>
 
-#include "runtime/batch.hpp"
-#include "stages/sink_writers.hpp"
+#include "bench/sink_bench_drive.hpp"
 
 int main(int argc, char** argv) {
   if (argc < 5) {
@@ -23,10 +19,7 @@ int main(int argc, char** argv) {
   const double seconds = std::atof(argv[4]);
   const std::size_t bytes = argc > 5 ? std::strtoul(argv[5], nullptr, 10) : 400;
   if (writers < 1 || batch < 1 || seconds <= 0) return 2;
-  const std::string record = "{\"pad\":\"" + std::string(bytes > 12 ? bytes - 11 : 1, 'x') + "\"}";
-  std::atomic<bool> stop{false}, failed{false};
-  std::vector<std::uint64_t> counts(static_cast<std::size_t>(writers));
-  std::vector<std::thread> threads;
+  const std::string record = sluice::bench::padded_record(bytes);
   try {
     std::vector<std::unique_ptr<sluice::sinks::WriteRetry>> retries;
     std::vector<std::unique_ptr<sluice::sinks::RecordWriter>> sinks;
@@ -35,37 +28,13 @@ int main(int argc, char** argv) {
       sinks.push_back(sluice::sinks::make_redis_writer(uri, 0, *retries.back(), "bench"));
       sinks.back()->open({});
     }
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int w = 0; w < writers; ++w)
-      threads.emplace_back([&, w] {
-        const sluice::FrameMeta f{};
-        const sluice::sinks::Origin origin{};
-        try {
-          while (!stop.load(std::memory_order_relaxed)) {
-            for (int i = 0; i < batch; ++i) sinks[static_cast<std::size_t>(w)]->add(f, origin, record);
-            sinks[static_cast<std::size_t>(w)]->flush();
-            counts[static_cast<std::size_t>(w)] += static_cast<std::uint64_t>(batch);
-          }
-        } catch (const std::exception& e) {
-          std::fprintf(stderr, "redis_sink_bench: writer %d: %s\n", w, e.what());
-          failed = true;
-          stop = true;
-        }
-      });
-    std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
-    stop = true;
-    for (auto& t : threads) t.join();
-    if (failed) return 1;
-    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::uint64_t total = 0;
-    for (auto c : counts) total += c;
+    const auto r = sluice::bench::drive_writers("redis_sink_bench", sinks, batch, seconds, record,
+                                                [](int) { return sluice::sinks::Origin{}; });
+    if (!r) return 1;
     std::printf("writers=%d batch=%d record_bytes=%zu records=%llu seconds=%.2f records_per_s=%.0f per_writer=%.0f\n",
-                writers, batch, record.size(), static_cast<unsigned long long>(total), elapsed,
-                static_cast<double>(total) / elapsed, static_cast<double>(total) / elapsed / writers);
+                writers, batch, record.size(), static_cast<unsigned long long>(r->records), r->seconds,
+                static_cast<double>(r->records) / r->seconds, static_cast<double>(r->records) / r->seconds / writers);
   } catch (const std::exception& e) {
-    stop = true;
-    for (auto& t : threads)
-      if (t.joinable()) t.join();
     std::fprintf(stderr, "redis_sink_bench: %s\n", e.what());
     return 1;
   }
