@@ -17,6 +17,7 @@ packages=(
   libsystemd-dev systemd  # sd_notify; systemd-analyze verifies the unit files in the tests
   libonnx-dev libprotobuf-dev  # ONNX model files (the onnx_proto messages over protobuf)
   libdnnl-dev             # oneDNN: the CPU inference backend's convolutions and matrix products
+  ocl-icd-opencl-dev      # only Recommended by libdnnl-dev, but its CMake config fails without OpenCL
   libhiredis-dev          # the Redis Streams connectors (redis sink)
   redis-server            # the Redis tests start their own server on a loopback port
   libmosquitto-dev        # the mqtt sink (libmosquitto's C API)
