@@ -73,6 +73,40 @@ const Shape& Graph::shape_of(const std::string& value) const {
   throw ModelError(source + ": no shape known for value '" + value + "'");
 }
 
+Tensor broadcast_tensor(const Tensor& t, const Shape& shape) {
+  const std::size_t rank = shape.size(), lead = rank - std::min(rank, t.shape.size());
+  if (t.shape.size() > rank) throw ModelError("cannot broadcast " + to_string(t.shape) + " to " + to_string(shape));
+  std::vector<std::int64_t> stride(rank, 0);  // t's stride along each output dimension; 0 where it repeats
+  std::int64_t step = 1;
+  for (std::size_t d = rank; d-- > lead;) {
+    const std::int64_t size = t.shape[d - lead];
+    if (size != 1 && size != shape[d]) throw ModelError("cannot broadcast " + to_string(t.shape) + " to " + to_string(shape));
+    stride[d] = size == 1 ? 0 : step;
+    step *= size;
+  }
+  Tensor out;
+  out.type = t.type;
+  out.shape = shape;
+  const std::int64_t count = element_count(shape);
+  std::vector<std::int64_t> index(rank, 0);
+  auto copy = [&](const auto& from, auto& to) {
+    to.resize(static_cast<std::size_t>(count));
+    std::int64_t offset = 0;
+    for (std::int64_t i = 0; i < count; ++i) {
+      to[static_cast<std::size_t>(i)] = from[static_cast<std::size_t>(offset)];
+      for (std::size_t d = rank; d-- > 0;) {  // odometer: next index, offset kept in step
+        offset += stride[d];
+        if (++index[d] < shape[d]) break;
+        offset -= stride[d] * shape[d];
+        index[d] = 0;
+      }
+    }
+  };
+  if (t.type == ElementType::f32) copy(t.f32, out.f32);
+  else copy(t.i64, out.i64);
+  return out;
+}
+
 const std::vector<std::string>& supported_onnx_ops() {
   static const std::vector<std::string> ops = [] {
     std::vector<std::string> v{
@@ -80,9 +114,12 @@ const std::vector<std::string>& supported_onnx_ops() {
         "Conv", "BatchNormalization", "Relu", "LeakyRelu", "Clip", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh",
         "Add", "Sub", "Mul", "Div", "MaxPool", "AveragePool", "GlobalAveragePool", "Flatten", "Reshape",
         "Transpose", "Squeeze", "Unsqueeze", "Gemm", "MatMul", "Concat", "Split", "Slice", "Softmax", "Resize",
-        "Upsample", "Pad",
-        // removed or folded by prepare()
-        "Identity", "Dropout", "Constant", "Shape", "Gather", "Cast", "ConstantOfShape"};
+        "Upsample", "Pad", "Erf", "Sqrt", "Exp", "Log", "Neg", "Abs", "Reciprocal", "Floor", "Ceil", "Pow", "Max",
+        "Min", "ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceL1", "ReduceL2", "ReduceSumSquare",
+        "ReduceProd", "LayerNormalization",
+        // removed or folded by prepare() (the comparisons, logic, Where, Expand, Range and Mod only on constants)
+        "Identity", "Dropout", "Constant", "Shape", "Gather", "Cast", "ConstantOfShape", "Equal", "Less", "Greater",
+        "LessOrEqual", "GreaterOrEqual", "And", "Or", "Not", "Where", "Expand", "Range", "Mod"};
     std::sort(v.begin(), v.end());
     return v;
   }();

@@ -38,6 +38,10 @@ struct Tensor {
   std::int64_t elements() const { return element_count(shape); }
 };
 
+// t repeated to `shape` by numpy broadcasting (t's shape aligned to the right; each of its dimensions 1 or equal).
+// Throws ModelError when it does not broadcast.
+Tensor broadcast_tensor(const Tensor& t, const Shape& shape);
+
 using AttrValue = std::variant<std::int64_t, float, std::string, std::vector<std::int64_t>, std::vector<float>, Tensor>;
 
 struct Attributes {
@@ -113,6 +117,13 @@ struct Graph {
 //                    "scales" (4 floats, optional): the model's scales, which the coordinates use when given
 //   Pad              one input; attr "pads" (ONNX order: begins then ends, one per dimension), "mode"
 //                    (constant | reflect | edge), "value"
+//   Erf, Sqrt, Exp, Log, Neg, Abs, Reciprocal, Floor, Ceil   no attrs (nn/elementwise_math.hpp)
+//   Pow, Max, Min        two inputs, numpy broadcasting (Max/Min with more inputs are refused)
+//   ReduceMean, ReduceSum, ReduceMax, ReduceMin, ReduceL1, ReduceL2, ReduceSumSquare, ReduceProd
+//                    one input; attrs "axes" (sorted, non-negative, unique, never empty), "keepdims" (0 | 1)
+//   LayerNormalization  inputs X, Scale (constant), B (constant or ""); attrs axis, epsilon: normalizes over
+//                    the dimensions from axis on; Scale and B broadcast to them; one output
+// Equal, Less, Greater, LessOrEqual, GreaterOrEqual, And, Or, Not, Where, Expand, Range and Mod exist only folded.
 // Shapes and data are in ONNX's layout (NCHW for images); a backend may store 4-D values NHWC inside.
 
 // Ops the loader accepts (as written in ONNX files); anything else is refused, naming the node.

@@ -106,7 +106,15 @@ const Arity& arity_of(const std::string& op) {
       {"Gemm", {2, 3, 1}}, {"MatMul", {2, 2, 1}}, {"Concat", {1, many, 1}}, {"Split", {1, 2, many}},
       {"Slice", {3, 5, 1}}, {"Softmax", {1, 1, 1}}, {"Resize", {1, 4, 1}}, {"Upsample", {1, 2, 1}},
       {"Pad", {1, 4, 1}}, {"Identity", {1, 1, 1}}, {"Dropout", {1, 3, 2}}, {"Constant", {0, 0, 1}},
-      {"Shape", {1, 1, 1}}, {"Gather", {2, 2, 1}}, {"Cast", {1, 1, 1}}, {"ConstantOfShape", {1, 1, 1}}};
+      {"Shape", {1, 1, 1}}, {"Gather", {2, 2, 1}}, {"Cast", {1, 1, 1}}, {"ConstantOfShape", {1, 1, 1}},
+      {"Erf", {1, 1, 1}}, {"Sqrt", {1, 1, 1}}, {"Exp", {1, 1, 1}}, {"Log", {1, 1, 1}}, {"Neg", {1, 1, 1}},
+      {"Abs", {1, 1, 1}}, {"Reciprocal", {1, 1, 1}}, {"Floor", {1, 1, 1}}, {"Ceil", {1, 1, 1}}, {"Pow", {2, 2, 1}},
+      {"Max", {1, many, 1}}, {"Min", {1, many, 1}}, {"ReduceMean", {1, 2, 1}}, {"ReduceSum", {1, 2, 1}},
+      {"ReduceMax", {1, 2, 1}}, {"ReduceMin", {1, 2, 1}}, {"ReduceL1", {1, 2, 1}}, {"ReduceL2", {1, 2, 1}},
+      {"ReduceSumSquare", {1, 2, 1}}, {"ReduceProd", {1, 2, 1}}, {"LayerNormalization", {2, 3, 3}},
+      {"Equal", {2, 2, 1}}, {"Less", {2, 2, 1}}, {"Greater", {2, 2, 1}}, {"LessOrEqual", {2, 2, 1}},
+      {"GreaterOrEqual", {2, 2, 1}}, {"And", {2, 2, 1}}, {"Or", {2, 2, 1}}, {"Not", {1, 1, 1}},
+      {"Where", {3, 3, 1}}, {"Expand", {2, 2, 1}}, {"Range", {3, 3, 1}}, {"Mod", {2, 2, 1}}};
   return arities.at(op);  // every supported op is listed (a test checks)
 }
 

@@ -1,10 +1,12 @@
-// Activations as nodes of their own, and Add/Sub/Mul/Div with numpy broadcasting.
+// Activations and the elementwise math ops (Erf, Sqrt, ...) as nodes of their own, and Add/Sub/Mul/Div/Pow/Max/Min
+// with numpy broadcasting.
 #include <array>
 #include <stdexcept>
 
 #include "nn/cpu/activation.hpp"
 #include "nn/cpu/layer.hpp"
 #include "nn/cpu/strided.hpp"
+#include "nn/elementwise_math.hpp"
 
 namespace sluice::nn::cpu {
 
@@ -22,18 +24,25 @@ class UnaryLayer final : public Layer {
   std::size_t count_;
 };
 
-enum class BinaryOp { add, sub, mul, div };
+class UnaryMathLayer final : public Layer {
+ public:
+  UnaryMathLayer(UnaryMath op, std::int64_t count) : op_(op), count_(count) {}
+  void run(const float* const* in, float* const* out, float*) const override {
+    for (std::int64_t i = 0; i < count_; ++i) out[0][i] = apply_unary_math(op_, in[0][i]);
+  }
 
-template <BinaryOp Op>
+ private:
+  UnaryMath op_;
+  std::int64_t count_;
+};
+
+template <BinaryMath Op>
 inline float combine(float a, float b) {
-  if constexpr (Op == BinaryOp::add) return a + b;
-  if constexpr (Op == BinaryOp::sub) return a - b;
-  if constexpr (Op == BinaryOp::mul) return a * b;
-  if constexpr (Op == BinaryOp::div) return a / b;
+  return apply_binary_math(Op, a, b);  // Op is a constant: the switch folds away
 }
 
 // y[i] = a[i * sa] op b[i * sb] for i < n; the common stride pairs get loops the compiler vectorises.
-template <BinaryOp Op>
+template <BinaryMath Op>
 void combine_row(const float* a, std::int64_t sa, const float* b, std::int64_t sb, float* y, std::int64_t n) {
   if (sa == 1 && sb == 1) {
     for (std::int64_t i = 0; i < n; ++i) y[i] = combine<Op>(a[i], b[i]);
@@ -75,7 +84,7 @@ BroadcastLoop plan_broadcast(const Shape& a, const Shape& b, const Shape& out) {
   return loop;
 }
 
-template <BinaryOp Op>
+template <BinaryMath Op>
 class BinaryLayer final : public Layer {
  public:
   explicit BinaryLayer(BroadcastLoop loop) : loop_(std::move(loop)) {}
@@ -132,12 +141,27 @@ std::unique_ptr<Layer> make_binary(const LayerContext& ctx) {
   if (!same_layout || (ctx.output_layout(0) != Layout::nchw && (a != out || b != out)))
     ctx.fail("inputs " + to_string(a) + " and " + to_string(b) + " are in layouts the layer cannot combine (internal error)");
   BroadcastLoop loop = plan_broadcast(a, b, out);
-  const std::string& op = ctx.node().op;
-  if (op == "Add") return std::make_unique<BinaryLayer<BinaryOp::add>>(std::move(loop));
-  if (op == "Sub") return std::make_unique<BinaryLayer<BinaryOp::sub>>(std::move(loop));
-  if (op == "Mul") return std::make_unique<BinaryLayer<BinaryOp::mul>>(std::move(loop));
-  if (op == "Div") return std::make_unique<BinaryLayer<BinaryOp::div>>(std::move(loop));
+  const auto op = binary_math_of(ctx.node().op);
+  if (!op) ctx.fail("is not a binary arithmetic op");
+  switch (*op) {
+    case BinaryMath::add: return std::make_unique<BinaryLayer<BinaryMath::add>>(std::move(loop));
+    case BinaryMath::sub: return std::make_unique<BinaryLayer<BinaryMath::sub>>(std::move(loop));
+    case BinaryMath::mul: return std::make_unique<BinaryLayer<BinaryMath::mul>>(std::move(loop));
+    case BinaryMath::div: return std::make_unique<BinaryLayer<BinaryMath::div>>(std::move(loop));
+    case BinaryMath::pow: return std::make_unique<BinaryLayer<BinaryMath::pow>>(std::move(loop));
+    case BinaryMath::max: return std::make_unique<BinaryLayer<BinaryMath::max>>(std::move(loop));
+    case BinaryMath::min: return std::make_unique<BinaryLayer<BinaryMath::min>>(std::move(loop));
+  }
   ctx.fail("is not a binary arithmetic op");
+}
+
+std::unique_ptr<Layer> make_unary_math(const LayerContext& ctx) {
+  ctx.expect_inputs(1, 1);
+  ctx.expect_outputs(1);
+  ctx.expect_output_shape(0, ctx.input_shape(0));
+  const auto op = unary_math_of(ctx.node().op);
+  if (!op) ctx.fail("is not an elementwise math op");
+  return std::make_unique<UnaryMathLayer>(*op, element_count(ctx.input_shape(0)));
 }
 
 }  // namespace sluice::nn::cpu

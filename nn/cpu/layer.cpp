@@ -4,6 +4,8 @@
 #include <map>
 #include <set>
 
+#include "nn/elementwise_math.hpp"
+
 namespace sluice::nn::cpu {
 
 void LayerContext::fail(const std::string& what) const { throw ModelError(graph_.source + ": " + node_.where() + ": " + what); }
@@ -85,10 +87,6 @@ std::unique_ptr<Layer> make_layer(const Graph& graph, const Node& node, const La
       {"HardSigmoid", make_unary},
       {"HardSwish", make_unary},
       {"Tanh", make_unary},
-      {"Add", make_binary},
-      {"Sub", make_binary},
-      {"Mul", make_binary},
-      {"Div", make_binary},
       {"MaxPool", make_pool},
       {"AveragePool", make_pool},
       {"GlobalAveragePool", make_global_average_pool},
@@ -102,14 +100,24 @@ std::unique_ptr<Layer> make_layer(const Graph& graph, const Node& node, const La
       {"Pad", make_pad},
       {"Resize", make_resize},
       {"Softmax", make_softmax},
+      {"LayerNormalization", make_layer_normalization},
   };
   // The ops whose layers take channels-last values (see plan_layouts).
   static const std::set<std::string> layout_aware = {
       "Conv", "GlobalAveragePool", "MaxPool", "AveragePool", "Relu", "LeakyRelu", "Clip", "Sigmoid", "HardSigmoid",
       "HardSwish", "Tanh", "Add", "Sub", "Mul", "Div"};
+  // The families of nn/elementwise_math.hpp: one factory each.
+  auto factory_of = [&](const std::string& op) -> const Factory* {
+    static const Factory binary = make_binary, unary_math = make_unary_math, reduce = make_reduce;
+    if (binary_math_of(op)) return &binary;
+    if (unary_math_of(op)) return &unary_math;
+    if (reduce_math_of(op)) return &reduce;
+    auto it = factories.find(op);
+    return it == factories.end() ? nullptr : &it->second;
+  };
   LayerContext ctx(graph, node, layouts);
-  auto it = factories.find(node.op);
-  if (it == factories.end())
+  const Factory* factory = factory_of(node.op);
+  if (!factory)
     ctx.fail("is not an op of the prepared form (the CPU backend runs only what prepare() leaves; was the graph "
              "prepared?)");
   if (!layout_aware.count(node.op)) {
@@ -119,7 +127,7 @@ std::unique_ptr<Layer> make_layer(const Graph& graph, const Node& node, const La
       if (ctx.output_layout(i) != Layout::nchw) ctx.fail("output " + std::to_string(i) + " is channels last (internal error)");
   }
   try {
-    return it->second(ctx);
+    return (*factory)(ctx);
   } catch (const std::exception& e) {
     // Messages from Attributes' typed reads (an attribute of the wrong type) do not yet name the node.
     const std::string what = e.what();

@@ -60,7 +60,10 @@ class LayerContext {
 std::unique_ptr<Layer> make_conv(const LayerContext& ctx);
 std::unique_ptr<Layer> make_batchnorm(const LayerContext& ctx);
 std::unique_ptr<Layer> make_unary(const LayerContext& ctx);   // Relu, Sigmoid, Tanh, HardSwish, LeakyRelu, ...
-std::unique_ptr<Layer> make_binary(const LayerContext& ctx);  // Add, Sub, Mul, Div
+std::unique_ptr<Layer> make_binary(const LayerContext& ctx);  // Add, Sub, Mul, Div, Pow, Max, Min
+std::unique_ptr<Layer> make_unary_math(const LayerContext& ctx);  // Erf, Sqrt, Exp, ... (nn/elementwise_math.hpp)
+std::unique_ptr<Layer> make_reduce(const LayerContext& ctx);  // ReduceMean, ReduceSum, ...
+std::unique_ptr<Layer> make_layer_normalization(const LayerContext& ctx);
 std::unique_ptr<Layer> make_pool(const LayerContext& ctx);    // MaxPool, AveragePool
 std::unique_ptr<Layer> make_global_average_pool(const LayerContext& ctx);
 std::unique_ptr<Layer> make_gemm(const LayerContext& ctx);

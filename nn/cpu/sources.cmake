@@ -13,6 +13,8 @@ list(APPEND SLUICE_NN_SOURCES
   nn/cpu/shape_ops.cpp
   nn/cpu/resize.cpp
   nn/cpu/softmax.cpp
+  nn/cpu/reduce.cpp
+  nn/cpu/layer_norm.cpp
   nn/cpu/batchnorm.cpp
 )
 list(APPEND SLUICE_NN_TEST_SOURCES

@@ -1,4 +1,5 @@
-// Elementwise kernels: activations, the convolution epilogue, broadcasting binary ops, per-channel affine.
+// Elementwise kernels: activations, the math ops, the convolution epilogue, broadcasting binary ops, per-channel
+// affine.
 // All are memory bound; contiguous cases move 16 bytes per thread and access when sizes and pointers allow.
 #include "nn/cuda/kernel_util.cuh"
 
@@ -63,14 +64,21 @@ __global__ void activation_kernel(T* y, const T* x, std::int64_t n, ActivationPa
   }
 }
 
-__device__ __forceinline__ float apply_binary(BinaryOp op, float a, float b) {
-  switch (op) {
-    case BinaryOp::add: return a + b;
-    case BinaryOp::sub: return a - b;
-    case BinaryOp::mul: return a * b;
-    case BinaryOp::div: return a / b;
+template <typename T, bool Vectorised>
+__global__ void unary_math_kernel(T* y, const T* x, std::int64_t n, UnaryMath op) {
+  const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  if constexpr (Vectorised) {
+    constexpr int V = kVec<T>;
+    for (std::int64_t p = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; p < n / V; p += step) {
+      Pack<T> v = reinterpret_cast<const Pack<T>*>(x)[p];
+#pragma unroll
+      for (int k = 0; k < V; ++k) v.v[k] = from_f32<T>(apply_unary_math(op, to_f32(v.v[k])));
+      reinterpret_cast<Pack<T>*>(y)[p] = v;
+    }
+  } else {
+    for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n; i += step)
+      y[i] = from_f32<T>(apply_unary_math(op, to_f32(x[i])));
   }
-  return a;
 }
 
 struct BinaryShape {
@@ -79,7 +87,7 @@ struct BinaryShape {
 };
 
 template <typename T>
-__global__ void binary_kernel(BinaryOp op, T* y, const T* a, const T* b, BinaryShape s, std::int64_t n) {
+__global__ void binary_kernel(BinaryMath op, T* y, const T* a, const T* b, BinaryShape s, std::int64_t n) {
   const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n; i += step) {
     std::int64_t rest = i, ao = 0, bo = 0;
@@ -90,20 +98,20 @@ __global__ void binary_kernel(BinaryOp op, T* y, const T* a, const T* b, BinaryS
       bo += coord * s.b_stride[d];
       rest = q;
     }
-    y[i] = from_f32<T>(apply_binary(op, to_f32(a[ao]), to_f32(b[bo])));
+    y[i] = from_f32<T>(apply_binary_math(op, to_f32(a[ao]), to_f32(b[bo])));
   }
 }
 
 // Both operands contiguous with y's shape (the residual-add case): 16-byte packs.
 template <typename T>
-__global__ void binary_same_kernel(BinaryOp op, T* y, const T* a, const T* b, std::int64_t packs) {
+__global__ void binary_same_kernel(BinaryMath op, T* y, const T* a, const T* b, std::int64_t packs) {
   const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   for (std::int64_t p = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; p < packs; p += step) {
     const Pack<T> va = reinterpret_cast<const Pack<T>*>(a)[p];
     const Pack<T> vb = reinterpret_cast<const Pack<T>*>(b)[p];
     Pack<T> out;
 #pragma unroll
-    for (int k = 0; k < kVec<T>; ++k) out.v[k] = from_f32<T>(apply_binary(op, to_f32(va.v[k]), to_f32(vb.v[k])));
+    for (int k = 0; k < kVec<T>; ++k) out.v[k] = from_f32<T>(apply_binary_math(op, to_f32(va.v[k]), to_f32(vb.v[k])));
     reinterpret_cast<Pack<T>*>(y)[p] = out;
   }
 }
@@ -134,6 +142,20 @@ void activation(DType type, void* y, const void* x, std::int64_t n, ActivationPa
   check_launch();
 }
 
+void unary_math(DType type, void* y, const void* x, std::int64_t n, UnaryMath op, cudaStream_t stream) {
+  if (n == 0) return;
+  dispatch_float_type(type, [&](auto tag) {
+    using T = decltype(tag);
+    if (n % kVec<T> == 0 && aligned16(x) && aligned16(y))
+      unary_math_kernel<T, true><<<grid_for(n / kVec<T>), kBlock, 0, stream>>>(static_cast<T*>(y),
+                                                                               static_cast<const T*>(x), n, op);
+    else
+      unary_math_kernel<T, false><<<grid_for(n), kBlock, 0, stream>>>(static_cast<T*>(y), static_cast<const T*>(x),
+                                                                       n, op);
+  });
+  check_launch();
+}
+
 void bias_residual_activation(DType type, void* y, const void* bias, const void* residual, std::int64_t n,
                               std::int64_t channels, ActivationParams act, cudaStream_t stream) {
   if (n == 0) return;
@@ -150,7 +172,7 @@ void bias_residual_activation(DType type, void* y, const void* bias, const void*
   check_launch();
 }
 
-void binary(DType type, BinaryOp op, void* y, int rank, const std::int64_t* out_shape, const void* a,
+void binary(DType type, BinaryMath op, void* y, int rank, const std::int64_t* out_shape, const void* a,
             const std::int64_t* a_stride, const void* b, const std::int64_t* b_stride, cudaStream_t stream) {
   if (rank > kMaxRank) throw std::invalid_argument("nn/cuda binary: rank above 6");
   BinaryShape s{};

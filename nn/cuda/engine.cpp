@@ -53,8 +53,8 @@ std::string megabytes(std::size_t bytes) {
 bool layouts_agree(const Shape& s) { return s.size() != 4 || s[1] == 1 || s[2] * s[3] == 1; }
 
 // A binding is used in place when it already is what the engine holds.
-bool binds_in_place(const TensorBinding& b, DType type, const Shape& shape) {
-  return b.dtype == type && (shape.size() != 4 || b.layout == Layout::nhwc || layouts_agree(shape));
+bool binds_in_place(const TensorBinding& b, DType type, const ValueSlot& slot) {
+  return b.dtype == type && (slot.shape.size() != 4 || (b.layout == Layout::nhwc) == slot.nhwc || layouts_agree(slot.shape));
 }
 
 View binding_view(const Shape& shape, Layout layout) {
@@ -155,12 +155,13 @@ void CudaEngine::State::build() {
   const int layer_count = static_cast<int>(graph.nodes.size());
   std::vector<BufferRequest> blocks;  // sizes in bytes
   std::vector<int> block_value;
+  const std::set<std::string> nhwc = nhwc_values(graph);
   auto add_activation = [&](const std::string& name, const Shape& shape, int first) {
     if (values.has(name)) throw ModelError(src + ": value '" + name + "' is defined twice");
     ValueSlot s;
     s.name = name;
     s.shape = shape;
-    s.nhwc = shape.size() == 4;
+    s.nhwc = nhwc.count(name) != 0;
     s.batched = !shape.empty() && shape[0] == batch;
     s.bytes = static_cast<std::size_t>(element_count(shape)) * dtype_bytes(type);
     block_value.push_back(values.add(std::move(s)));
@@ -269,13 +270,13 @@ void CudaEngine::State::bind(const std::vector<TensorBinding>& in, const std::ve
   (void)count;
   std::copy(base_ptr.begin(), base_ptr.end(), run_ptr.begin());
   for (std::size_t i = 0; i < inputs.size(); ++i)
-    if (binds_in_place(in[i], type, values.slot(inputs[i]).shape)) run_ptr[static_cast<std::size_t>(inputs[i])] = in[i].data;
+    if (binds_in_place(in[i], type, values.slot(inputs[i]))) run_ptr[static_cast<std::size_t>(inputs[i])] = in[i].data;
   for (std::size_t i = 0; i < outputs.size(); ++i) {
     const int id = outputs[i];
     const bool is_input = std::find(inputs.begin(), inputs.end(), id) != inputs.end();
     const bool bound_twice = std::find(outputs.begin(), outputs.begin() + static_cast<std::ptrdiff_t>(i), id) !=
                              outputs.begin() + static_cast<std::ptrdiff_t>(i);
-    if (!is_input && !bound_twice && binds_in_place(out[i], type, values.slot(id).shape))
+    if (!is_input && !bound_twice && binds_in_place(out[i], type, values.slot(id)))
       run_ptr[static_cast<std::size_t>(id)] = out[i].data;
   }
 }

@@ -1,5 +1,5 @@
-// Layers that run the backend's own kernels (kernels.cuh): activations, broadcasting arithmetic, standalone
-// batch norm, pools, data movement (reshape, transpose, concat, split, slice, pad), softmax and resize.
+// Layers that run the backend's own kernels (kernels.cuh): activations, elementwise math, broadcasting arithmetic,
+// reductions, layer norm, standalone batch norm, pools, data movement (reshape, transpose, concat, split, slice, pad), softmax and resize.
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -49,8 +49,9 @@ class BinaryLayer : public Layer {
     for (int id : {a_, b_})
       if (values_.slot(id).constant) ctx.constant(values_.slot(id).name);
     if (values_.slot(y_).shape.size() > kMaxRank) throw ModelError(fail(ctx, node, "more than 6 dimensions"));
-    op_ = node.op == "Add" ? BinaryOp::add : node.op == "Sub" ? BinaryOp::sub : node.op == "Mul" ? BinaryOp::mul
-                                                                                                    : BinaryOp::div;
+    const auto op = binary_math_of(node.op);
+    if (!op) throw ModelError(fail(ctx, node, "is not a binary arithmetic op"));
+    op_ = *op;
   }
   void run(const RunContext& ctx) override {
     const Shape ys = values_.shape_at(y_, ctx.count);
@@ -76,7 +77,136 @@ class BinaryLayer : public Layer {
  private:
   const ValueTable& values_;
   int a_, b_, y_;
-  BinaryOp op_;
+  BinaryMath op_;
+};
+
+class UnaryMathLayer : public Layer {
+ public:
+  UnaryMathLayer(const Node& node, BuildContext& ctx, UnaryMath op) : Layer(node), values_(ctx.values), op_(op) {
+    x_ = ctx.values.id(node.inputs.at(0));
+    y_ = ctx.values.id(node.outputs.at(0));
+    if (values_.slot(x_).nhwc != values_.slot(y_).nhwc) throw ModelError(fail(ctx, node, "input and output layouts differ"));
+  }
+  void run(const RunContext& ctx) override {
+    unary_math(values_.type(), ctx.at(y_), ctx.at(x_), element_count(values_.shape_at(y_, ctx.count)), op_, ctx.stream);
+  }
+  std::string kernel() const override { return "elementwise math"; }
+
+ private:
+  const ValueTable& values_;
+  int x_, y_;
+  UnaryMath op_;
+};
+
+// The RowSpace of x (rows: the dims not in `reduced`) and y: y has x's dims (LayerNormalization, keepdims) or
+// only the kept ones. Size-1 dims go, reduced neighbours contiguous in both merge (logical order kept), and the
+// kept dims are ordered outermost first in x's memory so that neighbouring rows sit side by side.
+RowSpace row_space(const View& x, const View& y, const std::vector<bool>& reduced, bool y_has_all_dims) {
+  struct Dim {
+    std::int64_t size, x_stride, y_stride;
+  };
+  std::vector<Dim> kept, red;
+  int next_y = 0;
+  for (int d = 0; d < x.rank; ++d) {
+    const bool r = reduced[static_cast<std::size_t>(d)];
+    const std::int64_t ys = y_has_all_dims ? y.stride[d] : r ? 0 : y.stride[next_y++];
+    if (x.shape[d] == 1) continue;
+    auto& list = r ? red : kept;
+    if (r && !list.empty() && list.back().x_stride == x.stride[d] * x.shape[d] &&
+        list.back().y_stride == ys * x.shape[d]) {
+      list.back() = {list.back().size * x.shape[d], x.stride[d], ys};
+      continue;
+    }
+    list.push_back({x.shape[d], x.stride[d], ys});
+  }
+  std::stable_sort(kept.begin(), kept.end(), [](const Dim& a, const Dim& b) { return a.x_stride > b.x_stride; });
+  RowSpace s;
+  s.kept_rank = static_cast<int>(kept.size());
+  s.reduced_rank = static_cast<int>(red.size());
+  for (std::size_t i = 0; i < kept.size(); ++i) {
+    s.kept_shape[i] = kept[i].size;
+    s.kept_x_stride[i] = kept[i].x_stride;
+    s.kept_y_stride[i] = kept[i].y_stride;
+  }
+  for (std::size_t i = 0; i < red.size(); ++i) {
+    s.reduced_shape[i] = red[i].size;
+    s.reduced_x_stride[i] = red[i].x_stride;
+    s.reduced_y_stride[i] = red[i].y_stride;
+  }
+  return s;
+}
+
+class ReduceLayer : public Layer {
+ public:
+  ReduceLayer(const Node& node, BuildContext& ctx, ReduceMath op) : Layer(node), values_(ctx.values), op_(op) {
+    x_ = ctx.values.id(node.inputs.at(0));
+    y_ = ctx.values.id(node.outputs.at(0));
+    reduced_.assign(values_.slot(x_).shape.size(), false);
+    for (auto a : node.attrs.ints("axes")) {
+      if (a < 0 || a >= static_cast<std::int64_t>(reduced_.size())) throw ModelError(fail(ctx, node, "axes out of range"));
+      reduced_[static_cast<std::size_t>(a)] = true;
+    }
+    keepdims_ = node.attrs.i("keepdims", 1) != 0;
+  }
+  std::string partial_batch_problem() const override {
+    return reduced_.at(0) && values_.slot(x_).batched ? "a reduction over the batch dimension" : "";
+  }
+  void run(const RunContext& ctx) override {
+    reduce(values_.type(), op_, ctx.at(y_), ctx.at(x_),
+           row_space(values_.view(x_, ctx.count), values_.view(y_, ctx.count), reduced_, keepdims_), ctx.stream);
+  }
+  std::string kernel() const override { return "reduce"; }
+
+ private:
+  const ValueTable& values_;
+  int x_, y_;
+  ReduceMath op_;
+  std::vector<bool> reduced_;
+  bool keepdims_ = true;
+};
+
+class LayerNormLayer : public Layer {
+ public:
+  LayerNormLayer(const Node& node, BuildContext& ctx) : Layer(node), values_(ctx.values) {
+    x_ = ctx.values.id(node.inputs.at(0));
+    y_ = ctx.values.id(node.outputs.at(0));
+    const Shape& xs = values_.slot(x_).shape;
+    const std::int64_t axis = node.attrs.i("axis", -1);
+    if (axis < 0 || axis >= static_cast<std::int64_t>(xs.size())) throw ModelError(fail(ctx, node, "axis out of range"));
+    normalized_.assign(xs.size(), false);
+    std::fill(normalized_.begin() + axis, normalized_.end(), true);
+    const Shape normalized(xs.begin() + axis, xs.end());
+    const auto parameter = [&](std::size_t input) -> float* {
+      if (input >= node.inputs.size() || node.inputs[input].empty()) return nullptr;
+      if (!ctx.graph.is_constant(node.inputs[input]))
+        throw ModelError(fail(ctx, node, "scale and bias must be constants"));
+      try {
+        return static_cast<float*>(ctx.upload(broadcast_tensor(ctx.graph.constants.at(node.inputs[input]), normalized).f32, true));
+      } catch (const ModelError& e) {
+        throw ModelError(fail(ctx, node, e.what()));
+      }
+    };
+    scale_ = parameter(1);
+    bias_ = parameter(2);
+    if (!scale_) throw ModelError(fail(ctx, node, "scale is missing"));
+    epsilon_ = node.attrs.f("epsilon", 1e-5f);
+  }
+  std::string partial_batch_problem() const override {
+    return normalized_.at(0) && values_.slot(x_).batched ? "a normalization over the batch dimension" : "";
+  }
+  void run(const RunContext& ctx) override {
+    layer_norm(values_.type(), ctx.at(y_), ctx.at(x_),
+               row_space(values_.view(x_, ctx.count), values_.view(y_, ctx.count), normalized_, true), scale_, bias_,
+               epsilon_, ctx.stream);
+  }
+  std::string kernel() const override { return "layer norm"; }
+
+ private:
+  const ValueTable& values_;
+  int x_, y_;
+  std::vector<bool> normalized_;
+  float *scale_ = nullptr, *bias_ = nullptr;
+  float epsilon_ = 1e-5f;
 };
 
 class BatchNormLayer : public Layer {
@@ -460,7 +590,10 @@ std::unique_ptr<Layer> make_kernel_layer(const Node& node, BuildContext& ctx) {
   if (op == "Relu" || op == "LeakyRelu" || op == "Clip" || op == "Sigmoid" || op == "HardSigmoid" ||
       op == "HardSwish" || op == "Tanh")
     return std::make_unique<ActivationLayer>(node, ctx);
-  if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div") return std::make_unique<BinaryLayer>(node, ctx);
+  if (binary_math_of(op)) return std::make_unique<BinaryLayer>(node, ctx);
+  if (const auto math = unary_math_of(op)) return std::make_unique<UnaryMathLayer>(node, ctx, *math);
+  if (const auto reduction = reduce_math_of(op)) return std::make_unique<ReduceLayer>(node, ctx, *reduction);
+  if (op == "LayerNormalization") return std::make_unique<LayerNormLayer>(node, ctx);
   if (op == "BatchNormalization") return std::make_unique<BatchNormLayer>(node, ctx);
   if (op == "MaxPool" || op == "AveragePool") return std::make_unique<PoolLayer>(node, ctx);
   if (op == "GlobalAveragePool") return std::make_unique<GlobalAveragePoolLayer>(node, ctx);

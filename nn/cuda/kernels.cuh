@@ -5,6 +5,7 @@
 // Tensors of rank 4 that hold images are NHWC in memory; a View says where each logical element lives.
 #include <cstdint>
 
+#include "nn/elementwise_math.hpp"
 #include "runtime/format.hpp"
 
 struct CUstream_st;
@@ -34,7 +35,29 @@ struct ActivationParams {
   float alpha = 0.f, beta = 0.f;  // LeakyRelu alpha; HardSigmoid alpha, beta; Clip min, max
 };
 
-enum class BinaryOp : std::uint8_t { add, sub, mul, div };
+
+// y[i] = op(x[i]) over n contiguous elements (nn/elementwise_math.hpp).
+void unary_math(DType type, void* y, const void* x, std::int64_t n, UnaryMath op, cudaStream_t stream);
+
+// The rows of a reduction or a normalization: the `kept` dimensions number the rows, the `reduced` ones the
+// elements of a row (in logical order, so element r of a row is element r of LayerNormalization's scale). Each
+// dimension has its stride in x and in y (y's reduced strides only matter to LayerNormalization, which writes
+// every element).
+struct RowSpace {
+  int kept_rank = 0, reduced_rank = 0;
+  std::int64_t kept_shape[kMaxRank] = {}, kept_x_stride[kMaxRank] = {}, kept_y_stride[kMaxRank] = {};
+  std::int64_t reduced_shape[kMaxRank] = {}, reduced_x_stride[kMaxRank] = {}, reduced_y_stride[kMaxRank] = {};
+  std::int64_t rows() const;
+  std::int64_t row_length() const;
+};
+
+// y[row] = the reduction of x's row, accumulated in f32.
+void reduce(DType type, ReduceMath op, void* y, const void* x, const RowSpace& rows, cudaStream_t stream);
+
+// y's row = (x's row - mean) / sqrt(variance + epsilon) * scale + bias (scale and bias: f32, one per row element;
+// bias may be null); mean and variance in f32.
+void layer_norm(DType type, void* y, const void* x, const RowSpace& rows, const float* scale, const float* bias,
+                float epsilon, cudaStream_t stream);
 
 // y[i] = act(x[i]) over n contiguous elements (y may equal x).
 void activation(DType type, void* y, const void* x, std::int64_t n, ActivationParams act, cudaStream_t stream);
@@ -45,7 +68,7 @@ void bias_residual_activation(DType type, void* y, const void* bias, const void*
                               std::int64_t channels, ActivationParams act, cudaStream_t stream);
 
 // y = a op b: y is contiguous in the order of `out_shape`; a and b are read through their strides (0 broadcasts).
-void binary(DType type, BinaryOp op, void* y, int rank, const std::int64_t* out_shape, const void* a,
+void binary(DType type, BinaryMath op, void* y, int rank, const std::int64_t* out_shape, const void* a,
             const std::int64_t* a_stride, const void* b, const std::int64_t* b_stride, cudaStream_t stream);
 
 // y = x * scale[c] + shift[c] with c = (i / inner) % channels (standalone BatchNormalization).

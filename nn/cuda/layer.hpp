@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,13 @@ class ValueTable {
   std::vector<ValueSlot> slots_;
   std::map<std::string, int> index_;
 };
+
+// The 4-D activations held NHWC: those a Conv, pool, GlobalAveragePool or Resize reads or writes (their kernels
+// take NHWC), together with every value tied to one of them by an op that keeps its input's layout (activations,
+// elementwise math, BatchNormalization: one flat pass) or by a same-shape binary op. Every other 4-D value (an
+// attention tensor [N, heads, T, d], a transposed [N, H, W, C]) stays row-major, so MatMul, LayerNormalization and
+// reductions read it without staging.
+std::set<std::string> nhwc_values(const Graph& graph);
 
 // Puts the dims of two equal-shaped views into the destination's memory order (outermost first), so that a
 // remap_copy writes coalesced.

@@ -2,10 +2,13 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <functional>
+#include <map>
 #include <numeric>
 
 #include "kernels/half.hpp"
 #include "nn/cuda/layer.hpp"
+#include "nn/elementwise_math.hpp"
 #include "runtime/cuda_check.hpp"
 
 namespace sluice::nn::cuda {
@@ -21,6 +24,47 @@ int ValueTable::id(const std::string& name) const {
   auto it = index_.find(name);
   if (it == index_.end()) throw ModelError("nn/cuda: no value named '" + name + "'");
   return it->second;
+}
+
+std::set<std::string> nhwc_values(const Graph& graph) {
+  auto rank_of = [&](const std::string& v) -> std::size_t {
+    if (auto s = graph.shapes.find(v); s != graph.shapes.end()) return s->second.size();
+    return 0;  // constants stay in ONNX layout
+  };
+  std::map<std::string, std::string> parent;  // union-find over 4-D activations
+  std::function<std::string(const std::string&)> root = [&](const std::string& v) -> std::string {
+    auto it = parent.find(v);
+    if (it == parent.end() || it->second == v) return v;
+    return it->second = root(it->second);
+  };
+  auto unite = [&](const std::string& a, const std::string& b) {
+    if (rank_of(a) != 4 || rank_of(b) != 4 || graph.is_constant(a) || graph.is_constant(b)) return;
+    const std::string ra = root(a), rb = root(b);
+    if (ra != rb) parent[ra] = rb;
+  };
+  std::set<std::string> needs;  // values an NHWC kernel reads or writes
+  for (const Node& n : graph.nodes) {
+    const std::string& op = n.op;
+    if (op == "Conv" || op == "MaxPool" || op == "AveragePool" || op == "GlobalAveragePool" || op == "Resize") {
+      for (const auto& v : n.inputs)
+        if (!v.empty() && !graph.is_constant(v) && rank_of(v) == 4) needs.insert(v);
+      for (const auto& v : n.outputs)
+        if (rank_of(v) == 4) needs.insert(v);
+    } else if (op == "Relu" || op == "LeakyRelu" || op == "Clip" || op == "Sigmoid" || op == "HardSigmoid" ||
+               op == "HardSwish" || op == "Tanh" || op == "BatchNormalization" || unary_math_of(op)) {
+      unite(n.inputs.at(0), n.outputs.at(0));
+    } else if (binary_math_of(op)) {
+      for (const auto& in : n.inputs)
+        if (graph.shapes.count(in) && graph.shapes.count(n.outputs.at(0)) &&
+            graph.shapes.at(in) == graph.shapes.at(n.outputs.at(0)))
+          unite(in, n.outputs.at(0));
+    }
+  }
+  std::set<std::string> nhwc_roots, out;
+  for (const auto& v : needs) nhwc_roots.insert(root(v));
+  for (const auto& [value, shape] : graph.shapes)
+    if (shape.size() == 4 && !graph.is_constant(value) && nhwc_roots.count(root(value))) out.insert(value);
+  return out;
 }
 
 Shape ValueTable::shape_at(int id, int count) const {

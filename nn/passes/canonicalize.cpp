@@ -6,6 +6,7 @@
 #include <limits>
 #include <numeric>
 
+#include "nn/elementwise_math.hpp"
 #include "nn/passes/pass_support.hpp"
 #include "runtime/checked_math.hpp"
 
@@ -477,6 +478,62 @@ Node pad(const Node& n, const Graph& g) {
   return respelled(n, "Pad", {n.inputs[0]}, std::move(a));
 }
 
+// ReduceMean/Sum/Max/Min/L2: axes from the attribute (opset < 18; ReduceSum < 13) or the second input, sorted,
+// non-negative and unique; no axes means all of them, unless noop_with_empty_axes makes the node a copy.
+Node reduce(const Node& n, const Graph& g) {
+  const Shape& x = input_shape(g, n, 0);
+  const auto rank = static_cast<std::int64_t>(x.size());
+  Ints axes;
+  if (n.attrs.has("axes")) axes = n.attrs.ints("axes");
+  else if (const Tensor* t = optional_constant(g, n, 1, "axes")) axes = as_ints(*t);
+  if (axes.empty() && n.attrs.i("noop_with_empty_axes", 0) != 0) return reshape_to(n, x);
+  if (axes.empty()) {
+    axes.resize(x.size());
+    std::iota(axes.begin(), axes.end(), 0);
+  }
+  for (auto& a : axes) a = normalize_axis(g, n, a, rank);
+  std::sort(axes.begin(), axes.end());
+  if (std::adjacent_find(axes.begin(), axes.end()) != axes.end()) fail(g, n, "axes [" + join_ints(axes) + "] repeat an axis");
+  for (auto a : axes)
+    if (x[static_cast<std::size_t>(a)] == 0) fail(g, n, "reduces the empty axis " + std::to_string(a) + " of " + to_string(x));
+  Attributes attrs;
+  attrs.values["axes"] = axes;
+  attrs.values["keepdims"] = std::int64_t{n.attrs.i("keepdims", 1) != 0};
+  return respelled(n, n.op, {input(g, n, 0)}, std::move(attrs));
+}
+
+// LayerNormalization (opset 17): Scale and B constants that broadcast to the normalized dimensions; the optional
+// Mean and InvStdDev outputs only while nothing reads them.
+Node layer_normalization(const Node& n, const Graph& g, const std::set<std::string>& used) {
+  refuse_used_extra_outputs(g, n, used, "the mean or inverse standard deviation");
+  const Shape& x = input_shape(g, n, 0);
+  const auto rank = static_cast<std::int64_t>(x.size());
+  const std::int64_t axis = normalize_axis(g, n, n.attrs.i("axis", -1), rank);
+  const Shape normalized(x.begin() + axis, x.end());
+  std::vector<std::string> inputs{input(g, n, 0)};
+  for (std::size_t i = 1; i <= 2; ++i) {
+    const char* role = i == 1 ? "scale" : "bias";
+    const Tensor* t = i == 1 ? constant_input(g, n, 1) : optional_constant(g, n, 2, role);
+    if (i == 1 && !t) fail(g, n, "scale ('" + input(g, n, 1) + "') must be a constant, known before running");
+    if (t && (t->type != ElementType::f32 || t->shape.size() > normalized.size() ||
+              !std::equal(t->shape.rbegin(), t->shape.rend(), normalized.rbegin(),
+                          [](std::int64_t s, std::int64_t d) { return s == 1 || s == d; })))
+      fail(g, n, std::string(role) + " of shape " + to_string(t->shape) + " does not broadcast to the normalized " +
+                     "dimensions " + to_string(normalized));
+    inputs.push_back(t ? n.inputs[i] : "");
+  }
+  Attributes attrs;
+  attrs.values["axis"] = axis;
+  attrs.values["epsilon"] = n.attrs.f("epsilon", 1e-5f);
+  return first_output_only(respelled(n, n.op, std::move(inputs), std::move(attrs)));
+}
+
+// Max and Min take any number of inputs in ONNX; two are what the backends combine.
+Node binary_variadic(const Node& n, const Graph& g) {
+  if (n.inputs.size() != 2) fail(g, n, "has " + std::to_string(n.inputs.size()) + " inputs; only two are supported");
+  return binary(n, g);
+}
+
 // Ops that only ever run at prepare time: their data must already be constant.
 Node prepare_time_only(const Node& n, const Graph& g) {
   for (std::size_t i = 0; i < n.inputs.size(); ++i)
@@ -496,7 +553,11 @@ Node canonicalize(const Node& node, const Graph& g, const std::set<std::string>&
   if (op == "Relu" || op == "Sigmoid" || op == "Tanh" || op == "HardSwish" || op == "LeakyRelu" ||
       op == "HardSigmoid" || op == "Clip")
     return activation(node, g);
-  if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div") return binary(node, g);
+  if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Pow") return binary(node, g);
+  if (op == "Max" || op == "Min") return binary_variadic(node, g);
+  if (unary_math_of(op)) return respelled(node, op, {input(g, node, 0)}, {});
+  if (reduce_math_of(op)) return reduce(node, g);
+  if (op == "LayerNormalization") return layer_normalization(node, g, used);
   if (op == "GlobalAveragePool") {
     if (input_shape(g, node, 0).size() < 3) fail(g, node, "needs an N,C,spatial... input");
     return respelled(node, op, {node.inputs[0]}, {});
@@ -515,7 +576,10 @@ Node canonicalize(const Node& node, const Graph& g, const std::set<std::string>&
   if (op == "Resize") return resize(node, g);
   if (op == "Upsample") return upsample(node, g);
   if (op == "Pad") return pad(node, g);
-  if (op == "Gather" || op == "ConstantOfShape" || op == "Cast") return prepare_time_only(node, g);
+  if (op == "Gather" || op == "ConstantOfShape" || op == "Cast" || op == "Equal" || op == "Less" ||
+      op == "Greater" || op == "LessOrEqual" || op == "GreaterOrEqual" || op == "And" || op == "Or" || op == "Not" ||
+      op == "Where" || op == "Expand" || op == "Range" || op == "Mod")
+    return prepare_time_only(node, g);
   fail(g, node, "operator " + op + " has no prepared form");
 }
 

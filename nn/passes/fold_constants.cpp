@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "kernels/half.hpp"
+#include "nn/elementwise_math.hpp"
 #include "nn/passes/pass_support.hpp"
 #include "runtime/checked_math.hpp"
 
@@ -237,6 +238,15 @@ std::int64_t broadcast_offset(const Ints& idx, const Shape& s, const Ints& strid
   return offset;
 }
 
+// Mod of integers: the remainder takes the divisor's sign (fmod=0, Python's %) or the dividend's (fmod=1, C's %).
+std::int64_t integer_mod(const Graph& g, const Node& n, std::int64_t l, std::int64_t r) {
+  if (r == 0) fail(g, n, "integer Mod by zero");
+  if (r == -1) return 0;  // also INT64_MIN % -1, which would trap
+  std::int64_t m = l % r;
+  if (n.attrs.i("fmod", 0) == 0 && m != 0 && ((m < 0) != (r < 0))) m += r;
+  return m;
+}
+
 Tensor binary(const Graph& g, const Node& n, const Shape& out_shape) {
   const Tensor& a = constant(g, n, 0);
   const Tensor& b = constant(g, n, 1);
@@ -252,17 +262,21 @@ Tensor binary(const Graph& g, const Node& n, const Shape& out_shape) {
       T v{};
       if constexpr (std::is_integral_v<T>) {  // shape arithmetic from the file: overflow is an error
         std::optional<T> result;
-        if (n.op == "Add") result = checked_add(l, r);
+        if (n.op == "Max" || n.op == "Min") result = n.op == "Max" ? std::max(l, r) : std::min(l, r);
+        else if (n.op == "Mod") result = integer_mod(g, n, l, r);
+        else if (n.op == "Pow") fail(g, n, "needs floating point data");
+        else if (n.op == "Add") result = checked_add(l, r);
         else if (n.op == "Sub") result = checked_sub(l, r);
         else if (n.op == "Mul") result = checked_mul(l, r);
         else if (r == 0) fail(g, n, "integer division by zero");
         else if (!(r == -1 && l == std::numeric_limits<T>::min())) result = l / r;
         if (!result) fail(g, n, "integer " + n.op + " of " + std::to_string(l) + " and " + std::to_string(r) + " overflows");
         v = *result;
-      } else if (n.op == "Add") v = l + r;
-      else if (n.op == "Sub") v = l - r;
-      else if (n.op == "Mul") v = l * r;
-      else v = l / r;
+      } else if (n.op == "Mod") {
+        v = std::fmod(l, r);  // ONNX requires fmod=1 for floating point: the sign of the dividend
+      } else {
+        v = apply_binary_math(*binary_math_of(n.op), l, r);
+      }
       z[next++] = v;
     });
   };
@@ -410,6 +424,165 @@ Tensor global_average_pool(const Graph& g, const Node& n, const Shape& out_shape
   return out;
 }
 
+std::vector<double> as_doubles(const Tensor& t) {
+  if (t.type == ElementType::f32) return {t.f32.begin(), t.f32.end()};
+  return {t.i64.begin(), t.i64.end()};
+}
+
+// Equal/Less/Greater/LessOrEqual/GreaterOrEqual/And/Or with broadcasting: booleans as i64 0 and 1.
+Tensor compare(const Graph& g, const Node& n, const Shape& out_shape) {
+  const Tensor& a = constant(g, n, 0);
+  const Tensor& b = constant(g, n, 1);
+  const std::vector<double> x = as_doubles(a), y = as_doubles(b);
+  const Ints sa = strides_of(a.shape), sb = strides_of(b.shape);
+  Tensor out = empty_like(ElementType::i64, out_shape);
+  const std::string& op = n.op;
+  std::size_t next = 0;
+  for_each_index(out_shape, [&](const Ints& idx) {
+    const double l = x[static_cast<std::size_t>(broadcast_offset(idx, a.shape, sa))];
+    const double r = y[static_cast<std::size_t>(broadcast_offset(idx, b.shape, sb))];
+    bool v = false;
+    if (op == "Equal") v = l == r;
+    else if (op == "Less") v = l < r;
+    else if (op == "Greater") v = l > r;
+    else if (op == "LessOrEqual") v = l <= r;
+    else if (op == "GreaterOrEqual") v = l >= r;
+    else if (op == "And") v = l != 0 && r != 0;
+    else v = l != 0 || r != 0;  // Or
+    out.i64[next++] = v;
+  });
+  return out;
+}
+
+Tensor logical_not(const Graph& g, const Node& n) {
+  Tensor out = empty_like(ElementType::i64, constant(g, n, 0).shape);
+  const std::vector<double> x = as_doubles(constant(g, n, 0));
+  for (std::size_t i = 0; i < x.size(); ++i) out.i64[i] = x[i] == 0;
+  return out;
+}
+
+Tensor where(const Graph& g, const Node& n, const Shape& out_shape) {
+  const Tensor& c = constant(g, n, 0);
+  const Tensor& a = constant(g, n, 1);
+  const Tensor& b = constant(g, n, 2);
+  if (a.type != b.type) fail(g, n, "inputs mix integer and floating point data");
+  const std::vector<double> cond = as_doubles(c);
+  const Ints sc = strides_of(c.shape), sa = strides_of(a.shape), sb = strides_of(b.shape);
+  Tensor out = empty_like(a.type, out_shape);
+  auto choose = [&](const auto& x, const auto& y, auto& z) {
+    std::size_t next = 0;
+    for_each_index(out_shape, [&](const Ints& idx) {
+      const bool take_a = cond[static_cast<std::size_t>(broadcast_offset(idx, c.shape, sc))] != 0;
+      z[next++] = take_a ? x[static_cast<std::size_t>(broadcast_offset(idx, a.shape, sa))]
+                         : y[static_cast<std::size_t>(broadcast_offset(idx, b.shape, sb))];
+    });
+  };
+  if (a.type == ElementType::f32) choose(a.f32, b.f32, out.f32);
+  else choose(a.i64, b.i64, out.i64);
+  return out;
+}
+
+Tensor range(const Graph& g, const Node& n, const Shape& out_shape) {
+  const Tensor& start = constant(g, n, 0);
+  Tensor out = empty_like(start.type, out_shape);
+  if (start.type == ElementType::i64) {
+    const std::int64_t s = start.i64.at(0), d = as_ints(constant(g, n, 2)).at(0);
+    for (std::size_t i = 0; i < out.i64.size(); ++i) out.i64[i] = s + static_cast<std::int64_t>(i) * d;
+  } else {
+    const float s = start.f32.at(0), d = as_floats(constant(g, n, 2)).at(0);
+    for (std::size_t i = 0; i < out.f32.size(); ++i) out.f32[i] = s + static_cast<float>(i) * d;
+  }
+  return out;
+}
+
+Tensor unary_math(const Graph& g, const Node& n) {
+  Tensor out = constant(g, n, 0);
+  if (out.type != ElementType::f32) {
+    if (n.op != "Neg" && n.op != "Abs") fail(g, n, "needs floating point data");
+    for (auto& v : out.i64) {
+      if (v == std::numeric_limits<std::int64_t>::min()) fail(g, n, "integer " + n.op + " overflows");
+      v = n.op == "Neg" ? -v : std::abs(v);
+    }
+    return out;
+  }
+  const UnaryMath op = *unary_math_of(n.op);
+  for (auto& v : out.f32) v = apply_unary_math(op, v);
+  return out;
+}
+
+// Integer reductions (shape arithmetic: the product of some dimensions), overflow an error.
+Tensor reduce_integers(const Graph& g, const Node& n, const Shape& kept, const Shape& out_shape) {
+  const Tensor& t = constant(g, n, 0);
+  const ReduceMath op = *reduce_math_of(n.op);
+  const Ints ks = strides_of(kept);
+  std::vector<std::optional<std::int64_t>> acc(static_cast<std::size_t>(element_count(kept)));
+  std::size_t next = 0;
+  for_each_index(t.shape, [&](const Ints& idx) {
+    auto& slot = acc[static_cast<std::size_t>(broadcast_offset(idx, kept, ks))];
+    const std::int64_t v = t.i64[next++];
+    std::optional<std::int64_t> result;
+    switch (op) {
+      case ReduceMath::mean:
+      case ReduceMath::sum: result = slot ? checked_add(*slot, v) : v; break;
+      case ReduceMath::prod: result = slot ? checked_mul(*slot, v) : v; break;
+      case ReduceMath::max: result = slot ? std::max(*slot, v) : v; break;
+      case ReduceMath::min: result = slot ? std::min(*slot, v) : v; break;
+      default: fail(g, n, "needs floating point data");
+    }
+    if (!result) fail(g, n, "integer " + n.op + " overflows");
+    slot = result;
+  });
+  const std::int64_t count = t.elements() / std::max<std::int64_t>(1, element_count(kept));
+  Tensor out = empty_like(ElementType::i64, out_shape);
+  for (std::size_t i = 0; i < acc.size(); ++i) out.i64[i] = op == ReduceMath::mean ? *acc[i] / count : *acc[i];
+  return out;
+}
+
+Tensor reduce(const Graph& g, const Node& n, const Shape& out_shape) {
+  const Tensor& t = constant(g, n, 0);
+  const ReduceMath op = *reduce_math_of(n.op);
+  const Ints axes = n.attrs.ints("axes");
+  // Accumulate every input element into its output slot: the output index is the input's with axes at 0.
+  Shape kept = t.shape;
+  for (auto a : axes) kept[static_cast<std::size_t>(a)] = 1;
+  if (t.type == ElementType::i64) return reduce_integers(g, n, kept, out_shape);
+  const auto& x = floats(g, n, 0);
+  const Ints ks = strides_of(kept);
+  std::vector<float> acc(static_cast<std::size_t>(element_count(kept)), reduce_start(op));
+  std::size_t next = 0;
+  for_each_index(t.shape, [&](const Ints& idx) {
+    auto& slot = acc[static_cast<std::size_t>(broadcast_offset(idx, kept, ks))];
+    slot = reduce_step(op, slot, x[next++]);
+  });
+  const float count = static_cast<float>(t.elements() / std::max<std::int64_t>(1, element_count(kept)));
+  Tensor out = empty_like(ElementType::f32, out_shape);
+  for (std::size_t i = 0; i < acc.size(); ++i) out.f32[i] = reduce_finish(op, acc[i], count);
+  return out;
+}
+
+Tensor layer_normalization(const Graph& g, const Node& n) {
+  Tensor out = constant(g, n, 0);
+  out.f32 = floats(g, n, 0);
+  const auto axis = static_cast<std::ptrdiff_t>(n.attrs.i("axis", 0));
+  const Shape normalized(out.shape.begin() + axis, out.shape.end());
+  const std::int64_t len = element_count(normalized), rows = out.elements() / std::max<std::int64_t>(1, len);
+  std::vector<float> scale(static_cast<std::size_t>(len), 1.f), bias(static_cast<std::size_t>(len), 0.f);
+  for (std::size_t i = 1; i <= 2; ++i)
+    if (!n.inputs[i].empty()) (i == 1 ? scale : bias) = broadcast_tensor(constant(g, n, i), normalized).f32;
+  const float epsilon = n.attrs.f("epsilon", 1e-5f);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    float* row = out.f32.data() + r * len;
+    double sum = 0, square = 0;
+    for (std::int64_t k = 0; k < len; ++k) sum += row[k];
+    const double mean = sum / static_cast<double>(len);
+    for (std::int64_t k = 0; k < len; ++k) square += (row[k] - mean) * (row[k] - mean);
+    const double inv = 1.0 / std::sqrt(square / static_cast<double>(len) + epsilon);
+    for (std::int64_t k = 0; k < len; ++k)
+      row[k] = static_cast<float>((row[k] - mean) * inv) * scale[static_cast<std::size_t>(k)] + bias[static_cast<std::size_t>(k)];
+  }
+  return out;
+}
+
 }  // namespace
 
 std::vector<Tensor> evaluate(const Node& n, const Graph& g) {
@@ -432,7 +605,17 @@ std::vector<Tensor> evaluate(const Node& n, const Graph& g) {
   if (op == "Concat") return {concat(g, n, shapes[0])};
   if (op == "Split") return split(x, n, shapes);
   if (op == "Gather") return {gather(g, n, shapes[0])};
-  if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div") return {binary(g, n, shapes[0])};
+  if (binary_math_of(op) || op == "Mod") return {binary(g, n, shapes[0])};
+  if (unary_math_of(op)) return {unary_math(g, n)};
+  if (reduce_math_of(op)) return {reduce(g, n, shapes[0])};
+  if (op == "LayerNormalization") return {layer_normalization(g, n)};
+  if (op == "Equal" || op == "Less" || op == "Greater" || op == "LessOrEqual" || op == "GreaterOrEqual" ||
+      op == "And" || op == "Or")
+    return {compare(g, n, shapes[0])};
+  if (op == "Not") return {logical_not(g, n)};
+  if (op == "Where") return {where(g, n, shapes[0])};
+  if (op == "Expand") return {broadcast_tensor(x, shapes[0])};
+  if (op == "Range") return {range(g, n, shapes[0])};
   if (op == "Relu" || op == "Sigmoid" || op == "Tanh" || op == "HardSwish" || op == "LeakyRelu" ||
       op == "HardSigmoid" || op == "Clip")
     return {unary(g, n)};

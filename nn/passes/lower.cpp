@@ -54,6 +54,7 @@ class Sweep {
     if (node.inputs.empty() || node.inputs[0].empty()) fail(g_, node, "input 0 is missing");
     if (passes_data_through(node, g_)) return remove_pass_through(node);
     if (node.op == "Shape") return fold_shape(node);
+    if (node.op == "Gather" && !g_.is_constant(node.inputs[0])) return lower_data_gather(node);
 
     const Node canonical = canonicalize(node, g_, used_);
     const bool all_constant = std::all_of(canonical.inputs.begin(), canonical.inputs.end(),
@@ -103,6 +104,55 @@ class Sweep {
     t.shape = {static_cast<std::int64_t>(t.i64.size())};
     g_.rewrites.push_back("folded " + node.where() + " into constant " + describe_constant(node.outputs.at(0), t));
     g_.constants[node.outputs.at(0)] = std::move(t);
+  }
+
+  // Gather of run-time data by constant indices: one index (ViT's x[:, 0]) is a Slice of that position and a
+  // Reshape that drops the axis; a contiguous ascending range is a Slice alone. Any other indices are refused.
+  void lower_data_gather(const Node& node) {
+    const Tensor* indices = constant_input(g_, node, 1);
+    if (!indices) fail(g_, node, "indices ('" + node.inputs.at(1) + "') are computed at run time, which is not supported");
+    const Shape x = g_.shape_of(node.inputs[0]);
+    const std::int64_t axis = normalize_axis(g_, node, node.attrs.i("axis", 0), static_cast<std::int64_t>(x.size()));
+    const std::int64_t dim = x[static_cast<std::size_t>(axis)];
+    std::vector<std::int64_t> at = as_ints(*indices);
+    for (auto& i : at) {
+      if (i < -dim || i >= dim) fail(g_, node, "index " + std::to_string(i) + " is out of range for " + std::to_string(dim));
+      if (i < 0) i += dim;
+    }
+    bool contiguous = !at.empty() && indices->shape.size() <= 1;
+    for (std::size_t k = 1; contiguous && k < at.size(); ++k) contiguous = at[k] == at[0] + static_cast<std::int64_t>(k);
+    if (!contiguous)
+      fail(g_, node, "gathering run-time data is supported for one index or a contiguous ascending range, not [" +
+                         join_ints(at) + "]");
+    const std::string& out = node.outputs.at(0);
+    auto constant = [&](const std::string& role, std::vector<std::int64_t> values) {
+      Tensor t;
+      t.type = ElementType::i64;
+      t.shape = {static_cast<std::int64_t>(values.size())};
+      t.i64 = std::move(values);
+      const std::string name = out + "/gather_" + role;
+      if (g_.constants.count(name) || g_.shapes.count(name)) fail(g_, node, "value '" + name + "' exists already");
+      g_.constants[name] = std::move(t);
+      return name;
+    };
+    const bool drops_axis = indices->shape.empty();
+    Node slice;
+    slice.name = node.name + "/slice";
+    slice.op = "Slice";
+    slice.inputs = {node.inputs[0], constant("starts", {at.front()}), constant("ends", {at.back() + 1}),
+                    constant("axes", {axis})};
+    slice.outputs = {drops_axis ? out + "/gather_slice" : out};
+    g_.rewrites.push_back("rewrote " + node.where() + " of run-time data as Slice" + (drops_axis ? " and Reshape" : ""));
+    visit(slice);
+    if (!drops_axis) return;
+    Shape kept = x;
+    kept.erase(kept.begin() + axis);
+    Node reshape;
+    reshape.name = node.name + "/reshape";
+    reshape.op = "Reshape";
+    reshape.inputs = {slice.outputs[0], constant("shape", kept)};
+    reshape.outputs = {out};
+    visit(reshape);
   }
 
   // Identity, Dropout and float-to-float Cast: later readers read the input instead. A graph output keeps

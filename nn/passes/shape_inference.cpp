@@ -1,6 +1,8 @@
 // Concrete output shapes of a canonical node (see canonicalize.cpp), checking that its inputs agree.
 #include <algorithm>
+#include <cmath>
 
+#include "nn/elementwise_math.hpp"
 #include "nn/passes/pass_support.hpp"
 #include "runtime/checked_math.hpp"
 
@@ -186,6 +188,36 @@ Shape gather(const Graph& g, const Node& n) {
   return out;
 }
 
+Shape reduce(const Graph& g, const Node& n) {
+  Shape out = in(g, n, 0);
+  const Ints axes = n.attrs.ints("axes");
+  for (auto a : axes) out[static_cast<std::size_t>(a)] = n.attrs.i("keepdims", 1) ? 1 : -1;
+  if (!n.attrs.i("keepdims", 1)) out.erase(std::remove(out.begin(), out.end(), -1), out.end());
+  return out;
+}
+
+// Expand: the input broadcast with the shape the second input holds (numpy rules; 1 keeps the input's size).
+Shape expand(const Graph& g, const Node& n) {
+  const Tensor* target = constant_input(g, n, 1);
+  if (!target) fail(g, n, "the shape ('" + n.inputs[1] + "') must be a constant");
+  return broadcast(g, n, in(g, n, 0), as_ints(*target));
+}
+
+// Range: ceil((limit - start) / delta) elements, from the constant scalars.
+Shape range(const Graph& g, const Node& n) {
+  std::vector<double> v;
+  for (std::size_t i = 0; i < 3; ++i) {
+    const Tensor* t = constant_input(g, n, i);
+    if (!t || t->elements() != 1) fail(g, n, "start, limit and delta must be constant scalars");
+    v.push_back(t->type == ElementType::i64 ? static_cast<double>(t->i64[0]) : static_cast<double>(t->f32[0]));
+  }
+  if (v[2] == 0 || !std::isfinite(v[0]) || !std::isfinite(v[1]) || !std::isfinite(v[2]))
+    fail(g, n, "delta must be non-zero and start, limit, delta finite");
+  const double count = std::ceil((v[1] - v[0]) / v[2]);
+  if (count > static_cast<double>(kMaxValueElements)) fail(g, n, "would make more than 2^36 elements");
+  return {static_cast<std::int64_t>(std::max(0.0, count))};
+}
+
 }  // namespace
 
 void check_value_shape(const Graph& g, const Node& n, const std::string& value, const Shape& shape) {
@@ -208,7 +240,15 @@ std::vector<Shape> infer_shapes(const Node& n, const Graph& g) {
   if (op == "Relu" || op == "Sigmoid" || op == "Tanh" || op == "HardSwish" || op == "LeakyRelu" ||
       op == "HardSigmoid" || op == "Clip" || op == "Softmax" || op == "Identity" || op == "Dropout" || op == "Cast")
     return {in(g, n, 0)};
-  if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div") return {broadcast(g, n, in(g, n, 0), in(g, n, 1))};
+  if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Pow" || op == "Max" || op == "Min" ||
+      op == "Equal" || op == "Less" || op == "Greater" || op == "LessOrEqual" || op == "GreaterOrEqual" ||
+      op == "And" || op == "Or" || op == "Mod")
+    return {broadcast(g, n, in(g, n, 0), in(g, n, 1))};
+  if (unary_math_of(op) || op == "LayerNormalization" || op == "Not") return {in(g, n, 0)};
+  if (reduce_math_of(op)) return {reduce(g, n)};
+  if (op == "Where") return {broadcast(g, n, broadcast(g, n, in(g, n, 0), in(g, n, 1)), in(g, n, 2))};
+  if (op == "Expand") return {expand(g, n)};
+  if (op == "Range") return {range(g, n)};
   if (op == "GlobalAveragePool") {
     Shape out = in(g, n, 0);
     std::fill(out.begin() + 2, out.end(), 1);

@@ -4,7 +4,9 @@
 // (inputs, weights and every intermediate rounded to 11 bits, f32 accumulation) and 3e-2 at bf16 (8 bits).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <tuple>
 
 #include "nn_gpu_support.hpp"
 
@@ -13,8 +15,12 @@ using namespace sluice::nn::test;
 
 namespace {
 
-void check_all_precisions(const Graph& g, std::uint32_t seed = 1) {
-  const auto inputs = random_inputs(g, seed);
+// `adjust` may move the random inputs into an op's domain (positive for Sqrt and Log).
+void check_all_precisions(const Graph& g, std::uint32_t seed = 1, float (*adjust)(float) = nullptr) {
+  auto inputs = random_inputs(g, seed);
+  if (adjust)
+    for (auto& in : inputs)
+      for (auto& v : in) v = adjust(v);
   const auto want = run_cpu(g, inputs);
   for (Precision p : {Precision::f32, Precision::f16, Precision::bf16}) {
     CudaEngineOptions o;
@@ -281,5 +287,81 @@ TEST_CASE("CUDA Gemm and MatMul match the CPU", "[nn][nn_cuda][gemm]") {
     OneNode b("MatMul", "broadcast batch");
     b.input("a", {2, 1, 5, 8}).input("b", {1, 3, 8, 4}).output("y", {2, 3, 5, 4});
     check_all_precisions(b.g);
+  }
+}
+
+TEST_CASE("CUDA elementwise math ops match the CPU", "[nn][nn_cuda][elementwise]") {
+  for (const std::string op : {"Erf", "Sqrt", "Exp", "Log", "Neg", "Abs", "Reciprocal", "Floor", "Ceil"}) {
+    for (const Shape& s : {Shape{2, 16, 5, 7}, Shape{3, 37}, Shape{2, 3, 4, 5, 2}}) {
+      OneNode b(op, to_string(s));
+      b.input("x", s).output("y", s);
+      const bool positive = op == "Sqrt" || op == "Log" || op == "Reciprocal";
+      const bool steps = op == "Floor" || op == "Ceil";  // a rounded input may cross an integer: use a 1/8 grid
+      check_all_precisions(b.g, 3,
+                           positive ? +[](float v) { return std::fabs(v) + 0.25f; }
+                           : steps  ? +[](float v) { return std::round(v * 32) / 8 + 0.0625f; }
+                                    : +[](float v) { return 4 * v; });
+    }
+  }
+}
+
+TEST_CASE("CUDA Pow, Max and Min broadcast like the CPU", "[nn][nn_cuda][elementwise]") {
+  for (const std::string op : {"Pow", "Max", "Min"}) {
+    for (const auto& [a, b, y] : std::vector<std::tuple<Shape, Shape, Shape>>{
+             {{2, 16, 6, 6}, {2, 16, 6, 6}, {2, 16, 6, 6}}, {{2, 8, 5, 7}, {1}, {2, 8, 5, 7}}, {{3, 1, 5}, {3, 4, 1}, {3, 4, 5}}}) {
+      OneNode node(op, to_string(a) + " " + to_string(b));
+      node.input("a", a).input("b", b).output("y", y);
+      // Pow: bases in [0.25, 1.25], exponents in [0.25, 1.25] too (a negative base with a fractional exponent is NaN).
+      check_all_precisions(node.g, 5, op == "Pow" ? +[](float v) { return std::fabs(v) + 0.25f; } : nullptr);
+    }
+  }
+}
+
+TEST_CASE("CUDA reductions match the CPU over any axes", "[nn][nn_cuda][reduce]") {
+  struct Case {
+    Shape x;
+    std::vector<std::int64_t> axes;
+  };
+  // NHWC-stored 4-D values (threads along the kept dims), contiguous last-axis rows (a warp per row), all axes.
+  const std::vector<Case> cases = {{{2, 16, 7, 7}, {2, 3}}, {{2, 16, 7, 7}, {1}},    {{2, 16, 7, 7}, {3}},
+                                   {{2, 16, 7, 7}, {1, 3}}, {{3, 50, 96}, {2}},      {{3, 50, 96}, {1}},
+                                   {{4, 1000}, {1}},        {{2, 3, 4, 5, 6}, {1, 4}}, {{5, 6}, {0, 1}}};
+  for (const std::string op : {"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceL1", "ReduceL2",
+                               "ReduceSumSquare", "ReduceProd"}) {
+    for (const auto& c : cases) {
+      for (std::int64_t keepdims : {0, 1}) {
+        if (c.axes.front() == 0 && !keepdims) continue;  // batch reduced away: the output has no batch to bind
+        Shape y;
+        for (std::size_t d = 0; d < c.x.size(); ++d) {
+          const bool reduced = std::find(c.axes.begin(), c.axes.end(), static_cast<std::int64_t>(d)) != c.axes.end();
+          if (!reduced) y.push_back(c.x[d]);
+          else if (keepdims) y.push_back(1);
+        }
+        OneNode b(op, to_string(c.x) + " axes " + std::to_string(c.axes.front()) + ".. keepdims " + std::to_string(keepdims));
+        b.input("x", c.x).output("y", y).attr("axes", c.axes).attr("keepdims", keepdims);
+        // ReduceProd of up to 1000 factors: near 1 so the product stays in range, and exact in bf16 so that input
+        // rounding (which compounds over the factors) does not swamp what is compared.
+        check_all_precisions(b.g, 9, op == "ReduceProd" ? +[](float v) { return 1.f + std::round(v * 2) / 64; } : nullptr);
+      }
+    }
+  }
+}
+
+TEST_CASE("CUDA LayerNormalization matches the CPU", "[nn][nn_cuda][layer_norm]") {
+  struct Case {
+    Shape x;
+    std::int64_t axis;
+    Shape scale;
+    bool bias;
+  };
+  const std::vector<Case> cases = {{{2, 197, 64}, 2, {64}, true},          {{2, 7, 7, 96}, 3, {96}, true},
+                                   {{2, 16, 5, 5}, 1, {16, 5, 5}, true},   {{2, 16, 5, 5}, 2, {1, 5}, false},
+                                   {{4, 33}, 1, {33}, true},               {{2, 3, 4, 5, 6}, 3, {5, 6}, true}};
+  for (const auto& c : cases) {
+    OneNode b("LayerNormalization", to_string(c.x) + " axis " + std::to_string(c.axis));
+    b.input("x", c.x).constant("scale", c.scale, 11);
+    if (c.bias) b.constant("bias", {c.scale.back()}, 12);
+    b.output("y", c.x).attr("axis", c.axis).attr("epsilon", 1e-5f);
+    check_all_precisions(b.g, 13, [](float v) { return 3 * v + 1; });
   }
 }

@@ -13,6 +13,15 @@ batch of 2, f32) and OUTDIR/NAME.output.npy (PyTorch's f32 output for it: eval m
                            opset 13, 2x3x64x64; also as mixnet_op11 and mixnet_op17 (the same weights and
                            input exported at opsets 11 and 17, where ONNX spells several ops differently)
 
+  shufflenet_v2_x0_5,      torchvision, random weights and BatchNorm statistics, opset 13, 2x3x64x64 (ReduceMean,
+  mnasnet0_5               and ShuffleNet's channel shuffle)
+  mathnet                  the elementwise math ops, reductions, LayerNorm and folded shape ops (see MathNet),
+                           opset 17 (LayerNormalization) and as mathnet_op13 (LayerNorm spelled out), 2x3x16x16
+  convnext_small           torchvision's ConvNeXt with two small stages (LayerNorm, Erf GELU, channels-last
+                           Linear layers), opset 17 and as convnext_small_op13, 2x3x64x64
+  vit_small                torchvision's VisionTransformer at 32x32, 8x8 patches, 2 layers (attention, the class
+                           token gathered from run-time data, Expand/Where from the exporter), opset 17
+
 Deterministic (fixed seeds). A model whose three files exist and are newer than this script is skipped.
 Works under torch 1.13 (Debian) and torch 2.x (dynamo=False where torch.onnx.export has that argument).
 """
@@ -121,6 +130,68 @@ class MixNet(nn.Module):
         return self.fc2(torch.cat([hidden, pooled_sum], 1)) / 0.125
 
 
+class MathNet(nn.Module):
+    """The elementwise math ops, the reductions, LayerNorm and the shape ops that only fold (input 3x16x16,
+    output 10 logits).
+
+    LayerNorm over the last axis (LayerNormalization at opset 17; ReduceMean/Sub/Pow/Sqrt/Div before), Erf,
+    Abs, Pow, Neg, Exp, Log, Reciprocal, Sqrt, Floor, Ceil, Max, Min, ReduceMean/Sum/Max/Min/L1/L2/Prod with
+    and without keepdims, Gather of run-time data (x[:, :, 0]), and Range/Less/Where/Expand computed from
+    shapes (folded to constants at prepare time)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.norm = nn.LayerNorm(16)
+        self.token = nn.Parameter(torch.empty(1, 8))
+        self.fc = nn.Linear(8 * 9 + 1, 10)
+
+    def forward(self, x):  # x: N,3,16,16
+        y = self.norm(self.conv(x))                                              # N,8,16,16
+        g = 0.5 * y * (1 + torch.erf(y / 2 ** 0.5))                            # GELU, spelled out
+        p = torch.pow(g.abs() + 0.1, 1.5)
+        e = torch.exp(-p) + torch.log(p + 1)
+        r = torch.reciprocal(e + 1) + torch.sqrt(p)
+        f = torch.floor(r * 4) / 4 + torch.ceil(g) * 0.1
+        m = torch.maximum(f, g) - torch.minimum(f, p)                            # N,8,16,16
+        w = m.shape[3]
+        sign = torch.where(torch.arange(w) < w // 2, 1.0, -1.0)                 # Range, Less, Where: folded
+        m = m * sign
+        n = m.shape[0]
+        token = self.token.expand(n, -1)                                         # Expand: folded
+        feats = [m.mean(dim=(2, 3)), m.sum(dim=3).amax(dim=2), torch.amin(m, dim=1, keepdim=True).mean((2, 3)),
+                 m.norm(p=2, dim=(2, 3)), m.norm(p=1, dim=(2, 3)) / 256, torch.prod(1 + 0.01 * m.mean(3), dim=2),
+                 m[:, :, 0].mean(2), token, m.mean((1, 3)).amax(1, True) * token,
+                 m.std(dim=(2, 3))]
+        return self.fc(torch.cat(feats, 1))
+
+
+def small_convnext():
+    """ConvNeXt (torchvision's class) with two small stages, its layer scale drawn at random so that each block's
+    branch counts (the default 1e-6 would hide it)."""
+    from torchvision.models.convnext import CNBlockConfig, ConvNeXt
+    torch.manual_seed(SEED + 5)
+    net = ConvNeXt([CNBlockConfig(16, 32, 2), CNBlockConfig(32, None, 1)], num_classes=10)
+    with torch.no_grad():
+        for name, param in net.named_parameters():
+            if name.endswith("layer_scale"):
+                param.uniform_(0.5, 1.5)
+    return net
+
+
+def small_vit():
+    """Vision Transformer (torchvision's class): 32x32 input, 8x8 patches, 2 layers, 4 heads, width 64."""
+    from torchvision.models.vision_transformer import VisionTransformer
+    torch.manual_seed(SEED + 6)
+    net = VisionTransformer(image_size=32, patch_size=8, num_layers=2, num_heads=4, hidden_dim=64, mlp_dim=128,
+                            num_classes=10)
+    with torch.no_grad():
+        net.class_token.normal_(0, 1)
+        net.encoder.pos_embedding.normal_(0, 0.5)
+        net.heads.head.weight.normal_(0, 0.1)
+    return net
+
+
 def build_mixnet(generator):
     torch.manual_seed(SEED + 3)
     net = MixNet()
@@ -183,7 +254,9 @@ def main(argv):
     torch.set_num_threads(min(2, torch.get_num_threads()))
 
     jobs = [("resnet18", 224, 13), ("mobilenet_v2", 224, 13), ("mixnet", 64, 13), ("mixnet_op11", 64, 11),
-            ("mixnet_op17", 64, 17)]
+            ("mixnet_op17", 64, 17), ("shufflenet_v2_x0_5", 64, 13), ("mnasnet0_5", 64, 13),
+            ("mathnet", 16, 17), ("mathnet_op13", 16, 13), ("convnext_small", 64, 17), ("convnext_small_op13", 64, 13),
+            ("vit_small", 32, 17)]
     mixnet = None
     for name, size, opset in jobs:
         if up_to_date(outdir, name):
@@ -193,7 +266,14 @@ def main(argv):
         family = name.split("_op")[0]
         generator = torch.Generator().manual_seed(SEED + sum(family.encode()))
         example = torch.randn(2, 3, size, size, generator=generator)
-        if family == "mixnet":
+        if family in ("mathnet", "convnext_small", "vit_small"):
+            torch.manual_seed(SEED + 7)
+            model = {"mathnet": MathNet, "convnext_small": small_convnext, "vit_small": small_vit}[family]()
+            if family == "mathnet":
+                with torch.no_grad():
+                    model.token.normal_(0, 1)
+            model.eval()
+        elif family == "mixnet":
             if mixnet is None:
                 mixnet = build_mixnet(generator)
                 calibration = torch.randn(8, 3, size, size, generator=generator)

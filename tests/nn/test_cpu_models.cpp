@@ -69,5 +69,12 @@ TEST_CASE("CPU mobilenet_v2 matches PyTorch", "[cpu_models]") { check_model("mob
 TEST_CASE("CPU mixnet matches PyTorch", "[cpu_models]") { check_model("mixnet"); }
 TEST_CASE("CPU mixnet exported at opset 11 matches PyTorch", "[cpu_models]") { check_model("mixnet_op11"); }
 TEST_CASE("CPU mixnet exported at opset 17 matches PyTorch", "[cpu_models]") { check_model("mixnet_op17"); }
+TEST_CASE("CPU shufflenet_v2_x0_5 matches PyTorch", "[cpu_models]") { check_model("shufflenet_v2_x0_5"); }
+TEST_CASE("CPU mnasnet0_5 matches PyTorch", "[cpu_models]") { check_model("mnasnet0_5"); }
+TEST_CASE("CPU mathnet (math ops, reductions, LayerNormalization) matches PyTorch", "[cpu_models]") { check_model("mathnet"); }
+TEST_CASE("CPU mathnet exported at opset 13 matches PyTorch", "[cpu_models]") { check_model("mathnet_op13"); }
+TEST_CASE("CPU small ConvNeXt matches PyTorch", "[cpu_models]") { check_model("convnext_small"); }
+TEST_CASE("CPU small ConvNeXt exported at opset 13 matches PyTorch", "[cpu_models]") { check_model("convnext_small_op13"); }
+TEST_CASE("CPU small Vision Transformer matches PyTorch", "[cpu_models]") { check_model("vit_small"); }
 
 }  // namespace

@@ -452,12 +452,18 @@ Floats binary_ref(const std::string& op, const Floats& a, const Shape& as, const
       return v[static_cast<std::size_t>(ravel(own, s))];
     };
     const float va = read(a, as), vb = read(b, bs);
-    y.push_back(op == "Add" ? va + vb : op == "Sub" ? va - vb : op == "Mul" ? va * vb : va / vb);
+    y.push_back(op == "Add"   ? va + vb
+                : op == "Sub" ? va - vb
+                : op == "Mul" ? va * vb
+                : op == "Pow" ? static_cast<float>(std::pow(static_cast<double>(va), static_cast<double>(vb)))
+                : op == "Max" ? std::max(va, vb)
+                : op == "Min" ? std::min(va, vb)
+                              : va / vb);
   }
   return y;
 }
 
-TEST_CASE("Add Sub Mul Div broadcast like numpy", "[cpu_ops][elementwise]") {
+TEST_CASE("Add Sub Mul Div Pow Max Min broadcast like numpy", "[cpu_ops][elementwise]") {
   std::mt19937 rng(6);
   const std::vector<std::pair<Shape, Shape>> shapes = {
       {{2, 3, 4, 5}, {2, 3, 4, 5}}, {{2, 3, 4, 5}, {}},           {{2, 3, 4, 5}, {1}},
@@ -465,7 +471,7 @@ TEST_CASE("Add Sub Mul Div broadcast like numpy", "[cpu_ops][elementwise]") {
       {{2, 1, 4, 1}, {1, 3, 1, 5}}, {{5}, {2, 3, 4, 5}},          {{1, 1, 1}, {3, 1, 7}},
       {{4, 1}, {1, 6}},             {{2, 3, 1, 5}, {2, 1, 4, 1}}, {{7, 1, 3}, {1, 2, 1}},
   };
-  for (const std::string op : {"Add", "Sub", "Mul", "Div"}) {
+  for (const std::string op : {"Add", "Sub", "Mul", "Div", "Pow", "Max", "Min"}) {
     for (const auto& [as, bs] : shapes) {
       for (bool b_constant : {false, true}) {
         INFO(op << " " << sluice::nn::to_string(as) << " " << sluice::nn::to_string(bs) << " constant B " << b_constant);
@@ -925,6 +931,126 @@ TEST_CASE("Softmax along an axis and coerced to 2-D", "[cpu_ops][softmax]") {
       t.output("y", xs);
       CHECK_CLOSE(t.run()[0], want, 1e-5);
     }
+  }
+}
+
+// ---- elementwise math, reductions, layer norm -----------------------------------------------------------------
+
+TEST_CASE("Elementwise math ops match the C library in double precision", "[cpu_ops][elementwise]") {
+  std::mt19937 rng(31);
+  const std::vector<std::pair<std::string, double (*)(double)>> ops = {
+      {"Erf", [](double v) { return std::erf(v); }},   {"Sqrt", [](double v) { return std::sqrt(v); }},
+      {"Exp", [](double v) { return std::exp(v); }},   {"Log", [](double v) { return std::log(v); }},
+      {"Neg", [](double v) { return -v; }},            {"Abs", [](double v) { return std::fabs(v); }},
+      {"Reciprocal", [](double v) { return 1 / v; }}, {"Floor", [](double v) { return std::floor(v); }},
+      {"Ceil", [](double v) { return std::ceil(v); }}};
+  for (const auto& [op, ref] : ops) {
+    INFO(op);
+    const bool positive = op == "Sqrt" || op == "Log" || op == "Reciprocal";
+    const Shape shape{2, 3, 5, 7};
+    const Floats x = random_floats(rng, count(shape), positive ? 0.05f : -4.0f, 4.0f);
+    TestGraph t;
+    t.input("x", shape, x);
+    t.node(op, {"x"}, {"y"});
+    t.output("y", shape);
+    Floats want;
+    for (float v : x) want.push_back(static_cast<float>(ref(v)));
+    CHECK_CLOSE(t.run()[0], want, 2e-6);
+  }
+}
+
+TEST_CASE("Reductions match the naive reference over random axes", "[cpu_ops][reduce]") {
+  std::mt19937 rng(32);
+  for (const std::string op : {"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceL1", "ReduceL2",
+                               "ReduceSumSquare", "ReduceProd"}) {
+    for (int trial = 0; trial < 12; ++trial) {
+      Shape xs;
+      for (int d = random_int(rng, 1, 5); d > 0; --d) xs.push_back(random_int(rng, 1, 6));
+      Ints axes;
+      for (std::int64_t d = 0; d < static_cast<std::int64_t>(xs.size()); ++d)
+        if (random_int(rng, 0, 1)) axes.push_back(d);
+      if (axes.empty()) axes.push_back(random_int(rng, 0, static_cast<int>(xs.size()) - 1));
+      const std::int64_t keepdims = random_int(rng, 0, 1);
+      INFO(op << " " << sluice::nn::to_string(xs) << " axes " << sluice::nn::to_string(axes) << " keepdims " << keepdims);
+      const Floats x = random_floats(rng, count(xs), op == "ReduceProd" ? 0.8f : -2.0f, op == "ReduceProd" ? 1.25f : 2.0f);
+      // Group by the index with the reduced axes at 0, in double.
+      Shape kept = xs, ys;
+      for (auto a : axes) kept[static_cast<std::size_t>(a)] = 1;
+      for (std::size_t d = 0; d < xs.size(); ++d)
+        if (std::find(axes.begin(), axes.end(), static_cast<std::int64_t>(d)) == axes.end()) ys.push_back(xs[d]);
+        else if (keepdims) ys.push_back(1);
+      std::vector<double> acc(static_cast<std::size_t>(count(kept)), op == "ReduceMax" ? -INFINITY : op == "ReduceMin" ? INFINITY : op == "ReduceProd" ? 1.0 : 0.0);
+      for (std::int64_t i = 0; i < count(xs); ++i) {
+        Ints idx = unravel(i, xs);
+        for (auto a : axes) idx[static_cast<std::size_t>(a)] = 0;
+        double& slot = acc[static_cast<std::size_t>(ravel(idx, kept))];
+        const double v = x[static_cast<std::size_t>(i)];
+        if (op == "ReduceMax") slot = std::max(slot, v);
+        else if (op == "ReduceMin") slot = std::min(slot, v);
+        else if (op == "ReduceProd") slot *= v;
+        else if (op == "ReduceL1") slot += std::fabs(v);
+        else if (op == "ReduceL2" || op == "ReduceSumSquare") slot += v * v;
+        else slot += v;
+      }
+      const double n = static_cast<double>(count(xs) / count(kept));
+      Floats want;
+      for (double v : acc) want.push_back(static_cast<float>(op == "ReduceMean" ? v / n : op == "ReduceL2" ? std::sqrt(v) : v));
+      TestGraph t;
+      t.input("x", xs, x);
+      t.node(op, {"x"}, {"y"}, {{"axes", axes}, {"keepdims", keepdims}});
+      t.output("y", ys);
+      CHECK_CLOSE(t.run()[0], want, 1e-5);
+    }
+  }
+}
+
+TEST_CASE("LayerNormalization matches its formula with broadcast scale and bias", "[cpu_ops][layer_norm]") {
+  std::mt19937 rng(33);
+  struct Case {
+    Shape x;
+    std::int64_t axis;
+    Shape scale, bias;  // bias {} = absent
+  };
+  for (const auto& c : std::vector<Case>{{{2, 5, 8}, 2, {8}, {8}},
+                                         {{2, 4, 3, 6}, 3, {6}, {1}},
+                                         {{3, 4, 5}, 1, {4, 5}, {}},
+                                         {{2, 4, 5}, 1, {1, 5}, {4, 1}},
+                                         {{6, 7}, 0, {6, 7}, {7}}}) {
+    INFO(sluice::nn::to_string(c.x) << " axis " << c.axis);
+    const Floats x = random_floats(rng, count(c.x), -3.0f, 5.0f);
+    const Floats scale = random_floats(rng, count(c.scale), 0.5f, 1.5f);
+    const Floats bias = random_floats(rng, count(c.bias), -1.0f, 1.0f);
+    const Shape normalized(c.x.begin() + c.axis, c.x.end());
+    const std::int64_t len = count(normalized);
+    auto parameter = [&](const Floats& v, const Shape& s, std::int64_t k) {  // broadcast element k of the row
+      Ints idx = unravel(k, normalized), own;
+      for (std::size_t d = normalized.size() - s.size(); d < normalized.size(); ++d)
+        own.push_back(s[d - (normalized.size() - s.size())] == 1 ? 0 : idx[d]);
+      return static_cast<double>(v[static_cast<std::size_t>(ravel(own, s))]);
+    };
+    Floats want;
+    for (std::int64_t r = 0; r < count(c.x) / len; ++r) {
+      double mean = 0, var = 0;
+      for (std::int64_t k = 0; k < len; ++k) mean += x[static_cast<std::size_t>(r * len + k)];
+      mean /= static_cast<double>(len);
+      for (std::int64_t k = 0; k < len; ++k) var += std::pow(x[static_cast<std::size_t>(r * len + k)] - mean, 2);
+      var /= static_cast<double>(len);
+      for (std::int64_t k = 0; k < len; ++k)
+        want.push_back(static_cast<float>((x[static_cast<std::size_t>(r * len + k)] - mean) / std::sqrt(var + 1e-5) *
+                                              parameter(scale, c.scale, k) +
+                                          (c.bias.empty() ? 0.0 : parameter(bias, c.bias, k))));
+    }
+    TestGraph t;
+    t.input("x", c.x, x);
+    t.constant("scale", c.scale, scale);
+    std::vector<std::string> inputs{"x", "scale"};
+    if (!c.bias.empty()) {
+      t.constant("bias", c.bias, bias);
+      inputs.push_back("bias");
+    }
+    t.node("LayerNormalization", inputs, {"y"}, {{"axis", c.axis}, {"epsilon", 1e-5f}});
+    t.output("y", c.x);
+    CHECK_CLOSE(t.run()[0], want, 1e-5);
   }
 }
 

@@ -50,7 +50,11 @@ void check_prepared_form(const Graph& g) {
   static const std::set<std::string> ops{"Conv", "BatchNormalization", "Relu", "LeakyRelu", "Clip", "Sigmoid",
                                          "HardSigmoid", "HardSwish", "Tanh", "Add", "Sub", "Mul", "Div", "MaxPool",
                                          "AveragePool", "GlobalAveragePool", "Reshape", "Transpose", "Gemm",
-                                         "MatMul", "Concat", "Split", "Slice", "Softmax", "Resize", "Pad"};
+                                         "MatMul", "Concat", "Split", "Slice", "Softmax", "Resize", "Pad",
+                                         "Erf", "Sqrt", "Exp", "Log", "Neg", "Abs", "Reciprocal", "Floor", "Ceil",
+                                         "Pow", "Max", "Min", "ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin",
+                                         "ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceProd",
+                                         "LayerNormalization"};
   std::set<std::string> available;
   for (const auto& in : g.inputs) {
     available.insert(in.name);
@@ -467,13 +471,125 @@ TEST_CASE("constant weight transforms fold to the values computed by hand", "[nn
   CHECK(projected.f32 == std::vector<float>{1 * 1 - 3, 4 * 1 - 6});
 }
 
-TEST_CASE("Gather of run-time data is refused naming the node", "[nn][passes]") {
+TEST_CASE("Gather of run-time data becomes Slice (and Reshape for one index); other indices are refused", "[nn][passes]") {
+  {
+    ModelBuilder m;  // x[:, 2] (a scalar index drops the axis)
+    m.input("x", {-1, 4, 5}).output("y");
+    auto& idx = m.initializer("idx");
+    idx.set_data_type(onnx::TensorProto::INT64);
+    idx.add_int64_data(-2);
+    m.node("Gather", {"x", "idx"}, {"y"}, "pick").add_attribute()->CopyFrom([] {
+      onnx::AttributeProto a;
+      a.set_name("axis");
+      a.set_type(onnx::AttributeProto::INT);
+      a.set_i(1);
+      return a;
+    }());
+    const Graph g = prepared(m, 2);
+    check_prepared_form(g);
+    REQUIRE(g.nodes.size() == 2);
+    CHECK(g.nodes[0].op == "Slice");
+    CHECK(g.nodes[0].attrs.ints("starts") == Ints{0, 2, 0});
+    CHECK(g.nodes[0].attrs.ints("ends") == Ints{2, 3, 5});
+    CHECK(g.nodes[1].op == "Reshape");
+    CHECK(g.shapes.at("y") == Shape{2, 5});
+  }
+  {
+    ModelBuilder m;  // a contiguous range keeps the axis: a Slice alone
+    m.input("x", {-1, 6}).output("y").ints("idx", {1, 2, 3});
+    auto* axis = m.node("Gather", {"x", "idx"}, {"y"}).add_attribute();
+    axis->set_name("axis");
+    axis->set_type(onnx::AttributeProto::INT);
+    axis->set_i(1);
+    const Graph g = prepared(m, 1);
+    CHECK(only_node(g).op == "Slice");
+    CHECK(g.shapes.at("y") == Shape{1, 3});
+  }
   ModelBuilder m;
-  m.input("x", {-1, 3}).output("y").ints("idx", {0});
+  m.input("x", {-1, 3}).output("y").ints("idx", {2, 0});
   m.node("Gather", {"x", "idx"}, {"y"}, "gather_rows");
-  const std::string e = error_of([&] { prepared(m, 1); });
+  const std::string e = error_of([&] { prepared(m, 3); });
   CHECK_THAT(e, Contains("node 'gather_rows' (Gather)"));
+  CHECK_THAT(e, Contains("one index or a contiguous ascending range, not [2,0]"));
+}
+
+TEST_CASE("Reductions get sorted non-negative axes from the attribute or the input", "[nn][passes]") {
+  ModelBuilder m(13);
+  m.input("x", {-1, 3, 4, 5}).output("y").output("z").output("w").ints("axes", {-1, 1});
+  auto& mean = m.node("ReduceMean", {"x"}, {"y"});
+  auto* axes = mean.add_attribute();
+  axes->set_name("axes");
+  axes->set_type(onnx::AttributeProto::INTS);
+  axes->add_ints(3);
+  axes->add_ints(-2);
+  auto* keep = mean.add_attribute();
+  keep->set_name("keepdims");
+  keep->set_type(onnx::AttributeProto::INT);
+  keep->set_i(0);
+  m.node("ReduceSum", {"x", "axes"}, {"z"});  // opset 13: ReduceSum takes axes as an input
+  m.node("ReduceMax", {"x"}, {"w"});          // no axes: all of them
+  const Graph g = prepared(m, 2);
+  check_prepared_form(g);
+  REQUIRE(g.nodes.size() == 3);
+  CHECK(g.nodes[0].attrs.ints("axes") == Ints{2, 3});
+  CHECK(g.shapes.at("y") == Shape{2, 3});
+  CHECK(g.nodes[1].attrs.ints("axes") == Ints{1, 3});
+  CHECK(g.shapes.at("z") == Shape{2, 1, 4, 1});
+  CHECK(g.nodes[2].attrs.ints("axes") == Ints{0, 1, 2, 3});
+  CHECK(g.shapes.at("w") == Shape{1, 1, 1, 1});
+}
+
+TEST_CASE("Comparisons Where Expand Range and Mod fold on constants and are refused on run-time data", "[nn][passes]") {
+  {
+    ModelBuilder m;  // where(range(0, 4) < 2, 1, -1) * x: folded to a constant multiplier
+    m.input("x", {-1, 4}).output("y").ints("start", {0}).ints("limit", {4}).ints("delta", {1}).ints("half", {2});
+    m.weights("one", {}, {1.f}).weights("minus_one", {}, {-1.f});
+    m.node("Range", {"start", "limit", "delta"}, {"r"});
+    m.node("Less", {"r", "half"}, {"c"});
+    m.node("Where", {"c", "one", "minus_one"}, {"s"});
+    m.node("Mul", {"x", "s"}, {"y"});
+    const Graph g = prepared(m, 1);
+    const Node& mul = only_node(g);
+    REQUIRE(g.constants.count(mul.inputs[1]));
+    CHECK(g.constants.at(mul.inputs[1]).f32 == std::vector<float>{1.f, 1.f, -1.f, -1.f});
+  }
+  {
+    ModelBuilder m;  // Mod of shape arithmetic (torch 2.x attention): Python's sign rule by default
+    m.input("x", {-1, 4}).output("y").ints("a", {7, -7, 7, -7}).ints("b", {3, 3, -3, -3});
+    m.node("Mod", {"a", "b"}, {"m"});
+    m.node("Cast", {"m"}, {"f"}).add_attribute()->CopyFrom([] {
+      onnx::AttributeProto to;
+      to.set_name("to");
+      to.set_type(onnx::AttributeProto::INT);
+      to.set_i(onnx::TensorProto::FLOAT);
+      return to;
+    }());
+    m.node("Add", {"x", "f"}, {"y"});
+    const Graph g = prepared(m, 1);
+    CHECK(g.constants.at(only_node(g).inputs[1]).f32 == std::vector<float>{1, 2, -2, -1});
+  }
+  ModelBuilder m;
+  m.input("x", {-1, 4}).output("y").weights("zero", {1}, {0.f});
+  m.node("Equal", {"x", "zero"}, {"y"}, "is_zero");
+  const std::string e = error_of([&] { prepared(m, 1); });
+  CHECK_THAT(e, Contains("node 'is_zero' (Equal)"));
   CHECK_THAT(e, Contains("only supported on constants and shapes"));
+}
+
+TEST_CASE("LayerNormalization with a used Mean output and Max of three inputs are refused naming the node", "[nn][passes]") {
+  ModelBuilder ln(17);
+  ln.input("x", {-1, 4}).output("y").output("mean").weights("scale", {4}, {1.f, 1.f, 1.f, 1.f});
+  ln.node("LayerNormalization", {"x", "scale"}, {"y", "mean"}, "norm");
+  std::string e = error_of([&] { prepared(ln, 1); });
+  CHECK_THAT(e, Contains("node 'norm' (LayerNormalization)"));
+  CHECK_THAT(e, Contains("is used, which is not supported"));
+
+  ModelBuilder max;
+  max.input("a", {-1, 4}).input("b", {-1, 4}).input("c", {-1, 4}).output("y");
+  max.node("Max", {"a", "b", "c"}, {"y"}, "top");
+  e = error_of([&] { prepared(max, 1); });
+  CHECK_THAT(e, Contains("node 'top' (Max)"));
+  CHECK_THAT(e, Contains("only two are supported"));
 }
 
 // ---- removal ------------------------------------------------------------------------------------------------
