@@ -123,7 +123,8 @@ struct Graph {
 //                    one input; attrs "axes" (sorted, non-negative, unique, never empty), "keepdims" (0 | 1)
 //   LayerNormalization  inputs X, Scale (constant), B (constant or ""); attrs axis, epsilon: normalizes over
 //                    the dimensions from axis on; Scale and B broadcast to them; one output
-// Equal, Less, Greater, LessOrEqual, GreaterOrEqual, And, Or, Not, Where, Expand, Range and Mod exist only folded.
+// Equal, Less, Greater, LessOrEqual, GreaterOrEqual, And, Or, Not, Where, Expand, Range, Mod and ScatterND exist
+// only folded.
 // Shapes and data are in ONNX's layout (NCHW for images); a backend may store 4-D values NHWC inside.
 
 // Ops the loader accepts (as written in ONNX files); anything else is refused, naming the node.

@@ -578,7 +578,7 @@ Node canonicalize(const Node& node, const Graph& g, const std::set<std::string>&
   if (op == "Pad") return pad(node, g);
   if (op == "Gather" || op == "ConstantOfShape" || op == "Cast" || op == "Equal" || op == "Less" ||
       op == "Greater" || op == "LessOrEqual" || op == "GreaterOrEqual" || op == "And" || op == "Or" || op == "Not" ||
-      op == "Where" || op == "Expand" || op == "Range" || op == "Mod")
+      op == "Where" || op == "Expand" || op == "Range" || op == "Mod" || op == "ScatterND")
     return prepare_time_only(node, g);
   fail(g, node, "operator " + op + " has no prepared form");
 }

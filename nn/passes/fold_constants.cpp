@@ -482,6 +482,48 @@ Tensor where(const Graph& g, const Node& n, const Shape& out_shape) {
   return out;
 }
 
+// ScatterND (Swin's shifted-window mask, built by slice assignment): a copy of data with the slices that
+// indices [..., k] name replaced by (or, with reduction add/mul/max/min, combined with) updates.
+Tensor scatter_nd(const Graph& g, const Node& n) {
+  Tensor out = constant(g, n, 0);
+  const Tensor& indices_t = constant(g, n, 1);
+  const Tensor& updates = constant(g, n, 2);
+  const Ints indices = as_ints(indices_t);
+  if (updates.type != out.type) fail(g, n, "data and updates mix integer and floating point");
+  if (indices_t.shape.empty()) fail(g, n, "indices need at least one dimension");
+  const auto k = static_cast<std::size_t>(indices_t.shape.back());
+  if (k == 0 || k > out.shape.size()) fail(g, n, "index tuples of " + std::to_string(k) + " for data of rank " + std::to_string(out.shape.size()));
+  const std::int64_t slice = element_count(Shape(out.shape.begin() + static_cast<std::ptrdiff_t>(k), out.shape.end()));
+  const std::int64_t tuples = k ? static_cast<std::int64_t>(indices.size() / k) : 0;
+  if (updates.elements() != tuples * slice)
+    fail(g, n, "updates " + to_string(updates.shape) + " do not match " + std::to_string(tuples) + " slices of " + std::to_string(slice));
+  const std::string reduction = n.attrs.s("reduction", "none");
+  const Ints strides = strides_of(out.shape);
+  auto apply = [&](auto& dst, const auto& src) {
+    for (std::int64_t t = 0; t < tuples; ++t) {
+      std::int64_t at = 0;
+      for (std::size_t d = 0; d < k; ++d) {
+        std::int64_t i = indices[static_cast<std::size_t>(t) * k + d];
+        const std::int64_t dim = out.shape[d];
+        if (i < -dim || i >= dim) fail(g, n, "index " + std::to_string(i) + " is out of range for " + std::to_string(dim));
+        at += (i < 0 ? i + dim : i) * strides[d];
+      }
+      for (std::int64_t e = 0; e < slice; ++e) {
+        auto& v = dst[static_cast<std::size_t>(at + e)];
+        const auto u = src[static_cast<std::size_t>(t * slice + e)];
+        if (reduction == "add") v += u;
+        else if (reduction == "mul") v *= u;
+        else if (reduction == "max") v = std::max(v, u);
+        else if (reduction == "min") v = std::min(v, u);
+        else v = u;
+      }
+    }
+  };
+  if (out.type == ElementType::f32) apply(out.f32, updates.f32);
+  else apply(out.i64, updates.i64);
+  return out;
+}
+
 Tensor range(const Graph& g, const Node& n, const Shape& out_shape) {
   const Tensor& start = constant(g, n, 0);
   Tensor out = empty_like(start.type, out_shape);
@@ -616,6 +658,7 @@ std::vector<Tensor> evaluate(const Node& n, const Graph& g) {
   if (op == "Where") return {where(g, n, shapes[0])};
   if (op == "Expand") return {broadcast_tensor(x, shapes[0])};
   if (op == "Range") return {range(g, n, shapes[0])};
+  if (op == "ScatterND") return {scatter_nd(g, n)};
   if (op == "Relu" || op == "Sigmoid" || op == "Tanh" || op == "HardSwish" || op == "LeakyRelu" ||
       op == "HardSigmoid" || op == "Clip")
     return {unary(g, n)};

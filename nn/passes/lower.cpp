@@ -162,8 +162,13 @@ class Sweep {
       if (!node.outputs[i].empty() && used_.count(node.outputs[i]))
         fail(g_, node, "output '" + node.outputs[i] + "' (the dropout mask) is used, which is not supported");
     if (node.op == "Dropout")
-      if (const Tensor* training = constant_input(g_, node, 2); training && as_ints(*training).at(0) != 0)
-        fail(g_, node, "training_mode=true is not supported (export the model in eval mode)");
+      if (const Tensor* training = constant_input(g_, node, 2); training && as_ints(*training).at(0) != 0) {
+        // Training mode drops with probability `ratio` (default 0.5); with a constant ratio of 0 (torchvision's
+        // Swin passes training=True with p=0) it keeps every element: still a copy.
+        const Tensor* ratio = constant_input(g_, node, 1);
+        if (!ratio || as_floats(*ratio).at(0) != 0.f)
+          fail(g_, node, "training_mode=true is not supported (export the model in eval mode)");
+      }
     const std::string& in = node.inputs[0];
     const std::string& out = node.outputs.at(0);
     g_.rewrites.push_back("removed " + node.where());

@@ -244,7 +244,7 @@ std::vector<Shape> infer_shapes(const Node& n, const Graph& g) {
       op == "Equal" || op == "Less" || op == "Greater" || op == "LessOrEqual" || op == "GreaterOrEqual" ||
       op == "And" || op == "Or" || op == "Mod")
     return {broadcast(g, n, in(g, n, 0), in(g, n, 1))};
-  if (unary_math_of(op) || op == "LayerNormalization" || op == "Not") return {in(g, n, 0)};
+  if (unary_math_of(op) || op == "LayerNormalization" || op == "Not" || op == "ScatterND") return {in(g, n, 0)};
   if (reduce_math_of(op)) return {reduce(g, n)};
   if (op == "Where") return {broadcast(g, n, broadcast(g, n, in(g, n, 0), in(g, n, 1)), in(g, n, 2))};
   if (op == "Expand") return {expand(g, n)};

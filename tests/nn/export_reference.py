@@ -21,6 +21,8 @@ batch of 2, f32) and OUTDIR/NAME.output.npy (PyTorch's f32 output for it: eval m
                            Linear layers), opset 17 and as convnext_small_op13, 2x3x64x64
   vit_small                torchvision's VisionTransformer at 32x32, 8x8 patches, 2 layers (attention, the class
                            token gathered from run-time data, Expand/Where from the exporter), opset 17
+  swin_small               torchvision's SwinTransformer at 32x32, two stages of two blocks (shifted windows:
+                           the attention mask folded from ScatterND/Where), opset 17
 
 Deterministic (fixed seeds). A model whose three files exist and are newer than this script is skipped.
 Works under torch 1.13 (Debian) and torch 2.x (dynamo=False where torch.onnx.export has that argument).
@@ -192,6 +194,15 @@ def small_vit():
     return net
 
 
+def small_swin():
+    """Swin Transformer (torchvision's class): 32x32 input, 4x4 patches, two stages of two blocks (the second
+    block of each shifts its windows: the mask comes from ScatterND and Where on constants), width 32."""
+    from torchvision.models.swin_transformer import SwinTransformer
+    torch.manual_seed(SEED + 8)
+    return SwinTransformer(patch_size=[4, 4], embed_dim=32, depths=[2, 2], num_heads=[2, 4], window_size=[4, 4],
+                           num_classes=10)
+
+
 def build_mixnet(generator):
     torch.manual_seed(SEED + 3)
     net = MixNet()
@@ -256,7 +267,7 @@ def main(argv):
     jobs = [("resnet18", 224, 13), ("mobilenet_v2", 224, 13), ("mixnet", 64, 13), ("mixnet_op11", 64, 11),
             ("mixnet_op17", 64, 17), ("shufflenet_v2_x0_5", 64, 13), ("mnasnet0_5", 64, 13),
             ("mathnet", 16, 17), ("mathnet_op13", 16, 13), ("convnext_small", 64, 17), ("convnext_small_op13", 64, 13),
-            ("vit_small", 32, 17)]
+            ("vit_small", 32, 17), ("swin_small", 32, 17)]
     mixnet = None
     for name, size, opset in jobs:
         if up_to_date(outdir, name):
@@ -266,9 +277,10 @@ def main(argv):
         family = name.split("_op")[0]
         generator = torch.Generator().manual_seed(SEED + sum(family.encode()))
         example = torch.randn(2, 3, size, size, generator=generator)
-        if family in ("mathnet", "convnext_small", "vit_small"):
+        if family in ("mathnet", "convnext_small", "vit_small", "swin_small"):
             torch.manual_seed(SEED + 7)
-            model = {"mathnet": MathNet, "convnext_small": small_convnext, "vit_small": small_vit}[family]()
+            model = {"mathnet": MathNet, "convnext_small": small_convnext, "vit_small": small_vit,
+                     "swin_small": small_swin}[family]()
             if family == "mathnet":
                 with torch.no_grad():
                     model.token.normal_(0, 1)

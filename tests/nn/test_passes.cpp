@@ -576,6 +576,46 @@ TEST_CASE("Comparisons Where Expand Range and Mod fold on constants and are refu
   CHECK_THAT(e, Contains("only supported on constants and shapes"));
 }
 
+TEST_CASE("ScatterND folds with and without a reduction", "[nn][passes]") {
+  for (const std::string reduction : {"none", "add"}) {
+    ModelBuilder m(17);  // data [3,2]; rows 2 and 0 replaced by (or added to) the updates
+    m.input("x", {-1, 3, 2}).output("y").weights("data", {3, 2}, {1, 2, 3, 4, 5, 6}).weights("updates", {2, 2}, {10, 20, 30, 40});
+    auto& idx = m.initializer("idx");
+    idx.set_data_type(onnx::TensorProto::INT64);
+    idx.add_dims(2);
+    idx.add_dims(1);
+    idx.add_int64_data(2);
+    idx.add_int64_data(-3);
+    auto* attr = m.node("ScatterND", {"data", "idx", "updates"}, {"s"}).add_attribute();
+    attr->set_name("reduction");
+    attr->set_type(onnx::AttributeProto::STRING);
+    attr->set_s(reduction);
+    m.node("Add", {"x", "s"}, {"y"});
+    const Graph g = prepared(m, 1);
+    INFO(reduction);
+    CHECK(g.constants.at(only_node(g).inputs[1]).f32 ==
+          (reduction == "none" ? std::vector<float>{30, 40, 3, 4, 10, 20} : std::vector<float>{31, 42, 3, 4, 15, 26}));
+  }
+}
+
+TEST_CASE("Dropout in training mode is removed only when its ratio is a constant 0", "[nn][passes]") {
+  for (float ratio : {0.f, 0.5f}) {
+    ModelBuilder m(13);
+    m.input("x", {-1, 4}).output("y").weights("ratio", {}, {ratio});
+    auto& training = m.initializer("training");
+    training.set_data_type(onnx::TensorProto::BOOL);
+    training.add_int32_data(1);
+    m.node("Dropout", {"x", "ratio", "training"}, {"d"}, "drop");
+    m.node("Relu", {"d"}, {"y"});
+    if (ratio == 0.f) {
+      CHECK(only_node(prepared(m, 1)).op == "Relu");
+    } else {
+      const std::string e = error_of([&] { prepared(m, 1); });
+      CHECK_THAT(e, Contains("node 'drop' (Dropout): training_mode=true is not supported"));
+    }
+  }
+}
+
 TEST_CASE("LayerNormalization with a used Mean output and Max of three inputs are refused naming the node", "[nn][passes]") {
   ModelBuilder ln(17);
   ln.input("x", {-1, 4}).output("y").output("mean").weights("scale", {4}, {1.f, 1.f, 1.f, 1.f});
