@@ -1,7 +1,6 @@
 // ReduceMean/Sum/Max/Min/L1/L2/SumSquare/Prod over any set of axes: the kept and the reduced dimensions each
 // walked as a collapsed strided view, so the common cases (a mean over H and W, a reduction over the last axis)
 // become one contiguous inner loop per output element.
-#include <array>
 #include <stdexcept>
 
 #include "nn/cpu/layer.hpp"
@@ -14,22 +13,10 @@ namespace {
 // Calls f(offset) for every index of `view` (rank >= 1, as collapse() gives), in row-major order.
 template <typename F>
 void for_each_offset(const StridedView& view, F f) {
-  const std::size_t rank = view.dims.size();
   const std::int64_t inner = view.dims.back(), inner_stride = view.strides.back();
-  std::array<std::int64_t, kMaxRank> index{};
-  std::int64_t base = view.offset;
-  for (;;) {
+  for_each_row(view, [&](std::int64_t base) {
     for (std::int64_t i = 0; i < inner; ++i) f(base + i * inner_stride);
-    std::size_t k = rank - 1;
-    for (;;) {
-      if (k == 0) return;
-      --k;
-      base += view.strides[k];
-      if (++index[k] < view.dims[k]) break;
-      base -= view.strides[k] * view.dims[k];
-      index[k] = 0;
-    }
-  }
+  });
 }
 
 class ReduceLayer final : public Layer {
