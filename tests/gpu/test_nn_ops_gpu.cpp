@@ -305,7 +305,7 @@ TEST_CASE("CUDA elementwise math ops match the CPU", "[nn][nn_cuda][elementwise]
   }
 }
 
-TEST_CASE("CUDA Pow, Max and Min broadcast like the CPU", "[nn][nn_cuda][elementwise]") {
+TEST_CASE("CUDA Pow Max and Min broadcast like the CPU", "[nn][nn_cuda][elementwise]") {
   for (const std::string op : {"Pow", "Max", "Min"}) {
     for (const auto& [a, b, y] : std::vector<std::tuple<Shape, Shape, Shape>>{
              {{2, 16, 6, 6}, {2, 16, 6, 6}, {2, 16, 6, 6}}, {{2, 8, 5, 7}, {1}, {2, 8, 5, 7}}, {{3, 1, 5}, {3, 4, 1}, {3, 4, 5}}}) {

@@ -471,7 +471,7 @@ TEST_CASE("constant weight transforms fold to the values computed by hand", "[nn
   CHECK(projected.f32 == std::vector<float>{1 * 1 - 3, 4 * 1 - 6});
 }
 
-TEST_CASE("Gather of run-time data becomes Slice (and Reshape for one index); other indices are refused", "[nn][passes]") {
+TEST_CASE("Gather of run-time data becomes Slice (and Reshape for one index) and other indices are refused", "[nn][passes]") {
   {
     ModelBuilder m;  // x[:, 2] (a scalar index drops the axis)
     m.input("x", {-1, 4, 5}).output("y");
