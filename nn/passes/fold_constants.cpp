@@ -529,7 +529,12 @@ Tensor range(const Graph& g, const Node& n, const Shape& out_shape) {
   Tensor out = empty_like(start.type, out_shape);
   if (start.type == ElementType::i64) {
     const std::int64_t s = start.i64.at(0), d = as_ints(constant(g, n, 2)).at(0);
-    for (std::size_t i = 0; i < out.i64.size(); ++i) out.i64[i] = s + static_cast<std::int64_t>(i) * d;
+    for (std::size_t i = 0; i < out.i64.size(); ++i) {
+      const auto step = checked_mul(static_cast<std::int64_t>(i), d);
+      const auto v = step ? checked_add(s, *step) : std::nullopt;
+      if (!v) fail(g, n, "an element of the range overflows 64 bits");
+      out.i64[i] = *v;
+    }
   } else {
     const float s = start.f32.at(0), d = as_floats(constant(g, n, 2)).at(0);
     for (std::size_t i = 0; i < out.f32.size(); ++i) out.f32[i] = s + static_cast<float>(i) * d;
