@@ -253,6 +253,7 @@ Tensor binary(const Graph& g, const Node& n, const Shape& out_shape) {
   if (a.type != b.type) fail(g, n, "inputs mix integer and floating point data");
   const Ints sa = strides_of(a.shape), sb = strides_of(b.shape);
   Tensor out = empty_like(a.type, out_shape);
+  const std::optional<BinaryMath> math = binary_math_of(n.op);  // looked up once, not per element (Mod has none)
   auto compute = [&](const auto& x, const auto& y, auto& z) {
     using T = typename std::decay_t<decltype(z)>::value_type;
     std::size_t next = 0;
@@ -275,7 +276,7 @@ Tensor binary(const Graph& g, const Node& n, const Shape& out_shape) {
       } else if (n.op == "Mod") {
         v = std::fmod(l, r);  // ONNX requires fmod=1 for floating point: the sign of the dividend
       } else {
-        v = apply_binary_math(*binary_math_of(n.op), l, r);
+        v = apply_binary_math(*math, l, r);
       }
       z[next++] = v;
     });
@@ -436,20 +437,21 @@ Tensor compare(const Graph& g, const Node& n, const Shape& out_shape) {
   const std::vector<double> x = as_doubles(a), y = as_doubles(b);
   const Ints sa = strides_of(a.shape), sb = strides_of(b.shape);
   Tensor out = empty_like(ElementType::i64, out_shape);
+  // The comparison chosen once from the op name, not per element.
   const std::string& op = n.op;
+  bool (*holds)(double, double) =
+      op == "Equal"            ? +[](double l, double r) { return l == r; }
+      : op == "Less"           ? +[](double l, double r) { return l < r; }
+      : op == "Greater"        ? +[](double l, double r) { return l > r; }
+      : op == "LessOrEqual"    ? +[](double l, double r) { return l <= r; }
+      : op == "GreaterOrEqual" ? +[](double l, double r) { return l >= r; }
+      : op == "And"            ? +[](double l, double r) { return l != 0 && r != 0; }
+                               : +[](double l, double r) { return l != 0 || r != 0; };  // Or
   std::size_t next = 0;
   for_each_index(out_shape, [&](const Ints& idx) {
     const double l = x[static_cast<std::size_t>(broadcast_offset(idx, a.shape, sa))];
     const double r = y[static_cast<std::size_t>(broadcast_offset(idx, b.shape, sb))];
-    bool v = false;
-    if (op == "Equal") v = l == r;
-    else if (op == "Less") v = l < r;
-    else if (op == "Greater") v = l > r;
-    else if (op == "LessOrEqual") v = l <= r;
-    else if (op == "GreaterOrEqual") v = l >= r;
-    else if (op == "And") v = l != 0 && r != 0;
-    else v = l != 0 || r != 0;  // Or
-    out.i64[next++] = v;
+    out.i64[next++] = holds(l, r);
   });
   return out;
 }
@@ -498,6 +500,7 @@ Tensor scatter_nd(const Graph& g, const Node& n) {
   if (updates.elements() != tuples * slice)
     fail(g, n, "updates " + to_string(updates.shape) + " do not match " + std::to_string(tuples) + " slices of " + std::to_string(slice));
   const std::string reduction = n.attrs.s("reduction", "none");
+  const bool add = reduction == "add", mul = reduction == "mul", max = reduction == "max", min = reduction == "min";
   const Ints strides = strides_of(out.shape);
   auto apply = [&](auto& dst, const auto& src) {
     for (std::int64_t t = 0; t < tuples; ++t) {
@@ -511,10 +514,10 @@ Tensor scatter_nd(const Graph& g, const Node& n) {
       for (std::int64_t e = 0; e < slice; ++e) {
         auto& v = dst[static_cast<std::size_t>(at + e)];
         const auto u = src[static_cast<std::size_t>(t * slice + e)];
-        if (reduction == "add") v += u;
-        else if (reduction == "mul") v *= u;
-        else if (reduction == "max") v = std::max(v, u);
-        else if (reduction == "min") v = std::min(v, u);
+        if (add) v += u;
+        else if (mul) v *= u;
+        else if (max) v = std::max(v, u);
+        else if (min) v = std::min(v, u);
         else v = u;
       }
     }
