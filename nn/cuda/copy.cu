@@ -1,17 +1,77 @@
 // Data movement: remap_copy (layouts, transposes, concat/split/slice pieces, reshapes, dtype conversion) and pad.
+#include <algorithm>
+#include <cstddef>
+#include <limits>
+
 #include "nn/cuda/kernel_util.cuh"
 
 namespace sluice::nn::cuda {
 namespace {
 
-template <typename TOut, typename TIn>
-__global__ void remap_kernel(TOut* dst, View dv, const TIn* src, View sv, std::int64_t n) {
-  const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
-  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n; i += step) {
-    const std::int64_t d = dv.offset + offset_of(i, dv.rank, dv.shape, dv.stride);
-    const std::int64_t s = sv.offset + offset_of(i, sv.rank, sv.shape, sv.stride);
-    dst[d] = from_f32<TOut>(to_f32(src[s]));
+// A View's dims in the index type of the kernel (32-bit division is several times cheaper than 64-bit).
+template <typename I>
+struct Dims {
+  int rank;
+  I shape[kMaxRank], stride[kMaxRank];
+};
+
+template <typename I>
+__device__ __forceinline__ I offset_in(I linear, const Dims<I>& v) {
+  I off = 0;
+  for (int d = v.rank - 1; d > 0; --d) {
+    const I q = linear / v.shape[d];
+    off += (linear - q * v.shape[d]) * v.stride[d];
+    linear = q;
   }
+  return off + linear * v.stride[0];
+}
+
+template <typename TOut, typename TIn, typename I>
+__global__ void remap_kernel(TOut* dst, Dims<I> dv, const TIn* src, Dims<I> sv, I n) {
+  const I step = static_cast<I>(gridDim.x) * blockDim.x;
+  for (I i = blockIdx.x * static_cast<I>(blockDim.x) + threadIdx.x; i < n; i += step)
+    dst[offset_in(i, dv)] = from_f32<TOut>(to_f32(src[offset_in(i, sv)]));
+}
+
+// The same element order with fewer dims: size-1 dims dropped and each dim merged into the one before it when
+// that one steps exactly over it, so a reshape or an unchanged layout becomes one contiguous run.
+View collapsed(const View& v) {
+  View out;
+  out.offset = v.offset;
+  for (int d = 0; d < v.rank; ++d) {
+    if (v.shape[d] == 1) continue;
+    if (out.rank > 0 && out.stride[out.rank - 1] == v.stride[d] * v.shape[d]) {
+      out.shape[out.rank - 1] *= v.shape[d];
+      out.stride[out.rank - 1] = v.stride[d];
+      continue;
+    }
+    out.shape[out.rank] = v.shape[d];
+    out.stride[out.rank] = v.stride[d];
+    ++out.rank;
+  }
+  if (out.rank == 0) {
+    out.rank = 1;
+    out.shape[0] = 1;
+    out.stride[0] = 1;
+  }
+  return out;
+}
+
+// How far from its first element a view reaches, either way (a Slice with negative steps has negative strides).
+std::int64_t reach(const View& v) {
+  std::int64_t r = 0;
+  for (int d = 0; d < v.rank; ++d) r += (v.shape[d] - 1) * (v.stride[d] < 0 ? -v.stride[d] : v.stride[d]);
+  return r;
+}
+
+template <typename I>
+Dims<I> dims_of(const View& v) {
+  Dims<I> out{v.rank, {}, {}};
+  for (int d = 0; d < v.rank; ++d) {
+    out.shape[d] = static_cast<I>(v.shape[d]);
+    out.stride[d] = static_cast<I>(v.stride[d]);
+  }
+  return out;
 }
 
 struct PadShape {
@@ -65,11 +125,27 @@ void remap_copy(DType dst_type, void* dst, const View& dst_view, DType src_type,
   if (n != src_view.elements()) throw std::invalid_argument("nn/cuda remap_copy: element counts differ");
   if (dst_view.rank > kMaxRank || src_view.rank > kMaxRank) throw std::invalid_argument("nn/cuda remap_copy: rank");
   if (n == 0) return;
+  const View dv = collapsed(dst_view), sv = collapsed(src_view);
+  const std::size_t bytes = dtype_bytes(dst_type);
+  if (dst_type == src_type && dv.rank == 1 && sv.rank == 1 && dv.stride[0] == 1 && sv.stride[0] == 1) {
+    CUDA_CHECK(cudaMemcpyAsync(static_cast<std::byte*>(dst) + dv.offset * bytes,
+                               static_cast<const std::byte*>(src) + sv.offset * dtype_bytes(src_type),
+                               static_cast<std::size_t>(n) * bytes, cudaMemcpyDeviceToDevice, stream));
+    return;
+  }
+  // Signed (strides may be negative), with headroom so the grid-stride index cannot overflow.
+  const bool narrow = std::max({n, reach(dv) + 1, reach(sv) + 1}) <= std::numeric_limits<std::int32_t>::max() / 2;
   dispatch_pair(dst_type, src_type, [&](auto o, auto i) {
     using TOut = decltype(o);
     using TIn = decltype(i);
-    remap_kernel<TOut, TIn><<<grid_for(n), kBlock, 0, stream>>>(static_cast<TOut*>(dst), dst_view,
-                                                                static_cast<const TIn*>(src), src_view, n);
+    auto* d = static_cast<TOut*>(dst) + dv.offset;
+    const auto* s = static_cast<const TIn*>(src) + sv.offset;
+    if (narrow)
+      remap_kernel<TOut, TIn, std::int32_t><<<grid_for(n), kBlock, 0, stream>>>(
+          d, dims_of<std::int32_t>(dv), s, dims_of<std::int32_t>(sv), static_cast<std::int32_t>(n));
+    else
+      remap_kernel<TOut, TIn, std::int64_t><<<grid_for(n), kBlock, 0, stream>>>(
+          d, dims_of<std::int64_t>(dv), s, dims_of<std::int64_t>(sv), n);
   });
   check_launch();
 }

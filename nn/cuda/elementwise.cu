@@ -1,6 +1,9 @@
 // Elementwise kernels: activations, the math ops, the convolution epilogue, broadcasting binary ops, per-channel
 // affine.
 // All are memory bound; contiguous cases move 16 bytes per thread and access when sizes and pointers allow.
+#include <algorithm>
+#include <limits>
+
 #include "nn/cuda/kernel_util.cuh"
 
 namespace sluice::nn::cuda {
@@ -81,19 +84,21 @@ __global__ void unary_math_kernel(T* y, const T* x, std::int64_t n, UnaryMath op
   }
 }
 
+// I: the index type, 32-bit whenever the tensors allow (its division is several times cheaper than 64-bit).
+template <typename I>
 struct BinaryShape {
   int rank;
-  std::int64_t shape[kMaxRank], a_stride[kMaxRank], b_stride[kMaxRank];
+  I shape[kMaxRank], a_stride[kMaxRank], b_stride[kMaxRank];
 };
 
-template <typename T>
-__global__ void binary_kernel(BinaryMath op, T* y, const T* a, const T* b, BinaryShape s, std::int64_t n) {
-  const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
-  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n; i += step) {
-    std::int64_t rest = i, ao = 0, bo = 0;
+template <typename T, typename I>
+__global__ void binary_kernel(BinaryMath op, T* y, const T* a, const T* b, BinaryShape<I> s, I n) {
+  const I step = static_cast<I>(gridDim.x) * blockDim.x;
+  for (I i = blockIdx.x * static_cast<I>(blockDim.x) + threadIdx.x; i < n; i += step) {
+    I rest = i, ao = 0, bo = 0;
     for (int d = s.rank - 1; d >= 0; --d) {
-      const std::int64_t q = rest / s.shape[d];
-      const std::int64_t coord = rest - q * s.shape[d];
+      const I q = rest / s.shape[d];
+      const I coord = rest - q * s.shape[d];
       ao += coord * s.a_stride[d];
       bo += coord * s.b_stride[d];
       rest = q;
@@ -175,9 +180,9 @@ void bias_residual_activation(DType type, void* y, const void* bias, const void*
 void binary(DType type, BinaryMath op, void* y, int rank, const std::int64_t* out_shape, const void* a,
             const std::int64_t* a_stride, const void* b, const std::int64_t* b_stride, cudaStream_t stream) {
   if (rank > kMaxRank) throw std::invalid_argument("nn/cuda binary: rank above 6");
-  BinaryShape s{};
+  BinaryShape<std::int64_t> s{};
   s.rank = rank;
-  std::int64_t n = 1;
+  std::int64_t n = 1, a_reach = 0, b_reach = 0;
   bool same = true;  // a and b both contiguous in y's order
   for (int d = rank - 1; d >= 0; --d) {
     s.shape[d] = out_shape[d];
@@ -185,16 +190,28 @@ void binary(DType type, BinaryMath op, void* y, int rank, const std::int64_t* ou
     s.b_stride[d] = b_stride[d];
     if (out_shape[d] != 1 && (a_stride[d] != n || b_stride[d] != n)) same = false;
     n *= out_shape[d];
+    a_reach += (out_shape[d] - 1) * a_stride[d];
+    b_reach += (out_shape[d] - 1) * b_stride[d];
   }
   if (n == 0) return;
+  const bool narrow = std::max({n, a_reach + 1, b_reach + 1}) <= std::numeric_limits<std::int32_t>::max() / 2;
+  BinaryShape<std::int32_t> s32{rank, {}, {}, {}};
+  for (int d = 0; d < rank; ++d) {
+    s32.shape[d] = static_cast<std::int32_t>(s.shape[d]);
+    s32.a_stride[d] = static_cast<std::int32_t>(s.a_stride[d]);
+    s32.b_stride[d] = static_cast<std::int32_t>(s.b_stride[d]);
+  }
   dispatch_float_type(type, [&](auto tag) {
     using T = decltype(tag);
     if (same && n % kVec<T> == 0 && aligned16(a) && aligned16(b) && aligned16(y))
       binary_same_kernel<T><<<grid_for(n / kVec<T>), kBlock, 0, stream>>>(
           op, static_cast<T*>(y), static_cast<const T*>(a), static_cast<const T*>(b), n / kVec<T>);
+    else if (narrow)
+      binary_kernel<T, std::int32_t><<<grid_for(n), kBlock, 0, stream>>>(
+          op, static_cast<T*>(y), static_cast<const T*>(a), static_cast<const T*>(b), s32, static_cast<std::int32_t>(n));
     else
-      binary_kernel<T><<<grid_for(n), kBlock, 0, stream>>>(op, static_cast<T*>(y), static_cast<const T*>(a),
-                                                           static_cast<const T*>(b), s, n);
+      binary_kernel<T, std::int64_t><<<grid_for(n), kBlock, 0, stream>>>(op, static_cast<T*>(y), static_cast<const T*>(a),
+                                                                         static_cast<const T*>(b), s, n);
   });
   check_launch();
 }

@@ -61,6 +61,10 @@ TEST_CASE("CUDA Conv matches the CPU", "[nn][nn_cuda][conv]") {
       {2, 8, 9, 11, 12, 3, 3, 1, 1, 1, {1, 0, 1, 2}, "HardSigmoid", true, false},
       {1, 8, 8, 8, 16, 1, 1, 1, 1, 1, {0, 0, 0, 0}, "Tanh", false, true},
       {3, 5, 10, 10, 7, 3, 3, 1, 1, 1, {1, 1, 1, 1}, "", false, true},
+      // DeepLabV3's ASPP: dilations 12, 24, 36 on a 28x28 map (the taps mostly land in the padding)
+      {2, 64, 28, 28, 32, 3, 3, 1, 1, 12, {12, 12, 12, 12}, "Relu", false, false},
+      {2, 64, 28, 28, 32, 3, 3, 1, 1, 24, {24, 24, 24, 24}, "Relu", false, false},
+      {2, 64, 28, 28, 32, 3, 3, 1, 1, 36, {36, 36, 36, 36}, "Relu", false, false},
   };
   for (std::size_t i = 0; i < cases.size(); ++i) {
     const ConvCase& t = cases[i];
