@@ -50,38 +50,45 @@ __global__ void epilogue_kernel(T* y, const T* bias, const T* residual, std::int
   }
 }
 
-template <typename T, bool Vectorised>
-__global__ void activation_kernel(T* y, const T* x, std::int64_t n, ActivationParams act) {
+// The elementwise maps y[i] = fn(x[i]): an activation or a math op.
+struct ActivationFn {
+  ActivationParams act;
+  __device__ float operator()(float x) const { return apply_activation(act, x); }
+};
+struct UnaryMathFn {
+  UnaryMath op;
+  __device__ float operator()(float x) const { return apply_unary_math(op, x); }
+};
+
+template <typename T, bool Vectorised, typename Fn>
+__global__ void map_kernel(T* y, const T* x, std::int64_t n, Fn fn) {
   const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   if constexpr (Vectorised) {
     constexpr int V = kVec<T>;
     for (std::int64_t p = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; p < n / V; p += step) {
       Pack<T> v = reinterpret_cast<const Pack<T>*>(x)[p];
 #pragma unroll
-      for (int k = 0; k < V; ++k) v.v[k] = from_f32<T>(apply_activation(act, to_f32(v.v[k])));
+      for (int k = 0; k < V; ++k) v.v[k] = from_f32<T>(fn(to_f32(v.v[k])));
       reinterpret_cast<Pack<T>*>(y)[p] = v;
     }
   } else {
     for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n; i += step)
-      y[i] = from_f32<T>(apply_activation(act, to_f32(x[i])));
+      y[i] = from_f32<T>(fn(to_f32(x[i])));
   }
 }
 
-template <typename T, bool Vectorised>
-__global__ void unary_math_kernel(T* y, const T* x, std::int64_t n, UnaryMath op) {
-  const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
-  if constexpr (Vectorised) {
-    constexpr int V = kVec<T>;
-    for (std::int64_t p = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; p < n / V; p += step) {
-      Pack<T> v = reinterpret_cast<const Pack<T>*>(x)[p];
-#pragma unroll
-      for (int k = 0; k < V; ++k) v.v[k] = from_f32<T>(apply_unary_math(op, to_f32(v.v[k])));
-      reinterpret_cast<Pack<T>*>(y)[p] = v;
-    }
-  } else {
-    for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n; i += step)
-      y[i] = from_f32<T>(apply_unary_math(op, to_f32(x[i])));
-  }
+template <typename Fn>
+void launch_map(DType type, void* y, const void* x, std::int64_t n, Fn fn, cudaStream_t stream) {
+  if (n == 0) return;
+  dispatch_float_type(type, [&](auto tag) {
+    using T = decltype(tag);
+    if (n % kVec<T> == 0 && aligned16(x) && aligned16(y))
+      map_kernel<T, true><<<grid_for(n / kVec<T>), kBlock, 0, stream>>>(static_cast<T*>(y), static_cast<const T*>(x),
+                                                                        n, fn);
+    else
+      map_kernel<T, false><<<grid_for(n), kBlock, 0, stream>>>(static_cast<T*>(y), static_cast<const T*>(x), n, fn);
+  });
+  check_launch();
 }
 
 // I: the index type, 32-bit whenever the tensors allow (its division is several times cheaper than 64-bit).
@@ -134,31 +141,11 @@ __global__ void channel_affine_kernel(T* y, const T* x, const float* scale, cons
 }  // namespace
 
 void activation(DType type, void* y, const void* x, std::int64_t n, ActivationParams act, cudaStream_t stream) {
-  if (n == 0) return;
-  dispatch_float_type(type, [&](auto tag) {
-    using T = decltype(tag);
-    if (n % kVec<T> == 0 && aligned16(x) && aligned16(y))
-      activation_kernel<T, true><<<grid_for(n / kVec<T>), kBlock, 0, stream>>>(static_cast<T*>(y),
-                                                                               static_cast<const T*>(x), n, act);
-    else
-      activation_kernel<T, false><<<grid_for(n), kBlock, 0, stream>>>(static_cast<T*>(y), static_cast<const T*>(x),
-                                                                       n, act);
-  });
-  check_launch();
+  launch_map(type, y, x, n, ActivationFn{act}, stream);
 }
 
 void unary_math(DType type, void* y, const void* x, std::int64_t n, UnaryMath op, cudaStream_t stream) {
-  if (n == 0) return;
-  dispatch_float_type(type, [&](auto tag) {
-    using T = decltype(tag);
-    if (n % kVec<T> == 0 && aligned16(x) && aligned16(y))
-      unary_math_kernel<T, true><<<grid_for(n / kVec<T>), kBlock, 0, stream>>>(static_cast<T*>(y),
-                                                                               static_cast<const T*>(x), n, op);
-    else
-      unary_math_kernel<T, false><<<grid_for(n), kBlock, 0, stream>>>(static_cast<T*>(y), static_cast<const T*>(x),
-                                                                       n, op);
-  });
-  check_launch();
+  launch_map(type, y, x, n, UnaryMathFn{op}, stream);
 }
 
 void bias_residual_activation(DType type, void* y, const void* bias, const void* residual, std::int64_t n,

@@ -16,28 +16,26 @@ struct RowOffsets {
   std::int64_t x, y;
 };
 
-__device__ __forceinline__ RowOffsets row_start(const RowSpace& s, std::int64_t row) {
+// Offsets in x and y of linear index i over dims (shape, x stride, y stride), row-major.
+__device__ __forceinline__ RowOffsets offsets_of(std::int64_t i, int rank, const std::int64_t* shape,
+                                                 const std::int64_t* x_stride, const std::int64_t* y_stride) {
   RowOffsets o{0, 0};
-  for (int d = s.kept_rank - 1; d >= 0; --d) {
-    const std::int64_t q = row / s.kept_shape[d];
-    const std::int64_t c = row - q * s.kept_shape[d];
-    o.x += c * s.kept_x_stride[d];
-    o.y += c * s.kept_y_stride[d];
-    row = q;
+  for (int d = rank - 1; d >= 0; --d) {
+    const std::int64_t q = i / shape[d];
+    const std::int64_t c = i - q * shape[d];
+    o.x += c * x_stride[d];
+    o.y += c * y_stride[d];
+    i = q;
   }
   return o;
 }
 
+__device__ __forceinline__ RowOffsets row_start(const RowSpace& s, std::int64_t row) {
+  return offsets_of(row, s.kept_rank, s.kept_shape, s.kept_x_stride, s.kept_y_stride);
+}
+
 __device__ __forceinline__ RowOffsets element_offset(const RowSpace& s, std::int64_t r) {
-  RowOffsets o{0, 0};
-  for (int d = s.reduced_rank - 1; d >= 0; --d) {
-    const std::int64_t q = r / s.reduced_shape[d];
-    const std::int64_t c = r - q * s.reduced_shape[d];
-    o.x += c * s.reduced_x_stride[d];
-    o.y += c * s.reduced_y_stride[d];
-    r = q;
-  }
-  return o;
+  return offsets_of(r, s.reduced_rank, s.reduced_shape, s.reduced_x_stride, s.reduced_y_stride);
 }
 
 template <typename T>
