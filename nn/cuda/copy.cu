@@ -33,6 +33,35 @@ __global__ void remap_kernel(TOut* dst, Dims<I> dv, const TIn* src, Dims<I> sv, 
     dst[offset_in(i, dv)] = from_f32<TOut>(to_f32(src[offset_in(i, sv)]));
 }
 
+// Same-type copies whose innermost dim is contiguous on both sides (a Transpose that keeps the last dim, a Slice
+// of whole rows, a Concat piece): 16-byte packs, one index decomposition per pack.
+template <typename T>
+struct alignas(16) Pack16 {
+  T v[16 / sizeof(T)];
+};
+
+template <typename T, typename I>
+__global__ void remap_pack_kernel(T* dst, Dims<I> dv, const T* src, Dims<I> sv, I packs) {
+  constexpr I V = 16 / sizeof(T);
+  const I step = static_cast<I>(gridDim.x) * blockDim.x;
+  for (I p = blockIdx.x * static_cast<I>(blockDim.x) + threadIdx.x; p < packs; p += step)
+    *reinterpret_cast<Pack16<T>*>(dst + offset_in(p * V, dv)) =
+        *reinterpret_cast<const Pack16<T>*>(src + offset_in(p * V, sv));
+}
+
+// Whether both views move in whole 16-byte packs: last dim contiguous and a multiple of the pack on both sides,
+// every other stride a multiple of it, both starts aligned.
+bool packs_fit(const View& dv, const void* d, const View& sv, const void* s, std::size_t bytes) {
+  const std::int64_t per_pack = static_cast<std::int64_t>(16 / bytes);
+  for (const View* v : {&dv, &sv}) {
+    const int last = v->rank - 1;
+    if (v->stride[last] != 1 || v->shape[last] % per_pack != 0) return false;
+    for (int d = 0; d < last; ++d)
+      if (v->stride[d] % per_pack != 0) return false;
+  }
+  return reinterpret_cast<std::uintptr_t>(d) % 16 == 0 && reinterpret_cast<std::uintptr_t>(s) % 16 == 0;
+}
+
 // The same element order with fewer dims: size-1 dims dropped and each dim merged into the one before it when
 // that one steps exactly over it, so a reshape or an unchanged layout becomes one contiguous run.
 View collapsed(const View& v) {
@@ -135,6 +164,26 @@ void remap_copy(DType dst_type, void* dst, const View& dst_view, DType src_type,
   }
   // Signed (strides may be negative), with headroom so the grid-stride index cannot overflow.
   const bool narrow = std::max({n, reach(dv) + 1, reach(sv) + 1}) <= std::numeric_limits<std::int32_t>::max() / 2;
+  if (dst_type == src_type) {
+    void* d = static_cast<std::byte*>(dst) + dv.offset * static_cast<std::int64_t>(bytes);
+    const void* s = static_cast<const std::byte*>(src) + sv.offset * static_cast<std::int64_t>(bytes);
+    if (packs_fit(dv, d, sv, s, bytes)) {
+      const std::int64_t packs = n / static_cast<std::int64_t>(16 / bytes);
+      dispatch_float_type(dst_type, [&](auto tag) {
+        using T = decltype(tag);
+        if (narrow)
+          remap_pack_kernel<T, std::int32_t><<<grid_for(packs), kBlock, 0, stream>>>(
+              static_cast<T*>(d), dims_of<std::int32_t>(dv), static_cast<const T*>(s), dims_of<std::int32_t>(sv),
+              static_cast<std::int32_t>(packs));
+        else
+          remap_pack_kernel<T, std::int64_t><<<grid_for(packs), kBlock, 0, stream>>>(
+              static_cast<T*>(d), dims_of<std::int64_t>(dv), static_cast<const T*>(s), dims_of<std::int64_t>(sv),
+              packs);
+      });
+      check_launch();
+      return;
+    }
+  }
   dispatch_pair(dst_type, src_type, [&](auto o, auto i) {
     using TOut = decltype(o);
     using TIn = decltype(i);

@@ -114,6 +114,44 @@ __global__ void binary_kernel(BinaryMath op, T* y, const T* a, const T* b, Binar
   }
 }
 
+// Packs of V elements along y's innermost dim, over which each operand is contiguous (stride 1) or broadcast
+// (stride 0): a bias over the last dim, a scalar, a residual. One index decomposition per pack, not per element.
+template <typename T, typename I>
+__global__ void binary_pack_kernel(BinaryMath op, T* y, const T* a, const T* b, BinaryShape<I> s, I packs) {
+  constexpr int V = kVec<T>;
+  const int last = s.rank - 1;
+  const I packs_per_row = s.shape[last] / V;
+  const I step = static_cast<I>(gridDim.x) * blockDim.x;
+  for (I p = blockIdx.x * static_cast<I>(blockDim.x) + threadIdx.x; p < packs; p += step) {
+    I rest = p / packs_per_row;
+    const I inner = (p - rest * packs_per_row) * V;
+    I ao = inner * s.a_stride[last], bo = inner * s.b_stride[last];
+    for (int d = last - 1; d >= 0; --d) {
+      const I q = rest / s.shape[d];
+      const I coord = rest - q * s.shape[d];
+      ao += coord * s.a_stride[d];
+      bo += coord * s.b_stride[d];
+      rest = q;
+    }
+    Pack<T> va, vb, out;
+    if (s.a_stride[last] == 0) {
+#pragma unroll
+      for (int k = 0; k < V; ++k) va.v[k] = a[ao];
+    } else {
+      va = *reinterpret_cast<const Pack<T>*>(a + ao);
+    }
+    if (s.b_stride[last] == 0) {
+#pragma unroll
+      for (int k = 0; k < V; ++k) vb.v[k] = b[bo];
+    } else {
+      vb = *reinterpret_cast<const Pack<T>*>(b + bo);
+    }
+#pragma unroll
+    for (int k = 0; k < V; ++k) out.v[k] = from_f32<T>(apply_binary_math(op, to_f32(va.v[k]), to_f32(vb.v[k])));
+    reinterpret_cast<Pack<T>*>(y)[p] = out;
+  }
+}
+
 // Both operands contiguous with y's shape (the residual-add case): 16-byte packs.
 template <typename T>
 __global__ void binary_same_kernel(BinaryMath op, T* y, const T* a, const T* b, std::int64_t packs) {
@@ -167,32 +205,64 @@ void bias_residual_activation(DType type, void* y, const void* bias, const void*
 void binary(DType type, BinaryMath op, void* y, int rank, const std::int64_t* out_shape, const void* a,
             const std::int64_t* a_stride, const void* b, const std::int64_t* b_stride, cudaStream_t stream) {
   if (rank > kMaxRank) throw std::invalid_argument("nn/cuda binary: rank above 6");
+  // Size-1 dims dropped and neighbours merged where y (contiguous), a and b all step over them evenly: a bias
+  // add over [N, T, C] becomes [N*T, C], a scalar operand one dim of stride 0.
   BinaryShape<std::int64_t> s{};
-  s.rank = rank;
+  for (int d = 0; d < rank; ++d) {
+    if (out_shape[d] == 1) continue;
+    const int prev = s.rank - 1;
+    if (prev >= 0 && s.a_stride[prev] == a_stride[d] * out_shape[d] && s.b_stride[prev] == b_stride[d] * out_shape[d]) {
+      s.shape[prev] *= out_shape[d];
+      s.a_stride[prev] = a_stride[d];
+      s.b_stride[prev] = b_stride[d];
+      continue;
+    }
+    s.shape[s.rank] = out_shape[d];
+    s.a_stride[s.rank] = a_stride[d];
+    s.b_stride[s.rank] = b_stride[d];
+    ++s.rank;
+  }
+  if (s.rank == 0) {
+    s.rank = 1;
+    s.shape[0] = 1;
+  }
   std::int64_t n = 1, a_reach = 0, b_reach = 0;
   bool same = true;  // a and b both contiguous in y's order
-  for (int d = rank - 1; d >= 0; --d) {
-    s.shape[d] = out_shape[d];
-    s.a_stride[d] = a_stride[d];
-    s.b_stride[d] = b_stride[d];
-    if (out_shape[d] != 1 && (a_stride[d] != n || b_stride[d] != n)) same = false;
-    n *= out_shape[d];
-    a_reach += (out_shape[d] - 1) * a_stride[d];
-    b_reach += (out_shape[d] - 1) * b_stride[d];
+  for (int d = s.rank - 1; d >= 0; --d) {
+    if (s.a_stride[d] != n || s.b_stride[d] != n) same = false;
+    n *= s.shape[d];
+    a_reach += (s.shape[d] - 1) * s.a_stride[d];
+    b_reach += (s.shape[d] - 1) * s.b_stride[d];
   }
   if (n == 0) return;
   const bool narrow = std::max({n, a_reach + 1, b_reach + 1}) <= std::numeric_limits<std::int32_t>::max() / 2;
-  BinaryShape<std::int32_t> s32{rank, {}, {}, {}};
-  for (int d = 0; d < rank; ++d) {
+  BinaryShape<std::int32_t> s32{s.rank, {}, {}, {}};
+  for (int d = 0; d < s.rank; ++d) {
     s32.shape[d] = static_cast<std::int32_t>(s.shape[d]);
     s32.a_stride[d] = static_cast<std::int32_t>(s.a_stride[d]);
     s32.b_stride[d] = static_cast<std::int32_t>(s.b_stride[d]);
   }
   dispatch_float_type(type, [&](auto tag) {
     using T = decltype(tag);
-    if (same && n % kVec<T> == 0 && aligned16(a) && aligned16(b) && aligned16(y))
-      binary_same_kernel<T><<<grid_for(n / kVec<T>), kBlock, 0, stream>>>(
-          op, static_cast<T*>(y), static_cast<const T*>(a), static_cast<const T*>(b), n / kVec<T>);
+    constexpr int V = kVec<T>;
+    // Packs along the last dim: each operand contiguous or broadcast there, every pack 16-byte aligned.
+    const int last = s.rank - 1;
+    bool packs = s.shape[last] % V == 0 && aligned16(a) && aligned16(b) && aligned16(y);
+    for (const std::int64_t* st : {s.a_stride, s.b_stride}) {
+      if (st[last] != 0 && st[last] != 1) packs = false;
+      for (int d = 0; d < last; ++d)
+        if (st[last] == 1 && st[d] % V != 0) packs = false;
+    }
+    if (same && n % V == 0 && aligned16(a) && aligned16(b) && aligned16(y))
+      binary_same_kernel<T><<<grid_for(n / V), kBlock, 0, stream>>>(
+          op, static_cast<T*>(y), static_cast<const T*>(a), static_cast<const T*>(b), n / V);
+    else if (packs && narrow)
+      binary_pack_kernel<T, std::int32_t><<<grid_for(n / V), kBlock, 0, stream>>>(
+          op, static_cast<T*>(y), static_cast<const T*>(a), static_cast<const T*>(b), s32,
+          static_cast<std::int32_t>(n / V));
+    else if (packs)
+      binary_pack_kernel<T, std::int64_t><<<grid_for(n / V), kBlock, 0, stream>>>(
+          op, static_cast<T*>(y), static_cast<const T*>(a), static_cast<const T*>(b), s, n / V);
     else if (narrow)
       binary_kernel<T, std::int32_t><<<grid_for(n), kBlock, 0, stream>>>(
           op, static_cast<T*>(y), static_cast<const T*>(a), static_cast<const T*>(b), s32, static_cast<std::int32_t>(n));

@@ -176,8 +176,28 @@ void CudaEngine::State::build() {
                          out + "' (run prepare() first)");
       add_activation(out, it->second, i);
     }
+  // A Reshape between two row-major values changes no byte: its output shares the input's block (whose life
+  // then lasts to the output's last use) and the layer does nothing. Values bound to the caller's memory keep
+  // their own blocks, so bind() never has to follow an alias.
+  std::set<std::string> bound;
+  for (const auto& v : graph.inputs) bound.insert(v.name);
+  for (const auto& v : graph.outputs) bound.insert(v.name);
+  std::vector<bool> aliased(block_value.size(), false);
+  for (const auto& node : graph.nodes) {
+    if (node.op != "Reshape" || node.inputs.empty() || node.outputs.size() != 1) continue;
+    const std::string &x = node.inputs[0], &y = node.outputs[0];
+    if (graph.is_constant(x) || bound.count(x) || bound.count(y) || nhwc.count(x) || nhwc.count(y)) continue;
+    const int x_id = values.id(x), y_id = values.id(y);
+    const int root = values.slot(x_id).alias_of >= 0 ? values.slot(x_id).alias_of : x_id;
+    values.slot(y_id).alias_of = root;
+  }
   std::vector<int> block_of(values.size(), -1);
-  for (std::size_t b = 0; b < block_value.size(); ++b) block_of[static_cast<std::size_t>(block_value[b])] = static_cast<int>(b);
+  for (std::size_t b = 0; b < block_value.size(); ++b) {
+    const int id = block_value[b];
+    const int root = values.slot(id).alias_of;
+    if (root >= 0) aliased[b] = true;
+    block_of[static_cast<std::size_t>(id)] = root >= 0 ? block_of[static_cast<std::size_t>(root)] : static_cast<int>(b);
+  }
   for (int i = 0; i < layer_count; ++i)
     for (const auto& in : graph.nodes[static_cast<std::size_t>(i)].inputs) {
       if (in.empty()) continue;
@@ -190,10 +210,15 @@ void CudaEngine::State::build() {
     outputs.push_back(id);
     if (block_of[static_cast<std::size_t>(id)] >= 0) blocks[static_cast<std::size_t>(block_of[static_cast<std::size_t>(id)])].last_step = layer_count;
   }
+  for (std::size_t b = 0; b < blocks.size(); ++b)
+    if (aliased[b]) blocks[b].size = 0;  // its memory is its root's
   const MemoryPlan plan = plan_memory(blocks, 256);  // 256 bytes: cuDNN's and the vector kernels' alignment
   arena = Memory(MemoryKind::device, std::max<std::size_t>(plan.arena, 256));
   CUDA_CHECK(cudaMemsetAsync(arena.data(), 0, arena.bytes(), stream.get()));  // no NaN garbage in trial runs
-  for (std::size_t b = 0; b < blocks.size(); ++b) values.slot(block_value[b]).base = arena.data() + plan.offsets[b];
+  for (std::size_t b = 0; b < blocks.size(); ++b) {
+    const int root = block_of[static_cast<std::size_t>(block_value[b])];
+    values.slot(block_value[b]).base = arena.data() + plan.offsets[static_cast<std::size_t>(root)];
+  }
 
   // Layers (weights are uploaded here).
   BuildContext ctx{graph, values, stream.get(), cudnn.get(), weights};

@@ -329,12 +329,17 @@ class ReshapeLayer : public Layer {
     return batch_moves_ ? "Reshape that merges or splits the batch dimension" : "";
   }
   void run(const RunContext& ctx) override {
+    if (aliased()) return;
     remap_copy(values_.type(), ctx.at(y_), values_.view(y_, ctx.count), values_.type(), ctx.at(x_),
                values_.view(x_, ctx.count), ctx.stream);
   }
-  std::string kernel() const override { return "remap copy"; }
+  std::string kernel() const override { return aliased() ? "none (shares its input's memory)" : "remap copy"; }
 
  private:
+  bool aliased() const {
+    const int root = values_.slot(x_).alias_of >= 0 ? values_.slot(x_).alias_of : x_;
+    return values_.slot(y_).alias_of == root;
+  }
   const ValueTable& values_;
   int x_, y_;
   bool batch_moves_ = false;

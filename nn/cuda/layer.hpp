@@ -26,6 +26,7 @@ struct ValueSlot {
   bool constant = false;
   bool nhwc = false;     // 4-D activations are NHWC in memory; everything else is row-major in ONNX order
   bool batched = false;  // dim 0 is the batch: it shrinks to `count` in partial runs
+  int alias_of = -1;     // a Reshape's output that shares its input's memory (the id of that input), see engine.cpp
   std::size_t bytes = 0;
   void* base = nullptr;  // the arena slot or the constant's upload
 };

@@ -109,6 +109,11 @@ TEST_CASE("CUDA binary ops broadcast like the CPU", "[nn][nn_cuda][elementwise]"
       {{2, 16, 6, 6}, {2, 16, 1, 1}, {2, 16, 6, 6}, false},  {{2, 8, 5, 7}, {7}, {2, 8, 5, 7}, true},
       {{2, 8, 5, 7}, {1, 8, 5, 7}, {2, 8, 5, 7}, true},      {{4, 10}, {1}, {4, 10}, true},
       {{3, 1, 5}, {3, 4, 1}, {3, 4, 5}, false},
+      // Last dims of 8/16/24 elements: the packed kernel (a bias over the last dim, a scalar, rows broadcast
+      // over a middle dim, a residual), and the same shapes with an odd middle dim.
+      {{2, 5, 24}, {24}, {2, 5, 24}, true},                  {{3, 7, 16}, {1}, {3, 7, 16}, true},
+      {{2, 3, 4, 16}, {2, 1, 4, 16}, {2, 3, 4, 16}, false},  {{4, 9, 32}, {4, 9, 32}, {4, 9, 32}, false},
+      {{2, 1, 8}, {2, 6, 8}, {2, 6, 8}, false},              {{5, 3, 8}, {5, 3, 1}, {5, 3, 8}, false},
   };
   for (const std::string op : {"Add", "Sub", "Mul", "Div"})
     for (std::size_t i = 0; i < cases.size(); ++i) {
@@ -193,6 +198,24 @@ TEST_CASE("CUDA data movement matches the CPU", "[nn][nn_cuda][copy]") {
   {
     OneNode b("Transpose", "3-D");
     b.input("x", {2, 7, 5}).output("y", {2, 5, 7}).attr("perm", std::vector<std::int64_t>{0, 2, 1});
+    check_all_precisions(b.g);
+  }
+  {  // the last dim kept and a multiple of 16 bytes in every precision: copied in 16-byte packs
+    OneNode b("Transpose", "4-D keeping the last dim");
+    b.input("x", {3, 5, 2, 16}).output("y", {2, 3, 5, 16}).attr("perm", std::vector<std::int64_t>{2, 0, 1, 3});
+    check_all_precisions(b.g);
+  }
+  {
+    OneNode b("Slice", "rows with a negative step");
+    b.input("x", {2, 9, 24}).output("y", {2, 4, 8})
+        .attr("starts", std::vector<std::int64_t>{0, 8, 8})
+        .attr("ends", std::vector<std::int64_t>{2, 0, 16})
+        .attr("steps", std::vector<std::int64_t>{1, -2, 1});
+    check_all_precisions(b.g);
+  }
+  {
+    OneNode b("Concat", "rows of 16");
+    b.input("a", {2, 3, 16}).input("b", {2, 5, 16}).output("y", {2, 8, 16}).attr("axis", std::int64_t{1});
     check_all_precisions(b.g);
   }
   {
@@ -295,7 +318,7 @@ TEST_CASE("CUDA Gemm and MatMul match the CPU", "[nn][nn_cuda][gemm]") {
 }
 
 TEST_CASE("CUDA elementwise math ops match the CPU", "[nn][nn_cuda][elementwise]") {
-  for (const std::string op : {"Erf", "Sqrt", "Exp", "Log", "Neg", "Abs", "Reciprocal", "Floor", "Ceil"}) {
+  for (const std::string op : {"Erf", "Sqrt", "Exp", "Log", "Neg", "Abs", "Reciprocal", "Floor", "Ceil", "Gelu"}) {
     for (const Shape& s : {Shape{2, 16, 5, 7}, Shape{3, 37}, Shape{2, 3, 4, 5, 2}}) {
       OneNode b(op, to_string(s));
       b.input("x", s).output("y", s);
