@@ -18,7 +18,8 @@ std::optional<UnaryMath> unary_math_of(const std::string& op) {
   static const std::map<std::string, UnaryMath> table{
       {"Erf", UnaryMath::erf}, {"Sqrt", UnaryMath::sqrt}, {"Exp", UnaryMath::exp},
       {"Log", UnaryMath::log}, {"Neg", UnaryMath::neg},   {"Abs", UnaryMath::abs},
-      {"Reciprocal", UnaryMath::reciprocal}, {"Floor", UnaryMath::floor}, {"Ceil", UnaryMath::ceil}};
+      {"Reciprocal", UnaryMath::reciprocal}, {"Floor", UnaryMath::floor}, {"Ceil", UnaryMath::ceil},
+      {"Gelu", UnaryMath::gelu}};
   return find(table, op);
 }
 

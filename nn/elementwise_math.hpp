@@ -16,7 +16,8 @@
 
 namespace sluice::nn {
 
-enum class UnaryMath : std::uint8_t { erf, sqrt, exp, log, neg, abs, reciprocal, floor, ceil };
+// gelu: Gelu with approximate "none", x * 0.5 * (1 + erf(x / sqrt(2))); prepare() makes it from that pattern.
+enum class UnaryMath : std::uint8_t { erf, sqrt, exp, log, neg, abs, reciprocal, floor, ceil, gelu };
 enum class BinaryMath : std::uint8_t { add, sub, mul, div, pow, max, min };
 
 // ReduceMean, ReduceSum, ReduceMax, ReduceMin, ReduceL1, ReduceL2, ReduceSumSquare, ReduceProd.
@@ -38,6 +39,7 @@ SLUICE_HOST_DEVICE inline float apply_unary_math(UnaryMath op, float x) {
     case UnaryMath::reciprocal: return 1.0f / x;
     case UnaryMath::floor: return floorf(x);
     case UnaryMath::ceil: return ceilf(x);
+    case UnaryMath::gelu: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
   }
   return x;
 }

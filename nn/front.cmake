@@ -11,6 +11,7 @@ list(APPEND SLUICE_NN_SOURCES
   nn/passes/fold_constants.cpp
   nn/passes/fold_batchnorm.cpp
   nn/passes/fuse.cpp
+  nn/passes/fuse_gelu.cpp
   nn/passes/prune.cpp
   nn/passes/graph_queries.cpp)
 list(APPEND SLUICE_NN_TEST_SOURCES

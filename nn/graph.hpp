@@ -118,6 +118,8 @@ struct Graph {
 //   Pad              one input; attr "pads" (ONNX order: begins then ends, one per dimension), "mode"
 //                    (constant | reflect | edge), "value"
 //   Erf, Sqrt, Exp, Log, Neg, Abs, Reciprocal, Floor, Ceil   no attrs (nn/elementwise_math.hpp)
+//   Gelu             no attrs: x * 0.5 * (1 + erf(x / sqrt(2))) (ONNX Gelu, approximate "none"); made by prepare()
+//                    from the five nodes exporters write for it, never read from a file
 //   Pow, Max, Min        two inputs, numpy broadcasting (Max/Min with more inputs are refused)
 //   ReduceMean, ReduceSum, ReduceMax, ReduceMin, ReduceL1, ReduceL2, ReduceSumSquare, ReduceProd
 //                    one input; attrs "axes" (sorted, non-negative, unique, never empty), "keepdims" (0 | 1)

@@ -11,6 +11,7 @@ Graph prepare(const Graph& model, std::int64_t batch) {
   passes::bind_batch(g, batch);
   passes::lower(g);
   passes::prune(g);  // first, so that dead readers do not block the fusions below
+  passes::fuse_gelu(g);
   passes::fold_batchnorm(g);
   passes::fuse_conv(g);
   passes::prune(g);

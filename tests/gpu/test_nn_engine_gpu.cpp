@@ -94,6 +94,99 @@ TEST_CASE("CUDA engine runs a small net like the CPU", "[nn][nn_cuda][engine]") 
   }
 }
 
+// x -> Relu r -> Reshape s -> Reshape t -> Mul(t, t) m;  Add(r, Reshape(m)) y: two Reshapes in a chain share
+// r's memory, r is read again after them, and the reshaped product flows back: if the alias let the memory plan
+// hand r's block to another value too early, y would differ from the CPU's.
+Graph reshape_chain(std::int64_t batch) {
+  Graph g;
+  g.source = "test:reshape_chain";
+  g.opset = 17;
+  g.inputs.push_back({"x", {batch, 6, 16}, ElementType::f32});
+  auto shape_attr = [](std::vector<std::int64_t> v) { return AttrValue(v); };
+  Node relu{"relu", "Relu", {"x"}, {"r"}, {}};
+  Node s1{"to_4d", "Reshape", {"r"}, {"s"}, {}};
+  s1.attrs.values["shape"] = shape_attr({batch, 6, 2, 8});
+  Node s2{"to_2d", "Reshape", {"s"}, {"t"}, {}};
+  s2.attrs.values["shape"] = shape_attr({batch, 96});
+  Node mul{"square", "Mul", {"t", "t"}, {"m"}, {}};
+  Node back{"back", "Reshape", {"m"}, {"m3"}, {}};
+  back.attrs.values["shape"] = shape_attr({batch, 6, 16});
+  Node add{"add", "Add", {"r", "m3"}, {"y"}, {}};
+  g.nodes = {relu, s1, s2, mul, back, add};
+  g.shapes["x"] = g.shapes["r"] = g.shapes["m3"] = g.shapes["y"] = {batch, 6, 16};
+  g.shapes["s"] = {batch, 6, 2, 8};
+  g.shapes["t"] = g.shapes["m"] = {batch, 96};
+  g.outputs.push_back({"y", {batch, 6, 16}, ElementType::f32});
+  return g;
+}
+
+TEST_CASE("CUDA engine runs Reshape without copying and keeps the reshaped values intact", "[nn][nn_cuda][engine]") {
+  const Graph g = reshape_chain(4);
+  const auto inputs = random_inputs(g, 11);
+  const auto want = run_cpu(g, inputs);
+  for (Precision p : {Precision::f32, Precision::f16}) {
+    CudaEngineOptions o;
+    o.precision = p;
+    CudaEngine engine(g, o);
+    INFO(to_string(p) << "\n" << engine.describe());
+    CHECK(engine.describe().find("shares its input's memory") != std::string::npos);
+    for (int run = 0; run < 3; ++run) CHECK(relative_error(run_gpu(engine, inputs)[0], want[0]) <= tolerance(p));
+    // A partial batch of 3: the aliases hold the first 3 items in place as well.
+    const auto part = run_gpu(engine, inputs, 3);
+    const std::vector<float> want3(want[0].begin(), want[0].begin() + 3 * 96);
+    CHECK(relative_error(part[0], want3) <= tolerance(p));
+  }
+}
+
+// GELU spelled out in five nodes (as PyTorch exports it) after a LayerNormalization, as loaded: prepare() fuses
+// it into one Gelu node, which must compute what the CPU does.
+Graph spelled_gelu(std::int64_t tokens, std::int64_t width) {
+  Graph g;
+  g.source = "test:spelled_gelu";
+  g.opset = 17;
+  g.inputs.push_back({"x", {-1, tokens, width}, ElementType::f32});
+  g.outputs.push_back({"y", {-1, tokens, width}, ElementType::f32});
+  auto scalar = [&](const std::string& name, float v) {
+    Tensor t;
+    t.f32 = {v};
+    g.constants[name] = t;
+  };
+  scalar("sqrt2", 1.41421356f);
+  scalar("one", 1.f);
+  scalar("half", 0.5f);
+  Tensor scale, bias;
+  scale.shape = bias.shape = {width};
+  scale.f32 = random_values(static_cast<std::size_t>(width), 5, 0.5f, 1.5f);
+  bias.f32 = random_values(static_cast<std::size_t>(width), 6);
+  g.constants["scale"] = scale;
+  g.constants["bias"] = bias;
+  Node norm{"norm", "LayerNormalization", {"x", "scale", "bias"}, {"n"}, {}};
+  norm.attrs.values["axis"] = std::int64_t{-1};
+  g.nodes = {norm,
+             Node{"div", "Div", {"n", "sqrt2"}, {"s"}, {}},
+             Node{"erf", "Erf", {"s"}, {"e"}, {}},
+             Node{"plus_one", "Add", {"e", "one"}, {"a"}, {}},
+             Node{"times_x", "Mul", {"n", "a"}, {"xa"}, {}},
+             Node{"half", "Mul", {"xa", "half"}, {"y"}, {}}};
+  return g;
+}
+
+TEST_CASE("CUDA engine runs the fused Gelu like the CPU", "[nn][nn_cuda][engine]") {
+  for (const auto& [tokens, width] : std::vector<std::pair<std::int64_t, std::int64_t>>{{5, 16}, {197, 768}}) {
+    const Graph g = prepare(spelled_gelu(tokens, width), 2);
+    REQUIRE(std::count_if(g.nodes.begin(), g.nodes.end(), [](const Node& n) { return n.op == "Gelu"; }) == 1);
+    const auto inputs = random_inputs(g, 21);
+    const auto want = run_cpu(g, inputs);
+    for (Precision p : {Precision::f32, Precision::f16}) {
+      CudaEngineOptions o;
+      o.precision = p;
+      CudaEngine engine(g, o);
+      INFO(tokens << "x" << width << " " << to_string(p) << "\n" << engine.describe());
+      CHECK(relative_error(run_gpu(engine, inputs)[0], want[0]) <= tolerance(p));
+    }
+  }
+}
+
 TEST_CASE("CUDA engine takes an f16 NHWC input and runs partial batches", "[nn][nn_cuda][engine]") {
   const Graph g = small_net(4);
   const auto inputs = random_inputs(g, 5);

@@ -943,7 +943,8 @@ TEST_CASE("Elementwise math ops match the C library in double precision", "[cpu_
       {"Exp", [](double v) { return std::exp(v); }},   {"Log", [](double v) { return std::log(v); }},
       {"Neg", [](double v) { return -v; }},            {"Abs", [](double v) { return std::fabs(v); }},
       {"Reciprocal", [](double v) { return 1 / v; }}, {"Floor", [](double v) { return std::floor(v); }},
-      {"Ceil", [](double v) { return std::ceil(v); }}};
+      {"Ceil", [](double v) { return std::ceil(v); }},
+      {"Gelu", [](double v) { return 0.5 * v * (1 + std::erf(v / std::sqrt(2.0))); }}};
   for (const auto& [op, ref] : ops) {
     INFO(op);
     const bool positive = op == "Sqrt" || op == "Log" || op == "Reciprocal";

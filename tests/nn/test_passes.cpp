@@ -54,7 +54,7 @@ void check_prepared_form(const Graph& g) {
                                          "Erf", "Sqrt", "Exp", "Log", "Neg", "Abs", "Reciprocal", "Floor", "Ceil",
                                          "Pow", "Max", "Min", "ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin",
                                          "ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceProd",
-                                         "LayerNormalization"};
+                                         "LayerNormalization", "Gelu"};
   std::set<std::string> available;
   for (const auto& in : g.inputs) {
     available.insert(in.name);
@@ -764,6 +764,70 @@ TEST_CASE("a per-channel constant Add joins the bias and Clip fuses with its bou
   CHECK(conv.attrs.f("act_alpha", -1.f) == 0.f);
   CHECK(conv.attrs.f("act_beta", -1.f) == 6.f);
   CHECK(conv.outputs[0] == "y");
+}
+
+namespace {
+// x -> Relu r (so that x is run-time data with another reader) -> GELU written as five nodes in `order`:
+// 0: (r * (1 + erf(r / sqrt2))) * 0.5 (PyTorch's export); 1: r * ((1 + erf(r * 1/sqrt2)) * 0.5);
+// 2: (r * 0.5) * (1 + erf(r / sqrt2)). `half` is the constant the exporter wrote for 0.5.
+ModelBuilder gelu_model(int order, float half = 0.5f) {
+  ModelBuilder m(17);
+  m.input("x", {-1, 3, 8}).output("y").output("r");
+  m.weights("sqrt2", {}, {1.41421356f}).weights("inv_sqrt2", {}, {0.70710678f}).weights("one", {}, {1.f});
+  m.weights("half", {}, {half});
+  m.node("Relu", {"x"}, {"r"});
+  if (order == 1) m.node("Mul", {"r", "inv_sqrt2"}, {"scaled"});
+  else m.node("Div", {"r", "sqrt2"}, {"scaled"});
+  m.node("Erf", {"scaled"}, {"e"});
+  m.node("Add", {"one", "e"}, {"a"});
+  if (order == 0) {
+    m.node("Mul", {"r", "a"}, {"xa"});
+    m.node("Mul", {"xa", "half"}, {"y"});
+  } else if (order == 1) {
+    m.node("Mul", {"a", "half"}, {"ah"});
+    m.node("Mul", {"r", "ah"}, {"y"});
+  } else {
+    m.node("Mul", {"half", "r"}, {"h"});
+    m.node("Mul", {"h", "a"}, {"y"});
+  }
+  return m;
+}
+}  // namespace
+
+TEST_CASE("the erf form of GELU becomes one Gelu node computing the same values", "[nn][passes]") {
+  for (int order = 0; order < 3; ++order) {
+    INFO("order " << order);
+    const Graph g = prepared(gelu_model(order), 2);
+    check_prepared_form(g);
+    REQUIRE(g.nodes.size() == 2);
+    CHECK(g.nodes[1].op == "Gelu");
+    CHECK(g.nodes[1].inputs == std::vector<std::string>{"r"});
+    CHECK(g.nodes[1].outputs == std::vector<std::string>{"y"});
+    CHECK_THAT(describe_graph(g), Contains("into node"));
+    const auto x = random_values(48, 40 + static_cast<unsigned>(order), -3.f, 3.f);
+    std::vector<float> y(48), r(48);
+    CpuEngine engine(g);
+    engine.run({x.data()}, {y.data(), r.data()});
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      const double v = std::max(0.0, static_cast<double>(x[i]));
+      CHECK(std::fabs(y[i] - 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0)))) <= 1e-6);
+    }
+  }
+}
+
+TEST_CASE("GELU is not fused when a constant differs or an inner value has another reader", "[nn][passes]") {
+  {
+    const Graph g = prepared(gelu_model(0, 0.49f), 1);
+    CHECK(count_op(g, "Gelu") == 0);
+    CHECK(count_op(g, "Erf") == 1);
+  }
+  {
+    ModelBuilder m = gelu_model(0);
+    m.output("e");  // erf's value is a graph output: it must stay
+    const Graph g = prepared(m, 1);
+    CHECK(count_op(g, "Gelu") == 0);
+    CHECK(count_op(g, "Erf") == 1);
+  }
 }
 
 TEST_CASE("describe_graph reports layers totals and rewrites", "[nn][passes]") {
