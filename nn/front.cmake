@@ -12,6 +12,7 @@ list(APPEND SLUICE_NN_SOURCES
   nn/passes/fold_batchnorm.cpp
   nn/passes/fuse.cpp
   nn/passes/fuse_gelu.cpp
+  nn/passes/fuse_attention.cpp
   nn/passes/prune.cpp
   nn/passes/graph_queries.cpp)
 list(APPEND SLUICE_NN_TEST_SOURCES

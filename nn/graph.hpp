@@ -120,6 +120,10 @@ struct Graph {
 //   Erf, Sqrt, Exp, Log, Neg, Abs, Reciprocal, Floor, Ceil   no attrs (nn/elementwise_math.hpp)
 //   Gelu             no attrs: x * 0.5 * (1 + erf(x / sqrt(2))) (ONNX Gelu, approximate "none"); made by prepare()
 //                    from the five nodes exporters write for it, never read from a file
+//   Attention        inputs Q [.., T, d], K [.., S, d], V [.., S, dv] (the same leading dims), M (additive bias
+//                    broadcasting to [.., T, S], or ""); attr scale. Y [.., T, dv] = softmax(scale * Q K^T + M) V,
+//                    softmax over the S keys. Made by prepare() from MatMul -> [scale] -> [Add M] -> Softmax ->
+//                    MatMul (nn/passes/fuse_attention.cpp, d and dv at most 256), never read from a file
 //   Pow, Max, Min        two inputs, numpy broadcasting (Max/Min with more inputs are refused)
 //   ReduceMean, ReduceSum, ReduceMax, ReduceMin, ReduceL1, ReduceL2, ReduceSumSquare, ReduceProd
 //                    one input; attrs "axes" (sorted, non-negative, unique, never empty), "keepdims" (0 | 1)

@@ -24,4 +24,12 @@ if(SLUICE_WITH_CUDA)
   target_sources(sluice_core PRIVATE ${SLUICE_NN_CUDA_SOURCES})
   target_link_libraries(sluice_core PUBLIC ${CUDNN_LIBRARY} CUDA::cublas CUDA::cublasLt)
 endif()
+# The CPU layers that are not oneDNN primitives (attention) share oneDNN's OpenMP runtime (libgomp): only with
+# gcc, so the clang sanitizer builds do not mix LLVM's libomp into the same process.
+if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+  find_package(OpenMP COMPONENTS CXX)
+  if(OpenMP_CXX_FOUND)
+    target_link_libraries(sluice_core PRIVATE OpenMP::OpenMP_CXX)
+  endif()
+endif()
 add_library(sluice_nn ALIAS sluice_core)

@@ -101,6 +101,7 @@ std::unique_ptr<Layer> make_layer(const Graph& graph, const Node& node, const La
       {"Resize", make_resize},
       {"Softmax", make_softmax},
       {"LayerNormalization", make_layer_normalization},
+      {"Attention", make_attention},
   };
   // The ops whose layers take channels-last values (see plan_layouts).
   static const std::set<std::string> layout_aware = {

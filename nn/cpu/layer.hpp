@@ -76,6 +76,7 @@ std::unique_ptr<Layer> make_slice(const LayerContext& ctx);
 std::unique_ptr<Layer> make_pad(const LayerContext& ctx);
 std::unique_ptr<Layer> make_resize(const LayerContext& ctx);
 std::unique_ptr<Layer> make_softmax(const LayerContext& ctx);
+std::unique_ptr<Layer> make_attention(const LayerContext& ctx);  // attention.cpp
 
 // Dispatch on the node's op; an op outside the prepared form is a ModelError naming the node.
 // Ops that read or write channels-last values are those plan_layouts() lets do so; for any other op a value

@@ -16,6 +16,7 @@ list(APPEND SLUICE_NN_SOURCES
   nn/cpu/reduce.cpp
   nn/cpu/layer_norm.cpp
   nn/cpu/batchnorm.cpp
+  nn/cpu/attention.cpp
 )
 list(APPEND SLUICE_NN_TEST_SOURCES
   tests/nn/test_cpu_ops.cpp

@@ -608,6 +608,7 @@ std::unique_ptr<Layer> make_kernel_layer(const Node& node, BuildContext& ctx) {
   if (op == "Pad") return std::make_unique<PadLayer>(node, ctx);
   if (op == "Softmax") return std::make_unique<SoftmaxLayer>(node, ctx);
   if (op == "Resize") return std::make_unique<ResizeLayer>(node, ctx);
+  if (op == "Attention") return make_attention(node, ctx);
   throw ModelError(ctx.graph.source + ": " + node.where() + ": the CUDA backend does not run this op (not in the "
                    "prepared form of nn/graph.hpp)");
 }

@@ -36,6 +36,22 @@ struct ActivationParams {
 };
 
 
+// Attention (nn/graph.hpp): Y [B, T, dv] = softmax(scale * Q K^T + M) V with Q [B, T, d], K [B, S, d],
+// V [B, S, dv] contiguous. M (optional) is read at its batch offset (the flat batch index decomposed over
+// batch_shape, dot mask_batch_stride) + row * mask_row_stride + key * mask_key_stride; strides are 0 where it
+// broadcasts. Tensor cores (f16/bf16, depths multiples of 16 up to 128) or CUDA cores; f32 accumulation.
+struct AttentionShape {
+  int batches = 0, rows = 0, keys = 0, depth = 0, value_depth = 0;  // value_depth at most 256
+  float scale = 1.f;
+  int batch_rank = 0;
+  int batch_shape[kMaxRank] = {};
+  std::int64_t mask_batch_stride[kMaxRank] = {};
+  std::int64_t mask_row_stride = 0, mask_key_stride = 0;
+};
+void attention(DType type, void* y, const void* q, const void* k, const void* v, const void* mask,
+               const AttentionShape& shape, cudaStream_t stream);
+bool attention_uses_tensor_cores(DType type, const AttentionShape& shape);
+
 // y[i] = op(x[i]) over n contiguous elements (nn/elementwise_math.hpp).
 void unary_math(DType type, void* y, const void* x, std::int64_t n, UnaryMath op, cudaStream_t stream);
 

@@ -116,6 +116,7 @@ class Layer {
 };
 
 std::unique_ptr<Layer> make_gemm(const Node& node, BuildContext& ctx);    // Gemm and MatMul via cuBLAS
+std::unique_ptr<Layer> make_attention(const Node& node, BuildContext& ctx);  // attention_layer.cpp
 std::unique_ptr<Layer> make_kernel_layer(const Node& node, BuildContext& ctx);  // everything else
 
 }  // namespace sluice::nn::cuda

@@ -13,6 +13,8 @@ list(APPEND SLUICE_NN_CUDA_SOURCES
   nn/cuda/resize.cu
   nn/cuda/softmax.cu
   nn/cuda/reduce.cu
+  nn/cuda/attention.cu
+  nn/cuda/attention_layer.cpp
 )
 list(APPEND SLUICE_NN_TEST_SOURCES tests/nn/test_algo_cache.cpp)  # the cache file needs no GPU
 list(APPEND SLUICE_NN_GPU_TEST_SOURCES

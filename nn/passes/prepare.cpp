@@ -12,6 +12,7 @@ Graph prepare(const Graph& model, std::int64_t batch) {
   passes::lower(g);
   passes::prune(g);  // first, so that dead readers do not block the fusions below
   passes::fuse_gelu(g);
+  passes::fuse_attention(g);
   passes::fold_batchnorm(g);
   passes::fuse_conv(g);
   passes::prune(g);

@@ -392,3 +392,35 @@ TEST_CASE("CUDA LayerNormalization matches the CPU", "[nn][nn_cuda][layer_norm]"
     check_all_precisions(b.g, 13, [](float v) { return 3 * v + 1; });
   }
 }
+
+TEST_CASE("CUDA fused Attention matches the CPU twin", "[nn][nn_cuda][attention]") {
+  struct Case {
+    Shape q, k, v, mask;
+    bool mask_constant;
+    float scale;
+  };
+  const std::vector<Case> cases = {
+      // tensor cores in f16/bf16: one partial key tile, one partial row tile
+      {{2, 3, 17, 64}, {2, 3, 23, 64}, {2, 3, 23, 64}, {}, false, 0.125f},
+      // several key and row tiles, dv != d, a constant bias broadcast over the leading dim (Swin's position bias)
+      {{1, 2, 70, 32}, {1, 2, 130, 32}, {1, 2, 130, 48}, {2, 70, 130}, true, 0.17f},
+      // depth 24 (CUDA cores at every precision), a run-time padding mask broadcast over the rows
+      {{4, 5, 24}, {4, 9, 24}, {4, 9, 40}, {4, 1, 9}, false, 0.2f},
+      // ViT-B/16's shape per head (197 tokens, depth 64), 3 batches of heads
+      {{3, 197, 64}, {3, 197, 64}, {3, 197, 64}, {}, false, 0.125f},
+      // depth 128 and value depth 16
+      {{1, 40, 128}, {1, 33, 128}, {1, 33, 16}, {40, 33}, true, 0.09f},
+  };
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const Case& c = cases[i];
+    OneNode b("Attention", "case " + std::to_string(i));
+    b.input("q", c.q).input("k", c.k).input("v", c.v);
+    if (c.mask.empty()) b.absent();
+    else if (c.mask_constant) b.constant("m", c.mask, 40 + static_cast<std::uint32_t>(i));
+    else b.input("m", c.mask);
+    Shape y = c.q;
+    y.back() = c.v.back();
+    b.output("y", y).attr("scale", c.scale);
+    check_all_precisions(b.g, 5, +[](float v) { return 3 * v; });
+  }
+}

@@ -54,7 +54,7 @@ void check_prepared_form(const Graph& g) {
                                          "Erf", "Sqrt", "Exp", "Log", "Neg", "Abs", "Reciprocal", "Floor", "Ceil",
                                          "Pow", "Max", "Min", "ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin",
                                          "ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceProd",
-                                         "LayerNormalization", "Gelu"};
+                                         "LayerNormalization", "Gelu", "Attention"};
   std::set<std::string> available;
   for (const auto& in : g.inputs) {
     available.insert(in.name);
@@ -828,6 +828,64 @@ TEST_CASE("GELU is not fused when a constant differs or an inner value has anoth
     CHECK(count_op(g, "Gelu") == 0);
     CHECK(count_op(g, "Erf") == 1);
   }
+}
+
+namespace {
+// nn.MultiheadAttention's export (seq-first, one batch of heads): q, k, v [T, B*H, d] made by Reshapes of one
+// input; q / sqrt(d); k transposed to [B*H, d, T] in one Transpose; optional additive bias; softmax; times v.
+ModelBuilder attention_model(bool with_bias, bool scale_after = false) {
+  ModelBuilder m(17);
+  m.input("x", {-1, 6, 3, 8}).output("y");  // [T=6, B (batch), 3 heads, d=8] per batch item after the reshape
+  m.weights("root_d", {}, {std::sqrt(8.f)}).ints("qkv_shape", {6, -1, 8}).weights("bias", {1, 6, 6},
+                                                                                   random_values(36, 50));
+  m.node("Relu", {"x"}, {"r"});
+  m.node("Reshape", {"r", "qkv_shape"}, {"seq"});                           // [6, B*3, 8]
+  test::set_ints(m.node("Transpose", {"seq"}, {"q"}, "to_q"), "perm", {1, 0, 2});   // [B*3, 6, 8]
+  test::set_ints(m.node("Transpose", {"seq"}, {"kt"}, "to_kt"), "perm", {1, 2, 0});  // [B*3, 8, 6]
+  m.node("Sigmoid", {"q"}, {"v"});
+  std::string scores = "scores";
+  if (scale_after) {
+    m.node("MatMul", {"q", "kt"}, {"raw"});
+    m.node("Div", {"raw", "root_d"}, {"scores"});
+  } else {
+    m.node("Div", {"q", "root_d"}, {"q_scaled"});
+    m.node("MatMul", {"q_scaled", "kt"}, {"scores"});
+  }
+  if (with_bias) {
+    m.node("Add", {"bias", scores}, {"biased"});
+    scores = "biased";
+  }
+  test::set_int(m.node("Softmax", {scores}, {"p"}), "axis", -1);
+  m.node("MatMul", {"p", "v"}, {"y"});
+  return m;
+}
+}  // namespace
+
+TEST_CASE("scaled dot-product attention becomes one Attention node computing the same values", "[nn][passes]") {
+  for (const bool bias : {false, true})
+    for (const bool after : {false, true}) {
+      INFO("bias " << bias << " scale after the product " << after);
+      const ModelBuilder m = attention_model(bias, after);
+      const Graph fused = prepared(m, 2);
+      check_prepared_form(fused);
+      REQUIRE(count_op(fused, "Attention") == 1);
+      CHECK(count_op(fused, "Softmax") == 0);
+      CHECK(count_op(fused, "MatMul") == 0);
+      const Node& a = *std::find_if(fused.nodes.begin(), fused.nodes.end(), [](const Node& n) { return n.op == "Attention"; });
+      CHECK(a.attrs.f("scale", 0.f) == Approx(1 / std::sqrt(8.f)));
+      CHECK(a.inputs[3].empty() == !bias);
+      CHECK(fused.shape_of(a.inputs[1]) == Shape{6, 6, 8});  // K as keys x depth, no longer transposed
+      // The same model with the fusion blocked (the scores are a second output) is the reference.
+      ModelBuilder plain = attention_model(bias, after);
+      plain.output("p");
+      const Graph unfused = prepared(plain, 2);
+      CHECK(count_op(unfused, "Attention") == 0);
+      const auto x = random_values(2 * 6 * 3 * 8, 51, -2.f, 2.f);
+      std::vector<float> got(6 * 6 * 8), want(6 * 6 * 8), probs(6 * 6 * 6);
+      CpuEngine(fused).run({x.data()}, {got.data()});
+      CpuEngine(unfused).run({x.data()}, {want.data(), probs.data()});
+      for (std::size_t i = 0; i < got.size(); ++i) CHECK(got[i] == Approx(want[i]).margin(1e-5));
+    }
 }
 
 TEST_CASE("describe_graph reports layers totals and rewrites", "[nn][passes]") {

@@ -1,0 +1,117 @@
+// Attention (nn/graph.hpp): Y = softmax(scale * Q K^T + M) V over the keys, one query row at a time with f32
+// accumulation: the twin the CUDA kernels are tested against. Rows run in parallel (OpenMP where the compiler
+// offers it, as oneDNN's primitives do).
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "nn/cpu/layer.hpp"
+
+namespace sluice::nn::cpu {
+namespace {
+
+class AttentionLayer final : public Layer {
+ public:
+  AttentionLayer(std::int64_t batches, std::int64_t rows, std::int64_t keys, std::int64_t depth,
+                 std::int64_t value_depth, float scale, std::vector<std::int64_t> mask_batch_offset,
+                 std::int64_t mask_row_stride, std::int64_t mask_key_stride)
+      : batches_(batches), rows_(rows), keys_(keys), depth_(depth), value_depth_(value_depth), scale_(scale),
+        mask_batch_offset_(std::move(mask_batch_offset)), mask_row_stride_(mask_row_stride),
+        mask_key_stride_(mask_key_stride) {}
+
+  std::size_t scratch_floats() const override { return static_cast<std::size_t>(batches_ * rows_ * keys_); }
+
+  void run(const float* const* in, float* const* out, float* scratch) const override {
+    const float *q = in[0], *k = in[1], *v = in[2], *mask = in[3];
+    float* y = out[0];
+    const std::int64_t total = batches_ * rows_;
+#if defined(_OPENMP)
+#pragma omp parallel for schedule(static)
+#endif
+    for (std::int64_t item = 0; item < total; ++item) {
+      const std::int64_t b = item / rows_, t = item % rows_;
+      const float* qrow = q + item * depth_;
+      float* scores = scratch + item * keys_;
+      float max = -std::numeric_limits<float>::infinity();
+      for (std::int64_t j = 0; j < keys_; ++j) {
+        const float* krow = k + (b * keys_ + j) * depth_;
+        float dot = 0.f;
+        for (std::int64_t c = 0; c < depth_; ++c) dot += qrow[c] * krow[c];
+        float s = scale_ * dot;
+        if (mask) s += mask[mask_batch_offset_[static_cast<std::size_t>(b)] + t * mask_row_stride_ + j * mask_key_stride_];
+        scores[j] = s;
+        max = std::max(max, s);
+      }
+      float* yrow = y + item * value_depth_;
+      std::fill(yrow, yrow + value_depth_, 0.f);
+      float sum = 0.f;
+      for (std::int64_t j = 0; j < keys_; ++j) {
+        // A row masked out entirely (every score -inf) gives NaN, as softmax over it does in ONNX Runtime.
+        const float p = std::exp(scores[j] - max);
+        sum += p;
+        const float* vrow = v + (b * keys_ + j) * value_depth_;
+        for (std::int64_t c = 0; c < value_depth_; ++c) yrow[c] += p * vrow[c];
+      }
+      for (std::int64_t c = 0; c < value_depth_; ++c) yrow[c] /= sum;
+    }
+  }
+
+ private:
+  std::int64_t batches_, rows_, keys_, depth_, value_depth_;
+  float scale_;
+  std::vector<std::int64_t> mask_batch_offset_;  // where each batch's [rows, keys] block of M starts
+  std::int64_t mask_row_stride_, mask_key_stride_;
+};
+
+}  // namespace
+
+std::unique_ptr<Layer> make_attention(const LayerContext& ctx) {
+  ctx.expect_inputs(3, 4);
+  ctx.expect_outputs(1);
+  const Shape &q = ctx.input_shape(0), &k = ctx.input_shape(1), &v = ctx.input_shape(2);
+  const std::size_t rank = q.size();
+  if (rank < 3 || k.size() != rank || v.size() != rank) ctx.fail("Q, K and V must have the same rank, at least 3");
+  if (!std::equal(q.begin(), q.end() - 2, k.begin()) || !std::equal(q.begin(), q.end() - 2, v.begin()))
+    ctx.fail("Q, K and V must have the same leading dims");
+  const std::int64_t rows = q[rank - 2], depth = q[rank - 1], keys = k[rank - 2], value_depth = v[rank - 1];
+  if (k[rank - 1] != depth || v[rank - 2] != keys) ctx.fail("K must be [.., keys, " + std::to_string(depth) +
+                                                            "] and V [.., keys, dv]");
+  Shape y(q.begin(), q.end() - 1);
+  y.push_back(value_depth);
+  ctx.expect_output_shape(0, y);
+  const Shape batch_dims(q.begin(), q.end() - 2);
+  const std::int64_t batches = element_count(batch_dims);
+  // M broadcast to [batch dims, rows, keys] (numpy rules): a stride per dim, 0 where it repeats.
+  std::vector<std::int64_t> offsets(static_cast<std::size_t>(batches), 0);
+  std::int64_t row_stride = 0, key_stride = 0;
+  if (ctx.has_input(3)) {
+    const Shape& m = ctx.input_shape(3);
+    Shape scores = batch_dims;
+    scores.push_back(rows);
+    scores.push_back(keys);
+    if (m.size() > scores.size()) ctx.fail("the bias has more dims than the scores");
+    std::vector<std::int64_t> stride(scores.size(), 0);
+    std::int64_t step = 1;
+    for (std::size_t i = m.size(); i-- > 0;) {
+      const std::size_t d = scores.size() - m.size() + i;
+      if (m[i] != 1 && m[i] != scores[d]) ctx.fail("the bias " + to_string(m) + " does not broadcast to " + to_string(scores));
+      stride[d] = m[i] == 1 ? 0 : step;
+      step *= m[i];
+    }
+    row_stride = stride[rank - 2];
+    key_stride = stride[rank - 1];
+    for (std::int64_t b = 0; b < batches; ++b) {
+      std::int64_t rest = b, offset = 0;
+      for (std::size_t d = batch_dims.size(); d-- > 0;) {
+        offset += (rest % batch_dims[d]) * stride[d];
+        rest /= batch_dims[d];
+      }
+      offsets[static_cast<std::size_t>(b)] = offset;
+    }
+  }
+  return std::make_unique<AttentionLayer>(batches, rows, keys, depth, value_depth, ctx.attrs().f("scale", 1.f),
+                                          std::move(offsets), row_stride, key_stride);
+}
+
+}  // namespace sluice::nn::cpu

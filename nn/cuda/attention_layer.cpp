@@ -1,0 +1,125 @@
+// The Attention node (nn/graph.hpp) on the attention kernels (attention.cu). Q, K, V and Y are read and written
+// in place when row-major (the usual case: nhwc_values leaves attention tensors so); a 4-D NHWC operand is staged
+// through the scratch block. The bias M is read through broadcast strides.
+#include <algorithm>
+
+#include "nn/cuda/layer.hpp"
+
+namespace sluice::nn::cuda {
+namespace {
+
+std::size_t align256(std::size_t b) { return (b + 255) / 256 * 256; }
+
+class AttentionLayer : public Layer {
+ public:
+  AttentionLayer(const Node& node, BuildContext& ctx) : Layer(node), values_(ctx.values) {
+    const auto fail = [&](const std::string& what) {
+      throw ModelError(ctx.graph.source + ": " + node.where() + ": " + what);
+    };
+    if (node.inputs.size() < 3) fail("expects Q, K, V[, M]");
+    q_ = ctx.values.id(node.inputs[0]);
+    k_ = ctx.values.id(node.inputs[1]);
+    v_ = ctx.values.id(node.inputs[2]);
+    if (node.inputs.size() > 3 && !node.inputs[3].empty()) mask_ = ctx.values.id(node.inputs[3]);
+    y_ = ctx.values.id(node.outputs.at(0));
+    for (int id : {q_, k_, v_, mask_})
+      if (id >= 0 && values_.slot(id).constant) ctx.constant(values_.slot(id).name);
+    const Shape &q = values_.slot(q_).shape, &k = values_.slot(k_).shape, &v = values_.slot(v_).shape;
+    const std::size_t rank = q.size();
+    if (rank < 3 || rank > kMaxRank || k.size() != rank || v.size() != rank) fail("Q, K and V need one rank, 3 to 6");
+    if (!std::equal(q.begin(), q.end() - 2, k.begin()) || !std::equal(q.begin(), q.end() - 2, v.begin()))
+      fail("Q, K and V must have the same leading dims");
+    if (k[rank - 1] != q[rank - 1] || v[rank - 2] != k[rank - 2]) fail("K must be [.., S, d] and V [.., S, dv]");
+    if (v[rank - 1] > 256) fail("value depth above 256");
+    if (mask_ >= 0 && values_.slot(mask_).shape.size() > rank) fail("the bias has more dims than the scores");
+    for (std::int64_t n : {element_count(Shape(q.begin(), q.end() - 2)), q[rank - 2], k[rank - 2], q[rank - 1]})
+      if (n > 0x7fffffff) fail("a dim above 2^31");
+    scale_ = node.attrs.f("scale", 1.f);
+  }
+
+  std::string partial_batch_problem() const override {
+    return mask_ >= 0 && values_.slot(mask_).batched ? "an attention bias with a batch dimension" : "";
+  }
+
+  std::size_t scratch_bytes() const override {
+    std::size_t total = 0;
+    for (int id : {q_, k_, v_, y_})
+      if (values_.slot(id).nhwc) total += align256(values_.slot(id).bytes);
+    return total;
+  }
+
+  void run(const RunContext& ctx) override {
+    auto* scratch = static_cast<std::byte*>(ctx.scratch);
+    auto row_major = [](View v) {
+      for (int i = v.rank - 1, s = 1; i >= 0; --i) {
+        v.stride[i] = s;
+        s *= static_cast<int>(v.shape[i]);
+      }
+      v.offset = 0;
+      return v;
+    };
+    auto natural = [&](int id) -> void* {  // the operand in row-major order
+      if (!values_.slot(id).nhwc) return ctx.at(id);
+      void* dst = scratch;
+      scratch += align256(values_.slot(id).bytes);
+      if (id != y_) {
+        const View src = values_.view(id, ctx.count);
+        remap_copy(values_.type(), dst, row_major(src), values_.type(), ctx.at(id), src, ctx.stream);
+      }
+      return dst;
+    };
+    const void *q = natural(q_), *k = natural(k_), *v = natural(v_);
+    void* y = natural(y_);
+    const Shape qs = values_.shape_at(q_, ctx.count), ks = values_.shape_at(k_, ctx.count),
+                vs = values_.shape_at(v_, ctx.count);
+    const std::size_t rank = qs.size();
+    AttentionShape s;
+    s.batches = static_cast<int>(element_count(Shape(qs.begin(), qs.end() - 2)));
+    s.rows = static_cast<int>(qs[rank - 2]);
+    s.depth = static_cast<int>(qs[rank - 1]);
+    s.keys = static_cast<int>(ks[rank - 2]);
+    s.value_depth = static_cast<int>(vs[rank - 1]);
+    s.scale = scale_;
+    s.batch_rank = static_cast<int>(rank - 2);
+    for (std::size_t d = 0; d + 2 < rank; ++d) s.batch_shape[d] = static_cast<int>(qs[d]);
+    const void* mask = nullptr;
+    if (mask_ >= 0) {  // numpy broadcasting of M against [batch dims, T, S], right-aligned
+      const View m = values_.view(mask_, ctx.count);
+      const int lead = static_cast<int>(rank) - m.rank;
+      std::int64_t stride[kMaxRank] = {};
+      for (int d = 0; d < m.rank; ++d) stride[lead + d] = m.shape[d] == 1 ? 0 : m.stride[d];
+      for (std::size_t d = 0; d + 2 < rank; ++d) s.mask_batch_stride[d] = stride[d];
+      s.mask_row_stride = stride[rank - 2];
+      s.mask_key_stride = stride[rank - 1];
+      mask = static_cast<const std::byte*>(ctx.at(mask_)) + m.offset * static_cast<std::int64_t>(values_.element_bytes());
+    }
+    attention(values_.type(), y, q, k, v, mask, s, ctx.stream);
+    if (y != ctx.at(y_)) {
+      const View dst = values_.view(y_, ctx.count);
+      remap_copy(values_.type(), ctx.at(y_), dst, values_.type(), y, row_major(dst), ctx.stream);
+    }
+  }
+
+  std::string kernel() const override {
+    AttentionShape s;
+    const Shape &q = values_.slot(q_).shape, &v = values_.slot(v_).shape;
+    s.batches = static_cast<int>(element_count(Shape(q.begin(), q.end() - 2)));
+    s.depth = static_cast<int>(q.back());
+    s.value_depth = static_cast<int>(v.back());
+    return attention_uses_tensor_cores(values_.type(), s) ? "fused attention (tensor cores)"
+                                                          : "fused attention (CUDA cores)";
+  }
+
+ private:
+  const ValueTable& values_;
+  int q_ = -1, k_ = -1, v_ = -1, mask_ = -1, y_ = -1;
+  float scale_ = 1.f;
+};
+
+}  // namespace
+
+std::unique_ptr<Layer> make_attention(const Node& node, BuildContext& ctx) {
+  return std::make_unique<AttentionLayer>(node, ctx);
+}
+
+}  // namespace sluice::nn::cuda

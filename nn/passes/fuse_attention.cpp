@@ -1,0 +1,168 @@
+// Scaled dot-product attention as exporters write it becomes one Attention node (nn/graph.hpp):
+//   MatMul(Q', Kt) [-> Mul or Div by a scalar] [-> Add M] -> Softmax(last axis) -> MatMul(., V)
+// where Q' is Q or Q times/over a scalar and Kt is K's transpose (a Transpose swapping the last two dims of
+// K, possibly composed with a head split, as nn.MultiheadAttention exports it; or a Transpose or run-time value
+// that gets one). The scalars multiply into the node's "scale"; M is any additive bias or mask that broadcasts
+// to the scores (Swin's relative position bias, DETR's padding mask). Every swallowed value must have no other
+// reader and be no graph output; Q, K and V must have the same leading (batch) dims.
+#include <cmath>
+#include <numeric>
+#include <optional>
+
+#include "nn/passes/pass_support.hpp"
+
+namespace sluice::nn::passes {
+namespace {
+
+class AttentionFuser {
+ public:
+  explicit AttentionFuser(Graph& g) : g_(g), consumers_(consumer_counts(g)), removed_(g.nodes.size(), false) {
+    for (std::size_t i = 0; i < g_.nodes.size(); ++i)
+      for (const auto& out : g_.nodes[i].outputs) producer_[out] = i;
+  }
+
+  void run() {
+    for (std::size_t i = 0; i < g_.nodes.size(); ++i)
+      if (!removed_[i] && g_.nodes[i].op == "Softmax") try_fuse(i);
+    std::vector<Node> out;
+    for (std::size_t i = 0; i < g_.nodes.size(); ++i) {
+      for (auto& n : before_[i]) out.push_back(std::move(n));
+      if (!removed_[i]) out.push_back(std::move(g_.nodes[i]));
+    }
+    g_.nodes = std::move(out);
+  }
+
+ private:
+  std::optional<std::size_t> swallowable_producer(const std::string& value, const char* op) const {
+    auto it = producer_.find(value);
+    if (it == producer_.end() || removed_[it->second] || g_.nodes[it->second].op != op) return std::nullopt;
+    if (!has_single_use(g_, consumers_, value)) return std::nullopt;
+    return it->second;
+  }
+  std::optional<float> scalar(const std::string& value) const {
+    if (!g_.is_constant(value)) return std::nullopt;
+    const Tensor& t = g_.constants.at(value);
+    if (t.elements() != 1 || t.type != ElementType::f32) return std::nullopt;
+    return t.f32[0];
+  }
+  // If `value` is made by a Mul or Div by a scalar that may be swallowed: its other input and the factor.
+  std::optional<std::pair<std::string, float>> scaled(const std::string& value, std::vector<std::size_t>& taken) const {
+    for (const char* op : {"Mul", "Div"}) {
+      const auto p = swallowable_producer(value, op);
+      if (!p) continue;
+      const Node& n = g_.nodes[*p];
+      for (std::size_t side = 0; side < 2; ++side) {
+        const auto s = scalar(n.inputs[side]);
+        if (!s || g_.is_constant(n.inputs[1 - side]) || (op[0] == 'D' && side == 0) || *s == 0.f) continue;
+        taken.push_back(*p);
+        return std::make_pair(n.inputs[1 - side], op[0] == 'M' ? *s : 1.f / *s);
+      }
+    }
+    return std::nullopt;
+  }
+  static bool same_batch_dims(const Shape& a, const Shape& b) {
+    return a.size() == b.size() && std::equal(a.begin(), a.end() - 2, b.begin());
+  }
+
+  void try_fuse(std::size_t softmax) {
+    const Node& sm = g_.nodes[softmax];
+    const std::string& probs = sm.outputs[0];
+    const Shape& score_shape = g_.shape_of(probs);
+    const auto rank = static_cast<std::int64_t>(score_shape.size());
+    if (rank < 2 || sm.attrs.i("axis", -1) != rank - 1) return;
+    // Softmax -> MatMul(., V), the Softmax's only reader.
+    std::optional<std::size_t> pv;
+    for (std::size_t i = softmax + 1; i < g_.nodes.size() && !pv; ++i)
+      if (!removed_[i] && g_.nodes[i].op == "MatMul" && g_.nodes[i].inputs[0] == probs) pv = i;
+    if (!pv || !has_single_use(g_, consumers_, probs)) return;
+    const std::string v = g_.nodes[*pv].inputs[1];
+    std::vector<std::size_t> taken{softmax, *pv};
+    float scale = 1.f;
+    std::string mask;
+    std::string z = sm.inputs[0];
+    if (const auto add = swallowable_producer(z, "Add")) {  // scores + M
+      const Node& a = g_.nodes[*add];
+      for (std::size_t side = 0; side < 2 && mask.empty(); ++side) {
+        const auto inner = producer_.find(a.inputs[side]);
+        if (inner == producer_.end() || removed_[inner->second]) continue;
+        const std::string& op = g_.nodes[inner->second].op;
+        if (op != "MatMul" && op != "Mul" && op != "Div") continue;
+        if (g_.shape_of(a.inputs[side]) != g_.shape_of(a.outputs[0])) continue;
+        mask = a.inputs[1 - side];
+        z = a.inputs[side];
+      }
+      if (mask.empty()) return;
+      taken.push_back(*add);
+    }
+    if (const auto s = scaled(z, taken)) {
+      scale *= s->second;
+      z = s->first;
+    }
+    const auto qk = swallowable_producer(z, "MatMul");
+    if (!qk) return;
+    taken.push_back(*qk);
+    std::string q = g_.nodes[*qk].inputs[0], kt = g_.nodes[*qk].inputs[1];
+    if (g_.is_constant(q) || g_.is_constant(kt) || g_.is_constant(v)) return;
+    if (const auto s = scaled(q, taken)) {
+      scale *= s->second;
+      q = s->first;
+    }
+    if (const auto s = scaled(kt, taken)) {
+      scale *= s->second;
+      kt = s->first;
+    }
+    const Shape &qs = g_.shape_of(q), &kts = g_.shape_of(kt), &vs = g_.shape_of(v);
+    if (qs.size() < 3 || !same_batch_dims(qs, kts) || !same_batch_dims(qs, vs) || qs.size() != score_shape.size())
+      return;
+    const std::int64_t d = qs.back(), seq = kts.back(), dv = vs.back();
+    if (kts[kts.size() - 2] != d || vs[vs.size() - 2] != seq || d > 256 || dv > 256) return;
+    // K = Kt with its last two dims swapped: undo the exporter's Transpose when it has no other reader.
+    const std::size_t kr = kts.size();
+    std::vector<std::int64_t> perm(kr);
+    std::iota(perm.begin(), perm.end(), 0);
+    std::string k_source = kt;
+    if (const auto t = swallowable_producer(kt, "Transpose")) {
+      perm = g_.nodes[*t].attrs.ints("perm");
+      k_source = g_.nodes[*t].inputs[0];
+      taken.push_back(*t);
+    }
+    std::swap(perm[kr - 1], perm[kr - 2]);
+    std::string k = k_source;
+    std::vector<Node> extra;
+    bool identity = true;
+    for (std::size_t i = 0; i < kr; ++i) identity = identity && perm[i] == static_cast<std::int64_t>(i);
+    if (!identity) {
+      k = kt + "/as_keys";
+      for (int i = 1; g_.shapes.count(k); ++i) k = kt + "/as_keys_" + std::to_string(i);
+      Node transpose{k, "Transpose", {k_source}, {k}, {}};
+      transpose.attrs.values["perm"] = perm;
+      Shape ks = kts;
+      std::swap(ks[kr - 1], ks[kr - 2]);
+      g_.shapes[k] = ks;
+      extra.push_back(std::move(transpose));
+    }
+    const Node& last = g_.nodes[*pv];
+    Node attention{last.name + "/Attention", "Attention", {q, k, v, mask}, {last.outputs[0]}, {}};
+    attention.attrs.values["scale"] = scale;
+    g_.rewrites.push_back("fused " + std::to_string(taken.size()) + " nodes from " + g_.nodes[*qk].where() + " to " +
+                          last.where() + " into " + attention.where() + " (scale " + std::to_string(scale) +
+                          (mask.empty() ? "" : ", bias '" + mask + "'") + ")");
+    for (std::size_t i : taken) removed_[i] = true;
+    // It runs where the final MatMul did (every input exists by then; every reader of its output comes later).
+    removed_[*pv] = false;
+    before_[*pv] = std::move(extra);
+    g_.nodes[*pv] = std::move(attention);
+  }
+
+  Graph& g_;
+  std::map<std::string, int> consumers_;
+  std::map<std::string, std::size_t> producer_;
+  std::vector<bool> removed_;
+  std::map<std::size_t, std::vector<Node>> before_;  // nodes that run just before node i (K's new Transpose)
+};
+
+}  // namespace
+
+void fuse_attention(Graph& g) { AttentionFuser(g).run(); }
+
+}  // namespace sluice::nn::passes
