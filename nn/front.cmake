@@ -6,6 +6,7 @@ list(APPEND SLUICE_NN_SOURCES
   nn/passes/prepare.cpp
   nn/passes/bind_batch.cpp
   nn/passes/lower.cpp
+  nn/passes/decompose.cpp
   nn/passes/canonicalize.cpp
   nn/passes/shape_inference.cpp
   nn/passes/fold_constants.cpp

@@ -116,7 +116,9 @@ const std::vector<std::string>& supported_onnx_ops() {
         "Transpose", "Squeeze", "Unsqueeze", "Gemm", "MatMul", "Concat", "Split", "Slice", "Softmax", "Resize",
         "Upsample", "Pad", "Erf", "Sqrt", "Exp", "Log", "Neg", "Abs", "Reciprocal", "Floor", "Ceil", "Pow", "Max",
         "Min", "ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceL1", "ReduceL2", "ReduceSumSquare",
-        "ReduceProd", "LayerNormalization",
+        "ReduceProd", "LayerNormalization", "LogSoftmax", "ArgMax", "ArgMin", "TopK",
+        // rewritten by prepare() into ops above (nn/passes/decompose.cpp)
+        "DepthToSpace", "SpaceToDepth", "Tile", "InstanceNormalization",
         // removed or folded by prepare() (the comparisons, logic, Where, Expand, Range, Mod, ScatterND only on constants)
         "Identity", "Dropout", "Constant", "Shape", "Gather", "Cast", "ConstantOfShape", "Equal", "Less", "Greater",
         "LessOrEqual", "GreaterOrEqual", "And", "Or", "Not", "Where", "Expand", "Range", "Mod", "ScatterND"};

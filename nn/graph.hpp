@@ -111,7 +111,8 @@ struct Graph {
 //   Concat           attr axis
 //   Split            attr axis, attr "split" (sizes, concrete)
 //   Slice            one input; attrs "starts", "ends", "steps" (one per dimension, clamped, concrete)
-//   Softmax          attr axis; attr "coerce_2d" (1: opset < 13 semantics, softmax over all dims from axis on)
+//   Softmax, LogSoftmax  attr axis; attr "coerce_2d" (1: opset < 13 semantics, over all dims from axis on);
+//                    the row's maximum is subtracted first; LogSoftmax is x - max - log(sum(exp(x - max)))
 //   Resize           one input; attr "sizes" (concrete output shape), "mode" (nearest | linear),
 //                    "coordinate_transformation_mode", "nearest_mode" (ONNX spellings); 4-D NCHW, H and W only;
 //                    "scales" (4 floats, optional): the model's scales, which the coordinates use when given
@@ -129,6 +130,20 @@ struct Graph {
 //                    one input; attrs "axes" (sorted, non-negative, unique, never empty), "keepdims" (0 | 1)
 //   LayerNormalization  inputs X, Scale (constant), B (constant or ""); attrs axis, epsilon: normalizes over
 //                    the dimensions from axis on; Scale and B broadcast to them; one output
+//   ArgMax, ArgMin   one input; attrs axis, keepdims (0 | 1), select_last_index (0 | 1). One output: indices
+//   TopK             one input; attrs "k" (the constant K, in [1, axis length]), axis, largest (0 | 1), sorted
+//                    (0 | 1; the output is sorted either way). Outputs Values, Indices
+//     Order (nn/ranking.hpp): ties go to the lower index (the higher with select_last_index). NaN: ArgMax and
+//     ArgMin pick it (the first NaN), as numpy and torch; TopK ranks NaN above +inf (as torch.topk).
+//     Index outputs are data like any other: f32 numbers 0, 1, 2, ... (held as f16/bf16 where the engine is),
+//     not int64. So that no index is ever rounded, an engine refuses at build, naming the node, an axis longer
+//     than its element type counts exactly: 2^24 elements (f32, the CPU backend), 2048 (f16), 256 (bf16).
+//     Folded on constants they are i64, exact.
+// DepthToSpace, SpaceToDepth (Reshape, Transpose, Reshape), Tile (Reshape, Mul by a constant of ones, Reshape) and
+// InstanceNormalization (LayerNormalization over the dims from 2 on with scale 1, then BatchNormalization with
+// the scale and B, mean 0, variance 1, epsilon 0) are rewritten into the ops above (nn/passes/decompose.cpp).
+// GroupNormalization is opset 18, beyond the loader's range; exporters at opset <= 17 write it as Reshape,
+// InstanceNormalization, Reshape, Mul, Add, which runs.
 // Equal, Less, Greater, LessOrEqual, GreaterOrEqual, And, Or, Not, Where, Expand, Range, Mod and ScatterND exist
 // only folded.
 // Shapes and data are in ONNX's layout (NCHW for images); a backend may store 4-D values NHWC inside.

@@ -114,7 +114,9 @@ const Arity& arity_of(const std::string& op) {
       {"ReduceSumSquare", {1, 2, 1}}, {"ReduceProd", {1, 2, 1}}, {"LayerNormalization", {2, 3, 3}},
       {"Equal", {2, 2, 1}}, {"Less", {2, 2, 1}}, {"Greater", {2, 2, 1}}, {"LessOrEqual", {2, 2, 1}},
       {"GreaterOrEqual", {2, 2, 1}}, {"And", {2, 2, 1}}, {"Or", {2, 2, 1}}, {"Not", {1, 1, 1}},
-      {"Where", {3, 3, 1}}, {"Expand", {2, 2, 1}}, {"Range", {3, 3, 1}}, {"Mod", {2, 2, 1}}, {"ScatterND", {3, 3, 1}}};
+      {"Where", {3, 3, 1}}, {"Expand", {2, 2, 1}}, {"Range", {3, 3, 1}}, {"Mod", {2, 2, 1}}, {"ScatterND", {3, 3, 1}},
+      {"DepthToSpace", {1, 1, 1}}, {"SpaceToDepth", {1, 1, 1}}, {"Tile", {2, 2, 1}}, {"LogSoftmax", {1, 1, 1}},
+      {"ArgMax", {1, 1, 1}}, {"ArgMin", {1, 1, 1}}, {"TopK", {2, 2, 2}}, {"InstanceNormalization", {3, 3, 1}}};
   return arities.at(op);  // every supported op is listed (a test checks)
 }
 

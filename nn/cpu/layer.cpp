@@ -100,6 +100,10 @@ std::unique_ptr<Layer> make_layer(const Graph& graph, const Node& node, const La
       {"Pad", make_pad},
       {"Resize", make_resize},
       {"Softmax", make_softmax},
+      {"LogSoftmax", make_softmax},
+      {"ArgMax", make_arg_extreme},
+      {"ArgMin", make_arg_extreme},
+      {"TopK", make_top_k},
       {"LayerNormalization", make_layer_normalization},
       {"Attention", make_attention},
   };

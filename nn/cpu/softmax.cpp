@@ -1,4 +1,5 @@
-// Softmax along one axis, or (coerce_2d, opset < 13) over all dimensions from the axis on.
+// Softmax and LogSoftmax along one axis, or (coerce_2d, opset < 13) over all dimensions from the axis on; the
+// maximum is subtracted first, so large inputs do not overflow exp.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -12,8 +13,8 @@ namespace {
 // outer x length x inner: softmax over `length` elements at distance `inner`.
 class SoftmaxLayer final : public Layer {
  public:
-  SoftmaxLayer(std::int64_t outer, std::int64_t length, std::int64_t inner)
-      : outer_(outer), length_(length), inner_(inner) {}
+  SoftmaxLayer(std::int64_t outer, std::int64_t length, std::int64_t inner, bool log)
+      : outer_(outer), length_(length), inner_(inner), log_(log) {}
 
   void run(const float* const* in, float* const* out, float*) const override {
     for (std::int64_t o = 0; o < outer_; ++o) {
@@ -28,6 +29,11 @@ class SoftmaxLayer final : public Layer {
           y[k * inner_] = e;
           sum += e;
         }
+        if (log_) {  // x - max - log(sum), from x: the log of an exp that underflowed to 0 would be -inf
+          const float log_sum = std::log(sum);
+          for (std::int64_t k = 0; k < length_; ++k) y[k * inner_] = (x[k * inner_] - max) - log_sum;
+          continue;
+        }
         const float scale = 1.0f / sum;
         for (std::int64_t k = 0; k < length_; ++k) y[k * inner_] *= scale;
       }
@@ -36,6 +42,7 @@ class SoftmaxLayer final : public Layer {
 
  private:
   std::int64_t outer_, length_, inner_;
+  bool log_;
 };
 
 }  // namespace
@@ -51,8 +58,10 @@ std::unique_ptr<Layer> make_softmax(const LayerContext& ctx) {
     ctx.fail("axis " + std::to_string(axis) + " is outside [0, " + std::to_string(x.size()) + ")");
   const auto split = x.begin() + axis;
   const std::int64_t outer = element_count(Shape(x.begin(), split));
-  if (ctx.attrs().i("coerce_2d", 0) != 0) return std::make_unique<SoftmaxLayer>(outer, element_count(Shape(split, x.end())), 1);
-  return std::make_unique<SoftmaxLayer>(outer, *split, element_count(Shape(split + 1, x.end())));
+  const bool log = ctx.node().op == "LogSoftmax";
+  if (ctx.attrs().i("coerce_2d", 0) != 0)
+    return std::make_unique<SoftmaxLayer>(outer, element_count(Shape(split, x.end())), 1, log);
+  return std::make_unique<SoftmaxLayer>(outer, *split, element_count(Shape(split + 1, x.end())), log);
 }
 
 }  // namespace sluice::nn::cpu

@@ -1,5 +1,6 @@
 // Layers that run the backend's own kernels (kernels.cuh): activations, elementwise math, broadcasting arithmetic,
-// reductions, layer norm, standalone batch norm, pools, data movement (reshape, transpose, concat, split, slice, pad), softmax and resize.
+// reductions, layer norm, standalone batch norm, pools, data movement (reshape, transpose, concat, split, slice, pad),
+// softmax and log softmax, resize, ArgMax/ArgMin/TopK.
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -508,11 +509,12 @@ class SoftmaxLayer : public Layer {
     y_ = ctx.values.id(node.outputs.at(0));
     axis_ = static_cast<int>(node.attrs.i("axis", -1));
     coerce_ = node.attrs.i("coerce_2d", 0) != 0;
+    log_ = node.op == "LogSoftmax";
     const int rank = static_cast<int>(values_.slot(x_).shape.size());
     if (axis_ < 0 || axis_ >= rank) throw ModelError(fail(ctx, node, "axis out of range"));
   }
   std::string partial_batch_problem() const override {
-    return axis_ == 0 && values_.slot(x_).batched ? "Softmax over the batch dimension" : "";
+    return axis_ == 0 && values_.slot(x_).batched ? op() + " over the batch dimension" : "";
   }
   void run(const RunContext& ctx) override {
     const Shape s = values_.shape_at(x_, ctx.count);
@@ -531,14 +533,86 @@ class SoftmaxLayer : public Layer {
         inner *= s[static_cast<std::size_t>(d)];
       }
     }
-    softmax(values_.type(), ctx.at(y_), ctx.at(x_), outer, len, inner, ctx.stream);
+    softmax(values_.type(), ctx.at(y_), ctx.at(x_), outer, len, inner, log_, ctx.stream);
   }
-  std::string kernel() const override { return "softmax"; }
+  std::string kernel() const override { return log_ ? "log softmax" : "softmax"; }
 
  private:
   const ValueTable& values_;
   int x_, y_, axis_;
-  bool coerce_ = false;
+  bool coerce_ = false, log_ = false;
+};
+
+// The longest axis whose positions the element type holds exactly (nn/ranking.hpp).
+std::int64_t exact_index_axis(DType type) {
+  switch (type) {
+    case DType::f16: return kExactIndexAxisF16;
+    case DType::bf16: return kExactIndexAxisBf16;
+    default: return kExactIndexAxisF32;
+  }
+}
+
+// ArgMax, ArgMin (one output: indices) and TopK (values, indices) along the canonical "axis".
+class RankingLayer : public Layer {
+ public:
+  RankingLayer(const Node& node, BuildContext& ctx) : Layer(node), values_(ctx.values) {
+    x_ = ctx.values.id(node.inputs.at(0));
+    const bool top_k = node.op == "TopK";
+    if (node.outputs.size() != (top_k ? 2u : 1u)) throw ModelError(fail(ctx, node, "has the wrong number of outputs"));
+    if (top_k) values_out_ = ctx.values.id(node.outputs[0]);
+    indices_ = ctx.values.id(node.outputs.back());
+    const Shape& xs = values_.slot(x_).shape;
+    axis_ = static_cast<int>(node.attrs.i("axis", -1));
+    if (axis_ < 0 || axis_ >= static_cast<int>(xs.size())) throw ModelError(fail(ctx, node, "axis out of range"));
+    if (xs.size() > kMaxRank) throw ModelError(fail(ctx, node, "more than 6 dimensions"));
+    const std::int64_t length = xs[static_cast<std::size_t>(axis_)], limit = exact_index_axis(values_.type());
+    if (length > limit)
+      throw ModelError(fail(ctx, node, "the axis has " + std::to_string(length) + " elements, but this engine holds " +
+                                           "indices as " + std::string(to_string(values_.type())) +
+                                           " data, whose integers are exact only up to " + std::to_string(limit) +
+                                           "; the indices would be wrong (build the engine at a wider precision)"));
+    keepdims_ = top_k || node.attrs.i("keepdims", 1) != 0;
+    if (top_k) {
+      k_ = node.attrs.i("k", 0);
+      if (k_ < 1 || k_ > length) throw ModelError(fail(ctx, node, "k is outside [1, the axis length]"));
+      order_ = top_k_order(node.attrs.i("largest", 1) != 0);
+    } else {
+      order_ = arg_extreme_order(node.op == "ArgMax", node.attrs.i("select_last_index", 0) != 0);
+    }
+  }
+  std::string partial_batch_problem() const override {
+    return axis_ == 0 && values_.slot(x_).batched ? op() + " along the batch dimension" : "";
+  }
+  void run(const RunContext& ctx) override {
+    const View x = values_.view(x_, ctx.count), indices = values_.view(indices_, ctx.count);
+    const View out_values = values_out_ >= 0 ? values_.view(values_out_, ctx.count) : indices;
+    AxisRows r;
+    r.length = x.shape[axis_];
+    r.x_axis_stride = x.stride[axis_];
+    r.values_axis_stride = keepdims_ ? out_values.stride[axis_] : 0;
+    r.indices_axis_stride = keepdims_ ? indices.stride[axis_] : 0;
+    for (int d = 0; d < x.rank; ++d) {
+      if (d == axis_) continue;
+      const int at_out = keepdims_ || d < axis_ ? d : d - 1;  // without keepdims the outputs lack the axis
+      r.shape[r.rank] = x.shape[d];
+      r.x_stride[r.rank] = x.stride[d];
+      r.values_stride[r.rank] = out_values.stride[at_out];
+      r.indices_stride[r.rank] = indices.stride[at_out];
+      ++r.rank;
+    }
+    if (values_out_ >= 0)
+      top_k(values_.type(), ctx.at(values_out_), ctx.at(indices_), ctx.at(x_), r, k_, order_, ctx.stream);
+    else
+      arg_extreme(values_.type(), ctx.at(indices_), ctx.at(x_), r, order_, ctx.stream);
+  }
+  std::string kernel() const override { return values_out_ >= 0 ? "top k (rank count)" : "arg extreme"; }
+
+ private:
+  const ValueTable& values_;
+  int x_, values_out_ = -1, indices_, axis_;
+  bool keepdims_ = true;
+  std::int64_t k_ = 0;
+  RankOrder order_;
 };
 
 class ResizeLayer : public Layer {
@@ -606,7 +680,8 @@ std::unique_ptr<Layer> make_kernel_layer(const Node& node, BuildContext& ctx) {
   if (op == "Transpose") return std::make_unique<TransposeLayer>(node, ctx);
   if (op == "Concat" || op == "Split" || op == "Slice") return std::make_unique<PiecesLayer>(node, ctx);
   if (op == "Pad") return std::make_unique<PadLayer>(node, ctx);
-  if (op == "Softmax") return std::make_unique<SoftmaxLayer>(node, ctx);
+  if (op == "Softmax" || op == "LogSoftmax") return std::make_unique<SoftmaxLayer>(node, ctx);
+  if (op == "ArgMax" || op == "ArgMin" || op == "TopK") return std::make_unique<RankingLayer>(node, ctx);
   if (op == "Resize") return std::make_unique<ResizeLayer>(node, ctx);
   if (op == "Attention") return make_attention(node, ctx);
   throw ModelError(ctx.graph.source + ": " + node.where() + ": the CUDA backend does not run this op (not in the "

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "nn/elementwise_math.hpp"
+#include "nn/ranking.hpp"
 #include "runtime/format.hpp"
 
 struct CUstream_st;
@@ -130,8 +131,34 @@ struct ResizeParams {
 // NHWC resize of H and W.
 void resize(DType type, const ResizeParams& p, void* y, const void* x, cudaStream_t stream);
 
-// Softmax over `len` elements spaced `inner` apart, for each of outer * inner rows (contiguous [outer, len, inner]).
-void softmax(DType type, void* y, const void* x, std::int64_t outer, std::int64_t len, std::int64_t inner,
+// Softmax (or, with `log`, LogSoftmax) over `len` elements spaced `inner` apart, for each of outer * inner rows
+// (contiguous [outer, len, inner]).
+void softmax(DType type, void* y, const void* x, std::int64_t outer, std::int64_t len, std::int64_t inner, bool log,
              cudaStream_t stream);
+
+// The rows of ArgMax, ArgMin and TopK: every index of the `rank` other dimensions names a row of `length` elements
+// along the axis. Each dimension has its stride in x and in the two outputs (values, indices); along the axis x's
+// elements are x_axis_stride apart and the outputs' values_axis_stride / indices_axis_stride.
+struct AxisRows {
+  int rank = 0;
+  std::int64_t shape[kMaxRank] = {}, x_stride[kMaxRank] = {}, values_stride[kMaxRank] = {},
+               indices_stride[kMaxRank] = {};
+  std::int64_t length = 0, x_axis_stride = 0, values_axis_stride = 0, indices_axis_stride = 0;
+  std::int64_t rows() const {
+    std::int64_t n = 1;
+    for (int d = 0; d < rank; ++d) n *= shape[d];
+    return n;
+  }
+};
+
+// ArgMax/ArgMin: indices[row] = the position of the row's first element in `order` (nn/ranking.hpp), written as a
+// number of the element type (exact while length <= the type's kExactIndexAxis*, which the caller checks).
+void arg_extreme(DType type, void* indices, const void* x, const AxisRows& rows, RankOrder order, cudaStream_t stream);
+
+// TopK: the row's first k elements in `order` and their positions, sorted. Each element's rank is counted
+// against the whole row (one thread an element, length^2 comparisons a row: meant for detection-head axes of up
+// to some 10^5 elements, not for sorting millions).
+void top_k(DType type, void* values, void* indices, const void* x, const AxisRows& rows, std::int64_t k,
+           RankOrder order, cudaStream_t stream);
 
 }  // namespace sluice::nn::cuda

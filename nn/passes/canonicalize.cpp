@@ -379,12 +379,44 @@ Node slice(const Node& n, const Graph& g) {
 
 Node softmax(const Node& n, const Graph& g) {
   const auto rank = static_cast<std::int64_t>(input_shape(g, n, 0).size());
-  const bool legacy = g.opset < 13;  // before opset 13 Softmax flattens to 2-D at axis (default 1)
+  const bool legacy = g.opset < 13;  // before opset 13 (Log)Softmax flattens to 2-D at axis (default 1)
   const std::int64_t axis = normalize_axis(g, n, n.attrs.i("axis", legacy ? 1 : -1), rank);
   Attributes a;
   a.values["axis"] = axis;
   a.values["coerce_2d"] = std::int64_t{legacy && axis != rank - 1};  // the last axis means the same either way
-  return respelled(n, "Softmax", {n.inputs[0]}, std::move(a));
+  return respelled(n, n.op, {n.inputs[0]}, std::move(a));  // Softmax or LogSoftmax
+}
+
+// ArgMax/ArgMin: axis non-negative, keepdims and select_last_index written out as 0 or 1.
+Node arg_extreme(const Node& n, const Graph& g) {
+  const Shape& x = input_shape(g, n, 0);
+  if (x.empty()) fail(g, n, "needs an input with at least one dimension");
+  const std::int64_t axis = normalize_axis(g, n, n.attrs.i("axis", 0), static_cast<std::int64_t>(x.size()));
+  if (x[static_cast<std::size_t>(axis)] == 0) fail(g, n, "axis " + std::to_string(axis) + " of " + to_string(x) + " is empty");
+  Attributes a;
+  a.values["axis"] = axis;
+  a.values["keepdims"] = std::int64_t{n.attrs.i("keepdims", 1) != 0};
+  a.values["select_last_index"] = std::int64_t{n.attrs.i("select_last_index", 0) != 0};
+  return respelled(n, n.op, {n.inputs[0]}, std::move(a));
+}
+
+// TopK: K from its (constant) input to attribute "k", in [1, the axis length]; largest and sorted written out.
+Node top_k(const Node& n, const Graph& g) {
+  const Shape& x = input_shape(g, n, 0);
+  if (x.empty()) fail(g, n, "needs an input with at least one dimension");
+  const std::int64_t axis = normalize_axis(g, n, n.attrs.i("axis", -1), static_cast<std::int64_t>(x.size()));
+  const Ints k = constant_ints(g, n, 1, "K");
+  const std::int64_t length = x[static_cast<std::size_t>(axis)];
+  if (k.size() != 1 || k[0] < 1 || k[0] > length)
+    fail(g, n, "K [" + join_ints(k) + "] must be one value in [1, " + std::to_string(length) + "] (axis " +
+                   std::to_string(axis) + " of " + to_string(x) + ")");
+  if (n.outputs.size() != 2) fail(g, n, "needs outputs Values and Indices");
+  Attributes a;
+  a.values["k"] = k[0];
+  a.values["axis"] = axis;
+  a.values["largest"] = std::int64_t{n.attrs.i("largest", 1) != 0};
+  a.values["sorted"] = std::int64_t{n.attrs.i("sorted", 1) != 0};
+  return respelled(n, n.op, {n.inputs[0]}, std::move(a));
 }
 
 // `scales` (empty when the model gave sizes) is kept as an attribute: ONNX maps coordinates with the model's
@@ -572,7 +604,9 @@ Node canonicalize(const Node& node, const Graph& g, const std::set<std::string>&
   if (op == "Concat") return concat(node, g);
   if (op == "Split") return split(node, g);
   if (op == "Slice") return slice(node, g);
-  if (op == "Softmax") return softmax(node, g);
+  if (op == "Softmax" || op == "LogSoftmax") return softmax(node, g);
+  if (op == "ArgMax" || op == "ArgMin") return arg_extreme(node, g);
+  if (op == "TopK") return top_k(node, g);
   if (op == "Resize") return resize(node, g);
   if (op == "Upsample") return upsample(node, g);
   if (op == "Pad") return pad(node, g);

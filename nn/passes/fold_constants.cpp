@@ -4,11 +4,13 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <numeric>
 #include <optional>
 
 #include "kernels/half.hpp"
 #include "nn/elementwise_math.hpp"
 #include "nn/passes/pass_support.hpp"
+#include "nn/ranking.hpp"
 #include "runtime/checked_math.hpp"
 
 namespace sluice::nn::passes {
@@ -314,7 +316,8 @@ const std::vector<float>& floats(const Graph& g, const Node& n, std::size_t inde
   return t.f32;
 }
 
-Tensor softmax(const Graph& g, const Node& n) {
+// Softmax, or its logarithm (LogSoftmax).
+Tensor softmax(const Graph& g, const Node& n, bool log) {
   Tensor out = constant(g, n, 0);
   out.f32 = floats(g, n, 0);
   const auto axis = static_cast<std::size_t>(n.attrs.i("axis", 0));
@@ -328,10 +331,66 @@ Tensor softmax(const Graph& g, const Node& n) {
       auto at = [&](std::int64_t k) -> float& { return out.f32[static_cast<std::size_t>((o * dim + k) * inner + i)]; };
       float top = -INFINITY, sum = 0.f;
       for (std::int64_t k = 0; k < dim; ++k) top = std::max(top, at(k));
-      for (std::int64_t k = 0; k < dim; ++k) sum += (at(k) = std::exp(at(k) - top));
-      for (std::int64_t k = 0; k < dim; ++k) at(k) /= sum;
+      for (std::int64_t k = 0; k < dim; ++k) sum += std::exp(at(k) - top);
+      const float log_sum = std::log(sum);  // log softmax = x - max - log(sum): no log of an underflowed 0
+      for (std::int64_t k = 0; k < dim; ++k) at(k) = log ? at(k) - top - log_sum : std::exp(at(k) - top) / sum;
     }
   return out;
+}
+
+// The rows along `axis` of a constant: outer x length x inner, as Softmax's (without coerce_2d).
+struct AxisRows {
+  std::int64_t outer, length, inner;
+};
+AxisRows rows_along(const Shape& s, std::int64_t axis) {
+  const auto split = s.begin() + static_cast<std::ptrdiff_t>(axis);
+  return {element_count(Shape(s.begin(), split)), *split, element_count(Shape(split + 1, s.end()))};
+}
+
+std::vector<double> as_doubles(const Tensor& t);
+
+// ArgMax/ArgMin of a constant (integer data too), as i64 indices (nn/ranking.hpp's order).
+Tensor arg_extreme(const Graph& g, const Node& n, const Shape& out_shape) {
+  const Tensor& x = constant(g, n, 0);
+  const std::vector<double> v = as_doubles(x);
+  const RankOrder order = arg_extreme_order(n.op == "ArgMax", n.attrs.i("select_last_index", 0) != 0);
+  const AxisRows r = rows_along(x.shape, n.attrs.i("axis", 0));
+  Tensor out = empty_like(ElementType::i64, out_shape);
+  for (std::int64_t o = 0; o < r.outer; ++o)
+    for (std::int64_t i = 0; i < r.inner; ++i) {
+      auto at = [&](std::int64_t k) { return static_cast<float>(v[static_cast<std::size_t>((o * r.length + k) * r.inner + i)]); };
+      std::int64_t best = 0;
+      for (std::int64_t k = 1; k < r.length; ++k)
+        if (comes_before(at(k), k, at(best), best, order)) best = k;
+      out.i64[static_cast<std::size_t>(o * r.inner + i)] = best;
+    }
+  return out;
+}
+
+// TopK of a constant: Values (the input's type) and Indices (i64), sorted.
+std::vector<Tensor> top_k(const Graph& g, const Node& n, const Shape& out_shape) {
+  const Tensor& x = constant(g, n, 0);
+  const RankOrder order = top_k_order(n.attrs.i("largest", 1) != 0);
+  const std::int64_t k = n.attrs.i("k", 1);
+  const AxisRows r = rows_along(x.shape, n.attrs.i("axis", 0));
+  const std::vector<double> v = as_doubles(x);
+  Tensor values = empty_like(x.type, out_shape), indices = empty_like(ElementType::i64, out_shape);
+  std::vector<std::int64_t> row(static_cast<std::size_t>(r.length));
+  for (std::int64_t o = 0; o < r.outer; ++o)
+    for (std::int64_t i = 0; i < r.inner; ++i) {
+      auto offset = [&](std::int64_t at) { return static_cast<std::size_t>((o * r.length + at) * r.inner + i); };
+      std::iota(row.begin(), row.end(), 0);
+      std::stable_sort(row.begin(), row.end(), [&](std::int64_t a, std::int64_t b) {
+        return comes_before(static_cast<float>(v[offset(a)]), a, static_cast<float>(v[offset(b)]), b, order);
+      });
+      for (std::int64_t j = 0; j < k; ++j) {
+        const auto to = static_cast<std::size_t>((o * k + j) * r.inner + i);
+        indices.i64[to] = row[static_cast<std::size_t>(j)];
+        if (x.type == ElementType::f32) values.f32[to] = x.f32[offset(row[static_cast<std::size_t>(j)])];
+        else values.i64[to] = x.i64[offset(row[static_cast<std::size_t>(j)])];
+      }
+    }
+  return {std::move(values), std::move(indices)};
 }
 
 Tensor gemm(const Graph& g, const Node& n, const Shape& out_shape) {
@@ -670,7 +729,9 @@ std::vector<Tensor> evaluate(const Node& n, const Graph& g) {
   if (op == "Relu" || op == "Sigmoid" || op == "Tanh" || op == "HardSwish" || op == "LeakyRelu" ||
       op == "HardSigmoid" || op == "Clip")
     return {unary(g, n)};
-  if (op == "Softmax") return {softmax(g, n)};
+  if (op == "Softmax" || op == "LogSoftmax") return {softmax(g, n, op == "LogSoftmax")};
+  if (op == "ArgMax" || op == "ArgMin") return {arg_extreme(g, n, shapes[0])};
+  if (op == "TopK") return top_k(g, n, shapes[0]);
   if (op == "Gemm") return {gemm(g, n, shapes[0])};
   if (op == "MatMul") return {matmul(g, n, shapes[0])};
   if (op == "BatchNormalization") return {batchnorm(g, n)};

@@ -55,6 +55,7 @@ class Sweep {
     if (passes_data_through(node, g_)) return remove_pass_through(node);
     if (node.op == "Shape") return fold_shape(node);
     if (node.op == "Gather" && !g_.is_constant(node.inputs[0])) return lower_data_gather(node);
+    if (auto parts = decompose(node, g_)) return visit_parts(node, *parts);
 
     const Node canonical = canonicalize(node, g_, used_);
     const bool all_constant = std::all_of(canonical.inputs.begin(), canonical.inputs.end(),
@@ -153,6 +154,13 @@ class Sweep {
     reshape.inputs = {slice.outputs[0], constant("shape", kept)};
     reshape.outputs = {out};
     visit(reshape);
+  }
+
+  void visit_parts(const Node& node, const std::vector<Node>& parts) {
+    std::string ops;
+    for (const Node& part : parts) ops += (ops.empty() ? "" : ", ") + part.op;
+    g_.rewrites.push_back("rewrote " + node.where() + " as " + ops);
+    for (const Node& part : parts) visit(part);
   }
 
   // Identity, Dropout and float-to-float Cast: later readers read the input instead. A graph output keeps

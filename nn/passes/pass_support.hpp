@@ -1,6 +1,7 @@
 #pragma once
 // What the pass files of prepare() share: the passes themselves and small graph queries.
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -16,6 +17,9 @@ void lower(Graph& g);                                                    // lowe
 // `used` holds every value some node or graph output reads (to refuse optional outputs that are used).
 Node canonicalize(const Node& node, const Graph& g, const std::set<std::string>& used);
 std::vector<Shape> infer_shapes(const Node& canonical, const Graph& g);  // shape_inference.cpp
+// decompose.cpp: the nodes (ONNX spelling) that an op made of other ops becomes, adding the constants they need
+// to g; nothing for any other op. The node's inputs must have known shapes.
+std::optional<std::vector<Node>> decompose(const Node& node, Graph& g);
 // The most elements one value may have (2^36 f32 = 256 GiB: more than any machine sluice runs on holds).
 inline constexpr std::int64_t kMaxValueElements = std::int64_t{1} << 36;
 // The most elements a constant folded at prepare time may have (2^25: 128 MiB as f32, 256 MiB as i64), all of

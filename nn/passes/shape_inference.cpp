@@ -188,6 +188,26 @@ Shape gather(const Graph& g, const Node& n) {
   return out;
 }
 
+// ArgMax/ArgMin: the axis becomes 1 or goes. TopK: the axis becomes k, for Values and Indices alike.
+Shape arg_extreme(const Graph& g, const Node& n) {
+  Shape out = in(g, n, 0);
+  const auto axis = static_cast<std::size_t>(n.attrs.i("axis", 0));
+  if (axis >= out.size()) fail(g, n, "axis " + std::to_string(axis) + " is outside " + to_string(out));
+  if (n.attrs.i("keepdims", 1)) out[axis] = 1;
+  else out.erase(out.begin() + static_cast<std::ptrdiff_t>(axis));
+  return out;
+}
+
+std::vector<Shape> top_k(const Graph& g, const Node& n) {
+  Shape out = in(g, n, 0);
+  const auto axis = static_cast<std::size_t>(n.attrs.i("axis", 0));
+  const std::int64_t k = n.attrs.i("k", 0);
+  if (axis >= out.size() || k < 1 || k > out[axis])
+    fail(g, n, "k " + std::to_string(k) + " along axis " + std::to_string(axis) + " does not fit " + to_string(out));
+  out[axis] = k;
+  return {out, out};
+}
+
 Shape reduce(const Graph& g, const Node& n) {
   Shape out = in(g, n, 0);
   const Ints axes = n.attrs.ints("axes");
@@ -238,7 +258,7 @@ std::vector<Shape> infer_shapes(const Node& n, const Graph& g) {
   if (op == "MaxPool" || op == "AveragePool") return {pool(g, n)};
   if (op == "BatchNormalization") return {batchnorm(g, n)};
   if (op == "Relu" || op == "Sigmoid" || op == "Tanh" || op == "HardSwish" || op == "LeakyRelu" ||
-      op == "HardSigmoid" || op == "Clip" || op == "Softmax" || op == "Identity" || op == "Dropout" || op == "Cast")
+      op == "HardSigmoid" || op == "Clip" || op == "Softmax" || op == "LogSoftmax" || op == "Identity" || op == "Dropout" || op == "Cast")
     return {in(g, n, 0)};
   if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Pow" || op == "Max" || op == "Min" ||
       op == "Equal" || op == "Less" || op == "Greater" || op == "LessOrEqual" || op == "GreaterOrEqual" ||
@@ -246,6 +266,8 @@ std::vector<Shape> infer_shapes(const Node& n, const Graph& g) {
     return {broadcast(g, n, in(g, n, 0), in(g, n, 1))};
   if (unary_math_of(op) || op == "LayerNormalization" || op == "Not" || op == "ScatterND") return {in(g, n, 0)};
   if (reduce_math_of(op)) return {reduce(g, n)};
+  if (op == "ArgMax" || op == "ArgMin") return {arg_extreme(g, n)};
+  if (op == "TopK") return top_k(g, n);
   if (op == "Where") return {broadcast(g, n, broadcast(g, n, in(g, n, 0), in(g, n, 1)), in(g, n, 2))};
   if (op == "Expand") return {expand(g, n)};
   if (op == "Range") return {range(g, n)};

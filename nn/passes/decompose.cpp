@@ -1,0 +1,204 @@
+// Ops that are other ops in disguise, rewritten into them so that the backends need nothing new:
+//   DepthToSpace, SpaceToDepth  -> Reshape (6-D), Transpose, Reshape
+//   Tile                        -> Reshape, Mul by a constant of ones that broadcasts each repeat, Reshape
+//   InstanceNormalization       -> LayerNormalization over the spatial dims (scale 1), BatchNormalization as the
+//                                  per-channel scale and bias (mean 0, variance 1, epsilon 0)
+// The parts are written in ONNX spelling; the sweep canonicalizes them (or folds them, on constants) like any node.
+#include <algorithm>
+#include <optional>
+
+#include "nn/passes/pass_support.hpp"
+#include "runtime/checked_math.hpp"
+
+namespace sluice::nn::passes {
+namespace {
+
+using Ints = std::vector<std::int64_t>;
+
+class Parts {
+ public:
+  Parts(const Node& whole, Graph& g) : whole_(whole), g_(g) {}
+
+  // A new constant named after the node's output; a name the graph already has is an error, not a silent reuse.
+  std::string constant(const std::string& role, Tensor t) {
+    const std::string name = whole_.outputs.at(0) + "/" + role;
+    if (g_.constants.count(name) || g_.shapes.count(name)) fail(g_, whole_, "value '" + name + "' exists already");
+    g_.constants[name] = std::move(t);
+    return name;
+  }
+  std::string ints(const std::string& role, Ints values) {
+    Tensor t;
+    t.type = ElementType::i64;
+    t.shape = {static_cast<std::int64_t>(values.size())};
+    t.i64 = std::move(values);
+    return constant(role, std::move(t));
+  }
+  std::string filled(const std::string& role, ElementType type, const Shape& shape, float value) {
+    Tensor t;
+    t.type = type;
+    t.shape = shape;
+    const auto n = static_cast<std::size_t>(element_count(shape));
+    if (type == ElementType::f32) t.f32.assign(n, value);
+    else t.i64.assign(n, static_cast<std::int64_t>(value));
+    return constant(role, std::move(t));
+  }
+
+  // Adds a part reading `inputs`; its output is the whole node's when `last`, else a new value. Returns it.
+  std::string add(const std::string& op, const std::string& role, std::vector<std::string> inputs, bool last = false,
+                  Attributes attrs = {}) {
+    Node n;
+    n.name = whole_.name + "/" + role;
+    n.op = op;
+    n.inputs = std::move(inputs);
+    n.outputs = {last ? whole_.outputs.at(0) : whole_.outputs.at(0) + "/" + role};
+    if (!last && (g_.constants.count(n.outputs[0]) || g_.shapes.count(n.outputs[0])))
+      fail(g_, whole_, "value '" + n.outputs[0] + "' exists already");
+    n.attrs = std::move(attrs);
+    nodes_.push_back(std::move(n));
+    return nodes_.back().outputs[0];
+  }
+  std::string reshape(const std::string& role, const std::string& x, const Shape& to, bool last = false) {
+    return add("Reshape", role, {x, ints(role + "_shape", to)}, last);
+  }
+
+  std::vector<Node> take() { return std::move(nodes_); }
+
+ private:
+  const Node& whole_;
+  Graph& g_;
+  std::vector<Node> nodes_;
+};
+
+std::int64_t block_size(const Graph& g, const Node& n, const Shape& x) {
+  if (x.size() != 4) fail(g, n, "needs a 4-D NCHW input, not " + to_string(x));
+  if (!n.attrs.has("blocksize")) fail(g, n, "needs attribute blocksize");
+  const std::int64_t b = n.attrs.i("blocksize", 0);
+  if (b < 1 || b > (std::int64_t{1} << 20)) fail(g, n, "blocksize " + std::to_string(b) + " must be in [1, 2^20]");
+  return b;
+}
+
+// DCR (the default): channels are read as [blocksize, blocksize, C'] (depth, column, row); CRD as [C', bs, bs].
+std::vector<Node> depth_to_space(const Node& n, Graph& g) {
+  const Shape x = g.shape_of(n.inputs.at(0));
+  const std::int64_t b = block_size(g, n, x), N = x[0], C = x[1], H = x[2], W = x[3];
+  const std::string mode = n.attrs.s("mode", "DCR");
+  if (mode != "DCR" && mode != "CRD") fail(g, n, "mode '" + mode + "' is not DCR or CRD");
+  if (C % (b * b) != 0)
+    fail(g, n, "channels " + std::to_string(C) + " are not divisible by blocksize^2 = " + std::to_string(b * b));
+  const std::int64_t c = C / (b * b);
+  Parts p(n, g);
+  Attributes perm;
+  std::string blocks;
+  if (mode == "DCR") {
+    blocks = p.reshape("blocks", n.inputs[0], {N, b, b, c, H, W});
+    perm.values["perm"] = Ints{0, 3, 4, 1, 5, 2};
+  } else {
+    blocks = p.reshape("blocks", n.inputs[0], {N, c, b, b, H, W});
+    perm.values["perm"] = Ints{0, 1, 4, 2, 5, 3};
+  }
+  const std::string moved = p.add("Transpose", "transpose", {blocks}, false, std::move(perm));
+  p.reshape("space", moved, {N, c, H * b, W * b}, true);
+  return p.take();
+}
+
+std::vector<Node> space_to_depth(const Node& n, Graph& g) {
+  const Shape x = g.shape_of(n.inputs.at(0));
+  const std::int64_t b = block_size(g, n, x), N = x[0], C = x[1], H = x[2], W = x[3];
+  if (H % b != 0 || W % b != 0)
+    fail(g, n, "height and width of " + to_string(x) + " are not divisible by blocksize " + std::to_string(b));
+  Parts p(n, g);
+  const std::string blocks = p.reshape("blocks", n.inputs[0], {N, C, H / b, b, W / b, b});
+  Attributes perm;
+  perm.values["perm"] = Ints{0, 3, 5, 1, 2, 4};
+  const std::string moved = p.add("Transpose", "transpose", {blocks}, false, std::move(perm));
+  p.reshape("depth", moved, {N, C * b * b, H / b, W / b}, true);
+  return p.take();
+}
+
+// Tile: every dimension d with r > 1 repeats gets a new axis of r in front of it (x: 1, ones: r), so a broadcast
+// Mul by ones writes the copies and a Reshape merges each pair (r, d) into r * d. A dimension of 1 repeats by
+// broadcasting alone; runs of unrepeated dimensions after the first merge, keeping the rank (the CUDA backend
+// takes 6) low. x * 1 is exact in every precision, NaN and infinities included.
+std::vector<Node> tile(const Node& n, Graph& g) {
+  const std::string& data = n.inputs.at(0);
+  const Shape x = g.shape_of(data);
+  const Tensor* r = constant_input(g, n, 1);
+  if (!r) fail(g, n, "repeats ('" + n.inputs.at(1) + "') must be a constant, known before running");
+  const Ints repeats = as_ints(*r);
+  if (repeats.size() != x.size())
+    fail(g, n, "repeats [" + join_ints(repeats) + "] must hold one value per dimension of " + to_string(x));
+  const bool constant_data = g.is_constant(data);
+  Shape x_parts, ones_parts, out;
+  for (std::size_t d = 0; d < x.size(); ++d) {
+    const std::int64_t times = repeats[d];
+    if (times < 0) fail(g, n, "repeats [" + join_ints(repeats) + "] has a negative value");
+    if (times == 0 && !constant_data) fail(g, n, "repeats [" + join_ints(repeats) + "] make an empty tensor, which is not supported");
+    const auto extent = checked_mul(x[d], times);
+    if (!extent) fail(g, n, "repeats [" + join_ints(repeats) + "] of " + to_string(x) + " overflow 64 bits");
+    out.push_back(*extent);
+    if (times == 1) {
+      const bool merge = d > 1 && repeats[d - 1] == 1;  // never into the batch dimension
+      if (merge) x_parts.back() *= x[d];
+      else {
+        x_parts.push_back(x[d]);
+        ones_parts.push_back(1);
+      }
+    } else if (x[d] == 1) {
+      x_parts.push_back(1);
+      ones_parts.push_back(times);
+    } else {
+      x_parts.insert(x_parts.end(), {1, x[d]});
+      ones_parts.insert(ones_parts.end(), {times, 1});
+    }
+  }
+  check_value_shape(g, n, n.outputs.at(0), out);
+  if (element_count(ones_parts) > kMaxFoldedElements)
+    fail(g, n, "repeats [" + join_ints(repeats) + "] need a constant of ones with more than " +
+                   std::to_string(kMaxFoldedElements) + " elements");
+  Parts p(n, g);
+  const ElementType type = constant_data ? g.constants.at(data).type : ElementType::f32;
+  const std::string spread = p.reshape("spread", data, x_parts);
+  const std::string copies = p.add("Mul", "copies", {spread, p.filled("ones", type, ones_parts, 1.f)});
+  p.reshape("tiled", copies, out, true);
+  return p.take();
+}
+
+// InstanceNormalization: each (n, c) plane normalized over its spatial elements, then x * scale[c] + B[c].
+std::vector<Node> instance_normalization(const Node& n, Graph& g) {
+  const Shape x = g.shape_of(n.inputs.at(0));
+  if (x.size() < 3) fail(g, n, "needs an N,C,spatial... input, not " + to_string(x));
+  for (std::size_t i = 1; i <= 2; ++i) {
+    const Tensor* t = constant_input(g, n, i);
+    const char* role = i == 1 ? "scale" : "B";
+    if (!t) fail(g, n, std::string(role) + " ('" + n.inputs.at(i) + "') must be a constant, known before running");
+    if (t->type != ElementType::f32 || t->elements() != x[1])
+      fail(g, n, std::string(role) + " " + to_string(t->shape) + " must hold one floating point value per channel (" +
+                     std::to_string(x[1]) + ")");
+  }
+  Parts p(n, g);
+  Attributes norm;
+  norm.values["axis"] = std::int64_t{2};
+  norm.values["epsilon"] = n.attrs.f("epsilon", 1e-5f);
+  const std::string normalized =
+      p.add("LayerNormalization", "normalize", {n.inputs[0], p.filled("unit_scale", ElementType::f32, {1}, 1.f)}, false,
+            std::move(norm));
+  Attributes affine;
+  affine.values["epsilon"] = 0.f;
+  p.add("BatchNormalization", "affine",
+        {normalized, n.inputs[1], n.inputs[2], p.filled("zero_mean", ElementType::f32, {x[1]}, 0.f),
+         p.filled("unit_variance", ElementType::f32, {x[1]}, 1.f)},
+        true, std::move(affine));
+  return p.take();
+}
+
+}  // namespace
+
+std::optional<std::vector<Node>> decompose(const Node& node, Graph& g) {
+  if (node.op == "DepthToSpace") return depth_to_space(node, g);
+  if (node.op == "SpaceToDepth") return space_to_depth(node, g);
+  if (node.op == "Tile") return tile(node, g);
+  if (node.op == "InstanceNormalization") return instance_normalization(node, g);
+  return std::nullopt;
+}
+
+}  // namespace sluice::nn::passes
