@@ -13,6 +13,9 @@
 #include "nn/cpu/engine.hpp"
 #include "nn/cpu/layout.hpp"
 #include "nn/memory_plan.hpp"
+#include "nn/passes.hpp"
+#include "nn/ranking.hpp"
+#include "tests/nn/model_builder.hpp"
 
 namespace {
 
@@ -25,6 +28,7 @@ using sluice::nn::Shape;
 using sluice::nn::Tensor;
 using Ints = std::vector<std::int64_t>;
 using Floats = std::vector<float>;
+using sluice::nn::test::ModelBuilder;
 
 std::int64_t count(const Shape& s) {
   std::int64_t n = 1;
@@ -1313,6 +1317,286 @@ TEST_CASE("Ops and attributes outside the prepared form are refused naming the n
   weights_not_constant.node("Conv", {"x", "w"}, {"y"}).name = "the_node";
   weights_not_constant.output("y", {1, 3, 2, 2});
   names_node(model_error_of(weights_not_constant), "Conv", "constant");
+}
+
+// ---- LogSoftmax, ArgMax/ArgMin, TopK -------------------------------------------------------------------------
+
+TEST_CASE("LogSoftmax along an axis and coerced to 2-D stays finite where exp overflows", "[cpu_ops][softmax]") {
+  std::mt19937 rng(40);
+  for (const Shape& xs : {Shape{2, 3, 4, 5}, Shape{3, 7}, Shape{1, 5, 1, 9}}) {
+    for (std::int64_t axis = 0; axis < static_cast<std::int64_t>(xs.size()); ++axis) {
+      for (bool coerce : {false, true}) {
+        INFO(sluice::nn::to_string(xs) << " axis " << axis << " coerce_2d " << coerce);
+        const Floats x = random_floats(rng, count(xs), -120.0f, 120.0f);  // exp(x) overflows f32 above 88
+        std::map<std::int64_t, std::vector<std::int64_t>> groups;
+        for (std::int64_t i = 0; i < count(xs); ++i) {
+          Ints idx = unravel(i, xs);
+          for (std::size_t d = static_cast<std::size_t>(axis); d < (coerce ? xs.size() : static_cast<std::size_t>(axis) + 1); ++d) idx[d] = 0;
+          groups[ravel(idx, xs)].push_back(i);
+        }
+        Floats want(x.size());
+        for (const auto& [key, members] : groups) {
+          double top = -INFINITY, sum = 0;
+          for (auto i : members) top = std::max(top, static_cast<double>(x[static_cast<std::size_t>(i)]));
+          for (auto i : members) sum += std::exp(x[static_cast<std::size_t>(i)] - top);
+          for (auto i : members) want[static_cast<std::size_t>(i)] = static_cast<float>(x[static_cast<std::size_t>(i)] - top - std::log(sum));
+        }
+        TestGraph t;
+        t.input("x", xs, x);
+        t.node("LogSoftmax", {"x"}, {"y"}, {{"axis", axis}, {"coerce_2d", std::int64_t{coerce}}});
+        t.output("y", xs);
+        const Floats got = t.run()[0];
+        CHECK(std::all_of(got.begin(), got.end(), [](float v) { return std::isfinite(v); }));
+        CHECK_CLOSE(got, want, 1e-5);
+      }
+    }
+  }
+}
+
+// Random data with ties (a few distinct values) and, when asked, NaNs.
+Floats tied_floats(std::mt19937& rng, std::int64_t n, bool with_nan) {
+  Floats v(static_cast<std::size_t>(n));
+  for (auto& x : v) x = static_cast<float>(random_int(rng, -3, 3)) * 0.5f;
+  if (with_nan)
+    for (auto& x : v)
+      if (random_int(rng, 0, 9) == 0) x = std::nanf("");
+  return v;
+}
+
+// Exactly equal, NaN matching NaN (index and value outputs are copies, not arithmetic).
+bool identical(const Floats& a, const Floats& b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (!(a[i] == b[i] || (std::isnan(a[i]) && std::isnan(b[i])))) return false;
+  return true;
+}
+
+// The elements of x's row along `axis` through position `flat` (any element of the row), in order.
+std::vector<std::int64_t> row_through(std::int64_t flat, const Shape& xs, std::size_t axis) {
+  Ints idx = unravel(flat, xs);
+  std::vector<std::int64_t> row;
+  for (std::int64_t k = 0; k < xs[axis]; ++k) {
+    idx[axis] = k;
+    row.push_back(ravel(idx, xs));
+  }
+  return row;
+}
+
+TEST_CASE("ArgMax and ArgMin pick the first or last extreme and a NaN", "[cpu_ops][ranking]") {
+  std::mt19937 rng(41);
+  for (const std::string op : {"ArgMax", "ArgMin"}) {
+    for (int trial = 0; trial < 40; ++trial) {
+      Shape xs;
+      for (int d = random_int(rng, 1, 4); d > 0; --d) xs.push_back(random_int(rng, 1, 7));
+      const auto axis = static_cast<std::size_t>(random_int(rng, 0, static_cast<int>(xs.size()) - 1));
+      const std::int64_t keepdims = random_int(rng, 0, 1), last = random_int(rng, 0, 1);
+      const bool with_nan = trial % 4 == 3;
+      INFO(op << " " << sluice::nn::to_string(xs) << " axis " << axis << " keepdims " << keepdims
+              << " select_last_index " << last << " nan " << with_nan);
+      const Floats x = tied_floats(rng, count(xs), with_nan);
+      Shape kept = xs, ys = xs;
+      kept[axis] = 1;
+      if (keepdims) ys[axis] = 1;
+      else ys.erase(ys.begin() + static_cast<std::ptrdiff_t>(axis));
+      Floats want(static_cast<std::size_t>(count(kept)));
+      for (std::int64_t r = 0; r < count(kept); ++r) {
+        Ints idx = unravel(r, kept);
+        const auto row = row_through(ravel(idx, xs), xs, axis);
+        std::int64_t best = 0;  // a NaN wins; among equals the first (or with select_last_index the last)
+        for (std::int64_t k = 1; k < static_cast<std::int64_t>(row.size()); ++k) {
+          const float v = x[static_cast<std::size_t>(row[static_cast<std::size_t>(k)])];
+          const float b = x[static_cast<std::size_t>(row[static_cast<std::size_t>(best)])];
+          if (std::isnan(b) && !std::isnan(v)) continue;
+          const bool better = std::isnan(v) ? !std::isnan(b) : (op == "ArgMax" ? v > b : v < b);
+          const bool equal = std::isnan(v) ? std::isnan(b) : v == b;
+          if (better || (equal && last)) best = k;
+        }
+        want[static_cast<std::size_t>(r)] = static_cast<float>(best);
+      }
+      TestGraph t;
+      t.input("x", xs, x);
+      t.node(op, {"x"}, {"y"}, {{"axis", static_cast<std::int64_t>(axis)}, {"keepdims", keepdims}, {"select_last_index", last}});
+      t.output("y", ys);
+      CHECK(identical(t.run()[0], want));
+    }
+  }
+}
+
+TEST_CASE("TopK gives the k largest or smallest sorted with lower indices first on ties", "[cpu_ops][ranking]") {
+  std::mt19937 rng(42);
+  for (int trial = 0; trial < 60; ++trial) {
+    Shape xs;
+    for (int d = random_int(rng, 1, 4); d > 0; --d) xs.push_back(random_int(rng, 1, 9));
+    const auto axis = static_cast<std::size_t>(random_int(rng, 0, static_cast<int>(xs.size()) - 1));
+    const std::int64_t k = random_int(rng, 1, static_cast<int>(xs[axis])), largest = random_int(rng, 0, 1);
+    const bool with_nan = trial % 3 == 2;
+    INFO(sluice::nn::to_string(xs) << " axis " << axis << " k " << k << " largest " << largest << " nan " << with_nan);
+    const Floats x = tied_floats(rng, count(xs), with_nan);
+    Shape ys = xs, kept = xs;
+    ys[axis] = k;
+    kept[axis] = 1;
+    Floats want_values(static_cast<std::size_t>(count(ys))), want_indices(want_values.size());
+    for (std::int64_t r = 0; r < count(kept); ++r) {
+      Ints idx = unravel(r, kept);
+      const auto row = row_through(ravel(idx, xs), xs, axis);
+      std::vector<std::int64_t> order(row.size());
+      for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<std::int64_t>(i);
+      // NaN counts as larger than every number; a stable sort keeps equal values in index order.
+      auto key = [&](std::int64_t i) {
+        const float v = x[static_cast<std::size_t>(row[static_cast<std::size_t>(i)])];
+        return std::isnan(v) ? 1e300 : static_cast<double>(v);
+      };
+      std::stable_sort(order.begin(), order.end(), [&](std::int64_t a, std::int64_t b) {
+        return largest ? key(a) > key(b) : key(a) < key(b);
+      });
+      for (std::int64_t j = 0; j < k; ++j) {
+        idx[axis] = j;
+        const auto at = static_cast<std::size_t>(ravel(idx, ys));
+        want_indices[at] = static_cast<float>(order[static_cast<std::size_t>(j)]);
+        want_values[at] = x[static_cast<std::size_t>(row[static_cast<std::size_t>(order[static_cast<std::size_t>(j)])])];
+      }
+    }
+    TestGraph t;
+    t.input("x", xs, x);
+    t.node("TopK", {"x"}, {"values", "indices"},
+           {{"k", k}, {"axis", static_cast<std::int64_t>(axis)}, {"largest", largest}, {"sorted", std::int64_t{1}}});
+    t.output("values", ys);
+    t.output("indices", ys);
+    const auto got = t.run();
+    CHECK(identical(got[0], want_values));
+    CHECK(identical(got[1], want_indices));
+  }
+}
+
+TEST_CASE("ArgMax and TopK refuse an axis longer than f32 counts exactly, naming the node", "[cpu_ops][ranking]") {
+  const std::int64_t too_long = sluice::nn::kExactIndexAxisF32 + 1;
+  for (const std::string op : {"ArgMax", "TopK"}) {
+    TestGraph t;
+    t.graph.inputs.push_back({"x", {1, too_long}});  // never run: the engine refuses while it is made
+    t.graph.shapes["x"] = {1, too_long};
+    if (op == "ArgMax") {
+      t.node(op, {"x"}, {"y"}, {{"axis", std::int64_t{1}}, {"keepdims", std::int64_t{1}}}).name = "the_node";
+      t.output("y", {1, 1});
+    } else {
+      t.node(op, {"x"}, {"v", "i"}, {{"axis", std::int64_t{1}}, {"k", std::int64_t{2}}}).name = "the_node";
+      t.output("v", {1, 2});
+      t.output("i", {1, 2});
+    }
+    const std::string message = model_error_of(t);
+    INFO(message);
+    CHECK(message.find("test.onnx") != std::string::npos);
+    CHECK(message.find("'the_node' (" + op + ")") != std::string::npos);
+    CHECK(message.find("exact only for axes of up to 16777216") != std::string::npos);
+  }
+}
+
+// ---- ops prepare() rewrites into others (nn/passes/decompose.cpp), run end to end ------------------------------
+
+// One-input ONNX model through prepare() and the CPU engine.
+Floats run_model(const ModelBuilder& m, const Shape& x_shape, const Floats& x) {
+  Graph g = sluice::nn::prepare(m.load(), x_shape.at(0));
+  TestGraph t;
+  t.graph = g;
+  t.feeds = {x};
+  return t.run().at(0);
+}
+
+TEST_CASE("DepthToSpace in both modes and SpaceToDepth move the ONNX formula's elements", "[cpu_ops][shape]") {
+  std::mt19937 rng(43);
+  struct Case {
+    Shape x;
+    std::int64_t block;
+  };
+  for (const auto& c : std::vector<Case>{{{1, 4, 1, 1}, 2}, {{2, 12, 3, 5}, 2}, {{1, 18, 2, 3}, 3}, {{3, 5, 4, 2}, 1}}) {
+    for (const std::string mode : {"DCR", "CRD"}) {
+      INFO("DepthToSpace " << sluice::nn::to_string(c.x) << " blocksize " << c.block << " " << mode);
+      const std::int64_t b = c.block, cc = c.x[1] / (b * b);
+      const Shape ys{c.x[0], cc, c.x[2] * b, c.x[3] * b};
+      const Floats x = random_floats(rng, count(c.x));
+      Floats want(x.size());
+      for (std::int64_t i = 0; i < count(ys); ++i) {
+        const Ints y = unravel(i, ys);  // n, c, h * b + bi, w * b + bj
+        const std::int64_t bi = y[2] % b, bj = y[3] % b;
+        const std::int64_t from_channel = mode == "DCR" ? (bi * b + bj) * cc + y[1] : y[1] * b * b + bi * b + bj;
+        want[static_cast<std::size_t>(i)] = x[static_cast<std::size_t>(ravel({y[0], from_channel, y[2] / b, y[3] / b}, c.x))];
+      }
+      ModelBuilder m(13);
+      m.input("x", c.x).output("y");
+      auto& n = m.node("DepthToSpace", {"x"}, {"y"});
+      sluice::nn::test::set_int(n, "blocksize", b);
+      sluice::nn::test::set_string(n, "mode", mode);
+      CHECK(identical(run_model(m, c.x, x), want));
+    }
+  }
+  for (const auto& c : std::vector<Case>{{{1, 1, 2, 2}, 2}, {{2, 3, 6, 4}, 2}, {{1, 2, 3, 9}, 3}}) {
+    INFO("SpaceToDepth " << sluice::nn::to_string(c.x) << " blocksize " << c.block);
+    const std::int64_t b = c.block;
+    const Shape ys{c.x[0], c.x[1] * b * b, c.x[2] / b, c.x[3] / b};
+    const Floats x = random_floats(rng, count(c.x));
+    Floats want(x.size());
+    for (std::int64_t i = 0; i < count(ys); ++i) {
+      const Ints y = unravel(i, ys);  // channel (bi * b + bj) * C + c
+      const std::int64_t c_in = y[1] % c.x[1], block = y[1] / c.x[1], bi = block / b, bj = block % b;
+      want[static_cast<std::size_t>(i)] = x[static_cast<std::size_t>(ravel({y[0], c_in, y[2] * b + bi, y[3] * b + bj}, c.x))];
+    }
+    ModelBuilder m(13);
+    m.input("x", c.x).output("y");
+    sluice::nn::test::set_int(m.node("SpaceToDepth", {"x"}, {"y"}), "blocksize", b);
+    CHECK(identical(run_model(m, c.x, x), want));
+  }
+}
+
+TEST_CASE("Tile repeats the input along every dimension", "[cpu_ops][shape]") {
+  std::mt19937 rng(44);
+  struct Case {
+    Shape x;
+    Ints repeats;
+  };
+  for (const auto& c : std::vector<Case>{{{2, 3}, {1, 1}}, {{2, 3}, {3, 2}}, {{1, 3, 1, 5}, {2, 1, 4, 1}},
+                                         {{2, 3, 4, 5}, {1, 1, 2, 3}}, {{3, 1, 2}, {1, 5, 3}}, {{7}, {3}},
+                                         {{2, 3, 2, 3, 2}, {1, 2, 1, 1, 2}}}) {
+    INFO(sluice::nn::to_string(c.x) << " repeats " << sluice::nn::to_string(c.repeats));
+    Shape ys;
+    for (std::size_t d = 0; d < c.x.size(); ++d) ys.push_back(c.x[d] * c.repeats[d]);
+    const Floats x = random_floats(rng, count(c.x));
+    Floats want;
+    for (std::int64_t i = 0; i < count(ys); ++i) {
+      Ints idx = unravel(i, ys);
+      for (std::size_t d = 0; d < idx.size(); ++d) idx[d] %= c.x[d];
+      want.push_back(x[static_cast<std::size_t>(ravel(idx, c.x))]);
+    }
+    ModelBuilder m(13);
+    m.input("x", c.x).ints("repeats", c.repeats).output("y");
+    m.node("Tile", {"x", "repeats"}, {"y"});
+    CHECK(identical(run_model(m, c.x, x), want));
+  }
+}
+
+TEST_CASE("InstanceNormalization normalizes each channel plane and applies scale and B", "[cpu_ops][layer_norm]") {
+  std::mt19937 rng(45);
+  for (const Shape& xs : {Shape{2, 3, 5, 7}, Shape{1, 4, 9}, Shape{3, 2, 1, 3, 2}}) {
+    INFO(sluice::nn::to_string(xs));
+    const std::int64_t channels = xs[1], plane = count(xs) / (xs[0] * channels);
+    const Floats x = random_floats(rng, count(xs), -3.0f, 5.0f);
+    const Floats scale = random_floats(rng, channels, 0.5f, 1.5f), bias = random_floats(rng, channels);
+    const float epsilon = 1e-3f;
+    Floats want(x.size());
+    for (std::int64_t p = 0; p < xs[0] * channels; ++p) {
+      double mean = 0, var = 0;
+      for (std::int64_t k = 0; k < plane; ++k) mean += x[static_cast<std::size_t>(p * plane + k)];
+      mean /= static_cast<double>(plane);
+      for (std::int64_t k = 0; k < plane; ++k) var += std::pow(x[static_cast<std::size_t>(p * plane + k)] - mean, 2);
+      var /= static_cast<double>(plane);
+      const auto c = static_cast<std::size_t>(p % channels);
+      for (std::int64_t k = 0; k < plane; ++k)
+        want[static_cast<std::size_t>(p * plane + k)] = static_cast<float>(
+            (x[static_cast<std::size_t>(p * plane + k)] - mean) / std::sqrt(var + epsilon) * scale[c] + bias[c]);
+    }
+    ModelBuilder m(13);
+    m.input("x", xs).weights("scale", {channels}, scale).weights("B", {channels}, bias).output("y");
+    sluice::nn::test::set_float(m.node("InstanceNormalization", {"x", "scale", "B"}, {"y"}), "epsilon", epsilon);
+    CHECK_CLOSE(run_model(m, xs, x), want, 1e-5);
+  }
 }
 
 }  // namespace
