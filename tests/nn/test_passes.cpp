@@ -54,7 +54,8 @@ void check_prepared_form(const Graph& g) {
                                          "Erf", "Sqrt", "Exp", "Log", "Neg", "Abs", "Reciprocal", "Floor", "Ceil",
                                          "Pow", "Max", "Min", "ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin",
                                          "ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceProd",
-                                         "LayerNormalization", "Gelu", "Attention"};
+                                         "LayerNormalization", "Gelu", "Attention", "LogSoftmax", "ArgMax", "ArgMin",
+                                         "TopK"};
   std::set<std::string> available;
   for (const auto& in : g.inputs) {
     available.insert(in.name);
@@ -1080,4 +1081,279 @@ TEST_CASE("memory plan refuses sizes whose sum overflows", "[nn][cpu]") {
   const std::size_t max = std::numeric_limits<std::size_t>::max();
   CHECK_THROWS_AS(plan_memory({{max - 4, 0, 0}}, 16), ModelError);
   CHECK_THROWS_AS(plan_memory({{max / 2 + 8, 0, 1}, {max / 2 + 8, 0, 1}}, 16), ModelError);
+}
+
+// ---- ops rewritten into others; LogSoftmax, ArgMax/ArgMin, TopK -----------------------------------------------
+
+namespace {
+
+std::vector<std::string> ops_of(const Graph& g) {
+  std::vector<std::string> ops;
+  for (const auto& n : g.nodes) ops.push_back(n.op);
+  return ops;
+}
+
+bool has_rewrite(const Graph& g, const std::string& text) {
+  return std::any_of(g.rewrites.begin(), g.rewrites.end(), [&](const std::string& r) { return r.find(text) != std::string::npos; });
+}
+
+}  // namespace
+
+TEST_CASE("DepthToSpace SpaceToDepth Tile and InstanceNormalization become ops the backends run", "[nn][passes]") {
+  for (const std::string mode : {"DCR", "CRD"}) {
+    ModelBuilder m(13);
+    m.input("x", {-1, 8, 3, 5}).output("y");
+    auto& n = m.node("DepthToSpace", {"x"}, {"y"}, "d2s");
+    sluice::nn::test::set_int(n, "blocksize", 2);
+    sluice::nn::test::set_string(n, "mode", mode);
+    const Graph g = prepared(m, 2);
+    check_prepared_form(g);
+    REQUIRE(ops_of(g) == std::vector<std::string>{"Reshape", "Transpose", "Reshape"});
+    CHECK(g.nodes[0].attrs.ints("shape") == (mode == "DCR" ? Ints{2, 2, 2, 2, 3, 5} : Ints{2, 2, 2, 2, 3, 5}));
+    CHECK(g.nodes[1].attrs.ints("perm") == (mode == "DCR" ? Ints{0, 3, 4, 1, 5, 2} : Ints{0, 1, 4, 2, 5, 3}));
+    CHECK(g.shapes.at("y") == Shape{2, 2, 6, 10});
+    CHECK(has_rewrite(g, "node 'd2s' (DepthToSpace) as Reshape, Transpose, Reshape"));
+  }
+  {
+    ModelBuilder m(13);
+    m.input("x", {-1, 3, 4, 6}).output("y");
+    sluice::nn::test::set_int(m.node("SpaceToDepth", {"x"}, {"y"}), "blocksize", 2);
+    const Graph g = prepared(m, 1);
+    check_prepared_form(g);
+    REQUIRE(ops_of(g) == std::vector<std::string>{"Reshape", "Transpose", "Reshape"});
+    CHECK(g.nodes[0].attrs.ints("shape") == Ints{1, 3, 2, 2, 3, 2});
+    CHECK(g.nodes[1].attrs.ints("perm") == Ints{0, 3, 5, 1, 2, 4});
+    CHECK(g.shapes.at("y") == Shape{1, 12, 2, 3});
+  }
+  {
+    ModelBuilder m(13);
+    m.input("x", {-1, 3, 1, 5}).ints("repeats", {1, 2, 4, 1}).output("y");
+    m.node("Tile", {"x", "repeats"}, {"y"});
+    const Graph g = prepared(m, 2);
+    check_prepared_form(g);
+    REQUIRE(ops_of(g) == std::vector<std::string>{"Reshape", "Mul", "Reshape"});
+    CHECK(g.nodes[0].attrs.ints("shape") == Ints{2, 1, 3, 1, 5});  // a new axis before C; H is 1: it broadcasts
+    const Tensor& ones = g.constants.at(g.nodes[1].inputs[1]);
+    CHECK(ones.shape == Shape{1, 2, 1, 4, 1});
+    CHECK(std::all_of(ones.f32.begin(), ones.f32.end(), [](float v) { return v == 1.f; }));
+    CHECK(g.shapes.at("y") == Shape{2, 6, 4, 5});
+  }
+  {
+    ModelBuilder m(13);
+    m.input("x", {-1, 3, 4, 4}).weights("s", {3}, {1.f, 2.f, 3.f}).weights("b", {3}, {0.f, 1.f, 2.f}).output("y");
+    sluice::nn::test::set_float(m.node("InstanceNormalization", {"x", "s", "b"}, {"y"}), "epsilon", 1e-3f);
+    const Graph g = prepared(m, 1);
+    check_prepared_form(g);
+    REQUIRE(ops_of(g) == std::vector<std::string>{"LayerNormalization", "BatchNormalization"});
+    CHECK(g.nodes[0].attrs.i("axis", -1) == 2);
+    CHECK(g.nodes[0].attrs.f("epsilon", 0.f) == 1e-3f);
+    CHECK(g.nodes[1].attrs.f("epsilon", 1.f) == 0.f);
+    CHECK(g.constants.at(g.nodes[1].inputs[3]).f32 == std::vector<float>{0.f, 0.f, 0.f});
+    CHECK(g.constants.at(g.nodes[1].inputs[4]).f32 == std::vector<float>{1.f, 1.f, 1.f});
+  }
+}
+
+TEST_CASE("LogSoftmax ArgMax ArgMin and TopK get their canonical attributes and shapes", "[nn][passes]") {
+  auto one = [](std::int64_t opset, const std::string& op, Shape dims, auto&& set) {
+    ModelBuilder m(opset);
+    m.input("x", dims).output("y");
+    std::vector<std::string> inputs{"x"}, outputs{"y"};
+    if (op == "TopK") {
+      m.ints("k", {2});
+      inputs.push_back("k");
+      outputs.push_back("i");
+      m.output("i");
+    }
+    set(m.node(op, inputs, outputs));
+    return prepared(m, dims[0]);
+  };
+  auto nothing = [](onnx::NodeProto&) {};
+  const Graph legacy = one(11, "LogSoftmax", {2, 3, 4}, nothing);
+  CHECK(legacy.nodes.at(0).attrs.i("axis", -1) == 1);
+  CHECK(legacy.nodes.at(0).attrs.i("coerce_2d", -1) == 1);
+  const Graph modern = one(13, "LogSoftmax", {2, 3, 4}, nothing);
+  CHECK(modern.nodes.at(0).attrs.i("axis", -1) == 2);
+  CHECK(modern.nodes.at(0).attrs.i("coerce_2d", -1) == 0);
+
+  const Graph arg = one(13, "ArgMin", {2, 3, 4}, [](onnx::NodeProto& n) { sluice::nn::test::set_int(n, "axis", -1); });
+  check_prepared_form(arg);
+  CHECK(arg.nodes.at(0).attrs.i("axis", -1) == 2);
+  CHECK(arg.nodes.at(0).attrs.i("keepdims", -1) == 1);
+  CHECK(arg.nodes.at(0).attrs.i("select_last_index", -1) == 0);
+  CHECK(arg.shapes.at("y") == Shape{2, 3, 1});
+  CHECK(arg.outputs.at(0).type == ElementType::f32);  // indices are data in the prepared form
+  const Graph dropped = one(13, "ArgMax", {2, 3, 4}, [](onnx::NodeProto& n) {
+    sluice::nn::test::set_int(n, "axis", 1);
+    sluice::nn::test::set_int(n, "keepdims", 0);
+    sluice::nn::test::set_int(n, "select_last_index", 1);
+  });
+  CHECK(dropped.nodes.at(0).attrs.i("select_last_index", -1) == 1);
+  CHECK(dropped.shapes.at("y") == Shape{2, 4});
+
+  const Graph top = one(13, "TopK", {2, 5, 4}, [](onnx::NodeProto& n) {
+    sluice::nn::test::set_int(n, "axis", -2);
+    sluice::nn::test::set_int(n, "largest", 0);
+  });
+  check_prepared_form(top);
+  const Node& t = top.nodes.at(0);
+  CHECK(t.inputs == std::vector<std::string>{"x"});  // K became an attribute
+  CHECK(t.attrs.i("k", -1) == 2);
+  CHECK(t.attrs.i("axis", -1) == 1);
+  CHECK(t.attrs.i("largest", -1) == 0);
+  CHECK(t.attrs.i("sorted", -1) == 1);
+  CHECK(top.shapes.at("y") == Shape{2, 2, 4});
+  CHECK(top.shapes.at("i") == Shape{2, 2, 4});
+}
+
+TEST_CASE("the rewritten and ranking ops refuse what they cannot run, naming the node", "[nn][passes]") {
+  auto refusal = [](ModelBuilder& m, std::int64_t batch = 1) { return error_of([&] { prepared(m, batch); }); };
+  {
+    ModelBuilder m(13);
+    m.input("x", {1, 6, 2, 2}).output("y");
+    sluice::nn::test::set_int(m.node("DepthToSpace", {"x"}, {"y"}, "d2s"), "blocksize", 2);
+    const std::string e = refusal(m);
+    CHECK_THAT(e, Contains("node 'd2s' (DepthToSpace)"));
+    CHECK_THAT(e, Contains("not divisible by blocksize^2 = 4"));
+  }
+  {
+    ModelBuilder m(13);
+    m.input("x", {1, 4, 2, 2}).output("y");
+    auto& n = m.node("DepthToSpace", {"x"}, {"y"}, "d2s");
+    sluice::nn::test::set_int(n, "blocksize", 2);
+    sluice::nn::test::set_string(n, "mode", "RDC");
+    CHECK_THAT(refusal(m), Contains("mode 'RDC' is not DCR or CRD"));
+  }
+  {
+    ModelBuilder m(13);
+    m.input("x", {1, 4, 5, 4}).output("y");
+    sluice::nn::test::set_int(m.node("SpaceToDepth", {"x"}, {"y"}, "s2d"), "blocksize", 2);
+    const std::string e = refusal(m);
+    CHECK_THAT(e, Contains("node 's2d' (SpaceToDepth)"));
+    CHECK_THAT(e, Contains("not divisible by blocksize 2"));
+  }
+  {
+    ModelBuilder m(13);
+    m.input("x", {1, 4}).input("r", {1}).output("y");  // a run-time value (of batch 1, as every input here)
+    m.node("Tile", {"x", "r"}, {"y"}, "tile");
+    const std::string e = refusal(m);
+    CHECK_THAT(e, Contains("node 'tile' (Tile)"));
+    CHECK_THAT(e, Contains("repeats ('r') must be a constant"));
+  }
+  {
+    ModelBuilder m(13);
+    m.input("x", {1, 4}).ints("r", {2}).output("y");
+    m.node("Tile", {"x", "r"}, {"y"}, "tile");
+    CHECK_THAT(refusal(m), Contains("must hold one value per dimension of [1,4]"));
+  }
+  {
+    ModelBuilder m(13);
+    m.input("x", {1, 4}).ints("r", {1, 0}).output("y");
+    m.node("Tile", {"x", "r"}, {"y"}, "tile");
+    CHECK_THAT(refusal(m), Contains("make an empty tensor"));
+  }
+  {
+    ModelBuilder m(13);
+    m.input("x", {1, 4}).ints("k", {5}).output("y").output("i");
+    m.node("TopK", {"x", "k"}, {"y", "i"}, "top");
+    const std::string e = refusal(m);
+    CHECK_THAT(e, Contains("node 'top' (TopK)"));
+    CHECK_THAT(e, Contains("K [5] must be one value in [1, 4]"));
+  }
+  {
+    ModelBuilder m(13);
+    m.input("x", {1, 4}).input("k", {1}).output("y").output("i");
+    m.node("TopK", {"x", "k"}, {"y", "i"}, "top");
+    CHECK_THAT(refusal(m), Contains("K ('k') must be a constant"));
+  }
+  {
+    ModelBuilder m(13);
+    m.input("x", {1, 3, 4}).input("s", {1}).weights("b", {3}, {0.f, 0.f, 0.f}).output("y");
+    m.node("InstanceNormalization", {"x", "s", "b"}, {"y"}, "inorm");
+    const std::string e = refusal(m);
+    CHECK_THAT(e, Contains("node 'inorm' (InstanceNormalization)"));
+    CHECK_THAT(e, Contains("scale ('s') must be a constant"));
+  }
+  {
+    ModelBuilder m(13);
+    m.input("x", {1, 3}).weights("s", {3}, {1.f, 1.f, 1.f}).weights("b", {3}, {0.f, 0.f, 0.f}).output("y");
+    m.node("InstanceNormalization", {"x", "s", "b"}, {"y"}, "inorm");
+    CHECK_THAT(refusal(m), Contains("needs an N,C,spatial... input"));
+  }
+}
+
+TEST_CASE("the rewritten and ranking ops fold on constants to the values computed by hand", "[nn][passes]") {
+  // Each op on a constant, added to the input so that the folded value stays in the graph.
+  auto folded = [](ModelBuilder& m, const std::string& value) {
+    const Graph g = prepared(m);
+    REQUIRE(g.nodes.size() == 1);
+    CHECK(g.nodes[0].op == "Add");
+    return g.constants.at(value);
+  };
+  {
+    ModelBuilder m(13);
+    m.weights("c", {1, 4, 1, 1}, {1.f, 2.f, 3.f, 4.f}).input("x", {1, 1, 2, 2}).output("y");
+    sluice::nn::test::set_int(m.node("DepthToSpace", {"c"}, {"d"}), "blocksize", 2);
+    m.node("Add", {"x", "d"}, {"y"});
+    const Tensor t = folded(m, "d");
+    CHECK(t.shape == Shape{1, 1, 2, 2});
+    CHECK(t.f32 == std::vector<float>{1.f, 2.f, 3.f, 4.f});
+  }
+  {
+    ModelBuilder m(13);
+    m.weights("c", {2}, {5.f, 6.f}).ints("r", {3}).input("x", {1, 6}).output("y");
+    m.node("Tile", {"c", "r"}, {"t"});
+    m.node("Add", {"x", "t"}, {"y"});
+    CHECK(folded(m, "t").f32 == std::vector<float>{5.f, 6.f, 5.f, 6.f, 5.f, 6.f});
+  }
+  {  // integer data (shape arithmetic) tiles as integers
+    ModelBuilder m(13);
+    m.ints("c", {2}).ints("r", {2}).input("x", {1, 4}).output("y");
+    m.node("Tile", {"c", "r"}, {"shape"});
+    m.node("Reshape", {"x", "shape"}, {"y"});
+    const Graph g = prepared(m);
+    CHECK(g.shapes.at("y") == Shape{2, 2});
+  }
+  {
+    ModelBuilder m(13);
+    m.weights("c", {2, 3}, {0.f, 3.f, 3.f, 2.f, -1.f, 2.f}).ints("k", {2}).input("x", {1, 2, 2}).output("y");
+    m.node("TopK", {"c", "k"}, {"v", "i"});
+    sluice::nn::test::set_int(m.node("Cast", {"i"}, {"fi"}), "to", 1);
+    m.node("Add", {"v", "fi"}, {"vi"});
+    m.node("Add", {"x", "vi"}, {"y"});
+    // values 3, 3 | 2, 2 at indices 1, 2 (ties: lower first) | 0, 2
+    CHECK(folded(m, "vi").f32 == std::vector<float>{4.f, 5.f, 2.f, 4.f});
+  }
+  {
+    ModelBuilder m(13);
+    m.weights("c", {2, 3}, {0.f, 3.f, 3.f, 2.f, -1.f, 2.f}).input("x", {1, 2}).output("y");
+    auto& arg = m.node("ArgMax", {"c"}, {"a"});
+    sluice::nn::test::set_int(arg, "axis", 1);
+    sluice::nn::test::set_int(arg, "keepdims", 0);
+    sluice::nn::test::set_int(arg, "select_last_index", 1);
+    sluice::nn::test::set_int(m.node("Cast", {"a"}, {"f"}), "to", 1);
+    m.node("Add", {"x", "f"}, {"y"});
+    CHECK(folded(m, "f").f32 == std::vector<float>{2.f, 2.f});  // the last of each row's ties
+  }
+  {
+    ModelBuilder m(13);
+    m.weights("c", {1, 2}, {0.f, std::log(3.f)}).input("x", {1, 2}).output("y");
+    m.node("LogSoftmax", {"c"}, {"l"});
+    m.node("Add", {"x", "l"}, {"y"});
+    const Tensor t = folded(m, "l");
+    CHECK(t.f32[0] == Approx(std::log(0.25)).epsilon(1e-6));
+    CHECK(t.f32[1] == Approx(std::log(0.75)).epsilon(1e-6));
+  }
+  {
+    ModelBuilder m(13);
+    m.weights("c", {1, 2, 2}, {1.f, 3.f, 5.f, 5.f}).weights("s", {2}, {2.f, 1.f}).weights("b", {2}, {0.5f, -1.f});
+    m.input("x", {1, 2, 2}).output("y");
+    sluice::nn::test::set_float(m.node("InstanceNormalization", {"c", "s", "b"}, {"n"}), "epsilon", 1e-6f);
+    m.node("Add", {"x", "n"}, {"y"});
+    const Tensor t = folded(m, "n");
+    REQUIRE(t.f32.size() == 4);
+    CHECK(t.f32[0] == Approx(-1.5));  // (1 - 2) / sqrt(1 + 1e-6) * 2 + 0.5
+    CHECK(t.f32[1] == Approx(2.5));
+    CHECK(t.f32[2] == Approx(-1.f));  // a constant plane: 0 * 1 - 1
+    CHECK(t.f32[3] == Approx(-1.f));
+  }
 }
