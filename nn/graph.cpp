@@ -117,9 +117,9 @@ const std::vector<std::string>& supported_onnx_ops() {
         "Upsample", "Pad", "Erf", "Sqrt", "Exp", "Log", "Neg", "Abs", "Reciprocal", "Floor", "Ceil", "Pow", "Max",
         "Min", "ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceL1", "ReduceL2", "ReduceSumSquare",
         "ReduceProd", "LayerNormalization", "LogSoftmax", "ArgMax", "ArgMin", "TopK",
-        // rewritten by prepare() into ops above (nn/passes/decompose.cpp)
+        // rewritten by prepare() into ops above (nn/passes/decompose.cpp; Expand too when its data is not constant)
         "DepthToSpace", "SpaceToDepth", "Tile", "InstanceNormalization",
-        // removed or folded by prepare() (the comparisons, logic, Where, Expand, Range, Mod, ScatterND only on constants)
+        // removed or folded by prepare() (the comparisons, logic, Where, Range, Mod, ScatterND only on constants)
         "Identity", "Dropout", "Constant", "Shape", "Gather", "Cast", "ConstantOfShape", "Equal", "Less", "Greater",
         "LessOrEqual", "GreaterOrEqual", "And", "Or", "Not", "Where", "Expand", "Range", "Mod", "ScatterND"};
     std::sort(v.begin(), v.end());

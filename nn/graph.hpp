@@ -141,11 +141,12 @@ struct Graph {
 //     Folded on constants they are i64, exact.
 // DepthToSpace, SpaceToDepth (Reshape, Transpose, Reshape), Tile (Reshape, Mul by a constant of ones, Reshape) and
 // InstanceNormalization (LayerNormalization over the dims from 2 on with scale 1, then BatchNormalization with
-// the scale and B, mean 0, variance 1, epsilon 0) are rewritten into the ops above (nn/passes/decompose.cpp).
+// the scale and B, mean 0, variance 1, epsilon 0) and Expand of run-time data (Mul by a constant of ones, or
+// nothing) are rewritten into the ops above (nn/passes/decompose.cpp).
 // GroupNormalization is opset 18, beyond the loader's range; exporters at opset <= 17 write it as Reshape,
 // InstanceNormalization, Reshape, Mul, Add, which runs.
-// Equal, Less, Greater, LessOrEqual, GreaterOrEqual, And, Or, Not, Where, Expand, Range, Mod and ScatterND exist
-// only folded.
+// Equal, Less, Greater, LessOrEqual, GreaterOrEqual, And, Or, Not, Where, Range, Mod and ScatterND exist only
+// folded (Expand too, unless its data is computed at run time).
 // Shapes and data are in ONNX's layout (NCHW for images); a backend may store 4-D values NHWC inside.
 
 // Ops the loader accepts (as written in ONNX files); anything else is refused, naming the node.

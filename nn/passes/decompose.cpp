@@ -3,6 +3,7 @@
 //   Tile                        -> Reshape, Mul by a constant of ones that broadcasts each repeat, Reshape
 //   InstanceNormalization       -> LayerNormalization over the spatial dims (scale 1), BatchNormalization as the
 //                                  per-channel scale and bias (mean 0, variance 1, epsilon 0)
+//   Expand of run-time data     -> Mul by a constant of ones (or nothing, when the shape stays)
 // The parts are written in ONNX spelling; the sweep canonicalizes them (or folds them, on constants) like any node.
 #include <algorithm>
 #include <optional>
@@ -163,6 +164,39 @@ std::vector<Node> tile(const Node& n, Graph& g) {
   return p.take();
 }
 
+// Expand of run-time data (torch's `repeat` writes Expand(x, ones) before its Tile): a Mul by ones shaped like the
+// target along the dimensions that grow and 1 elsewhere, or nothing (an Identity, which the sweep removes) when
+// the shape does not change. Expand of constants folds as before.
+std::vector<Node> expand(const Node& n, Graph& g) {
+  const Shape x = g.shape_of(n.inputs.at(0));
+  const Tensor* target = constant_input(g, n, 1);
+  if (!target) fail(g, n, "the shape ('" + n.inputs.at(1) + "') must be a constant, known before running");
+  const Ints shape = as_ints(*target);
+  const std::size_t rank = std::max(x.size(), shape.size());
+  Shape out(rank), ones(rank);
+  for (std::size_t d = 0; d < rank; ++d) {
+    const std::int64_t have = d < rank - x.size() ? 1 : x[d - (rank - x.size())];
+    const std::int64_t want = d < rank - shape.size() ? 1 : shape[d - (rank - shape.size())];
+    if (have != want && have != 1 && want != 1)
+      fail(g, n, "input " + to_string(x) + " does not broadcast to [" + join_ints(shape) + "]");
+    out[d] = have == 1 ? want : have;
+    ones[d] = have == out[d] ? 1 : out[d];
+  }
+  if (std::any_of(out.begin(), out.end(), [](std::int64_t d) { return d < 1; }))
+    fail(g, n, "the shape [" + join_ints(shape) + "] makes an empty or negative dimension, which is not supported");
+  check_value_shape(g, n, n.outputs.at(0), out);
+  Parts p(n, g);
+  if (out == x) {
+    p.add("Identity", "same", {n.inputs[0]}, true);
+    return p.take();
+  }
+  if (element_count(ones) > kMaxFoldedElements)
+    fail(g, n, "expanding to [" + join_ints(shape) + "] needs a constant of ones with more than " +
+                   std::to_string(kMaxFoldedElements) + " elements");
+  p.add("Mul", "copies", {n.inputs[0], p.filled("ones", ElementType::f32, ones, 1.f)}, true);
+  return p.take();
+}
+
 // InstanceNormalization: each (n, c) plane normalized over its spatial elements, then x * scale[c] + B[c].
 std::vector<Node> instance_normalization(const Node& n, Graph& g) {
   const Shape x = g.shape_of(n.inputs.at(0));
@@ -198,6 +232,7 @@ std::optional<std::vector<Node>> decompose(const Node& node, Graph& g) {
   if (node.op == "SpaceToDepth") return space_to_depth(node, g);
   if (node.op == "Tile") return tile(node, g);
   if (node.op == "InstanceNormalization") return instance_normalization(node, g);
+  if (node.op == "Expand" && !g.is_constant(node.inputs.at(0))) return expand(node, g);
   return std::nullopt;
 }
 

@@ -6,9 +6,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <random>
 #include <tuple>
 
+#include "nn/passes.hpp"
 #include "nn_gpu_support.hpp"
+#include "tests/nn/model_builder.hpp"
 
 using namespace sluice::nn;
 using namespace sluice::nn::test;
@@ -422,5 +425,195 @@ TEST_CASE("CUDA fused Attention matches the CPU twin", "[nn][nn_cuda][attention]
     y.back() = c.v.back();
     b.output("y", y).attr("scale", c.scale);
     check_all_precisions(b.g, 5, +[](float v) { return 3 * v; });
+// ---- LogSoftmax, ArgMax/ArgMin/TopK, and the ops prepare() rewrites into others -------------------------------
+
+namespace {
+
+// An ONNX model built here, through prepare() at `batch`.
+Graph prepared_model(const ModelBuilder& m, std::int64_t batch) { return prepare(m.load(), batch); }
+
+// A 1x1 MaxPool (a copy) in front of `op`, so that on the GPU the op reads a value held NHWC.
+void nhwc_copy(ModelBuilder& m, const std::string& from, const std::string& to) {
+  auto& pool = m.node("MaxPool", {from}, {to});
+  set_ints(pool, "kernel_shape", {1, 1});
+}
+
+// Multiples of 0.5 in [-8, 8] (exact at every precision, many ties), NaN in about one element of 16 when asked.
+std::vector<std::vector<float>> tied_inputs(const Graph& g, std::uint32_t seed, bool with_nan) {
+  auto inputs = random_inputs(g, seed);
+  std::mt19937 rng(seed);
+  for (auto& in : inputs)
+    for (auto& v : in) {
+      v = std::round(v * 16.f) / 2.f;
+      if (with_nan && rng() % 16 == 0) v = std::nanf("");
+    }
+  return inputs;
+}
+
+// Indices and the values TopK copies must equal the CPU's exactly (NaN matching NaN) at every precision.
+void check_exact_all_precisions(const Graph& g, const std::vector<std::vector<float>>& inputs) {
+  const auto want = run_cpu(g, inputs);
+  for (Precision p : {Precision::f32, Precision::f16, Precision::bf16}) {
+    CudaEngineOptions o;
+    o.precision = p;
+    CudaEngine engine(g, o);
+    const auto got = run_gpu(engine, inputs);
+    for (std::size_t i = 0; i < want.size(); ++i) {
+      INFO(g.source << " output " << i << " at " << to_string(p));
+      REQUIRE(got[i].size() == want[i].size());
+      std::size_t differ = 0;
+      for (std::size_t k = 0; k < want[i].size(); ++k)
+        differ += !(got[i][k] == want[i][k] || (std::isnan(got[i][k]) && std::isnan(want[i][k])));
+      CHECK(differ == 0);
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("CUDA LogSoftmax matches the CPU on inputs whose exp overflows", "[nn][nn_cuda][softmax]") {
+  struct Case {
+    Shape s;
+    std::int64_t axis, coerce;
+  };
+  for (const auto& c : std::vector<Case>{{{4, 1000}, 1, 0}, {{2, 10, 3, 3}, 1, 0}, {{2, 10, 3, 3}, 2, 0},
+                                         {{2, 10, 3, 3}, 3, 0}, {{2, 10, 3, 3}, 1, 1}, {{2, 10, 3, 3}, 2, 1},
+                                         {{3, 5, 7}, 0, 0}}) {
+    OneNode b("LogSoftmax", to_string(c.s) + " axis " + std::to_string(c.axis) + " coerce " + std::to_string(c.coerce));
+    b.input("x", c.s).output("y", c.s).attr("axis", c.axis).attr("coerce_2d", c.coerce);
+    check_all_precisions(b.g, 21, [](float v) { return 100 * v; });  // exp(100) is inf even in f32
+  }
+  for (const std::string op : {"Softmax", "LogSoftmax"})
+    for (const std::int64_t opset : {11, 13}) {  // on a value the GPU holds NHWC; opset 11: coerced to 2-D
+      ModelBuilder m(opset);
+      m.input("x", {-1, 6, 5, 7}).output("y");
+      nhwc_copy(m, "x", "p");
+      set_int(m.node(op, {"p"}, {"y"}), "axis", opset == 11 ? 2 : 1);
+      check_all_precisions(prepared_model(m, 2), 22, [](float v) { return 3 * v; });
+    }
+}
+
+TEST_CASE("CUDA ArgMax ArgMin and TopK match the CPU exactly, ties and NaN included", "[nn][nn_cuda][ranking]") {
+  struct Case {
+    std::string op;
+    Shape x;
+    std::int64_t axis, keepdims_or_k, last_or_largest;
+    bool with_nan;
+  };
+  const std::vector<Case> cases = {
+      {"ArgMax", {3, 37}, 1, 1, 0, false},        {"ArgMax", {3, 37}, 1, 0, 1, true},
+      {"ArgMin", {2, 5, 7}, 0, 0, 0, false},      {"ArgMin", {2, 6, 3, 5}, 1, 1, 1, true},
+      {"ArgMax", {2, 6, 3, 5}, 3, 1, 0, false},   {"ArgMax", {4, 256}, 1, 0, 0, false},
+      {"TopK", {3, 37}, 1, 5, 1, false},          {"TopK", {3, 37}, 1, 37, 0, true},
+      {"TopK", {2, 6, 3, 5}, 1, 6, 0, false},     {"TopK", {2, 6, 3, 5}, 2, 2, 1, true},
+      {"TopK", {2, 200}, 1, 200, 1, false},       {"TopK", {2, 9, 4}, 0, 1, 1, false}};
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const Case& c = cases[i];
+    const auto axis = static_cast<std::size_t>(c.axis);
+    Shape y = c.x;
+    OneNode b(c.op, "case " + std::to_string(i));
+    b.input("x", c.x).attr("axis", c.axis);
+    if (c.op == "TopK") {
+      y[axis] = c.keepdims_or_k;
+      b.output("values", y).output("indices", y).attr("k", c.keepdims_or_k).attr("largest", c.last_or_largest)
+          .attr("sorted", std::int64_t{1});
+    } else {
+      if (c.keepdims_or_k) y[axis] = 1;
+      else y.erase(y.begin() + c.axis);
+      b.output("y", y).attr("keepdims", c.keepdims_or_k).attr("select_last_index", c.last_or_largest);
+    }
+    check_exact_all_precisions(b.g, tied_inputs(b.g, 30 + static_cast<std::uint32_t>(i), c.with_nan));
+  }
+  for (const std::string op : {"ArgMax", "TopK"}) {  // along C of a value the GPU holds NHWC
+    ModelBuilder m(13);
+    m.input("x", {-1, 12, 5, 3}).output("y");
+    nhwc_copy(m, "x", "p");
+    if (op == "TopK") {
+      m.ints("k", {4}).output("i");
+      set_int(m.node(op, {"p", "k"}, {"y", "i"}), "axis", 1);
+    } else {
+      set_int(m.node(op, {"p"}, {"y"}), "axis", 1);
+    }
+    const Graph g = prepared_model(m, 2);
+    check_exact_all_precisions(g, tied_inputs(g, 50, true));
+  }
+}
+
+TEST_CASE("CUDA refuses ArgMax and TopK along an axis longer than its precision counts exactly", "[nn][nn_cuda][ranking]") {
+  struct Case {
+    std::int64_t length;
+    Precision refused;  // the widest precision that refuses it
+    std::string limit;
+  };
+  for (const auto& c : std::vector<Case>{{257, Precision::bf16, "exact only up to 256"},
+                                         {2049, Precision::f16, "exact only up to 2048"}})
+    for (const std::string op : {"ArgMax", "TopK"}) {
+      OneNode b(op, "length " + std::to_string(c.length));
+      b.input("x", {2, c.length}).attr("axis", std::int64_t{1});
+      if (op == "TopK") b.output("values", {2, 3}).output("indices", {2, 3}).attr("k", std::int64_t{3}).attr("largest", std::int64_t{1});
+      else b.output("y", {2, 1}).attr("keepdims", std::int64_t{1}).attr("select_last_index", std::int64_t{0});
+      b.node().name = "the_node";
+      for (Precision p : {Precision::f32, Precision::f16, Precision::bf16}) {
+        INFO(op << " length " << c.length << " at " << to_string(p));
+        CudaEngineOptions o;
+        o.precision = p;
+        const bool refused = p == c.refused || p == Precision::bf16;
+        std::string message;
+        try {
+          CudaEngine engine(b.g, o);
+        } catch (const ModelError& e) {
+          message = e.what();
+        }
+        CHECK(message.empty() == !refused);
+        if (refused) {
+          CHECK(message.find("'the_node' (" + op + ")") != std::string::npos);
+          CHECK(message.find(p == Precision::bf16 ? "exact only up to 256" : c.limit) != std::string::npos);
+        }
+      }
+    }
+}
+
+TEST_CASE("CUDA DepthToSpace SpaceToDepth Tile and InstanceNormalization match the CPU", "[nn][nn_cuda][rewritten]") {
+  for (const std::string mode : {"DCR", "CRD"})
+    for (const bool nhwc : {false, true}) {
+      ModelBuilder m(13);
+      m.input("x", {-1, 12, 5, 7}).output("y");
+      if (nhwc) nhwc_copy(m, "x", "p");
+      auto& n = m.node("DepthToSpace", {nhwc ? "p" : "x"}, {"y"});
+      set_int(n, "blocksize", 2);
+      set_string(n, "mode", mode);
+      check_all_precisions(prepared_model(m, 2));
+    }
+  {
+    ModelBuilder m(13);
+    m.input("x", {-1, 3, 6, 9}).output("y");
+    nhwc_copy(m, "x", "p");
+    set_int(m.node("SpaceToDepth", {"p"}, {"y"}), "blocksize", 3);
+    check_all_precisions(prepared_model(m, 2));
+  }
+  for (const std::vector<std::int64_t>& repeats : {std::vector<std::int64_t>{1, 1, 2, 3}, {1, 2, 1, 1}, {2, 1, 1, 2}}) {
+    ModelBuilder m(13);
+    m.input("x", {-1, 5, 1, 3}).ints("repeats", repeats).output("y");
+    m.node("Tile", {"x", "repeats"}, {"y"});
+    check_all_precisions(prepared_model(m, 2));
+  }
+  for (const bool conv_after : {false, true}) {  // a Conv after makes the normalized value NHWC on the GPU
+    ModelBuilder m(13);
+    m.input("x", {-1, 8, 9, 11}).output("y");
+    m.weights("scale", {8}, random_values(8, 60, 0.5f, 1.5f)).weights("B", {8}, random_values(8, 61));
+    set_float(m.node("InstanceNormalization", {"x", "scale", "B"}, {conv_after ? "n" : "y"}), "epsilon", 1e-5f);
+    if (conv_after) {
+      m.weights("w", {4, 8, 3, 3}, random_values(4 * 8 * 9, 62));
+      m.node("Relu", {"n"}, {"r"});
+      set_ints(m.node("Conv", {"r", "w"}, {"y"}), "pads", {1, 1, 1, 1});
+    }
+    check_all_precisions(prepared_model(m, 2), 63, [](float v) { return 4 * v + 2; });
+  }
+  {
+    ModelBuilder m(13);
+    m.input("x", {-1, 6, 50}).output("y");
+    m.weights("scale", {6}, random_values(6, 64, 0.5f, 1.5f)).weights("B", {6}, random_values(6, 65));
+    m.node("InstanceNormalization", {"x", "scale", "B"}, {"y"});
+    check_all_precisions(prepared_model(m, 3));
   }
 }

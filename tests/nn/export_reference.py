@@ -23,6 +23,8 @@ batch of 2, f32) and OUTDIR/NAME.output.npy (PyTorch's f32 output for it: eval m
                            token gathered from run-time data, Expand/Where from the exporter), opset 17
   swin_small               torchvision's SwinTransformer at 32x32, two stages of two blocks (shifted windows:
                            the attention mask folded from ScatterND/Where), opset 17
+  ranknet                  InstanceNorm, GroupNorm, pixel_shuffle/unshuffle, repeat, log_softmax, argmax, topk
+                           (see RankNet), opset 13 and as ranknet_op11 (the opset 11 spellings), 2x3x16x16
 
 Deterministic (fixed seeds). A model whose three files exist and are newer than this script is skipped.
 Works under torch 1.13 (Debian) and torch 2.x (dynamo=False where torch.onnx.export has that argument).
@@ -203,6 +205,42 @@ def small_swin():
                            num_classes=10)
 
 
+class RankNet(nn.Module):
+    """The ops sluice rewrites into others and the ranking ops (input 3x16x16, output 59 values a row).
+
+    InstanceNorm2d (InstanceNormalization), pixel_shuffle (DepthToSpace CRD), GroupNorm (Reshape,
+    InstanceNormalization, Reshape, Mul, Add at opset <= 17), pixel_unshuffle, repeat (Tile), log_softmax
+    (LogSoftmax), argmax (ArgMax) and topk (TopK). The ranked scores are a fixed order 4 apart plus tanh of the
+    data, so no rounding (f16 on a GPU) can swap two of them; their values and indices are part of the output."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 16, 3, padding=1)
+        self.inorm = nn.InstanceNorm2d(16, affine=True)
+        self.gnorm = nn.GroupNorm(2, 4)
+        self.register_buffer("order", 4.0 * torch.randperm(16).float())
+
+    def forward(self, x):  # x: N,3,16,16
+        y = self.inorm(self.conv(x))                                             # N,16,16,16
+        s = self.gnorm(F.pixel_shuffle(y, 2))                                    # N,4,32,32
+        u = F.pixel_unshuffle(s, 4)                                              # N,64,8,8
+        p = F.adaptive_avg_pool2d(u, 1).flatten(1)                               # N,64
+        t = F.log_softmax(4 * p[:, :16].repeat(1, 3), dim=1)                     # N,48
+        scores = torch.tanh(p[:, 16:32]) + self.order                            # N,16
+        values, indices = scores.topk(5, dim=1)
+        best = scores.argmax(1, keepdim=True)
+        return torch.cat([t, values, indices.float(), best.float()], 1)
+
+
+def randomize_norms(model, generator):
+    """Affine parameters of the normalizations away from 1 and 0, so that they are really applied."""
+    for m in model.modules():
+        if isinstance(m, (nn.InstanceNorm2d, nn.GroupNorm)):
+            with torch.no_grad():
+                m.weight.uniform_(0.5, 1.5, generator=generator)
+                m.bias.normal_(0, 0.5, generator=generator)
+
+
 def build_mixnet(generator):
     torch.manual_seed(SEED + 3)
     net = MixNet()
@@ -267,7 +305,7 @@ def main(argv):
     jobs = [("resnet18", 224, 13), ("mobilenet_v2", 224, 13), ("mixnet", 64, 13), ("mixnet_op11", 64, 11),
             ("mixnet_op17", 64, 17), ("shufflenet_v2_x0_5", 64, 13), ("mnasnet0_5", 64, 13),
             ("mathnet", 16, 17), ("mathnet_op13", 16, 13), ("convnext_small", 64, 17), ("convnext_small_op13", 64, 13),
-            ("vit_small", 32, 17), ("swin_small", 32, 17)]
+            ("vit_small", 32, 17), ("swin_small", 32, 17), ("ranknet", 16, 13), ("ranknet_op11", 16, 11)]
     mixnet = None
     for name, size, opset in jobs:
         if up_to_date(outdir, name):
@@ -277,13 +315,15 @@ def main(argv):
         family = name.split("_op")[0]
         generator = torch.Generator().manual_seed(SEED + sum(family.encode()))
         example = torch.randn(2, 3, size, size, generator=generator)
-        if family in ("mathnet", "convnext_small", "vit_small", "swin_small"):
+        if family in ("mathnet", "convnext_small", "vit_small", "swin_small", "ranknet"):
             torch.manual_seed(SEED + 7)
             model = {"mathnet": MathNet, "convnext_small": small_convnext, "vit_small": small_vit,
-                     "swin_small": small_swin}[family]()
+                     "swin_small": small_swin, "ranknet": RankNet}[family]()
             if family == "mathnet":
                 with torch.no_grad():
                     model.token.normal_(0, 1)
+            if family == "ranknet":
+                randomize_norms(model, generator)
             model.eval()
         elif family == "mixnet":
             if mixnet is None:

@@ -73,6 +73,11 @@ TEST_CASE("CPU shufflenet_v2_x0_5 matches PyTorch", "[cpu_models]") { check_mode
 TEST_CASE("CPU mnasnet0_5 matches PyTorch", "[cpu_models]") { check_model("mnasnet0_5"); }
 TEST_CASE("CPU mathnet (math ops, reductions, LayerNormalization) matches PyTorch", "[cpu_models]") { check_model("mathnet"); }
 TEST_CASE("CPU mathnet exported at opset 13 matches PyTorch", "[cpu_models]") { check_model("mathnet_op13"); }
+TEST_CASE("CPU ranknet (InstanceNorm, GroupNorm, pixel shuffles, Tile, LogSoftmax, ArgMax, TopK) matches PyTorch",
+          "[cpu_models]") {
+  check_model("ranknet");
+}
+TEST_CASE("CPU ranknet exported at opset 11 matches PyTorch", "[cpu_models]") { check_model("ranknet_op11"); }
 TEST_CASE("CPU small ConvNeXt matches PyTorch", "[cpu_models]") { check_model("convnext_small"); }
 TEST_CASE("CPU small ConvNeXt exported at opset 13 matches PyTorch", "[cpu_models]") { check_model("convnext_small_op13"); }
 TEST_CASE("CPU small Vision Transformer matches PyTorch", "[cpu_models]") { check_model("vit_small"); }

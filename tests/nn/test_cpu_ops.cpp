@@ -1572,6 +1572,35 @@ TEST_CASE("Tile repeats the input along every dimension", "[cpu_ops][shape]") {
   }
 }
 
+TEST_CASE("Expand of run-time data broadcasts like numpy", "[cpu_ops][shape]") {
+  std::mt19937 rng(46);
+  struct Case {
+    Shape x;
+    Ints shape, y;
+  };
+  for (const auto& c : std::vector<Case>{{{2, 3, 1}, {1, 3, 4}, {2, 3, 4}}, {{2, 1, 3}, {4, 1}, {2, 4, 3}},
+                                         {{1, 5}, {3, 2, 1, 1}, {3, 2, 1, 5}}, {{2, 3}, {1}, {2, 3}}}) {
+    INFO(sluice::nn::to_string(c.x) << " to " << sluice::nn::to_string(c.shape));
+    const Floats x = random_floats(rng, count(c.x));
+    Floats want;
+    for (std::int64_t i = 0; i < count(c.y); ++i) {
+      const Ints idx = unravel(i, c.y);
+      Ints own;
+      for (std::size_t d = c.y.size() - c.x.size(); d < c.y.size(); ++d)
+        own.push_back(c.x[d - (c.y.size() - c.x.size())] == 1 ? 0 : idx[d]);
+      want.push_back(x[static_cast<std::size_t>(ravel(own, c.x))]);
+    }
+    ModelBuilder m(13);
+    m.input("x", c.x).ints("shape", c.shape).output("y");
+    m.node("Expand", {"x", "shape"}, {"e"});
+    m.node("Relu", {"e"}, {"r"});  // Relu(e) - Relu(-e) = e: the Expand need not be the graph output
+    m.node("Neg", {"e"}, {"n"});
+    m.node("Relu", {"n"}, {"rn"});
+    m.node("Sub", {"r", "rn"}, {"y"});
+    CHECK(identical(run_model(m, c.x, x), want));
+  }
+}
+
 TEST_CASE("InstanceNormalization normalizes each channel plane and applies scale and B", "[cpu_ops][layer_norm]") {
   std::mt19937 rng(45);
   for (const Shape& xs : {Shape{2, 3, 5, 7}, Shape{1, 4, 9}, Shape{3, 2, 1, 3, 2}}) {

@@ -1153,6 +1153,35 @@ TEST_CASE("DepthToSpace SpaceToDepth Tile and InstanceNormalization become ops t
   }
 }
 
+TEST_CASE("Expand of run-time data becomes a Mul by ones, or nothing when the shape stays", "[nn][passes]") {
+  {
+    ModelBuilder m(13);
+    m.input("x", {-1, 3, 1}).ints("shape", {1, 3, 4}).output("y");
+    m.node("Expand", {"x", "shape"}, {"y"}, "grow");
+    const Graph g = prepared(m, 2);
+    check_prepared_form(g);
+    const Node& mul = only_node(g);
+    CHECK(mul.op == "Mul");
+    CHECK(g.constants.at(mul.inputs[1]).shape == Shape{1, 1, 4});  // only the dimension that grows
+    CHECK(g.shapes.at("y") == Shape{2, 3, 4});
+  }
+  {
+    ModelBuilder m(13);  // torch's repeat: Expand to ones, then Tile
+    m.input("x", {-1, 3}).ints("shape", {1, 1}).output("y");
+    m.node("Expand", {"x", "shape"}, {"e"});
+    m.node("Relu", {"e"}, {"y"});
+    const Graph g = prepared(m, 2);
+    CHECK(ops_of(g) == std::vector<std::string>{"Relu"});
+    CHECK(g.nodes[0].inputs[0] == "x");
+  }
+  ModelBuilder m(13);
+  m.input("x", {-1, 3}).ints("shape", {2, 4}).output("y");
+  m.node("Expand", {"x", "shape"}, {"y"}, "grow");
+  const std::string e = error_of([&] { prepared(m, 2); });
+  CHECK_THAT(e, Contains("node 'grow' (Expand)"));
+  CHECK_THAT(e, Contains("does not broadcast to [2,4]"));
+}
+
 TEST_CASE("LogSoftmax ArgMax ArgMin and TopK get their canonical attributes and shapes", "[nn][passes]") {
   auto one = [](std::int64_t opset, const std::string& op, Shape dims, auto&& set) {
     ModelBuilder m(opset);
