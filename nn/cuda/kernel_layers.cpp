@@ -512,6 +512,8 @@ class SoftmaxLayer : public Layer {
     log_ = node.op == "LogSoftmax";
     const int rank = static_cast<int>(values_.slot(x_).shape.size());
     if (axis_ < 0 || axis_ >= rank) throw ModelError(fail(ctx, node, "axis out of range"));
+    // The kernel writes y at x's offsets (nhwc_values ties the two).
+    if (values_.slot(x_).nhwc != values_.slot(y_).nhwc) throw ModelError(fail(ctx, node, "input and output layouts differ"));
   }
   std::string partial_batch_problem() const override {
     return axis_ == 0 && values_.slot(x_).batched ? op() + " over the batch dimension" : "";

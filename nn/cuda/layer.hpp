@@ -60,7 +60,8 @@ class ValueTable {
 
 // The 4-D activations held NHWC: those a Conv, pool, GlobalAveragePool or Resize reads or writes (their kernels
 // take NHWC), together with every value tied to one of them by an op that keeps its input's layout (activations,
-// elementwise math, BatchNormalization: one flat pass) or by a same-shape binary op. Every other 4-D value (an
+// elementwise math, BatchNormalization: one flat pass; Softmax and LogSoftmax, whose kernel writes y at x's
+// offsets) or by a same-shape binary op. Every other 4-D value (an
 // attention tensor [N, heads, T, d], a transposed [N, H, W, C]) stays row-major, so MatMul, LayerNormalization and
 // reductions read it without staging.
 std::set<std::string> nhwc_values(const Graph& graph);

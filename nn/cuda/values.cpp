@@ -51,8 +51,9 @@ std::set<std::string> nhwc_values(const Graph& graph) {
       for (const auto& v : n.outputs)
         if (rank_of(v) == 4) needs.insert(v);
     } else if (op == "Relu" || op == "LeakyRelu" || op == "Clip" || op == "Sigmoid" || op == "HardSigmoid" ||
-               op == "HardSwish" || op == "Tanh" || op == "BatchNormalization" || unary_math_of(op)) {
-      unite(n.inputs.at(0), n.outputs.at(0));
+               op == "HardSwish" || op == "Tanh" || op == "BatchNormalization" || unary_math_of(op) ||
+               op == "Softmax" || op == "LogSoftmax") {
+      unite(n.inputs.at(0), n.outputs.at(0));  // (Log)Softmax: its kernel writes y at x's offsets
     } else if (binary_math_of(op)) {
       for (const auto& in : n.inputs)
         if (graph.shapes.count(in) && graph.shapes.count(n.outputs.at(0)) &&
