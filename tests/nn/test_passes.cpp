@@ -1386,3 +1386,21 @@ TEST_CASE("the rewritten and ranking ops fold on constants to the values compute
     CHECK(t.f32[3] == Approx(-1.f));
   }
 }
+
+TEST_CASE("the fuzz seeds of the rewritten and ranking ops run, or are refused naming the node", "[nn][passes]") {
+  const std::string corpus = std::string(SLUICE_SOURCE_DIR) + "/fuzz/corpus/onnx/";
+  const Graph g = prepare(load_onnx(corpus + "rewritten_ranking.onnx"), 2);
+  check_prepared_form(g);
+  CHECK(g.shapes.at("y") == Shape{2, 4, 2});
+  CHECK(g.shapes.at("z") == Shape{2, 8, 4, 1});
+  CpuEngine engine(g);
+  const std::vector<float> x(2 * 8 * 2 * 2, 0.5f);
+  std::vector<float> y(2 * 4 * 2, -1.f), z(2 * 8 * 4, -1.f);
+  engine.run({x.data()}, {y.data(), z.data()});
+  CHECK(std::all_of(y.begin(), y.end(), [](float v) { return v >= 0 && v < 8 && v == std::floor(v); }));
+  CHECK(std::all_of(z.begin(), z.end(), [](float v) { return v == 0 || v == 1; }));
+
+  const std::string e = error_of([&] { prepare(load_onnx(corpus + "tile_huge_repeats.onnx"), 1); });
+  CHECK_THAT(e, Contains("(Tile)"));
+  CHECK_THAT(e, Contains("at most"));
+}
