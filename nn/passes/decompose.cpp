@@ -118,8 +118,10 @@ std::vector<Node> space_to_depth(const Node& n, Graph& g) {
 
 // Tile: every dimension d with r > 1 repeats gets a new axis of r in front of it (x: 1, ones: r), so a broadcast
 // Mul by ones writes the copies and a Reshape merges each pair (r, d) into r * d. A dimension of 1 repeats by
-// broadcasting alone; runs of unrepeated dimensions after the first merge, keeping the rank (the CUDA backend
-// takes 6) low. x * 1 is exact in every precision, NaN and infinities included.
+// broadcasting alone; runs of unrepeated dimensions after the first merge, keeping the rank low; where it would
+// still pass kMaxTileRank, the node becomes two Tiles (each rewritten in turn). x * 1 is exact in every
+// precision, NaN and infinities included.
+constexpr std::size_t kMaxTileRank = 6;  // the CUDA backend's kMaxRank
 std::vector<Node> tile(const Node& n, Graph& g) {
   const std::string& data = n.inputs.at(0);
   const Shape x = g.shape_of(data);
@@ -153,6 +155,17 @@ std::vector<Node> tile(const Node& n, Graph& g) {
     }
   }
   check_value_shape(g, n, n.outputs.at(0), out);
+  if (x_parts.size() > kMaxTileRank) {  // two Tiles: the last repeated dimension after the others
+    const auto last = static_cast<std::size_t>(
+        std::distance(std::find_if(repeats.rbegin(), repeats.rend(), [](std::int64_t r) { return r > 1; }), repeats.rend()) - 1);
+    Ints first = repeats, second(repeats.size(), 1);
+    first[last] = 1;
+    second[last] = repeats[last];
+    Parts p(n, g);
+    const std::string mid = p.add("Tile", "tile_others", {data, p.ints("repeats_others", first)});
+    p.add("Tile", "tile_last", {mid, p.ints("repeats_last", second)}, true);
+    return p.take();
+  }
   if (element_count(ones_parts) > kMaxFoldedElements)
     fail(g, n, "repeats [" + join_ints(repeats) + "] need a constant of ones with more than " +
                    std::to_string(kMaxFoldedElements) + " elements");

@@ -591,9 +591,10 @@ TEST_CASE("CUDA DepthToSpace SpaceToDepth Tile and InstanceNormalization match t
     set_int(m.node("SpaceToDepth", {"p"}, {"y"}), "blocksize", 3);
     check_all_precisions(prepared_model(m, 2));
   }
-  for (const std::vector<std::int64_t>& repeats : {std::vector<std::int64_t>{1, 1, 2, 3}, {1, 2, 1, 1}, {2, 1, 1, 2}}) {
+  for (const std::vector<std::int64_t>& repeats :
+       {std::vector<std::int64_t>{1, 1, 2, 3}, {1, 2, 1, 1}, {2, 1, 1, 2}, {1, 2, 3, 2}}) {  // the last: two Tiles
     ModelBuilder m(13);
-    m.input("x", {-1, 5, 1, 3}).ints("repeats", repeats).output("y");
+    m.input("x", {-1, 5, 2, 3}).ints("repeats", repeats).output("y");
     m.node("Tile", {"x", "repeats"}, {"y"});
     check_all_precisions(prepared_model(m, 2));
   }

@@ -1554,7 +1554,8 @@ TEST_CASE("Tile repeats the input along every dimension", "[cpu_ops][shape]") {
   };
   for (const auto& c : std::vector<Case>{{{2, 3}, {1, 1}}, {{2, 3}, {3, 2}}, {{1, 3, 1, 5}, {2, 1, 4, 1}},
                                          {{2, 3, 4, 5}, {1, 1, 2, 3}}, {{3, 1, 2}, {1, 5, 3}}, {{7}, {3}},
-                                         {{2, 3, 2, 3, 2}, {1, 2, 1, 1, 2}}}) {
+                                         {{2, 3, 2, 3, 2}, {1, 2, 1, 1, 2}}, {{2, 3, 4, 5}, {1, 2, 2, 2}},
+                                         {{2, 3, 2, 3, 2}, {2, 2, 2, 2, 2}}}) {
     INFO(sluice::nn::to_string(c.x) << " repeats " << sluice::nn::to_string(c.repeats));
     Shape ys;
     for (std::size_t d = 0; d < c.x.size(); ++d) ys.push_back(c.x[d] * c.repeats[d]);

@@ -1138,6 +1138,16 @@ TEST_CASE("DepthToSpace SpaceToDepth Tile and InstanceNormalization become ops t
     CHECK(std::all_of(ones.f32.begin(), ones.f32.end(), [](float v) { return v == 1.f; }));
     CHECK(g.shapes.at("y") == Shape{2, 6, 4, 5});
   }
+  {  // three repeated dimensions of four would need rank 7: two Tiles, each within the CUDA backend's 6
+    ModelBuilder m(13);
+    m.input("x", {-1, 3, 4, 5}).ints("repeats", {1, 2, 2, 2}).output("y");
+    m.node("Tile", {"x", "repeats"}, {"y"});
+    const Graph g = prepared(m, 2);
+    check_prepared_form(g);
+    REQUIRE(ops_of(g) == std::vector<std::string>{"Reshape", "Mul", "Reshape", "Reshape", "Mul", "Reshape"});
+    for (const auto& n : g.nodes) CHECK(g.shapes.at(n.outputs[0]).size() <= 6);
+    CHECK(g.shapes.at("y") == Shape{2, 6, 8, 10});
+  }
   {
     ModelBuilder m(13);
     m.input("x", {-1, 3, 4, 4}).weights("s", {3}, {1.f, 2.f, 3.f}).weights("b", {3}, {0.f, 1.f, 2.f}).output("y");
