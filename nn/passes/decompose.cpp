@@ -155,9 +155,10 @@ std::vector<Node> tile(const Node& n, Graph& g) {
     }
   }
   check_value_shape(g, n, n.outputs.at(0), out);
-  if (x_parts.size() > kMaxTileRank) {  // two Tiles: the last repeated dimension after the others
+  if (x_parts.size() > kMaxTileRank) {  // two Tiles: the last repeated dimension after the others (one exists:
+    // without repeats the parts merge to at most two)
     const auto last = static_cast<std::size_t>(
-        std::distance(std::find_if(repeats.rbegin(), repeats.rend(), [](std::int64_t r) { return r > 1; }), repeats.rend()) - 1);
+        std::distance(std::find_if(repeats.rbegin(), repeats.rend(), [](std::int64_t r) { return r != 1; }), repeats.rend()) - 1);
     Ints first = repeats, second(repeats.size(), 1);
     first[last] = 1;
     second[last] = repeats[last];
