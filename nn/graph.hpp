@@ -87,7 +87,8 @@ struct Graph {
 
 // ---- The prepared form (what prepare() guarantees and the backends may rely on) ----------------------------
 // * Every graph input has a concrete shape (the batch bound); every non-constant value is f32 data (a
-//   backend may hold it as f16/bf16) with a concrete entry in `shapes`. Integer data exists only as constants.
+//   backend may hold it as f16/bf16) with a concrete entry in `shapes`. Integer data exists only as constants
+//   (the indices ArgMax, ArgMin and TopK compute at run time are f32 numbers: see those ops below).
 // * Nodes are in topological order; no node has only constant inputs (folded); no dead nodes; no Identity,
 //   Dropout, Constant, Shape, Gather-on-shapes, Cast, Upsample or ConstantOfShape remains.
 // * Ops that remain, with their canonical attributes (all axes non-negative, all lists concrete):
