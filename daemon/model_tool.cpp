@@ -180,6 +180,7 @@ int run_cuda(const ModelToolOptions& o, const nn::Graph& prepared, const std::ve
     options.conv_fused = allowed("fused");
     options.conv_separate = allowed("separate");
     options.conv_gemm = allowed("gemm");
+    options.conv_depthwise = allowed("depthwise");
   }
   const auto t_build = std::chrono::steady_clock::now();
   nn::CudaEngine engine(prepared, options);

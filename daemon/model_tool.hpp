@@ -15,7 +15,7 @@ struct ModelToolOptions {
   int iterations = 100, warmup = 10;
   std::vector<std::string> inputs, outputs;  // .npy files
   std::string algo_cache;        // cuda: file of measured convolution algorithms
-  std::vector<std::string> conv_modes;  // cuda: allowed ways to run convolutions (fused, separate, gemm); empty: all
+  std::vector<std::string> conv_modes;  // cuda: allowed ways to run convolutions (fused, separate, gemm, depthwise); empty: all
   std::string json_path;         // bench: the result as JSON
 };
 

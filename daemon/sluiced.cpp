@@ -134,7 +134,7 @@ constexpr CommandHelp kCommandHelp[] = {
 )"},
     {"model", R"(model FILE.onnx [--batch N] [--device auto|cpu|cuda] [--precision f32|f16|bf16]
                   [--input X.npy]... [--output Y.npy]... [--bench] [--iterations N] [--warmup N]
-                  [--profile] [--no-graph] [--algo-cache PATH] [--conv-modes fused|separate|gemm]...
+                  [--profile] [--no-graph] [--algo-cache PATH] [--conv-modes fused|separate|gemm|depthwise]...
                   [--json PATH]
                   load an ONNX model and print the graph after sluice's passes (layers, fusions,
                   weights and activation memory); --input runs the given NumPy inputs (batch from
@@ -142,7 +142,7 @@ constexpr CommandHelp kCommandHelp[] = {
                   (median, min, p90, max of N runs, and back-to-back throughput on the GPU);
                   --profile: per-layer GPU times; --conv-modes (repeatable) limits how convolutions
                   may run (cuDNN fused epilogue, cuDNN then sluice's epilogue, 1x1 as a cuBLAS
-                  product), for diagnosis. Default device: cuda when a GPU is usable.
+                  product, depthwise on sluice's own kernel), for diagnosis. Default device: cuda when a GPU is usable.
 )"},
     {"check", R"(check [FILE] [--uri URI]... [--model M.onnx] [...: run's pipeline options]
                   validate FILE (default: the shipped default pipeline, changed by the options
@@ -442,7 +442,7 @@ int cmd_model(const std::vector<std::string>& args) {
     else if (a == "--iterations") o.iterations = r.integer(1);
     else if (a == "--warmup") o.warmup = r.integer(0);
     else if (a == "--algo-cache") o.algo_cache = r.value();
-    else if (a == "--conv-modes") o.conv_modes.push_back(r.choice({"fused", "separate", "gemm"}));
+    else if (a == "--conv-modes") o.conv_modes.push_back(r.choice({"fused", "separate", "gemm", "depthwise"}));
     else if (a == "--json") o.json_path = r.value();
     else if (!a.empty() && a[0] == '-') throw std::invalid_argument("unknown option '" + a + "'");
     else if (o.file.empty()) o.file = a;

@@ -17,12 +17,13 @@ const char* to_string(ConvMode m) {
     case ConvMode::fused: return "fused";
     case ConvMode::separate: return "separate";
     case ConvMode::gemm: return "gemm";
+    case ConvMode::depthwise: return "depthwise";
   }
   return "?";
 }
 
 namespace {
-constexpr const char* kHeader = "# sluice nn/cuda convolution algorithms: key<TAB>fused|separate|gemm<TAB>cudnn algo";
+constexpr const char* kHeader = "# sluice nn/cuda convolution algorithms: key<TAB>fused|separate|gemm|depthwise<TAB>cudnn algo";
 }
 
 AlgoCache::AlgoCache(std::string path) : path_(std::move(path)) {
@@ -43,7 +44,8 @@ AlgoCache::AlgoCache(std::string path) : path_(std::move(path)) {
       if (mode == "fused") choice.mode = ConvMode::fused;
       else if (mode == "separate") choice.mode = ConvMode::separate;
       else if (mode == "gemm") choice.mode = ConvMode::gemm;
-      else fault = "mode '" + mode + "' is not fused, separate or gemm";
+      else if (mode == "depthwise") choice.mode = ConvMode::depthwise;
+      else fault = "mode '" + mode + "' is not fused, separate, gemm or depthwise";
       try {
         choice.algo = std::stoi(line.substr(tab2 + 1));
       } catch (const std::exception&) {

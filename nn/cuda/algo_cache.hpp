@@ -1,7 +1,7 @@
 #pragma once
 // The measured convolution algorithms, kept in a small text file so that a restart does not measure again.
 // A key holds everything the choice depends on: GPU name, cuDNN version, precision, shapes, strides, pads,
-// dilations, groups and the epilogue (see ConvLayer::cache_key). One line per entry: key TAB mode (fused|separate|gemm) TAB algorithm.
+// dilations, groups and the epilogue (see ConvLayer::cache_key). One line per entry: key TAB mode (fused|separate|gemm|depthwise) TAB algorithm.
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -14,12 +14,13 @@ enum class ConvMode : std::uint8_t {
   fused,     // cudnnConvolutionBiasActivationForward
   separate,  // cudnnConvolutionForward, then the epilogue kernel
   gemm,      // a 1x1 convolution as one cuBLAS product over NHWC pixels, then the epilogue kernel
+  depthwise, // group == C == K: sluice's direct NHWC kernel with the epilogue inside (nn/cuda/depthwise_conv.cu)
 };
 const char* to_string(ConvMode m);
 
 struct ConvChoice {
   ConvMode mode = ConvMode::separate;
-  int algo = 0;  // cudnnConvolutionFwdAlgo_t (unused for gemm)
+  int algo = 0;  // cudnnConvolutionFwdAlgo_t (unused for gemm and depthwise)
 };
 
 class AlgoCache {

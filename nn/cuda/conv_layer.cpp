@@ -91,6 +91,8 @@ ConvLayer::ConvLayer(const Node& node, BuildContext& ctx) : Layer(node), type_(c
   act_ = conv_activation(node);
   pointwise_ = r_ == 1 && s_ == 1 && stride_h_ == 1 && stride_w_ == 1 && groups_ == 1 && pads[0] == 0 && pads[1] == 0 &&
                pads[2] == 0 && pads[3] == 0;
+  depthwise_ = groups_ == c_ && k_ == c_;
+  pad_begin_ = {static_cast<int>(pads[0]), static_cast<int>(pads[1])};
 
   // Weights OIHW -> KRSC (the filter layout of NHWC convolutions).
   const Tensor& wt = g.constants.at(node.inputs[1]);
@@ -103,6 +105,13 @@ ConvLayer::ConvLayer(const Node& node, BuildContext& ctx) : Layer(node), type_(c
           krsc[((static_cast<std::size_t>(k) * r_ + r) * s_ + s) * cg + c] =
               wt.f32[((static_cast<std::size_t>(k) * cg + c) * r_ + r) * s_ + s];
   weight_ = ctx.upload(krsc);
+  if (depthwise_) {  // [C, 1, R, S] -> f32 [R, S, C]: a thread's channels are adjacent in every tap
+    std::vector<float> rsc(wt.f32.size());
+    for (int c = 0; c < c_; ++c)
+      for (int rs = 0; rs < r_ * s_; ++rs)
+        rsc[static_cast<std::size_t>(rs) * c_ + c] = wt.f32[static_cast<std::size_t>(c) * r_ * s_ + rs];
+    depthwise_weight_ = ctx.upload(rsc, /*as_f32=*/true);
+  }
   std::vector<float> bias(static_cast<std::size_t>(k_), 0.f);
   if (node.inputs.size() > 2 && !node.inputs[2].empty()) {
     has_bias_ = true;
@@ -112,6 +121,7 @@ ConvLayer::ConvLayer(const Node& node, BuildContext& ctx) : Layer(node), type_(c
                        std::to_string(k_) + " output channels");
   }
   bias_ = ctx.upload(bias);
+  if (depthwise_ && has_bias_) depthwise_bias_ = ctx.upload(bias, /*as_f32=*/true);
 
   const cudnnDataType_t dt = cudnn_type(type_);
   CUDNN_CHECK(cudnnSetFilter4dDescriptor(filter_.get(), dt, CUDNN_TENSOR_NHWC, k_, cg, r_, s_));
@@ -156,6 +166,27 @@ std::size_t ConvLayer::workspace_for(const PerCount& pc, cudnnConvolutionFwdAlgo
 }
 
 cudnnStatus_t ConvLayer::launch(const PerCount& pc, const RunContext& ctx) const {
+  if (pc.mode == ConvMode::depthwise) {  // pads, bias, residual and activation all inside the kernel
+    DepthwiseConv2dParams p;
+    p.n = ctx.count;
+    p.h = h_;
+    p.w = w_;
+    p.c = c_;
+    p.out_h = out_h_;
+    p.out_w = out_w_;
+    p.kernel_h = r_;
+    p.kernel_w = s_;
+    p.stride_h = stride_h_;
+    p.stride_w = stride_w_;
+    p.dilation_h = dil_h_;
+    p.dilation_w = dil_w_;
+    p.pad_top = pad_begin_[0];
+    p.pad_left = pad_begin_[1];
+    depthwise_conv2d(type_, p, ctx.at(y_), ctx.at(x_), static_cast<const float*>(depthwise_weight_),
+                     static_cast<const float*>(depthwise_bias_), residual_ >= 0 ? ctx.at(residual_) : nullptr, act_,
+                     ctx.stream);
+    return CUDNN_STATUS_SUCCESS;
+  }
   const void* x = ctx.at(x_);
   if (scratch_bytes()) {  // the asymmetric part of the padding, explicitly
     const std::int64_t hp = h_ + extra_top_ + extra_bottom_, wp = w_ + extra_left_ + extra_right_;
@@ -199,6 +230,8 @@ std::string ConvLayer::cache_key(const std::string& device_name) const {
     << stride_w_ << "|pad " << pad_h_ << "," << pad_w_ << "+" << extra_top_ << "," << extra_left_ << ","
     << extra_bottom_ << "," << extra_right_ << "|dil " << dil_h_ << "," << dil_w_ << "|epilogue "
     << (has_bias_ ? "b" : "") << (residual_ >= 0 ? "r" : "") << static_cast<int>(act_.kind);
+  // Entries measured before the depthwise kernel existed never tried it: a new key measures it.
+  if (depthwise_) k << "|own depthwise";
   return k.str();
 }
 
@@ -218,13 +251,17 @@ void ConvLayer::select_algorithm(ConvSelection& sel) {
   CUBLAS_CHECK(cublasSetStream(sel.cublas, sel.stream));
   const bool fusable = sel.allow_fused && (act_.kind == Activation::none || act_.kind == Activation::relu);
   const bool gemm_ok = sel.allow_gemm && pointwise_;
+  const bool depthwise_ok = sel.allow_depthwise && depthwise_;
   const std::string key = cache_key(sel.device_name);
 
   if (auto cached = sel.cache.find(key)) {
     const auto algo = static_cast<cudnnConvolutionFwdAlgo_t>(cached->algo);
-    const std::size_t bytes = cached->mode == ConvMode::gemm ? 0 : workspace_for(full, algo);
-    const bool legal = cached->mode == ConvMode::gemm ? gemm_ok
-                       : cached->mode == ConvMode::separate ? sel.allow_separate : fusable;
+    const bool own_kernel = cached->mode == ConvMode::gemm || cached->mode == ConvMode::depthwise;
+    const std::size_t bytes = own_kernel ? 0 : workspace_for(full, algo);
+    const bool legal = cached->mode == ConvMode::gemm        ? gemm_ok
+                       : cached->mode == ConvMode::depthwise ? depthwise_ok
+                       : cached->mode == ConvMode::separate  ? sel.allow_separate
+                                                             : fusable;
     if (bytes <= sel.workspace_limit && legal) {
       mode_ = cached->mode;
       algo_ = algo;
@@ -283,13 +320,23 @@ void ConvLayer::select_algorithm(ConvSelection& sel) {
       workspace_ = 0;
     }
   }
+  if (depthwise_ok) {
+    full.mode = ConvMode::depthwise;
+    const double ms = trial_ms(full);
+    if (ms < best) {
+      best = ms;
+      mode_ = ConvMode::depthwise;
+      workspace_ = 0;
+    }
+  }
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
   CUDA_CHECK(cudaGetLastError());
   if (!std::isfinite(best))
     throw GpuError("node '" + name() + "' (Conv): no allowed way runs this convolution within the workspace limit");
   measured_ms_ = best;
-  sel.cache.put(key, ConvChoice{mode_, mode_ == ConvMode::gemm ? 0 : static_cast<int>(algo_)});
+  const bool own_kernel = mode_ == ConvMode::gemm || mode_ == ConvMode::depthwise;
+  sel.cache.put(key, ConvChoice{mode_, own_kernel ? 0 : static_cast<int>(algo_)});
 }
 
 void ConvLayer::prepare(int count) {
@@ -298,7 +345,7 @@ void ConvLayer::prepare(int count) {
   describe_tensors(pc, count);
   pc.mode = mode_;
   pc.algo = algo_;
-  pc.workspace = mode_ == ConvMode::gemm ? 0 : workspace_for(pc, algo_);
+  pc.workspace = mode_ == ConvMode::gemm || mode_ == ConvMode::depthwise ? 0 : workspace_for(pc, algo_);
   if (pc.workspace <= workspace_) return;
   // The measured algorithm needs more workspace at this count: take cuDNN's first suggestion that fits.
   cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
@@ -327,15 +374,21 @@ std::string ConvLayer::kernel() const {
   static const char* act_names[] = {"", "relu", "leaky_relu", "clip", "sigmoid", "hard_sigmoid", "hard_swish", "tanh"};
   const bool fused = mode_ == ConvMode::fused;
   std::ostringstream k;
-  if (mode_ == ConvMode::gemm)
+  if (mode_ == ConvMode::depthwise) {
+    k << "sluice depthwise conv " << r_ << "x" << s_ << " NHWC (" << depthwise_channels_per_thread(type_, c_)
+      << " channels x 4 pixels per thread)";
+    if (has_bias_ || residual_ >= 0 || act_.kind != Activation::none)
+      k << " +epilogue" << (has_bias_ ? " bias" : "") << (residual_ >= 0 ? " residual" : "") << " "
+        << act_names[static_cast<int>(act_.kind)];
+  } else if (mode_ == ConvMode::gemm)
     k << "cublas gemm (1x1 conv)";
   else
     k << (fused ? "cudnn conv+bias" : "cudnn conv") << (fused && residual_ >= 0 ? "+residual" : "")
       << (fused && act_.kind == Activation::relu ? "+relu" : "") << " " << algo_name(algo_);
-  if (!fused && (has_bias_ || residual_ >= 0 || act_.kind != Activation::none))
+  if (!fused && mode_ != ConvMode::depthwise && (has_bias_ || residual_ >= 0 || act_.kind != Activation::none))
     k << " -> epilogue" << (has_bias_ ? " bias" : "") << (residual_ >= 0 ? " residual" : "") << " "
       << act_names[static_cast<int>(act_.kind)];
-  if (scratch_bytes()) k << " (explicit asymmetric pad)";
+  if (scratch_bytes() && mode_ != ConvMode::depthwise) k << " (explicit asymmetric pad)";
   if (from_cache_)
     k << " [cached]";
   else

@@ -5,8 +5,11 @@
 //             (identity only with IMPLICIT_PRECOMP_GEMM, a cuDNN rule);
 //   separate: cudnnConvolutionForward, then the epilogue kernel for bias + residual + any activation;
 //   gemm:     1x1, stride 1, no pad, one group: NHWC pixels x KC weights on cuBLAS, then the epilogue kernel
-//             (cuDNN's legacy kernels are slow for the small products of batch 1).
+//             (cuDNN's legacy kernels are slow for the small products of batch 1);
+//   depthwise: group == C == K: sluice's direct kernel (nn/cuda/depthwise_conv.cu) with the whole epilogue and
+//             the pads inside (cuDNN runs large depthwise filters far below memory bandwidth).
 // Asymmetric pads: the input is padded into scratch by the extra amount and cuDNN gets the symmetric part.
+#include <array>
 #include <map>
 #include <string>
 
@@ -27,7 +30,7 @@ struct ConvSelection {
   AlgoCache& cache;
   std::string device_name;
   const std::vector<void*>* ptr;  // value pointers for trial runs
-  bool allow_fused = true, allow_separate = true, allow_gemm = true;
+  bool allow_fused = true, allow_separate = true, allow_gemm = true, allow_depthwise = true;
 };
 
 class ConvLayer : public Layer {
@@ -73,6 +76,10 @@ class ConvLayer : public Layer {
   TensorDesc bias_desc_;
   ActivationDesc act_desc_;
   bool pointwise_ = false;  // may run as a product
+  bool depthwise_ = false;  // group == C == K: may run on the own depthwise kernel
+  void* depthwise_weight_ = nullptr;  // f32 [R, S, C] (depthwise_ only)
+  void* depthwise_bias_ = nullptr;    // f32 [C], null without B
+  std::array<int, 2> pad_begin_{};    // top, left as given (the depthwise kernel takes them directly)
   ConvMode mode_ = ConvMode::separate;
   cudnnConvolutionFwdAlgo_t algo_{};
   std::size_t workspace_ = 0;

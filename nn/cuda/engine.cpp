@@ -254,7 +254,8 @@ void CudaEngine::State::build() {
     AlgoCache cache(options.algo_cache);
     Memory trial_workspace(MemoryKind::device, std::max<std::size_t>(options.workspace_limit, 256));
     ConvSelection sel{cudnn.get(), cublas.get(), stream.get(), trial_workspace.data(), options.workspace_limit, scratch.data(),
-                      cache, device_name, &base_ptr, options.conv_fused, options.conv_separate, options.conv_gemm};
+                      cache, device_name, &base_ptr, options.conv_fused, options.conv_separate, options.conv_gemm,
+                      options.conv_depthwise};
     for (ConvLayer* c : convs) {
       c->select_algorithm(sel);
       (c->from_cache() ? convs_cached : convs_measured)++;

@@ -29,9 +29,10 @@ struct CudaEngineOptions {
   bool cuda_graph = true;        // capture and replay the network as a CUDA graph
   std::size_t workspace_limit = std::size_t(512) << 20;
   // Which ways a convolution may run (the fastest allowed one is measured and kept): cuDNN's fused
-  // conv+bias+residual+ReLU call, cuDNN's conv then sluice's epilogue kernel, or (1x1) one cuBLAS product.
+  // conv+bias+residual+ReLU call, cuDNN's conv then sluice's epilogue kernel, (1x1) one cuBLAS product, or
+  // (depthwise: group == channels == outputs) sluice's direct kernel with the epilogue inside.
   // Narrowing them is for diagnosis (`sluiced model --conv-modes`) and tests.
-  bool conv_fused = true, conv_separate = true, conv_gemm = true;
+  bool conv_fused = true, conv_separate = true, conv_gemm = true, conv_depthwise = true;
 };
 
 // Device memory of one graph input or output, in the given dtype (f32/f16/bf16) and layout (nchw/nhwc: for 4-D

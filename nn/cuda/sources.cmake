@@ -10,6 +10,7 @@ list(APPEND SLUICE_NN_CUDA_SOURCES
   nn/cuda/elementwise.cu
   nn/cuda/copy.cu
   nn/cuda/pool.cu
+  nn/cuda/depthwise_conv.cu
   nn/cuda/resize.cu
   nn/cuda/softmax.cu
   nn/cuda/ranking.cu

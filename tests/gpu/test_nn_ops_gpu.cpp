@@ -89,6 +89,74 @@ TEST_CASE("CUDA Conv matches the CPU", "[nn][nn_cuda][conv]") {
   }
 }
 
+// Random depthwise shapes on sluice's own kernel (the only allowed mode, so the measurement cannot pick cuDNN):
+// odd H, W and C (C not a multiple of the 16-byte channel group: the 2- and 1-channel variants), strides 1 and 2,
+// asymmetric pads, dilation 2, 3x3 to 9x9 and non-square filters, every epilogue. ConvNeXt's shape is the last.
+TEST_CASE("CUDA depthwise Conv kernel matches the CPU", "[nn][nn_cuda][conv][depthwise]") {
+  std::mt19937 rng(2026);
+  auto pick = [&](std::int64_t lo, std::int64_t hi) { return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng); };
+  const std::vector<std::string> activations = {"", "Relu", "LeakyRelu", "Clip", "Sigmoid", "HardSigmoid",
+                                                "HardSwish", "Tanh"};
+  const std::vector<std::int64_t> channel_counts = {1, 3, 5, 6, 7, 8, 12, 13, 16, 24, 30, 33, 40};
+  const std::vector<std::int64_t> kernel_sizes = {3, 5, 7};
+  std::vector<ConvCase> cases;
+  for (int i = 0; i < 24; ++i) {
+    ConvCase t{};
+    t.n = pick(1, 3);
+    t.c = t.k = t.group = channel_counts[static_cast<std::size_t>(pick(0, 12))];
+    t.r = kernel_sizes[static_cast<std::size_t>(pick(0, 2))];
+    t.s = i % 6 == 5 ? kernel_sizes[static_cast<std::size_t>(pick(0, 2))] : t.r;  // some non-square filters
+    t.stride = pick(1, 2);
+    t.dil = i % 4 == 3 ? 2 : 1;
+    t.h = pick(t.dil * (t.r - 1) + 1, 23);
+    t.w = pick(t.dil * (t.s - 1) + 1, 23);
+    t.pads = {pick(0, t.r / 2 + 1), pick(0, t.s / 2 + 1), pick(0, t.r / 2), pick(0, t.s / 2)};
+    t.activation = activations[static_cast<std::size_t>(i) % activations.size()];
+    t.bias = pick(0, 3) != 0;
+    t.residual = pick(0, 2) == 0;
+    cases.push_back(t);
+  }
+  cases.push_back({2, 64, 9, 9, 64, 9, 9, 1, 64, 1, {4, 4, 4, 4}, "", true, true});        // 9x9
+  cases.push_back({2, 96, 14, 14, 96, 7, 7, 1, 96, 1, {3, 3, 3, 3}, "", true, false});     // ConvNeXt's block
+  cases.push_back({1, 1, 1, 1, 1, 1, 1, 1, 1, 1, {0, 0, 0, 0}, "Relu", false, true});      // one element
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const ConvCase& t = cases[i];
+    const Shape y = conv_out(t);
+    OneNode b("Conv", "depthwise case " + std::to_string(i));
+    b.input("x", {t.n, t.c, t.h, t.w}).constant("w", {t.k, 1, t.r, t.s}, 300 + i);
+    if (t.bias) b.constant("b", {t.k}, 400 + i); else b.absent();
+    if (t.residual) b.input("r", y); else b.absent();
+    b.output("y", y)
+        .attr("strides", std::vector<std::int64_t>{t.stride, t.stride})
+        .attr("dilations", std::vector<std::int64_t>{t.dil, t.dil})
+        .attr("pads", t.pads)
+        .attr("group", t.group)
+        .attr("activation", t.activation);
+    if (t.activation == "Clip") b.attr("act_alpha", -0.3f).attr("act_beta", 0.4f);
+    if (t.activation == "LeakyRelu") b.attr("act_alpha", 0.1f);
+    if (t.activation == "HardSigmoid") b.attr("act_alpha", 0.25f).attr("act_beta", 0.45f);
+    const auto inputs = random_inputs(b.g, 50 + static_cast<std::uint32_t>(i));
+    const auto want = run_cpu(b.g, inputs);
+    for (Precision p : {Precision::f32, Precision::f16, Precision::bf16}) {
+      CudaEngineOptions o;
+      o.precision = p;
+      o.conv_fused = o.conv_separate = o.conv_gemm = false;
+      CudaEngine engine(b.g, o);
+      INFO(b.g.source << " x " << to_string(Shape{t.n, t.c, t.h, t.w}) << " filter " << t.r << "x" << t.s << " stride "
+                      << t.stride << " dilation " << t.dil << " pads " << to_string(t.pads) << " '" << t.activation
+                      << "' bias " << t.bias << " residual " << t.residual << " at " << to_string(p) << "\n"
+                      << engine.describe());
+      REQUIRE(engine.describe().find("sluice depthwise conv") != std::string::npos);
+      CHECK(relative_error(run_gpu(engine, inputs)[0], want[0]) <= tolerance(p));
+      if (t.n > 1) {  // a partial batch: the kernel's grid follows the count
+        const auto one = run_gpu(engine, inputs, 1);
+        const std::vector<float> want_one(want[0].begin(), want[0].begin() + static_cast<std::ptrdiff_t>(one[0].size()));
+        CHECK(relative_error(one[0], want_one) <= tolerance(p));
+      }
+    }
+  }
+}
+
 TEST_CASE("CUDA activations match the CPU", "[nn][nn_cuda][elementwise]") {
   for (const std::string op : {"Relu", "LeakyRelu", "Clip", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh"}) {
     for (const Shape& s : {Shape{2, 16, 5, 7}, Shape{3, 37}, Shape{2, 3, 4, 5, 2}}) {

@@ -26,13 +26,15 @@ TEST_CASE("algorithm cache round-trips through its file", "[nn][algo_cache]") {
     CHECK(cache.size() == 0);
     cache.put("H200|cudnn 91900|f16|x 1,3,224,224", {ConvMode::fused, 1});
     cache.put("H200|cudnn 91900|f16|x 1,64,56,56", {ConvMode::gemm, 0});
+    cache.put("H200|cudnn 91900|f16|x 64,96,56,56|w 96,7,7|g 96", {ConvMode::depthwise, 0});
     REQUIRE(cache.save());
   }
   AlgoCache again(path.string());
-  REQUIRE(again.size() == 2);
+  REQUIRE(again.size() == 3);
   CHECK(again.find("H200|cudnn 91900|f16|x 1,3,224,224")->mode == ConvMode::fused);
   CHECK(again.find("H200|cudnn 91900|f16|x 1,3,224,224")->algo == 1);
   CHECK(again.find("H200|cudnn 91900|f16|x 1,64,56,56")->mode == ConvMode::gemm);
+  CHECK(again.find("H200|cudnn 91900|f16|x 64,96,56,56|w 96,7,7|g 96")->mode == ConvMode::depthwise);
   CHECK_FALSE(again.find("other"));
   for (const auto& entry : fs::directory_iterator(path.parent_path()))
     CHECK(entry.path().filename().string().rfind(path.filename().string() + ".tmp", 0) != 0);  // no leftovers
