@@ -31,6 +31,10 @@ double flops(const Graph& g, const Node& n) {
     const Shape& w = g.shape_of(n.inputs[1]);
     return 2.0 * static_cast<double>(element_count(out)) * static_cast<double>(w[1] * w[2] * w[3]);
   }
+  if (n.op == "ConvTranspose") {  // every input pixel scatters into C_out/group x kH x kW outputs
+    const Shape& w = g.shape_of(n.inputs[1]);
+    return 2.0 * static_cast<double>(element_count(g.shape_of(n.inputs[0]))) * static_cast<double>(w[1] * w[2] * w[3]);
+  }
   if (n.op == "Gemm") {
     const Shape& a = g.shape_of(n.inputs[0]);
     const std::int64_t k = n.attrs.i("transA", 0) ? a[0] : a[1];

@@ -111,7 +111,7 @@ const std::vector<std::string>& supported_onnx_ops() {
   static const std::vector<std::string> ops = [] {
     std::vector<std::string> v{
         // run by the backends (see the prepared form in graph.hpp)
-        "Conv", "BatchNormalization", "Relu", "LeakyRelu", "Clip", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh",
+        "Conv", "ConvTranspose", "BatchNormalization", "Relu", "LeakyRelu", "Clip", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh",
         "Add", "Sub", "Mul", "Div", "MaxPool", "AveragePool", "GlobalAveragePool", "Flatten", "Reshape",
         "Transpose", "Squeeze", "Unsqueeze", "Gemm", "MatMul", "Concat", "Split", "Slice", "Softmax", "Resize",
         "Upsample", "Pad", "Erf", "Sqrt", "Exp", "Log", "Neg", "Abs", "Reciprocal", "Floor", "Ceil", "Pow", "Max",

@@ -97,6 +97,11 @@ struct Graph {
 //                   "activation": "" | Relu | LeakyRelu | Clip | Sigmoid | HardSigmoid | HardSwish | Tanh,
 //                   "act_alpha", "act_beta" (LeakyRelu alpha; HardSigmoid alpha, beta; Clip min, max).
 //                   Y = activation(conv(X, W) + B + R). BatchNormalization that follows a Conv is folded into W, B.
+//   ConvTranspose   inputs X, W (constant, f32, [C_in, C_out/group, kH, kW]), B (constant or "")
+//                   attrs strides, pads [top,left,bottom,right], dilations, group, output_padding [h, w] (each
+//                   below max(stride, dilation)); output_shape and auto_pad resolved into pads and output_padding.
+//                   Y extent = stride * (in - 1) + output_padding + (k - 1) * dilation + 1 - pads. 2-D only;
+//                   never folded (constant X is refused, like Conv).
 //   BatchNormalization  inputs X, scale, bias, mean, var (constants); attr epsilon (only where no Conv precedes)
 //   Relu, Sigmoid, Tanh, HardSwish              no attrs
 //   LeakyRelu (alpha), HardSigmoid (alpha, beta), Clip ("min", "max" floats; +-inf when absent)

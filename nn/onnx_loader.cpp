@@ -98,7 +98,7 @@ struct Arity {
 const Arity& arity_of(const std::string& op) {
   constexpr int many = std::numeric_limits<int>::max();
   static const std::map<std::string, Arity> arities{
-      {"Conv", {2, 3, 1}}, {"BatchNormalization", {5, 5, 5}}, {"Relu", {1, 1, 1}}, {"LeakyRelu", {1, 1, 1}},
+      {"Conv", {2, 3, 1}}, {"ConvTranspose", {2, 3, 1}}, {"BatchNormalization", {5, 5, 5}}, {"Relu", {1, 1, 1}}, {"LeakyRelu", {1, 1, 1}},
       {"Clip", {1, 3, 1}}, {"Sigmoid", {1, 1, 1}}, {"HardSigmoid", {1, 1, 1}}, {"HardSwish", {1, 1, 1}},
       {"Tanh", {1, 1, 1}}, {"Add", {2, 2, 1}}, {"Sub", {2, 2, 1}}, {"Mul", {2, 2, 1}}, {"Div", {2, 2, 1}},
       {"MaxPool", {1, 1, 2}}, {"AveragePool", {1, 1, 1}}, {"GlobalAveragePool", {1, 1, 1}}, {"Flatten", {1, 1, 1}},

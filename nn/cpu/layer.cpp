@@ -79,6 +79,7 @@ std::unique_ptr<Layer> make_layer(const Graph& graph, const Node& node, const La
   using Factory = std::function<std::unique_ptr<Layer>(const LayerContext&)>;
   static const std::map<std::string, Factory> factories = {
       {"Conv", make_conv},
+      {"ConvTranspose", make_conv_transpose},
       {"BatchNormalization", make_batchnorm},
       {"Relu", make_unary},
       {"LeakyRelu", make_unary},
@@ -109,7 +110,7 @@ std::unique_ptr<Layer> make_layer(const Graph& graph, const Node& node, const La
   };
   // The ops whose layers take channels-last values (see plan_layouts).
   static const std::set<std::string> layout_aware = {
-      "Conv", "GlobalAveragePool", "MaxPool", "AveragePool", "Relu", "LeakyRelu", "Clip", "Sigmoid", "HardSigmoid",
+      "Conv", "ConvTranspose", "GlobalAveragePool", "MaxPool", "AveragePool", "Relu", "LeakyRelu", "Clip", "Sigmoid", "HardSigmoid",
       "HardSwish", "Tanh", "Add", "Sub", "Mul", "Div"};
   // The families of nn/elementwise_math.hpp: one factory each.
   auto factory_of = [&](const std::string& op) -> const Factory* {

@@ -58,6 +58,7 @@ class LayerContext {
 
 // Factories, one per concern (conv.cpp, pool.cpp, elementwise.cpp, ...).
 std::unique_ptr<Layer> make_conv(const LayerContext& ctx);
+std::unique_ptr<Layer> make_conv_transpose(const LayerContext& ctx);
 std::unique_ptr<Layer> make_batchnorm(const LayerContext& ctx);
 std::unique_ptr<Layer> make_unary(const LayerContext& ctx);   // Relu, Sigmoid, Tanh, HardSwish, LeakyRelu, ...
 std::unique_ptr<Layer> make_binary(const LayerContext& ctx);  // Add, Sub, Mul, Div, Pow, Max, Min

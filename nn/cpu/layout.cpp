@@ -62,6 +62,8 @@ LayoutPlan plan_layouts(const Graph& g, bool channels_last) {
       // X and Y each in either layout (the layer reorders where oneDNN has no kernel for the pair); the
       // residual is summed into Y in place, so it shares Y's layout.
       if (in.size() > 3 && !in[3].empty()) tie(in[3], out[0]);
+    } else if (node.op == "ConvTranspose") {
+      // X and Y each in either layout (oneDNN's deconvolution takes any pair).
     } else if (node.op == "GlobalAveragePool") {
       refuse(out[0]);  // reads either layout; its [N, C, 1, 1] output is the same bytes in both
     } else if ((is_activation(node.op) || node.op == "MaxPool" || node.op == "AveragePool") && in.size() == 1 &&

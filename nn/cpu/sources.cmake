@@ -7,6 +7,7 @@ list(APPEND SLUICE_NN_SOURCES
   nn/cpu/strided.cpp
   nn/cpu/activation.cpp
   nn/cpu/conv.cpp
+  nn/cpu/conv_transpose.cpp
   nn/cpu/pool.cpp
   nn/cpu/elementwise.cpp
   nn/cpu/matmul.cpp

@@ -127,6 +127,84 @@ Node conv(const Node& n, const Graph& g) {
   return respelled(n, "Conv", {n.inputs[0], n.inputs[1], has_bias ? n.inputs[2] : "", ""}, std::move(a));
 }
 
+// ConvTranspose's pads, with output_shape and auto_pad resolved (the ONNX spec's formulas): the full transposed
+// convolution spans stride * (in - 1) + output_padding + (kernel - 1) * dilation + 1 pixels; a requested output
+// size crops `total` pixels off it, split like the spec says (SAME_UPPER: the odd pixel at the end, otherwise at
+// the start). A requested size beyond the full span (auto_pad SAME with a kernel smaller than the stride) gets
+// the missing pixels as output_padding.
+void transpose_pads(const Graph& g, const Node& n, const Shape& x, const Ints& kernel, const Ints& strides,
+                    const Ints& dilations, Ints& pads, Ints& output_padding) {
+  const std::string auto_pad = n.attrs.s("auto_pad", "NOTSET");
+  if (auto_pad != "NOTSET" && auto_pad != "VALID" && auto_pad != "SAME_UPPER" && auto_pad != "SAME_LOWER")
+    fail(g, n, "auto_pad '" + auto_pad + "' is not supported (NOTSET, VALID, SAME_UPPER, SAME_LOWER)");
+  Ints output_shape = n.attrs.ints("output_shape", {});
+  if (output_shape.size() == 4) output_shape.erase(output_shape.begin(), output_shape.begin() + 2);  // N, C given too
+  if (!output_shape.empty() && output_shape.size() != 2)
+    fail(g, n, "attribute output_shape [" + join_ints(output_shape) + "] must hold two spatial sizes (2-D only)");
+  if (output_shape.empty() && (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER"))
+    for (int d = 0; d < 2; ++d) {
+      const auto size = checked_mul(x[2 + d], strides[d]);
+      if (!size) fail(g, n, "auto_pad " + auto_pad + " with this input and stride overflows 64 bits");
+      output_shape.push_back(*size);
+    }
+  if (output_shape.empty()) {
+    if (auto_pad == "VALID") pads = {0, 0, 0, 0};
+    return;
+  }
+  for (int d = 0; d < 2; ++d) {
+    if (output_shape[d] < 1) fail(g, n, "output_shape [" + join_ints(output_shape) + "] must be positive");
+    const auto covered = checked_mul(x[2 + d] - 1, strides[d]);
+    const auto reach = checked_mul(kernel[d] - 1, dilations[d]);
+    const auto span = covered && reach ? checked_add(*covered, *reach) : std::nullopt;
+    const auto full = span ? checked_add(*span, output_padding[d] + 1) : std::nullopt;
+    if (!full) fail(g, n, "input, kernel, strides and dilations this large overflow 64 bits");
+    const std::int64_t total = *full - output_shape[d];
+    if (total < 0) {
+      output_padding[d] -= total;
+      pads[d] = pads[d + 2] = 0;
+      continue;
+    }
+    const std::int64_t smaller = total / 2, larger = total - smaller;
+    pads[d] = auto_pad == "SAME_UPPER" ? smaller : larger;
+    pads[d + 2] = total - pads[d];
+  }
+}
+
+Node conv_transpose(const Node& n, const Graph& g) {
+  const Shape& x = input_shape(g, n, 0);
+  require_rank(g, n, x, 4, "only 2-D transposed convolutions (4-D NCHW input) are supported");
+  const Tensor* w = constant_input(g, n, 1);
+  if (!w) fail(g, n, "weights '" + input(g, n, 1) + "' must be a constant (initializer)");
+  if (w->shape.size() != 4)
+    fail(g, n, "weights have shape " + to_string(w->shape) + "; expected 4-D [C_in, C_out/group, kH, kW]");
+  const bool has_bias = n.inputs.size() > 2 && !n.inputs[2].empty();
+  if (has_bias && !constant_input(g, n, 2)) fail(g, n, "bias '" + n.inputs[2] + "' must be a constant (initializer)");
+  const Ints kernel{w->shape[2], w->shape[3]};
+  if (n.attrs.has("kernel_shape") && n.attrs.ints("kernel_shape") != kernel)
+    fail(g, n, "kernel_shape [" + join_ints(n.attrs.ints("kernel_shape")) + "] disagrees with the weights " +
+                   to_string(w->shape));
+  const Ints strides = pair_attr(g, n, "strides"), dilations = pair_attr(g, n, "dilations");
+  const std::int64_t group = n.attrs.i("group", 1);
+  if (group < 1) fail(g, n, "group " + std::to_string(group) + " must be positive");
+  Ints pads = n.attrs.ints("pads", {0, 0, 0, 0});
+  if (pads.size() != 4 || std::any_of(pads.begin(), pads.end(), [](auto p) { return p < 0; }))
+    fail(g, n, "attribute pads [" + join_ints(pads) + "] must hold four non-negative values");
+  Ints output_padding = n.attrs.ints("output_padding", {0, 0});
+  if (output_padding.size() != 2 || output_padding[0] < 0 || output_padding[1] < 0)
+    fail(g, n, "attribute output_padding [" + join_ints(output_padding) + "] must hold two non-negative values");
+  transpose_pads(g, n, x, kernel, strides, dilations, pads, output_padding);
+  for (int d = 0; d < 2; ++d)  // the spec's bound: more would be zeros no window reaches
+    if (output_padding[d] >= std::max(strides[d], dilations[d]))
+      fail(g, n, "output_padding [" + join_ints(output_padding) + "] must be smaller than the stride or the dilation");
+  Attributes a;
+  a.values["strides"] = strides;
+  a.values["pads"] = pads;
+  a.values["dilations"] = dilations;
+  a.values["group"] = group;
+  a.values["output_padding"] = output_padding;
+  return respelled(n, "ConvTranspose", {n.inputs[0], n.inputs[1], has_bias ? n.inputs[2] : ""}, std::move(a));
+}
+
 Node pool(const Node& n, const Graph& g, const std::set<std::string>& used) {
   const Shape& x = input_shape(g, n, 0);
   require_rank(g, n, x, 4, "only 2-D pooling (4-D NCHW input) is supported");
@@ -580,6 +658,7 @@ Node prepare_time_only(const Node& n, const Graph& g) {
 Node canonicalize(const Node& node, const Graph& g, const std::set<std::string>& used) {
   const std::string& op = node.op;
   if (op == "Conv") return conv(node, g);
+  if (op == "ConvTranspose") return conv_transpose(node, g);
   if (op == "MaxPool" || op == "AveragePool") return pool(node, g, used);
   if (op == "BatchNormalization") return batchnorm(node, g, used);
   if (op == "Relu" || op == "Sigmoid" || op == "Tanh" || op == "HardSwish" || op == "LeakyRelu" ||

@@ -698,7 +698,7 @@ std::vector<Tensor> evaluate(const Node& n, const Graph& g) {
   const std::string& op = n.op;
   if (op == "Cast") return {cast(g, n)};
   if (op == "ConstantOfShape") return {constant_of_shape(g, n)};
-  if (op == "Conv" || op == "MaxPool" || op == "AveragePool" || op == "Resize")
+  if (op == "Conv" || op == "ConvTranspose" || op == "MaxPool" || op == "AveragePool" || op == "Resize")
     fail(g, n, "all inputs are constants, and folding " + op + " at prepare time is not supported");
   const std::vector<Shape> shapes = infer_shapes(n, g);
   for (std::size_t i = 0; i < shapes.size(); ++i) check_folded_shape(g, n, shapes[i]);

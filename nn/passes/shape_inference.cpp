@@ -73,6 +73,35 @@ Shape conv(const Graph& g, const Node& n) {
   return out;
 }
 
+// stride * (in - 1) + output_padding + (kernel - 1) * dilation + 1 - pads (ONNX ConvTranspose).
+Shape conv_transpose(const Graph& g, const Node& n) {
+  const Shape& x = in(g, n, 0);
+  const Shape& w = in(g, n, 1);
+  const std::int64_t group = n.attrs.i("group", 1);
+  if (x.size() != 4 || w.size() != 4)
+    fail(g, n, "needs a 4-D input and weights, not " + to_string(x) + " and " + to_string(w));
+  if (group < 1 || x[1] != w[0] || w[0] % group != 0)
+    fail(g, n, "input " + to_string(x) + " does not fit weights " + to_string(w) + " with group " + std::to_string(group));
+  const std::int64_t out_channels = mul(g, n, w[1], group);
+  if (n.inputs.size() > 2 && !n.inputs[2].empty() && element_count(in(g, n, 2)) != out_channels)
+    fail(g, n, "bias " + to_string(in(g, n, 2)) + " does not match " + std::to_string(out_channels) + " output channels");
+  const Ints s = n.attrs.ints("strides"), p = n.attrs.ints("pads"), d = n.attrs.ints("dilations");
+  const Ints op = n.attrs.ints("output_padding");
+  if (s.size() != 2 || p.size() != 4 || d.size() != 2 || op.size() != 2)
+    fail(g, n, "strides, dilations and output_padding need 2 values and pads 4");
+  Shape out{x[0], out_channels, 0, 0};
+  for (int i = 0; i < 2; ++i) {
+    if (s[i] < 1 || d[i] < 1 || p[i] < 0 || p[i + 2] < 0 || op[i] < 0 || w[2 + i] < 1 || x[2 + i] < 1)
+      fail(g, n, "kernel, strides, dilations and input sizes must be positive, pads and output_padding non-negative");
+    const std::int64_t full = add(g, n, add(g, n, mul(g, n, s[i], x[2 + i] - 1), mul(g, n, d[i], w[2 + i] - 1)),
+                                  add(g, n, op[i], 1));
+    out[static_cast<std::size_t>(2 + i)] = full - p[i] - p[i + 2];
+    if (out[static_cast<std::size_t>(2 + i)] < 1)
+      fail(g, n, "pads [" + join_ints(p) + "] crop away the whole output (" + std::to_string(full) + " pixels)");
+  }
+  return out;
+}
+
 Shape pool(const Graph& g, const Node& n) {
   const Shape& x = in(g, n, 0);
   if (x.size() != 4) fail(g, n, "needs a 4-D (NCHW) input, not " + to_string(x));
@@ -255,6 +284,7 @@ void check_value_shape(const Graph& g, const Node& n, const std::string& value, 
 std::vector<Shape> infer_shapes(const Node& n, const Graph& g) {
   const std::string& op = n.op;
   if (op == "Conv") return {conv(g, n)};
+  if (op == "ConvTranspose") return {conv_transpose(g, n)};
   if (op == "MaxPool" || op == "AveragePool") return {pool(g, n)};
   if (op == "BatchNormalization") return {batchnorm(g, n)};
   if (op == "Relu" || op == "Sigmoid" || op == "Tanh" || op == "HardSwish" || op == "LeakyRelu" ||

@@ -273,6 +273,111 @@ TEST_CASE("Conv matches the naive reference on random shapes", "[cpu_ops][conv]"
   }
 }
 
+// ---- transposed convolution -------------------------------------------------------------------------------------
+
+struct ConvTransposeCase {
+  Shape x;  // N, C_in, H, W
+  std::int64_t out_per_group, kernel_h, kernel_w;
+  Ints strides, pads, dilations, output_padding;  // pads: top, left, bottom, right
+  std::int64_t group;
+  bool bias;
+};
+
+Shape conv_transpose_output_shape(const ConvTransposeCase& c) {
+  return {c.x[0], c.out_per_group * c.group,
+          c.strides[0] * (c.x[2] - 1) + c.output_padding[0] + (c.kernel_h - 1) * c.dilations[0] + 1 - c.pads[0] - c.pads[2],
+          c.strides[1] * (c.x[3] - 1) + c.output_padding[1] + (c.kernel_w - 1) * c.dilations[1] + 1 - c.pads[1] - c.pads[3]};
+}
+
+// The definition as a scatter: input pixel (ih, iw) adds x * w[ci, m, kh, kw] to output (ih * s + kh * d - pad_begin).
+Floats conv_transpose_ref(const ConvTransposeCase& c, const Floats& x, const Floats& w, const Floats& b) {
+  const Shape y = conv_transpose_output_shape(c);
+  const std::int64_t cg = c.x[1] / c.group, mg = c.out_per_group;
+  const Shape ws{c.x[1], mg, c.kernel_h, c.kernel_w};
+  std::vector<double> acc(static_cast<std::size_t>(count(y)), 0.0);
+  for (std::int64_t n = 0; n < c.x[0]; ++n)
+    for (std::int64_t ci = 0; ci < c.x[1]; ++ci)
+      for (std::int64_t ih = 0; ih < c.x[2]; ++ih)
+        for (std::int64_t iw = 0; iw < c.x[3]; ++iw) {
+          const double v = x[static_cast<std::size_t>(ravel({n, ci, ih, iw}, c.x))];
+          const std::int64_t g = ci / cg;
+          for (std::int64_t m = 0; m < mg; ++m)
+            for (std::int64_t kh = 0; kh < c.kernel_h; ++kh)
+              for (std::int64_t kw = 0; kw < c.kernel_w; ++kw) {
+                const std::int64_t oh = ih * c.strides[0] + kh * c.dilations[0] - c.pads[0];
+                const std::int64_t ow = iw * c.strides[1] + kw * c.dilations[1] - c.pads[1];
+                if (oh < 0 || ow < 0 || oh >= y[2] || ow >= y[3]) continue;
+                acc[static_cast<std::size_t>(ravel({n, g * mg + m, oh, ow}, y))] +=
+                    v * w[static_cast<std::size_t>(ravel({ci, m, kh, kw}, ws))];
+              }
+        }
+  Floats out(acc.size());
+  for (std::size_t i = 0; i < acc.size(); ++i)
+    out[i] = static_cast<float>(acc[i] + (c.bias ? b[(i / static_cast<std::size_t>(y[2] * y[3])) %
+                                                     static_cast<std::size_t>(y[1])]
+                                                 : 0.0));
+  return out;
+}
+
+void check_conv_transpose(const ConvTransposeCase& c, std::mt19937& rng) {
+  const Shape y = conv_transpose_output_shape(c);
+  const Shape wshape{c.x[1], c.out_per_group, c.kernel_h, c.kernel_w};
+  INFO("x " << sluice::nn::to_string(c.x) << " w " << sluice::nn::to_string(wshape) << " strides " << c.strides[0]
+            << "x" << c.strides[1] << " pads " << c.pads[0] << "," << c.pads[1] << "," << c.pads[2] << "," << c.pads[3]
+            << " dilations " << c.dilations[0] << "x" << c.dilations[1] << " output_padding " << c.output_padding[0]
+            << "," << c.output_padding[1] << " group " << c.group << " bias " << c.bias << " -> y "
+            << sluice::nn::to_string(y));
+  TestGraph t;
+  const Floats x = random_floats(rng, count(c.x)), w = random_floats(rng, count(wshape));
+  const Floats b = c.bias ? random_floats(rng, y[1]) : Floats{};
+  t.input("x", c.x, x);
+  t.constant("w", wshape, w);
+  if (c.bias) t.constant("b", {y[1]}, b);
+  t.node("ConvTranspose", {"x", "w", c.bias ? "b" : ""}, {"y"},
+         {{"strides", c.strides}, {"pads", c.pads}, {"dilations", c.dilations}, {"group", c.group},
+          {"output_padding", c.output_padding}});
+  t.output("y", y);
+  CHECK_CLOSE(t.run()[0], conv_transpose_ref(c, x, w, b), 1e-5);
+}
+
+TEST_CASE("ConvTranspose matches the naive reference on chosen shapes", "[cpu_ops][conv_transpose]") {
+  std::mt19937 rng(3);
+  const std::vector<ConvTransposeCase> cases = {
+      {{1, 4, 5, 5}, 3, 3, 3, {1, 1}, {0, 0, 0, 0}, {1, 1}, {0, 0}, 1, true},
+      {{2, 4, 6, 7}, 3, 4, 4, {2, 2}, {1, 1, 1, 1}, {1, 1}, {0, 0}, 1, true},   // the usual 2x upsampling
+      {{1, 6, 5, 5}, 2, 3, 3, {2, 2}, {1, 1, 1, 1}, {1, 1}, {1, 1}, 2, true},   // output_padding, groups
+      {{1, 4, 4, 6}, 1, 3, 2, {3, 2}, {0, 2, 1, 0}, {1, 1}, {2, 1}, 4, false},  // depthwise, asymmetric
+      {{1, 3, 5, 4}, 2, 3, 3, {1, 1}, {1, 0, 0, 2}, {2, 3}, {1, 2}, 1, true},   // output_padding < dilation
+      {{2, 2, 3, 3}, 5, 1, 1, {2, 2}, {0, 0, 0, 0}, {1, 1}, {1, 1}, 1, true},   // 1x1 leaves gaps
+      {{1, 2, 1, 1}, 3, 5, 5, {1, 1}, {2, 2, 2, 2}, {1, 1}, {0, 0}, 1, true},   // one input pixel
+  };
+  for (const auto& c : cases) check_conv_transpose(c, rng);
+}
+
+TEST_CASE("ConvTranspose matches the naive reference on random shapes", "[cpu_ops][conv_transpose]") {
+  std::mt19937 rng(4);
+  for (int trial = 0; trial < 50; ++trial) {
+    ConvTransposeCase c;
+    c.group = random_int(rng, 1, 3);
+    c.out_per_group = random_int(rng, 1, 4);
+    c.kernel_h = random_int(rng, 1, 5);
+    c.kernel_w = random_int(rng, 1, 5);
+    c.strides = {random_int(rng, 1, 3), random_int(rng, 1, 3)};
+    c.dilations = {random_int(rng, 1, 2), random_int(rng, 1, 2)};
+    c.output_padding = {random_int(rng, 0, static_cast<int>(std::max(c.strides[0], c.dilations[0]) - 1)),
+                        random_int(rng, 0, static_cast<int>(std::max(c.strides[1], c.dilations[1]) - 1))};
+    c.x = {random_int(rng, 1, 2), c.group * random_int(rng, 1, 3), random_int(rng, 1, 8), random_int(rng, 1, 8)};
+    // Pads that leave at least one output pixel.
+    const Shape unpadded = conv_transpose_output_shape({c.x, c.out_per_group, c.kernel_h, c.kernel_w, c.strides,
+                                                        {0, 0, 0, 0}, c.dilations, c.output_padding, c.group, false});
+    const int most_h = static_cast<int>(std::min<std::int64_t>(3, (unpadded[2] - 1) / 2));
+    const int most_w = static_cast<int>(std::min<std::int64_t>(3, (unpadded[3] - 1) / 2));
+    c.pads = {random_int(rng, 0, most_h), random_int(rng, 0, most_w), random_int(rng, 0, most_h), random_int(rng, 0, most_w)};
+    c.bias = random_int(rng, 0, 1) == 1;
+    check_conv_transpose(c, rng);
+  }
+}
+
 // ---- pooling ---------------------------------------------------------------------------------------------------
 
 struct PoolCase {
@@ -1227,6 +1332,31 @@ TEST_CASE("Channels-last and NCHW engines compute the same on random conv chains
     INFO("trial " << trial << " x " << sluice::nn::to_string(x) << " depth " << depth);
     check_layouts_agree(t);
   }
+}
+
+TEST_CASE("A ConvTranspose between convolutions runs channels last like NCHW", "[cpu_ops][engine][layout]") {
+  std::mt19937 rng(22);
+  TestGraph t;
+  const Shape x{2, 3, 6, 5}, a{2, 4, 6, 5}, up{2, 6, 12, 10};
+  t.input("x", x, random_floats(rng, count(x)));
+  t.constant("c1.w", {4, 3, 3, 3}, random_floats(rng, 108, -0.4f, 0.4f));
+  t.node("Conv", {"x", "c1.w", ""}, {"a"},
+         {{"strides", Ints{1, 1}}, {"pads", Ints{1, 1, 1, 1}}, {"dilations", Ints{1, 1}}, {"group", std::int64_t{1}}});
+  t.value("a", a);
+  t.constant("up.w", {4, 3, 3, 3}, random_floats(rng, 108, -0.4f, 0.4f));
+  t.constant("up.b", {6}, random_floats(rng, 6));
+  t.node("ConvTranspose", {"a", "up.w", "up.b"}, {"u"},
+         {{"strides", Ints{2, 2}}, {"pads", Ints{1, 1, 1, 1}}, {"dilations", Ints{1, 1}}, {"group", std::int64_t{2}},
+          {"output_padding", Ints{1, 1}}});
+  t.value("u", up);
+  t.constant("c2.w", {2, 6, 3, 3}, random_floats(rng, 108, -0.4f, 0.4f));
+  t.node("Conv", {"u", "c2.w", ""}, {"y"},
+         {{"strides", Ints{1, 1}}, {"pads", Ints{1, 1, 1, 1}}, {"dilations", Ints{1, 1}}, {"group", std::int64_t{1}}});
+  t.output("y", {2, 2, 12, 10});
+  const auto plan = sluice::nn::cpu::plan_layouts(t.graph, true);
+  CHECK(plan.of("a") == sluice::nn::cpu::Layout::nhwc);
+  CHECK(plan.of("u") == sluice::nn::cpu::Layout::nhwc);
+  check_layouts_agree(t);
 }
 
 TEST_CASE("A graph that mixes layouts matches the NCHW engine", "[cpu_ops][engine][layout]") {

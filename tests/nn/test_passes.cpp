@@ -8,6 +8,7 @@
 #include <limits>
 #include <random>
 #include <set>
+#include <tuple>
 
 #include "nn/cpu/engine.hpp"
 #include "nn/describe.hpp"
@@ -47,7 +48,7 @@ std::vector<float> random_values(std::size_t count, unsigned seed, float low = -
 
 // The prepared-form invariants of nn/graph.hpp that hold for any model.
 void check_prepared_form(const Graph& g) {
-  static const std::set<std::string> ops{"Conv", "BatchNormalization", "Relu", "LeakyRelu", "Clip", "Sigmoid",
+  static const std::set<std::string> ops{"Conv", "ConvTranspose", "BatchNormalization", "Relu", "LeakyRelu", "Clip", "Sigmoid",
                                          "HardSigmoid", "HardSwish", "Tanh", "Add", "Sub", "Mul", "Div", "MaxPool",
                                          "AveragePool", "GlobalAveragePool", "Reshape", "Transpose", "Gemm",
                                          "MatMul", "Concat", "Split", "Slice", "Softmax", "Resize", "Pad",
@@ -83,6 +84,14 @@ void check_prepared_form(const Graph& g) {
       CHECK(g.is_constant(n.inputs[1]));
       CHECK(n.attrs.ints("pads").size() == 4);
       CHECK_FALSE(n.attrs.has("auto_pad"));
+    }
+    if (n.op == "ConvTranspose") {
+      CHECK(n.inputs.size() == 3);
+      CHECK(g.is_constant(n.inputs[1]));
+      CHECK(n.attrs.ints("pads").size() == 4);
+      CHECK(n.attrs.ints("output_padding").size() == 2);
+      CHECK_FALSE(n.attrs.has("auto_pad"));
+      CHECK_FALSE(n.attrs.has("output_shape"));
     }
   }
   for (const auto& out : g.outputs) CHECK(available.count(out.name));
@@ -335,6 +344,93 @@ TEST_CASE("auto_pad becomes explicit pads", "[nn][passes]") {
   CHECK(pads_for("SAME_UPPER", 8) == std::make_pair(Ints{0, 0, 1, 1}, Shape{1, 1, 4, 4}));
   CHECK(pads_for("SAME_LOWER", 8) == std::make_pair(Ints{1, 1, 0, 0}, Shape{1, 1, 4, 4}));
   CHECK(pads_for("VALID", 8) == std::make_pair(Ints{0, 0, 0, 0}, Shape{1, 1, 3, 3}));
+}
+
+// ConvTranspose: out = stride * (in - 1) + output_padding + (kernel - 1) * dilation + 1 - pads; output_shape and
+// auto_pad give the pads by the spec (total = full - wanted; SAME_UPPER puts the odd pixel at the end, the others
+// at the start) and a wanted size beyond the full span becomes output_padding.
+TEST_CASE("ConvTranspose gets explicit pads and output_padding from every spelling", "[nn][passes]") {
+  struct Spelling {
+    std::string auto_pad;
+    Ints pads, output_padding, output_shape;
+    std::int64_t kernel;
+  };
+  auto prepare_one = [](const Spelling& s) {
+    ModelBuilder m;
+    m.input("x", {-1, 4, 5, 5}).output("y");
+    const std::int64_t k = s.kernel;
+    m.weights("w", {4, 3, k, k}, std::vector<float>(static_cast<std::size_t>(12 * k * k), 0.5f))
+        .weights("b", {6}, std::vector<float>(6, 0.f));
+    auto& c = m.node("ConvTranspose", {"x", "w", "b"}, {"y"});
+    test::set_ints(c, "strides", {2, 2});
+    test::set_int(c, "group", 2);
+    if (!s.auto_pad.empty()) test::set_string(c, "auto_pad", s.auto_pad);
+    if (!s.pads.empty()) test::set_ints(c, "pads", s.pads);
+    if (!s.output_padding.empty()) test::set_ints(c, "output_padding", s.output_padding);
+    if (!s.output_shape.empty()) test::set_ints(c, "output_shape", s.output_shape);
+    const Graph g = prepared(m, 2);
+    check_prepared_form(g);
+    const Node& n = only_node(g);
+    CHECK(n.op == "ConvTranspose");
+    CHECK(n.attrs.i("group", 0) == 2);
+    CHECK(n.attrs.ints("strides") == Ints{2, 2});
+    CHECK(n.attrs.ints("dilations") == Ints{1, 1});
+    return std::make_tuple(n.attrs.ints("pads"), n.attrs.ints("output_padding"), g.shapes.at("y"));
+  };
+  // Full span: 2 * 4 + 3 = 11 pixels with a 3x3 kernel; 9 with 1x1. Channels: 3 per group x 2 groups.
+  CHECK(prepare_one({"", {}, {}, {}, 3}) == std::make_tuple(Ints{0, 0, 0, 0}, Ints{0, 0}, Shape{2, 6, 11, 11}));
+  CHECK(prepare_one({"", {1, 0, 1, 2}, {1, 0}, {}, 3}) ==
+        std::make_tuple(Ints{1, 0, 1, 2}, Ints{1, 0}, Shape{2, 6, 10, 9}));
+  CHECK(prepare_one({"", {5, 5, 5, 5}, {}, {10, 9}, 3}) ==  // pads are ignored when output_shape is given
+        std::make_tuple(Ints{1, 1, 0, 1}, Ints{0, 0}, Shape{2, 6, 10, 9}));
+  CHECK(prepare_one({"", {}, {}, {2, 6, 10, 9}, 3}) ==  // N and C may be given too
+        std::make_tuple(Ints{1, 1, 0, 1}, Ints{0, 0}, Shape{2, 6, 10, 9}));
+  CHECK(prepare_one({"SAME_UPPER", {}, {}, {}, 3}) == std::make_tuple(Ints{0, 0, 1, 1}, Ints{0, 0}, Shape{2, 6, 10, 10}));
+  CHECK(prepare_one({"SAME_LOWER", {}, {}, {}, 3}) == std::make_tuple(Ints{1, 1, 0, 0}, Ints{0, 0}, Shape{2, 6, 10, 10}));
+  CHECK(prepare_one({"SAME_UPPER", {}, {}, {}, 1}) == std::make_tuple(Ints{0, 0, 0, 0}, Ints{1, 1}, Shape{2, 6, 10, 10}));
+  CHECK(prepare_one({"VALID", {1, 1, 1, 1}, {}, {}, 3}) == std::make_tuple(Ints{0, 0, 0, 0}, Ints{0, 0}, Shape{2, 6, 11, 11}));
+}
+
+TEST_CASE("ConvTranspose outside what the backends run is refused naming the node", "[nn][passes]") {
+  auto error_for = [](const std::function<void(ModelBuilder&, onnx::NodeProto&)>& change, Shape x = {1, 4, 5, 5}) {
+    ModelBuilder m;
+    m.input("x", x).output("y").weights("w", {4, 2, 3, 3}, std::vector<float>(72, 0.5f));
+    auto& c = m.node("ConvTranspose", {"x", "w"}, {"y"}, "up");
+    test::set_ints(c, "strides", {2, 2});
+    change(m, c);
+    return error_of([&] { prepared(m); });
+  };
+  auto no_change = [](ModelBuilder&, onnx::NodeProto&) {};
+  CHECK(error_for(no_change) == "(no error)");
+  std::string e = error_for([](ModelBuilder&, onnx::NodeProto& c) { test::set_ints(c, "output_padding", {2, 0}); });
+  CHECK_THAT(e, Contains("node 'up' (ConvTranspose)"));
+  CHECK_THAT(e, Contains("output_padding"));
+  e = error_for([](ModelBuilder&, onnx::NodeProto& c) { test::set_ints(c, "pads", {3, 3, 3, 3}); }, {1, 4, 2, 2});
+  CHECK_THAT(e, Contains("node 'up' (ConvTranspose)"));
+  CHECK_THAT(e, Contains("crop away the whole output"));
+  e = error_for(no_change, {1, 3, 5, 5});  // W's C_in is 4
+  CHECK_THAT(e, Contains("node 'up' (ConvTranspose)"));
+  CHECK_THAT(e, Contains("does not fit"));
+  e = error_for(no_change, {1, 4, 5});
+  CHECK_THAT(e, Contains("node 'up' (ConvTranspose)"));
+  CHECK_THAT(e, Contains("2-D"));
+  e = error_for([](ModelBuilder&, onnx::NodeProto& c) { test::set_string(c, "auto_pad", "SAME"); });
+  CHECK_THAT(e, Contains("auto_pad 'SAME'"));
+
+  ModelBuilder runtime_weights;  // W computed at run time
+  runtime_weights.input("x", {4, 4, 5, 5}).input("w", {4, 2, 3, 3}).output("y");
+  runtime_weights.node("ConvTranspose", {"x", "w"}, {"y"}, "up");
+  CHECK_THAT(error_of([&] { prepared(runtime_weights, 4); }), Contains("must be a constant"));
+
+  ModelBuilder constant_input;  // all inputs constant: folding ConvTranspose is not supported, like Conv
+  constant_input.input("z", {1, 2, 7, 7}).output("s")
+      .weights("x", {1, 4, 5, 5}, std::vector<float>(100, 1.f))
+      .weights("w", {4, 2, 3, 3}, std::vector<float>(72, 0.5f));
+  constant_input.node("ConvTranspose", {"x", "w"}, {"y"}, "up");
+  constant_input.node("Add", {"z", "y"}, {"s"});
+  e = error_of([&] { prepared(constant_input); });
+  CHECK_THAT(e, Contains("node 'up' (ConvTranspose)"));
+  CHECK_THAT(e, Contains("folding ConvTranspose at prepare time is not supported"));
 }
 
 TEST_CASE("negative axes are normalized and Transpose gets its default perm", "[nn][passes]") {
