@@ -25,6 +25,8 @@ batch of 2, f32) and OUTDIR/NAME.output.npy (PyTorch's f32 output for it: eval m
                            the attention mask folded from ScatterND/Where), opset 17
   ranknet                  InstanceNorm, GroupNorm, pixel_shuffle/unshuffle, repeat, log_softmax, argmax, topk
                            (see RankNet), opset 13 and as ranknet_op11 (the opset 11 spellings), 2x3x16x16
+  decoder_small            a tiny encoder-decoder whose upsampling is ConvTranspose (stride 2 with
+                           output_padding and groups 2; 4x4 stride 2 pad 1; dilation 2), opset 13, 2x3x16x16
 
 Deterministic (fixed seeds). A model whose three files exist and are newer than this script is skipped.
 Works under torch 1.13 (Debian) and torch 2.x (dynamo=False where torch.onnx.export has that argument).
@@ -170,6 +172,26 @@ class MathNet(nn.Module):
         return self.fc(torch.cat(feats, 1))
 
 
+class DecoderNet(nn.Module):
+    """An encoder-decoder whose upsampling is ConvTranspose2d in the spellings exporters write: stride 2 with
+    output_padding and groups, the 4x4 stride-2 pad-1 of DCGAN/U-Net decoders, and a dilated one."""
+
+    def __init__(self):
+        super().__init__()
+        self.down1 = nn.Conv2d(3, 8, 3, stride=2, padding=1)                  # 16 -> 8
+        self.down2 = nn.Conv2d(8, 16, 3, stride=2, padding=1)                 # 8 -> 4
+        self.up1 = nn.ConvTranspose2d(16, 8, 3, stride=2, padding=1, output_padding=1, groups=2)  # 4 -> 8
+        self.up2 = nn.ConvTranspose2d(16, 6, 4, stride=2, padding=1, bias=False)                  # 8 -> 16
+        self.refine = nn.ConvTranspose2d(6, 4, 3, padding=2, dilation=2)      # 16 -> 16
+
+    def forward(self, x):  # x: N,3,16,16
+        a = F.relu(self.down1(x))
+        b = F.relu(self.down2(a))
+        u = F.relu(self.up1(b))
+        u = torch.cat([u, a], 1)                                              # skip connection: N,16,8,8
+        return torch.sigmoid(self.refine(F.leaky_relu(self.up2(u), 0.1)))
+
+
 def small_convnext():
     """ConvNeXt (torchvision's class) with two small stages, its layer scale drawn at random so that each block's
     branch counts (the default 1e-6 would hide it)."""
@@ -305,7 +327,8 @@ def main(argv):
     jobs = [("resnet18", 224, 13), ("mobilenet_v2", 224, 13), ("mixnet", 64, 13), ("mixnet_op11", 64, 11),
             ("mixnet_op17", 64, 17), ("shufflenet_v2_x0_5", 64, 13), ("mnasnet0_5", 64, 13),
             ("mathnet", 16, 17), ("mathnet_op13", 16, 13), ("convnext_small", 64, 17), ("convnext_small_op13", 64, 13),
-            ("vit_small", 32, 17), ("swin_small", 32, 17), ("ranknet", 16, 13), ("ranknet_op11", 16, 11)]
+            ("vit_small", 32, 17), ("swin_small", 32, 17), ("ranknet", 16, 13), ("ranknet_op11", 16, 11),
+            ("decoder_small", 16, 13)]
     mixnet = None
     for name, size, opset in jobs:
         if up_to_date(outdir, name):
@@ -315,10 +338,10 @@ def main(argv):
         family = name.split("_op")[0]
         generator = torch.Generator().manual_seed(SEED + sum(family.encode()))
         example = torch.randn(2, 3, size, size, generator=generator)
-        if family in ("mathnet", "convnext_small", "vit_small", "swin_small", "ranknet"):
+        if family in ("mathnet", "convnext_small", "vit_small", "swin_small", "ranknet", "decoder_small"):
             torch.manual_seed(SEED + 7)
             model = {"mathnet": MathNet, "convnext_small": small_convnext, "vit_small": small_vit,
-                     "swin_small": small_swin, "ranknet": RankNet}[family]()
+                     "swin_small": small_swin, "ranknet": RankNet, "decoder_small": DecoderNet}[family]()
             if family == "mathnet":
                 with torch.no_grad():
                     model.token.normal_(0, 1)

@@ -82,5 +82,6 @@ TEST_CASE("CPU small ConvNeXt matches PyTorch", "[cpu_models]") { check_model("c
 TEST_CASE("CPU small ConvNeXt exported at opset 13 matches PyTorch", "[cpu_models]") { check_model("convnext_small_op13"); }
 TEST_CASE("CPU small Vision Transformer matches PyTorch", "[cpu_models]") { check_model("vit_small"); }
 TEST_CASE("CPU small Swin Transformer matches PyTorch", "[cpu_models]") { check_model("swin_small"); }
+TEST_CASE("CPU small decoder (ConvTranspose) matches PyTorch", "[cpu_models]") { check_model("decoder_small"); }
 
 }  // namespace
