@@ -64,6 +64,7 @@ for name in names:
     runs = [("cpu", "f32", []), ("cuda", "f32", []), ("cuda", "f16", [])]
     if name in os.environ.get("DIAG", "").split(","):  # which way of running convolutions goes wrong in f16
         runs += [("cuda", "f16", ["--conv-modes", mode]) for mode in ("fused", "separate", "gemm")]
+        runs += [("cuda", "f16", ["--conv-modes", "separate", "--conv-modes", "depthwise"])]  # the own kernel
         runs += [("cuda", "bf16", [])]
     for dev, prec, extra in runs:
         got_path = f"{out}/{name}.{dev}.{prec}.npy"

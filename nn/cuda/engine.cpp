@@ -228,6 +228,8 @@ void CudaEngine::State::build() {
       auto conv = std::make_unique<ConvLayer>(node, ctx);
       convs.push_back(conv.get());
       layers.push_back(std::move(conv));
+    } else if (node.op == "ConvTranspose") {
+      layers.push_back(make_conv_transpose(node, ctx, options.workspace_limit));
     } else if (node.op == "Gemm" || node.op == "MatMul") {
       layers.push_back(make_gemm(node, ctx));
     } else {

@@ -58,7 +58,7 @@ class ValueTable {
   std::map<std::string, int> index_;
 };
 
-// The 4-D activations held NHWC: those a Conv, pool, GlobalAveragePool or Resize reads or writes (their kernels
+// The 4-D activations held NHWC: those a Conv, ConvTranspose, pool, GlobalAveragePool or Resize reads or writes (their kernels
 // take NHWC), together with every value tied to one of them by an op that keeps its input's layout (activations,
 // elementwise math, BatchNormalization: one flat pass; Softmax and LogSoftmax, whose kernel writes y at x's
 // offsets) or by a same-shape binary op. Every other 4-D value (an
@@ -118,6 +118,8 @@ class Layer {
 
 std::unique_ptr<Layer> make_gemm(const Node& node, BuildContext& ctx);    // Gemm and MatMul via cuBLAS
 std::unique_ptr<Layer> make_attention(const Node& node, BuildContext& ctx);  // attention_layer.cpp
+// ConvTranspose via cuDNN's backward data; its algorithm is cuDNN's first that fits `workspace_limit`.
+std::unique_ptr<Layer> make_conv_transpose(const Node& node, BuildContext& ctx, std::size_t workspace_limit);
 std::unique_ptr<Layer> make_kernel_layer(const Node& node, BuildContext& ctx);  // everything else
 
 }  // namespace sluice::nn::cuda

@@ -3,6 +3,7 @@ list(APPEND SLUICE_NN_CUDA_SOURCES
   nn/cuda/algo_cache.cpp
   nn/cuda/values.cpp
   nn/cuda/conv_layer.cpp
+  nn/cuda/conv_transpose_layer.cpp
   nn/cuda/gemm.cpp
   nn/cuda/gemm_layer.cpp
   nn/cuda/kernel_layers.cpp

@@ -45,7 +45,7 @@ std::set<std::string> nhwc_values(const Graph& graph) {
   std::set<std::string> needs;  // values an NHWC kernel reads or writes
   for (const Node& n : graph.nodes) {
     const std::string& op = n.op;
-    if (op == "Conv" || op == "MaxPool" || op == "AveragePool" || op == "GlobalAveragePool" || op == "Resize") {
+    if (op == "Conv" || op == "ConvTranspose" || op == "MaxPool" || op == "AveragePool" || op == "GlobalAveragePool" || op == "Resize") {
       for (const auto& v : n.inputs)
         if (!v.empty() && !graph.is_constant(v) && rank_of(v) == 4) needs.insert(v);
       for (const auto& v : n.outputs)

@@ -157,6 +157,52 @@ TEST_CASE("CUDA depthwise Conv kernel matches the CPU", "[nn][nn_cuda][conv][dep
   }
 }
 
+// ConvTranspose on cuDNN's backward data: symmetric pads (cuDNN writes Y), asymmetric pads and output_padding
+// (cuDNN writes a larger window into scratch, cropped and zero-extended into Y), groups, dilation, bias.
+TEST_CASE("CUDA ConvTranspose matches the CPU", "[nn][nn_cuda][conv_transpose]") {
+  struct Case {
+    std::int64_t n, c, h, w, out_per_group, r, s, group;
+    std::vector<std::int64_t> strides, pads, dilations, output_padding;
+    bool bias;
+  };
+  const std::vector<Case> cases = {
+      {2, 8, 7, 7, 4, 4, 4, 1, {2, 2}, {1, 1, 1, 1}, {1, 1}, {0, 0}, true},     // U-Net / DCGAN upsampling
+      {2, 8, 5, 6, 3, 3, 3, 2, {2, 2}, {1, 1, 1, 1}, {1, 1}, {1, 1}, true},     // output_padding, groups
+      {1, 6, 6, 5, 2, 3, 2, 3, {3, 2}, {0, 2, 1, 0}, {1, 1}, {2, 1}, false},    // asymmetric pads
+      {2, 5, 6, 7, 3, 3, 3, 1, {1, 1}, {2, 2, 2, 2}, {2, 2}, {0, 0}, true},     // dilated, same size
+      {1, 4, 5, 4, 2, 3, 3, 1, {1, 1}, {1, 0, 0, 2}, {2, 3}, {1, 2}, true},     // output_padding >= stride
+      {2, 3, 4, 4, 5, 1, 1, 1, {2, 2}, {0, 0, 0, 0}, {1, 1}, {1, 1}, true},     // 1x1 leaves gaps
+      {3, 16, 8, 8, 1, 3, 3, 16, {2, 2}, {1, 1, 1, 1}, {1, 1}, {1, 1}, true},   // depthwise
+      {1, 33, 3, 5, 7, 2, 2, 1, {2, 2}, {0, 0, 0, 0}, {1, 1}, {0, 0}, true},    // odd channels
+  };
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const Case& t = cases[i];
+    const std::int64_t out_h = t.strides[0] * (t.h - 1) + t.output_padding[0] + (t.r - 1) * t.dilations[0] + 1 -
+                               t.pads[0] - t.pads[2];
+    const std::int64_t out_w = t.strides[1] * (t.w - 1) + t.output_padding[1] + (t.s - 1) * t.dilations[1] + 1 -
+                               t.pads[1] - t.pads[3];
+    OneNode b("ConvTranspose", "case " + std::to_string(i));
+    b.input("x", {t.n, t.c, t.h, t.w}).constant("w", {t.c, t.out_per_group, t.r, t.s}, 500 + i);
+    if (t.bias) b.constant("b", {t.out_per_group * t.group}, 600 + i); else b.absent();
+    b.output("y", {t.n, t.out_per_group * t.group, out_h, out_w})
+        .attr("strides", t.strides)
+        .attr("pads", t.pads)
+        .attr("dilations", t.dilations)
+        .attr("output_padding", t.output_padding)
+        .attr("group", t.group);
+    check_all_precisions(b.g, 70 + static_cast<std::uint32_t>(i));
+    if (t.n > 1) {  // a partial batch through the same engine
+      const auto inputs = random_inputs(b.g, 90 + static_cast<std::uint32_t>(i));
+      const auto want = run_cpu(b.g, inputs);
+      CudaEngine engine(b.g, CudaEngineOptions{});
+      const auto one = run_gpu(engine, inputs, 1);
+      const std::vector<float> want_one(want[0].begin(), want[0].begin() + static_cast<std::ptrdiff_t>(one[0].size()));
+      INFO(b.g.source << " one item of " << t.n << "\n" << engine.describe());
+      CHECK(relative_error(one[0], want_one) <= tolerance(Precision::f16));
+    }
+  }
+}
+
 TEST_CASE("CUDA activations match the CPU", "[nn][nn_cuda][elementwise]") {
   for (const std::string op : {"Relu", "LeakyRelu", "Clip", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh"}) {
     for (const Shape& s : {Shape{2, 16, 5, 7}, Shape{3, 37}, Shape{2, 3, 4, 5, 2}}) {
