@@ -7,6 +7,8 @@
 //   * neighbouring taps and neighbouring threads read overlapping input pixels: L1 serves the reuse (no shared
 //     memory staging: it would cost the same L1/shared bandwidth and a barrier);
 //   * f32 accumulation; bias, residual and activation applied before the one store of y.
+#include <type_traits>
+
 #include "nn/cuda/kernel_util.cuh"
 
 namespace sluice::nn::cuda {
@@ -36,6 +38,29 @@ __device__ __forceinline__ void load_weights(const float* w, float (&out)[V]) {
   } else {
 #pragma unroll
     for (int k = 0; k < V; ++k) out[k] = __ldg(w + k);
+  }
+}
+
+// The lanes as f32, two at a time where the type has a paired conversion (one instruction for two values).
+template <typename T, int V>
+__device__ __forceinline__ void widen(const Lanes<T, V>& in, float (&out)[V]) {
+  if constexpr (V % 2 == 0 && std::is_same_v<T, __half>) {
+#pragma unroll
+    for (int k = 0; k < V; k += 2) {
+      const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&in.v[k]));
+      out[k] = f.x;
+      out[k + 1] = f.y;
+    }
+  } else if constexpr (V % 2 == 0 && std::is_same_v<T, __nv_bfloat16>) {
+#pragma unroll
+    for (int k = 0; k < V; k += 2) {
+      const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&in.v[k]));
+      out[k] = f.x;
+      out[k + 1] = f.y;
+    }
+  } else {
+#pragma unroll
+    for (int k = 0; k < V; ++k) out[k] = to_f32(in.v[k]);
   }
 }
 
@@ -79,9 +104,10 @@ __global__ void depthwise_kernel(DepthwiseConv2dParams p, T* __restrict__ y, con
         for (int q = 0; q < kPixels; ++q) {
           const int iw = iw_tap + q * p.stride_w;
           if (iw < 0 || iw >= p.w) continue;  // padding (columns past out_w compute, but are not stored)
-          const Lanes<T, V> in = *reinterpret_cast<const Lanes<T, V>*>(row + static_cast<std::int64_t>(iw) * p.c);
+          float in[V];
+          widen(*reinterpret_cast<const Lanes<T, V>*>(row + static_cast<std::int64_t>(iw) * p.c), in);
 #pragma unroll
-          for (int k = 0; k < V; ++k) acc[q][k] = fmaf(to_f32(in.v[k]), w[k], acc[q][k]);
+          for (int k = 0; k < V; ++k) acc[q][k] = fmaf(in[k], w[k], acc[q][k]);
         }
       }
     }
