@@ -182,6 +182,7 @@ cudnnStatus_t ConvLayer::launch(const PerCount& pc, const RunContext& ctx) const
     p.dilation_w = dil_w_;
     p.pad_top = pad_begin_[0];
     p.pad_left = pad_begin_[1];
+    p.keep_rows = pc.depthwise_rows;
     depthwise_conv2d(type_, p, ctx.at(y_), ctx.at(x_), static_cast<const float*>(depthwise_weight_),
                      static_cast<const float*>(depthwise_bias_), residual_ >= 0 ? ctx.at(residual_) : nullptr, act_,
                      ctx.stream);
@@ -265,6 +266,7 @@ void ConvLayer::select_algorithm(ConvSelection& sel) {
     if (bytes <= sel.workspace_limit && legal) {
       mode_ = cached->mode;
       algo_ = algo;
+      depthwise_rows_ = mode_ == ConvMode::depthwise && cached->algo == 1;
       workspace_ = bytes;
       from_cache_ = true;
       return;
@@ -320,13 +322,18 @@ void ConvLayer::select_algorithm(ConvSelection& sel) {
       workspace_ = 0;
     }
   }
-  if (depthwise_ok) {
+  if (depthwise_ok) {  // both variants where rows fit in registers: which is faster depends on C and the GPU
     full.mode = ConvMode::depthwise;
-    const double ms = trial_ms(full);
-    if (ms < best) {
-      best = ms;
-      mode_ = ConvMode::depthwise;
-      workspace_ = 0;
+    for (bool rows : {false, true}) {
+      if (rows && !depthwise_keeps_rows(s_, stride_w_, dil_w_)) continue;
+      full.depthwise_rows = rows;
+      const double ms = trial_ms(full);
+      if (ms < best) {
+        best = ms;
+        mode_ = ConvMode::depthwise;
+        depthwise_rows_ = rows;
+        workspace_ = 0;
+      }
     }
   }
   cudaEventDestroy(start);
@@ -335,8 +342,9 @@ void ConvLayer::select_algorithm(ConvSelection& sel) {
   if (!std::isfinite(best))
     throw GpuError("node '" + name() + "' (Conv): no allowed way runs this convolution within the workspace limit");
   measured_ms_ = best;
-  const bool own_kernel = mode_ == ConvMode::gemm || mode_ == ConvMode::depthwise;
-  sel.cache.put(key, ConvChoice{mode_, own_kernel ? 0 : static_cast<int>(algo_)});
+  const int algo = mode_ == ConvMode::gemm ? 0 : mode_ == ConvMode::depthwise ? (depthwise_rows_ ? 1 : 0)
+                                                                              : static_cast<int>(algo_);
+  sel.cache.put(key, ConvChoice{mode_, algo});
 }
 
 void ConvLayer::prepare(int count) {
@@ -345,6 +353,7 @@ void ConvLayer::prepare(int count) {
   describe_tensors(pc, count);
   pc.mode = mode_;
   pc.algo = algo_;
+  pc.depthwise_rows = depthwise_rows_;
   pc.workspace = mode_ == ConvMode::gemm || mode_ == ConvMode::depthwise ? 0 : workspace_for(pc, algo_);
   if (pc.workspace <= workspace_) return;
   // The measured algorithm needs more workspace at this count: take cuDNN's first suggestion that fits.
@@ -376,7 +385,8 @@ std::string ConvLayer::kernel() const {
   std::ostringstream k;
   if (mode_ == ConvMode::depthwise) {
     k << "sluice depthwise conv " << r_ << "x" << s_ << " NHWC (" << depthwise_channels_per_thread(type_, c_)
-      << " channels x 4 pixels per thread)";
+      << " channels x 4 pixels per thread" << (depthwise_rows_ ? ", rows in registers" : "")
+      << ")";
     if (has_bias_ || residual_ >= 0 || act_.kind != Activation::none)
       k << " +epilogue" << (has_bias_ ? " bias" : "") << (residual_ >= 0 ? " residual" : "") << " "
         << act_names[static_cast<int>(act_.kind)];

@@ -52,6 +52,7 @@ class ConvLayer : public Layer {
     TensorDesc x, y;
     cudnnConvolutionFwdAlgo_t algo{};
     ConvMode mode = ConvMode::separate;
+    bool depthwise_rows = false;  // depthwise: the variant that keeps rows in registers
     std::size_t workspace = 0;
   };
   std::string cache_key(const std::string& device_name) const;
@@ -77,6 +78,7 @@ class ConvLayer : public Layer {
   ActivationDesc act_desc_;
   bool pointwise_ = false;  // may run as a product
   bool depthwise_ = false;  // group == C == K: may run on the own depthwise kernel
+  bool depthwise_rows_ = false;  // the measured variant keeps rows in registers (cached as algorithm 1)
   void* depthwise_weight_ = nullptr;  // f32 [R, S, C] (depthwise_ only)
   void* depthwise_bias_ = nullptr;    // f32 [C], null without B
   std::array<int, 2> pad_begin_{};    // top, left as given (the depthwise kernel takes them directly)

@@ -123,14 +123,17 @@ struct DepthwiseConv2dParams {
   int n = 0, h = 0, w = 0, c = 0, out_h = 0, out_w = 0;
   int kernel_h = 1, kernel_w = 1, stride_h = 1, stride_w = 1, dilation_h = 1, dilation_w = 1;
   int pad_top = 0, pad_left = 0;  // the bottom and right pads follow from out_h and out_w
+  bool keep_rows = false;  // rows in registers where depthwise_keeps_rows allows (else each tap loads its inputs)
 };
 // Depthwise convolution (one filter per channel) of NHWC x [n, h, w, c] into NHWC y [n, out_h, out_w, c] with the
 // Conv epilogue: y = act(conv + bias[c] + residual). weights: f32 [kernel_h, kernel_w, c]; bias: f32 [c] or null;
 // residual: like y, or null. f32 accumulation.
 void depthwise_conv2d(DType type, const DepthwiseConv2dParams& p, void* y, const void* x, const float* weights,
                       const float* bias, const void* residual, ActivationParams act, cudaStream_t stream);
-// The channels one thread of depthwise_conv2d handles (given aligned pointers), for describing the layer.
+// The channels one thread of depthwise_conv2d handles (given aligned pointers), and whether it keeps a row's
+// inputs in registers for all taps (3, 5, 7 wide at stride and dilation 1 along W), for describing the layer.
 int depthwise_channels_per_thread(DType type, int channels);
+bool depthwise_keeps_rows(int kernel_w, int stride_w, int dilation_w);
 
 enum class ResizeCoordinates : std::uint8_t { half_pixel, pytorch_half_pixel, align_corners, asymmetric,
                                               tf_half_pixel_for_nearest };
