@@ -106,10 +106,12 @@ class ConvTransposeLayer : public Layer {
     // f32 must match the CPU: no TF32 (FMA only). f16/bf16: tensor cores.
     CUDNN_CHECK(cudnnSetConvolutionMathType(conv_.get(), type_ == DType::f32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH));
 
-    // The algorithm: cuDNN's first suggestion that runs within the workspace limit at the full batch.
+    // The algorithm: cuDNN's first suggestion that runs within the workspace limit at the full batch, tried on
+    // scratch buffers (a suggestion can still refuse the shape when called).
     PerCount& full = per_count_[n_];
     describe_tensors(full, n_);
-    choose_algorithm(full, workspace_limit_);
+    CUDNN_CHECK(cudnnSetStream(cudnn_, ctx.stream));
+    choose_algorithm(full, workspace_limit_, ctx.stream);
     algo_ = full.algo;
     workspace_ = full.workspace;
   }
@@ -123,7 +125,7 @@ class ConvTransposeLayer : public Layer {
                                                      algo_, &pc.workspace) == CUDNN_STATUS_SUCCESS &&
         pc.workspace <= workspace_)
       return;
-    choose_algorithm(pc, workspace_);  // the engine's workspace is sized by the full batch
+    choose_algorithm(pc, workspace_, nullptr);  // the engine's workspace is sized by the full batch
   }
 
   void run(const RunContext& ctx) override {
@@ -176,11 +178,19 @@ class ConvTransposeLayer : public Layer {
     CUDNN_CHECK(cudnnSetTensor4dDescriptor(pc.dx.get(), CUDNN_TENSOR_NHWC, dt, count, out_c_, rows_.held, cols_.held));
   }
 
-  void choose_algorithm(PerCount& pc, std::size_t limit) const {
+  // `trial_stream` non-null: each candidate is also run once on scratch buffers (construction only).
+  void choose_algorithm(PerCount& pc, std::size_t limit, cudaStream_t trial_stream) const {
     cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
     int returned = 0;
     CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(cudnn_, filter_.get(), pc.dy.get(), conv_.get(), pc.dx.get(),
                                                             CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &returned, perf));
+    Memory dy, dx;
+    if (trial_stream) {
+      dy = Memory(MemoryKind::device, static_cast<std::size_t>(n_) * in_c_ * in_h_ * in_w_ * dtype_bytes(type_));
+      dx = Memory(MemoryKind::device,
+                  static_cast<std::size_t>(n_) * out_c_ * rows_.held * cols_.held * dtype_bytes(type_));
+      CUDA_CHECK(cudaMemsetAsync(dy.data(), 0, dy.bytes(), trial_stream));
+    }
     for (int i = 0; i < returned; ++i) {
       if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
       std::size_t bytes = 0;
@@ -188,6 +198,15 @@ class ConvTransposeLayer : public Layer {
                                                        perf[i].algo, &bytes) != CUDNN_STATUS_SUCCESS ||
           bytes > limit)
         continue;
+      if (trial_stream) {
+        const Memory workspace(MemoryKind::device, std::max<std::size_t>(bytes, 256));
+        const float one = 1.f, zero = 0.f;
+        const cudnnStatus_t st = cudnnConvolutionBackwardData(cudnn_, &one, filter_.get(), weight_, pc.dy.get(), dy.data(),
+                                                              conv_.get(), perf[i].algo, workspace.data(), bytes, &zero,
+                                                              pc.dx.get(), dx.data());
+        CUDA_CHECK(cudaStreamSynchronize(trial_stream));  // before `workspace` is freed
+        if (st != CUDNN_STATUS_SUCCESS) continue;
+      }
       pc.algo = perf[i].algo;
       pc.workspace = bytes;
       return;
