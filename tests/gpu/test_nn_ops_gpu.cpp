@@ -539,6 +539,9 @@ TEST_CASE("CUDA fused Attention matches the CPU twin", "[nn][nn_cuda][attention]
     y.back() = c.v.back();
     b.output("y", y).attr("scale", c.scale);
     check_all_precisions(b.g, 5, +[](float v) { return 3 * v; });
+  }
+}
+
 // ---- LogSoftmax, ArgMax/ArgMin/TopK, and the ops prepare() rewrites into others -------------------------------
 
 namespace {
