@@ -1,5 +1,6 @@
 // Attention: Y = softmax(scale * Q K^T + M) V in one kernel, the scores never written to memory (flash-attention's
-// online softmax: each key tile rescales the running row maximum, sum and output).
+// online softmax: each key tile rescales the running row maximum, sum and output); and the softmax step of the
+// unfused way (two cuBLAS products around it, attention_layer.cpp).
 //  * f16/bf16 with depths that are multiples of 16 up to 128: tensor cores (WMMA 16x16x16, f32 accumulation).
 //    A block of 4 warps takes 64 query rows (16 per warp) and walks the keys 64 at a time through shared memory.
 //  * otherwise (f32, other depths): one warp per query row on the CUDA cores, 32 keys at a time.
@@ -26,10 +27,42 @@ __device__ __forceinline__ std::int64_t mask_base(const AttentionShape& s, int b
 
 // ---- tensor cores -------------------------------------------------------------------------------------------
 constexpr int kRows = 64, kKeys = 64, kWarps = 4;
+// Shared-memory row strides, padded so that rows start in different banks (16 bytes of padding for the 16-bit
+// tiles and the WMMA loads, 4 floats for the f32 ones); every WMMA pointer stays 32-byte aligned.
+constexpr int kScoreStride = kKeys + 4, kProbStride = kKeys + 8;
+
+struct TileStrides {
+  int q, v, o;  // q: Q and K rows (depth + 8), v: V rows (value_depth + 8), o: output rows (value_depth + 4)
+  __host__ __device__ explicit TileStrides(int depth, int value_depth)
+      : q(depth + 8), v(value_depth + 8), o(value_depth + 4) {}
+};
 
 std::size_t wmma_shared_bytes(int depth, int value_depth, std::size_t element) {
-  return element * (kRows * depth + kKeys * depth + kKeys * value_depth + kWarps * 16 * kKeys) +
-         sizeof(float) * (kWarps * 16 * kKeys + kWarps * 16 * value_depth + 2 * kRows);
+  const TileStrides ld(depth, value_depth);
+  return element * (static_cast<std::size_t>(kRows + kKeys) * ld.q + kKeys * ld.v + kWarps * 16 * kProbStride) +
+         sizeof(float) * (kWarps * 16 * kScoreStride + kWarps * 16 * ld.o + 2 * kRows);
+}
+
+// Copies rows of `width` elements (a multiple of 8, rows 16-byte aligned) into shared rows of stride `ld`,
+// 16 bytes per thread and access; rows at or past `valid` become zeros.
+template <typename T>
+__device__ __forceinline__ void load_tile(T* dst, int ld, const T* src, int rows, int valid, int width) {
+  const int packs = width / 8;
+  for (int i = threadIdx.x; i < rows * packs; i += blockDim.x) {
+    const int r = i / packs, c = (i - r * packs) * 8;
+    uint4 v = make_uint4(0, 0, 0, 0);
+    if (r < valid) v = *reinterpret_cast<const uint4*>(src + static_cast<std::int64_t>(r) * width + c);
+    *reinterpret_cast<uint4*>(dst + r * ld + c) = v;
+  }
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
 }
 
 template <typename T>
@@ -44,47 +77,33 @@ __global__ void __launch_bounds__(kWarps * 32) attention_wmma_kernel(T* y, const
   using namespace nvcuda;
   extern __shared__ __align__(128) unsigned char shared[];
   const int depth = s.depth, value_depth = s.value_depth;
-  T* q_s = reinterpret_cast<T*>(shared);          // [kRows][depth]
-  T* k_s = q_s + kRows * depth;                    // [kKeys][depth]
-  T* v_s = k_s + kKeys * depth;                    // [kKeys][value_depth]
-  T* p_s = v_s + kKeys * value_depth;              // [kWarps][16][kKeys] probabilities
-  float* s_s = reinterpret_cast<float*>(p_s + kWarps * 16 * kKeys);  // [kWarps][16][kKeys] scores
-  float* o_s = s_s + kWarps * 16 * kKeys;          // [kWarps][16][value_depth] output accumulator
-  float* max_s = o_s + kWarps * 16 * value_depth;  // [kRows] running maximum
-  float* sum_s = max_s + kRows;                    // [kRows] running sum
+  const TileStrides ld(depth, value_depth);
+  T* q_s = reinterpret_cast<T*>(shared);            // [kRows][ld.q]
+  T* k_s = q_s + kRows * ld.q;                       // [kKeys][ld.q]
+  T* v_s = k_s + kKeys * ld.q;                       // [kKeys][ld.v]
+  T* p_s = v_s + kKeys * ld.v;                       // [kWarps * 16][kProbStride] probabilities
+  float* s_s = reinterpret_cast<float*>(p_s + kWarps * 16 * kProbStride);  // [kWarps * 16][kScoreStride] scores
+  float* o_s = s_s + kWarps * 16 * kScoreStride;     // [kWarps * 16][ld.o] output accumulator
+  float* max_s = o_s + kWarps * 16 * ld.o;           // [kRows] running maximum
+  float* sum_s = max_s + kRows;                      // [kRows] running sum
 
   const int batch = blockIdx.y, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int row0 = blockIdx.x * kRows;
-  const T* qb = q + static_cast<std::int64_t>(batch) * s.rows * depth;
   const T* kb = k + static_cast<std::int64_t>(batch) * s.keys * depth;
   const T* vb = v + static_cast<std::int64_t>(batch) * s.keys * value_depth;
   const std::int64_t mb = mask ? mask_base(s, batch) : 0;
 
-  for (int i = threadIdx.x; i < kRows * depth; i += blockDim.x) {
-    const int r = i / depth, c = i % depth;
-    q_s[i] = row0 + r < s.rows ? qb[static_cast<std::int64_t>(row0 + r) * depth + c] : from_f32<T>(0.f);
-  }
-  for (int i = threadIdx.x; i < kWarps * 16 * value_depth; i += blockDim.x) o_s[i] = 0.f;
+  load_tile(q_s, ld.q, q + (static_cast<std::int64_t>(batch) * s.rows + row0) * depth, kRows, s.rows - row0, depth);
+  for (int i = threadIdx.x; i < kWarps * 16 * ld.o; i += blockDim.x) o_s[i] = 0.f;
   for (int i = threadIdx.x; i < kRows; i += blockDim.x) {
     max_s[i] = -INFINITY;
     sum_s[i] = 0.f;
   }
   __syncthreads();
 
-  // Each lane pair owns one of the warp's 16 rows, each lane half of its 64 scores and half of its outputs.
-  const int r = lane / 2, half = lane % 2, row = warp * 16 + r, global_row = row0 + row;
-  float* scores = s_s + (warp * 16 + r) * kKeys;
-  T* probs = p_s + (warp * 16 + r) * kKeys;
-  float* out = o_s + (warp * 16 + r) * value_depth;
   for (int key0 = 0; key0 < s.keys; key0 += kKeys) {
-    for (int i = threadIdx.x; i < kKeys * depth; i += blockDim.x) {
-      const int j = i / depth, c = i % depth;
-      k_s[i] = key0 + j < s.keys ? kb[static_cast<std::int64_t>(key0 + j) * depth + c] : from_f32<T>(0.f);
-    }
-    for (int i = threadIdx.x; i < kKeys * value_depth; i += blockDim.x) {
-      const int j = i / value_depth, c = i % value_depth;
-      v_s[i] = key0 + j < s.keys ? vb[static_cast<std::int64_t>(key0 + j) * value_depth + c] : from_f32<T>(0.f);
-    }
+    load_tile(k_s, ld.q, kb + static_cast<std::int64_t>(key0) * depth, kKeys, s.keys - key0, depth);
+    load_tile(v_s, ld.v, vb + static_cast<std::int64_t>(key0) * value_depth, kKeys, s.keys - key0, value_depth);
     __syncthreads();
     // Scores of the warp's 16 rows against the 64 keys.
     for (int n = 0; n < kKeys / 16; ++n) {
@@ -93,65 +112,93 @@ __global__ void __launch_bounds__(kWarps * 32) attention_wmma_kernel(T* y, const
       for (int c = 0; c < depth; c += 16) {
         wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> a;
         wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major> b;  // K^T: key-major rows of K
-        wmma::load_matrix_sync(a, q_s + warp * 16 * depth + c, depth);
-        wmma::load_matrix_sync(b, k_s + n * 16 * depth + c, depth);
+        wmma::load_matrix_sync(a, q_s + warp * 16 * ld.q + c, ld.q);
+        wmma::load_matrix_sync(b, k_s + n * 16 * ld.q + c, ld.q);
         wmma::mma_sync(acc, a, b, acc);
       }
-      wmma::store_matrix_sync(s_s + warp * 16 * kKeys + n * 16, acc, kKeys, wmma::mem_row_major);
+      wmma::store_matrix_sync(s_s + warp * 16 * kScoreStride + n * 16, acc, kScoreStride, wmma::mem_row_major);
     }
     __syncwarp();
-    // Online softmax over this tile, per row.
-    float tile_max = -INFINITY;
-    for (int j = half * 32; j < half * 32 + 32; ++j) {
-      const int key = key0 + j;
-      float value = -INFINITY;
-      if (key < s.keys) {
-        value = scores[j] * s.scale;
-        if (mask && global_row < s.rows)
-          value += to_f32(mask[mb + global_row * s.mask_row_stride + key * s.mask_key_stride]);
+    // Online softmax, one row at a time across the warp: lane j owns keys j and j + 32.
+    for (int r = 0; r < 16; ++r) {
+      const int row = warp * 16 + r, global_row = row0 + row;
+      const float* scores = s_s + row * kScoreStride;
+      float value[2];
+      for (int h = 0; h < 2; ++h) {
+        const int key = key0 + lane + 32 * h;
+        value[h] = -INFINITY;
+        if (key < s.keys) {
+          value[h] = scores[lane + 32 * h] * s.scale;
+          if (mask && global_row < s.rows)
+            value[h] += to_f32(mask[mb + global_row * s.mask_row_stride + key * s.mask_key_stride]);
+        }
       }
-      scores[j] = value;
-      tile_max = fmaxf(tile_max, value);
+      const float old_max = max_s[row];
+      const float new_max = fmaxf(old_max, warp_max(fmaxf(value[0], value[1])));
+      const float base = new_max == -INFINITY ? 0.f : new_max;  // a row masked out so far stays all zero
+      const float p0 = __expf(value[0] - base), p1 = __expf(value[1] - base);
+      p_s[row * kProbStride + lane] = from_f32<T>(p0);
+      p_s[row * kProbStride + lane + 32] = from_f32<T>(p1);
+      const float tile_sum = warp_sum(p0 + p1);
+      const float rescale = __expf(old_max - base);
+      float* out = o_s + row * ld.o;
+      for (int c = lane; c < value_depth; c += 32) out[c] *= rescale;
+      if (lane == 0) {  // every lane read old_max before the warp_sum above
+        max_s[row] = new_max;
+        sum_s[row] = sum_s[row] * rescale + tile_sum;
+      }
     }
-    tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
-    const float old_max = max_s[row];
-    const float new_max = fmaxf(old_max, tile_max);
-    const float base = new_max == -INFINITY ? 0.f : new_max;  // a row masked out so far stays all zero
-    float tile_sum = 0.f;
-    for (int j = half * 32; j < half * 32 + 32; ++j) {
-      const float p = __expf(scores[j] - base);
-      tile_sum += p;
-      probs[j] = from_f32<T>(p);
-    }
-    tile_sum += __shfl_xor_sync(0xffffffffu, tile_sum, 1);
-    const float rescale = __expf(old_max - base);
-    __syncwarp();
-    if (half == 0) {
-      max_s[row] = new_max;
-      sum_s[row] = sum_s[row] * rescale + tile_sum;
-    }
-    for (int c = half; c < value_depth; c += 2) out[c] *= rescale;
     __syncwarp();
     // out += probs (16 x 64) . V (64 x value_depth)
     for (int n = 0; n < value_depth; n += 16) {
       wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
-      wmma::load_matrix_sync(acc, o_s + warp * 16 * value_depth + n, value_depth, wmma::mem_row_major);
+      wmma::load_matrix_sync(acc, o_s + warp * 16 * ld.o + n, ld.o, wmma::mem_row_major);
       for (int j = 0; j < kKeys; j += 16) {
         wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> a;
         wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> b;
-        wmma::load_matrix_sync(a, p_s + warp * 16 * kKeys + j, kKeys);
-        wmma::load_matrix_sync(b, v_s + j * value_depth + n, value_depth);
+        wmma::load_matrix_sync(a, p_s + warp * 16 * kProbStride + j, kProbStride);
+        wmma::load_matrix_sync(b, v_s + j * ld.v + n, ld.v);
         wmma::mma_sync(acc, a, b, acc);
       }
-      wmma::store_matrix_sync(o_s + warp * 16 * value_depth + n, acc, value_depth, wmma::mem_row_major);
+      wmma::store_matrix_sync(o_s + warp * 16 * ld.o + n, acc, ld.o, wmma::mem_row_major);
     }
     __syncthreads();
   }
-  if (global_row < s.rows) {
+  for (int r = 0; r < 16; ++r) {
+    const int row = warp * 16 + r, global_row = row0 + row;
+    if (global_row >= s.rows) break;
     const float inv = 1.f / sum_s[row];
+    const float* out = o_s + row * ld.o;
     T* yr = y + (static_cast<std::int64_t>(batch) * s.rows + global_row) * value_depth;
-    for (int c = half; c < value_depth; c += 2) yr[c] = from_f32<T>(out[c] * inv);
+    for (int c = lane; c < value_depth; c += 32) yr[c] = from_f32<T>(out[c] * inv);
   }
+  }
+}
+
+// ---- the unfused way's softmax: one warp per row of scores --------------------------------------------------
+template <typename T>
+__global__ void attention_softmax_kernel(T* scores, const T* mask, AttentionShape s) {
+  const int lane = threadIdx.x % 32;
+  const std::int64_t rows = static_cast<std::int64_t>(s.batches) * s.rows;
+  const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * (blockDim.x / 32);
+  for (std::int64_t item = (blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x) / 32; item < rows;
+       item += warps) {
+    T* row = scores + item * s.keys;
+    const std::int64_t mb =
+        mask ? mask_base(s, static_cast<int>(item / s.rows)) + (item % s.rows) * s.mask_row_stride : 0;
+    auto value = [&](int key) {
+      float v = to_f32(row[key]) * s.scale;
+      if (mask) v += to_f32(mask[mb + key * s.mask_key_stride]);
+      return v;
+    };
+    float m = -INFINITY;
+    for (int key = lane; key < s.keys; key += 32) m = fmaxf(m, value(key));
+    m = warp_max(m);
+    const float base = m == -INFINITY ? 0.f : m;
+    float sum = 0.f;
+    for (int key = lane; key < s.keys; key += 32) sum += __expf(value(key) - base);
+    const float inv = 1.f / warp_sum(sum);
+    for (int key = lane; key < s.keys; key += 32) row[key] = from_f32<T>(__expf(value(key) - base) * inv);
   }
 }
 
@@ -229,6 +276,17 @@ bool tensor_cores_fit(DType type, const AttentionShape& s) {
 
 bool attention_uses_tensor_cores(DType type, const AttentionShape& shape) { return tensor_cores_fit(type, shape); }
 
+void attention_softmax(DType type, void* scores, const void* mask, const AttentionShape& s, cudaStream_t stream) {
+  const std::int64_t rows = static_cast<std::int64_t>(s.batches) * s.rows;
+  if (rows == 0) return;
+  dispatch_float_type(type, [&](auto tag) {
+    using T = decltype(tag);
+    attention_softmax_kernel<T><<<grid_for(rows * 32), kBlock, 0, stream>>>(static_cast<T*>(scores),
+                                                                            static_cast<const T*>(mask), s);
+  });
+  check_launch();
+}
+
 void attention(DType type, void* y, const void* q, const void* k, const void* v, const void* mask,
                const AttentionShape& s, cudaStream_t stream) {
   if (s.batches == 0 || s.rows == 0) return;
@@ -239,7 +297,9 @@ void attention(DType type, void* y, const void* q, const void* k, const void* v,
     const auto *qt = static_cast<const T*>(q), *kt = static_cast<const T*>(k), *vt = static_cast<const T*>(v),
                *mt = static_cast<const T*>(mask);
     if constexpr (!std::is_same_v<T, float>) {
-      if (tensor_cores_fit(type, s)) {
+      const bool aligned = (reinterpret_cast<std::uintptr_t>(q) | reinterpret_cast<std::uintptr_t>(k) |
+                            reinterpret_cast<std::uintptr_t>(v)) % 16 == 0;
+      if (aligned && tensor_cores_fit(type, s)) {
         const std::size_t bytes = wmma_shared_bytes(s.depth, s.value_depth, sizeof(T));
         CUDA_CHECK(cudaFuncSetAttribute(attention_wmma_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                         static_cast<int>(bytes)));

@@ -222,6 +222,9 @@ void CudaEngine::State::build() {
 
   // Layers (weights are uploaded here).
   BuildContext ctx{graph, values, stream.get(), cudnn.get(), weights};
+  ctx.attention_gemm = options.attention != CudaEngineOptions::AttentionMode::fused;
+  ctx.attention_fused = options.attention != CudaEngineOptions::AttentionMode::gemm;
+  ctx.attention_scores_limit = options.attention_scores_limit;
   std::vector<ConvLayer*> convs;
   for (const auto& node : graph.nodes) {
     if (node.op == "Conv") {

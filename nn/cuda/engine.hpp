@@ -33,6 +33,11 @@ struct CudaEngineOptions {
   // (depthwise: group == channels == outputs) sluice's direct kernel with the epilogue inside.
   // Narrowing them is for diagnosis (`sluiced model --conv-modes`) and tests.
   bool conv_fused = true, conv_separate = true, conv_gemm = true, conv_depthwise = true;
+  // How an Attention node runs: auto (cuBLAS products around a softmax kernel while the batch's scores fit in
+  // `attention_scores_limit` bytes of scratch: faster than sluice's fused kernel at ViT/Swin sizes on the H200;
+  // the fused kernel beyond), or always one of the two (diagnosis and tests).
+  enum class AttentionMode { automatic, gemm, fused } attention = AttentionMode::automatic;
+  std::size_t attention_scores_limit = std::size_t(256) << 20;
 };
 
 // Device memory of one graph input or output, in the given dtype (f32/f16/bf16) and layout (nchw/nhwc: for 4-D

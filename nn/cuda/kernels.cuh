@@ -52,6 +52,9 @@ struct AttentionShape {
 void attention(DType type, void* y, const void* q, const void* k, const void* v, const void* mask,
                const AttentionShape& shape, cudaStream_t stream);
 bool attention_uses_tensor_cores(DType type, const AttentionShape& shape);
+// scores [B, T, S] (contiguous) = softmax(scale * scores + M) in place, per row of S, in f32 (the unfused way's
+// middle step, between two cuBLAS products).
+void attention_softmax(DType type, void* scores, const void* mask, const AttentionShape& shape, cudaStream_t stream);
 
 // y[i] = op(x[i]) over n contiguous elements (nn/elementwise_math.hpp).
 void unary_math(DType type, void* y, const void* x, std::int64_t n, UnaryMath op, cudaStream_t stream);

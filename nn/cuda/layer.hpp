@@ -91,6 +91,9 @@ struct BuildContext {
   cudaStream_t stream;  // for uploads and measurements (construction may synchronise)
   cudnnHandle_t cudnn;
   std::vector<Memory>& weights;  // uploads live as long as the engine
+  bool attention_gemm = true;     // Attention may run as cuBLAS products around a softmax kernel
+  bool attention_fused = true;    // ... or as the fused kernel
+  std::size_t attention_scores_limit = 0;
   std::size_t weight_bytes = 0;
   // Upload host f32 data converted to the engine's element type (or kept f32 when `as_f32`).
   void* upload(const std::vector<float>& data, bool as_f32 = false);

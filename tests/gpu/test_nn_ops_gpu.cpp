@@ -538,7 +538,21 @@ TEST_CASE("CUDA fused Attention matches the CPU twin", "[nn][nn_cuda][attention]
     Shape y = c.q;
     y.back() = c.v.back();
     b.output("y", y).attr("scale", c.scale);
-    check_all_precisions(b.g, 5, +[](float v) { return 3 * v; });
+    auto inputs = random_inputs(b.g, 5);
+    for (auto& in : inputs)
+      for (auto& v : in) v *= 3;
+    const auto want = run_cpu(b.g, inputs);
+    using Mode = CudaEngineOptions::AttentionMode;
+    for (const Mode mode : {Mode::gemm, Mode::fused})
+      for (Precision p : {Precision::f32, Precision::f16, Precision::bf16}) {
+        CudaEngineOptions o;
+        o.precision = p;
+        o.attention = mode;
+        CudaEngine engine(b.g, o);
+        INFO(b.g.source << " at " << to_string(p) << "\n" << engine.describe());
+        CHECK(engine.describe().find(mode == Mode::gemm ? "softmax kernel" : "fused attention") != std::string::npos);
+        CHECK(relative_error(run_gpu(engine, inputs)[0], want[0]) <= tolerance(p));
+      }
   }
 }
 
