@@ -56,15 +56,6 @@ __device__ __forceinline__ void load_tile(T* dst, int ld, const T* src, int rows
   }
 }
 
-__device__ __forceinline__ float warp_max(float v) {
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
-__device__ __forceinline__ float warp_sum(float v) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-
 template <typename T>
 __global__ void __launch_bounds__(kWarps * 32) attention_wmma_kernel(T* y, const T* q, const T* k, const T* v,
                                                                     const T* mask, AttentionShape s) {
@@ -230,13 +221,11 @@ __global__ void attention_rows_kernel(T* y, const T* q, const T* k, const T* v, 
       for (int c = 0; c < s.depth; ++c) dot += qr[c] * to_f32(kr[c]);
       score = dot * s.scale + (mask ? to_f32(mask[mb + key * s.mask_key_stride]) : 0.f);
     }
-    float tile_max = score;
-    for (int o = 16; o > 0; o >>= 1) tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, o));
+    const float tile_max = warp_max(score);
     const float new_max = fmaxf(running_max, tile_max);
     const float base = new_max == -INFINITY ? 0.f : new_max;
     const float p = __expf(score - base);
-    float tile_sum = p;
-    for (int o = 16; o > 0; o >>= 1) tile_sum += __shfl_xor_sync(0xffffffffu, tile_sum, o);
+    const float tile_sum = warp_sum(p);
     const float rescale = __expf(running_max - base);
     running_sum = running_sum * rescale + tile_sum;
     running_max = new_max;

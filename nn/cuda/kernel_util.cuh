@@ -40,6 +40,16 @@ __device__ __forceinline__ float apply_activation(const ActivationParams& a, flo
   return x;
 }
 
+// The maximum and the sum of v over the 32 lanes of a (fully active) warp, in every lane.
+__device__ __forceinline__ float warp_max(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
 constexpr int kBlock = 256;
 
 // Blocks for a grid-stride loop over n items: enough to fill the GPU several times over, never more than needed.

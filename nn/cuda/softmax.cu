@@ -8,15 +8,6 @@
 namespace sluice::nn::cuda {
 namespace {
 
-__device__ __forceinline__ float warp_max(float v) {
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
-__device__ __forceinline__ float warp_sum(float v) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-
 // One output element from its input v, the row's maximum m and the sum s of exp(x - m).
 __device__ __forceinline__ float softmax_of(float v, float m, float s, bool log) {
   return log ? (v - m) - logf(s) : __expf(v - m) / s;
