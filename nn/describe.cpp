@@ -9,10 +9,10 @@ namespace {
 
 constexpr std::int64_t kBytesPerValue = sizeof(float);
 
-// "Conv+Add+Relu": the Conv with what was fused into it, in the order it is computed.
+// "Conv+Add+Relu": the Conv (or Linear) with what was fused into it, in the order it is computed.
 std::string op_label(const Node& n) {
-  if (n.op != "Conv") return n.op;
-  std::string label = "Conv";
+  if (n.op != "Conv" && n.op != "Linear") return n.op;
+  std::string label = n.op;
   if (n.inputs.size() > 3 && !n.inputs[3].empty()) label += "+Add";
   if (const std::string act = n.attrs.s("activation", ""); !act.empty()) label += "+" + act;
   return label;
@@ -40,7 +40,7 @@ double flops(const Graph& g, const Node& n) {
     const std::int64_t k = n.attrs.i("transA", 0) ? a[0] : a[1];
     return 2.0 * static_cast<double>(element_count(out)) * static_cast<double>(k);
   }
-  if (n.op == "MatMul") return 2.0 * static_cast<double>(element_count(out)) * static_cast<double>(g.shape_of(n.inputs[0]).back());
+  if (n.op == "MatMul" || n.op == "Linear") return 2.0 * static_cast<double>(element_count(out)) * static_cast<double>(g.shape_of(n.inputs[0]).back());
   return 0.0;
 }
 

@@ -13,6 +13,7 @@ list(APPEND SLUICE_NN_SOURCES
   nn/passes/fold_batchnorm.cpp
   nn/passes/fuse.cpp
   nn/passes/fuse_gelu.cpp
+  nn/passes/linear.cpp
   nn/passes/fuse_attention.cpp
   nn/passes/prune.cpp
   nn/passes/graph_queries.cpp)

@@ -112,8 +112,14 @@ struct Graph {
 //   Reshape          one input; attr "shape": the concrete output shape (Flatten, Squeeze, Unsqueeze and
 //                    Reshape all become this; the data order does not change)
 //   Transpose        attr perm
-//   Gemm             inputs A, B, C ("" if absent); attrs alpha, beta, transA, transB. B usually constant
-//   MatMul           numpy semantics (batched, broadcast); B may be constant
+//   Gemm             inputs A, B, C ("" if absent); attrs alpha, beta, transA, transB (B computed at run time,
+//                    or C varying along rows: a product by a constant matrix is a Linear)
+//   MatMul           numpy semantics (batched, broadcast); B computed at run time or a batched constant
+//   Linear           inputs X [.., K] (rank >= 2), W (constant, f32, [K, N]), B (constant [N] or ""), R (residual
+//                    or "", same shape as Y); attrs "activation", "act_alpha", "act_beta" as Conv's.
+//                    Y [.., N] = activation(X W + B + R), X's leading dims folded into rows. Made by prepare()
+//                    from MatMul/Gemm by a constant matrix and what follows them (nn/passes/linear.cpp, fuse.cpp),
+//                    never read from a file
 //   Concat           attr axis
 //   Split            attr axis, attr "split" (sizes, concrete)
 //   Slice            one input; attrs "starts", "ends", "steps" (one per dimension, clamped, concrete)
@@ -130,7 +136,10 @@ struct Graph {
 //   Attention        inputs Q [.., T, d], K [.., S, d], V [.., S, dv] (the same leading dims), M (additive bias
 //                    broadcasting to [.., T, S], or ""); attr scale. Y [.., T, dv] = softmax(scale * Q K^T + M) V,
 //                    softmax over the S keys. Made by prepare() from MatMul -> [scale] -> [Add M] -> Softmax ->
-//                    MatMul (nn/passes/fuse_attention.cpp, d and dv at most 256), never read from a file
+//                    MatMul (nn/passes/fuse_attention.cpp, d and dv at most 256), never read from a file.
+//                    attr "seq_first" (optional, 4 ints for Q, K, V, Y, each 0 | 1): that operand is held
+//                    sequence-first, [S, B.., d] for [B.., S, d] (nn.MultiheadAttention's layout; its shape in the
+//                    graph is the held one; the batch is then not in dim 0, so partial batches are refused)
 //   Pow, Max, Min        two inputs, numpy broadcasting (Max/Min with more inputs are refused)
 //   ReduceMean, ReduceSum, ReduceMax, ReduceMin, ReduceL1, ReduceL2, ReduceSumSquare, ReduceProd
 //                    one input; attrs "axes" (sorted, non-negative, unique, never empty), "keepdims" (0 | 1)

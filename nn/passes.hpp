@@ -7,8 +7,10 @@
 //      constant, canonicalizes the node (graph.hpp's spellings), folds it when all its inputs are constants,
 //      and otherwise infers its concrete output shapes;
 //   3. folds BatchNormalization into the Conv before it;
-//   4. fuses Conv + bias Add, Conv + residual Add, Conv + activation;
-//   5. removes dead nodes and unused constants.
+//   4. fuses the GELU and attention patterns (fuse_gelu.cpp, fuse_attention.cpp);
+//   5. folds BatchNormalization into the Conv before it; products by a constant matrix become Linear;
+//   6. fuses into Conv and Linear the bias Add, scale Mul, residual Add and activation that follow them;
+//   7. removes dead nodes and unused constants.
 // Graph input and output names never change. Errors are ModelError naming the file, the node and the fault.
 #include <cstdint>
 

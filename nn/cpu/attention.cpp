@@ -1,6 +1,7 @@
 // Attention (nn/graph.hpp): Y = softmax(scale * Q K^T + M) V over the keys, one query row at a time with f32
 // accumulation: the twin the CUDA kernels are tested against. Rows run in parallel (OpenMP where the compiler
-// offers it, as oneDNN's primitives do).
+// offers it, as oneDNN's primitives do). Operands are read and written through a batch and a row stride, so a
+// sequence-first one ([S, B, d], see graph.hpp) needs no copy.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -11,14 +12,19 @@
 namespace sluice::nn::cpu {
 namespace {
 
+// Where row r of batch b of an operand starts: b * batch + r * row.
+struct OperandStrides {
+  std::int64_t batch = 0, row = 0;
+};
+
 class AttentionLayer final : public Layer {
  public:
   AttentionLayer(std::int64_t batches, std::int64_t rows, std::int64_t keys, std::int64_t depth,
                  std::int64_t value_depth, float scale, std::vector<std::int64_t> mask_batch_offset,
-                 std::int64_t mask_row_stride, std::int64_t mask_key_stride)
+                 std::int64_t mask_row_stride, std::int64_t mask_key_stride, const OperandStrides (&strides)[4])
       : batches_(batches), rows_(rows), keys_(keys), depth_(depth), value_depth_(value_depth), scale_(scale),
         mask_batch_offset_(std::move(mask_batch_offset)), mask_row_stride_(mask_row_stride),
-        mask_key_stride_(mask_key_stride) {}
+        mask_key_stride_(mask_key_stride), q_(strides[0]), k_(strides[1]), v_(strides[2]), y_(strides[3]) {}
 
   std::size_t scratch_floats() const override { return static_cast<std::size_t>(batches_ * rows_ * keys_); }
 
@@ -31,11 +37,11 @@ class AttentionLayer final : public Layer {
 #endif
     for (std::int64_t item = 0; item < total; ++item) {
       const std::int64_t b = item / rows_, t = item % rows_;
-      const float* qrow = q + item * depth_;
+      const float* qrow = q + b * q_.batch + t * q_.row;
       float* scores = scratch + item * keys_;
       float max = -std::numeric_limits<float>::infinity();
       for (std::int64_t j = 0; j < keys_; ++j) {
-        const float* krow = k + (b * keys_ + j) * depth_;
+        const float* krow = k + b * k_.batch + j * k_.row;
         float dot = 0.f;
         for (std::int64_t c = 0; c < depth_; ++c) dot += qrow[c] * krow[c];
         float s = scale_ * dot;
@@ -43,14 +49,14 @@ class AttentionLayer final : public Layer {
         scores[j] = s;
         max = std::max(max, s);
       }
-      float* yrow = y + item * value_depth_;
+      float* yrow = y + b * y_.batch + t * y_.row;
       std::fill(yrow, yrow + value_depth_, 0.f);
       float sum = 0.f;
       for (std::int64_t j = 0; j < keys_; ++j) {
         // A row masked out entirely (every score -inf) gives NaN, as softmax over it does in ONNX Runtime.
         const float p = std::exp(scores[j] - max);
         sum += p;
-        const float* vrow = v + (b * keys_ + j) * value_depth_;
+        const float* vrow = v + b * v_.batch + j * v_.row;
         for (std::int64_t c = 0; c < value_depth_; ++c) yrow[c] += p * vrow[c];
       }
       for (std::int64_t c = 0; c < value_depth_; ++c) yrow[c] /= sum;
@@ -62,6 +68,7 @@ class AttentionLayer final : public Layer {
   float scale_;
   std::vector<std::int64_t> mask_batch_offset_;  // where each batch's [rows, keys] block of M starts
   std::int64_t mask_row_stride_, mask_key_stride_;
+  OperandStrides q_, k_, v_, y_;
 };
 
 }  // namespace
@@ -69,7 +76,18 @@ class AttentionLayer final : public Layer {
 std::unique_ptr<Layer> make_attention(const LayerContext& ctx) {
   ctx.expect_inputs(3, 4);
   ctx.expect_outputs(1);
-  const Shape &q = ctx.input_shape(0), &k = ctx.input_shape(1), &v = ctx.input_shape(2);
+  // Logical shapes [B.., S, d]: a sequence-first operand [S, B.., d] with its first dim moved back.
+  std::vector<std::int64_t> seq_first = ctx.attrs().ints("seq_first", {0, 0, 0, 0});
+  if (seq_first.size() != 4 || std::any_of(seq_first.begin(), seq_first.end(), [](auto f) { return f != 0 && f != 1; }))
+    ctx.fail("seq_first must be four flags (Q, K, V, Y), each 0 or 1");
+  auto logical = [&](Shape s, std::size_t which) {
+    if (seq_first[which]) {
+      if (s.size() < 3) ctx.fail("a sequence-first operand must have at least 3 dims, got " + to_string(s));
+      std::rotate(s.begin(), s.begin() + 1, s.end() - 1);
+    }
+    return s;
+  };
+  const Shape q = logical(ctx.input_shape(0), 0), k = logical(ctx.input_shape(1), 1), v = logical(ctx.input_shape(2), 2);
   const std::size_t rank = q.size();
   if (rank < 3 || k.size() != rank || v.size() != rank) ctx.fail("Q, K and V must have the same rank, at least 3");
   if (!std::equal(q.begin(), q.end() - 2, k.begin()) || !std::equal(q.begin(), q.end() - 2, v.begin()))
@@ -79,9 +97,16 @@ std::unique_ptr<Layer> make_attention(const LayerContext& ctx) {
                                                             "] and V [.., keys, dv]");
   Shape y(q.begin(), q.end() - 1);
   y.push_back(value_depth);
-  ctx.expect_output_shape(0, y);
+  Shape y_held = y;  // Y [B.., T, dv] held sequence-first: [T, B.., dv]
+  if (seq_first[3]) std::rotate(y_held.begin(), y_held.end() - 2, y_held.end() - 1);
+  ctx.expect_output_shape(0, y_held);
   const Shape batch_dims(q.begin(), q.end() - 2);
   const std::int64_t batches = element_count(batch_dims);
+  OperandStrides strides[4];
+  const std::int64_t widths[4] = {depth, depth, value_depth, value_depth}, lengths[4] = {rows, keys, keys, rows};
+  for (std::size_t i = 0; i < 4; ++i)
+    strides[i] = seq_first[i] ? OperandStrides{widths[i], batches * widths[i]}
+                              : OperandStrides{lengths[i] * widths[i], widths[i]};
   // M broadcast to [batch dims, rows, keys] (numpy rules): a stride per dim, 0 where it repeats.
   std::vector<std::int64_t> offsets(static_cast<std::size_t>(batches), 0);
   std::int64_t row_stride = 0, key_stride = 0;
@@ -111,7 +136,7 @@ std::unique_ptr<Layer> make_attention(const LayerContext& ctx) {
     }
   }
   return std::make_unique<AttentionLayer>(batches, rows, keys, depth, value_depth, ctx.attrs().f("scale", 1.f),
-                                          std::move(offsets), row_stride, key_stride);
+                                          std::move(offsets), row_stride, key_stride, strides);
 }
 
 }  // namespace sluice::nn::cpu

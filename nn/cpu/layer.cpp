@@ -93,6 +93,7 @@ std::unique_ptr<Layer> make_layer(const Graph& graph, const Node& node, const La
       {"GlobalAveragePool", make_global_average_pool},
       {"Gemm", make_gemm},
       {"MatMul", make_matmul},
+      {"Linear", make_linear},
       {"Reshape", make_reshape},
       {"Transpose", make_transpose},
       {"Concat", make_concat},

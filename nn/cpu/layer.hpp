@@ -69,6 +69,7 @@ std::unique_ptr<Layer> make_pool(const LayerContext& ctx);    // MaxPool, Averag
 std::unique_ptr<Layer> make_global_average_pool(const LayerContext& ctx);
 std::unique_ptr<Layer> make_gemm(const LayerContext& ctx);
 std::unique_ptr<Layer> make_matmul(const LayerContext& ctx);
+std::unique_ptr<Layer> make_linear(const LayerContext& ctx);  // matmul.cpp
 std::unique_ptr<Layer> make_reshape(const LayerContext& ctx);
 std::unique_ptr<Layer> make_transpose(const LayerContext& ctx);
 std::unique_ptr<Layer> make_concat(const LayerContext& ctx);

@@ -1,8 +1,12 @@
-// Gemm (alpha, beta, transA, transB, C broadcast to the output) and MatMul (numpy: batched, broadcast, 1-D
-// operands), both on oneDNN's sgemm (row-major, all cores).
+// Gemm (alpha, beta, transA, transB, C broadcast to the output), MatMul (numpy: batched, broadcast, 1-D
+// operands) and Linear (a product by a constant matrix with its bias, residual and activation), all on oneDNN's
+// sgemm (row-major, all cores).
 #include <oneapi/dnnl/dnnl.h>
 #include <oneapi/dnnl/dnnl_debug.h>
 
+#include <algorithm>
+
+#include "nn/cpu/activation.hpp"
 #include "nn/cpu/layer.hpp"
 #include "nn/cpu/strided.hpp"
 
@@ -65,7 +69,58 @@ class MatMulLayer final : public Layer {
   std::vector<std::int64_t> a_offsets_, b_offsets_;
 };
 
+// Y[M, N] = act(X[M, K] W[K, N] + B + R): R is copied into Y first so that the product adds onto it, then each
+// row gets the bias and the activation while it is in cache.
+class LinearLayer final : public Layer {
+ public:
+  LinearLayer(std::int64_t m, std::int64_t n, std::int64_t k, std::vector<float> w, std::vector<float> bias,
+              bool residual, Activation act)
+      : m_(m), n_(n), k_(k), w_(std::move(w)), bias_(std::move(bias)), residual_(residual), act_(act) {}
+
+  void run(const float* const* in, float* const* out, float*) const override {
+    float* y = out[0];
+    if (residual_ && y != in[3]) std::copy(in[3], in[3] + m_ * n_, y);
+    sgemm(false, false, m_, n_, k_, 1.0f, in[0], w_.data(), residual_ ? 1.0f : 0.0f, y);
+    if (bias_.empty() && act_.kind == ActivationKind::none) return;
+#pragma omp parallel for schedule(static)
+    for (std::int64_t r = 0; r < m_; ++r) {
+      float* row = y + r * n_;
+      if (!bias_.empty())
+        for (std::int64_t j = 0; j < n_; ++j) row[j] += bias_[static_cast<std::size_t>(j)];
+      apply_activation(act_, row, 0.0f, nullptr, row, static_cast<std::size_t>(n_));
+    }
+  }
+
+ private:
+  std::int64_t m_, n_, k_;
+  std::vector<float> w_, bias_;
+  bool residual_;
+  Activation act_;
+};
+
 }  // namespace
+
+std::unique_ptr<Layer> make_linear(const LayerContext& ctx) {
+  ctx.expect_inputs(2, 4);
+  ctx.expect_outputs(1);
+  const Shape& x = ctx.input_shape(0);
+  const Tensor& w = ctx.constant_input(1, "W");
+  if (x.size() < 2 || w.shape.size() != 2 || x.back() != w.shape[0])
+    ctx.fail("X " + to_string(x) + " and W " + to_string(w.shape) + " do not multiply");
+  const std::int64_t k = w.shape[0], n = w.shape[1], m = element_count(x) / k;
+  Shape y = x;
+  y.back() = n;
+  ctx.expect_output_shape(0, y);
+  std::vector<float> bias;
+  if (ctx.has_input(2)) {
+    const Tensor& b = ctx.constant_input(2, "B");
+    if (b.elements() != n) ctx.fail("B " + to_string(b.shape) + " is not one value per output column (" + std::to_string(n) + ")");
+    bias = b.f32;
+  }
+  if (ctx.has_input(3) && ctx.input_shape(3) != y)
+    ctx.fail("residual " + to_string(ctx.input_shape(3)) + " is not the output's shape " + to_string(y));
+  return std::make_unique<LinearLayer>(m, n, k, w.f32, std::move(bias), ctx.has_input(3), fused_activation(ctx));
+}
 
 std::unique_ptr<Layer> make_gemm(const LayerContext& ctx) {
   ctx.expect_inputs(2, 3);

@@ -4,6 +4,8 @@
 // fused kernel runs only where the scores would not fit the scratch limit (long sequences) or when asked.
 // Q, K, V and Y are read and written in place when row-major (the usual case: nhwc_values leaves attention
 // tensors so); a 4-D NHWC operand is staged through the scratch block. The bias M is read through broadcast strides.
+// Sequence-first operands ([S, B, d], graph.hpp) are read and written in place by the products (rows B*d apart,
+// batches d apart); the fused kernel takes them staged into row-major order.
 #include <algorithm>
 
 #include "nn/cuda/gemm.hpp"
@@ -28,7 +30,14 @@ class AttentionLayer : public Layer {
     y_ = ctx.values.id(node.outputs.at(0));
     for (int id : {q_, k_, v_, mask_})
       if (id >= 0 && values_.slot(id).constant) ctx.constant(values_.slot(id).name);
-    const Shape &q = values_.slot(q_).shape, &k = values_.slot(k_).shape, &v = values_.slot(v_).shape;
+    seq_first_ = node.attrs.ints("seq_first", {0, 0, 0, 0});
+    if (seq_first_.size() != 4 || std::any_of(seq_first_.begin(), seq_first_.end(), [](auto f) { return f != 0 && f != 1; }))
+      fail("seq_first must be four flags (Q, K, V, Y), each 0 or 1");
+    for (int which = 0; which < 4; ++which)
+      if (seq_first_[static_cast<std::size_t>(which)] && values_.slot(operand_id(which)).shape.size() < 3)
+        fail("a sequence-first operand must have at least 3 dims");
+    const Shape q = logical(0, values_.slot(q_).shape), k = logical(1, values_.slot(k_).shape),
+                v = logical(2, values_.slot(v_).shape);
     const std::size_t rank = q.size();
     if (rank < 3 || rank > kMaxRank || k.size() != rank || v.size() != rank) fail("Q, K and V need one rank, 3 to 6");
     if (!std::equal(q.begin(), q.end() - 2, k.begin()) || !std::equal(q.begin(), q.end() - 2, v.begin()))
@@ -46,13 +55,14 @@ class AttentionLayer : public Layer {
   }
 
   std::string partial_batch_problem() const override {
+    if (std::count(seq_first_.begin(), seq_first_.end(), 1)) return "sequence-first attention operands (batch in dim 1)";
     return mask_ >= 0 && values_.slot(mask_).batched ? "an attention bias with a batch dimension" : "";
   }
 
   std::size_t scratch_bytes() const override {
     std::size_t total = align256(scores_bytes_);
-    for (int id : {q_, k_, v_, y_})
-      if (values_.slot(id).nhwc) total += align256(values_.slot(id).bytes);
+    for (int which = 0; which < 4; ++which)
+      if (staged(which)) total += align256(values_.slot(operand_id(which)).bytes);
     return total;
   }
 
@@ -68,20 +78,21 @@ class AttentionLayer : public Layer {
       v.offset = 0;
       return v;
     };
-    auto natural = [&](int id) -> void* {  // the operand in row-major order
-      if (!values_.slot(id).nhwc) return ctx.at(id);
+    auto natural = [&](int which) -> void* {  // the operand in row-major order, or in place
+      const int id = operand_id(which);
+      if (!staged(which)) return ctx.at(id);
       void* dst = scratch;
       scratch += align256(values_.slot(id).bytes);
       if (id != y_) {
-        const View src = values_.view(id, ctx.count);
+        const View src = logical_view(which, ctx.count);
         remap_copy(values_.type(), dst, row_major(src), values_.type(), ctx.at(id), src, ctx.stream);
       }
       return dst;
     };
-    const void *q = natural(q_), *k = natural(k_), *v = natural(v_);
-    void* y = natural(y_);
-    const Shape qs = values_.shape_at(q_, ctx.count), ks = values_.shape_at(k_, ctx.count),
-                vs = values_.shape_at(v_, ctx.count);
+    const void *q = natural(0), *k = natural(1), *v = natural(2);
+    void* y = natural(3);
+    const Shape qs = logical(0, values_.shape_at(q_, ctx.count)), ks = logical(1, values_.shape_at(k_, ctx.count)),
+                vs = logical(2, values_.shape_at(v_, ctx.count));
     const std::size_t rank = qs.size();
     AttentionShape s;
     s.batches = static_cast<int>(element_count(Shape(qs.begin(), qs.end() - 2)));
@@ -105,18 +116,23 @@ class AttentionLayer : public Layer {
     }
     if (gemm_) {  // scores = Q K^T (batched), softmax(scale * scores + M) in place, Y = P V
       const DType t = values_.type();
-      row_major_gemm(ctx.cublas, t, false, true, s.rows, s.keys, s.depth, 1.f, q,
-                     static_cast<std::int64_t>(s.rows) * s.depth, k, static_cast<std::int64_t>(s.keys) * s.depth, 0.f,
-                     scores, s.batches);
+      // Row and batch strides of an operand [B, length, width] as held: row-major, or sequence-first in place.
+      auto operand = [&](const void* p, int which, std::int64_t length, std::int64_t width) -> RowMajorOperand {
+        if (seq_first_[static_cast<std::size_t>(which)]) return {p, s.batches * width, width};
+        return {p, width, length * width};
+      };
+      const std::int64_t rows = s.rows, keys = s.keys, depth = s.depth, dv = s.value_depth;
+      row_major_gemm_strided(ctx.cublas, t, false, true, rows, keys, depth, 1.f, operand(q, 0, rows, depth),
+                             operand(k, 1, keys, depth), 0.f, scores, keys, rows * keys, s.batches);
       attention_softmax(t, scores, mask, s, ctx.stream);
-      row_major_gemm(ctx.cublas, t, false, false, s.rows, s.value_depth, s.keys, 1.f, scores,
-                     static_cast<std::int64_t>(s.rows) * s.keys, v, static_cast<std::int64_t>(s.keys) * s.value_depth,
-                     0.f, y, s.batches);
+      const RowMajorOperand out = operand(y, 3, rows, dv);
+      row_major_gemm_strided(ctx.cublas, t, false, false, rows, dv, keys, 1.f, {scores, keys, rows * keys},
+                             operand(v, 2, keys, dv), 0.f, y, out.row_stride, out.batch_stride, s.batches);
     } else {
       attention(values_.type(), y, q, k, v, mask, s, ctx.stream);
     }
     if (y != ctx.at(y_)) {
-      const View dst = values_.view(y_, ctx.count);
+      const View dst = logical_view(3, ctx.count);
       remap_copy(values_.type(), ctx.at(y_), dst, values_.type(), y, row_major(dst), ctx.stream);
     }
   }
@@ -124,7 +140,7 @@ class AttentionLayer : public Layer {
   std::string kernel() const override {
     if (gemm_) return "attention as cublasGemmStridedBatchedEx + softmax kernel + cublasGemmStridedBatchedEx";
     AttentionShape s;
-    const Shape &q = values_.slot(q_).shape, &v = values_.slot(v_).shape;
+    const Shape q = logical(0, values_.slot(q_).shape), &v = values_.slot(v_).shape;
     s.batches = static_cast<int>(element_count(Shape(q.begin(), q.end() - 2)));
     s.depth = static_cast<int>(q.back());
     s.value_depth = static_cast<int>(v.back());
@@ -133,7 +149,29 @@ class AttentionLayer : public Layer {
   }
 
  private:
+  int operand_id(int which) const { return which == 0 ? q_ : which == 1 ? k_ : which == 2 ? v_ : y_; }
+  // Staged through the scratch block: NHWC operands, and sequence-first ones for the fused kernel.
+  bool staged(int which) const {
+    return values_.slot(operand_id(which)).nhwc || (!gemm_ && seq_first_[static_cast<std::size_t>(which)]);
+  }
+  // The operand's shape as [B.., S, d] (a sequence-first one [S, B.., d] with its first dim moved back).
+  Shape logical(int which, Shape held) const {
+    if (seq_first_.size() == 4 && seq_first_[static_cast<std::size_t>(which)])
+      std::rotate(held.begin(), held.begin() + 1, held.end() - 1);
+    return held;
+  }
+  // The held value seen in [B.., S, d] order (strides follow), for staging copies.
+  View logical_view(int which, int count) const {
+    View v = values_.view(operand_id(which), count);
+    if (seq_first_[static_cast<std::size_t>(which)]) {
+      std::rotate(v.shape, v.shape + 1, v.shape + v.rank - 1);
+      std::rotate(v.stride, v.stride + 1, v.stride + v.rank - 1);
+    }
+    return v;
+  }
+
   const ValueTable& values_;
+  std::vector<std::int64_t> seq_first_;
   int q_ = -1, k_ = -1, v_ = -1, mask_ = -1, y_ = -1;
   float scale_ = 1.f;
   bool gemm_ = true;

@@ -1,5 +1,6 @@
 #pragma once
 // Move-only owners of cuDNN descriptors and library handles (destructors never throw).
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cudnn.h>
 
@@ -51,6 +52,32 @@ class CublasHandle {
  private:
   cublasHandle_t h_ = nullptr;
 };
+
+// Owner of a cuBLASLt object made by the caller's create call (their signatures differ), destroyed here.
+template <typename T, cublasStatus_t (*Destroy)(T)>
+class LtObject {
+ public:
+  LtObject() = default;
+  explicit LtObject(T h) : h_(h) {}
+  LtObject(LtObject&& o) noexcept : h_(std::exchange(o.h_, nullptr)) {}
+  LtObject& operator=(LtObject&& o) noexcept {
+    std::swap(h_, o.h_);
+    return *this;
+  }
+  LtObject(const LtObject&) = delete;
+  LtObject& operator=(const LtObject&) = delete;
+  ~LtObject() {
+    if (h_) Destroy(h_);
+  }
+  T get() const { return h_; }
+
+ private:
+  T h_ = nullptr;
+};
+using CublasLtHandle = LtObject<cublasLtHandle_t, cublasLtDestroy>;
+using LtMatmulDesc = LtObject<cublasLtMatmulDesc_t, cublasLtMatmulDescDestroy>;
+using LtLayout = LtObject<cublasLtMatrixLayout_t, cublasLtMatrixLayoutDestroy>;
+using LtPreference = LtObject<cublasLtMatmulPreference_t, cublasLtMatmulPreferenceDestroy>;
 
 inline cudnnDataType_t cudnn_type(DType t) {
   return t == DType::f32 ? CUDNN_DATA_FLOAT : t == DType::f16 ? CUDNN_DATA_HALF : CUDNN_DATA_BFLOAT16;

@@ -95,6 +95,11 @@ struct CudaEngine::State {
   Stream capture_stream;  // graph capture (never executes work)
   CudnnHandle cudnn;
   CublasHandle cublas;
+  CublasLtHandle cublas_lt{[] {
+    cublasLtHandle_t h = nullptr;
+    CUBLAS_CHECK(cublasLtCreate(&h));
+    return h;
+  }()};
   std::vector<Memory> weights;
   std::size_t weight_bytes = 0;
   Memory arena, workspace, scratch, cublas_workspace;
@@ -222,6 +227,8 @@ void CudaEngine::State::build() {
 
   // Layers (weights are uploaded here).
   BuildContext ctx{graph, values, stream.get(), cudnn.get(), weights};
+  ctx.cublas_lt = cublas_lt.get();
+  ctx.cublas_workspace_bytes = kCublasWorkspace;
   ctx.attention_gemm = options.attention != CudaEngineOptions::AttentionMode::fused;
   ctx.attention_fused = options.attention != CudaEngineOptions::AttentionMode::gemm;
   ctx.attention_scores_limit = options.attention_scores_limit;
@@ -233,7 +240,7 @@ void CudaEngine::State::build() {
       layers.push_back(std::move(conv));
     } else if (node.op == "ConvTranspose") {
       layers.push_back(make_conv_transpose(node, ctx, options.workspace_limit));
-    } else if (node.op == "Gemm" || node.op == "MatMul") {
+    } else if (node.op == "Gemm" || node.op == "MatMul" || node.op == "Linear") {
       layers.push_back(make_gemm(node, ctx));
     } else {
       layers.push_back(make_kernel_layer(node, ctx));
@@ -290,6 +297,9 @@ RunContext CudaEngine::State::context(int count, cudaStream_t s) {
   ctx.ptr = &run_ptr;
   ctx.cudnn = cudnn.get();
   ctx.cublas = cublas.get();
+  ctx.cublas_lt = cublas_lt.get();
+  ctx.cublas_workspace = cublas_workspace.data();
+  ctx.cublas_workspace_bytes = cublas_workspace.bytes();
   ctx.workspace = workspace.data();
   ctx.workspace_bytes = workspace.bytes();
   ctx.scratch = scratch.data();

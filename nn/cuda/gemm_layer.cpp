@@ -1,10 +1,12 @@
-// Gemm and MatMul on cuBLAS (see gemm.hpp).
+// Gemm and MatMul on cuBLAS (see gemm.hpp); Linear on cuBLASLt with its bias, residual and ReLU in the
+// product's epilogue.
 #include <cublas_v2.h>
 
 #include <numeric>
 #include <sstream>
 
 #include "nn/cuda/check.hpp"
+#include "nn/cuda/cudnn_handles.hpp"
 #include "nn/cuda/gemm.hpp"
 #include "nn/cuda/layer.hpp"
 
@@ -174,10 +176,169 @@ class MatMulLayer : public Layer {
   int a_ = -1, b_ = -1, y_ = -1;
 };
 
+ActivationParams linear_activation(const Node& node, const std::string& where) {
+  static const std::map<std::string, Activation> kinds = {
+      {"", Activation::none},          {"Relu", Activation::relu},       {"LeakyRelu", Activation::leaky_relu},
+      {"Clip", Activation::clip},      {"Sigmoid", Activation::sigmoid}, {"HardSigmoid", Activation::hard_sigmoid},
+      {"HardSwish", Activation::hard_swish}, {"Tanh", Activation::tanh}};
+  auto it = kinds.find(node.attrs.s("activation", ""));
+  if (it == kinds.end()) throw ModelError(where + ": unknown fused activation '" + node.attrs.s("activation", "") + "'");
+  return {it->second, node.attrs.f("act_alpha", 0.f), node.attrs.f("act_beta", 0.f)};
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
+
+// Y [.., N] = act(X [.., K] W [K, N] + B + R) (graph.hpp's Linear). In cuBLASLt's column-major terms
+// Y^T [N, M] = W^T X^T + R^T with the bias per row of Y^T, so the bias, the residual (as C, beta 1) and a ReLU
+// ride in the product's epilogue; another activation is one pass after it. Where cuBLASLt offers no algorithm
+// (or an operand is not 16-byte aligned) the product runs on cuBLAS and one kernel adds bias, residual and
+// activation. Operands held NHWC (rare: a Linear on a 4-D value tied to a convolution) are staged row-major.
+class LinearLayer : public Layer {
+ public:
+  LinearLayer(const Node& node, BuildContext& ctx)
+      : Layer(node), values_(ctx.values), lt_(ctx.cublas_lt), workspace_limit_(ctx.cublas_workspace_bytes) {
+    const Graph& g = ctx.graph;
+    const std::string where = g.source + ": " + node.where();
+    if (node.inputs.size() < 2) throw ModelError(where + ": expects X, W[, B, R]");
+    x_ = ctx.values.id(node.inputs[0]);
+    const Shape& w = g.shape_of(node.inputs[1]);
+    const Shape& xs = values_.slot(x_).shape;
+    if (xs.size() < 2 || w.size() != 2 || xs.back() != w[0]) throw ModelError(where + ": X and W do not multiply");
+    k_ = w[0];
+    n_ = w[1];
+    w_ = ctx.constant(node.inputs[1]);
+    if (node.inputs.size() > 2 && !node.inputs[2].empty()) {
+      if (element_count(g.shape_of(node.inputs[2])) != n_) throw ModelError(where + ": B is not one value per column");
+      bias_ = ctx.constant(node.inputs[2]);
+    }
+    if (node.inputs.size() > 3 && !node.inputs[3].empty()) r_ = ctx.values.id(node.inputs[3]);
+    y_ = ctx.values.id(node.outputs.at(0));
+    if (r_ >= 0 && values_.slot(r_).shape != values_.slot(y_).shape) throw ModelError(where + ": R is not Y's shape");
+    act_ = linear_activation(node, where);
+  }
+
+  std::size_t scratch_bytes() const override {
+    std::size_t total = 0;
+    for (int id : {x_, y_})
+      if (needs_staging(values_, id)) total += align256(values_.slot(id).bytes);
+    return total;
+  }
+
+  void prepare(int count) override {
+    if (plans_.count(count)) return;
+    Plan& p = plans_[count];
+    const std::int64_t m = element_count(values_.shape_at(x_, count)) / k_;
+    const cudaDataType_t dt = cublas_type(values_.type());
+    cublasLtMatmulDesc_t desc = nullptr;
+    CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    p.desc = LtMatmulDesc(desc);
+    const bool relu = act_.kind == Activation::relu;
+    const cublasLtEpilogue_t epilogue = bias_ ? (relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS)
+                                              : (relu ? CUBLASLT_EPILOGUE_RELU : CUBLASLT_EPILOGUE_DEFAULT);
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
+    if (bias_)
+      CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_, sizeof(bias_)));
+    auto layout = [&](std::int64_t rows, std::int64_t cols) {
+      cublasLtMatrixLayout_t l = nullptr;
+      CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&l, dt, static_cast<std::uint64_t>(rows), static_cast<std::uint64_t>(cols), rows));
+      return LtLayout(l);
+    };
+    p.w = layout(n_, k_);
+    p.x = layout(k_, m);
+    p.y = layout(n_, m);
+    cublasLtMatmulPreference_t pref = nullptr;
+    CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    const LtPreference preference(pref);
+    const std::uint64_t limit = workspace_limit_;
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &limit, sizeof(limit)));
+    int found = 0;
+    const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(lt_, desc, p.w.get(), p.x.get(), p.y.get(), p.y.get(),
+                                                                pref, 1, &p.algo, &found);
+    p.fused = status == CUBLAS_STATUS_SUCCESS && found > 0 && p.algo.workspaceSize <= workspace_limit_;
+    any_fused_ = any_fused_ || p.fused;
+    any_plain_ = any_plain_ || !p.fused;
+  }
+
+  void run(const RunContext& ctx) override {
+    prepare(ctx.count);
+    const Plan& p = plans_.at(ctx.count);
+    const DType t = values_.type();
+    const std::int64_t m = element_count(values_.shape_at(x_, ctx.count)) / k_;
+    auto* scratch = static_cast<std::byte*>(ctx.scratch);
+    const void* x = ctx.at(x_);
+    if (needs_staging(values_, x_)) {  // row-major copy of X
+      x = stage_row_major(x_, scratch, ctx);
+      scratch += align256(values_.slot(x_).bytes);
+    }
+    void* y = ctx.at(y_);
+    const void* r = r_ >= 0 ? ctx.at(r_) : nullptr;
+    const bool y_staged = needs_staging(values_, y_);
+    if (y_staged) {  // R (tied to Y, so NHWC too) staged into Y's row-major place; the product adds onto it
+      y = scratch;
+      if (r) r = stage_row_major(r_, y, ctx);
+    }
+    const bool lt = p.fused && aligned16(x) && aligned16(y) && aligned16(w_) && (!r || aligned16(r));
+    if (lt) {
+      const float alpha = 1.f, beta = r ? 1.f : 0.f;
+      CUBLAS_CHECK(cublasLtMatmul(ctx.cublas_lt, p.desc.get(), &alpha, w_, p.w.get(), x, p.x.get(), &beta, r ? r : y,
+                                  p.y.get(), y, p.y.get(), &p.algo.algo, ctx.cublas_workspace, ctx.cublas_workspace_bytes,
+                                  ctx.stream));
+      if (act_.kind != Activation::none && act_.kind != Activation::relu) activation(t, y, y, m * n_, act_, ctx.stream);
+    } else {
+      row_major_gemm(ctx.cublas, t, false, false, m, n_, k_, 1.f, x, 0, w_, 0, 0.f, y, 1);
+      if (bias_ || r || act_.kind != Activation::none) bias_residual_activation(t, y, bias_, r, m * n_, n_, act_, ctx.stream);
+    }
+    if (y_staged) {  // back into NHWC
+      View dst = values_.view(y_, ctx.count), src = row_major(dst);
+      remap_copy(t, ctx.at(y_), dst, t, y, src, ctx.stream);
+    }
+  }
+
+  std::string kernel() const override {
+    std::string k = any_fused_ ? "cublasLtMatmul with its epilogue" : "";
+    if (any_plain_) k += std::string(k.empty() ? "" : " / ") + "cublasGemmEx + bias/residual/activation kernel";
+    return k;
+  }
+
+ private:
+  struct Plan {
+    LtMatmulDesc desc;
+    LtLayout w, x, y;
+    cublasLtMatmulHeuristicResult_t algo{};
+    bool fused = false;
+  };
+
+  static View row_major(View v) {
+    for (int i = v.rank - 1, s = 1; i >= 0; --i) {
+      v.stride[i] = s;
+      s *= static_cast<int>(v.shape[i]);
+    }
+    return v;
+  }
+
+  const void* stage_row_major(int id, void* dst, const RunContext& ctx) const {
+    const View src = values_.view(id, ctx.count);
+    remap_copy(values_.type(), dst, row_major(src), values_.type(), ctx.at(id), src, ctx.stream);
+    return dst;
+  }
+
+  const ValueTable& values_;
+  cublasLtHandle_t lt_;
+  std::size_t workspace_limit_;
+  int x_ = -1, y_ = -1, r_ = -1;
+  std::int64_t k_ = 0, n_ = 0;
+  const void* w_ = nullptr;
+  const void* bias_ = nullptr;
+  ActivationParams act_;
+  std::map<int, Plan> plans_;
+  bool any_fused_ = false, any_plain_ = false;
+};
+
 }  // namespace
 
 std::unique_ptr<Layer> make_gemm(const Node& node, BuildContext& ctx) {
   if (node.op == "Gemm") return std::make_unique<GemmLayer>(node, ctx);
+  if (node.op == "Linear") return std::make_unique<LinearLayer>(node, ctx);
   return std::make_unique<MatMulLayer>(node, ctx);
 }
 

@@ -1,6 +1,7 @@
 #pragma once
 // Inside the CUDA engine: where each value lives, what one layer (one prepared node) needs to run, and the
 // context a run gets. Only nn/cuda includes this.
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cudnn.h>
 
@@ -78,6 +79,9 @@ struct RunContext {
   const std::vector<void*>* ptr = nullptr;
   cudnnHandle_t cudnn = nullptr;
   cublasHandle_t cublas = nullptr;
+  cublasLtHandle_t cublas_lt = nullptr;
+  void* cublas_workspace = nullptr;  // the cuBLAS handle's, lent to cuBLASLt calls (same stream, one at a time)
+  std::size_t cublas_workspace_bytes = 0;
   void* workspace = nullptr;  // shared by all convolutions
   std::size_t workspace_bytes = 0;
   void* scratch = nullptr;    // shared by layers that stage data (explicit padding, layout changes)
@@ -91,6 +95,8 @@ struct BuildContext {
   cudaStream_t stream;  // for uploads and measurements (construction may synchronise)
   cudnnHandle_t cudnn;
   std::vector<Memory>& weights;  // uploads live as long as the engine
+  cublasLtHandle_t cublas_lt = nullptr;   // for Linear's algorithm choice
+  std::size_t cublas_workspace_bytes = 0;  // what RunContext::cublas_workspace holds
   bool attention_gemm = true;     // Attention may run as cuBLAS products around a softmax kernel
   bool attention_fused = true;    // ... or as the fused kernel
   std::size_t attention_scores_limit = 0;
@@ -119,7 +125,7 @@ class Layer {
   std::string name_, op_;
 };
 
-std::unique_ptr<Layer> make_gemm(const Node& node, BuildContext& ctx);    // Gemm and MatMul via cuBLAS
+std::unique_ptr<Layer> make_gemm(const Node& node, BuildContext& ctx);    // Gemm, MatMul and Linear via cuBLAS(Lt)
 std::unique_ptr<Layer> make_attention(const Node& node, BuildContext& ctx);  // attention_layer.cpp
 // ConvTranspose via cuDNN's backward data; its algorithm is cuDNN's first that fits `workspace_limit`.
 std::unique_ptr<Layer> make_conv_transpose(const Node& node, BuildContext& ctx, std::size_t workspace_limit);

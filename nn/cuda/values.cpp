@@ -54,6 +54,8 @@ std::set<std::string> nhwc_values(const Graph& graph) {
                op == "HardSwish" || op == "Tanh" || op == "BatchNormalization" || unary_math_of(op) ||
                op == "Softmax" || op == "LogSoftmax") {
       unite(n.inputs.at(0), n.outputs.at(0));  // (Log)Softmax: its kernel writes y at x's offsets
+    } else if (op == "Linear" && n.inputs.size() > 3 && !n.inputs[3].empty()) {
+      unite(n.inputs[3], n.outputs.at(0));  // the residual Add it swallowed tied them; the product adds onto R
     } else if (binary_math_of(op)) {
       for (const auto& in : n.inputs)
         if (graph.shapes.count(in) && graph.shapes.count(n.outputs.at(0)) &&

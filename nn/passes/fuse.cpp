@@ -1,9 +1,13 @@
-// Conv fusions, so that Y = activation(conv(X, W) + B + R) runs as one node:
-//   Conv -> Add(per-channel constant)   the constant joins the bias B
-//   Conv -> Add(value of the same shape) the value becomes the residual input R (ResNet's identity branch)
-//   Conv -> activation                   the activation becomes the Conv's "activation" attribute
-// Each needs the Conv's output to feed only the node it swallows (and to be no graph output); a Conv
+// Conv and Linear fusions, so that Y = activation(conv(X, W) + B + R), or activation(X W + B + R), runs as one
+// node (the "host"):
+//   host -> Add(per-channel constant)   the constant joins the bias B
+//   host -> Mul(per-channel constant)   W and B are scaled by it (ConvNeXt's layer scale); not after a residual
+//   host -> Add(value of the same shape) the value becomes the residual input R (ResNet's identity branch,
+//                                        a transformer's skip connection)
+//   host -> activation                   the activation becomes the host's "activation" attribute
+// Each needs the host's output to feed only the node it swallows (and to be no graph output); a host
 // that already has an activation takes nothing more, since the residual is added before the activation.
+// "Per channel" is along dim 1 of a Conv's output and along the last dim of a Linear's.
 #include <optional>
 
 #include "nn/passes/pass_support.hpp"
@@ -16,13 +20,23 @@ bool is_fusable_activation(const std::string& op) {
          op == "HardSwish" || op == "Tanh";
 }
 
-// A constant that only varies along the channel axis of a Conv output: [C], [C,1,1] or [1,C,1,1] style.
-bool is_per_channel(const Shape& constant, const Shape& conv_out) {
-  if (constant.size() > conv_out.size() || element_count(constant) != conv_out[1]) return false;
-  const std::size_t lead = conv_out.size() - constant.size();
+std::size_t channel_axis(const Node& host, const Shape& out) { return host.op == "Conv" ? 1 : out.size() - 1; }
+
+// A constant that only varies along the host output's channel axis ([C,1,1] or [1,C,1,1] for a Conv, [C] or
+// [1,1,C] for a Linear), or a scalar.
+bool is_per_channel(const Shape& constant, const Shape& out, std::size_t axis) {
+  const std::int64_t count = element_count(constant);
+  if (constant.size() > out.size() || (count != out[axis] && count != 1)) return false;
+  const std::size_t lead = out.size() - constant.size();
   for (std::size_t d = 0; d < constant.size(); ++d)
-    if (constant[d] != 1 && lead + d != 1) return false;
+    if (constant[d] != 1 && lead + d != axis) return false;
   return true;
+}
+
+// The constant's values, one per channel (a scalar repeated).
+std::vector<float> per_channel_values(const Tensor& t, std::int64_t channels) {
+  if (t.f32.size() == 1) return std::vector<float>(static_cast<std::size_t>(channels), t.f32[0]);
+  return t.f32;
 }
 
 class Fuser {
@@ -34,6 +48,7 @@ class Fuser {
     for (std::size_t i = 0; i < slots_.size(); ++i) {
       Node& node = *slots_[i];
       if (node.op == "Add") fuse_add(i);
+      else if (node.op == "Mul") fuse_scale(i);
       else if (is_fusable_activation(node.op)) fuse_activation(i);
       if (slots_[i])
         for (const auto& out : slots_[i]->outputs) producer_[out] = i;
@@ -44,57 +59,101 @@ class Fuser {
   }
 
  private:
-  // The Conv (slot index) that produces `value` and may still take an Add or activation, if any.
-  std::optional<std::size_t> open_conv(const std::string& value) const {
+  // The host (slot index) that produces `value` and may still take an Add, Mul or activation, if any.
+  std::optional<std::size_t> open_host(const std::string& value) const {
     auto p = producer_.find(value);
     if (p == producer_.end() || !slots_[p->second]) return std::nullopt;
-    const Node& conv = *slots_[p->second];
-    if (conv.op != "Conv" || !conv.attrs.s("activation", "").empty() || !has_single_use(g_, consumers_, value))
+    const Node& host = *slots_[p->second];
+    if ((host.op != "Conv" && host.op != "Linear") || !host.attrs.s("activation", "").empty() ||
+        !has_single_use(g_, consumers_, value))
       return std::nullopt;
     return p->second;
+  }
+
+  // The per-channel constant operand of a binary node whose other operand `host_out` a host produces.
+  const Tensor* channel_constant(const Node& host, const std::string& host_out, const std::string& other) const {
+    if (!g_.is_constant(other)) return nullptr;
+    const Tensor& t = g_.constants.at(other);
+    const Shape& out = g_.shape_of(host_out);
+    if (t.type != ElementType::f32 || !is_per_channel(t.shape, out, channel_axis(host, out))) return nullptr;
+    return &t;
   }
 
   void fuse_add(std::size_t at) {
     const Node add = *slots_[at];
     for (std::size_t side = 0; side < 2; ++side) {
-      const std::string& conv_out = add.inputs[side];
+      const std::string& host_out = add.inputs[side];
       const std::string& other = add.inputs[1 - side];
-      const auto c = open_conv(conv_out);
+      const auto c = open_host(host_out);
       if (!c) continue;
-      Node& conv = *slots_[*c];
-      const Shape& out_shape = g_.shape_of(conv_out);
-      if (g_.is_constant(other) && is_per_channel(g_.shape_of(other), out_shape)) {
-        add_to_bias(conv, g_.constants.at(other).f32);
+      Node& host = *slots_[*c];
+      const Shape& out_shape = g_.shape_of(host_out);
+      if (const Tensor* bias = channel_constant(host, host_out, other)) {
+        add_to_bias(host, per_channel_values(*bias, channels(host)));
         swallow(*c, add, "bias");
-        slots_[at].reset();  // the Conv stays where it is: the Add's readers all come later
+        slots_[at].reset();  // the host stays where it is: the Add's readers all come later
         return;
       }
-      if (!g_.is_constant(other) && conv.inputs[3].empty() && g_.shape_of(other) == out_shape) {
-        conv.inputs[3] = other;
+      if (!g_.is_constant(other) && host.inputs[3].empty() && g_.shape_of(other) == out_shape) {
+        host.inputs[3] = other;
         swallow(*c, add, "residual");
-        slots_[at] = std::move(conv);  // runs where the Add did, once `other` exists
+        slots_[at] = std::move(host);  // runs where the Add did, once `other` exists
         slots_[*c].reset();
         return;
       }
     }
   }
 
-  void add_to_bias(Node& conv, const std::vector<float>& per_channel) {
-    const Tensor& w = g_.constants.at(conv.inputs[1]);
+  // (X W + B) * s = X (W s) + B s, per output channel; a residual would be scaled too, so not after one.
+  void fuse_scale(std::size_t at) {
+    const Node mul = *slots_[at];
+    for (std::size_t side = 0; side < 2; ++side) {
+      const auto c = open_host(mul.inputs[side]);
+      if (!c || !slots_[*c]->inputs[3].empty()) continue;
+      Node& host = *slots_[*c];
+      const Tensor* scale = channel_constant(host, mul.inputs[side], mul.inputs[1 - side]);
+      if (!scale) continue;
+      const std::vector<float> s = per_channel_values(*scale, channels(host));
+      Tensor w = g_.constants.at(host.inputs[1]);
+      const std::size_t per = w.f32.size() / s.size();  // Conv: OIHW, each O a run; Linear: [K, N], N a row
+      for (std::size_t i = 0; i < w.f32.size(); ++i) w.f32[i] *= host.op == "Conv" ? s[i / per] : s[i % s.size()];
+      host.inputs[1] = fresh_constant(host, "weight_scaled", std::move(w));
+      if (!host.inputs[2].empty()) {
+        Tensor b = g_.constants.at(host.inputs[2]);
+        for (std::size_t o = 0; o < s.size(); ++o) b.f32[o] *= s[o];
+        host.inputs[2] = fresh_constant(host, "bias_scaled", std::move(b));
+      }
+      swallow(*c, mul, "scale");
+      slots_[at].reset();
+      return;
+    }
+  }
+
+  // Output channels: a Conv's W is OIHW, a Linear's [K, N].
+  std::int64_t channels(const Node& host) const {
+    const Tensor& w = g_.constants.at(host.inputs[1]);
+    return host.op == "Conv" ? w.shape[0] : w.shape[1];
+  }
+
+  std::string fresh_constant(const Node& host, const std::string& role, Tensor t) {
+    std::string name = host.name + "." + role;
+    for (int i = 1; g_.is_constant(name); ++i) name = host.name + "." + role + "_" + std::to_string(i);
+    g_.constants[name] = std::move(t);
+    return name;
+  }
+
+  void add_to_bias(Node& host, const std::vector<float>& per_channel) {
     Tensor bias;
-    bias.shape = {w.shape[0]};
+    bias.shape = {channels(host)};
     bias.f32.assign(per_channel.begin(), per_channel.end());
-    if (!conv.inputs[2].empty())
-      for (std::size_t o = 0; o < bias.f32.size(); ++o) bias.f32[o] += g_.constants.at(conv.inputs[2]).f32[o];
-    std::string name = conv.name + ".bias_fused";
-    for (int i = 1; g_.is_constant(name); ++i) name = conv.name + ".bias_fused_" + std::to_string(i);
-    g_.constants[name] = std::move(bias);
-    conv.inputs[2] = name;
+    if (!host.inputs[2].empty())
+      for (std::size_t o = 0; o < bias.f32.size(); ++o) bias.f32[o] += g_.constants.at(host.inputs[2]).f32[o];
+    host.inputs[2] = fresh_constant(host, "bias_fused", std::move(bias));
   }
 
   void fuse_activation(std::size_t at) {
     const Node act = *slots_[at];
-    const auto c = open_conv(act.inputs[0]);
+    const auto c = open_host(act.inputs[0]);
     if (!c) return;
     Node& conv = *slots_[*c];
     conv.attrs.values["activation"] = act.op;
@@ -109,12 +168,12 @@ class Fuser {
     slots_[at].reset();
   }
 
-  // The Conv takes over the swallowed node's output name, so that its readers (and graph outputs) still find it.
-  void swallow(std::size_t conv_slot, const Node& swallowed, const char* role) {
-    Node& conv = *slots_[conv_slot];
-    g_.rewrites.push_back("fused " + std::string(role) + " " + swallowed.where() + " into " + conv.where());
-    conv.outputs[0] = swallowed.outputs[0];
-    producer_[conv.outputs[0]] = conv_slot;
+  // The host takes over the swallowed node's output name, so that its readers (and graph outputs) still find it.
+  void swallow(std::size_t host_slot, const Node& swallowed, const char* role) {
+    Node& host = *slots_[host_slot];
+    g_.rewrites.push_back("fused " + std::string(role) + " " + swallowed.where() + " into " + host.where());
+    host.outputs[0] = swallowed.outputs[0];
+    producer_[host.outputs[0]] = host_slot;
   }
 
   Graph& g_;
@@ -125,6 +184,6 @@ class Fuser {
 
 }  // namespace
 
-void fuse_conv(Graph& g) { Fuser(g).run(); }
+void fuse_epilogues(Graph& g) { Fuser(g).run(); }
 
 }  // namespace sluice::nn::passes

@@ -5,6 +5,12 @@
 // that gets one). The scalars multiply into the node's "scale"; M is any additive bias or mask that broadcasts
 // to the scores (Swin's relative position bias, DETR's padding mask). Every swallowed value must have no other
 // reader and be no graph output; Q, K and V must have the same leading (batch) dims.
+// nn.MultiheadAttention's export keeps its tensors sequence-first ([S, B.., d]) and transposes each of Q, K, V to
+// [B.., S, d] and the output back: such Transposes are swallowed too (for Q, K, V also a 3-D Transpose followed by
+// a Reshape that splits the batch into [N, heads], as torch 2 exports it: the held value is then reshaped to
+// [S, N, heads, d], which costs nothing), and the node's "seq_first" attribute says which operands it reads or
+// writes in that layout (the products read them through strides).
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 #include <optional>
@@ -60,6 +66,60 @@ class AttentionFuser {
     }
     return std::nullopt;
   }
+  // The perm of a Transpose from sequence-first [S, B.., d] to [B.., S, d] (`to_held`: the other way), rank r.
+  static std::vector<std::int64_t> sequence_perm(std::size_t r, bool to_held) {
+    std::vector<std::int64_t> p(r);
+    for (std::size_t i = 0; i + 2 < r; ++i) p[i] = static_cast<std::int64_t>(i + 1);  // B.. from dims 1..
+    p[r - 2] = 0;
+    p[r - 1] = static_cast<std::int64_t>(r - 1);
+    if (!to_held) return p;
+    std::vector<std::int64_t> inverse(r);
+    for (std::size_t i = 0; i < r; ++i) inverse[static_cast<std::size_t>(p[i])] = static_cast<std::int64_t>(i);
+    return inverse;
+  }
+  static bool is_sequence_transpose(const Node& t, bool to_held) {
+    const auto perm = t.attrs.ints("perm");
+    return perm.size() >= 3 && perm == sequence_perm(perm.size(), to_held);
+  }
+  // The held (sequence-first) value behind an operand [B.., S, d], swallowing what made it, if any: a Transpose
+  // from [S, B.., d], or a Reshape that splits the batch of a 3-D one ([S, B, d] -> [B, S, d] -> [N, H, S, d];
+  // the held value is then reshaped to [S, N, H, d] by a new node in `extra`).
+  std::optional<std::string> held_operand(const std::string& operand, std::vector<std::size_t>& taken,
+                                          std::vector<Node>& extra) {
+    if (const auto t = swallowable_producer(operand, "Transpose"); t && is_sequence_transpose(g_.nodes[*t], false)) {
+      taken.push_back(*t);
+      return g_.nodes[*t].inputs[0];
+    }
+    const auto r = swallowable_producer(operand, "Reshape");
+    if (!r) return std::nullopt;
+    const std::string& mid = g_.nodes[*r].inputs[0];
+    const auto t = swallowable_producer(mid, "Transpose");
+    if (!t || !is_sequence_transpose(g_.nodes[*t], false) || g_.shape_of(mid).size() != 3) return std::nullopt;
+    const Shape &split = g_.shape_of(operand), &joint = g_.shape_of(mid);  // [N, H, S, d] and [B, S, d]
+    if (split.size() < 3 || split[split.size() - 2] != joint[1] || split.back() != joint[2] ||
+        element_count(Shape(split.begin(), split.end() - 2)) != joint[0])
+      return std::nullopt;
+    const std::string& source = g_.nodes[*t].inputs[0];
+    Shape held{joint[1]};
+    held.insert(held.end(), split.begin(), split.end() - 2);
+    held.push_back(joint[2]);
+    std::string name = source + "/heads";
+    for (int i = 1; g_.shapes.count(name); ++i) name = source + "/heads_" + std::to_string(i);
+    Node reshape{name, "Reshape", {source}, {name}, {}};
+    reshape.attrs.values["shape"] = held;
+    g_.shapes[name] = held;
+    extra.push_back(std::move(reshape));
+    taken.push_back(*r);
+    taken.push_back(*t);
+    return name;
+  }
+  // The one node reading `value` (which is no graph output), if so.
+  std::optional<std::size_t> only_reader(const std::string& value) const {
+    if (!has_single_use(g_, consumers_, value)) return std::nullopt;
+    for (std::size_t i = 0; i < g_.nodes.size(); ++i)
+      if (!removed_[i] && std::count(g_.nodes[i].inputs.begin(), g_.nodes[i].inputs.end(), value)) return i;
+    return std::nullopt;
+  }
   static bool same_batch_dims(const Shape& a, const Shape& b) {
     return a.size() == b.size() && std::equal(a.begin(), a.end() - 2, b.begin());
   }
@@ -75,7 +135,7 @@ class AttentionFuser {
     for (std::size_t i = softmax + 1; i < g_.nodes.size() && !pv; ++i)
       if (!removed_[i] && g_.nodes[i].op == "MatMul" && g_.nodes[i].inputs[0] == probs) pv = i;
     if (!pv || !has_single_use(g_, consumers_, probs)) return;
-    const std::string v = g_.nodes[*pv].inputs[1];
+    std::string v = g_.nodes[*pv].inputs[1];
     std::vector<std::size_t> taken{softmax, *pv};
     float scale = 1.f;
     std::string mask;
@@ -131,7 +191,10 @@ class AttentionFuser {
     std::vector<Node> extra;
     bool identity = true;
     for (std::size_t i = 0; i < kr; ++i) identity = identity && perm[i] == static_cast<std::int64_t>(i);
-    if (!identity) {
+    std::vector<std::int64_t> seq_first(4, 0);  // Q, K, V, Y
+    if (perm == sequence_perm(kr, false)) {  // K sequence-first already: read it so
+      seq_first[1] = 1;
+    } else if (!identity) {
       k = kt + "/as_keys";
       for (int i = 1; g_.shapes.count(k); ++i) k = kt + "/as_keys_" + std::to_string(i);
       Node transpose{k, "Transpose", {k_source}, {k}, {}};
@@ -141,9 +204,25 @@ class AttentionFuser {
       g_.shapes[k] = ks;
       extra.push_back(std::move(transpose));
     }
+    // Sequence-first operands: Q, K, V made from held ones, Y read only by a Transpose to the held layout.
+    std::string* operands[3] = {&q, &k, &v};
+    for (std::size_t i = 0; i < 3; ++i) {
+      if (seq_first[i]) continue;
+      if (const auto held = held_operand(*operands[i], taken, extra)) {
+        *operands[i] = *held;
+        seq_first[i] = 1;
+      }
+    }
     const Node& last = g_.nodes[*pv];
-    Node attention{last.name + "/Attention", "Attention", {q, k, v, mask}, {last.outputs[0]}, {}};
+    std::string y = last.outputs[0];
+    if (const auto t = only_reader(y); t && g_.nodes[*t].op == "Transpose" && is_sequence_transpose(g_.nodes[*t], true)) {
+      y = g_.nodes[*t].outputs[0];
+      seq_first[3] = 1;
+      removed_[*t] = true;  // its readers come after it, so after the Attention too
+    }
+    Node attention{last.name + "/Attention", "Attention", {q, k, v, mask}, {y}, {}};
     attention.attrs.values["scale"] = scale;
+    if (std::count(seq_first.begin(), seq_first.end(), 1)) attention.attrs.values["seq_first"] = seq_first;
     g_.rewrites.push_back("fused " + std::to_string(taken.size()) + " nodes from " + g_.nodes[*qk].where() + " to " +
                           last.where() + " into " + attention.where() + " (scale " + std::to_string(scale) +
                           (mask.empty() ? "" : ", bias '" + mask + "'") + ")");

@@ -33,7 +33,8 @@ std::vector<Tensor> evaluate(const Node& canonical, const Graph& g);     // fold
 void fold_batchnorm(Graph& g);                                           // fold_batchnorm.cpp
 void fuse_attention(Graph& g);                                           // fuse_attention.cpp
 void fuse_gelu(Graph& g);                                                // fuse_gelu.cpp
-void fuse_conv(Graph& g);                                                // fuse.cpp
+void make_linear(Graph& g);                                              // linear.cpp
+void fuse_epilogues(Graph& g);                                           // fuse.cpp
 void prune(Graph& g);                                                    // prune.cpp
 
 // ---- queries (graph_queries.cpp) ---------------------------------------------------------------------------

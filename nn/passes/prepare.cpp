@@ -14,7 +14,8 @@ Graph prepare(const Graph& model, std::int64_t batch) {
   passes::fuse_gelu(g);
   passes::fuse_attention(g);
   passes::fold_batchnorm(g);
-  passes::fuse_conv(g);
+  passes::make_linear(g);
+  passes::fuse_epilogues(g);
   passes::prune(g);
   return g;
 }

@@ -434,6 +434,54 @@ TEST_CASE("CUDA Gemm and MatMul match the CPU", "[nn][nn_cuda][gemm]") {
   }
 }
 
+// Linear (graph.hpp): cuBLASLt with bias / ReLU / residual in its epilogue, another activation after it, the
+// cuBLAS + kernel way where cuBLASLt cannot take the operands (odd N leaves f16 rows unaligned), and a
+// residual held NHWC because a Conv made it (Y is tied to it, so both are staged).
+TEST_CASE("CUDA Linear matches the CPU", "[nn][nn_cuda][gemm][linear]") {
+  struct LinearCase {
+    Shape x;
+    std::int64_t n;
+    bool bias, residual;
+    std::string activation;
+  };
+  const std::vector<LinearCase> cases = {
+      {{4, 197, 96}, 288, true, false, ""},       // ViT's qkv shape, scaled down
+      {{4, 50, 128}, 64, true, true, ""},         // the MLP's second product with its skip connection
+      {{2, 3, 5, 16}, 7, true, true, "Relu"},     // odd N
+      {{8, 64}, 32, true, false, "Relu"},
+      {{8, 64}, 32, false, false, "Relu"},
+      {{6, 40}, 24, false, true, ""},
+      {{8, 40}, 24, true, false, "Sigmoid"},
+      {{3, 9, 33}, 17, true, true, "Clip"},
+  };
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const LinearCase& t = cases[i];
+    Shape y = t.x;
+    y.back() = t.n;
+    OneNode b("Linear", "case " + std::to_string(i));
+    b.input("x", t.x).constant("w", {t.x.back(), t.n}, 300 + static_cast<std::uint32_t>(i));
+    if (t.bias) b.constant("b", {t.n}, 400 + static_cast<std::uint32_t>(i)); else b.absent();
+    if (t.residual) b.input("r", y); else b.absent();
+    b.output("y", y).attr("activation", t.activation);
+    // Wide Clip bounds: the error is relative to the largest output, which narrow bounds would make tiny.
+    if (t.activation == "Clip") b.attr("act_alpha", -2.f).attr("act_beta", 3.f);
+    check_all_precisions(b.g, 20 + static_cast<std::uint32_t>(i));
+  }
+  {  // R from a Conv (NHWC), so Y is NHWC too: both staged around the product
+    OneNode b("Conv", "then Linear");
+    b.input("x", {2, 3, 5, 6}).constant("cw", {4, 3, 1, 1}, 500).absent().absent().output("c", {2, 4, 5, 6})
+        .attr("strides", std::vector<std::int64_t>{1, 1}).attr("dilations", std::vector<std::int64_t>{1, 1})
+        .attr("pads", std::vector<std::int64_t>{0, 0, 0, 0}).attr("group", std::int64_t{1})
+        .attr("activation", std::string());
+    b.g.outputs.clear();
+    b.g.nodes.push_back(Node{"Linear_1", "Linear", {}, {}, {}});
+    b.input("a", {2, 4, 5, 8}).constant("lw", {8, 6}, 501).constant("lb", {6}, 502);
+    b.node().inputs.push_back("c");
+    b.output("y", {2, 4, 5, 6}).attr("activation", std::string("Relu"));
+    check_all_precisions(b.g, 40);
+  }
+}
+
 TEST_CASE("CUDA elementwise math ops match the CPU", "[nn][nn_cuda][elementwise]") {
   for (const std::string op : {"Erf", "Sqrt", "Exp", "Log", "Neg", "Abs", "Reciprocal", "Floor", "Ceil", "Gelu"}) {
     for (const Shape& s : {Shape{2, 16, 5, 7}, Shape{3, 37}, Shape{2, 3, 4, 5, 2}}) {
@@ -512,9 +560,10 @@ TEST_CASE("CUDA LayerNormalization matches the CPU", "[nn][nn_cuda][layer_norm]"
 
 TEST_CASE("CUDA fused Attention matches the CPU twin", "[nn][nn_cuda][attention]") {
   struct Case {
-    Shape q, k, v, mask;
+    Shape q, k, v, mask;  // as held: a sequence-first operand's shape is [S, B, d]
     bool mask_constant;
     float scale;
+    std::vector<std::int64_t> seq_first = {};  // Q, K, V, Y
   };
   const std::vector<Case> cases = {
       // tensor cores in f16/bf16: one partial key tile, one partial row tile
@@ -527,6 +576,12 @@ TEST_CASE("CUDA fused Attention matches the CPU twin", "[nn][nn_cuda][attention]
       {{3, 197, 64}, {3, 197, 64}, {3, 197, 64}, {}, false, 0.125f},
       // depth 128 and value depth 16
       {{1, 40, 128}, {1, 33, 128}, {1, 33, 16}, {40, 33}, true, 0.09f},
+      // nn.MultiheadAttention's layout: every operand sequence-first ([S, B*heads, d]), read and written in place
+      {{17, 6, 64}, {23, 6, 64}, {23, 6, 48}, {}, false, 0.125f, {1, 1, 1, 1}},
+      // torch 2's export of it: the held operands split into [S, N, heads, d]
+      {{17, 2, 3, 64}, {23, 2, 3, 64}, {23, 2, 3, 48}, {}, false, 0.125f, {1, 1, 1, 1}},
+      // some operands sequence-first, a padding mask, CUDA-core depth
+      {{6, 17, 40}, {23, 6, 40}, {6, 23, 32}, {6, 1, 23}, false, 0.16f, {0, 1, 0, 1}},
   };
   for (std::size_t i = 0; i < cases.size(); ++i) {
     const Case& c = cases[i];
@@ -535,9 +590,11 @@ TEST_CASE("CUDA fused Attention matches the CPU twin", "[nn][nn_cuda][attention]
     if (c.mask.empty()) b.absent();
     else if (c.mask_constant) b.constant("m", c.mask, 40 + static_cast<std::uint32_t>(i));
     else b.input("m", c.mask);
-    Shape y = c.q;
+    Shape y = c.q;  // Y [B, T, dv], or [T, B, dv] held sequence-first
     y.back() = c.v.back();
+    if (!c.seq_first.empty() && c.seq_first[0] != c.seq_first[3]) std::swap(y[0], y[1]);
     b.output("y", y).attr("scale", c.scale);
+    if (!c.seq_first.empty()) b.attr("seq_first", c.seq_first);
     auto inputs = random_inputs(b.g, 5);
     for (auto& in : inputs)
       for (auto& v : in) v *= 3;

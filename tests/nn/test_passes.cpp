@@ -56,7 +56,7 @@ void check_prepared_form(const Graph& g) {
                                          "Pow", "Max", "Min", "ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin",
                                          "ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceProd",
                                          "LayerNormalization", "Gelu", "Attention", "LogSoftmax", "ArgMax", "ArgMin",
-                                         "TopK"};
+                                         "TopK", "Linear"};
   std::set<std::string> available;
   for (const auto& in : g.inputs) {
     available.insert(in.name);
@@ -559,11 +559,12 @@ TEST_CASE("constant weight transforms fold to the values computed by hand", "[nn
   m.node("Add", {"xw", "projected"}, {"y"});
   const Graph g = prepared(m, 2);
   check_prepared_form(g);
-  REQUIRE(g.nodes.size() == 2);
+  REQUIRE(g.nodes.size() == 1);  // x W + projected: one Linear with the folded constants as W and bias
+  REQUIRE(g.nodes[0].op == "Linear");
   const Tensor& half = g.constants.at(g.nodes[0].inputs[1]);
   CHECK(half.shape == Shape{3, 2});
   CHECK(half.f32 == std::vector<float>{0.5f, 2.f, 1.f, 2.5f, 1.5f, 3.f});
-  const Tensor& projected = g.constants.at("projected");
+  const Tensor& projected = g.constants.at(g.nodes[0].inputs[2]);
   CHECK(projected.shape == Shape{2});
   CHECK(projected.f32 == std::vector<float>{1 * 1 - 3, 4 * 1 - 6});
 }
@@ -863,6 +864,189 @@ TEST_CASE("a per-channel constant Add joins the bias and Clip fuses with its bou
   CHECK(conv.outputs[0] == "y");
 }
 
+TEST_CASE("products by a constant matrix become Linear nodes with bias, scale, residual and activation fused", "[nn][passes]") {
+  // y = relu(((x W + b) * gamma) + s): one Linear; z = Gemm(x2, V, c; transB, alpha 0.5, beta 2): another.
+  ModelBuilder m;
+  m.input("x", {-1, 5, 6}).input("s", {-1, 5, 7}).input("x2", {-1, 6}).output("y").output("z");
+  const auto w = random_values(42, 60), b = random_values(7, 61), gamma = random_values(7, 62);
+  const auto v = random_values(42, 63), c = random_values(7, 64);
+  m.weights("w", {6, 7}, w).weights("b", {7}, b).weights("gamma", {1, 1, 7}, gamma);
+  m.weights("v", {7, 6}, v).weights("c", {1, 7}, c);
+  m.node("MatMul", {"x", "w"}, {"xw"});
+  m.node("Add", {"xw", "b"}, {"xwb"});
+  m.node("Mul", {"gamma", "xwb"}, {"scaled"});
+  m.node("Add", {"scaled", "s"}, {"sum"});
+  m.node("Relu", {"sum"}, {"y"});
+  auto& gemm = m.node("Gemm", {"x2", "v", "c"}, {"z"});
+  test::set_int(gemm, "transB", 1);
+  test::set_float(gemm, "alpha", 0.5f);
+  test::set_float(gemm, "beta", 2.f);
+  const Graph g = prepared(m, 3);
+  check_prepared_form(g);
+  REQUIRE(g.nodes.size() == 2);
+  for (const Node& n : g.nodes) CHECK(n.op == "Linear");
+  const Node& first = g.nodes[0].outputs[0] == "y" ? g.nodes[0] : g.nodes[1];
+  CHECK(first.inputs[3] == "s");
+  CHECK(first.attrs.s("activation", "") == "Relu");
+  CHECK_THAT(describe_graph(g), Contains("Linear+Add+Relu"));
+
+  const auto x = random_values(3 * 5 * 6, 65), sv = random_values(3 * 5 * 7, 66), x2 = random_values(3 * 6, 67);
+  std::vector<float> y(3 * 5 * 7), z(3 * 7);
+  CpuEngine engine(g);
+  engine.run({x.data(), sv.data(), x2.data()}, {y.data(), z.data()});
+  for (int r = 0; r < 15; ++r)
+    for (int j = 0; j < 7; ++j) {
+      double acc = 0;
+      for (int k = 0; k < 6; ++k) acc += double(x[r * 6 + k]) * w[k * 7 + j];
+      const double want = std::max(0.0, (acc + b[j]) * gamma[j] + sv[r * 7 + j]);
+      CHECK(std::fabs(y[r * 7 + j] - want) <= 1e-5);
+    }
+  for (int r = 0; r < 3; ++r)
+    for (int j = 0; j < 7; ++j) {
+      double acc = 0;
+      for (int k = 0; k < 6; ++k) acc += double(x2[r * 6 + k]) * v[j * 6 + k];
+      CHECK(std::fabs(z[r * 7 + j] - (0.5 * acc + 2.0 * c[j])) <= 1e-5);
+    }
+}
+
+TEST_CASE("products that are not by a constant matrix, and a scale after a residual, are left alone", "[nn][passes]") {
+  ModelBuilder m;
+  m.input("a", {-1, 4, 6}).input("bt", {-1, 6, 4}).input("x", {-1, 6}).input("s", {-1, 7}).output("p").output("q");
+  m.output("t");
+  m.weights("w", {6, 7}, random_values(42, 70)).weights("gamma", {7}, random_values(7, 71));
+  m.weights("full", {3, 7}, random_values(21, 72)).weights("v", {6, 7}, random_values(42, 73));
+  m.node("MatMul", {"a", "bt"}, {"p"});  // both computed
+  m.node("MatMul", {"x", "w"}, {"xw"});
+  m.node("Add", {"xw", "s"}, {"res"});
+  m.node("Mul", {"res", "gamma"}, {"q"});  // the residual would be scaled too
+  m.node("Gemm", {"x", "v", "full"}, {"t"});  // C varies along rows
+  const Graph g = prepared(m, 3);
+  check_prepared_form(g);
+  CHECK(count_op(g, "MatMul") == 1);
+  CHECK(count_op(g, "Linear") == 1);
+  CHECK(count_op(g, "Mul") == 1);
+  CHECK(count_op(g, "Gemm") == 1);
+}
+
+namespace {
+// nn.MultiheadAttention as exported: sequence-first Q [5, 4, 8], K [5, 4, 8], V [5, 4, 6] each transposed to
+// batch-first (K straight to [4, 8, 7]), attention, the output transposed back. `q_also_read`: the Transpose
+// of Q has a second reader (a graph output), so it must stay.
+ModelBuilder sequence_first_attention(bool q_also_read) {
+  ModelBuilder m(17);
+  m.input("q", {5, 4, 8}).input("k", {5, 4, 8}).input("v", {5, 4, 6}).output("y");
+  if (q_also_read) m.output("qt");
+  m.weights("scale", {}, {0.3f});
+  test::set_ints(m.node("Transpose", {"q"}, {"qt"}), "perm", {1, 0, 2});
+  test::set_ints(m.node("Transpose", {"k"}, {"kt"}), "perm", {1, 2, 0});
+  test::set_ints(m.node("Transpose", {"v"}, {"vt"}), "perm", {1, 0, 2});
+  m.node("MatMul", {"qt", "kt"}, {"s"});
+  m.node("Mul", {"s", "scale"}, {"scaled"});
+  test::set_int(m.node("Softmax", {"scaled"}, {"p"}), "axis", -1);
+  m.node("MatMul", {"p", "vt"}, {"o"});
+  test::set_ints(m.node("Transpose", {"o"}, {"y"}), "perm", {1, 0, 2});
+  return m;
+}
+}  // namespace
+
+// torch 2's export of the same: each of Q, K, V [5, 6, 8] transposed to [6, 5, 8] and reshaped to heads
+// [2, 3, 5, 8]; K^T by a Transpose of the last two dims; the output [2, 3, 5, 4] transposed to [5, 2, 3, 4].
+ModelBuilder sequence_first_attention_with_heads() {
+  ModelBuilder m(17);
+  m.input("q", {5, 6, 8}).input("k", {5, 6, 8}).input("v", {5, 6, 4}).output("y");
+  m.weights("root_d", {}, {2.f}).ints("heads", {2, 3, 5, 8}).ints("heads_v", {2, 3, 5, 4});
+  for (const char* x : {"q", "k", "v"}) {
+    const std::string s = x;
+    test::set_ints(m.node("Transpose", {s}, {s + "t"}), "perm", {1, 0, 2});
+    m.node("Reshape", {s + "t", s == "v" ? "heads_v" : "heads"}, {s + "4"});
+  }
+  test::set_ints(m.node("Transpose", {"k4"}, {"kT"}), "perm", {0, 1, 3, 2});
+  m.node("MatMul", {"q4", "kT"}, {"s"});
+  m.node("Div", {"s", "root_d"}, {"scaled"});
+  test::set_int(m.node("Softmax", {"scaled"}, {"p"}), "axis", -1);
+  m.node("MatMul", {"p", "v4"}, {"o"});
+  test::set_ints(m.node("Transpose", {"o"}, {"y"}), "perm", {2, 0, 1, 3});
+  return m;
+}
+
+TEST_CASE("attention on sequence-first tensors split into heads reads and writes them in place", "[nn][passes][attention]") {
+  const Graph g = prepare(sequence_first_attention_with_heads().load(), 5);
+  check_prepared_form(g);
+  CHECK(count_op(g, "Transpose") == 0);
+  REQUIRE(count_op(g, "Attention") == 1);
+  const Node& a = *std::find_if(g.nodes.begin(), g.nodes.end(), [](const Node& n) { return n.op == "Attention"; });
+  CHECK(a.attrs.ints("seq_first") == std::vector<std::int64_t>{1, 1, 1, 1});
+  CHECK(g.shape_of(a.inputs[0]) == Shape{5, 2, 3, 8});  // the held Q, reshaped to heads in place
+  CHECK(a.outputs[0] == "y");
+  CHECK(a.attrs.f("scale", 0.f) == Approx(0.5f));
+  const std::int64_t T = 5, B = 6, d = 8, dv = 4;
+  const auto q = random_values(T * B * d, 90), k = random_values(T * B * d, 91), v = random_values(T * B * dv, 92);
+  std::vector<float> y(static_cast<std::size_t>(T * B * dv));
+  CpuEngine engine(g);
+  engine.run({q.data(), k.data(), v.data()}, {y.data()});
+  for (std::int64_t b = 0; b < B; ++b)  // b = n * 3 + h, as the held [S, N, H, d] lays them out
+    for (std::int64_t t = 0; t < T; ++t) {
+      std::vector<double> p(static_cast<std::size_t>(T));
+      double max = -1e30, sum = 0;
+      for (std::int64_t j = 0; j < T; ++j) {
+        double dot = 0;
+        for (std::int64_t c = 0; c < d; ++c) dot += double(q[(t * B + b) * d + c]) * k[(j * B + b) * d + c];
+        max = std::max(max, p[j] = 0.5 * dot);
+      }
+      for (auto& e : p) sum += (e = std::exp(e - max));
+      for (std::int64_t c = 0; c < dv; ++c) {
+        double want = 0;
+        for (std::int64_t j = 0; j < T; ++j) want += p[j] / sum * v[(j * B + b) * dv + c];
+        CHECK(std::fabs(y[(t * B + b) * dv + c] - want) <= 1e-5);
+      }
+    }
+}
+
+TEST_CASE("attention on sequence-first tensors reads and writes them in place", "[nn][passes][attention]") {
+  for (bool q_also_read : {false, true}) {
+    INFO("Q's Transpose also read: " << q_also_read);
+    ModelBuilder m = sequence_first_attention(q_also_read);
+    const Graph g = prepare(m.load(), 5);
+    check_prepared_form(g);
+    REQUIRE(count_op(g, "Attention") == 1);
+    const Node& a = *std::find_if(g.nodes.begin(), g.nodes.end(), [](const Node& n) { return n.op == "Attention"; });
+    const std::vector<std::int64_t> want_flags = {q_also_read ? 0 : 1, 1, 1, 1};
+    CHECK(a.attrs.ints("seq_first") == want_flags);
+    CHECK(a.inputs[1] == "k");
+    CHECK(a.inputs[2] == "v");
+    CHECK(a.outputs[0] == "y");
+    CHECK(count_op(g, "Transpose") == (q_also_read ? 1u : 0u));
+    CHECK(a.attrs.f("scale", 0.f) == Approx(0.3f));
+
+    const Shape qs = g.shape_of("q"), ks = g.shape_of("k");
+    const std::int64_t T = qs[0], B = qs[1], d = qs[2], S = ks[0], dv = 6;
+    const auto q = random_values(static_cast<std::size_t>(T * B * d), 80), k = random_values(static_cast<std::size_t>(S * B * d), 81);
+    const auto v = random_values(static_cast<std::size_t>(S * B * dv), 82);
+    std::vector<float> y(static_cast<std::size_t>(T * B * dv)), qt(q.size());
+    CpuEngine engine(g);
+    std::vector<float*> outs = {y.data()};
+    if (q_also_read) outs.push_back(qt.data());
+    engine.run({q.data(), k.data(), v.data()}, outs);
+    for (std::int64_t b = 0; b < B; ++b)
+      for (std::int64_t t = 0; t < T; ++t) {
+        std::vector<double> p(static_cast<std::size_t>(S));
+        double max = -1e30, sum = 0;
+        for (std::int64_t j = 0; j < S; ++j) {
+          double dot = 0;
+          for (std::int64_t c = 0; c < d; ++c) dot += double(q[(t * B + b) * d + c]) * k[(j * B + b) * d + c];
+          p[j] = 0.3 * dot;
+          max = std::max(max, p[j]);
+        }
+        for (auto& e : p) sum += (e = std::exp(e - max));
+        for (std::int64_t c = 0; c < dv; ++c) {
+          double want = 0;
+          for (std::int64_t j = 0; j < S; ++j) want += p[j] / sum * v[(j * B + b) * dv + c];
+          CHECK(std::fabs(y[(t * B + b) * dv + c] - want) <= 1e-5);
+        }
+      }
+  }
+}
+
 namespace {
 // x -> Relu r (so that x is run-time data with another reader) -> GELU written as five nodes in `order`:
 // 0: (r * (1 + erf(r / sqrt2))) * 0.5 (PyTorch's export); 1: r * ((1 + erf(r * 1/sqrt2)) * 0.5);
@@ -1053,7 +1237,7 @@ TEST_CASE("torchvision resnet18 prepares to 20 fused Convs", "[nn][passes][model
     CHECK(count_op(g, "Add") == 0);
     CHECK(count_op(g, "MaxPool") == 1);
     CHECK(count_op(g, "GlobalAveragePool") == 1);
-    CHECK(count_op(g, "Gemm") == 1);
+    CHECK(count_op(g, "Linear") == 1);  // the classifier's Gemm, a product by a constant matrix
     CHECK(g.nodes.size() == 24);
     std::size_t residual = 0;
     for (const auto& n : g.nodes)
