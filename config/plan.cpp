@@ -8,6 +8,7 @@
 #include "runtime/checked_math.hpp"
 #include "runtime/errors.hpp"
 #include "runtime/gpu.hpp"
+#include "runtime/redis_source.hpp"
 
 namespace sluice {
 namespace {
@@ -116,7 +117,7 @@ PipelinePlan plan_pipeline(const PipelineSpec& spec) {
                         role_name(expected) + " (a pipeline is one source, transforms, one sink)");
     if (spec.execution == Execution::serial && ss.kind == "decode" && ss.params.all().count("uri"))
       for (const auto& uri : ss.params.strings("uri"))
-        if (uri.rfind("redis://", 0) == 0)  // serial: the sink finishes an input only when a batch passes
+        if (is_redis_uri(uri))  // serial: the sink finishes an input only when a batch passes
           throw ConfigError(where + "a redis:// source needs execution: pipelined (serial execution would hold a "
                                     "job's last input, and its entry, until more inputs arrive)");
     PlannedStage ps;

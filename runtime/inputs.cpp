@@ -238,8 +238,9 @@ ExpandedSource expand_source(const std::string& uri) {
 
 std::string default_source_name(const std::string& uri) {
   std::string name;
-  if (uri.rfind("redis://", 0) == 0) {  // a job fed from a Redis stream: redis-STREAM
-    std::string stream = uri.substr(uri.find('/', 8) == std::string::npos ? uri.size() : uri.find('/', 8) + 1);
+  if (uri.rfind("redis://", 0) == 0 || uri.rfind("rediss://", 0) == 0) {  // a job fed from a Redis stream: redis-STREAM
+    const std::size_t host = uri.find("://") + 3, slash = uri.find('/', host);
+    std::string stream = uri.substr(slash == std::string::npos ? uri.size() : slash + 1);
     stream = stream.substr(0, stream.find('?'));
     name = sanitize_name(stream);
     return name.empty() ? "redis" : "redis-" + name;

@@ -1,12 +1,17 @@
 #include "runtime/redis_client.hpp"
 
 #include <hiredis/hiredis.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 #include <sys/time.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <thread>
 
@@ -157,10 +162,17 @@ std::string Endpoint::where() const {
 }
 
 RedisUri parse_redis_uri(const std::string& uri) {
-  constexpr std::string_view scheme = "redis://";
-  if (uri.compare(0, scheme.size(), scheme) != 0) throw std::invalid_argument("not a redis:// URI");
-  std::string_view rest = std::string_view(uri).substr(scheme.size());
+  constexpr std::string_view scheme = "redis://", tls_scheme = "rediss://";
   RedisUri out;
+  std::string_view rest;
+  if (uri.compare(0, scheme.size(), scheme) == 0) {
+    rest = std::string_view(uri).substr(scheme.size());
+  } else if (uri.compare(0, tls_scheme.size(), tls_scheme) == 0) {
+    rest = std::string_view(uri).substr(tls_scheme.size());
+    out.endpoint.tls = true;
+  } else {
+    throw std::invalid_argument("not a redis:// (or rediss://) URI");
+  }
   const std::size_t slash = rest.find('/');
   if (slash == std::string_view::npos) throw std::invalid_argument("a redis:// URI needs a /STREAM after host:port");
   std::string_view authority = rest.substr(0, slash);
@@ -280,17 +292,27 @@ std::string command_label(const std::vector<std::string>& args) {
 
 // --- the connection ------------------------------------------------------------------------------------------
 
-Client::Client(Endpoint endpoint, std::string stream) : endpoint_(std::move(endpoint)), stream_(std::move(stream)) {}
+Client::Client(Endpoint endpoint, std::string stream) : endpoint_(std::move(endpoint)), stream_(std::move(stream)) {
+  if (!endpoint_.tls) return;
+  auto from_environment = [](std::string& file, const char* variable) {
+    if (const char* value = std::getenv(variable); file.empty() && value) file = value;
+  };
+  from_environment(endpoint_.tls_ca_file, "SLUICE_REDIS_TLS_CA_FILE");
+  from_environment(endpoint_.tls_cert_file, "SLUICE_REDIS_TLS_CERT_FILE");
+  from_environment(endpoint_.tls_key_file, "SLUICE_REDIS_TLS_KEY_FILE");
+}
 
 Client::~Client() { disconnect(); }
 
 void Client::disconnect() noexcept {
+  if (ssl_) SSL_free(ssl_);  // no close_notify: the socket may be gone, and redisFree closes it
+  ssl_ = nullptr;
   if (ctx_) redisFree(ctx_);
   ctx_ = nullptr;
 }
 
 std::string Client::describe() const {
-  std::string out = "redis " + shown(endpoint_.where(), 300);
+  std::string out = (endpoint_.tls ? "redis (TLS) " : "redis ") + shown(endpoint_.where(), 300);
   if (!stream_.empty()) out += " stream '" + shown(stream_, 120) + "'";
   return out;
 }
@@ -311,6 +333,7 @@ void Client::connect() {
   }
   c->reader->fn = &reply_functions;
   ctx_ = c;
+  if (endpoint_.tls) start_tls();
   if (!endpoint_.password.empty()) {
     Reply r = command({"AUTH", endpoint_.password});
     if (r.is(Reply::Type::error)) {
@@ -366,7 +389,8 @@ Reply Client::read_reply(std::string_view command) {
       throw RedisError(RedisError::Kind::protocol, describe() + ": " + std::string(command) + ": a reply over " +
                                                        std::to_string(kMaxReplyBytes >> 20) + " MiB");
     }
-    if (redisBufferRead(ctx_) != REDIS_OK) fail();
+    if (ssl_) receive_tls(command);
+    else if (redisBufferRead(ctx_) != REDIS_OK) fail();
     if (redisGetReplyFromReader(ctx_, &raw) != REDIS_OK) fail();
   }
   return take_root(raw);
@@ -387,13 +411,123 @@ std::vector<Reply> Client::pipeline(const std::vector<std::vector<std::string>>&
     if (redisAppendCommandArgv(ctx_, static_cast<int>(argv.size()), argv.data(), lens.data()) != REDIS_OK)
       lost(label, "cannot queue the command: " + shown(ctx_->errstr));
   }
-  int done = 0;
-  while (!done)
-    if (redisBufferWrite(ctx_, &done) != REDIS_OK) lost(label, "sending failed: " + shown(ctx_->errstr));
+  if (ssl_) {
+    send_tls(label);
+  } else {
+    int done = 0;
+    while (!done)
+      if (redisBufferWrite(ctx_, &done) != REDIS_OK) lost(label, "sending failed: " + shown(ctx_->errstr));
+  }
   std::vector<Reply> replies;
   replies.reserve(commands.size());
   for (const auto& args : commands) replies.push_back(read_reply(command_label(args)));
   return replies;
+}
+
+// --- TLS ---------------------------------------------------------------------------------------------------------
+namespace {
+
+struct FreeSslContext {
+  void operator()(SSL_CTX* c) const { SSL_CTX_free(c); }
+};
+
+// The first error OpenSSL queued on this thread as text (the queue emptied), or `otherwise`.
+std::string openssl_error(const std::string& otherwise) {
+  const unsigned long first = ERR_get_error();
+  ERR_clear_error();
+  if (first == 0) return otherwise;
+  char text[256];
+  ERR_error_string_n(first, text, sizeof text);
+  return shown(text);
+}
+
+// Why an SSL_read/SSL_write/SSL_connect returned `rc` (errno as it was right after the call).
+std::string tls_failure(SSL* ssl, int rc, int saved_errno) {
+  const int err = SSL_get_error(ssl, rc);
+  if (err == SSL_ERROR_ZERO_RETURN) return "the server closed the connection";
+  if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE || saved_errno == EAGAIN || saved_errno == EWOULDBLOCK)
+    return "no reply within the I/O timeout";
+  if (err == SSL_ERROR_SYSCALL)
+    return saved_errno != 0 ? shown(std::strerror(saved_errno)) : openssl_error("the server closed the connection");
+  return openssl_error("TLS error " + std::to_string(err));
+}
+
+}  // namespace
+
+void Client::start_tls() {
+  auto fail = [&](RedisError::Kind kind, const std::string& why) {
+    disconnect();
+    throw RedisError(kind, describe() + ": TLS: " + why);
+  };
+  // A configuration that cannot work (files, certificates) is a protocol error: not retried by the sink.
+  constexpr auto refused = RedisError::Kind::protocol;
+  ERR_clear_error();
+  std::unique_ptr<SSL_CTX, FreeSslContext> tls(SSL_CTX_new(TLS_client_method()));
+  if (!tls) fail(refused, openssl_error("cannot create a TLS context"));
+  SSL_CTX_set_min_proto_version(tls.get(), TLS1_2_VERSION);
+  SSL_CTX_set_verify(tls.get(), SSL_VERIFY_PEER, nullptr);
+  const std::string& ca = endpoint_.tls_ca_file;
+  if ((ca.empty() ? SSL_CTX_set_default_verify_paths(tls.get()) : SSL_CTX_load_verify_locations(tls.get(), ca.c_str(), nullptr)) != 1)
+    fail(refused, (ca.empty() ? "cannot load the system's CA certificates: " : "cannot load the CA file '" + shown(ca) + "': ") +
+                      openssl_error("no reason given"));
+  const std::string &cert = endpoint_.tls_cert_file, &key = endpoint_.tls_key_file;
+  if (cert.empty() != key.empty())
+    fail(refused, "a client certificate needs both a certificate and a key file (SLUICE_REDIS_TLS_CERT_FILE, "
+                  "SLUICE_REDIS_TLS_KEY_FILE)");
+  if (!cert.empty()) {
+    if (SSL_CTX_use_certificate_chain_file(tls.get(), cert.c_str()) != 1)
+      fail(refused, "cannot load the client certificate '" + shown(cert) + "': " + openssl_error("no reason given"));
+    if (SSL_CTX_use_PrivateKey_file(tls.get(), key.c_str(), SSL_FILETYPE_PEM) != 1 || SSL_CTX_check_private_key(tls.get()) != 1)
+      fail(refused, "cannot use the client key '" + shown(key) + "' (unreadable, or not the certificate's): " +
+                        openssl_error("no reason given"));
+  }
+  ssl_ = SSL_new(tls.get());  // holds its own reference to the context
+  if (!ssl_) fail(refused, openssl_error("cannot create a TLS connection"));
+  // The certificate must name the host we asked for: an IP address in its subjectAltName, or the DNS name
+  // (which is also sent, for servers behind a proxy that routes by name).
+  X509_VERIFY_PARAM* verify = SSL_get0_param(ssl_);
+  X509_VERIFY_PARAM_set_hostflags(verify, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
+  if (X509_VERIFY_PARAM_set1_ip_asc(verify, endpoint_.host.c_str()) != 1 &&
+      (X509_VERIFY_PARAM_set1_host(verify, endpoint_.host.c_str(), 0) != 1 ||
+       SSL_set_tlsext_host_name(ssl_, endpoint_.host.c_str()) != 1))
+    fail(refused, "cannot check the certificate against the host name: " + openssl_error("no reason given"));
+  if (SSL_set_fd(ssl_, ctx_->fd) != 1) fail(refused, openssl_error("cannot attach TLS to the socket"));
+  errno = 0;
+  const int rc = SSL_connect(ssl_);  // blocking, under the connection's I/O timeout
+  const int saved_errno = errno;
+  if (rc == 1) return;
+  if (const long v = SSL_get_verify_result(ssl_); v != X509_V_OK)
+    fail(refused, std::string("the server's certificate is not trusted: ") + X509_verify_cert_error_string(v));
+  if (SSL_get_error(ssl_, rc) == SSL_ERROR_SSL)  // not TLS on the other end, no common protocol, refused
+    fail(refused, "handshake failed: " + openssl_error("no reason given"));
+  fail(RedisError::Kind::connection, "handshake failed: " + tls_failure(ssl_, rc, saved_errno));
+}
+
+void Client::send_tls(std::string_view command) {
+  const std::size_t length = sdslen(ctx_->obuf);
+  for (std::size_t sent = 0; sent < length;) {
+    ERR_clear_error();
+    errno = 0;
+    const int n = SSL_write(ssl_, ctx_->obuf + sent, static_cast<int>(std::min<std::size_t>(length - sent, 1 << 30)));
+    const int saved_errno = errno;
+    if (n <= 0) lost(command, "sending failed: " + tls_failure(ssl_, n, saved_errno));
+    sent += static_cast<std::size_t>(n);
+  }
+  sdssetlen(ctx_->obuf, 0);  // sds.h's inline half of sdsclear (hiredis 0.14 exports sdsclear without C linkage)
+  ctx_->obuf[0] = '\0';
+}
+
+void Client::receive_tls(std::string_view command) {
+  char buffer[16 * 1024];
+  ERR_clear_error();
+  errno = 0;
+  const int n = SSL_read(ssl_, buffer, sizeof buffer);
+  const int saved_errno = errno;
+  if (n <= 0) lost(command, tls_failure(ssl_, n, saved_errno));
+  if (redisReaderFeed(ctx_->reader, buffer, static_cast<std::size_t>(n)) != REDIS_OK) {
+    disconnect();
+    throw RedisError(RedisError::Kind::protocol, describe() + ": " + std::string(command) + ": the reply broke RESP");
+  }
 }
 
 Reply Client::command(const std::vector<std::string>& args) { return std::move(pipeline({args}).front()); }

@@ -18,6 +18,7 @@
 #include <vector>
 
 struct redisContext;
+struct ssl_st;
 
 namespace sluice::redis {
 
@@ -63,11 +64,18 @@ struct Endpoint {
   std::string password;        // AUTH when not empty
   double connect_timeout_s = 5;
   double io_timeout_s = 10;    // a reply that takes longer loses the connection (a blocked XREADGROUP adds its block)
+  // TLS (rediss://): the server's certificate is verified against `tls_ca_file` (else the system's CAs) and
+  // must name `host` (a DNS name, or an IP address in its subjectAltName); a client certificate is sent when
+  // both `tls_cert_file` and `tls_key_file` are given. A Client fills empty ones from SLUICE_REDIS_TLS_CA_FILE,
+  // SLUICE_REDIS_TLS_CERT_FILE and SLUICE_REDIS_TLS_KEY_FILE (files, like the password, stay out of URIs).
+  bool tls = false;
+  std::string tls_ca_file, tls_cert_file, tls_key_file;
   std::string where() const;  // "host:port"
 };
 
-// redis://[:password@]host[:port]/STREAM[?key=value&...] -> endpoint, stream and the query's pairs (in order,
-// percent-decoded). No ACL user name (AUTH with a password only). Throws std::invalid_argument naming what is wrong (never echoing the password).
+// redis://[:password@]host[:port]/STREAM[?key=value&...] (rediss:// for TLS) -> endpoint, stream and the query's
+// pairs (in order, percent-decoded). No ACL user name (AUTH with a password only). Throws std::invalid_argument
+// naming what is wrong (never echoing the password).
 struct RedisUri {
   Endpoint endpoint;
   std::string stream;
@@ -123,9 +131,15 @@ class Client {
  private:
   Reply read_reply(std::string_view command);
   [[noreturn]] void lost(std::string_view command, const std::string& why);
+  // TLS: hiredis 0.14 has none, so hiredis keeps formatting commands and parsing replies while the bytes go
+  // through OpenSSL on hiredis' socket.
+  void start_tls();
+  void send_tls(std::string_view command);
+  void receive_tls(std::string_view command);
   Endpoint endpoint_;
   std::string stream_;
   redisContext* ctx_ = nullptr;
+  ssl_st* ssl_ = nullptr;  // set while a TLS connection is up
 };
 
 // The command's name and its first argument for messages ("XADD 'results'"), bounded and UTF-8 safe.

@@ -452,7 +452,7 @@ class RedisFeed final : public InputFeed {
 
 std::string RedisSourceOptions::stats_key() const { return redis::job_stats_key(uri.stream, group); }
 
-bool is_redis_uri(std::string_view uri) { return uri.rfind("redis://", 0) == 0; }
+bool is_redis_uri(std::string_view uri) { return uri.rfind("redis://", 0) == 0 || uri.rfind("rediss://", 0) == 0; }
 
 RedisSourceOptions parse_redis_source_uri(const std::string& uri) {
   RedisSourceOptions o;

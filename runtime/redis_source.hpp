@@ -2,7 +2,7 @@
 // The Redis source: a batch job whose inputs are entries of a Redis stream, shared by every sluiced in one
 // consumer group (docs/scale-out.md).
 //
-//   uri: redis://host:port/STREAM?group=G[&consumer=C][&count=N][&block_ms=MS][&claim_idle_s=S]
+//   uri: redis://host:port/STREAM?group=G[&consumer=C]  (rediss:// for TLS)[&count=N][&block_ms=MS][&claim_idle_s=S]
 //        [&max_deliveries=N][&dead=STREAM2][&until_empty=true]
 //
 // Each entry names one input in its field `input`: an absolute file path, or an http(s):// URL of a file. The

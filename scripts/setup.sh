@@ -19,6 +19,7 @@ packages=(
   libdnnl-dev             # oneDNN: the CPU inference backend's convolutions and matrix products
   ocl-icd-opencl-dev      # only Recommended by libdnnl-dev, but its CMake config fails without OpenCL
   libhiredis-dev          # the Redis Streams connectors (redis sink)
+  libssl-dev openssl      # TLS to Redis (rediss://); the TLS tests make their certificates with openssl
   redis-server            # the Redis tests start their own server on a loopback port
   libmosquitto-dev        # the mqtt sink (libmosquitto's C API)
   mosquitto               # the MQTT tests start their own broker on a loopback port

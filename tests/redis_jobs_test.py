@@ -1,19 +1,23 @@
 #!/usr/bin/env python3
 """redis_jobs_test.py SLUICED SLUICECTL: one job shared by three sluiced through a Redis stream (issue 16).
 
-A real redis-server (append-only file, fsync at every write) on a free loopback port; 240 small images plus
-poisoned entries (a corrupt image, a path that does not exist, a relative path, an entry without `input`),
-submitted with `sluicectl jobs submit`; three `sluiced run` processes in one consumer group (decode
-`uri: redis://...?group=workers&until_empty=true`, one directory sink each: one result file per input).
+A real redis-server (append-only file, fsync at every write) on a free loopback port; 240 small real video files
+(64x48 H.264 in MP4, 2 to 4 frames each, every file different: one ffmpeg run cuts a test pattern into them)
+plus poisoned entries (a corrupt image, a truncated MP4, a path that does not exist, a relative path, an entry
+without `input`), submitted with `sluicectl jobs submit`; three `sluiced run` processes in one consumer group
+(decode `uri: redis://...?group=workers&until_empty=true`).
 
-(a) kill -9 of one instance mid-job: the others take over its pending entries (XAUTOCLAIM after claim_idle_s)
-    and the job ends. Every input has its result; no input is processed twice by the survivors; an input with a
-    result from the killed instance and from a survivor is one the killed instance had committed (its job
-    ledger says done) but not yet acknowledged when it died, redone into the same result. Every entry is
-    acknowledged exactly once (the sources' counts: 240 done, 4 dead-lettered; nothing pending); the dead
-    letters carry the reason for each poisoned entry. `sluicectl jobs status` says the same.
-(b) redis-server restarted mid-job: the sources reconnect; every input exactly once across the three result
-    directories, every entry acknowledged exactly once, nothing pending.
+(a) kill -9 of one instance mid-job (a directory sink each: one result file per input): the others take over
+    its pending entries (XAUTOCLAIM after claim_idle_s) and the job ends. Every input has its result, with as
+    many frames as its video holds; no input is processed twice by the survivors; an input with a result from
+    the killed instance and from a survivor is one the killed instance had committed (its job ledger says done)
+    but not yet acknowledged when it died, redone into the same result. Every entry is acknowledged exactly once
+    (the sources' counts: 240 done, 5 dead-lettered; nothing pending); the dead letters carry the reason for
+    each poisoned entry. `sluicectl jobs status` says the same.
+(b) redis-server restarted mid-job, with the results of two workers going to a Redis stream (the redis sink)
+    and the third's to a directory: the sources and the sinks reconnect; every input exactly once across the
+    result stream and the directory, each of its frames once (stream records: one per frame, input_frame
+    0..n-1), every entry acknowledged exactly once, nothing pending.
 (c) `sluicectl jobs requeue-dead` puts the dead letters with an input back; a worker dead-letters them again
     (they are still broken), the one without an input stays where it was.
 No timing assertions: waits are bounded, the rate limit only keeps the job long enough to be cut mid-way.
@@ -77,22 +81,56 @@ def stop_redis():
     redis_proc.wait(timeout=30)
 
 
-# --- inputs: tiny PPM images, and a corrupt one ---------------------------------------------------------------
+# --- inputs: tiny real videos, a corrupt image and a truncated video ----------------------------------------
 inputs_dir = os.path.join(tmp, "inputs")
 os.makedirs(inputs_dir)
-valid = []
-for i in range(N):
-    path = os.path.join(inputs_dir, f"img{i:03d}.ppm")
-    with open(path, "wb") as f:
-        f.write(b"P6\n16 12\n255\n" + bytes([(i * 7 + k) % 256 for k in range(16 * 12 * 3)]))
-    valid.append(path)
+# One ffmpeg run writes all of them: a test pattern with temporal noise (every frame differs; the pattern alone
+# repeats itself at this size), every frame a key frame, cut
+# by the segment muxer after 2, 3 or 4 frames in turn, so every file is different and its frame count known.
+clip_frames = [2 + i % 3 for i in range(N)]
+cuts = [sum(clip_frames[:i + 1]) for i in range(N - 1)]
+made = subprocess.run(["ffmpeg", "-hide_banner", "-loglevel", "error", "-nostdin", "-f", "lavfi", "-i",
+                       "testsrc=size=64x48:rate=25,noise=alls=40:allf=t+u,format=yuv420p", "-frames:v", str(sum(clip_frames)),
+                       "-c:v", "libx264", "-preset", "ultrafast", "-g", "1", "-f", "segment", "-segment_format", "mp4",
+                       "-segment_frames", ",".join(map(str, cuts)), "-reset_timestamps", "1",
+                       os.path.join(inputs_dir, "clip%03d.mp4")], capture_output=True, text=True)
+if made.returncode != 0:
+    raise SystemExit("ffmpeg could not make the test videos: " + made.stderr[-2000:])
+valid = [os.path.join(inputs_dir, f"clip{i:03d}.mp4") for i in range(N)]
+expected_frames = dict(zip(valid, clip_frames))
+
+
+def mp4_sample_count(path):
+    """The video's frame count as its MP4 index says (the sample count of its one track's stsz box)."""
+    with open(path, "rb") as fh:
+        data = fh.read()
+    at = data.find(b"stsz")
+    return int.from_bytes(data[at + 12:at + 16], "big") if at >= 4 else None
+
+
+contents = set()
+for path in valid:
+    with open(path, "rb") as fh:
+        contents.add(fh.read())
+check(f"the {N} videos are all different", len(contents) == N, len(contents))
+check("each video holds the frames it was cut to (2, 3 or 4)",
+      all(mp4_sample_count(p) == expected_frames[p] for p in valid),
+      [(p, mp4_sample_count(p), expected_frames[p]) for p in valid if mp4_sample_count(p) != expected_frames[p]][:5])
 broken = os.path.join(inputs_dir, "broken.ppm")
 with open(broken, "wb") as f:
     f.write(b"P6\nthis is not an image\n\x00\xff\xfe")
-missing = os.path.join(tmp, "no-such-dir", "gone.ppm")
+truncated = os.path.join(inputs_dir, "truncated.mp4")  # the first half of a video: its index (moov) is gone
+with open(valid[1], "rb") as fh, open(truncated, "wb") as f:
+    whole = fh.read()
+    f.write(whole[:len(whole) // 2])
+missing = os.path.join(tmp, "no-such-dir", "gone.mp4")
+POISONED_FILES = 2  # broken.ppm and truncated.mp4, submitted with the directory
 
 
-def pipeline(name, stream, consumer, out, state):
+def pipeline(name, stream, consumer, out, state, result_stream=None):
+    """A worker's pipeline: results to the directory `out`, or with result_stream to that Redis stream."""
+    sink = (f"type: redis\n    path: redis://127.0.0.1:{port}/{result_stream}" if result_stream
+            else f"type: directory\n    path: {out}")
     uri = (f"redis://127.0.0.1:{port}/{stream}?group=workers&consumer={consumer}&until_empty=true"
            f"&claim_idle_s=4&count=2")
     path = os.path.join(tmp, name + ".yaml")
@@ -115,8 +153,7 @@ stages:
     height: 16
   - kind: download
   - kind: sink
-    type: directory
-    path: {out}
+    {sink}
 """)
     return [sluiced, "run", path, "--state-dir", state, "--no-progress"]
 
@@ -128,6 +165,15 @@ def results(out):
         with open(path) as fh:
             r = json.load(fh)
         got.setdefault(r["input"], []).append(r)
+    return got
+
+
+def stream_results(stream):
+    """input path -> the input_frame of each record the redis sinks wrote to `stream` (one record per frame)."""
+    got = {}
+    for _, fields in cli("XRANGE", stream, "-", "+", json_out=True):
+        record = json.loads(dict(zip(fields[0::2], fields[1::2]))["record"])
+        got.setdefault(record["input"], []).append(record["input_frame"])
     return got
 
 
@@ -145,7 +191,7 @@ def submit(stream):
     rc = subprocess.run([sluicectl, "jobs", "submit", f"redis://127.0.0.1:{port}/{stream}", inputs_dir],
                         capture_output=True, text=True)
     check(f"{stream}: sluicectl jobs submit adds the directory's inputs", rc.returncode == 0 and
-          f"submitted {N + 1} input(s)" in rc.stdout, rc.stdout + rc.stderr)
+          f"submitted {N + POISONED_FILES} input(s)" in rc.stdout, rc.stdout + rc.stderr)
 
 
 def job_status(stream):
@@ -166,21 +212,25 @@ def dead_letters(stream):
 def ended_well(end):
     """Ended by itself: exit 0, or 1 when an input it took could not be read (a poisoned one, run's rule)."""
     rc, _, err = end
-    return rc == 0 or (rc == 1 and ("broken.ppm" in err or "gone.ppm" in err))
+    return rc == 0 or (rc == 1 and any(name in err for name in ("broken.ppm", "truncated.mp4", "gone.mp4")))
 
 
-def count_valid(outs):
-    return sum(1 for o in outs for i in results(o) if i in valid)
+def count_valid(outs, result_stream=None):
+    """Inputs with results so far: files in the directories, and inputs with records in result_stream."""
+    in_stream = stream_results(result_stream) if result_stream else {}
+    return sum(1 for o in outs for i in results(o) if i in valid) + sum(1 for i in in_stream if i in valid)
 
 
-def run_workers(tag, stream, cut):
-    """Three workers over `stream`; cut(workers) is called once some results exist. Returns the workers'
-    (rc, stderr), the output and state directories."""
+def run_workers(tag, stream, cut, result_stream=None):
+    """Three workers over `stream`; cut(workers) is called once some results exist. With result_stream, workers
+    1 and 2 write their results to that Redis stream, worker 0 to its directory. Returns the workers'
+    (rc, stdout, stderr), the output and state directories."""
     outs = [os.path.join(tmp, f"{tag}-out{k}") for k in range(3)]
     states = [os.path.join(tmp, f"{tag}-state{k}") for k in range(3)]
-    workers = [daemon_client.start(procs, pipeline(f"{tag}{k}", stream, f"w{k}", outs[k], states[k])) for k in range(3)]
-    reached = wait_for(lambda: count_valid(outs) >= 50, 90, 0.01)
-    done_at_cut = count_valid(outs)
+    workers = [daemon_client.start(procs, pipeline(f"{tag}{k}", stream, f"w{k}", outs[k], states[k],
+                                                   result_stream if k > 0 else None)) for k in range(3)]
+    reached = wait_for(lambda: count_valid(outs, result_stream) >= 50, 90, 0.05 if result_stream else 0.01)
+    done_at_cut = count_valid(outs, result_stream)
     check(f"{tag}: the cut comes mid-job ({done_at_cut} of {N} results then)", reached and done_at_cut < N, done_at_cut)
     cut(workers)
     ends = [daemon_client.finish(w, 180, killed_rc=True) for w in workers]
@@ -191,8 +241,8 @@ def run_workers(tag, stream, cut):
 start_redis()
 submit("jobs")
 cli("XADD", "jobs", "*", "input", missing)
-cli("XADD", "jobs", "*", "input", "relative/clip.ppm")
-cli("XADD", "jobs", "*", "path", "/srv/forgot-the-field.ppm")
+cli("XADD", "jobs", "*", "input", "relative/clip.mp4")
+cli("XADD", "jobs", "*", "path", "/srv/forgot-the-field.mp4")
 
 
 def kill_first(workers):
@@ -209,46 +259,52 @@ killed, survivors = results(outs[0]), [results(outs[1]), results(outs[2])]
 committed_by_killed = ledger_done(states[0])
 missing_results = [i for i in valid if i not in killed and not any(i in s for s in survivors)]
 check("a: every input has its result", not missing_results, missing_results[:5])
+wrong_frames = [(i, r["frames"], r["delivered"], expected_frames[i]) for o in [killed] + survivors
+                for i, rs in o.items() if i in expected_frames for r in rs
+                if not r["frames"] == r["delivered"] == expected_frames[i]]
+check("a: each result holds as many frames as its video, all delivered", not wrong_frames, wrong_frames[:5])
 twice_by_survivors = [i for i in valid if sum(len(s.get(i, [])) for s in survivors) > 1]
 check("a: no input was processed twice by the survivors", not twice_by_survivors, twice_by_survivors[:5])
 redone = [i for i in valid if i in killed and any(i in s for s in survivors)]
 unexplained = [i for i in redone if i not in committed_by_killed]
 check(f"a: an input with results from the killed worker and a survivor ({len(redone)}) is one the killed worker "
       "had committed but not acknowledged", not unexplained, unexplained[:5])
-same = all(killed[i][0]["frames"] == s[i][0]["frames"] == 1 and killed[i][0]["delivered"] == s[i][0]["delivered"]
+same = all(killed[i][0]["frames"] == s[i][0]["frames"] == expected_frames[i] and killed[i][0]["delivered"] == s[i][0]["delivered"]
            for i in redone for s in survivors if i in s)
 check("a: such a redo wrote the same result", same)
 st = job_status("jobs")
 g = (st.get("groups") or [{}])[0]
-check("a: every entry acknowledged exactly once: 240 done, 4 dead-lettered, none pending",
-      (g.get("done"), g.get("dead"), g.get("pending")) == (N, 4, 0), g)
+check("a: every entry acknowledged exactly once: 240 done, 5 dead-lettered, none pending",
+      (g.get("done"), g.get("dead"), g.get("pending")) == (N, 5, 0), g)
 consumers = {c["consumer"]: c for c in g.get("consumers", [])}
 check("a: the killed consumer holds nothing any more", consumers.get("w0", {}).get("pending") == 0, consumers)
 check("a: the survivors acknowledged the rest", consumers.get("w1", {}).get("done", 0) +
       consumers.get("w2", {}).get("done", 0) + consumers.get("w0", {}).get("done", 0) == N, consumers)
 dead = {d.get("input", ""): d for d in dead_letters("jobs")}
-check("a: four dead letters", len(dead) == 4, list(dead))
+check("a: five dead letters", len(dead) == 5, list(dead))
 check("a: the corrupt image is dead-lettered with the reader's reason",
       broken in dead and dead[broken]["reason"] != "" and dead[broken]["entry"] != "", dead.get(broken))
+check("a: the truncated video is dead-lettered with the reader's reason",
+      truncated in dead and dead[truncated]["reason"] != "" and dead[truncated]["entry"] != "", dead.get(truncated))
 check("a: the missing path is dead-lettered with the reason", dead.get(missing, {}).get("reason", "") != "",
       dead.get(missing))
 check("a: the relative path is dead-lettered: not an absolute path",
-      "not an absolute path" in dead.get("relative/clip.ppm", {}).get("reason", ""), dead.get("relative/clip.ppm"))
+      "not an absolute path" in dead.get("relative/clip.mp4", {}).get("reason", ""), dead.get("relative/clip.mp4"))
 check("a: the entry without `input` is dead-lettered saying so", "no field 'input'" in dead.get("", {}).get("reason", ""),
       dead.get(""))
 
 # --- (c) requeue-dead: back into the stream, dead-lettered again ------------------------------------------------
 rc = subprocess.run([sluicectl, "jobs", "requeue-dead", f"redis://127.0.0.1:{port}/jobs"], capture_output=True, text=True)
-check("c: requeue-dead moves the three with an input", rc.returncode == 0 and "requeued 3 " in rc.stdout,
+check("c: requeue-dead moves the four with an input", rc.returncode == 0 and "requeued 4 " in rc.stdout,
       rc.stdout + rc.stderr)
 check("c: the one without an input stays a dead letter", len(dead_letters("jobs")) == 1, dead_letters("jobs"))
 w = daemon_client.start(procs, pipeline("c", "jobs", "w9", os.path.join(tmp, "c-out"), os.path.join(tmp, "c-state")))
 rc_c, _, err_c = daemon_client.finish(w, 120, killed_rc=True)
 check("c: a worker takes them and ends", ended_well((rc_c, "", err_c)), (rc_c, err_c[-1500:]))
-check("c: still broken, they are dead letters again", len(dead_letters("jobs")) == 4, dead_letters("jobs"))
+check("c: still broken, they are dead letters again", len(dead_letters("jobs")) == 5, dead_letters("jobs"))
 check("c: nothing pending", job_status("jobs").get("groups", [{}])[0].get("pending") == 0)
 
-# --- (b) redis-server restarted mid-job -------------------------------------------------------------------------
+# --- (b) redis-server restarted mid-job, results of two workers going to a Redis stream -----------------------
 submit("jobs-b")
 
 
@@ -258,17 +314,31 @@ def restart_redis(workers):
     start_redis()
 
 
-ends, outs, states = run_workers("b", "jobs-b", restart_redis)
+ends, outs, states = run_workers("b", "jobs-b", restart_redis, result_stream="results-b")
 for k in range(3):
     check(f"b: worker w{k} ends by itself", ended_well(ends[k]), (ends[k][0], ends[k][2][-2000:]))
-check("b: the workers saw the server go and come back", any("connected again" in e[2] for e in ends),
+check("b: the sources saw the server go and come back", any("connected again" in e[2] for e in ends),
       [e[2][-600:] for e in ends])
-per_input = {i: sum(len(results(o).get(i, [])) for o in outs) for i in valid}
-check("b: every input exactly once across the three result directories",
+# A redis sink that writes after the restart finds its connection dead, reconnects and logs that it works again.
+check("b: the redis sinks reconnected after the restart", all("works again" in e[2] for e in ends[1:]),
+      [e[2][-600:] for e in ends[1:]])
+in_directory = results(outs[0])
+in_stream = stream_results("results-b")
+per_input = {i: len(in_directory.get(i, [])) + (1 if i in in_stream else 0) for i in valid}
+check("b: every input exactly once across the result stream and the directory",
       all(n == 1 for n in per_input.values()), {i: n for i, n in per_input.items() if n != 1})
+check("b: the workers writing to the stream did some of the inputs", len(in_stream) > 0, len(in_stream))
+wrong_stream_frames = {i: sorted(f) for i, f in in_stream.items()
+                       if i in expected_frames and sorted(f) != list(range(expected_frames[i]))}
+check("b: each input's frames are in the stream once each (input_frame 0..n-1, n the video's frames)",
+      not wrong_stream_frames, list(wrong_stream_frames.items())[:5])
+check("b: nothing but the job's inputs in the stream", set(in_stream) <= set(valid), set(in_stream) - set(valid))
+wrong_frames = [(i, r["frames"], r["delivered"]) for i, rs in in_directory.items() if i in expected_frames for r in rs
+                if not r["frames"] == r["delivered"] == expected_frames[i]]
+check("b: each directory result holds as many frames as its video", not wrong_frames, wrong_frames[:5])
 g = (job_status("jobs-b").get("groups") or [{}])[0]
-check("b: every entry acknowledged exactly once: 240 done, 1 dead-lettered, none pending",
-      (g.get("done"), g.get("dead"), g.get("pending")) == (N, 1, 0), g)
+check("b: every entry acknowledged exactly once: 240 done, 2 dead-lettered, none pending",
+      (g.get("done"), g.get("dead"), g.get("pending")) == (N, POISONED_FILES, 0), g)
 
 daemon_client.end_all(procs)
 stop_redis()

@@ -2,7 +2,8 @@
 // A redis-server of the test's own, on a free loopback port, in a temp dir (no RDB snapshots; with
 // `persistent`, an append-only file fsync'ed at every write, so a restart keeps every acknowledged write).
 // Started by the constructor (throws when it cannot be reached within 10 s), stopped (SIGTERM, then SIGKILL
-// after 5 s) by stop() and the destructor.
+// after 5 s) by stop() and the destructor. With `tls`, it takes only TLS connections (rediss://), on 127.0.0.1
+// and 127.0.0.2, and wants a client certificate signed by the CA.
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -10,6 +11,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -23,7 +25,12 @@ namespace sluice::test {
 
 class RedisServer {
  public:
-  explicit RedisServer(bool persistent = false) : dir_("sluice-redis"), persistent_(persistent) {
+  struct Tls {
+    std::string ca, server_cert, server_key;  // the server's certificate and key; the CA that signed the clients'
+    std::string client_cert, client_key;      // what endpoint() hands clients
+  };
+  explicit RedisServer(bool persistent = false, std::optional<Tls> tls = std::nullopt)
+      : dir_("sluice-redis"), persistent_(persistent), tls_(std::move(tls)) {
     port_ = free_loopback_port();
     start();
   }
@@ -32,10 +39,18 @@ class RedisServer {
   RedisServer& operator=(const RedisServer&) = delete;
 
   int port() const { return port_; }
-  std::string uri(const std::string& stream) const { return "redis://127.0.0.1:" + std::to_string(port_) + "/" + stream; }
+  std::string uri(const std::string& stream) const {
+    return (tls_ ? "rediss://127.0.0.1:" : "redis://127.0.0.1:") + std::to_string(port_) + "/" + stream;
+  }
   redis::Endpoint endpoint() const {
     redis::Endpoint e;
     e.port = port_;
+    if (tls_) {
+      e.tls = true;
+      e.tls_ca_file = tls_->ca;
+      e.tls_cert_file = tls_->client_cert;
+      e.tls_key_file = tls_->client_key;
+    }
     return e;
   }
 
@@ -43,6 +58,10 @@ class RedisServer {
     const std::string port = std::to_string(port_), dir = dir_.path.string();
     std::vector<std::string> args{"redis-server", "--port", port, "--bind", "127.0.0.1", "--dir", dir, "--save", "",
                                   "--daemonize", "no", "--loglevel", "warning", "--logfile", dir + "/redis.log"};
+    if (tls_)
+      args.insert(args.end(), {"--port", "0", "--tls-port", port, "--bind", "127.0.0.1 127.0.0.2", "--tls-cert-file",
+                               tls_->server_cert, "--tls-key-file", tls_->server_key, "--tls-ca-cert-file", tls_->ca,
+                               "--tls-auth-clients", "yes"});
     if (persistent_) args.insert(args.end(), {"--appendonly", "yes", "--appendfsync", "always"});
     else args.insert(args.end(), {"--appendonly", "no"});
     pid_ = ::fork();
@@ -73,6 +92,7 @@ class RedisServer {
  private:
   TempDir dir_;
   bool persistent_;
+  std::optional<Tls> tls_;
   int port_ = 0;
   pid_t pid_ = -1;
 };

@@ -1,7 +1,8 @@
 // The Redis connection layer (runtime/redis_client) and the redis sink, against redis-servers the tests start
 // (tests/redis_server.hpp) and a hostile fake server: the bounded reply reader, stream entry shapes, URIs,
 // AUTH, errors that name host:port and the command, reconnection, and records that land exactly once across
-// a server restart.
+// a server restart, and TLS (rediss://): certificates and names checked, client certificates, the sink and the
+// source over it.
 #include <catch2/catch.hpp>
 
 #include <netinet/in.h>
@@ -12,6 +13,7 @@
 #include <stdlib.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <memory>
 #include <set>
 #include <string>
@@ -25,11 +27,13 @@
 #include "redis_server.hpp"
 #include "runtime/errors.hpp"
 #include "runtime/redis_client.hpp"
+#include "runtime/redis_source.hpp"
 #include "runtime/stage.hpp"
 #include "runtime/utf8.hpp"
 #include "sink_rig.hpp"
 #include "stage_params.hpp"
 #include "stages/builtin.hpp"
+#include "temp_dir.hpp"
 
 using namespace sluice;
 using Catch::Matchers::Contains;
@@ -452,5 +456,118 @@ TEST_CASE("a batch whose connection was cut around EXEC lands exactly once", "[r
     REQUIRE(records.size() == 8);
     for (std::size_t i = 0; i < records.size(); ++i) CHECK(records[i]["sequence"] == i);
     rig.stage->close(rig.ctx);
+  }
+}
+
+namespace {
+
+// A CA, a server certificate for the IP address 127.0.0.1 and a client certificate, both signed by the CA, made
+// with the openssl command in a temp dir.
+struct TestPki {
+  test::TempDir dir{"sluice-pki"};
+  std::string file(const char* name) const { return (dir.path / name).string(); }
+  test::RedisServer::Tls tls() const {
+    return {file("ca.pem"), file("server.pem"), file("server.key"), file("client.pem"), file("client.key")};
+  }
+  TestPki() {
+    const std::string d = dir.path.string();
+    const std::string key = " -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
+    const std::string script =
+        "cd '" + d + "' && printf 'subjectAltName=IP:127.0.0.1\\n' > server.ext"
+        " && openssl req -x509" + key + " -keyout ca.key -out ca.pem -days 2 -subj /CN=sluice-test-ca"
+        " && openssl req" + key + " -keyout server.key -out server.csr -subj /CN=sluice-test-server"
+        " && openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 -extfile server.ext"
+        " -out server.pem"
+        " && openssl req" + key + " -keyout client.key -out client.csr -subj /CN=sluice-test-client"
+        " && openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 -out client.pem";
+    if (std::system(("(" + script + ") > '" + d + "/openssl.log' 2>&1").c_str()) != 0)
+      throw std::runtime_error("openssl could not make the test certificates (is it installed? scripts/setup.sh)");
+  }
+};
+
+}  // namespace
+
+TEST_CASE("rediss:// checks the server's certificate and name, sends a client certificate, and carries the sink and the source", "[redis]") {
+  for (const char* v : {"SLUICE_REDIS_TLS_CA_FILE", "SLUICE_REDIS_TLS_CERT_FILE", "SLUICE_REDIS_TLS_KEY_FILE"}) ::unsetenv(v);
+  const TestPki pki;
+  test::RedisServer server(false, pki.tls());
+  const std::string where = "127.0.0.1:" + std::to_string(server.port());
+  CHECK(redis::parse_redis_uri(server.uri("s")).endpoint.tls);
+
+  SECTION("commands, pipelines and replies larger than a TLS record go through") {
+    redis::Client c(server.endpoint(), "s");
+    CHECK(c.command({"PING"}).str == "PONG");
+    const std::string big(300000, 'x');
+    c.checked({"SET", "big", big});
+    CHECK(c.checked({"GET", "big"}).str == big);
+    std::vector<std::vector<std::string>> many;
+    for (int i = 0; i < 200; ++i) many.push_back({"INCR", "n"});
+    const auto replies = c.pipeline(many);
+    REQUIRE(replies.size() == 200);
+    CHECK(replies.back().integer == 200);
+    CHECK_THAT(c.describe(), Contains("(TLS)"));
+  }
+  SECTION("a server whose certificate no trusted CA signed is refused, naming it") {
+    redis::Endpoint e = server.endpoint();
+    e.tls_ca_file = pki.file("client.pem");  // a certificate, but not the one that signed the server's
+    redis::Client c(e);
+    CHECK_THROWS_WITH(c.command({"PING"}), Contains(where) && Contains("certificate is not trusted"));
+    CHECK_FALSE(c.connected());
+  }
+  SECTION("a certificate that does not name the host is refused") {
+    redis::Endpoint e = server.endpoint();
+    e.host = "127.0.0.2";  // the same server, but its certificate names only 127.0.0.1
+    redis::Client c(e);
+    CHECK_THROWS_WITH(c.command({"PING"}), Contains("127.0.0.2:") && Contains("certificate is not trusted") &&
+                                              Contains("IP address mismatch"));
+  }
+  SECTION("without a client certificate the server refuses the connection") {
+    redis::Endpoint e = server.endpoint();
+    e.tls_cert_file.clear();
+    e.tls_key_file.clear();
+    redis::Client c(e);
+    CHECK_THROWS_WITH(c.command({"PING"}), Contains(where));
+    CHECK_FALSE(c.connected());
+    e.tls_cert_file = pki.file("client.pem");  // a certificate without its key
+    redis::Client half(e);
+    CHECK_THROWS_WITH(half.command({"PING"}), Contains("needs both a certificate and a key"));
+  }
+  SECTION("rediss:// to a plain server fails at the handshake, and redis:// to a TLS one gets no reply") {
+    test::RedisServer plain;
+    redis::Endpoint e = plain.endpoint();
+    e.tls = true;
+    e.tls_ca_file = pki.file("ca.pem");
+    e.io_timeout_s = 1;  // a plain server waits for the end of a line that the TLS hello never sends
+    redis::Client c(e);
+    CHECK_THROWS_WITH(c.command({"PING"}), Contains("TLS: handshake failed"));
+    redis::Endpoint cleartext = server.endpoint();
+    cleartext.tls = false;
+    cleartext.io_timeout_s = 1;
+    redis::Client d(cleartext);
+    CHECK_THROWS_AS(d.command({"PING"}), RedisError);
+  }
+  SECTION("the redis sink and the Redis source work over TLS with the files from the environment") {
+    ::setenv("SLUICE_REDIS_TLS_CA_FILE", pki.file("ca.pem").c_str(), 1);
+    ::setenv("SLUICE_REDIS_TLS_CERT_FILE", pki.file("client.pem").c_str(), 1);
+    ::setenv("SLUICE_REDIS_TLS_KEY_FILE", pki.file("client.key").c_str(), 1);
+    std::string yaml = test::chain_yaml("cpu", "bgr8", 21, "x");
+    yaml.replace(yaml.find("type: jsonl\n    path: x"), 23, "type: redis\n    path: " + server.uri("results"));
+    CHECK(test::run_to_end(test::plan_from(yaml)).delivered == 21);
+
+    redis::Client c(server.endpoint());
+    CHECK(c.checked({"XLEN", "results"}).integer == 21);
+    c.checked({"XADD", "jobs", "*", "input", "/jobs/a.mp4"});
+    auto feed = open_redis_feed(parse_redis_source_uri(server.uri("jobs") + "?group=g&consumer=w&until_empty=true"));
+    std::string input;
+    InputKind kind{};
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (input.empty() && std::chrono::steady_clock::now() < until)
+      if (feed->next(input, kind, std::chrono::milliseconds(100)) == InputFeed::Poll::ended) break;
+    CHECK(input == "/jobs/a.mp4");
+    feed->settled({1, input, InputOutcome::done, {}});
+    while (std::chrono::steady_clock::now() < until && feed->next(input, kind, std::chrono::milliseconds(100)) != InputFeed::Poll::ended) {}
+    feed.reset();
+    CHECK(c.checked({"HGET", "jobs:sluice-stats:g", "done"}).str == "1");
+    for (const char* v : {"SLUICE_REDIS_TLS_CA_FILE", "SLUICE_REDIS_TLS_CERT_FILE", "SLUICE_REDIS_TLS_KEY_FILE"}) ::unsetenv(v);
   }
 }

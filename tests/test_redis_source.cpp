@@ -14,6 +14,7 @@
 
 #include "pipeline_helpers.hpp"
 #include "redis_server.hpp"
+#include "runtime/inputs.hpp"
 #include "runtime/redis_client.hpp"
 #include "runtime/redis_group_replies.hpp"
 #include "runtime/redis_source.hpp"
@@ -101,7 +102,15 @@ TEST_CASE("redis source URI: options, defaults and refusals name what is wrong")
     CHECK(std::string(e.what()).find("s3cret") == std::string::npos);
   }
   CHECK(is_redis_uri("redis://h/s"));
-  CHECK_FALSE(is_redis_uri("rediss://h/s"));
+  CHECK(is_redis_uri("rediss://h/s"));  // TLS
+  CHECK_FALSE(is_redis_uri("redis:/h/s"));
+  CHECK_FALSE(is_redis_uri("rtsp://h/s"));
+  const auto tls = parse_redis_source_uri("rediss://h:6380/jobs?group=g");
+  CHECK(tls.uri.endpoint.tls);
+  CHECK(tls.uri.endpoint.port == 6380);
+  CHECK_FALSE(parse_redis_source_uri("redis://h/jobs?group=g").uri.endpoint.tls);
+  CHECK(default_source_name("rediss://h:6380/jobs?group=g") == "redis-jobs");
+  CHECK(default_source_name("redis://h/jobs?group=g") == "redis-jobs");
 }
 
 TEST_CASE("redis source: a bad URI is a config error when the pipeline is planned, never showing a password") {
