@@ -398,6 +398,12 @@ const Command* find_command(std::string_view name) {
   return nullptr;
 }
 
+std::string command_names() {
+  std::string out;
+  for (const auto& command : kCommands) out += (out.empty() ? "" : ", ") + std::string(command.name);
+  return out;
+}
+
 std::string usage() {
   constexpr std::size_t kSynopsisWidth = 22;  // the summaries' column, after two spaces
   const std::string indent(2 + kSynopsisWidth, ' ');

@@ -32,5 +32,7 @@ const Command* find_command(std::string_view name);
 
 // sluicectl --help: the usage, every command with its summary, the options and the exit codes.
 std::string usage();
+// "status, watch, ...": the commands' names, for a short hint.
+std::string command_names();
 
 }  // namespace sluice::ctl

@@ -99,8 +99,7 @@ int run(int argc, char** argv) {
       std::fputs(usage().c_str(), stdout);
       return kExitOk;
     }
-    std::fprintf(stderr, "sluicectl: no command given\n\n%s", usage().c_str());
-    return kExitUsage;
+    return usage_error("no command given (one of " + command_names() + ")");  // a hint, not all of --help
   }
   const Command* command = find_command(words[0]);
   if (!command) return usage_error("unknown command '" + words[0] + "'");
