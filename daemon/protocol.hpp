@@ -4,7 +4,8 @@
 // question), its arguments (key, kind, required, bounds) and one line of help. The service's parser checks
 // every line against it, its dispatcher and the access policy ask it what mutates, and sluicectl builds its
 // requests and checks its options' bounds with it, so no request name, argument key or bound is spelled
-// twice. Adding a request: an entry here, its handler in the service (a switch the compiler checks for
+// twice in code (help texts describe them; a test holds docs/protocol.md's request table to this one).
+// Adding a request: an entry here, its handler in the service (a switch the compiler checks for
 // completeness), and its command in sluicectl.
 //
 // Light on purpose: nlohmann/json and the standard library, nothing of the runtime (sluicectl links none).
