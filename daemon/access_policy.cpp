@@ -125,6 +125,13 @@ AccessPolicy::AccessPolicy(AccessSettings settings) : settings_(std::move(settin
   for (const auto& h : settings_.allow_source_hosts) host_rules_.push_back(parse_source_host_rule(h));
 }
 
+Refusal AccessPolicy::check_request(const PeerCredentials& peer, RequestKind kind,
+                                   const std::optional<std::string>& token) const {
+  if (auto why = check_token(peer, token)) return why;
+  if (is_mutating(kind)) return may_mutate(peer, token);
+  return std::nullopt;
+}
+
 Refusal AccessPolicy::check_token(const PeerCredentials& peer, const std::optional<std::string>& token) const {
   if (!peer.tcp || !token) return std::nullopt;  // UNIX peers are known by their credentials
   if (!settings_.control_token)
@@ -136,8 +143,8 @@ Refusal AccessPolicy::check_token(const PeerCredentials& peer, const std::option
 Refusal AccessPolicy::may_mutate(const PeerCredentials& peer, const std::optional<std::string>& token) const {
   if (peer.tcp) {
     if (!settings_.control_token)
-      return "permission denied: over TCP only status, sources, version and trace are served unless sluiced has a "
-             "control token (--control-token FILE); use the UNIX socket";
+      return "permission denied: over TCP only " + request_list(/*read_only=*/true) +
+             " are served unless sluiced has a control token (--control-token FILE); use the UNIX socket";
     if (!token) return "permission denied: send the control token ('token', sluicectl --token-file) to change things over TCP";
     if (!tokens_equal(*settings_.control_token, *token)) return "permission denied: wrong token";
     return std::nullopt;

@@ -46,10 +46,13 @@ class AccessPolicy {
   // Resolves the roots (each must exist: std::invalid_argument naming it otherwise) and parses host rules.
   explicit AccessPolicy(AccessSettings settings);
 
-  // Checked first for every request: a TCP request carrying a token that is not the configured one is
-  // refused whatever it asks (a guess is never answered as if it were a read).
+  // Every request passes here first: check_token, then, for a request the table (protocol.hpp) marks
+  // mutating, may_mutate.
+  Refusal check_request(const PeerCredentials& peer, RequestKind kind, const std::optional<std::string>& token) const;
+  // A TCP request carrying a token that is not the configured one is refused whatever it asks (a guess is
+  // never answered as if it were a read).
   Refusal check_token(const PeerCredentials& peer, const std::optional<std::string>& token) const;
-  // May this peer send pause/resume/reload/stop/source-add/source-remove?
+  // May this peer send a mutating request?
   Refusal may_mutate(const PeerCredentials& peer, const std::optional<std::string>& token) const;
   // `path` (absolute) names the configured file or lies under a config root; `resolved` gets its real
   // path, the one to open. Decided before the file is opened.

@@ -1,9 +1,9 @@
 #include "daemon/control_protocol.hpp"
 
-#include <cmath>
+#include <algorithm>
 #include <cstddef>
+#include <stdexcept>
 
-#include "runtime/latency_budget_limit.hpp"
 #include "runtime/utf8.hpp"
 
 namespace sluice {
@@ -11,122 +11,46 @@ namespace {
 
 using json = nlohmann::json;
 
-struct RequestEntry {
-  RequestKind kind;
-  const char* name;
-  bool mutating;
-};
-constexpr RequestEntry kRequests[] = {
-    {RequestKind::version, "version", false},     {RequestKind::status, "status", false},
-    {RequestKind::sources, "sources", false},     {RequestKind::trace, "trace", false},
-    {RequestKind::pause, "pause", true},          {RequestKind::resume, "resume", true},
-    {RequestKind::reload, "reload", true},        {RequestKind::stop, "stop", true},
-    {RequestKind::source_add, "source-add", true}, {RequestKind::source_remove, "source-remove", true},
-};
-
-constexpr std::size_t kMaxNameBytes = 256;
-
-// A string argument: absent is fine (nullopt, no error); present must be a non-empty string without NUL.
-std::optional<std::string> string_argument(const json& request, const char* key, std::string& error,
-                                           std::size_t max_bytes = std::string::npos) {
-  const auto it = request.find(key);
-  if (it == request.end()) return std::nullopt;
-  if (!it->is_string()) {
-    error = std::string("'") + key + "' must be a string";
-    return std::nullopt;
+// Checks `argument` in `request` and copies it to `out`; returns the problem, or "".
+std::string read_argument(const json& request, const RequestSpec& spec, const Argument& argument, json& out) {
+  const auto it = request.find(argument.key);
+  if (it == request.end()) {
+    if (!argument.required) return {};
+    return std::string(spec.name) + " needs '" + std::string(argument.key) + "': " + describe(argument);
   }
-  std::string value = it->get<std::string>();
-  if (value.empty()) error = std::string("'") + key + "' must not be empty";
-  else if (value.find('\0') != std::string::npos) error = std::string("'") + key + "' must not contain NUL";
-  else if (value.size() > max_bytes)
-    error = std::string("'") + key + "' is longer than " + std::to_string(max_bytes) + " bytes";
-  if (!error.empty()) return std::nullopt;
-  return value;
-}
-
-std::optional<bool> bool_argument(const json& request, const char* key, std::string& error) {
-  const auto it = request.find(key);
-  if (it == request.end()) return std::nullopt;
-  if (!it->is_boolean()) {
-    error = std::string("'") + key + "' must be true or false";
-    return std::nullopt;
-  }
-  return it->get<bool>();
-}
-
-std::optional<double> number_argument(const json& request, const char* key, std::string& error) {
-  const auto it = request.find(key);
-  if (it == request.end()) return std::nullopt;
-  if (!it->is_number()) {
-    error = std::string("'") + key + "' must be a number";
-    return std::nullopt;
-  }
-  const double v = it->get<double>();
-  if (!std::isfinite(v)) {
-    error = std::string("'") + key + "' must be a finite number";
-    return std::nullopt;
-  }
-  return v;
-}
-
-// Fills the arguments of `out.kind` from `request`; returns the first problem, or "".
-std::string read_arguments(const json& request, ControlRequest& out) {
-  std::string error;
-  out.token = string_argument(request, "token", error, 4096);
-  if (!error.empty()) return error;
-  switch (out.kind) {
-    case RequestKind::trace: {
-      const auto seconds = number_argument(request, "seconds", error);
-      if (!error.empty() || !seconds || !(*seconds > 0 && *seconds <= 60))
-        return "trace needs 'seconds', a number in (0, 60]";
-      out.trace_seconds = *seconds;
-      return {};
-    }
-    case RequestKind::reload:
-      out.reload_path = string_argument(request, "path", error, 4096);
-      return error.empty() ? "" : "reload: " + error;
-    case RequestKind::source_add: {
-      auto uri = string_argument(request, "uri", error, 4096);
-      if (!error.empty() || !uri) return "source-add needs 'uri', a non-empty string";
-      out.source.uri = std::move(*uri);
-      out.source.name = string_argument(request, "name", error, kMaxNameBytes);
-      if (error.empty()) out.source.leaky = bool_argument(request, "leaky", error);
-      if (error.empty()) out.source.loop = bool_argument(request, "loop", error);
-      if (error.empty()) out.source.rate_limit = number_argument(request, "rate_limit", error);
-      if (error.empty() && out.source.rate_limit && *out.source.rate_limit < 0)
-        error = "'rate_limit' must be >= 0 (frames per second, 0 = unlimited)";
-      if (error.empty()) out.source.latency_budget_ms = number_argument(request, "latency_budget_ms", error);
-      if (error.empty() && out.source.latency_budget_ms &&
-          !(*out.source.latency_budget_ms >= 0 && *out.source.latency_budget_ms <= kMaxLatencyBudgetMs))
-        error = "'latency_budget_ms' must be in 0..3600000 (milliseconds, 0 = none)";
-      return error.empty() ? "" : "source-add: " + error;
-    }
-    case RequestKind::source_remove: {
-      auto which = string_argument(request, "source", error, kMaxNameBytes);
-      if (!error.empty() || !which) return "source-remove needs 'source': an id or a name (a string)";
-      out.source_ref = std::move(*which);
-      return {};
-    }
-    default:
-      return {};
-  }
+  if (auto why = check_argument(argument, *it)) return std::string(spec.name) + ": " + *why;
+  out[std::string(argument.key)] = *it;
+  return {};
 }
 
 }  // namespace
 
-const char* const kRequestList =
-    "version, status, sources, trace, pause, resume, reload, stop, source-add, source-remove";
-
-std::string_view request_name(RequestKind kind) {
-  for (const auto& r : kRequests)
-    if (r.kind == kind) return r.name;
-  return "?";
+const json* ControlRequest::find(const Argument& argument, ArgumentKind kind) const {
+  const auto& own = request_spec(this->kind).arguments;
+  const bool has = std::find(own.begin(), own.end(), &argument) != own.end();
+  if (!has || argument.kind != kind)
+    throw std::logic_error("the handler of " + std::string(request_name(this->kind)) + " asked for '" +
+                           std::string(argument.key) + (has ? "' as another kind" : "', not one of its arguments"));
+  const auto it = arguments.find(argument.key);
+  return it == arguments.end() ? nullptr : &*it;
 }
 
-bool is_mutating(RequestKind kind) {
-  for (const auto& r : kRequests)
-    if (r.kind == kind) return r.mutating;
-  return true;
+std::optional<std::string> ControlRequest::text(const Argument& argument) const {
+  const json* v = find(argument, ArgumentKind::string);
+  if (!v) return std::nullopt;
+  return v->get<std::string>();
+}
+
+std::optional<double> ControlRequest::number(const Argument& argument) const {
+  const json* v = find(argument, ArgumentKind::number);
+  if (!v) return std::nullopt;
+  return v->get<double>();
+}
+
+std::optional<bool> ControlRequest::flag(const Argument& argument) const {
+  const json* v = find(argument, ArgumentKind::boolean);
+  if (!v) return std::nullopt;
+  return v->get<bool>();
 }
 
 std::string safe_message(std::string_view text, std::size_t limit) {
@@ -146,30 +70,33 @@ ParsedLine parse_request_line(std::string_view line) {
     return out;
   }
   if (!request.is_object()) {
-    out.error = std::string("expected a JSON object with a string 'request' (one of ") + kRequestList + ")";
+    out.error = "expected a JSON object with a string '" + std::string(kRequestKey) + "' (one of " + request_list() + ")";
     return out;
   }
-  const auto name = request.find("request");
+  const auto name = request.find(kRequestKey);
   if (name == request.end() || !name->is_string()) {
-    out.error = std::string("expected a string 'request' (one of ") + kRequestList + ")";
+    out.error = "expected a string '" + std::string(kRequestKey) + "' (one of " + request_list() + ")";
     return out;
   }
   const std::string& wanted = name->get_ref<const std::string&>();
-  ControlRequest parsed;
-  bool known = false;
-  for (const auto& r : kRequests)
-    if (wanted == r.name) {
-      parsed.kind = r.kind;
-      known = true;
-    }
-  if (!known) {
-    out.error = "unknown request '" + safe_message(wanted, 64) + "' (" + kRequestList + ")";
+  const RequestSpec* spec = find_request(wanted);
+  if (!spec) {
+    out.error = "unknown request '" + safe_message(wanted, 64) + "' (" + request_list() + ")";
     return out;
   }
-  if (std::string why = read_arguments(request, parsed); !why.empty()) {
+  ControlRequest parsed;
+  parsed.kind = spec->kind;
+  json token;
+  if (std::string why = read_argument(request, *spec, arg::token, token); !why.empty()) {
     out.error = std::move(why);
     return out;
   }
+  if (!token.empty()) parsed.token = token.begin()->get<std::string>();
+  for (const Argument* argument : spec->arguments)
+    if (std::string why = read_argument(request, *spec, *argument, parsed.arguments); !why.empty()) {
+      out.error = std::move(why);
+      return out;
+    }
   out.request = std::move(parsed);
   return out;
 }

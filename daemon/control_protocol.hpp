@@ -9,6 +9,8 @@
 #include <string>
 #include <string_view>
 
+#include "daemon/protocol.hpp"
+
 namespace sluice {
 
 // Who sent a request: SO_PEERCRED on the UNIX socket; TCP peers have only an address.
@@ -21,30 +23,22 @@ struct PeerCredentials {
   std::string remote;  // "pid P uid U gid G", or "tcp ADDRESS"
 };
 
-enum class RequestKind { version, status, sources, trace, pause, resume, reload, stop, source_add, source_remove };
-
-// The requests in the order the protocol lists them, for messages ("version, status, ...").
-extern const char* const kRequestList;
-std::string_view request_name(RequestKind kind);
-// pause, resume, reload, stop, source-add, source-remove: they change what the daemon does.
-bool is_mutating(RequestKind kind);
-
-struct SourceAddArguments {
-  std::string uri;
-  std::optional<std::string> name;
-  std::optional<bool> leaky, loop;
-  std::optional<double> rate_limit;  // finite, >= 0
-  std::optional<double> latency_budget_ms;  // finite, 0..3600000 (0: none); default: the pipeline's
-};
-
-// A request whose arguments have the types and ranges docs/protocol.md gives. Unknown keys are ignored.
+// A request whose arguments have the kinds and bounds of its entry in the request table (protocol.hpp).
+// Unknown keys are ignored.
 struct ControlRequest {
   RequestKind kind = RequestKind::version;
-  std::optional<std::string> token;        // "token": the TCP shared secret (never logged, never echoed)
-  double trace_seconds = 0;                // trace: finite, in (0, 60]
-  std::optional<std::string> reload_path;  // reload: "path", non-empty
-  SourceAddArguments source;               // source-add
-  std::string source_ref;                  // source-remove: "source", an id or a name
+  std::optional<std::string> token;  // arg::token: the TCP shared secret (never logged, never echoed)
+  nlohmann::json arguments = nlohmann::json::object();  // the request's own arguments that were given, checked
+
+  // An argument's value, nullopt when it was not given (a required one always was). Asking for an argument
+  // the request does not have, or with the wrong accessor for its kind, throws std::logic_error: a handler's
+  // mistake, which the control server answers as a failed request.
+  std::optional<std::string> text(const Argument& argument) const;
+  std::optional<double> number(const Argument& argument) const;
+  std::optional<bool> flag(const Argument& argument) const;
+
+ private:
+  const nlohmann::json* find(const Argument& argument, ArgumentKind kind) const;
 };
 
 struct ParsedLine {
@@ -53,7 +47,8 @@ struct ParsedLine {
 };
 
 // One line (without its '\n'). Any bytes: malformed JSON, numbers out of range, invalid UTF-8, wrong types,
-// a missing or unknown `request`, arguments out of range all give `error`. Never throws (but bad_alloc).
+// a missing or unknown `request`, a missing required argument, arguments out of range all give `error`.
+// Never throws (but bad_alloc).
 ParsedLine parse_request_line(std::string_view line);
 
 // {"ok": false, "error": MESSAGE}, the message made valid UTF-8.

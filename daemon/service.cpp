@@ -213,17 +213,50 @@ class Service {
   }
 
   // --- requests ------------------------------------------------------------------------------------------
-  // Every request passes here: the token check, then trace (which replies later) or handle().
+  // Every request passes here: the access policy (the token; for a mutating request, the peer's right to
+  // change things), then its handler. The switch has no default: a request added to the table
+  // (protocol.hpp) without a handler here is a compiler warning.
   void dispatch(const ControlRequest& request, const PeerCredentials& peer, ControlServer::Reply reply) {
-    if (auto why = policy_->check_token(peer, request.token)) {
-      spdlog::warn("control: {} refused for {}: {}", request_name(request.kind), peer.remote, *why);
+    const std::string_view name = request_name(request.kind);
+    if (auto why = policy_->check_request(peer, request.kind, request.token)) {
+      spdlog::warn("control: {} refused for {}: {}", name, peer.remote, *why);
       return reply(error(*why));
     }
-    if (request.kind == RequestKind::trace) return trace(request, std::move(reply));
-    nlohmann::json answer = handle(request, peer);
-    if (request.kind == RequestKind::pause && answer.value("ok", false))
-      return reply_once_paused(std::move(answer), std::move(reply), std::chrono::steady_clock::now() + kPauseHoldWait);
-    reply(std::move(answer));
+    if (is_mutating(request.kind)) {
+      spdlog::info("control: {} from {}", name, peer.remote);
+      if (state_ == "stopping") {
+        spdlog::warn("control: {} refused: sluiced is stopping", name);
+        return reply(error("sluiced is stopping"));
+      }
+    }
+    switch (request.kind) {
+      case RequestKind::version:
+        return reply({{"ok", true}, {"version", SLUICE_VERSION}, {"cuda", gpu::built_with_cuda()}});
+      case RequestKind::status:
+        return reply(status());
+      case RequestKind::sources:
+        return reply({{"ok", true}, {"sources", sources_json()}, {"inputs", inputs_json()}});
+      case RequestKind::trace:
+        return trace(*request.number(arg::seconds), std::move(reply));
+      case RequestKind::pause:
+        pipeline_->set_paused(true);
+        state_ = "paused";
+        return reply_once_paused({{"ok", true}, {"state", state_}}, std::move(reply),
+                                 std::chrono::steady_clock::now() + kPauseHoldWait);
+      case RequestKind::resume:
+        pipeline_->set_paused(false);
+        state_ = "running";
+        return reply({{"ok", true}, {"state", state_}});
+      case RequestKind::reload:
+        return reply(reload_request(request.text(arg::path)));
+      case RequestKind::stop:
+        asio::post(io_, [this] { begin_stop(); });  // after this reply is on its way
+        return reply({{"ok", true}, {"state", "stopping"}});
+      case RequestKind::source_add:
+        return reply(add_source(request));
+      case RequestKind::source_remove:
+        return reply(remove_source(*request.text(arg::source)));
+    }
   }
 
   // The reply to `pause` comes once the pause holds (Pipeline::pause_taken): a batch the source was making has
@@ -236,41 +269,6 @@ class Service {
     auto timer = std::make_shared<asio::steady_timer>(io_, std::chrono::milliseconds(2));
     timer->async_wait([this, timer, until, answer = std::move(answer), reply = std::move(reply)](
                           boost::system::error_code) mutable { reply_once_paused(std::move(answer), std::move(reply), until); });
-  }
-
-  nlohmann::json handle(const ControlRequest& request, const PeerCredentials& peer) {
-    const std::string name(request_name(request.kind));
-    if (request.kind == RequestKind::version)
-      return {{"ok", true}, {"version", SLUICE_VERSION}, {"cuda", gpu::built_with_cuda()}};
-    if (request.kind == RequestKind::status) return status();
-    if (request.kind == RequestKind::sources)
-      return {{"ok", true}, {"sources", sources_json()}, {"inputs", inputs_json()}};
-    if (auto why = policy_->may_mutate(peer, request.token)) {
-      spdlog::warn("control: {} refused for {}: {}", name, peer.remote, *why);
-      return error(*why);
-    }
-    spdlog::info("control: {} from {}", name, peer.remote);
-    if (state_ == "stopping") {
-      spdlog::warn("control: {} refused: sluiced is stopping", name);
-      return error("sluiced is stopping");
-    }
-    switch (request.kind) {
-      case RequestKind::pause:
-      case RequestKind::resume:
-        pipeline_->set_paused(request.kind == RequestKind::pause);
-        state_ = request.kind == RequestKind::pause ? "paused" : "running";
-        return {{"ok", true}, {"state", state_}};
-      case RequestKind::source_add:
-        return add_source(request.source);
-      case RequestKind::source_remove:
-        return remove_source(request.source_ref);
-      case RequestKind::reload:
-        return reload_request(request.reload_path);
-      default:
-        break;
-    }
-    asio::post(io_, [this] { begin_stop(); });  // after this reply is on its way
-    return {{"ok", true}, {"state", "stopping"}};
   }
 
   static nlohmann::json error(const std::string& what) { return error_reply(what); }
@@ -334,39 +332,40 @@ class Service {
   // Starts a source in the running pipeline; the others are not touched (no lock they wait on is held
   // while it opens: opening happens on the new source's own thread). What it may read or connect to is the
   // access policy's: input roots and allowed hosts.
-  nlohmann::json add_source(const SourceAddArguments& request) {
+  nlohmann::json add_source(const ControlRequest& request) {
+    const std::string uri = *request.text(arg::uri);
     SourceControl* control = pipeline_->source_control();
     if (!control)
       return error("pipeline '" + plan_name_ + "' has no run-time sources: its decode stage renders one test pattern "
                    "directly; give it 'uri' (or 'idle: wait') to manage sources");
-    if (auto why = policy_->check_source_uri(request.uri)) {
+    if (auto why = policy_->check_source_uri(uri)) {
       spdlog::warn("control: {}", *why);
       return error(*why);
     }
     if (auto why = sources_changing()) {
-      spdlog::warn("control: source-add {} refused: {}", to_valid_utf8(request.uri), *why);
+      spdlog::warn("control: source-add {} refused: {}", to_valid_utf8(uri), *why);
       return error(*why);
     }
     // A local file that is not there (or not readable) is refused now: accepted, it would only show up as a
     // failed source. Asked after the policy, so nothing is said about paths outside the input roots.
-    if (auto why = unreadable_local_input(request.uri)) {
+    if (auto why = unreadable_local_input(uri)) {
       spdlog::warn("control: {}", *why);
       return error(*why);
     }
     SourceOptions o;
-    o.uri = request.uri;
-    if (request.name) o.name = *request.name;
-    if (request.leaky) o.leaky = *request.leaky;
-    if (request.rate_limit) o.rate_limit = *request.rate_limit;
-    if (request.loop) o.loop = *request.loop;
-    if (request.latency_budget_ms) o.latency_budget_ms = *request.latency_budget_ms;
+    o.uri = uri;
+    if (auto name = request.text(arg::name)) o.name = *name;
+    if (auto leaky = request.flag(arg::leaky)) o.leaky = *leaky;
+    if (auto rate = request.number(arg::rate_limit)) o.rate_limit = *rate;
+    if (auto loop = request.flag(arg::loop)) o.loop = *loop;
+    if (auto budget = request.number(arg::latency_budget_ms)) o.latency_budget_ms = *budget;
     try {
       const std::uint32_t id = control->add_source(std::move(o));
       for (const auto& r : control->sources())
         if (r.id == id) return {{"ok", true}, {"id", id}, {"name", r.name}};
       return {{"ok", true}, {"id", id}};
     } catch (const std::exception& e) {
-      spdlog::warn("control: source-add {} refused: {}", to_valid_utf8(request.uri), e.what());
+      spdlog::warn("control: source-add {} refused: {}", to_valid_utf8(uri), e.what());
       return error(e.what());
     }
   }
@@ -385,8 +384,7 @@ class Service {
 
   // `trace SECONDS`: records the live pipeline, then replies with the Chrome/Perfetto trace. Only the
   // requesting connection waits; the pipeline keeps running as before.
-  void trace(const ControlRequest& request, ControlServer::Reply reply) {
-    const double seconds = request.trace_seconds;  // checked by the protocol: finite, in (0, 60]
+  void trace(double seconds, ControlServer::Reply reply) {  // seconds: within arg::seconds' bounds
     if (state_ == "stopping") return reply(error("sluiced is stopping"));
     const std::uint64_t generation = generation_;
     pipeline_->record_trace(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(seconds)));

@@ -261,6 +261,9 @@ def run_checks(r):
     r.check("help COMMAND", p.returncode == 0 and "usage: sluicectl status" in p.stdout, r.show(p))
     p = r.run([])
     r.check("no command exits 2", p.returncode == 2 and "usage" in p.stderr, r.show(p))
+    r.check("no command: a short hint naming the commands, not all of --help",
+            len(p.stderr.splitlines()) <= 3 and "no command given" in p.stderr and "add-source" in p.stderr
+            and "exit status" not in p.stderr and p.stdout == "", r.show(p))
     p = r.run(["--socket", "/nonexistent/x.sock", "frobnicate"])
     r.check("unknown command exits 2", p.returncode == 2 and "unknown command 'frobnicate'" in p.stderr, r.show(p))
     p = r.run(["--timeout", "soon", "status"])

@@ -6,7 +6,11 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <cmath>
 #include <fstream>
+#include <map>
+#include <set>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -49,6 +53,19 @@ std::string parse_error(const std::string& line) {
   REQUIRE_FALSE(p.error.empty());
   CHECK(valid_utf8(p.error));
   return p.error;
+}
+
+// A value within `a`'s kind and bounds.
+nlohmann::json valid_value(const Argument& a) {
+  switch (a.kind) {
+    case ArgumentKind::boolean:
+      return true;
+    case ArgumentKind::string:
+      return "x";
+    case ArgumentKind::number:
+      break;
+  }
+  return std::isfinite(a.max) ? a.max : std::isfinite(a.min) ? a.min + 1 : 0.0;
 }
 
 PeerCredentials unix_peer(uid_t uid) {
@@ -104,8 +121,8 @@ TEST_CASE("control protocol: every attack line is an error, never an exception",
 TEST_CASE("control protocol: typed arguments", "[control][protocol]") {
   CHECK(parse_ok(R"({"request":"version"})").kind == RequestKind::version);
   CHECK(parse_ok(R"({"request":"status","extra":{"a":[1,2]}})").kind == RequestKind::status);
-  CHECK(parse_ok(R"({"request":"trace","seconds":0.5})").trace_seconds == 0.5);
-  CHECK(parse_ok(R"({"request":"trace","seconds":60})").trace_seconds == 60);
+  CHECK(parse_ok(R"({"request":"trace","seconds":0.5})").number(arg::seconds) == 0.5);
+  CHECK(parse_ok(R"({"request":"trace","seconds":60})").number(arg::seconds) == 60);
   for (const char* bad : {R"({"request":"trace"})", R"({"request":"trace","seconds":0})",
                           R"({"request":"trace","seconds":-1})", R"({"request":"trace","seconds":60.01})",
                           R"({"request":"trace","seconds":"5"})", R"({"request":"trace","seconds":1e308})"})
@@ -113,15 +130,15 @@ TEST_CASE("control protocol: typed arguments", "[control][protocol]") {
 
   const auto add = parse_ok(R"({"request":"source-add","uri":"testsrc:bars","name":"p","leaky":true,"rate_limit":2.5,"loop":false})");
   CHECK(add.kind == RequestKind::source_add);
-  CHECK(add.source.uri == "testsrc:bars");
-  CHECK(add.source.name == std::optional<std::string>("p"));
-  CHECK(add.source.leaky == std::optional<bool>(true));
-  CHECK(add.source.loop == std::optional<bool>(false));
-  CHECK(add.source.rate_limit == std::optional<double>(2.5));
-  CHECK(parse_ok(R"({"request":"source-add","uri":"testsrc:bars","rate_limit":0})").source.rate_limit == 0.0);
+  CHECK(add.text(arg::uri) == std::optional<std::string>("testsrc:bars"));
+  CHECK(add.text(arg::name) == std::optional<std::string>("p"));
+  CHECK(add.flag(arg::leaky) == std::optional<bool>(true));
+  CHECK(add.flag(arg::loop) == std::optional<bool>(false));
+  CHECK(add.number(arg::rate_limit) == std::optional<double>(2.5));
+  CHECK(parse_ok(R"({"request":"source-add","uri":"testsrc:bars","rate_limit":0})").number(arg::rate_limit) == 0.0);
   CHECK(parse_error(R"({"request":"source-add","uri":"testsrc:bars","rate_limit":-1})").find(">= 0") != std::string::npos);
-  CHECK(parse_ok(R"({"request":"source-add","uri":"testsrc:bars","latency_budget_ms":40})").source.latency_budget_ms == 40.0);
-  CHECK_FALSE(parse_ok(R"({"request":"source-add","uri":"testsrc:bars"})").source.latency_budget_ms);
+  CHECK(parse_ok(R"({"request":"source-add","uri":"testsrc:bars","latency_budget_ms":40})").number(arg::latency_budget_ms) == 40.0);
+  CHECK_FALSE(parse_ok(R"({"request":"source-add","uri":"testsrc:bars"})").number(arg::latency_budget_ms));
   for (const char* bad : {R"({"request":"source-add","uri":"testsrc:bars","latency_budget_ms":-1})",
                           R"({"request":"source-add","uri":"testsrc:bars","latency_budget_ms":1e300})",
                           R"({"request":"source-add","uri":"testsrc:bars","latency_budget_ms":"20"})"})
@@ -131,14 +148,127 @@ TEST_CASE("control protocol: typed arguments", "[control][protocol]") {
   CHECK(parse_error(R"({"request":"source-add","uri":"testsrc:bars","leaky":"yes"})").find("'leaky'") != std::string::npos);
   CHECK(parse_error(R"({"request":"source-add","uri":"a\u0000b"})").find("uri") != std::string::npos);
   CHECK(parse_error(R"({"request":"source-add"})").find("uri") != std::string::npos);
-  CHECK(parse_ok(R"({"request":"source-remove","source":"cam"})").source_ref == "cam");
+  CHECK(parse_ok(R"({"request":"source-remove","source":"cam"})").text(arg::source) == std::optional<std::string>("cam"));
   CHECK(parse_error(R"({"request":"source-remove","source":3})").find("'source'") != std::string::npos);
-  CHECK_FALSE(parse_ok(R"({"request":"reload"})").reload_path);
-  CHECK(parse_ok(R"({"request":"reload","path":"/x.yaml"})").reload_path == std::optional<std::string>("/x.yaml"));
+  CHECK_FALSE(parse_ok(R"({"request":"reload"})").text(arg::path));
+  CHECK(parse_ok(R"({"request":"reload","path":"/x.yaml"})").text(arg::path) == std::optional<std::string>("/x.yaml"));
   CHECK(parse_error(R"({"request":"reload","path":["x"]})").find("'path'") != std::string::npos);
   CHECK(parse_ok(R"({"request":"stop","token":"abc"})").token == std::optional<std::string>("abc"));
   CHECK(is_mutating(RequestKind::reload));
   CHECK_FALSE(is_mutating(RequestKind::trace));
+}
+
+TEST_CASE("request table: names, mutating flags and lookups agree", "[control][protocol]") {
+  std::set<std::string_view> names;
+  for (const auto& spec : kRequests) {
+    INFO(spec.name);
+    CHECK(names.insert(spec.name).second);
+    REQUIRE(find_request(spec.name) == &spec);
+    CHECK(request_name(spec.kind) == spec.name);
+    CHECK_FALSE(spec.help.empty());
+    std::set<std::string_view> keys{arg::token.key};
+    for (const Argument* a : spec.arguments) CHECK(keys.insert(a->key).second);  // token is every request's
+  }
+  CHECK_FALSE(find_request("Status"));
+  CHECK_FALSE(find_request(""));
+  // Read-only over TCP without a token, and what docs/THREAT_MODEL.md promises a reader.
+  CHECK(request_list(/*read_only=*/true) == "version, status, sources, trace");
+  CHECK(request_list() == "version, status, sources, trace, pause, resume, reload, stop, source-add, source-remove");
+}
+
+TEST_CASE("request table: the parser checks every argument the table declares", "[control][protocol]") {
+  for (const auto& spec : kRequests) {
+    nlohmann::json minimal = {{"request", spec.name}};
+    for (const Argument* a : spec.arguments)
+      if (a->required) minimal[std::string(a->key)] = valid_value(*a);
+    INFO(minimal.dump());
+    CHECK(parse_ok(minimal.dump()).kind == spec.kind);
+    for (const Argument* a : spec.arguments) {
+      const std::string key(a->key);
+      INFO(key);
+      if (a->required) {
+        nlohmann::json without = minimal;
+        without.erase(key);
+        CHECK(parse_error(without.dump()).find("'" + key + "'") != std::string::npos);
+      }
+      nlohmann::json wrong = minimal;
+      wrong[key] = a->kind == ArgumentKind::string ? nlohmann::json(5) : nlohmann::json("5");
+      CHECK(parse_error(wrong.dump()).find("'" + key + "'") != std::string::npos);
+      if (a->kind == ArgumentKind::number) {
+        nlohmann::json low = minimal;
+        low[key] = a->min_exclusive ? a->min : a->min - 1;
+        if (std::isfinite(a->min)) CHECK(parse_error(low.dump()).find("'" + key + "'") != std::string::npos);
+        nlohmann::json high = minimal;
+        high[key] = std::isfinite(a->max) ? a->max * 2 + 1 : 1e308;
+        if (std::isfinite(a->max)) CHECK(parse_error(high.dump()).find("'" + key + "'") != std::string::npos);
+      }
+      if (a->kind == ArgumentKind::string) {
+        nlohmann::json empty = minimal;
+        empty[key] = "";
+        CHECK(parse_error(empty.dump()).find("'" + key + "' must not be empty") != std::string::npos);
+        nlohmann::json longer = minimal;
+        longer[key] = std::string(a->max_bytes + 1, 'a');
+        CHECK(parse_error(longer.dump()).find("longer than") != std::string::npos);
+      }
+    }
+  }
+}
+
+TEST_CASE("request table: what a client builds, the service parses back", "[control][protocol]") {
+  const auto add = parse_ok(RequestBuilder(RequestKind::source_add)
+                                .set(arg::uri, "testsrc:bars")
+                                .set(arg::name, std::string("cam 1"))
+                                .set(arg::leaky, false)
+                                .set(arg::rate_limit, 25.0)
+                                .set(arg::latency_budget_ms, 12.5)
+                                .body()
+                                .dump());
+  CHECK(add.kind == RequestKind::source_add);
+  CHECK(add.text(arg::uri) == std::optional<std::string>("testsrc:bars"));
+  CHECK(add.text(arg::name) == std::optional<std::string>("cam 1"));
+  CHECK(add.flag(arg::leaky) == std::optional<bool>(false));
+  CHECK(add.number(arg::rate_limit) == 25.0);
+  CHECK(add.number(arg::latency_budget_ms) == 12.5);
+  CHECK_FALSE(add.flag(arg::loop));
+  // Whole numbers go out as integers (older daemons and scripts compare them so).
+  CHECK(RequestBuilder(RequestKind::trace).set(arg::seconds, 1.0).body().dump() == R"({"request":"trace","seconds":1})");
+  CHECK(RequestBuilder(RequestKind::trace).set(arg::seconds, 0.5).body().dump() == R"({"request":"trace","seconds":0.5})");
+  for (const auto& spec : kRequests) {
+    nlohmann::json body = RequestBuilder(spec.kind).body();
+    for (const Argument* a : spec.arguments)
+      if (a->required) body[std::string(a->key)] = valid_value(*a);
+    CHECK(parse_ok(body.dump()).kind == spec.kind);
+  }
+}
+
+TEST_CASE("request table: a handler asking for an argument its request lacks is a logic error", "[control][protocol]") {
+  const auto remove = parse_ok(R"({"request":"source-remove","source":"cam"})");
+  CHECK_THROWS_AS(remove.text(arg::uri), std::logic_error);     // source-add's
+  CHECK_THROWS_AS(remove.number(arg::source), std::logic_error);  // its own, as the wrong kind
+  CHECK_THROWS_AS(parse_ok(R"({"request":"status"})").number(arg::seconds), std::logic_error);
+}
+
+TEST_CASE("request table: docs/protocol.md lists every request with its arguments", "[control][protocol]") {
+  std::ifstream in(std::string(SLUICE_SOURCE_DIR) + "/docs/protocol.md");
+  REQUIRE(in);
+  std::map<std::string, std::string> rows;  // request -> its arguments column, from the table of requests
+  bool in_table = false;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("| request | arguments |", 0) == 0) in_table = true;
+    if (line.empty()) in_table = false;
+    if (!in_table || line.rfind("| `", 0) != 0) continue;
+    const auto end = line.find('`', 3);
+    const auto bar = line.find('|', end);
+    const auto next = line.find('|', bar + 1);
+    if (end == std::string::npos || bar == std::string::npos || next == std::string::npos) continue;
+    rows[line.substr(3, end - 3)] = line.substr(bar + 1, next - bar - 1);
+  }
+  for (const auto& spec : kRequests) {
+    INFO(spec.name);
+    REQUIRE(rows.count(std::string(spec.name)));
+    for (const Argument* a : spec.arguments)
+      CHECK(rows[std::string(spec.name)].find("`" + std::string(a->key) + "`") != std::string::npos);
+  }
 }
 
 TEST_CASE("control protocol: replies are one line of valid UTF-8 whatever they hold", "[control][protocol]") {
@@ -226,6 +356,24 @@ TEST_CASE("access policy: who may mutate", "[control][policy]") {
   CHECK_FALSE(policy.may_mutate(tcp_peer(), std::string("0123456789abcdef")));
   CHECK(policy.check_token(tcp_peer(), std::string("wrong")));
   CHECK_FALSE(policy.check_token(tcp_peer(), std::string("0123456789abcdef")));
+}
+
+TEST_CASE("access policy: a request's check follows the table's mutating flag", "[control][policy]") {
+  AccessSettings open_settings;
+  const AccessPolicy open_tcp(open_settings);  // no token configured: TCP peers may only read
+  AccessSettings listed;
+  listed.allow_users = {"no-such-user-xyz"};
+  const AccessPolicy allow_list(listed);
+  for (const auto& spec : kRequests) {
+    INFO(spec.name);
+    CHECK(open_tcp.check_request(tcp_peer(), spec.kind, std::nullopt).has_value() == spec.mutating);
+    CHECK(allow_list.check_request(unix_peer(54321), spec.kind, std::nullopt).has_value() == spec.mutating);
+    CHECK_FALSE(allow_list.check_request(unix_peer(getuid()), spec.kind, std::nullopt));
+    CHECK(open_tcp.check_request(tcp_peer(), spec.kind, std::string("a-guessed-token-16")));  // a guess: never
+  }
+  const auto why = open_tcp.check_request(tcp_peer(), RequestKind::stop, std::nullopt);
+  REQUIRE(why);
+  CHECK(why->find("only version, status, sources, trace are served") != std::string::npos);
 }
 
 TEST_CASE("access policy: reload only the configured file or files under config roots", "[control][policy]") {
