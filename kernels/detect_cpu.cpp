@@ -52,6 +52,10 @@ void validate(const DetectParams& p) {
         for (const float v : p.anchors[l][k])
           if (!(v > 0.f && v <= 65536.f)) fail("anchor sizes must be in (0, 65536] pixels (got " + std::to_string(v) + ")");
   }
+  if (p.head == HeadKind::nms_included && p.activation != ScoreActivation::none)
+    fail("nms_included scores are used as the model gives them (activation none)");
+  if (p.head == HeadKind::yolo_anchor_based && p.activation != ScoreActivation::sigmoid)
+    fail("yolo_anchor_based scores are sigmoid(objectness) * sigmoid(class) (activation sigmoid)");
   for (const float v : p.variances)
     if (!(v > 0.f && v <= 100.f)) fail("variances must be in (0, 100] (got " + std::to_string(v) + ")");
   if (!in_range(p.background_class, -1, p.classes - 1))

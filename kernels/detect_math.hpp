@@ -140,6 +140,7 @@ struct ScoreRow {
 };
 SLUICE_HD ScoreRow score_row(const DetectParams& p, const Pointers& in, int n, std::int64_t a) {
   ScoreRow r{0.f, 1.f, 1.f};
+  if (p.head == HeadKind::nms_included) return r;  // one score per row, used as given
   const int first = p.head == HeadKind::yolo_anchor_free ? 4 * p.reg_max : p.head == HeadKind::yolo_anchor_based ? 5 : 4;
   if (p.head == HeadKind::yolo_anchor_based) r.objectness = sigmoid(value(p, in, n, a, 4));
   if (p.activation == ScoreActivation::softmax) {
