@@ -129,6 +129,21 @@ void fill_params(const std::vector<ParamSpec>& specs, const std::map<std::string
   }
 }
 
+// Whether some declared key is "block.name", and those keys' names within the block.
+bool has_block(const std::vector<ParamSpec>& keys, const std::string& block) {
+  for (const auto& k : keys)
+    if (k.name.size() > block.size() && k.name.compare(0, block.size() + 1, block + ".") == 0) return true;
+  return false;
+}
+
+std::string block_keys(const std::vector<ParamSpec>& keys, const std::string& block) {
+  std::string s;
+  for (const auto& k : keys)
+    if (k.name.size() > block.size() && k.name.compare(0, block.size() + 1, block + ".") == 0)
+      s += (s.empty() ? "" : ", ") + k.name.substr(block.size() + 1);
+  return s;
+}
+
 std::map<std::string, YAML::Node> entries(const YAML::Node& map, const std::string& file) {
   std::map<std::string, YAML::Node> out;
   for (const auto& kv : map) {
@@ -169,7 +184,18 @@ StageSpec parse_stage(const YAML::Node& node, int index, const std::string& file
     spec.key_where[key] = key_at;
     if (find_key(common, key)) shared.emplace(key, value);
     else if (find_key(info->params, key)) own.emplace(key, value);
-    else fail(key_at, context + "unknown key '" + key + "' (valid: " + key_list(common, info->params) + ")");
+    else if (value.IsMap() && has_block(info->params, key)) {
+      // A block (`detect: {iou_threshold: 0.5}`) holds the keys declared as "detect.iou_threshold".
+      for (const auto& [sub, sub_value] : entries(value, file)) {
+        const std::string full = key + "." + sub;
+        const SourceLocation sub_at = where(file, sub_value);
+        if (!find_key(info->params, full))
+          fail(sub_at, context + "unknown key '" + full + "' (valid in '" + key + "': " + block_keys(info->params, key) + ")");
+        if (given.count(full)) fail(sub_at, context + "key '" + full + "' is given twice (in the block and as '" + full + "')");
+        spec.key_where[full] = sub_at;
+        own.emplace(full, sub_value);
+      }
+    } else fail(key_at, context + "unknown key '" + key + "' (valid: " + key_list(common, info->params) + ")");
   }
   ParamValues common_values;
   fill_params(common, shared, file, at, context, common_values);

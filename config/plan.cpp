@@ -46,6 +46,9 @@ std::optional<std::uint64_t> checked_batch_bytes(const PayloadDesc& d) {
     if (doubled) item = *doubled / 2;
   } else if (d.kind == PayloadKind::classes) {
     item = checked_product<std::uint64_t>(std::array<std::int64_t, 2>{d.channels, 8});
+  } else if (d.kind == PayloadKind::detections) {
+    item = checked_product<std::uint64_t>(std::array<std::int64_t, 2>{d.channels, 32});
+    if (item) *item += 16;
   } else {
     item = checked_product<std::uint64_t>(std::array<std::int64_t, 4>{
         d.channels, d.width, d.height, static_cast<std::int64_t>(dtype_bytes(d.dtype))});
@@ -184,6 +187,7 @@ std::string describe_plan(const PipelinePlan& plan) {
     if (ps.role != StageRole::sink) out += " -> " + ps.output.describe();
     out += "\n";
     if (!ps.params.empty()) out += "       params: " + ps.params + "\n";
+    if (const std::string note = ps.stage->plan_note(); !note.empty()) out += "       chose: " + note + "\n";
     if (ps.pool_slots > 0)
       out += "       pool: " + std::to_string(ps.pool_slots) + " x " + mib(ps.output.batch_bytes()) + " " +
              to_string(ps.output.memory) + "\n";

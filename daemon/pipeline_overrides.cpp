@@ -219,11 +219,16 @@ AppliedOverrides::AppliedOverrides(PipelineSpec& spec, const PipelineOverrides& 
   if (o.model || o.labels || o.top_k) {
     const std::string option = o.model ? "--model" : o.labels ? "--labels" : "--top-k";
     StageSpec& infer = only_stage_of_kind(spec, "infer", option, o.model ? *o.model : o.labels ? *o.labels : *o.top_k);
-    // Labels and top-k shape the classes output; on a raw tensor output they would be ignored without a word.
-    for (const auto& [given, name] : {std::pair{&o.labels, "--labels"}, std::pair{&o.top_k, "--top-k"}})
-      if (*given && infer.params.string("output") != "classes")
-        refuse(name, **given, "the infer stage '" + infer.name + "' emits its raw tensor (output: " +
-                                  infer.params.string("output") + "); " + name + " applies to output: classes");
+    // Labels name the classes and detections outputs' classes, top-k shapes the classes output; on other outputs
+    // they would be ignored without a word.
+    const std::string& output = infer.params.string("output");
+    if (o.labels && output != "classes" && output != "detections")
+      refuse("--labels", *o.labels, "the infer stage '" + infer.name + "' emits its raw tensor (output: " + output +
+                                        "); --labels applies to output: classes and detections");
+    if (o.top_k && output != "classes")
+      refuse("--top-k", *o.top_k, "the infer stage '" + infer.name + "' emits " +
+                                      (output == "detections" ? std::string("detections") : "its raw tensor") +
+                                      " (output: " + output + "); --top-k applies to output: classes");
     if (o.model) set(infer, "model", "--model", *o.model, absolute(*o.model));
     // Another model has other classes: its labels are --labels, else NAME.labels beside NAME.onnx, else none.
     if (o.labels) {

@@ -59,6 +59,7 @@ std::size_t dtype_bytes(DType d) noexcept {
 std::size_t PayloadDesc::item_bytes() const noexcept {
   if (kind == PayloadKind::frames) return image_bytes(pixel, width, height);
   if (kind == PayloadKind::classes) return static_cast<std::size_t>(channels) * 8;  // kernels::ClassScore
+  if (kind == PayloadKind::detections) return 16 + static_cast<std::size_t>(channels) * 32;  // kernels/detect.hpp
   return static_cast<std::size_t>(channels) * static_cast<std::size_t>(width) * static_cast<std::size_t>(height) *
          dtype_bytes(dtype);
 }
@@ -69,11 +70,22 @@ std::string PayloadDesc::describe() const {
     s = "frames " + std::string(to_string(pixel)) + " " + std::to_string(width) + "x" + std::to_string(height);
   } else if (kind == PayloadKind::classes) {
     s = "classes top-" + std::to_string(channels) + " of " + std::to_string(classes) + (labels ? " (labelled)" : "");
+  } else if (kind == PayloadKind::detections) {
+    s = "detections up to " + std::to_string(channels) + " of " + std::to_string(classes) + " classes" +
+        (labels ? " (labelled)" : "");
   } else {
     s = "tensor " + std::string(to_string(dtype)) + " " + std::string(to_string(layout)) + " " +
         std::to_string(channels) + "x" + std::to_string(height) + "x" + std::to_string(width);
   }
   return s + " x" + std::to_string(batch) + " (" + to_string(memory) + ")";
+}
+
+std::string SourceGeometry::describe() const {
+  if (!known()) return "unknown";
+  return std::string(letterbox ? "letterbox" : "stretch") + " of frame " + std::to_string(frame_width) + "x" +
+         std::to_string(frame_height) + " crop " + std::to_string(crop_x) + "," + std::to_string(crop_y) + " " +
+         std::to_string(crop_w) + "x" + std::to_string(crop_h) + " -> " + std::to_string(img_w) + "x" +
+         std::to_string(img_h) + " at " + std::to_string(img_x) + "," + std::to_string(img_y);
 }
 
 }  // namespace sluice

@@ -17,7 +17,22 @@ enum class DType : std::uint8_t { u8, f32, f16, bf16 };
 enum class Layout : std::uint8_t { nchw, nhwc };
 // classes: per item, `channels` (k) ClassScore entries {f32 score, i32 class index}, best first (the infer
 // stage's classification output); `labels` names the classes when a labels file was given.
-enum class PayloadKind : std::uint8_t { frames, tensor, classes };
+// detections: per item a kernels::DetectionsHeader and `channels` (max detections) kernels::Detection slots, the
+// first header.count filled (boxes in source-frame pixels; the infer stage's `output: detections`).
+enum class PayloadKind : std::uint8_t { frames, tensor, classes, detections };
+
+// How a tensor's pixels map to the frames they were made from (the preprocess stage's crop and fit): tensor pixel
+// edge x lies at frame x = crop_x + (x - img_x) * crop_w / img_w (likewise y); pixels outside img_* are padding.
+// frame_width 0: unknown (a tensor not made by preprocess).
+struct SourceGeometry {
+  int frame_width = 0, frame_height = 0;
+  int crop_x = 0, crop_y = 0, crop_w = 0, crop_h = 0;
+  int img_x = 0, img_y = 0, img_w = 0, img_h = 0;
+  bool letterbox = false;
+  bool known() const noexcept { return frame_width > 0; }
+  // e.g. "letterbox crop 0,0 1280x720 -> 640x360 at 0,140 of the input" or "unknown"
+  std::string describe() const;
+};
 
 std::string_view to_string(PixelFormat f) noexcept;
 std::string_view to_string(DType d) noexcept;
@@ -39,9 +54,10 @@ struct PayloadDesc {
   PixelFormat pixel = PixelFormat::bgr8;  // frames only
   DType dtype = DType::u8;                // tensor only
   Layout layout = Layout::nchw;           // tensor only
-  int channels = 0;                       // tensor: channels; classes: k
-  int classes = 0;                        // classes only: how many the model tells apart
-  std::shared_ptr<const std::vector<std::string>> labels;  // classes only, optional: one name per class
+  int channels = 0;                       // tensor: channels; classes: k; detections: max per item
+  int classes = 0;                        // classes, detections: how many the model tells apart
+  std::shared_ptr<const std::vector<std::string>> labels;  // classes, detections, optional: one name per class
+  SourceGeometry geometry;                // tensor, detections: where the pixels came from
 
   std::size_t item_bytes() const noexcept;
   std::size_t batch_bytes() const noexcept { return item_bytes() * static_cast<std::size_t>(batch); }

@@ -39,7 +39,8 @@ std::string ParamSpec::type_name() const {
     case ParamType::number: return "number" + range();
     case ParamType::boolean: return "bool";
     case ParamType::string: return "string";
-    case ParamType::numbers: return std::to_string(list_size) + " numbers" + range();
+    case ParamType::numbers:
+      return (list_size < 0 ? std::string("list of numbers") : std::to_string(list_size) + " numbers") + range();
     case ParamType::strings: return "list of strings";
     case ParamType::choice: {
       std::string s = "one of ";
@@ -82,7 +83,7 @@ std::optional<ParamValue> parse_param(const ParamSpec& spec, const std::string& 
         if (c == text) return text;
       error = "'" + text + "' is not " + spec.type_name();
       return std::nullopt;
-    case ParamType::numbers: error = "expected a list of " + std::to_string(spec.list_size) + " numbers";
+    case ParamType::numbers: error = "expected a list of " + (spec.list_size < 0 ? std::string("numbers") : std::to_string(spec.list_size) + " numbers");
       return std::nullopt;
     case ParamType::strings:  // one string stands for a list of one
       if (text.empty()) {
@@ -101,8 +102,12 @@ std::optional<ParamValue> parse_param_list(const ParamSpec& spec, const std::vec
     error = "expected " + spec.type_name() + ", got a list";
     return std::nullopt;
   }
-  if (static_cast<int>(items.size()) != spec.list_size) {
+  if (spec.list_size >= 0 && static_cast<int>(items.size()) != spec.list_size) {
     error = "expected " + std::to_string(spec.list_size) + " numbers, got " + std::to_string(items.size());
+    return std::nullopt;
+  }
+  if (items.size() > kMaxListNumbers) {
+    error = "at most " + std::to_string(kMaxListNumbers) + " numbers, got " + std::to_string(items.size());
     return std::nullopt;
   }
   std::vector<double> out;

@@ -1,6 +1,7 @@
 #pragma once
 // A stage declares each parameter once: name, type, default, range or choices, one-line doc.
 // The same declaration validates YAML, fills defaults and prints `sluiced inspect STAGE`.
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -19,11 +20,14 @@ struct ParamSpec {
   std::string doc;
   std::optional<double> min, max;      // integer, number, numbers (each element)
   std::vector<std::string> choices;    // choice
-  int list_size = 0;                   // numbers: exact element count (strings: any count)
+  int list_size = 0;                   // numbers: exact element count, -1: any count (strings: any count)
   bool required = false;
 
   std::string type_name() const;  // e.g. "int 1..4096", "one of bars|noise", "3 numbers"
 };
+
+// A `numbers` list of any count holds at most this many.
+constexpr std::size_t kMaxListNumbers = 65536;
 
 using ParamValue = std::variant<std::int64_t, double, bool, std::string, std::vector<double>, std::vector<std::string>>;
 

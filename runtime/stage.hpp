@@ -67,6 +67,9 @@ class Stage {
   // What warm_up() will do ("" = nothing), for `sluiced check`. A stage that has something to do is opened and
   // warmed before the source opens, so it must not wait in open() for the source.
   virtual std::string warm_up_plan() const { return {}; }
+  // What the stage chose from its parameters, its input and its files beyond what output() says ("" = nothing
+  // to add), for `sluiced check`: e.g. the infer stage's detection head, thresholds and box mapping.
+  virtual std::string plan_note() const { return {}; }
   // After open(), on the stage's thread, before the source opens: everything the first batches would otherwise
   // pay for (engines or graphs for each batch size the stage can see, lazy loading), so that no frame waits for
   // it. Throwing fails the stage as a failing open() does.

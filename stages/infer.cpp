@@ -1,5 +1,6 @@
 // infer: runs an ONNX model on each batch (nn/): the CUDA backend on the GPU, the CPU backend otherwise.
-// Output: the model's raw output tensor, or per item the top-k classes (softmax, labels) for the sink.
+// Output: the model's raw output tensor, per item the top-k classes (softmax, labels), or per item the detected
+// boxes in source-frame pixels (decode + NMS after the model, stages/infer_detect.*, kernels/detect*).
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -9,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/detect_cpu.hpp"
 #include "kernels/half.hpp"
 #include "kernels/topk.hpp"
 #include "nn/cpu/engine.hpp"
@@ -17,7 +19,9 @@
 #include "runtime/bounded_file.hpp"
 #include "runtime/errors.hpp"
 #include "stages/builtin.hpp"
+#include "stages/infer_detect.hpp"
 #if SLUICE_WITH_CUDA
+#include "kernels/detect.cuh"
 #include "kernels/topk.cuh"
 #include "nn/cuda/engine.hpp"
 #endif
@@ -110,15 +114,31 @@ class InferStage final : public Stage {
                         " inputs; the infer stage feeds one image tensor");
     check_input_shape(model.inputs[0], in);
     fixed_batch_ = model.inputs[0].shape[0] > 0;
-    // Only the chosen output is computed: the passes drop what it does not need.
-    model.outputs = {model.outputs.at(pick_output(model.outputs, p.string("output_name")))};
+    const std::string& output = p.string("output");
+    detections_ = output == "detections";
+    // Only the chosen outputs are computed: the passes drop what they do not need.
+    if (detections_) {
+      std::vector<std::string> all;
+      for (const auto& o : model.outputs) all.push_back(o.name);
+      std::vector<nn::ValueInfo> chosen;
+      for (const auto& name : detect_output_names(p, all)) chosen.push_back(model.outputs.at(pick_output(model.outputs, name)));
+      model.outputs = std::move(chosen);
+    } else {
+      model.outputs = {model.outputs.at(pick_output(model.outputs, p.string("output_name")))};
+    }
     try {
       prepared_ = nn::prepare(model, batch_);
     } catch (const nn::ModelError& e) {
       throw ConfigError(e.what());
     }
-    const nn::Shape out_shape = prepared_.shape_of(prepared_.outputs[0].name);
-    per_item_outputs_ = nn::element_count(out_shape) / batch_;
+    std::vector<nn::Shape> out_shapes;
+    std::vector<std::string> out_names;
+    for (const auto& o : prepared_.outputs) {
+      out_shapes.push_back(prepared_.shape_of(o.name));
+      out_names.push_back(o.name);
+      per_item_outputs_.push_back(nn::element_count(out_shapes.back()) / batch_);
+    }
+    const nn::Shape out_shape = out_shapes[0];
     single_output_model_ = std::move(model);
     plan_warm_up();
 
@@ -133,9 +153,23 @@ class InferStage final : public Stage {
 
     out_.batch = in.batch;
     out_.memory = in.memory;
-    if (p.string("output") == "classes") {
+    if (detections_) {
+      DetectSetup setup = setup_detect(p, out_names, out_shapes, batch_, in,
+                                       resolve_path(init.pipeline_file, p.string("detect.priors")));
+      detect_ = setup.params;
+      class_thresholds_ = std::move(setup.class_thresholds);
+      priors_ = std::move(setup.priors);
+      detect_note_ = std::move(setup.summary);
+      out_.kind = PayloadKind::detections;
+      out_.channels = detect_.max_detections;
+      out_.classes = detect_.classes;
+      out_.geometry = in.geometry;
+      if (const std::string& labels = p.string("labels"); !labels.empty())
+        out_.labels = std::make_shared<const std::vector<std::string>>(
+            read_labels(resolve_path(init.pipeline_file, labels), detect_.classes));
+    } else if (output == "classes") {
       classes_ = true;
-      topk_.classes = static_cast<int>(per_item_outputs_);
+      topk_.classes = static_cast<int>(per_item_outputs_[0]);
       topk_.k = static_cast<int>(p.integer("top_k"));
       topk_.softmax = p.boolean("softmax");
       try {
@@ -148,7 +182,7 @@ class InferStage final : public Stage {
       out_.classes = topk_.classes;
       if (const std::string& labels = p.string("labels"); !labels.empty())
         out_.labels = std::make_shared<const std::vector<std::string>>(
-            read_labels(resolve_path(init.pipeline_file, labels), per_item_outputs_));
+            read_labels(resolve_path(init.pipeline_file, labels), per_item_outputs_[0]));
     } else {
       out_.kind = PayloadKind::tensor;
       out_.dtype = DType::f32;
@@ -164,8 +198,9 @@ class InferStage final : public Stage {
 
   PayloadDesc output() const override { return out_; }
   bool uses_gpu() const override { return on_gpu_; }
+  std::string plan_note() const override { return detect_note_; }
 
-  void open(StageContext&) override {
+  void open([[maybe_unused]] StageContext& ctx) override {
 #if SLUICE_WITH_CUDA
     if (on_gpu_) {
       nn::CudaEngineOptions options;
@@ -182,14 +217,28 @@ class InferStage final : public Stage {
       prepared_ = {};
       single_output_model_ = {};
       if (classes_)
-        logits_ = Memory(MemoryKind::device, static_cast<std::size_t>(per_item_outputs_) * batch_ * sizeof(float));
+        logits_ = Memory(MemoryKind::device, static_cast<std::size_t>(per_item_outputs_[0]) * batch_ * sizeof(float));
+      if (detections_) {
+        for (const std::int64_t per_item : per_item_outputs_)
+          head_device_.emplace_back(MemoryKind::device, static_cast<std::size_t>(per_item) * batch_ * sizeof(float));
+        kernels::DetectParams d = detect_;
+        d.items = batch_;
+        try {
+          detect_gpu_ = std::make_unique<kernels::DetectWorkspaceGpu>(d, class_thresholds_, priors_, ctx.stream);
+        } catch (const std::invalid_argument& e) {
+          throw ConfigError(e.what());
+        }
+      }
       return;
     }
 #endif
     const std::size_t items = static_cast<std::size_t>(batch_);
     if (in_.dtype != DType::f32 || in_.layout != Layout::nchw)
       input_f32_.resize(items * static_cast<std::size_t>(in_.channels) * in_.width * in_.height);
-    if (classes_) logits_host_.resize(items * static_cast<std::size_t>(per_item_outputs_));
+    if (classes_) logits_host_.resize(items * static_cast<std::size_t>(per_item_outputs_[0]));
+    if (detections_)
+      for (const std::int64_t per_item : per_item_outputs_)
+        head_host_.emplace_back(items * static_cast<std::size_t>(per_item));
     // The full-batch engine takes the prepared graph (no second copy of the weights) before the first batch.
     cpu_engines_.emplace(batch_, std::make_unique<nn::CpuEngine>(std::move(prepared_), cpu_options_));
   }
@@ -208,8 +257,11 @@ class InferStage final : public Stage {
   void warm_up(StageContext&) override {
     const std::size_t item = static_cast<std::size_t>(in_.channels) * in_.width * in_.height;
     const std::vector<float> zeros(item * static_cast<std::size_t>(batch_), 0.0f);
-    std::vector<float> result(static_cast<std::size_t>(per_item_outputs_) * static_cast<std::size_t>(batch_));
-    for (const int count : warm_counts_) cpu_engine(count).run({zeros.data()}, {result.data()});
+    std::vector<std::vector<float>> results;
+    std::vector<float*> outputs;
+    for (const std::int64_t per_item : per_item_outputs_)
+      outputs.push_back(results.emplace_back(static_cast<std::size_t>(per_item) * static_cast<std::size_t>(batch_)).data());
+    for (const int count : warm_counts_) cpu_engine(count).run({zeros.data()}, outputs);
   }
 
   BatchLease process(Batch* in, StageContext& ctx) override {
@@ -221,6 +273,19 @@ class InferStage final : public Stage {
     // computed and ignored (inference treats items independently).
     const int run = fixed_batch_ ? batch_ : count;
 #if SLUICE_WITH_CUDA
+    if (on_gpu_ && detections_) {
+      std::vector<nn::TensorBinding> outputs;
+      kernels::DetectInputs head;
+      for (std::size_t i = 0; i < head_device_.size(); ++i) {
+        outputs.push_back({head_device_[i].data(), DType::f32, Layout::nchw});
+        head.outputs[i] = reinterpret_cast<const float*>(head_device_[i].data());
+      }
+      gpu_engine_->enqueue({{in->memory.data(), in_.dtype, in_.layout}}, outputs, run, ctx.stream);
+      kernels::DetectParams d = detect_;
+      d.items = count;
+      kernels::detect_gpu(d, head, out->memory.data(), *detect_gpu_, ctx.stream);
+      return out;
+    }
     if (on_gpu_) {
       void* result = classes_ ? static_cast<void*>(logits_.data()) : static_cast<void*>(out->memory.data());
       gpu_engine_->enqueue({{in->memory.data(), in_.dtype, in_.layout}}, {{result, DType::f32, Layout::nchw}}, run,
@@ -236,6 +301,21 @@ class InferStage final : public Stage {
       to_f32_nchw(in_, in->memory.data(), run, input_f32_.data());
       input = input_f32_.data();
     }
+    if (detections_) {
+      std::vector<float*> outputs;
+      kernels::DetectInputs head;
+      for (std::size_t i = 0; i < head_host_.size(); ++i) {
+        outputs.push_back(head_host_[i].data());
+        head.outputs[i] = head_host_[i].data();
+      }
+      cpu_engine(run).run({input}, outputs);
+      head.priors = priors_.empty() ? nullptr : priors_.data();
+      kernels::DetectParams d = detect_;
+      d.items = count;
+      d.class_thresholds = class_thresholds_.empty() ? nullptr : class_thresholds_.data();
+      kernels::detect_cpu(d, head, out->memory.data(), detect_ws_);
+      return out;
+    }
     float* result = classes_ ? logits_host_.data() : reinterpret_cast<float*>(out->memory.data());
     cpu_engine(run).run({input}, {result});
     if (classes_) kernels::topk_cpu(topk_, result, reinterpret_cast<kernels::ClassScore*>(out->memory.data()));
@@ -246,6 +326,8 @@ class InferStage final : public Stage {
 #if SLUICE_WITH_CUDA
     gpu_engine_.reset();
     logits_ = Memory();
+    detect_gpu_.reset();
+    head_device_.clear();
 #endif
     cpu_engines_.clear();
   }
@@ -301,8 +383,13 @@ class InferStage final : public Stage {
   int batch_;
   PayloadDesc in_, out_;
   std::string model_path_, precision_, algo_cache_;
-  bool cuda_graph_ = true, classes_ = false, fixed_batch_ = false;
-  std::int64_t per_item_outputs_ = 0;
+  bool cuda_graph_ = true, classes_ = false, detections_ = false, fixed_batch_ = false;
+  std::vector<std::int64_t> per_item_outputs_;  // elements per item of each computed output
+  kernels::DetectParams detect_;                // output: detections (items and class_thresholds set per batch)
+  std::vector<float> class_thresholds_, priors_;
+  std::string detect_note_;
+  kernels::DetectWorkspaceCpu detect_ws_;
+  std::vector<std::vector<float>> head_host_;   // CPU: the model's outputs the head reads, a batch each
   nn::Graph single_output_model_, prepared_;
   kernels::TopKParams topk_;
   nn::CpuOptions cpu_options_;
@@ -313,27 +400,30 @@ class InferStage final : public Stage {
 #if SLUICE_WITH_CUDA
   std::unique_ptr<nn::CudaEngine> gpu_engine_;
   Memory logits_;
+  std::vector<Memory> head_device_;  // output: detections: the model's outputs the head reads, a batch each
+  std::unique_ptr<kernels::DetectWorkspaceGpu> detect_gpu_;
 #endif
 };
 
 }  // namespace
 
 StageInfo infer_stage() {
-  return {"infer",
+  StageInfo info{"infer",
           StageRole::transform,
-          "runs an ONNX model (cuDNN/cuBLAS on the GPU, oneDNN on the CPU): tensor in, the model's output or the "
-          "top-k classes out",
+          "runs an ONNX model (cuDNN/cuBLAS on the GPU, oneDNN on the CPU): tensor in, the model's output, the "
+          "top-k classes or the detected boxes out",
           {
               {"model", ParamType::string, "", "ONNX file (relative paths are relative to the pipeline file)", {}, {},
                {}, 0, true},
               {"precision", ParamType::choice, "auto", "GPU arithmetic (auto: f16 on the GPU, f32 on the CPU)", {},
                {}, {"auto", "f32", "f16", "bf16"}},
               {"output_name", ParamType::string, "", "the model output to emit (default: its first)"},
-              {"output", ParamType::choice, "tensor", "tensor: the raw output (f32); classes: top-k per item", {}, {},
-               {"tensor", "classes"}},
+              {"output", ParamType::choice, "tensor",
+               "tensor: the raw output (f32); classes: top-k per item; detections: boxes per item in frame pixels "
+               "(the detect block)", {}, {}, {"tensor", "classes", "detections"}},
               {"top_k", ParamType::integer, "5", "classes: how many best classes per item", 1.0, 32.0},
               {"softmax", ParamType::boolean, "true", "classes: scores are softmax probabilities (else raw logits)"},
-              {"labels", ParamType::string, "", "classes: file with one class name per line, in output order"},
+              {"labels", ParamType::string, "", "classes, detections: file with one class name per line, in output order"},
               {"algo_cache", ParamType::string, "",
                "GPU: file of measured convolution algorithms (empty: $CACHE_DIRECTORY or ~/.cache/sluice; off: none)"},
               {"cuda_graph", ParamType::boolean, "true", "GPU: replay the network as one CUDA graph"},
@@ -341,6 +431,8 @@ StageInfo infer_stage() {
                "CPU: threads each layer runs on (0: OMP_NUM_THREADS if set, else every core)", 0.0, 1024.0},
           },
           [](const StageInit& init) -> std::unique_ptr<Stage> { return std::make_unique<InferStage>(init); }};
+  for (ParamSpec& spec : detect_param_specs()) info.params.push_back(std::move(spec));
+  return info;
 }
 
 }  // namespace sluice

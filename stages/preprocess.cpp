@@ -71,6 +71,10 @@ class PreprocessStage final : public Stage {
     out_.channels = params_.out_channels();
     out_.dtype = params_.dtype;
     out_.layout = params_.layout;
+    // Where the tensor's pixels came from, for stages that map results back to the frame (detections).
+    const kernels::PreprocessGeometry g = kernels::preprocess_geometry(params_);
+    out_.geometry = {in.width, in.height, g.crop_x, g.crop_y, g.crop_w, g.crop_h,
+                     g.img_x, g.img_y, g.img_w, g.img_h, params_.letterbox};
   }
 
   PayloadDesc output() const override { return out_; }

@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "kernels/detect.hpp"
 #include "kernels/half.hpp"
 #include "kernels/topk.hpp"
 #include "runtime/errors.hpp"
@@ -33,6 +34,14 @@ NpyWriter::NpyWriter(const PayloadDesc& d, fs::path dir, WriteRetry& retry, std:
       static_assert(sizeof(kernels::ClassScore) == 8 && offsetof(kernels::ClassScore, index) == 4);
       descr_ = "[('score', '<f4'), ('index', '<i4')]";
       item_shape_ = {d.channels};
+      break;
+    case PayloadKind::detections:
+      // One record per frame: the header's counts and every box slot (the first `count` filled, the rest zero).
+      static_assert(sizeof(kernels::DetectionsHeader) == 16 && sizeof(kernels::Detection) == 32);
+      descr_ = "[('count', '<i4'), ('candidates', '<i4'), ('cut', '<i4'), ('reserved', '<i4'), ('boxes', "
+               "[('x1', '<f4'), ('y1', '<f4'), ('x2', '<f4'), ('y2', '<f4'), ('score', '<f4'), ('class', '<i4'), "
+               "('track', '<i4'), ('attribute', '<i4')], (" + std::to_string(d.channels) + ",))]";
+      item_shape_ = {};
       break;
   }
 }
@@ -122,7 +131,7 @@ void NpyWriter::close() {
 std::string NpyWriter::header(int count) const {
   std::string shape = "(" + std::to_string(count);
   for (int dim : item_shape_) shape += ", " + std::to_string(dim);
-  shape += ")";
+  shape += item_shape_.empty() ? ",)" : ")";  // (5,) is a tuple, (5) is not
   std::string dict = "{'descr': " + descr_ + ", 'fortran_order': False, 'shape': " + shape + ", }";
   // Magic (6) + version (2) + length (2) + dict + '\n', padded with spaces to a multiple of 64 bytes.
   const std::size_t total = (10 + dict.size() + 1 + 63) / 64 * 64;

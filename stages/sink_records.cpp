@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 
 #include <nlohmann/json.hpp>
@@ -65,6 +66,13 @@ std::span<const kernels::ClassScore> class_scores(const PayloadDesc& d, const st
   return {reinterpret_cast<const kernels::ClassScore*>(item), static_cast<std::size_t>(d.channels)};
 }
 
+std::span<const kernels::Detection> detections(const PayloadDesc& d, const std::byte* item) {
+  kernels::DetectionsHeader h;
+  std::memcpy(&h, item, sizeof h);
+  const std::size_t n = static_cast<std::size_t>(std::clamp(h.count, 0, std::max(d.channels, 0)));
+  return {reinterpret_cast<const kernels::Detection*>(item + sizeof h), n};
+}
+
 std::string class_name(const PayloadDesc& d, std::int32_t index) {
   if (d.labels && index >= 0 && static_cast<std::size_t>(index) < d.labels->size())
     return (*d.labels)[static_cast<std::size_t>(index)];
@@ -104,6 +112,15 @@ std::string RecordFormatter::json(const Batch& b, int i, const Origin& origin, s
     for (const kernels::ClassScore& c : class_scores(b.desc, b.item(i)))
       best.push_back({{"index", c.index}, {"label", class_name(b.desc, c.index)}, {"score", c.score}});
     j["classes"] = std::move(best);
+  } else if (b.desc.kind == PayloadKind::detections) {
+    nlohmann::json boxes = nlohmann::json::array();
+    for (const kernels::Detection& d : detections(b.desc, b.item(i))) {
+      nlohmann::json box = {{"box", {d.x1, d.y1, d.x2, d.y2}}, {"class", d.class_id},
+                            {"label", class_name(b.desc, d.class_id)}, {"score", d.score}};
+      if (d.track_id >= 0) box["track"] = d.track_id;
+      boxes.push_back(std::move(box));
+    }
+    j["detections"] = std::move(boxes);
   } else {
     const PayloadSummary s = summarise(b.desc, b.item(i));
     j["payload"] = {{"shape", item_shape(b.desc)}, {"mean", s.mean}, {"min", s.min}, {"max", s.max}};
@@ -124,6 +141,18 @@ std::string RecordFormatter::text(const Batch& b, int i, std::int64_t now) const
     for (const kernels::ClassScore& c : class_scores(b.desc, b.item(i))) {
       std::snprintf(buf, sizeof buf, " %.4f", static_cast<double>(c.score));
       out += separator + class_name(b.desc, c.index) + buf;
+      separator = ", ";
+    }
+    out += '\n';
+  } else if (b.desc.kind == PayloadKind::detections) {
+    const auto boxes = detections(b.desc, b.item(i));
+    out += std::to_string(boxes.size()) + (boxes.size() == 1 ? " detection" : " detections");
+    const char* separator = ": ";
+    for (const kernels::Detection& d : boxes) {
+      std::snprintf(buf, sizeof buf, " %.3f [%.1f %.1f %.1f %.1f]", static_cast<double>(d.score),
+                    static_cast<double>(d.x1), static_cast<double>(d.y1), static_cast<double>(d.x2),
+                    static_cast<double>(d.y2));
+      out += separator + class_name(b.desc, d.class_id) + buf;
       separator = ", ";
     }
     out += '\n';

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/detect.hpp"
 #include "kernels/topk.hpp"
 #include "runtime/batch.hpp"
 #include "runtime/input_tracker.hpp"
@@ -45,6 +46,8 @@ PayloadSummary summarise(const PayloadDesc& d, const std::byte* item);
 // Classes items: the top-k entries, best first; a class's name is its label, or "class N" without labels.
 std::span<const kernels::ClassScore> class_scores(const PayloadDesc& d, const std::byte* item);
 std::string class_name(const PayloadDesc& d, std::int32_t index);
+// Detections items: the filled boxes (header.count, bounded by the payload's capacity).
+std::span<const kernels::Detection> detections(const PayloadDesc& d, const std::byte* item);
 // "tensor f32 nchw 3x64x96": the item's shape without the batch and memory suffix.
 std::string item_shape(const PayloadDesc& d);
 
@@ -57,7 +60,8 @@ class RecordFormatter {
   // Item `i` of `b` as one JSON object on one line (no newline):
   //   source (id), source_name, input and input_frame (frames of an input only), sequence, pts_ns,
   //   stage_ms {stage: ms from the previous stage's finish}, latency_ms (capture to `now`), and either
-  //   classes [{index, label, score}, ...] best first, or payload {shape, mean, min, max}.
+  //   classes [{index, label, score}, ...] best first, detections [{box [x1, y1, x2, y2] in frame pixels, class,
+  //   label, score}, ...] best first, or payload {shape, mean, min, max}.
   std::string json(const Batch& b, int i, const Origin& origin, std::int64_t now) const;
   // Item `i` as the stdout sink's text line (with a newline).
   std::string text(const Batch& b, int i, std::int64_t now) const;
