@@ -1,11 +1,14 @@
-// Attention (nn/graph.hpp): Y = softmax(scale * Q K^T + M) V over the keys, one query row at a time with f32
-// accumulation: the twin the CUDA kernels are tested against. Rows run in parallel (OpenMP where the compiler
-// offers it, as oneDNN's primitives do). Operands are read and written through a batch and a row stride, so a
-// sequence-first one ([S, B, d], see graph.hpp) needs no copy.
+// Attention (nn/graph.hpp): Y = softmax(scale * Q K^T + M) V over the keys with f32 accumulation: the twin the
+// CUDA kernels are tested against. Per batch two sgemm products around an f32 softmax; batches run in parallel
+// (OpenMP where the compiler offers it, as oneDNN's primitives do). Operands are read and written through a batch
+// and a row stride, so a sequence-first one ([S, B.., d], see graph.hpp) needs no copy.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
-#include <limits>
 #include <vector>
+
+#include <oneapi/dnnl/dnnl.h>
+#include <oneapi/dnnl/dnnl_debug.h>
 
 #include "nn/cpu/layer.hpp"
 
@@ -31,36 +34,38 @@ class AttentionLayer final : public Layer {
   void run(const float* const* in, float* const* out, float* scratch) const override {
     const float *q = in[0], *k = in[1], *v = in[2], *mask = in[3];
     float* y = out[0];
-    const std::int64_t total = batches_ * rows_;
+    // Each batch: its scores on oneDNN's sgemm, the softmax row by row in f32, the weighted sum of V on sgemm.
+    // Batches run in parallel where OpenMP is on (each sgemm then on one thread), else each sgemm on all cores.
+    // A failed sgemm (oneDNN's packing buffers) is thrown after the loop: never out of a parallel region.
+    std::atomic<dnnl_status_t> failure{dnnl_success};
 #if defined(_OPENMP)
 #pragma omp parallel for schedule(static)
 #endif
-    for (std::int64_t item = 0; item < total; ++item) {
-      const std::int64_t b = item / rows_, t = item % rows_;
-      const float* qrow = q + b * q_.batch + t * q_.row;
-      float* scores = scratch + item * keys_;
-      float max = -std::numeric_limits<float>::infinity();
-      for (std::int64_t j = 0; j < keys_; ++j) {
-        const float* krow = k + b * k_.batch + j * k_.row;
-        float dot = 0.f;
-        for (std::int64_t c = 0; c < depth_; ++c) dot += qrow[c] * krow[c];
-        float s = scale_ * dot;
-        if (mask) s += mask[mask_batch_offset_[static_cast<std::size_t>(b)] + t * mask_row_stride_ + j * mask_key_stride_];
-        scores[j] = s;
-        max = std::max(max, s);
+    for (std::int64_t b = 0; b < batches_; ++b) {
+      float* scores = scratch + b * rows_ * keys_;
+      dnnl_status_t status = dnnl_sgemm('N', 'T', rows_, keys_, depth_, scale_, q + b * q_.batch, q_.row,
+                                        k + b * k_.batch, k_.row, 0.f, scores, keys_);
+      if (status != dnnl_success) {
+        failure = status;
+        continue;
       }
-      float* yrow = y + b * y_.batch + t * y_.row;
-      std::fill(yrow, yrow + value_depth_, 0.f);
-      float sum = 0.f;
-      for (std::int64_t j = 0; j < keys_; ++j) {
+      for (std::int64_t t = 0; t < rows_; ++t) {
+        float* row = scores + t * keys_;
+        if (mask) {
+          const float* m = mask + mask_batch_offset_[static_cast<std::size_t>(b)] + t * mask_row_stride_;
+          for (std::int64_t j = 0; j < keys_; ++j) row[j] += m[j * mask_key_stride_];
+        }
+        const float max = *std::max_element(row, row + keys_);
+        float sum = 0.f;
         // A row masked out entirely (every score -inf) gives NaN, as softmax over it does in ONNX Runtime.
-        const float p = std::exp(scores[j] - max);
-        sum += p;
-        const float* vrow = v + b * v_.batch + j * v_.row;
-        for (std::int64_t c = 0; c < value_depth_; ++c) yrow[c] += p * vrow[c];
+        for (std::int64_t j = 0; j < keys_; ++j) sum += (row[j] = std::exp(row[j] - max));
+        for (std::int64_t j = 0; j < keys_; ++j) row[j] /= sum;
       }
-      for (std::int64_t c = 0; c < value_depth_; ++c) yrow[c] /= sum;
+      status = dnnl_sgemm('N', 'N', rows_, value_depth_, keys_, 1.f, scores, keys_, v + b * v_.batch, v_.row, 0.f,
+                          y + b * y_.batch, y_.row);
+      if (status != dnnl_success) failure = status;
     }
+    if (failure != dnnl_success) throw ModelError(std::string("oneDNN sgemm failed in attention: ") + dnnl_status2str(failure));
   }
 
  private:
