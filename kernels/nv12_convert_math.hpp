@@ -5,12 +5,7 @@
 #include <cstdint>
 
 #include "kernels/nv12_convert.hpp"
-
-#ifdef __CUDACC__
-#define SLUICE_HD __host__ __device__ __forceinline__
-#else
-#define SLUICE_HD inline
-#endif
+#include "kernels/host_device.hpp"
 
 namespace sluice::kernels::nv12 {
 

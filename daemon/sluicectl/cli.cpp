@@ -5,7 +5,16 @@
 #include <cstdio>
 #include <cstdlib>
 
+#if __has_include("version.hpp")
+#include "version.hpp"
+#endif
+#ifndef SLUICE_VERSION
+#define SLUICE_VERSION "unknown"
+#endif
+
 namespace sluice::ctl {
+
+const char* version() { return SLUICE_VERSION; }
 
 int usage_error(const std::string& message) {
   std::fprintf(stderr, "sluicectl: %s\n(sluicectl --help for usage)\n", message.c_str());

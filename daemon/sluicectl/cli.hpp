@@ -16,6 +16,9 @@ constexpr int kExitOutput = 5;   // trace: the output file cannot be written
 // Prints "sluicectl: MESSAGE" and where to find the usage on stderr; returns kExitUsage.
 int usage_error(const std::string& message);
 
+// The build's version ("unknown" in a tree without the generated version.hpp).
+const char* version();
+
 // `word` as a finite number (strtod's syntax, the whole word), or nullopt.
 std::optional<double> parse_number(const std::string& word);
 

@@ -18,13 +18,6 @@
 #include "daemon/sluicectl/output.hpp"
 #include "daemon/sluicectl/render.hpp"
 
-#if __has_include("version.hpp")
-#include "version.hpp"
-#endif
-#ifndef SLUICE_VERSION
-#define SLUICE_VERSION "unknown"
-#endif
-
 namespace sluice::ctl {
 namespace {
 
@@ -259,7 +252,7 @@ int run_reload(const Connection& c, const CommandArgs& a) {
 
 int run_version(const Connection& c, const CommandArgs& a) {
   if (!a.words.empty()) return refuse_words("version", a);
-  std::printf("sluicectl %s\n", SLUICE_VERSION);
+  std::printf("sluicectl %s\n", version());
   std::fflush(stdout);
   return ask(c, RequestBuilder(RequestKind::version), format_version);
 }

@@ -15,13 +15,6 @@
 #include "daemon/sluicectl/commands.hpp"
 #include "daemon/sluicectl/transport.hpp"
 
-#if __has_include("version.hpp")
-#include "version.hpp"
-#endif
-#ifndef SLUICE_VERSION
-#define SLUICE_VERSION "unknown"
-#endif
-
 namespace sluice::ctl {
 namespace {
 
@@ -76,7 +69,7 @@ int run(int argc, char** argv) {
     } else if (is_help(a)) {
       help = true;
     } else if (a == "--version" && words.empty()) {
-      std::printf("sluicectl %s\n", SLUICE_VERSION);
+      std::printf("sluicectl %s\n", version());
       return kExitOk;
     } else if (a == "--") {
       literal_from = words.size();
