@@ -317,6 +317,13 @@ class RedisFeed final : public InputFeed {
         if (auto f = failures_.find(e.id); f != failures_.end()) *why += " (last attempt: " + f->second + ")";
       } else if (!input) {
         why = "the entry has no field 'input' (the path or URL of the input)";
+      } else if (const auto other = std::find_if(e.fields.begin(), e.fields.end(),
+                                                 [](const auto& f) { return f.first != "input"; });
+                 other != e.fields.end()) {
+        // Never run an input other than as asked: options it carries would be silently ignored.
+        why = "the entry has a field '" + shown(other->first, 80) +
+              "' besides 'input': per-input options are not supported (the worker's pipeline decides how inputs "
+              "are read)";
       } else {
         why = reject_input(h.input, h.kind);
       }

@@ -206,6 +206,7 @@ TEST_CASE("redis feed: acknowledged on a durable outcome, dead letters with the 
   redis::Client c(server.endpoint());
   for (const char* input : {"/jobs/a.mp4", "/jobs/b.mp4", "/jobs/c.mp4"}) c.checked({"XADD", "jobs", "*", "input", input});
   c.checked({"XADD", "jobs", "*", "input", "not/absolute.mp4"});
+  c.checked({"XADD", "jobs", "*", "input", "/jobs/d.mp4", "rate_limit", "5"});  // an option it cannot honour
   const auto options = parse_redis_source_uri(server.uri("jobs") +
                                               "?group=g&consumer=w1&count=1&claim_idle_s=0.3&max_deliveries=2&until_empty=true");
   auto feed = open_redis_feed(options);
@@ -229,15 +230,17 @@ TEST_CASE("redis feed: acknowledged on a durable outcome, dead letters with the 
 
   const auto stats = hash(c, options.stats_key());
   CHECK(stats.at("done") == "1");
-  CHECK(stats.at("dead") == "3");
+  CHECK(stats.at("dead") == "4");
   CHECK(stats.at("done:w1") == "1");
   const Reply dead = c.checked({"XRANGE", "jobs:dead", "-", "+"});
   std::map<std::string, std::string> reasons;
   for (const auto& e : redis::parse_entries(dead, "dead")) reasons[*e.field("input")] = *e.field("reason");
-  REQUIRE(reasons.size() == 3);
+  REQUIRE(reasons.size() == 4);
   CHECK(reasons.at("/jobs/b.mp4") == "b.mp4: not a video");
   CHECK_THAT(reasons.at("/jobs/c.mp4"), Contains("more than max_deliveries 2") && Contains("3 frames failed"));
   CHECK_THAT(reasons.at("not/absolute.mp4"), Contains("not an absolute path"));
+  CHECK_THAT(reasons.at("/jobs/d.mp4"), Contains("field 'rate_limit' besides 'input'"));
+  CHECK(handed.count("/jobs/d.mp4") == 0);
   const auto pending = redis::parse_xpending_summary(c.checked({"XPENDING", "jobs", "g"}), "t");
   CHECK(pending.count == 0);
 }
