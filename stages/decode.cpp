@@ -339,17 +339,15 @@ class ManagedSourceStage final : public Stage, public SourceControl {
       } opened{shared_->job_gate};
       open_job();
     }
-    std::shared_ptr<SourceBaton> baton;
-    {
-      std::lock_guard lock(mu_);
-      baton = baton_in_;
-    }
     std::unique_ptr<SourceSet> handed;
     std::vector<AddedSource> carried;
-    if (baton) {
-      std::lock_guard lock(baton->mu);
-      handed = std::move(baton->set);
-      carried = baton->added;
+    {
+      std::lock_guard lock(mu_);  // with the baton's: remove_source sees the sources in the baton or in sources_
+      if (baton_in_) {
+        std::lock_guard baton_lock(baton_in_->mu);
+        handed = std::move(baton_in_->set);
+        carried = baton_in_->added;
+      }
     }
     if (handed) {
       std::unique_lock lock(mu_);
@@ -495,9 +493,24 @@ class ManagedSourceStage final : public Stage, public SourceControl {
   }
   bool remove_source(const std::string& id_or_name) override {
     std::lock_guard lock(mu_);
-    if (!sources_ || !sources_->remove_source(id_or_name)) return false;
-    std::erase_if(added_, [&](const AddedSource& a) { return a.name == id_or_name || std::to_string(a.id) == id_or_name; });
-    return true;
+    auto forget = [&](std::vector<AddedSource>& added) {
+      std::erase_if(added, [&](const AddedSource& a) { return a.name == id_or_name || std::to_string(a.id) == id_or_name; });
+    };
+    if (sources_) {
+      if (!sources_->remove_source(id_or_name)) return false;
+      forget(added_);
+      return true;
+    }
+    // After a reload's switch and before this stage's open() takes them over, the sources run on in the set
+    // the old generation handed over (a remove there used to answer "no source" for a running source).
+    if (baton_in_) {
+      std::lock_guard baton_lock(baton_in_->mu);  // order: mu_, then the baton's (as open() takes them)
+      if (baton_in_->set && baton_in_->set->remove_source(id_or_name)) {
+        forget(baton_in_->added);
+        return true;
+      }
+    }
+    return false;
   }
   bool hand_over_to(SourceControl& next_control) override {
     auto* next = dynamic_cast<ManagedSourceStage*>(&next_control);
