@@ -27,7 +27,12 @@ const char* algo_name(cudnnConvolutionFwdAlgo_t a) {
   }
 }
 
-ActivationParams conv_activation(const Node& node) {
+// Median-free best-of-n: the fastest of a few runs is the least disturbed one.
+constexpr int kTrialRuns = 3;
+
+}  // namespace
+
+ActivationParams fused_activation(const Node& node) {
   const std::string a = node.attrs.s("activation", "");
   if (a.empty()) return {Activation::none, 0, 0};
   if (a == "Relu") return {Activation::relu, 0, 0};
@@ -41,11 +46,6 @@ ActivationParams conv_activation(const Node& node) {
   throw ModelError(node.where() + ": fused activation '" + a +
                    "' is not one of Relu, LeakyRelu, Clip, Sigmoid, HardSigmoid, HardSwish, Tanh");
 }
-
-// Median-free best-of-n: the fastest of a few runs is the least disturbed one.
-constexpr int kTrialRuns = 3;
-
-}  // namespace
 
 ConvLayer::ConvLayer(const Node& node, BuildContext& ctx) : Layer(node), type_(ctx.values.type()), cudnn_(ctx.cudnn) {
   const Graph& g = ctx.graph;
@@ -88,7 +88,7 @@ ConvLayer::ConvLayer(const Node& node, BuildContext& ctx) : Layer(node), type_(c
   extra_bottom_ = static_cast<int>(pads[2]) - pad_h_;
   extra_left_ = static_cast<int>(pads[1]) - pad_w_;
   extra_right_ = static_cast<int>(pads[3]) - pad_w_;
-  act_ = conv_activation(node);
+  act_ = fused_activation(node);
   pointwise_ = r_ == 1 && s_ == 1 && stride_h_ == 1 && stride_w_ == 1 && groups_ == 1 && pads[0] == 0 && pads[1] == 0 &&
                pads[2] == 0 && pads[3] == 0;
   depthwise_ = groups_ == c_ && k_ == c_;

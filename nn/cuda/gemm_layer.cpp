@@ -176,16 +176,6 @@ class MatMulLayer : public Layer {
   int a_ = -1, b_ = -1, y_ = -1;
 };
 
-ActivationParams linear_activation(const Node& node, const std::string& where) {
-  static const std::map<std::string, Activation> kinds = {
-      {"", Activation::none},          {"Relu", Activation::relu},       {"LeakyRelu", Activation::leaky_relu},
-      {"Clip", Activation::clip},      {"Sigmoid", Activation::sigmoid}, {"HardSigmoid", Activation::hard_sigmoid},
-      {"HardSwish", Activation::hard_swish}, {"Tanh", Activation::tanh}};
-  auto it = kinds.find(node.attrs.s("activation", ""));
-  if (it == kinds.end()) throw ModelError(where + ": unknown fused activation '" + node.attrs.s("activation", "") + "'");
-  return {it->second, node.attrs.f("act_alpha", 0.f), node.attrs.f("act_beta", 0.f)};
-}
-
 bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 
 // Y [.., N] = act(X [.., K] W [K, N] + B + R) (graph.hpp's Linear). In cuBLASLt's column-major terms
@@ -214,7 +204,7 @@ class LinearLayer : public Layer {
     if (node.inputs.size() > 3 && !node.inputs[3].empty()) r_ = ctx.values.id(node.inputs[3]);
     y_ = ctx.values.id(node.outputs.at(0));
     if (r_ >= 0 && values_.slot(r_).shape != values_.slot(y_).shape) throw ModelError(where + ": R is not Y's shape");
-    act_ = linear_activation(node, where);
+    act_ = fused_activation(node);
   }
 
   std::size_t scratch_bytes() const override {

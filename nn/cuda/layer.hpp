@@ -125,6 +125,9 @@ class Layer {
   std::string name_, op_;
 };
 
+// A Conv's or Linear's "activation" with "act_alpha"/"act_beta" (graph.hpp); ModelError for an unknown one.
+ActivationParams fused_activation(const Node& node);  // conv_layer.cpp
+
 std::unique_ptr<Layer> make_gemm(const Node& node, BuildContext& ctx);    // Gemm, MatMul and Linear via cuBLAS(Lt)
 std::unique_ptr<Layer> make_attention(const Node& node, BuildContext& ctx);  // attention_layer.cpp
 // ConvTranspose via cuDNN's backward data; its algorithm is cuDNN's first that fits `workspace_limit`.

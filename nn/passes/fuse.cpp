@@ -117,11 +117,11 @@ class Fuser {
       Tensor w = g_.constants.at(host.inputs[1]);
       const std::size_t per = w.f32.size() / s.size();  // Conv: OIHW, each O a run; Linear: [K, N], N a row
       for (std::size_t i = 0; i < w.f32.size(); ++i) w.f32[i] *= host.op == "Conv" ? s[i / per] : s[i % s.size()];
-      host.inputs[1] = fresh_constant(host, "weight_scaled", std::move(w));
+      host.inputs[1] = add_constant(g_, host.name, "weight_scaled", std::move(w));
       if (!host.inputs[2].empty()) {
         Tensor b = g_.constants.at(host.inputs[2]);
         for (std::size_t o = 0; o < s.size(); ++o) b.f32[o] *= s[o];
-        host.inputs[2] = fresh_constant(host, "bias_scaled", std::move(b));
+        host.inputs[2] = add_constant(g_, host.name, "bias_scaled", std::move(b));
       }
       swallow(*c, mul, "scale");
       slots_[at].reset();
@@ -135,20 +135,13 @@ class Fuser {
     return host.op == "Conv" ? w.shape[0] : w.shape[1];
   }
 
-  std::string fresh_constant(const Node& host, const std::string& role, Tensor t) {
-    std::string name = host.name + "." + role;
-    for (int i = 1; g_.is_constant(name); ++i) name = host.name + "." + role + "_" + std::to_string(i);
-    g_.constants[name] = std::move(t);
-    return name;
-  }
-
   void add_to_bias(Node& host, const std::vector<float>& per_channel) {
     Tensor bias;
     bias.shape = {channels(host)};
     bias.f32.assign(per_channel.begin(), per_channel.end());
     if (!host.inputs[2].empty())
       for (std::size_t o = 0; o < bias.f32.size(); ++o) bias.f32[o] += g_.constants.at(host.inputs[2]).f32[o];
-    host.inputs[2] = fresh_constant(host, "bias_fused", std::move(bias));
+    host.inputs[2] = add_constant(g_, host.name, "bias_fused", std::move(bias));
   }
 
   void fuse_activation(std::size_t at) {

@@ -68,4 +68,11 @@ std::string join_ints(const std::vector<std::int64_t>& values) {
   return out;
 }
 
+std::string add_constant(Graph& g, const std::string& owner, const std::string& role, Tensor t) {
+  std::string name = owner + "." + role;
+  for (int i = 1; g.is_constant(name); ++i) name = owner + "." + role + "_" + std::to_string(i);
+  g.constants[name] = std::move(t);
+  return name;
+}
+
 }  // namespace sluice::nn::passes

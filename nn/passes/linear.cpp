@@ -10,13 +10,6 @@
 namespace sluice::nn::passes {
 namespace {
 
-// A fresh constant name next to `node`'s.
-std::string new_constant_name(const Graph& g, const Node& node, const std::string& role) {
-  std::string name = node.name + "." + role;
-  for (int i = 1; g.is_constant(name); ++i) name = node.name + "." + role + "_" + std::to_string(i);
-  return name;
-}
-
 // C of a Gemm as one value per output column (n of them), or nullopt when it varies along rows too.
 std::optional<std::vector<float>> per_column(const Tensor& c, std::int64_t n) {
   const Shape& s = c.shape;
@@ -61,17 +54,13 @@ std::optional<Node> linear_from_gemm(Graph& g, const Node& gemm) {
       for (std::int64_t j = 0; j < n; ++j)
         w.f32[static_cast<std::size_t>(r * n + j)] =
             alpha * bt.f32[static_cast<std::size_t>(trans_b ? j * k + r : r * n + j)];
-    const std::string name = new_constant_name(g, gemm, "weight");
-    g.constants[name] = std::move(w);
-    linear.inputs[1] = name;
+    linear.inputs[1] = add_constant(g, gemm.name, "weight", std::move(w));
   }
   if (bias) {
     Tensor t;
     t.shape = {n};
     t.f32 = std::move(*bias);
-    const std::string name = new_constant_name(g, gemm, "bias");
-    g.constants[name] = std::move(t);
-    linear.inputs[2] = name;
+    linear.inputs[2] = add_constant(g, gemm.name, "bias", std::move(t));
   }
   return linear;
 }

@@ -52,5 +52,7 @@ const Tensor* constant_input(const Graph& g, const Node& node, std::size_t index
 std::vector<std::int64_t> as_ints(const Tensor& t);
 std::vector<float> as_floats(const Tensor& t);
 std::string join_ints(const std::vector<std::int64_t>& values);  // "1,2,3"
+// Adds `t` to g's constants under a new name "OWNER.ROLE" (or "OWNER.ROLE_N" when taken) and returns the name.
+std::string add_constant(Graph& g, const std::string& owner, const std::string& role, Tensor t);
 
 }  // namespace sluice::nn::passes
