@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/input_options.hpp"
 #include "runtime/inputs.hpp"
 #include "runtime/redis_client.hpp"
 #include "runtime/redis_group_replies.hpp"
@@ -17,7 +18,7 @@
 
 namespace sluice {
 
-const char* const kJobsHelp = R"(usage: sluicectl jobs submit redis://HOST:PORT/STREAM INPUT...
+const char* const kJobsHelp = R"(usage: sluicectl jobs submit redis://HOST:PORT/STREAM [--option NAME=VALUE]... INPUT...
        sluicectl jobs status redis://HOST:PORT/STREAM[?group=G] [--json]
        sluicectl jobs requeue-dead redis://HOST:PORT/STREAM[?dead=D]
 
@@ -26,13 +27,16 @@ to a daemon. The password, when the server wants one: SLUICE_REDIS_PASSWORD.
 
   submit        one entry per input (field `input`: the absolute path), in the order given, each input
                 once; a directory adds its video and image files, a glob the files it matches (as `uri:`
-                of a job does); http(s):// URLs go in as they are
+                of a job does); http(s):// URLs go in as they are. --option NAME=VALUE (repeatable) gives
+                every input of this call its own option, overriding the workers' decode stage for it:
+                fit=stretch|letterbox|crop, decoder=auto|gpu|cpu, max_frames=N (at most N frames)
   status        the stream's length, and per consumer group (or only G): entries pending, delivered,
                 not yet delivered (lag), done and dead-lettered (counted by the sources when they
                 acknowledged), and per consumer: pending, idle time, done, dead-lettered; the dead
                 letters waiting; --json: all of it as one JSON object
   requeue-dead  every entry of the dead-letter stream (default STREAM:dead, or ?dead=D) goes back into
-                STREAM as a new entry and leaves the dead letters (each move is atomic)
+                STREAM as a new entry with its options and leaves the dead letters (each move is atomic);
+                a letter whose options were the reason it died stays
 
 exit status: 0 success, 1 Redis refused, a reply was malformed, or a directory or glob holds no inputs,
 2 usage error, 3 cannot connect
@@ -91,7 +95,28 @@ std::vector<std::string> inputs_of(const std::string& arg) {
   return out;
 }
 
-int submit(const Target& t, const std::vector<std::string>& args) {
+// "fit=crop max_frames=10" -> the fields of a stream entry (name, value, ...), checked as the sources check
+// them; throws std::invalid_argument naming the bad one.
+std::vector<std::string> option_fields(const std::vector<std::string>& options, std::string& text) {
+  InputOptions parsed;
+  std::vector<std::string> fields;
+  std::set<std::string> seen;
+  for (const auto& o : options) {
+    const auto eq = o.find('=');
+    if (eq == std::string::npos || eq == 0) throw std::invalid_argument("option '" + shown(o) + "' is not NAME=VALUE");
+    const std::string name = o.substr(0, eq), value = o.substr(eq + 1);
+    if (!seen.insert(name).second) throw std::invalid_argument("option '" + shown(name) + "' given twice");
+    if (std::string why = parsed.set(name, value); !why.empty()) throw std::invalid_argument(why);
+    fields.push_back(name);
+    fields.push_back(value);
+  }
+  text = parsed.text();
+  return fields;
+}
+
+int submit(const Target& t, const std::vector<std::string>& args, const std::vector<std::string>& options) {
+  std::string text;
+  const std::vector<std::string> fields = option_fields(options, text);
   std::vector<std::string> inputs;
   std::set<std::string> seen;  // an input named twice (a file and its directory) is submitted once
   for (const auto& a : args)
@@ -103,15 +128,18 @@ int submit(const Target& t, const std::vector<std::string>& args) {
   constexpr std::size_t kChunk = 512;  // entries per round trip
   for (std::size_t at = 0; at < inputs.size(); at += kChunk) {
     std::vector<std::vector<std::string>> commands;
-    for (std::size_t i = at; i < std::min(inputs.size(), at + kChunk); ++i)
+    for (std::size_t i = at; i < std::min(inputs.size(), at + kChunk); ++i) {
       commands.push_back({"XADD", t.uri.stream, "*", "input", inputs[i]});
+      commands.back().insert(commands.back().end(), fields.begin(), fields.end());
+    }
     const auto replies = client.pipeline(commands);
     for (const Reply& r : replies)
       if (r.is(Reply::Type::error))
         throw redis::RedisError(redis::RedisError::Kind::server, client.describe() + ": XADD: " + shown(r.str));
   }
-  std::printf("submitted %zu input(s) to stream '%s' (%s)\n", inputs.size(), shown(t.uri.stream).c_str(),
-              shown(t.uri.endpoint.where()).c_str());
+  std::printf("submitted %zu input(s) to stream '%s' (%s)%s%s\n", inputs.size(), shown(t.uri.stream).c_str(),
+              shown(t.uri.endpoint.where()).c_str(), options.empty() ? "" : " with options ",
+              text.c_str());
   return kExitOk;
 }
 
@@ -222,7 +250,7 @@ int status(const Target& t, bool as_json) {
 // Each dead letter back into the stream, atomically: only the call that deleted it adds it again.
 constexpr const char* kRequeueScript = R"(-- sluice: requeue a dead letter
 if redis.call('XDEL', KEYS[2], ARGV[2]) == 1 then
-  redis.call('XADD', KEYS[1], '*', 'input', ARGV[1])
+  redis.call('XADD', KEYS[1], '*', 'input', ARGV[1], unpack(ARGV, 3))
   return 1
 end
 return 0)";
@@ -230,7 +258,7 @@ return 0)";
 int requeue_dead(const Target& t) {
   redis::Client client(t.uri.endpoint, t.uri.stream);
   client.connect();
-  std::size_t moved = 0, skipped = 0;
+  std::size_t moved = 0, skipped = 0, refused = 0;
   std::string from = "-";
   for (;;) {
     const Reply r = client.checked({"XRANGE", t.dead, from, "+", "COUNT", "256"});
@@ -243,7 +271,30 @@ int requeue_dead(const Target& t) {
         ++skipped;
         continue;
       }
+      // Its options back as the entry's fields, checked again (the dead letters are anyone's to write): one
+      // whose options were refused, or do not parse now, stays.
+      std::vector<std::string> fields;
+      if (const std::string* rejected = e.field("options_rejected"); rejected && *rejected == "1") {
+        ++refused;
+        continue;
+      }
+      if (const std::string* text = e.field("options"); text && !text->empty()) {
+        std::vector<std::string> words;
+        for (std::size_t at = 0; at <= text->size();) {
+          const std::size_t end = std::min(text->find(' ', at), text->size());
+          words.push_back(text->substr(at, end - at));
+          at = end + 1;
+        }
+        try {
+          std::string ignored;
+          fields = option_fields(words, ignored);
+        } catch (const std::invalid_argument&) {
+          ++refused;
+          continue;
+        }
+      }
       commands.push_back({"EVAL", kRequeueScript, "2", t.uri.stream, t.dead, *input, e.id});
+      commands.back().insert(commands.back().end(), fields.begin(), fields.end());
     }
     if (!commands.empty())
       for (const Reply& rr : client.pipeline(commands)) {
@@ -255,6 +306,7 @@ int requeue_dead(const Target& t) {
   }
   std::printf("requeued %zu dead letter(s) from '%s' into '%s'", moved, shown(t.dead).c_str(), shown(t.uri.stream).c_str());
   if (skipped) std::printf("; %zu without an input stay", skipped);
+  if (refused) std::printf("; %zu whose options were refused stay", refused);
   std::printf("\n");
   return kExitOk;
 }
@@ -274,6 +326,17 @@ int jobs_command(const std::vector<std::string>& args) {
       rest.erase(it);
     }
   }
+  std::vector<std::string> options;  // submit: --option NAME=VALUE
+  if (sub == "submit")
+    for (auto it = rest.begin(); it != rest.end();) {
+      if (*it != "--option") {
+        ++it;
+        continue;
+      }
+      if (it + 1 == rest.end()) return usage("submit: --option needs NAME=VALUE");
+      options.push_back(*(it + 1));
+      it = rest.erase(it, it + 2);
+    }
   for (const auto& a : rest)
     if (a.rfind("--", 0) == 0) return usage(sub + ": unknown option '" + shown(a) + "'");
   if (rest.empty()) return usage(sub + ": needs redis://HOST:PORT/STREAM");
@@ -286,7 +349,7 @@ int jobs_command(const std::vector<std::string>& args) {
     return usage(sub + ": " + e.what());
   }
   try {
-    if (sub == "submit") return submit(t, {rest.begin() + 1, rest.end()});
+    if (sub == "submit") return submit(t, {rest.begin() + 1, rest.end()}, options);
     if (sub == "status") return status(t, as_json);
     return requeue_dead(t);
   } catch (const std::invalid_argument& e) {

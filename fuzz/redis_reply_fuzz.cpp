@@ -2,8 +2,9 @@
 // the stream-entry shapes built on it (XREADGROUP, XRANGE/XAUTOCLAIM entries), the consumer-group replies
 // (runtime/redis_group_replies.hpp: XAUTOCLAIM, XPENDING summary and entries, XINFO lists), and the same bytes
 // as a redis:// URI, plain and as a Redis source's (runtime/redis_source.hpp, with its options), and as an
-// entry's `input`. Each either returns values or throws RedisError / std::invalid_argument naming what is
+// entry's `input`, and its other fields as the input's own options (runtime/input_options.hpp). Each either returns values or throws RedisError / std::invalid_argument naming what is
 // wrong; anything else (a crash, another exception, an entry with an id of the wrong shape) is a bug.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -13,11 +14,33 @@
 
 #include "runtime/redis_client.hpp"
 #include "runtime/redis_group_replies.hpp"
+#include "runtime/input_options.hpp"
 #include "runtime/redis_source.hpp"
+#include "runtime/utf8.hpp"
 
 namespace redis = sluice::redis;
 
 namespace {
+// An entry's fields as options: each accepted or refused with a short, valid-UTF-8 reason; what was accepted
+// writes a text that parses back to the same options (the dead letters and the ledger keep that text).
+void check_options(const redis::StreamEntry& entry) {
+  sluice::InputOptions options;
+  for (const auto& [name, value] : entry.fields) {
+    const std::string why = options.set(name, value);
+    if (why.size() > 400 || !sluice::valid_utf8(why)) std::abort();
+  }
+  sluice::InputOptions again;
+  const std::string text = options.text();
+  for (std::size_t at = 0; at < text.size();) {
+    const std::size_t end = std::min(text.find(' ', at), text.size());
+    const std::string word = text.substr(at, end - at);
+    const std::size_t eq = word.find('=');
+    if (eq == std::string::npos || !again.set(word.substr(0, eq), word.substr(eq + 1)).empty()) std::abort();
+    at = end + 1;
+  }
+  if (again.text() != text) std::abort();
+}
+
 // Runs one parser: a RedisError other than a protocol one is a bug.
 template <typename F>
 void expect_protocol_errors(F&& parse) {
@@ -40,8 +63,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         if (e.kind() != redis::RedisError::Kind::protocol) std::abort();
       }
       try {
-        for (const auto& entry : redis::parse_entries(reply, "fuzz"))
+        for (const auto& entry : redis::parse_entries(reply, "fuzz")) {
           if (!redis::valid_entry_id(entry.id)) std::abort();
+          check_options(entry);
+        }
       } catch (const redis::RedisError& e) {
         if (e.kind() != redis::RedisError::Kind::protocol) std::abort();
       }
@@ -76,6 +101,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       std::abort();
   } catch (const std::invalid_argument&) {
   }
+  if (const std::size_t eq = bytes.find('='); eq != std::string_view::npos)  // NAME=VALUE as sluicectl takes it
+    check_options({"0-1", {{std::string(bytes.substr(0, eq)), std::string(bytes.substr(eq + 1))}}});
   sluice::InputKind kind{};
   if (!sluice::reject_input(std::string(bytes), kind) &&
       (bytes.empty() || bytes.find('\0') != std::string_view::npos))

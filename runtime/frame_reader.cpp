@@ -19,21 +19,6 @@ std::string_view to_string(InputKind k) noexcept {
   return "?";
 }
 
-std::string_view to_string(Fit f) noexcept {
-  switch (f) {
-    case Fit::stretch: return "stretch";
-    case Fit::letterbox: return "letterbox";
-    case Fit::crop: return "crop";
-  }
-  return "?";
-}
-
-std::optional<Fit> parse_fit(std::string_view s) noexcept {
-  for (Fit f : {Fit::stretch, Fit::letterbox, Fit::crop})
-    if (to_string(f) == s) return f;
-  return std::nullopt;
-}
-
 ReaderRegistry& ReaderRegistry::global() {
   static ReaderRegistry registry;
   return registry;

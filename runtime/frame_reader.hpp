@@ -15,6 +15,7 @@
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "runtime/format.hpp"
@@ -56,8 +57,20 @@ struct InputInfo {
 // How a frame of another aspect ratio fills the target: stretch (both axes scaled on their own), letterbox (the
 // whole frame, scaled to fit, centred on black bars), crop (the centre of the frame, scaled to cover it).
 enum class Fit : std::uint8_t { stretch, letterbox, crop };
-std::string_view to_string(Fit f) noexcept;
-std::optional<Fit> parse_fit(std::string_view s) noexcept;
+// Inline: sluicectl checks a job entry's `fit` without the engine.
+inline std::string_view to_string(Fit f) noexcept {
+  switch (f) {
+    case Fit::stretch: return "stretch";
+    case Fit::letterbox: return "letterbox";
+    case Fit::crop: return "crop";
+  }
+  return "?";
+}
+inline std::optional<Fit> parse_fit(std::string_view s) noexcept {
+  for (Fit f : {Fit::stretch, Fit::letterbox, Fit::crop})
+    if (to_string(f) == s) return f;
+  return std::nullopt;
+}
 
 struct ReaderOptions {
   Fit fit = Fit::stretch;

@@ -7,23 +7,32 @@
 #include <string>
 
 #include "runtime/frame_reader.hpp"
+#include "runtime/input_options.hpp"
 #include "runtime/input_outcomes.hpp"
 
 namespace sluice {
+
+// One input a feed hands out: what to read and the options it carries (parsed and checked by the feed).
+struct FedInput {
+  std::string uri;
+  InputKind kind = InputKind::file;
+  InputOptions options;
+};
 
 class InputFeed {
  public:
   virtual ~InputFeed() = default;
 
   enum class Poll : std::uint8_t {
-    input,  // `uri` and `kind` hold the next input
+    input,  // `input` holds the next input
     idle,   // nothing yet: look at stop and status(), then poll again
     ended,  // the feed has no more inputs (or failed for good: failure() says why)
   };
   // Waits up to `wait` for the next input.
-  virtual Poll next(std::string& uri, InputKind& kind, std::chrono::milliseconds wait) = 0;
-  // What became of an input next() handed out (called on the sink's thread: returns at once). Also called by
-  // the source for an input its job ledger lists as finished already (not processed again).
+  virtual Poll next(FedInput& input, std::chrono::milliseconds wait) = 0;
+  // What became of an input next() handed out (called on the sink's thread: returns at once); the result's uri
+  // and options name it. Also called by the source for an input its job ledger lists as finished already with
+  // the same options (not processed again).
   virtual void settled(const InputResult& result) = 0;
   // Empty while the feed is healthy, else why it cannot reach its inputs now (it keeps trying).
   virtual std::string trouble() const = 0;

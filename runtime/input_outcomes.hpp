@@ -24,6 +24,12 @@ struct InputResult {
   std::string uri;
   InputOutcome outcome = InputOutcome::retry;
   std::string reason;  // failed and retry: why
+  std::string options;  // the input's own options (InputOptions::text()), "" when none
+
+  void fail(std::string why) {
+    outcome = InputOutcome::failed;
+    reason = std::move(why);
+  }
 };
 
 class InputOutcomes {

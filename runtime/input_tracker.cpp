@@ -31,7 +31,8 @@ std::string InputTracker::source_name(std::uint32_t source_id) const {
   return "source" + std::to_string(source_id);
 }
 
-std::uint32_t InputTracker::begin(std::uint32_t source_id, std::string uri, InputKind kind, std::int64_t frames_total) {
+std::uint32_t InputTracker::begin(std::uint32_t source_id, std::string uri, InputKind kind, std::int64_t frames_total,
+                                  std::string options) {
   std::lock_guard lock(mu_);
   InputProgress p;
   p.id = next_id_++;
@@ -39,6 +40,7 @@ std::uint32_t InputTracker::begin(std::uint32_t source_id, std::string uri, Inpu
   if (auto it = source_names_.find(source_id); it != source_names_.end()) p.source = it->second;
   p.uri = std::move(uri);
   p.kind = kind;
+  p.options = std::move(options);
   p.frames_total = frames_total;
   p.started_ns = now_ns();
   totals_.inputs++;

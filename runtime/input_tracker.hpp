@@ -35,6 +35,7 @@ struct InputProgress {
   std::string source;           // the source's name
   std::string uri;              // the input itself (a file path, a camera, a stream URL)
   InputKind kind = InputKind::file;
+  std::string options;  // the input's own options (runtime/input_options.hpp text()), "" when none
   std::int64_t frames_total = -1;  // expected frames when known (container metadata), else -1
   std::uint64_t decoded = 0, delivered = 0, dropped = 0, failed = 0;
   bool ended = false;     // the reader finished (end of file, error, removal, stop)
@@ -57,7 +58,8 @@ class InputTracker {
   std::string source_name(std::uint32_t source_id) const;
 
   // The source opened an input; returns the id its frames carry in FrameMeta::input (never 0).
-  std::uint32_t begin(std::uint32_t source_id, std::string uri, InputKind kind, std::int64_t frames_total);
+  std::uint32_t begin(std::uint32_t source_id, std::string uri, InputKind kind, std::int64_t frames_total,
+                      std::string options = {});
   void decoded(std::uint32_t input, std::uint64_t n = 1);
   // The input has no more frames: normal end (`error` empty) or an early end with the reason.
   void end(std::uint32_t input, std::string error = {});

@@ -212,6 +212,10 @@ JobLedger::Parsed JobLedger::parse(std::string_view text, const std::string& nam
       e.failed = status == "failed";
       if (auto f = j.find("frames"); f != j.end() && f->is_number_unsigned()) e.frames = f->get<std::uint64_t>();
       if (auto r = j.find("reason"); r != j.end() && r->is_string()) e.reason = r->get<std::string>();
+      if (auto o = j.find("options"); o != j.end()) {
+        if (!o->is_string()) throw std::runtime_error("\"options\" is not a string");
+        e.options = o->get<std::string>();
+      }
       out.entries[std::move(input)] = std::move(e);
       ++out.records;
     } catch (const nlohmann::json::exception& e) {
@@ -263,15 +267,18 @@ void JobLedger::load() {
   }
 }
 
-bool JobLedger::finished(const std::string& input) const { return finished_unchanged(input).has_value(); }
+bool JobLedger::finished(const std::string& input, const std::string& options) const {
+  return finished_unchanged(input, options).has_value();
+}
 
-std::optional<JobLedger::Entry> JobLedger::finished_unchanged(const std::string& input) const {
+std::optional<JobLedger::Entry> JobLedger::finished_unchanged(const std::string& input,
+                                                             const std::string& options) const {
   const std::string k = key(input);
   Entry e;
   {
     std::lock_guard lock(mu_);
     auto it = finished_.find(k);
-    if (it == finished_.end()) return std::nullopt;
+    if (it == finished_.end() || it->second.options != options) return std::nullopt;
     e = it->second;
   }
   const FileId now = stat_input(k);
@@ -279,32 +286,36 @@ std::optional<JobLedger::Entry> JobLedger::finished_unchanged(const std::string&
   return e;
 }
 
-bool JobLedger::done(const std::string& input, std::uint64_t frames, const std::vector<std::string>& outputs) {
-  return append(input, false, frames, outputs, {});
+bool JobLedger::done(const std::string& input, std::uint64_t frames, const std::vector<std::string>& outputs,
+                     const std::string& options) {
+  return append(input, false, frames, outputs, {}, options);
 }
 
-bool JobLedger::failed(const std::string& input, const std::string& reason, std::uint64_t frames) {
-  return append(input, true, frames, {}, reason);
+bool JobLedger::failed(const std::string& input, const std::string& reason, std::uint64_t frames,
+                       const std::string& options) {
+  return append(input, true, frames, {}, reason, options);
 }
 
 bool JobLedger::append(const std::string& input, bool failed, std::uint64_t frames,
-                       const std::vector<std::string>& outputs, const std::string& reason) {
+                       const std::vector<std::string>& outputs, const std::string& reason, const std::string& options) {
   const std::string k = key(input);
   const FileId id = stat_input(k);
 
-  const std::string line = record_line(k, id, failed ? "failed" : "done",
-                                       {{"frames", frames}, {"outputs", outputs}, {"reason", reason}});
+  nlohmann::ordered_json fields = {{"frames", frames}, {"outputs", outputs}, {"reason", reason}};
+  if (!options.empty()) fields["options"] = options;
+  const std::string line = record_line(k, id, failed ? "failed" : "done", fields);
 
   std::lock_guard lock(mu_);
   if (fd_ < 0) throw std::runtime_error("job ledger " + path_.string() + " is closed");
   if (auto it = finished_.find(k); it != finished_.end() && it->second.failed == failed &&
-                                   it->second.size == id.size && it->second.mtime_ns == id.mtime_ns) {
+                                   it->second.size == id.size && it->second.mtime_ns == id.mtime_ns &&
+                                   it->second.options == options) {
     spdlog::debug("job ledger {}: {} is already recorded as {}", path_.string(), k, failed ? "failed" : "done");
     return false;
   }
 
   write_durably(line, "the record for " + k);
-  finished_[k] = Entry{id.size, id.mtime_ns, failed, frames, reason};
+  finished_[k] = Entry{id.size, id.mtime_ns, failed, frames, reason, options};
   return true;
 }
 

@@ -6,6 +6,8 @@
 // One record per line (keys in this order; `input` is the absolute, lexically normal path):
 //   {"input":"/data/clips/a.mp4","size":1048576,"mtime_ns":1714557296123456789,"status":"done",
 //    "frames":120,"outputs":["/out/a.npy"],"reason":"","at":"2024-05-01T09:54:56.123Z"}
+// An input that carried its own options (a Redis job entry's, runtime/input_options.hpp) has "options" (their
+// text, e.g. "fit=crop max_frames=10") after "reason": it counts as finished only for the same options.
 // `status` is "done" or "failed" (then `reason` says why), or "started": the sink is about to make the first
 // records of the input durable in an output shared by several inputs (jsonl per run/source, npy's index);
 // {"input","size","mtime_ns","status":"started","at"}. An input whose last record says started was interrupted
@@ -42,6 +44,7 @@ class JobLedger {
     bool failed = false;
     std::uint64_t frames = 0;
     std::string reason;
+    std::string options;  // the input's own options it was done with, "" when none
   };
   // What a ledger's text holds: the last record of each input, how many records, and where a torn last line
   // starts (a crash mid-write), with why. Throws std::runtime_error "<name>:<line>: ..." for a line before the
@@ -73,15 +76,17 @@ class JobLedger {
   JobLedger(const JobLedger&) = delete;
   JobLedger& operator=(const JobLedger&) = delete;
 
-  // True when `input` finished (done or failed) in this or an earlier run and has not changed since
-  // (same size and modification time as recorded).
-  bool finished(const std::string& input) const;
+  // True when `input` finished (done or failed) in this or an earlier run with the same `options` and has not
+  // changed since (same size and modification time as recorded).
+  bool finished(const std::string& input, const std::string& options = {}) const;
   // Its last record when finished() is true (done, or failed with the reason), else nothing.
-  std::optional<Entry> finished_unchanged(const std::string& input) const;
+  std::optional<Entry> finished_unchanged(const std::string& input, const std::string& options = {}) const;
   // Appends and fsyncs one record. `outputs`: the files the sink committed for it. Returns false (and writes
   // nothing) when the same status is already recorded for the unchanged input. Throws std::runtime_error when
   // the record cannot be written durably (the file is then left as it was before the call).
-  bool done(const std::string& input, std::uint64_t frames, const std::vector<std::string>& outputs);
+  // `options`: the input's own options (recorded; "" when none).
+  bool done(const std::string& input, std::uint64_t frames, const std::vector<std::string>& outputs,
+            const std::string& options = {});
   // The sink is about to make records of `inputs` durable in an output that other inputs share: appends a
   // "started" record for each not marked in this run yet, then one fsync, before those records are written.
   // Throws std::runtime_error when that cannot be made durable (the records must not be written then).
@@ -91,7 +96,8 @@ class JobLedger {
   const std::set<std::string>& interrupted() const { return interrupted_; }
   // An input that cannot be processed (missing, corrupt, unsupported): recorded so a restart does not retry
   // it. `frames`: those it delivered before it failed, if any. Same return and errors as done().
-  bool failed(const std::string& input, const std::string& reason, std::uint64_t frames = 0);
+  bool failed(const std::string& input, const std::string& reason, std::uint64_t frames = 0,
+              const std::string& options = {});
 
   const std::filesystem::path& path() const { return path_; }
   std::size_t finished_count() const;  // distinct inputs recorded (done or failed), changed or not
@@ -106,7 +112,7 @@ class JobLedger {
 
  private:
   bool append(const std::string& input, bool failed, std::uint64_t frames, const std::vector<std::string>& outputs,
-              const std::string& reason);
+              const std::string& reason, const std::string& options);
   void write_durably(const std::string& lines, const std::string& what);  // with mu_ held
   void load();  // with mu_ held (constructor)
 

@@ -290,7 +290,7 @@ void Pipeline::finish_inputs(std::size_t sink) {
   auto& rt = *rt_[sink];
   for (const InputProgress& p : shared.inputs.take_completed()) {
     // What the input's source hears at the end (a Redis source acknowledges done and failed ones only).
-    InputResult result{p.source_id, p.uri, InputOutcome::retry, {}};
+    InputResult result{p.source_id, p.uri, InputOutcome::retry, {}, p.options};
     struct Tell {
       const InputOutcomes& outcomes;
       const InputResult& result;
@@ -313,23 +313,24 @@ void Pipeline::finish_inputs(std::size_t sink) {
     const bool input_failed = !p.error.empty();
     if (p.failed > 0 && !input_failed) result.reason = std::to_string(p.failed) + " frames failed in a stage";
     if (!shared.job || is_live(p.kind)) {  // no ledger: committed once the sink finished it
-      if (input_failed) result = {p.source_id, p.uri, InputOutcome::failed, p.error};
+      if (input_failed) result.fail(p.error);
       else if (p.failed == 0) result.outcome = InputOutcome::done;
       continue;
     }
     try {
       if (input_failed) {
-        shared.job->failed(p.uri, p.error, p.delivered);  // the records it did write
-        result = {p.source_id, p.uri, InputOutcome::failed, p.error};
+        shared.job->failed(p.uri, p.error, p.delivered, p.options);  // the records it did write
+        result.fail(p.error);
       } else if (p.failed == 0) {
-        shared.job->done(p.uri, p.delivered, outputs);
+        shared.job->done(p.uri, p.delivered, outputs, p.options);
         result.outcome = InputOutcome::done;
       } else {
         spdlog::warn("input '{}': {} frames failed; not recorded as done, a restart does it again", p.uri, p.failed);
       }
     } catch (const std::exception& e) {
       spdlog::error("job ledger {}: {}", shared.job->path().string(), e.what());
-      result = {p.source_id, p.uri, InputOutcome::retry, std::string("the job ledger: ") + e.what()};
+      result.outcome = InputOutcome::retry;
+      result.reason = std::string("the job ledger: ") + e.what();
     }
   }
 }

@@ -65,10 +65,15 @@ if redis.call('XACK', KEYS[1], ARGV[1], ARGV[2]) == 1 then
   return 1
 end
 return 0)";
+// The dead letter keeps the entry's options (their text) so that a requeue runs the input as asked; options that
+// were themselves the reason are marked rejected (a requeue leaves such a letter where it is).
 constexpr const char* kDeadScript = R"(-- sluice: dead-letter an input
 if redis.call('XACK', KEYS[1], ARGV[1], ARGV[2]) == 1 then
-  redis.call('XADD', KEYS[3], '*', 'input', ARGV[4], 'reason', ARGV[5], 'entry', ARGV[2], 'stream', KEYS[1],
-             'group', ARGV[1], 'consumer', ARGV[3], 'deliveries', ARGV[6])
+  local f = {'XADD', KEYS[3], '*', 'input', ARGV[4], 'reason', ARGV[5], 'entry', ARGV[2], 'stream', KEYS[1],
+             'group', ARGV[1], 'consumer', ARGV[3], 'deliveries', ARGV[6]}
+  if ARGV[7] ~= '' then f[#f + 1] = 'options'; f[#f + 1] = ARGV[7] end
+  if ARGV[8] == '1' then f[#f + 1] = 'options_rejected'; f[#f + 1] = '1' end
+  redis.call(unpack(f))
   redis.call('HINCRBY', KEYS[2], 'dead', 1)
   redis.call('HINCRBY', KEYS[2], 'dead:' .. ARGV[3], 1)
   return 1
@@ -92,15 +97,14 @@ class RedisFeed final : public InputFeed {
     thread_.join();
   }
 
-  Poll next(std::string& uri, InputKind& kind, std::chrono::milliseconds wait) override {
+  Poll next(FedInput& input, std::chrono::milliseconds wait) override {
     std::unique_lock lock(mu_);
     ready_.wait_for(lock, wait, [&] { return !buffered_.empty() || ended_ || stop_; });
     if (!buffered_.empty()) {
       Held h = std::move(buffered_.front());
       buffered_.pop_front();
-      uri = h.input;
-      kind = h.kind;
-      in_flight_.emplace(h.input, h);
+      input = {h.input, h.kind, h.options};
+      in_flight_.emplace(std::make_pair(h.input, h.options.text()), h);
       wake_.notify_all();  // room to read more
       return Poll::input;
     }
@@ -110,13 +114,15 @@ class RedisFeed final : public InputFeed {
   void settled(const InputResult& r) override {
     {
       std::lock_guard lock(mu_);
-      auto it = in_flight_.find(r.uri);
+      auto it = in_flight_.find(std::make_pair(r.uri, r.options));
       if (it == in_flight_.end()) return;  // not one of ours (or settled already)
       Held h = std::move(it->second);
       in_flight_.erase(it);
       switch (r.outcome) {
         case InputOutcome::done: outbox_.push_back({h.id, h.input, {}, h.deliveries, false}); break;
-        case InputOutcome::failed: outbox_.push_back({h.id, h.input, r.reason, h.deliveries, true}); break;
+        case InputOutcome::failed:
+          outbox_.push_back({h.id, h.input, r.reason, h.deliveries, true, h.options.text()});
+          break;
         case InputOutcome::retry:
           // Left pending and no longer kept alive: after claim_idle_s a consumer of the group takes it again.
           remember_failure(h.id, r.reason);
@@ -142,11 +148,14 @@ class RedisFeed final : public InputFeed {
     std::string id, input;
     InputKind kind = InputKind::file;
     std::int64_t deliveries = 1;
+    InputOptions options;  // the entry's fields besides `input`
   };
   struct Settle {
     std::string id, input, reason;
     std::int64_t deliveries = 1;
     bool dead = false;
+    std::string options;            // dead letters: the entry's options (InputOptions::text(), or as given)
+    bool options_rejected = false;  // dead letters: the options were the reason
   };
 
   void run() {
@@ -310,6 +319,7 @@ class RedisFeed final : public InputFeed {
       Held h{e.id, {}, InputKind::file, deliveries[i]};
       const std::string* input = e.field("input");
       if (input) h.input = *input;
+      const std::string bad_options = read_options(e, h.options);
       std::optional<std::string> why;
       if (h.deliveries > o_.max_deliveries) {
         why = "delivered " + std::to_string(h.deliveries) + " times, more than max_deliveries " +
@@ -317,25 +327,49 @@ class RedisFeed final : public InputFeed {
         if (auto f = failures_.find(e.id); f != failures_.end()) *why += " (last attempt: " + f->second + ")";
       } else if (!input) {
         why = "the entry has no field 'input' (the path or URL of the input)";
-      } else if (const auto other = std::find_if(e.fields.begin(), e.fields.end(),
-                                                 [](const auto& f) { return f.first != "input"; });
-                 other != e.fields.end()) {
-        // Never run an input other than as asked: options it carries would be silently ignored.
-        why = "the entry has a field '" + shown(other->first, 80) +
-              "' besides 'input': per-input options are not supported (the worker's pipeline decides how inputs "
-              "are read)";
+      } else if (!bad_options.empty()) {
+        why = bad_options;  // never run an input other than as asked
       } else {
         why = reject_input(h.input, h.kind);
       }
       if (why) {
         spdlog::warn("{}: entry {} ('{}') goes to the dead letters '{}': {}", client_.describe(), e.id,
                      shown(h.input), shown(o_.dead), *why);
-        outbox_.push_back({h.id, h.input, *why, h.deliveries, true});
+        Settle dead{h.id, h.input, *why, h.deliveries, true, h.options.text()};
+        if (!bad_options.empty()) {
+          dead.options = given_options(e);
+          dead.options_rejected = true;
+        }
+        outbox_.push_back(std::move(dead));
         continue;
       }
       buffered_.push_back(std::move(h));
     }
     ready_.notify_all();
+  }
+
+  // The entry's fields besides `input` as the input's own options; "" or why it cannot be run as asked.
+  static std::string read_options(const redis::StreamEntry& e, InputOptions& options) {
+    std::set<std::string_view> seen;
+    for (const auto& [name, value] : e.fields) {
+      if (name == "input") continue;
+      if (!seen.insert(name).second) return "the entry has the field '" + shown(name, 80) + "' twice";
+      if (std::string why = options.set(name, value); !why.empty()) return "the entry's " + why;
+    }
+    return {};
+  }
+
+  // The entry's fields besides `input` as given ("name=value ...", shown as valid UTF-8, bounded): for the dead
+  // letter of an entry whose options were refused.
+  static std::string given_options(const redis::StreamEntry& e) {
+    std::string out;
+    for (const auto& [name, value] : e.fields) {
+      if (name == "input") continue;
+      if (!out.empty()) out += ' ';
+      out += shown(name, 80) + "=" + shown(value, 200);
+      if (out.size() > 2000) break;
+    }
+    return out;
   }
 
   // Keeps the entries held here from going idle (they are not taken over while this consumer lives); an entry
@@ -345,7 +379,7 @@ class RedisFeed final : public InputFeed {
     {
       std::lock_guard lock(mu_);
       for (const auto& h : buffered_) ids.push_back(h.id);
-      for (const auto& [uri, h] : in_flight_) ids.push_back(h.id);
+      for (const auto& [key, h] : in_flight_) ids.push_back(h.id);
     }
     if (ids.empty()) return;
     std::vector<std::vector<std::string>> queries;
@@ -376,7 +410,8 @@ class RedisFeed final : public InputFeed {
     for (const Settle& s : batch) {
       if (s.dead)
         commands.push_back({"EVAL", kDeadScript, "3", o_.uri.stream, o_.stats_key(), o_.dead, o_.group, s.id,
-                            o_.consumer, s.input, s.reason, std::to_string(s.deliveries)});
+                            o_.consumer, s.input, s.reason, std::to_string(s.deliveries), s.options,
+                            s.options_rejected ? "1" : "0"});
       else
         commands.push_back({"EVAL", kAckScript, "2", o_.uri.stream, o_.stats_key(), o_.group, s.id, o_.consumer});
     }
@@ -407,7 +442,7 @@ class RedisFeed final : public InputFeed {
   bool holds(const std::string& id) const {  // mu_ held
     for (const auto& h : buffered_)
       if (h.id == id) return true;
-    for (const auto& [uri, h] : in_flight_)
+    for (const auto& [key, h] : in_flight_)
       if (h.id == id) return true;
     for (const auto& s : outbox_)
       if (s.id == id) return true;
@@ -446,7 +481,8 @@ class RedisFeed final : public InputFeed {
   mutable std::mutex mu_;
   std::condition_variable wake_, ready_;
   std::deque<Held> buffered_;                  // read, not handed out yet
-  std::multimap<std::string, Held> in_flight_;  // handed out, by input: waiting for its outcome
+  // Handed out, by input and options (InputOptions::text()): waiting for its outcome.
+  std::multimap<std::pair<std::string, std::string>, Held> in_flight_;
   std::deque<Settle> outbox_;                  // outcomes to acknowledge
   std::map<std::string, std::string> failures_;  // entry id -> why its last attempt here was not committed
   std::string trouble_, failure_;

@@ -5,13 +5,15 @@
 //   uri: redis://host:port/STREAM?group=G[&consumer=C]  (rediss:// for TLS)[&count=N][&block_ms=MS][&claim_idle_s=S]
 //        [&max_deliveries=N][&dead=STREAM2][&until_empty=true]
 //
-// Each entry names one input in its field `input`: an absolute file path, or an http(s):// URL of a file. The
-// feed reads entries with XREADGROUP (the group is created with MKSTREAM when missing, from the stream's start),
+// Each entry names one input in its field `input`: an absolute file path, or an http(s):// URL of a file. Its
+// other fields are the input's own options (runtime/input_options.hpp: fit, decoder, max_frames), overriding
+// the decode stage's for it; an unknown field or a bad value sends the entry to the dead letters naming it (an
+// input is never run other than as asked). The feed reads entries with XREADGROUP (the group is created with MKSTREAM when missing, from the stream's start),
 // first the ones still pending for this consumer (a restart under the same name), and hands them to the
 // source's decode threads; the per-input machinery (input tracker, per-input sinks, job ledger) does the rest.
 // An entry is acknowledged (XACK) only when its input's outcome is durable: done (outputs committed and the
 // ledger recorded it) or failed (the ledger recorded why; the entry then goes to the dead-letter stream with the
-// reason). An entry whose input was not committed (frames failed in a stage, the sink could not finish, an
+// reason and the options' text). An entry whose input was not committed (frames failed in a stage, the sink could not finish, an
 // interruption) stays pending: after `claim_idle_s` any consumer of the group (this one too) takes it over
 // with XAUTOCLAIM, and once delivered more than `max_deliveries` times it goes to the dead-letter stream.
 // While held, an entry's idle time is reset every claim_idle_s/4 (XCLAIM JUSTID), so a slow input on a live

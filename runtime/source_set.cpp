@@ -340,9 +340,8 @@ void SourceSet::count_input(Source& s, const std::string& uri, const std::string
 void SourceSet::run_feed(Source& s) {
   bool troubled = false;
   while (!s.stop) {
-    std::string uri;
-    InputKind kind = InputKind::file;
-    const InputFeed::Poll poll = s.feed->next(uri, kind, std::chrono::milliseconds(250));
+    FedInput input;
+    const InputFeed::Poll poll = s.feed->next(input, std::chrono::milliseconds(250));
     if (poll == InputFeed::Poll::ended) {
       if (const std::string why = s.feed->failure(); !why.empty()) {
         s.errors++;
@@ -367,19 +366,20 @@ void SourceSet::run_feed(Source& s) {
       s.inputs_fed++;
       if (settings_.shared) job = settings_.shared->job;
     }
-    // Done in an earlier run (and unchanged since): settled without doing it again. One that failed is tried
-    // again: an entry for it was submitted anew.
+    // Done in an earlier run with the same options (and unchanged since): settled without doing it again. One
+    // that failed is tried again: an entry for it was submitted anew.
+    const std::string options = input.options.text();
     if (job) {
-      if (const auto finished = job->finished_unchanged(uri); finished && !finished->failed) {
-        s.feed->settled({s.id, uri, InputOutcome::done, {}});
+      if (const auto finished = job->finished_unchanged(input.uri, options); finished && !finished->failed) {
+        s.feed->settled({s.id, input.uri, InputOutcome::done, {}, options});
         std::lock_guard lock(mu_);
         s.inputs_skipped++;
         continue;
       }
     }
     std::string error;
-    if (!read_input(s, uri, kind, false, error)) break;
-    count_input(s, uri, error);
+    if (!read_input(s, input.uri, input.kind, false, error, input.options)) break;
+    count_input(s, input.uri, error);
   }
 }
 
@@ -420,7 +420,8 @@ bool SourceSet::wait_backoff(Source& s, double seconds) {
   return !s.stop;
 }
 
-bool SourceSet::read_input(Source& s, const std::string& uri, InputKind kind, bool live, std::string& error) {
+bool SourceSet::read_input(Source& s, const std::string& uri, InputKind kind, bool live, std::string& error,
+                           const InputOptions& options) {
   // The pipeline this input's frames go to; a reload may rebind the set to the next one (see below).
   std::shared_ptr<PipelineShared> shared;
   std::uint64_t epoch = 0;
@@ -434,6 +435,8 @@ bool SourceSet::read_input(Source& s, const std::string& uri, InputKind kind, bo
   std::unique_ptr<FrameReader> reader;
   const bool device_batches = settings_.batch_memory == MemoryKind::device;
   ReaderOptions reader_options = s.options.reader;
+  options.apply(reader_options);  // the input's own options win over the source's
+  const std::string options_text = options.text();
   reader_options.device_frames = device_batches && !shared->tap;  // the tap draws on host copies
   bool device_target = false;
   try {
@@ -442,7 +445,7 @@ bool SourceSet::read_input(Source& s, const std::string& uri, InputKind kind, bo
     if (device_batches) prepare_device_slots(s, device_target);
   } catch (const std::exception& e) {
     error = e.what();
-    if (!live) tracker->end(tracker->begin(s.id, uri, kind, 0), error);  // listed, recorded failed by a job
+    if (!live) tracker->end(tracker->begin(s.id, uri, kind, 0, options_text), error);  // listed, recorded failed by a job
     return !s.stop;
   }
   const InputInfo& info = reader->info();
@@ -450,13 +453,20 @@ bool SourceSet::read_input(Source& s, const std::string& uri, InputKind kind, bo
     std::lock_guard lock(mu_);
     s.decoder = info.backend + (device_target ? " (frames stay on the GPU)" : "");
   }
-  std::uint32_t input = tracker->begin(s.id, uri, kind, info.frames_total);
+  const std::int64_t frames_total = options.max_frames && info.frames_total >= 0
+                                        ? std::min(info.frames_total, static_cast<std::int64_t>(options.max_frames))
+                                        : info.frames_total;
+  std::uint32_t input = tracker->begin(s.id, uri, kind, frames_total, options_text);
   set_state(s, SourceState::live);
   const double rate = s.options.rate_limit;
   const std::int64_t period_ns = rate > 0 ? static_cast<std::int64_t>(1e9 / rate) : 0;
   const double native_fps = info.fps > 0 ? info.fps : 30.0;
   bool ended = false;
   for (std::uint64_t index = 0; !s.stop; ++index) {
+    if (options.max_frames && index >= options.max_frames) {  // the input's own limit: done here
+      ended = true;
+      break;
+    }
     if (period_ns && !live) {
       // Files: pace to the rate limit (blocking sources never drop). The limit is the source's: the decode
       // threads of a job take turns at it, each frame one period after the one before.
@@ -488,7 +498,7 @@ bool SourceSet::read_input(Source& s, const std::string& uri, InputKind kind, bo
         tracker->interrupt(input);
         shared = std::move(next);
         tracker = &shared->inputs;
-        input = tracker->begin(s.id, uri, kind, info.frames_total);
+        input = tracker->begin(s.id, uri, kind, frames_total, options_text);
       }
     }
     const std::int64_t now = now_ns();

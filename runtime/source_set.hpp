@@ -24,6 +24,7 @@
 
 #include "runtime/batch.hpp"
 #include "runtime/input_tracker.hpp"
+#include "runtime/input_options.hpp"
 #include "runtime/source_control.hpp"
 #include "runtime/stats.hpp"
 
@@ -97,7 +98,8 @@ class SourceSet final : public SourceControl {
   // A job whose inputs arrive while it runs (a redis:// source): the next input comes from the source's feed.
   void run_feed(Source& s);
   // Reads one input to its end; returns false when the source was stopped meanwhile.
-  bool read_input(Source& s, const std::string& uri, InputKind kind, bool live, std::string& error);
+  bool read_input(Source& s, const std::string& uri, InputKind kind, bool live, std::string& error,
+                  const InputOptions& options = {});
   // An input read to its end: done, or failed with `error` (the source's reason and list of bad inputs).
   void count_input(Source& s, const std::string& uri, const std::string& error);
   int claim_slot(Source& s);                 // blocks (files) or evicts the oldest frame (live)

@@ -640,7 +640,8 @@ StageInfo decode_stage() {
               {"uri", ParamType::strings, "[]",
                "sources, each its own: a video or image file, a directory or glob (a batch job: every file once), an "
                "image sequence (frames/%04d.png), /dev/videoN, rtsp:// http(s):// tcp:// udp:// URLs, testsrc:PATTERN, "
-               "redis://HOST:PORT/STREAM?group=G (a job shared by many daemons: each stream entry names one input; "
+               "redis://HOST:PORT/STREAM?group=G (a job shared by many daemons: each stream entry names one input, "
+               "with its own fit, decoder or max_frames if it likes; "
                "options consumer, count, block_ms, claim_idle_s, max_deliveries, dead, until_empty; docs/scale-out.md); "
                "empty: one test pattern (`pattern`) rendered directly into the batch"},
               {"source", ParamType::choice, "testsrc", "without `uri`: testsrc, the directly rendered pattern", {}, {},

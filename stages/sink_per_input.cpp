@@ -222,7 +222,8 @@ class JsonlFileWriter final : public PerInputWriter {
   }
 };
 
-// `<dir>/<name>.json`: {"input", "source", "frames", "delivered", "dropped", "failed", ["error",] "records"}.
+// `<dir>/<name>.json`: {"input", ["options",] "source", "frames", "delivered", "dropped", "failed", ["error",]
+// "records"}.
 // The records collect in `.<name>.json.records.sluice-tmp`; the result is written to `.<name>.json.sluice-tmp`
 // (the head, then the records copied over) and renamed into place.
 class DirectoryWriter final : public PerInputWriter {
@@ -245,8 +246,13 @@ class DirectoryWriter final : public PerInputWriter {
     nlohmann::ordered_json head;  // in the documented order
     if (input) {
       const std::string& source = !input->source.empty() ? input->source : e.source;
-      head = {{"input", input->uri},          {"source", source},          {"frames", input->decoded},
-              {"delivered", input->delivered}, {"dropped", input->dropped}, {"failed", input->failed}};
+      head["input"] = input->uri;
+      if (!input->options.empty()) head["options"] = input->options;
+      head["source"] = source;
+      head["frames"] = input->decoded;
+      head["delivered"] = input->delivered;
+      head["dropped"] = input->dropped;
+      head["failed"] = input->failed;
       if (!input->error.empty()) head["error"] = input->error;
     } else {  // frames without an input: only what reached this sink is known
       head = {{"input", nullptr},       {"source", e.source},    {"frames", e.records},

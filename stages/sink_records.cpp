@@ -30,6 +30,7 @@ const Origin& Origins::of(const FrameMeta& f) {
     if (shared_)
       if (auto p = shared_->inputs.get(f.input)) {
         o.uri = p->uri;
+        o.options = p->options;
         o.source = p->source;
         o.live = is_live(p->kind);
       }
@@ -93,6 +94,7 @@ std::string RecordFormatter::json(const Batch& b, int i, const Origin& origin, s
     j["input"] = origin.uri;
     if (!valid_utf8(origin.uri)) j["input_hex"] = to_hex(origin.uri);  // "input" shows U+FFFD for such bytes
     j["input_frame"] = f.input_frame;
+    if (!origin.options.empty()) j["input_options"] = origin.options;
   }
   j["sequence"] = f.sequence;
   j["pts_ns"] = f.pts_ns;

@@ -20,6 +20,7 @@ namespace sluice::sinks {
 struct Origin {
   std::string source;  // the source's name ("source<N>" when it has none)
   std::string uri;     // the input (a file path, a camera, a URL); empty for frames without one
+  std::string options;  // the input's own options (a Redis job entry's), "" when none
   bool live = false;   // the input is a camera or stream connection (not a file a job redoes)
 };
 

@@ -20,6 +20,10 @@ without `input`), submitted with `sluicectl jobs submit`; three `sluiced run` pr
     0..n-1), every entry acknowledged exactly once, nothing pending.
 (c) `sluicectl jobs requeue-dead` puts the dead letters with an input back; a worker dead-letters them again
     (they are still broken), the one without an input stays where it was.
+(d) per-input options (`sluicectl jobs submit --option ...`, or fields of an entry): max_frames and fit are
+    honoured and recorded in the result and the job ledger; an unknown option or a bad value is a dead letter
+    naming it, which requeue-dead leaves; the same input with the same options again is not redone, without
+    them it is (another request), its result replaced.
 No timing assertions: waits are bounded, the rate limit only keeps the job long enough to be cut mid-way.
 """
 import glob
@@ -339,6 +343,74 @@ check("b: each directory result holds as many frames as its video", not wrong_fr
 g = (job_status("jobs-b").get("groups") or [{}])[0]
 check("b: every entry acknowledged exactly once: 240 done, 2 dead-lettered, none pending",
       (g.get("done"), g.get("dead"), g.get("pending")) == (N, POISONED_FILES, 0), g)
+
+# --- (d) per-input options: honoured, recorded, told apart; refused ones dead-lettered, not requeued -----------
+d_inputs = valid[:6]  # 2, 3, 4, 2, 3, 4 frames
+d_out, d_state = os.path.join(tmp, "d-out"), os.path.join(tmp, "d-state")
+
+
+def submit_d(options, inputs, what):
+    args = [sluicectl, "jobs", "submit", f"redis://127.0.0.1:{port}/jobs-d"]
+    for o in options:
+        args += ["--option", o]
+    rc = subprocess.run(args + inputs, capture_output=True, text=True)
+    check(f"d: submit {what}", rc.returncode == 0 and f"submitted {len(inputs)} input(s)" in rc.stdout,
+          rc.stdout + rc.stderr)
+
+
+def run_d(tag):
+    w = daemon_client.start(procs, pipeline("d", "jobs-d", "wd", d_out, d_state))
+    rc, _, err = daemon_client.finish(w, 120, killed_rc=True)
+    check(f"d: {tag}: the worker ends by itself", rc == 0, (rc, err[-1500:]))
+    return err
+
+
+bad = subprocess.run([sluicectl, "jobs", "submit", f"redis://127.0.0.1:{port}/jobs-d", "--option", "fit=sideways",
+                      d_inputs[0]], capture_output=True, text=True)
+check("d: submit refuses a bad option before adding anything", bad.returncode == 2 and
+      "'fit' is 'sideways'" in bad.stderr and cli("XLEN", "jobs-d") == "0", (bad.returncode, bad.stderr))
+submit_d(["max_frames=2", "fit=letterbox"], d_inputs, "six inputs with options")
+cli("XADD", "jobs-d", "*", "input", d_inputs[0], "fit", "sideways")
+cli("XADD", "jobs-d", "*", "input", d_inputs[1], "rate_limit", "5")
+run_d("first run")
+got = results(d_out)
+wrong = [(i, [(r.get("options"), r["frames"], r["delivered"]) for r in got.get(i, [])]) for i in d_inputs
+         if [(r.get("options"), r["frames"], r["delivered"]) for r in got.get(i, [])] != [("fit=letterbox max_frames=2", 2, 2)]]
+check("d: each input's result says its options and holds max_frames=2 frames", not wrong, wrong)
+ledger_options = {json.loads(l)["input"]: json.loads(l).get("options") for p in glob.glob(os.path.join(d_state, "jobs", "*.ledger"))
+                  for l in open(p) if json.loads(l)["status"] == "done"}
+check("d: the job ledger records the options", all(ledger_options.get(i) == "fit=letterbox max_frames=2" for i in d_inputs),
+      ledger_options)
+d_dead = dead_letters("jobs-d")
+reasons = sorted(d.get("reason", "") for d in d_dead)
+check("d: the two entries with options it cannot honour are dead letters naming the option",
+      len(d_dead) == 2 and "'fit' is 'sideways'" in " ".join(reasons) and "unknown option 'rate_limit'" in " ".join(reasons)
+      and all(d.get("options_rejected") == "1" for d in d_dead), d_dead)
+rc = subprocess.run([sluicectl, "jobs", "requeue-dead", f"redis://127.0.0.1:{port}/jobs-d"], capture_output=True, text=True)
+check("d: requeue-dead leaves letters whose options were refused", rc.returncode == 0 and "requeued 0 " in rc.stdout and
+      "2 whose options were refused stay" in rc.stdout and len(dead_letters("jobs-d")) == 2, rc.stdout + rc.stderr)
+
+
+def result_stamps():
+    """input -> modification time of its result file."""
+    return {json.load(open(p))["input"]: os.stat(p).st_mtime_ns for p in glob.glob(os.path.join(d_out, "*.json"))}
+
+
+stamps = result_stamps()
+submit_d(["fit=letterbox", "max_frames=2"], d_inputs[:3], "three again with the same options")
+submit_d([], d_inputs[2:3], "one again without options")
+err = run_d("second run")
+got = results(d_out)
+after = result_stamps()
+check("d: the same input with the same options is not done again (its result untouched)",
+      all(after.get(i) == stamps.get(i) is not None for i in d_inputs[:2]), (stamps, after))
+redone = got.get(d_inputs[2], [{}])
+check("d: without the options it is another request: done again, all its frames, the result replaced",
+      len(redone) == 1 and redone[0].get("options") is None and redone[0].get("frames") == expected_frames[d_inputs[2]],
+      redone)
+g = (job_status("jobs-d").get("groups") or [{}])[0]
+check("d: every entry acknowledged: 10 done, 2 dead-lettered, none pending",
+      (g.get("done"), g.get("dead"), g.get("pending")) == (10, 2, 0), g)
 
 daemon_client.end_all(procs)
 stop_redis()

@@ -217,6 +217,35 @@ TEST_CASE("job ledger: a changed input is not finished", "[job_ledger]") {
   REQUIRE(again.finished(a.string()));
 }
 
+TEST_CASE("job ledger: an input is finished only for the options it was done with", "[job_ledger]") {
+  TempDir d;
+  const fs::path a = d.path / "a.mp4";
+  write_file(a, "video");
+  {
+    JobLedger l(d.path / "j.ledger");
+    REQUIRE(l.done(a.string(), 3, {}, "fit=crop max_frames=3"));
+    CHECK(l.finished(a.string(), "fit=crop max_frames=3"));
+    CHECK_FALSE(l.finished(a.string()));  // without options: another request, done again
+    CHECK_FALSE(l.finished(a.string(), "fit=crop"));
+    CHECK_FALSE(l.done(a.string(), 3, {}, "fit=crop max_frames=3"));  // the same again: nothing written
+    REQUIRE(l.done(a.string(), 9, {}, "decoder=cpu"));                // other options: recorded, the last counts
+    CHECK_FALSE(l.finished(a.string(), "fit=crop max_frames=3"));
+  }
+  const std::string text = read_text(d.path / "j.ledger");
+  CHECK(text.find("\"reason\":\"\",\"options\":\"fit=crop max_frames=3\",\"at\"") != std::string::npos);
+  JobLedger again(d.path / "j.ledger");
+  const auto e = again.finished_unchanged(a.string(), "decoder=cpu");
+  REQUIRE(e);
+  CHECK(e->frames == 9);
+  CHECK(e->options == "decoder=cpu");
+  CHECK_FALSE(again.finished(a.string()));
+  // A record whose options are not a string is refused, naming the line.
+  write_file(d.path / "bad.ledger", "{\"input\":\"/x\",\"size\":1,\"mtime_ns\":1,\"status\":\"done\",\"options\":5}\n"
+                                    "{\"input\":\"/y\",\"size\":1,\"mtime_ns\":1,\"status\":\"done\"}\n");
+  CHECK_THROWS_WITH(JobLedger(d.path / "bad.ledger"), Catch::Matchers::Contains("bad.ledger:1") &&
+                                                          Catch::Matchers::Contains("\"options\" is not a string"));
+}
+
 TEST_CASE("job ledger: failed inputs are finished and not retried", "[job_ledger]") {
   TempDir d;
   const fs::path bad = d.path / "bad.mp4", missing = d.path / "missing.mp4";

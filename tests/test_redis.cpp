@@ -558,14 +558,13 @@ TEST_CASE("rediss:// checks the server's certificate and name, sends a client ce
     CHECK(c.checked({"XLEN", "results"}).integer == 21);
     c.checked({"XADD", "jobs", "*", "input", "/jobs/a.mp4"});
     auto feed = open_redis_feed(parse_redis_source_uri(server.uri("jobs") + "?group=g&consumer=w&until_empty=true"));
-    std::string input;
-    InputKind kind{};
+    FedInput input;
     const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-    while (input.empty() && std::chrono::steady_clock::now() < until)
-      if (feed->next(input, kind, std::chrono::milliseconds(100)) == InputFeed::Poll::ended) break;
-    CHECK(input == "/jobs/a.mp4");
-    feed->settled({1, input, InputOutcome::done, {}});
-    while (std::chrono::steady_clock::now() < until && feed->next(input, kind, std::chrono::milliseconds(100)) != InputFeed::Poll::ended) {}
+    while (input.uri.empty() && std::chrono::steady_clock::now() < until)
+      if (feed->next(input, std::chrono::milliseconds(100)) == InputFeed::Poll::ended) break;
+    CHECK(input.uri == "/jobs/a.mp4");
+    feed->settled({1, input.uri, InputOutcome::done, {}});
+    while (std::chrono::steady_clock::now() < until && feed->next(input, std::chrono::milliseconds(100)) != InputFeed::Poll::ended) {}
     feed.reset();
     CHECK(c.checked({"HGET", "jobs:sluice-stats:g", "done"}).str == "1");
     for (const char* v : {"SLUICE_REDIS_TLS_CA_FILE", "SLUICE_REDIS_TLS_CERT_FILE", "SLUICE_REDIS_TLS_KEY_FILE"}) ::unsetenv(v);

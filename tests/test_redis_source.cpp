@@ -34,25 +34,27 @@ Reply one_reply(const std::string& resp) {
 
 std::string bulk(const std::string& s) { return "$" + std::to_string(s.size()) + "\r\n" + s + "\r\n"; }
 
-// Polls the feed until it hands out an input or `limit` passes; "" when it ended or nothing came.
-std::string next_input(InputFeed& feed, std::chrono::seconds limit = std::chrono::seconds(20)) {
+// Polls the feed until it hands out an input or `limit` passes; an empty uri when it ended or nothing came.
+FedInput next_fed(InputFeed& feed, std::chrono::seconds limit = std::chrono::seconds(20)) {
   const auto until = std::chrono::steady_clock::now() + limit;
   while (std::chrono::steady_clock::now() < until) {
-    std::string uri;
-    InputKind kind{};
-    const auto poll = feed.next(uri, kind, std::chrono::milliseconds(100));
-    if (poll == InputFeed::Poll::input) return uri;
-    if (poll == InputFeed::Poll::ended) return "";
+    FedInput input;
+    const auto poll = feed.next(input, std::chrono::milliseconds(100));
+    if (poll == InputFeed::Poll::input) return input;
+    if (poll == InputFeed::Poll::ended) return {};
   }
-  return "";
+  return {};
+}
+
+std::string next_input(InputFeed& feed, std::chrono::seconds limit = std::chrono::seconds(20)) {
+  return next_fed(feed, limit).uri;
 }
 
 bool ended_within(InputFeed& feed, std::chrono::seconds limit) {
   const auto until = std::chrono::steady_clock::now() + limit;
   while (std::chrono::steady_clock::now() < until) {
-    std::string uri;
-    InputKind kind{};
-    const auto poll = feed.next(uri, kind, std::chrono::milliseconds(100));
+    FedInput input;
+    const auto poll = feed.next(input, std::chrono::milliseconds(100));
     if (poll == InputFeed::Poll::ended) return true;
     if (poll == InputFeed::Poll::input) return false;  // not expected: the caller's job had no more
   }
@@ -207,6 +209,7 @@ TEST_CASE("redis feed: acknowledged on a durable outcome, dead letters with the 
   for (const char* input : {"/jobs/a.mp4", "/jobs/b.mp4", "/jobs/c.mp4"}) c.checked({"XADD", "jobs", "*", "input", input});
   c.checked({"XADD", "jobs", "*", "input", "not/absolute.mp4"});
   c.checked({"XADD", "jobs", "*", "input", "/jobs/d.mp4", "rate_limit", "5"});  // an option it cannot honour
+  c.checked({"XADD", "jobs", "*", "input", "/jobs/e.mp4", "fit", "sideways"});   // a value it cannot honour
   const auto options = parse_redis_source_uri(server.uri("jobs") +
                                               "?group=g&consumer=w1&count=1&claim_idle_s=0.3&max_deliveries=2&until_empty=true");
   auto feed = open_redis_feed(options);
@@ -230,17 +233,26 @@ TEST_CASE("redis feed: acknowledged on a durable outcome, dead letters with the 
 
   const auto stats = hash(c, options.stats_key());
   CHECK(stats.at("done") == "1");
-  CHECK(stats.at("dead") == "4");
+  CHECK(stats.at("dead") == "5");
   CHECK(stats.at("done:w1") == "1");
   const Reply dead = c.checked({"XRANGE", "jobs:dead", "-", "+"});
-  std::map<std::string, std::string> reasons;
-  for (const auto& e : redis::parse_entries(dead, "dead")) reasons[*e.field("input")] = *e.field("reason");
-  REQUIRE(reasons.size() == 4);
+  std::map<std::string, std::string> reasons, dead_options;
+  for (const auto& e : redis::parse_entries(dead, "dead")) {
+    reasons[*e.field("input")] = *e.field("reason");
+    if (const std::string* o = e.field("options"))
+      dead_options[*e.field("input")] = *o + (e.field("options_rejected") ? " (rejected)" : "");
+  }
+  REQUIRE(reasons.size() == 5);
   CHECK(reasons.at("/jobs/b.mp4") == "b.mp4: not a video");
   CHECK_THAT(reasons.at("/jobs/c.mp4"), Contains("more than max_deliveries 2") && Contains("3 frames failed"));
   CHECK_THAT(reasons.at("not/absolute.mp4"), Contains("not an absolute path"));
-  CHECK_THAT(reasons.at("/jobs/d.mp4"), Contains("field 'rate_limit' besides 'input'"));
+  CHECK_THAT(reasons.at("/jobs/d.mp4"), Contains("unknown option 'rate_limit'") && Contains("fit, decoder, max_frames"));
+  CHECK_THAT(reasons.at("/jobs/e.mp4"), Contains("option 'fit' is 'sideways', not stretch, letterbox or crop"));
+  CHECK(dead_options.at("/jobs/d.mp4") == "rate_limit=5 (rejected)");  // kept as given, marked: a requeue leaves it
+  CHECK(dead_options.at("/jobs/e.mp4") == "fit=sideways (rejected)");
+  CHECK(dead_options.size() == 2);
   CHECK(handed.count("/jobs/d.mp4") == 0);
+  CHECK(handed.count("/jobs/e.mp4") == 0);
   const auto pending = redis::parse_xpending_summary(c.checked({"XPENDING", "jobs", "g"}), "t");
   CHECK(pending.count == 0);
 }
@@ -262,12 +274,11 @@ TEST_CASE("redis feed: a dead consumer's entries are taken over but a live one's
   CHECK(got["/jobs/orphan.mp4"] == 1);  // taken over from the dead consumer once idle for claim_idle_s
   // w1 holds both without settling them: a second consumer must not take them while w1 keeps them alive.
   auto other = open_redis_feed(parse_redis_source_uri(base + "&consumer=w2"));
-  std::string uri;
-  InputKind kind{};
+  FedInput fed;
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);  // 2.5 claim_idle_s
   bool stolen = false;
   while (std::chrono::steady_clock::now() < until)
-    stolen = other->next(uri, kind, std::chrono::milliseconds(100)) == InputFeed::Poll::input || stolen;
+    stolen = other->next(fed, std::chrono::milliseconds(100)) == InputFeed::Poll::input || stolen;
   CHECK_FALSE(stolen);
   live->settled({1, "/jobs/fresh.mp4", InputOutcome::done, {}});
   live->settled({1, "/jobs/orphan.mp4", InputOutcome::done, {}});
@@ -276,4 +287,62 @@ TEST_CASE("redis feed: a dead consumer's entries are taken over but a live one's
   const auto pending = redis::parse_xpending_summary(c.checked({"XPENDING", "jobs", "g"}), "t");
   CHECK(pending.count == 0);
   CHECK(hash(c, "jobs:sluice-stats:g").at("done:w1") == "2");
+}
+
+TEST_CASE("input options: each parsed, checked and written back in one canonical text") {
+  InputOptions o;
+  CHECK(o.empty());
+  CHECK(o.text().empty());
+  CHECK(o.set("max_frames", "12").empty());
+  CHECK(o.set("fit", "crop").empty());
+  CHECK(o.set("decoder", "cpu").empty());
+  CHECK(o.text() == "fit=crop decoder=cpu max_frames=12");  // the documented order, not the given one
+  ReaderOptions reader;
+  reader.decoder = "gpu";
+  o.apply(reader);
+  CHECK(reader.fit == Fit::crop);
+  CHECK(reader.decoder == "cpu");
+
+  InputOptions bad;
+  CHECK_THAT(bad.set("fit", "sideways"), Contains("'fit' is 'sideways'") && Contains("stretch, letterbox or crop"));
+  CHECK_THAT(bad.set("decoder", "nvdec"), Contains("not auto, gpu or cpu"));
+  for (const char* n : {"0", "-1", "1.5", "", "12abc", " 3", "99999999999999999999", "1099511627777"})
+    CHECK_THAT(bad.set("max_frames", n), Contains("'max_frames'") && Contains("1 to 1099511627776"));
+  CHECK(bad.set("max_frames", "1099511627776").empty());
+  CHECK_THAT(bad.set("rate_limit", "5"), Contains("unknown option 'rate_limit'") && Contains("fit, decoder, max_frames"));
+  const std::string shown = bad.set("fit", "\xff\xfe" + std::string(500, 'x'));  // never raw bytes, never long
+  CHECK(shown.find('\xff') == std::string::npos);
+  CHECK(shown.size() < 200);
+  CHECK(bad.text() == "max_frames=1099511627776");  // refused values left nothing behind
+}
+
+TEST_CASE("redis feed: an entry's options reach the source, and outcomes are told apart by them") {
+  ::unsetenv("SLUICE_REDIS_PASSWORD");
+  test::RedisServer server;
+  redis::Client c(server.endpoint());
+  // The same input twice with different options, both held at once (count=2): each outcome settles its own.
+  c.checked({"XADD", "jobs", "*", "input", "/jobs/a.mp4", "fit", "letterbox", "max_frames", "3"});
+  c.checked({"XADD", "jobs", "*", "input", "/jobs/a.mp4", "decoder", "cpu"});
+  c.checked({"XADD", "jobs", "*", "input", "/jobs/b.mp4", "fit", "crop", "fit", "stretch"});  // named twice
+  const auto options = parse_redis_source_uri(server.uri("jobs") + "?group=g&consumer=w1&count=2&until_empty=true");
+  auto feed = open_redis_feed(options);
+  const FedInput first = next_fed(*feed), second = next_fed(*feed);
+  CHECK(first.uri == "/jobs/a.mp4");
+  CHECK(first.options.text() == "fit=letterbox max_frames=3");
+  CHECK(second.uri == "/jobs/a.mp4");
+  CHECK(second.options.text() == "decoder=cpu");
+  // The second fails, the first is done: the dead letter is the second's, with its options to requeue it with.
+  feed->settled({1, "/jobs/a.mp4", InputOutcome::failed, "not a video", "decoder=cpu"});
+  feed->settled({1, "/jobs/a.mp4", InputOutcome::done, {}, "fit=letterbox max_frames=3"});
+  CHECK(ended_within(*feed, std::chrono::seconds(20)));
+  feed.reset();
+  const auto stats = hash(c, options.stats_key());
+  CHECK(stats.at("done") == "1");
+  CHECK(stats.at("dead") == "2");
+  std::map<std::string, std::string> dead;
+  for (const auto& e : redis::parse_entries(c.checked({"XRANGE", "jobs:dead", "-", "+"}), "dead"))
+    dead[*e.field("reason")] = e.field("options") ? *e.field("options") : "";
+  REQUIRE(dead.size() == 2);
+  CHECK(dead.at("not a video") == "decoder=cpu");
+  CHECK(dead.count("the entry has the field 'fit' twice") == 1);
 }
