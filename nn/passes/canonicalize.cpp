@@ -431,7 +431,7 @@ Node split(const Node& n, const Graph& g) {
   Ints sizes;
   if (n.attrs.has("num_outputs")) {  // opset 18: parts of ceil(dim / num_outputs), the last one smaller
     const std::int64_t count = n.attrs.i("num_outputs", 0);
-    if (split_input) fail(g, n, "takes the split input or attribute num_outputs, not both");
+    if (split_input || n.attrs.has("split")) fail(g, n, "takes split sizes or attribute num_outputs, not both");
     if (count != parts)
       fail(g, n, "num_outputs " + std::to_string(count) + " differs from its " + std::to_string(parts) + " outputs");
     const std::int64_t part = dim / parts + (dim % parts != 0);

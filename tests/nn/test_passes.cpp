@@ -1872,7 +1872,7 @@ TEST_CASE("opset 18-21 forms that do not run are refused naming the node and att
     return error_of([&] { prepared(m, 1); });
   };
   CHECK_THAT(split_error(6, 2, 3, false), Contains("node 'split' (Split): num_outputs 3 differs from its 2 outputs"));
-  CHECK_THAT(split_error(6, 2, 2, true), Contains("node 'split' (Split): takes the split input or attribute num_outputs, not both"));
+  CHECK_THAT(split_error(6, 2, 2, true), Contains("node 'split' (Split): takes split sizes or attribute num_outputs, not both"));
   CHECK_THAT(split_error(4, 3, 3, false), Contains("node 'split' (Split): num_outputs 3 leaves an empty last part"));
   // ScatterND: a reduction outside none/add/mul/max/min; Cast-19 to float8
   {
