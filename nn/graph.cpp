@@ -118,7 +118,7 @@ const std::vector<std::string>& supported_onnx_ops() {
         "Min", "ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceL1", "ReduceL2", "ReduceSumSquare",
         "ReduceProd", "LayerNormalization", "LogSoftmax", "ArgMax", "ArgMin", "TopK",
         // rewritten by prepare() into ops above (nn/passes/decompose.cpp; Expand too when its data is not constant)
-        "DepthToSpace", "SpaceToDepth", "Tile", "InstanceNormalization",
+        "DepthToSpace", "SpaceToDepth", "Tile", "InstanceNormalization", "GroupNormalization",
         // removed or folded by prepare() (the comparisons, logic, Where, Range, Mod, ScatterND only on constants)
         "Identity", "Dropout", "Constant", "Shape", "Gather", "Cast", "ConstantOfShape", "Equal", "Less", "Greater",
         "LessOrEqual", "GreaterOrEqual", "And", "Or", "Not", "Where", "Expand", "Range", "Mod", "ScatterND"};

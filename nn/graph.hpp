@@ -2,7 +2,7 @@
 // The model graph sluice executes: what the ONNX loader makes, what the passes rewrite, what the backends run.
 //
 // Life of a model:
-//   Graph g = load_onnx(path);          // nn/onnx_loader.hpp: ONNX as written (opset 11-17), ops checked
+//   Graph g = load_onnx(path);          // nn/onnx_loader.hpp: ONNX as written (opset 11-21), ops checked
 //   Graph p = prepare(g, batch);        // nn/passes.hpp: batch bound, canonical ops, shapes, folds, fusions
 //   CpuEngine / CudaEngine run p.       // nn/cpu/engine.hpp, nn/cuda/engine.hpp
 //
@@ -154,12 +154,13 @@ struct Graph {
 //     not int64. So that no index is ever rounded, an engine refuses at build, naming the node, an axis longer
 //     than its element type counts exactly: 2^24 elements (f32, the CPU backend), 2048 (f16), 256 (bf16).
 //     Folded on constants they are i64, exact.
-// DepthToSpace, SpaceToDepth (Reshape, Transpose, Reshape), Tile (Reshape, Mul by a constant of ones, Reshape) and
+// DepthToSpace, SpaceToDepth (Reshape, Transpose, Reshape), Tile (Reshape, Mul by a constant of ones, Reshape),
 // InstanceNormalization (LayerNormalization over the dims from 2 on with scale 1, then BatchNormalization with
-// the scale and B, mean 0, variance 1, epsilon 0) and Expand of run-time data (Mul by a constant of ones, or
-// nothing) are rewritten into the ops above (nn/passes/decompose.cpp).
-// GroupNormalization is opset 18, beyond the loader's range; exporters at opset <= 17 write it as Reshape,
-// InstanceNormalization, Reshape, Mul, Add, which runs.
+// the scale and B, mean 0, variance 1, epsilon 0), GroupNormalization (Reshape to [N, groups, rest],
+// LayerNormalization over the rest with scale 1, Reshape back, then BatchNormalization like InstanceNormalization's
+// with scale and bias per channel: opsets 18-20 give them per group, 21 per channel) and Expand of run-time data
+// (Mul by a constant of ones, or nothing) are rewritten into the ops above (nn/passes/decompose.cpp). Exporters at
+// opset <= 17 write GroupNorm as Reshape, InstanceNormalization, Reshape, Mul, Add, which runs too.
 // Equal, Less, Greater, LessOrEqual, GreaterOrEqual, And, Or, Not, Where, Range, Mod and ScatterND exist only
 // folded (Expand too, unless its data is computed at run time).
 // Shapes and data are in ONNX's layout (NCHW for images); a backend may store 4-D values NHWC inside.

@@ -90,7 +90,7 @@ std::vector<T> unpack_raw(const std::string& raw) {
   return values;
 }
 
-// How many inputs and outputs each supported operator takes (ONNX's schemas, opsets 11-17). The passes index
+// How many inputs and outputs each supported operator takes (ONNX's schemas, opsets 11-21). The passes index
 // inputs by position, so a node with too few is refused here, naming it.
 struct Arity {
   int min_inputs, max_inputs, max_outputs;
@@ -116,7 +116,8 @@ const Arity& arity_of(const std::string& op) {
       {"GreaterOrEqual", {2, 2, 1}}, {"And", {2, 2, 1}}, {"Or", {2, 2, 1}}, {"Not", {1, 1, 1}},
       {"Where", {3, 3, 1}}, {"Expand", {2, 2, 1}}, {"Range", {3, 3, 1}}, {"Mod", {2, 2, 1}}, {"ScatterND", {3, 3, 1}},
       {"DepthToSpace", {1, 1, 1}}, {"SpaceToDepth", {1, 1, 1}}, {"Tile", {2, 2, 1}}, {"LogSoftmax", {1, 1, 1}},
-      {"ArgMax", {1, 1, 1}}, {"ArgMin", {1, 1, 1}}, {"TopK", {2, 2, 2}}, {"InstanceNormalization", {3, 3, 1}}};
+      {"ArgMax", {1, 1, 1}}, {"ArgMin", {1, 1, 1}}, {"TopK", {2, 2, 2}}, {"InstanceNormalization", {3, 3, 1}},
+      {"GroupNormalization", {3, 3, 1}}};
   return arities.at(op);  // every supported op is listed (a test checks)
 }
 

@@ -1,5 +1,5 @@
 #pragma once
-// ONNX file -> Graph, as written (see nn/graph.hpp): opset 11-17 of the default domain, the operators in
+// ONNX file -> Graph, as written (see nn/graph.hpp): opset 11-21 of the default domain, the operators in
 // supported_onnx_ops(). Constant nodes become constants; everything else stays as the file spells it.
 #include <string>
 
@@ -13,6 +13,6 @@ Graph load_onnx(const std::string& path);
 Graph load_onnx_bytes(const std::string& bytes, const std::string& source);
 
 inline constexpr std::int64_t kMinOpset = 11;
-inline constexpr std::int64_t kMaxOpset = 17;
+inline constexpr std::int64_t kMaxOpset = 21;
 
 }  // namespace sluice::nn

@@ -47,6 +47,33 @@ const Tensor* optional_constant(const Graph& g, const Node& n, std::size_t index
   return t->elements() == 0 ? nullptr : t;
 }
 
+// Opset 18's `axes` of Pad (an input) and Resize (an attribute): the axes its per-axis values are for,
+// non-negative and unique.
+Ints unique_axes(const Graph& g, const Node& n, Ints axes, std::int64_t rank) {
+  std::vector<bool> seen(static_cast<std::size_t>(rank), false);
+  for (auto& a : axes) {
+    a = normalize_axis(g, n, a, rank);
+    if (seen[static_cast<std::size_t>(a)]) fail(g, n, "axes [" + join_ints(axes) + "] repeat an axis");
+    seen[static_cast<std::size_t>(a)] = true;
+  }
+  return axes;
+}
+
+// Values given for `axes` only (`per_axis` of them per axis: Pad's begins then ends), spread over every
+// dimension, `fill` elsewhere.
+template <typename T>
+std::vector<T> spread_over_axes(const Graph& g, const Node& n, const std::vector<T>& given, const Ints& axes,
+                                std::size_t per_axis, std::vector<T> fill, const std::string& what) {
+  const std::size_t rank = fill.size() / per_axis;
+  if (given.size() != per_axis * axes.size())
+    fail(g, n, what + " holds " + std::to_string(given.size()) + " values; axes [" + join_ints(axes) + "] need " +
+                   std::to_string(per_axis * axes.size()));
+  for (std::size_t k = 0; k < per_axis; ++k)
+    for (std::size_t i = 0; i < axes.size(); ++i)
+      fill[k * rank + static_cast<std::size_t>(axes[i])] = given[k * axes.size() + i];
+  return fill;
+}
+
 void refuse_used_extra_outputs(const Graph& g, const Node& n, const std::set<std::string>& used, const char* what) {
   for (std::size_t i = 1; i < n.outputs.size(); ++i)
     if (!n.outputs[i].empty() && used.count(n.outputs[i]))
@@ -215,6 +242,9 @@ Node pool(const Node& n, const Graph& g, const std::set<std::string>& used) {
   const bool max = n.op == "MaxPool";
   const Ints strides = pair_attr(g, n, "strides");
   const Ints dilations = max ? pair_attr(g, n, "dilations") : Ints{1, 1};
+  if (!max && n.attrs.has("dilations") && pair_attr(g, n, "dilations") != Ints{1, 1})
+    fail(g, n, "attribute dilations [" + join_ints(n.attrs.ints("dilations")) +
+                   "] is not supported for AveragePool (opset 19); only 1, 1");
   Attributes a;
   a.values["kernel_shape"] = kernel;
   a.values["strides"] = strides;
@@ -396,11 +426,25 @@ Node split(const Node& n, const Graph& g) {
   const std::int64_t axis = normalize_axis(g, n, n.attrs.i("axis", 0), static_cast<std::int64_t>(x.size()));
   const auto parts = static_cast<std::int64_t>(n.outputs.size());
   if (parts < 1) fail(g, n, "has no outputs");
+  const bool split_input = n.inputs.size() > 1 && !n.inputs[1].empty();
+  const std::int64_t dim = x[static_cast<std::size_t>(axis)];
   Ints sizes;
-  if (n.attrs.has("split")) sizes = n.attrs.ints("split");
-  else if (n.inputs.size() > 1 && !n.inputs[1].empty()) sizes = constant_ints(g, n, 1, "split");
-  else {
-    const std::int64_t dim = x[static_cast<std::size_t>(axis)];
+  if (n.attrs.has("num_outputs")) {  // opset 18: parts of ceil(dim / num_outputs), the last one smaller
+    const std::int64_t count = n.attrs.i("num_outputs", 0);
+    if (split_input || n.attrs.has("split")) fail(g, n, "takes split sizes or attribute num_outputs, not both");
+    if (count != parts)
+      fail(g, n, "num_outputs " + std::to_string(count) + " differs from its " + std::to_string(parts) + " outputs");
+    const std::int64_t part = dim / parts + (dim % parts != 0);
+    sizes.assign(static_cast<std::size_t>(parts), part);
+    sizes.back() = dim - part * (parts - 1);
+    if (sizes.back() < 1)
+      fail(g, n, "num_outputs " + std::to_string(count) + " leaves an empty last part of dimension " +
+                     std::to_string(dim) + ", which is not supported");
+  } else if (n.attrs.has("split")) {
+    sizes = n.attrs.ints("split");
+  } else if (split_input) {
+    sizes = constant_ints(g, n, 1, "split");
+  } else {
     if (dim % parts != 0)
       fail(g, n, "cannot split dimension " + std::to_string(dim) + " into " + std::to_string(parts) + " equal parts");
     sizes.assign(static_cast<std::size_t>(parts), dim / parts);
@@ -542,18 +586,30 @@ Node resize(const Node& n, const Graph& g) {
   const std::string coordinates = n.attrs.s("coordinate_transformation_mode", "half_pixel");
   if (coordinates == "tf_crop_and_resize") fail(g, n, "coordinate_transformation_mode tf_crop_and_resize is not supported");
   if (n.attrs.i("exclude_outside", 0) != 0) fail(g, n, "exclude_outside=1 is not supported");
+  // Opset 18: sizes and scales for the dimensions in attribute axes only (the others keep their size).
+  const bool has_axes = n.attrs.has("axes");
+  const Ints axes = has_axes ? unique_axes(g, n, n.attrs.ints("axes"), 4) : Ints{};
   Shape sizes;
   std::vector<float> scales;
   if (const Tensor* s = optional_constant(g, n, 3, "sizes")) {
-    sizes = as_ints(*s);
+    const std::string policy = n.attrs.s("keep_aspect_ratio_policy", "stretch");
+    if (policy != "stretch")
+      fail(g, n, "keep_aspect_ratio_policy '" + policy + "' is not supported (only stretch)");
+    sizes = has_axes ? spread_over_axes(g, n, as_ints(*s), axes, 1, Ints(x), "sizes") : as_ints(*s);
   } else if (const Tensor* s = optional_constant(g, n, 2, "scales")) {
-    scales = as_floats(*s);
+    scales = has_axes ? spread_over_axes(g, n, as_floats(*s), axes, 1, std::vector<float>(4, 1.f), "scales")
+                      : as_floats(*s);
     sizes = scaled(g, n, x, scales);
   } else {
     fail(g, n, "needs scales or sizes");
   }
-  return resize_node(n, g, x, sizes, scales, n.attrs.s("mode", "nearest"), coordinates,
-                     n.attrs.s("nearest_mode", "round_prefer_floor"));
+  const std::string mode = n.attrs.s("mode", "nearest");
+  // Opset 18's antialias widens the linear filter by 1 / scale where the image shrinks; growing, or nearest, it
+  // changes nothing.
+  if (n.attrs.i("antialias", 0) != 0 && mode != "nearest" && sizes.size() == 4 && (sizes[2] < x[2] || sizes[3] < x[3]))
+    fail(g, n, "antialias=1 is not supported when it shrinks the image (mode " + mode + ", input " + to_string(x) +
+                   ", output " + to_string(sizes) + ")");
+  return resize_node(n, g, x, sizes, scales, mode, coordinates, n.attrs.s("nearest_mode", "round_prefer_floor"));
 }
 
 // Upsample (deprecated) is Resize with asymmetric coordinates and floor rounding.
@@ -569,10 +625,13 @@ Node upsample(const Node& n, const Graph& g) {
 
 Node pad(const Node& n, const Graph& g) {
   const Shape& x = input_shape(g, n, 0);
-  const Ints pads = n.attrs.has("pads") ? n.attrs.ints("pads") : constant_ints(g, n, 1, "pads");
+  Ints pads = n.attrs.has("pads") ? n.attrs.ints("pads") : constant_ints(g, n, 1, "pads");
+  if (n.inputs.size() > 3 && !n.inputs[3].empty()) {  // opset 18: pads for these axes only, the others 0
+    const Ints axes = unique_axes(g, n, constant_ints(g, n, 3, "axes"), static_cast<std::int64_t>(x.size()));
+    pads = spread_over_axes(g, n, pads, axes, 2, Ints(2 * x.size(), 0), "pads [" + join_ints(pads) + "]");
+  }
   if (pads.size() != 2 * x.size())
     fail(g, n, "pads [" + join_ints(pads) + "] must hold 2 values per dimension of " + to_string(x));
-  if (n.inputs.size() > 3 && !n.inputs[3].empty()) fail(g, n, "the axes input is not supported");
   float value = n.attrs.f("value", 0.f);
   if (const Tensor* v = optional_constant(g, n, 2, "constant_value")) {
     if (v->elements() != 1) fail(g, n, "constant_value must hold one value");

@@ -3,6 +3,8 @@
 //   Tile                        -> Reshape, Mul by a constant of ones that broadcasts each repeat, Reshape
 //   InstanceNormalization       -> LayerNormalization over the spatial dims (scale 1), BatchNormalization as the
 //                                  per-channel scale and bias (mean 0, variance 1, epsilon 0)
+//   GroupNormalization          -> Reshape to [N, groups, rest], LayerNormalization over the rest (scale 1),
+//                                  Reshape back, BatchNormalization as InstanceNormalization's
 //   Expand of run-time data     -> Mul by a constant of ones (or nothing, when the shape stays)
 // The parts are written in ONNX spelling; the sweep canonicalizes them (or folds them, on constants) like any node.
 #include <algorithm>
@@ -211,31 +213,80 @@ std::vector<Node> expand(const Node& n, Graph& g) {
   return p.take();
 }
 
+// The constant scale (i = 1) or bias (i = 2) of a normalization: one floating point value per `per` (`count` of
+// them: channels, or GroupNormalization's groups before opset 21).
+const Tensor& norm_parameter(const Graph& g, const Node& n, std::size_t i, std::int64_t count, const char* per) {
+  const Tensor* t = constant_input(g, n, i);
+  const std::string role = i == 1 ? "scale" : n.op == "InstanceNormalization" ? "B" : "bias";
+  if (!t) fail(g, n, role + " ('" + n.inputs.at(i) + "') must be a constant, known before running");
+  if (t->type != ElementType::f32 || t->elements() != count)
+    fail(g, n, role + " " + to_string(t->shape) + " must hold one floating point value per " + per + " (" +
+                   std::to_string(count) + ")");
+  return *t;
+}
+
+// `normalized` (shaped like the node's input x) times scale[c] plus bias[c]: a BatchNormalization with mean 0,
+// variance 1 and epsilon 0, the node's output.
+void channel_affine(Parts& p, const std::string& normalized, const Shape& x, const std::string& scale,
+                    const std::string& bias) {
+  Attributes affine;
+  affine.values["epsilon"] = 0.f;
+  p.add("BatchNormalization", "affine",
+        {normalized, scale, bias, p.filled("zero_mean", ElementType::f32, {x[1]}, 0.f),
+         p.filled("unit_variance", ElementType::f32, {x[1]}, 1.f)},
+        true, std::move(affine));
+}
+
+// LayerNormalization of `x` over its dimensions from `axis` on, with the node's epsilon and scale 1.
+std::string normalized_from(Parts& p, const Node& n, const std::string& x, std::int64_t axis) {
+  Attributes norm;
+  norm.values["axis"] = axis;
+  norm.values["epsilon"] = n.attrs.f("epsilon", 1e-5f);
+  return p.add("LayerNormalization", "normalize", {x, p.filled("unit_scale", ElementType::f32, {1}, 1.f)}, false,
+               std::move(norm));
+}
+
 // InstanceNormalization: each (n, c) plane normalized over its spatial elements, then x * scale[c] + B[c].
 std::vector<Node> instance_normalization(const Node& n, Graph& g) {
   const Shape x = g.shape_of(n.inputs.at(0));
   if (x.size() < 3) fail(g, n, "needs an N,C,spatial... input, not " + to_string(x));
-  for (std::size_t i = 1; i <= 2; ++i) {
-    const Tensor* t = constant_input(g, n, i);
-    const char* role = i == 1 ? "scale" : "B";
-    if (!t) fail(g, n, std::string(role) + " ('" + n.inputs.at(i) + "') must be a constant, known before running");
-    if (t->type != ElementType::f32 || t->elements() != x[1])
-      fail(g, n, std::string(role) + " " + to_string(t->shape) + " must hold one floating point value per channel (" +
-                     std::to_string(x[1]) + ")");
-  }
+  for (std::size_t i = 1; i <= 2; ++i) norm_parameter(g, n, i, x[1], "channel");
   Parts p(n, g);
-  Attributes norm;
-  norm.values["axis"] = std::int64_t{2};
-  norm.values["epsilon"] = n.attrs.f("epsilon", 1e-5f);
-  const std::string normalized =
-      p.add("LayerNormalization", "normalize", {n.inputs[0], p.filled("unit_scale", ElementType::f32, {1}, 1.f)}, false,
-            std::move(norm));
-  Attributes affine;
-  affine.values["epsilon"] = 0.f;
-  p.add("BatchNormalization", "affine",
-        {normalized, n.inputs[1], n.inputs[2], p.filled("zero_mean", ElementType::f32, {x[1]}, 0.f),
-         p.filled("unit_variance", ElementType::f32, {x[1]}, 1.f)},
-        true, std::move(affine));
+  channel_affine(p, normalized_from(p, n, n.inputs[0], 2), x, n.inputs[1], n.inputs[2]);
+  return p.take();
+}
+
+// GroupNormalization: the C channels in num_groups groups of C / num_groups, each (n, group) normalized over all
+// its elements, then x * scale[c] + bias[c]. Opsets 18-20 give scale and bias per group (channel c takes its
+// group's), opset 21 per channel. stash_type (opset 21: the precision of the statistics) must be float, which is
+// what LayerNormalization computes them in.
+std::vector<Node> group_normalization(const Node& n, Graph& g) {
+  const Shape x = g.shape_of(n.inputs.at(0));
+  if (x.size() < 2) fail(g, n, "needs an N,C,... input, not " + to_string(x));
+  if (!n.attrs.has("num_groups")) fail(g, n, "needs attribute num_groups");
+  const std::int64_t groups = n.attrs.i("num_groups", 0), channels = x[1];
+  if (groups < 1 || channels < groups || channels % groups != 0)
+    fail(g, n, "num_groups " + std::to_string(groups) + " does not divide the " + std::to_string(channels) +
+                   " channels of " + to_string(x));
+  if (const std::int64_t stash = n.attrs.i("stash_type", 1); stash != 1)
+    fail(g, n, "stash_type " + std::to_string(stash) + " is not supported (only 1: statistics in float)");
+  const bool per_channel = g.opset >= 21;
+  const std::int64_t count = per_channel ? channels : groups, group_channels = channels / groups;
+  const char* per = per_channel ? "channel (opset 21)" : "group (opsets 18-20)";
+  const Tensor& scale = norm_parameter(g, n, 1, count, per);
+  const Tensor& bias = norm_parameter(g, n, 2, count, per);
+  Parts p(n, g);
+  auto per_channel_of = [&](const std::string& role, const Tensor& per_group) {
+    Tensor t;
+    t.shape = {channels};
+    for (std::int64_t c = 0; c < channels; ++c) t.f32.push_back(per_group.f32[static_cast<std::size_t>(c / group_channels)]);
+    return p.constant(role, std::move(t));
+  };
+  const Shape grouped_shape{x[0], groups, group_channels * element_count(Shape(x.begin() + 2, x.end()))};
+  const std::string grouped = p.reshape("groups", n.inputs[0], grouped_shape);
+  const std::string back = p.reshape("channels", normalized_from(p, n, grouped, 2), x);
+  channel_affine(p, back, x, per_channel ? n.inputs[1] : per_channel_of("channel_scale", scale),
+                 per_channel ? n.inputs[2] : per_channel_of("channel_bias", bias));
   return p.take();
 }
 
@@ -246,6 +297,7 @@ std::optional<std::vector<Node>> decompose(const Node& node, Graph& g) {
   if (node.op == "SpaceToDepth") return space_to_depth(node, g);
   if (node.op == "Tile") return tile(node, g);
   if (node.op == "InstanceNormalization") return instance_normalization(node, g);
+  if (node.op == "GroupNormalization") return group_normalization(node, g);
   if (node.op == "Expand" && !g.is_constant(node.inputs.at(0))) return expand(node, g);
   return std::nullopt;
 }

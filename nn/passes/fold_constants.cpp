@@ -560,6 +560,8 @@ Tensor scatter_nd(const Graph& g, const Node& n) {
     fail(g, n, "updates " + to_string(updates.shape) + " do not match " + std::to_string(tuples) + " slices of " + std::to_string(slice));
   const std::string reduction = n.attrs.s("reduction", "none");
   const bool add = reduction == "add", mul = reduction == "mul", max = reduction == "max", min = reduction == "min";
+  if (!add && !mul && !max && !min && reduction != "none")
+    fail(g, n, "reduction '" + reduction + "' is not supported (none, add, mul, max, min)");
   const Ints strides = strides_of(out.shape);
   auto apply = [&](auto& dst, const auto& src) {
     for (std::int64_t t = 0; t < tuples; ++t) {

@@ -27,11 +27,19 @@ batch of 2, f32) and OUTDIR/NAME.output.npy (PyTorch's f32 output for it: eval m
                            (see RankNet), opset 13 and as ranknet_op11 (the opset 11 spellings), 2x3x16x16
   decoder_small            a tiny encoder-decoder whose upsampling is ConvTranspose (stride 2 with
                            output_padding and groups 2; 4x4 stride 2 pad 1; dilation 2), opset 13, 2x3x16x16
+  mixnet_op18, mathnet_op18  the opset-17 exports rewritten in opset 18's spellings of the same ops (Reduce*
+                           axes as an input, Split num_outputs, Pad pads for an axes input, Resize axes): torch
+                           1.13 exports at most opset 17; the outputs are PyTorch's, as for opset 17
+  groupnorm_op18,          GroupNormalization (opset 18: scale and bias per group; opset 21: per channel) three
+  groupnorm_op21           times (3 groups, epsilon 1e-3; 6 groups = the channels; 1 group, epsilon 0.1), built
+                           with onnx.helper; the output is NumPy's (float64, checked against
+                           torch.nn.functional.group_norm), 2x6x5x7
 
 Deterministic (fixed seeds). A model whose three files exist and are newer than this script is skipped.
 Works under torch 1.13 (Debian) and torch 2.x (dynamo=False where torch.onnx.export has that argument).
 """
 
+import collections
 import inspect
 import os
 import sys
@@ -39,6 +47,7 @@ import warnings
 
 import numpy as np
 import onnx
+from onnx import helper, numpy_helper
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -295,6 +304,119 @@ def export_onnx(model, example, path, opset):
         raise RuntimeError("%s: the export folded BatchNormalization away; the reference would not test folding" % path)
 
 
+def constant_values(graph, name):
+    """The array behind value `name` when an initializer or a Constant node holds it, else None."""
+    for init in graph.initializer:
+        if init.name == name:
+            return numpy_helper.to_array(init)
+    for node in graph.node:
+        if node.op_type == "Constant" and node.output[0] == name:
+            for a in node.attribute:
+                if a.name == "value":
+                    return numpy_helper.to_array(a.t)
+    return None
+
+
+def to_opset18(path):
+    """Rewrites an opset-17 model file in place in opset 18's spellings of the same ops: Reduce* (but ReduceSum,
+    which took them as an input since 13) get their axes as an input, Split without sizes num_outputs, Pad its
+    pads for the padded axes only and an axes input (negative axes), Resize scales or sizes for H and W only and
+    attribute axes. Returns how many nodes of each op changed."""
+    model = onnx.load(path)
+    graph = model.graph
+    changed = collections.Counter()
+
+    def add_constant(array):
+        name = "opset18_%d" % len(graph.initializer)
+        graph.initializer.append(numpy_helper.from_array(np.asarray(array), name))
+        return name
+
+    for node in graph.node:
+        op = node.op_type
+        if op.startswith("Reduce") and op != "ReduceSum":
+            axes = [a for a in node.attribute if a.name == "axes"]
+            if axes:
+                node.attribute.remove(axes[0])
+                node.input.append(add_constant(np.array(axes[0].ints, np.int64)))
+                changed[op] += 1
+        elif op == "Split" and len(node.input) == 1:
+            node.attribute.append(helper.make_attribute("num_outputs", len(node.output)))
+            changed[op] += 1
+        elif op == "Pad":
+            pads = constant_values(graph, node.input[1])
+            if pads is None:
+                continue
+            rank = len(pads) // 2
+            axes = [d for d in range(rank) if pads[d] or pads[rank + d]]
+            node.input[1] = add_constant(np.array([pads[d] for d in axes] + [pads[rank + d] for d in axes], np.int64))
+            while len(node.input) < 3:
+                node.input.append("")
+            node.input.append(add_constant(np.array([d - rank for d in axes], np.int64)))
+            changed[op] += 1
+        elif op == "Resize":
+            for index in (3, 2):  # sizes, else scales
+                values = constant_values(graph, node.input[index]) if len(node.input) > index and node.input[index] else None
+                if values is not None and values.size == 4:
+                    node.input[index] = add_constant(values[2:])
+                    node.attribute.append(helper.make_attribute("axes", [2, 3]))
+                    changed[op] += 1
+                    break
+    for o in model.opset_import:
+        if o.domain in ("", "ai.onnx"):
+            o.version = 18
+    onnx.save(model, path)
+    return changed
+
+
+def group_norm(x, scale, bias, groups, epsilon, per_channel):
+    """GroupNormalization in float64: per_channel (opset 21) or per-group (opset 18) scale and bias."""
+    n, c = x.shape[:2]
+    grouped = x.astype(np.float64).reshape(n, groups, -1)
+    mean, var = grouped.mean(-1, keepdims=True), grouped.var(-1, keepdims=True)
+    normalized = ((grouped - mean) / np.sqrt(var + epsilon)).reshape(x.shape)
+    if not per_channel:
+        scale, bias = np.repeat(scale, c // groups), np.repeat(bias, c // groups)
+    shape = (1, c) + (1,) * (x.ndim - 2)
+    return normalized * scale.reshape(shape).astype(np.float64) + bias.reshape(shape).astype(np.float64)
+
+
+def write_groupnorm_reference(outdir, name, opset, generator):
+    """GroupNormalization three times, built with onnx.helper at `opset`; the output is NumPy's."""
+    per_channel = opset >= 21
+    x = torch.randn(2, 6, 5, 7, generator=generator).numpy().astype(np.float32)
+    nodes, inits, value, want, want_torch = [], [], "input", x, torch.from_numpy(x)
+    for i, (groups, epsilon) in enumerate([(3, 1e-3), (6, None), (1, 0.1)]):
+        count = 6 if per_channel else groups
+        scale = (torch.rand(count, generator=generator) + 0.5).numpy().astype(np.float32)
+        bias = torch.randn(count, generator=generator).numpy().astype(np.float32)
+        inits += [numpy_helper.from_array(scale, "scale%d" % i), numpy_helper.from_array(bias, "bias%d" % i)]
+        out = "output" if i == 2 else "gn%d" % i
+        attrs = {"num_groups": groups}
+        if epsilon is not None:
+            attrs["epsilon"] = epsilon
+        nodes.append(helper.make_node("GroupNormalization", [value, "scale%d" % i, "bias%d" % i], [out],
+                                      name="group_norm%d" % i, **attrs))
+        eps = 1e-5 if epsilon is None else epsilon
+        want = group_norm(want, scale, bias, groups, eps, per_channel).astype(np.float32)
+        repeat = 1 if per_channel else 6 // groups
+        want_torch = F.group_norm(want_torch, groups, torch.from_numpy(np.repeat(scale, repeat)),
+                                  torch.from_numpy(np.repeat(bias, repeat)), eps)
+        value = out
+    if not np.allclose(want, want_torch.numpy(), rtol=1e-4, atol=1e-4):
+        raise RuntimeError("%s: the NumPy GroupNormalization differs from torch.nn.functional.group_norm" % name)
+    graph = helper.make_graph(nodes, name, [helper.make_tensor_value_info("input", onnx.TensorProto.FLOAT,
+                                                                          ["batch", 6, 5, 7])],
+                              [helper.make_tensor_value_info("output", onnx.TensorProto.FLOAT, ["batch", 6, 5, 7])],
+                              inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    onnx.save(model, os.path.join(outdir, name + ".onnx"))  # onnx 1.12's checker knows opsets up to 17 only
+    np.save(os.path.join(outdir, name + ".input.npy"), x)
+    np.save(os.path.join(outdir, name + ".output.npy"), want)
+    print("wrote %s/%s.{onnx,input.npy,output.npy}: opset %d, GroupNormalization x3, NumPy reference"
+          % (outdir, name, opset), flush=True)
+
+
 def up_to_date(outdir, name):
     script_time = os.path.getmtime(os.path.abspath(__file__))
     paths = [os.path.join(outdir, name + suffix) for suffix in (".onnx", ".input.npy", ".output.npy")]
@@ -305,7 +427,13 @@ def write_reference(outdir, name, model, example, opset):
     model.eval()
     with torch.no_grad():
         output = model(example)
-    export_onnx(model, example, os.path.join(outdir, name + ".onnx"), opset)
+    path = os.path.join(outdir, name + ".onnx")
+    export_onnx(model, example, path, min(opset, 17))
+    if opset == 18:
+        changed = to_opset18(path)
+        if not changed:
+            raise RuntimeError("%s: nothing to rewrite in opset 18's spellings" % path)
+        print("rewrote %s at opset 18: %s" % (path, dict(changed)), flush=True)
     np.save(os.path.join(outdir, name + ".input.npy"), example.numpy().astype(np.float32))
     np.save(os.path.join(outdir, name + ".output.npy"), output.numpy().astype(np.float32))
     print("wrote %s/%s.{onnx,input.npy,output.npy}: opset %d, input %s, output %s (|max| %.3g)"
@@ -328,7 +456,8 @@ def main(argv):
             ("mixnet_op17", 64, 17), ("shufflenet_v2_x0_5", 64, 13), ("mnasnet0_5", 64, 13),
             ("mathnet", 16, 17), ("mathnet_op13", 16, 13), ("convnext_small", 64, 17), ("convnext_small_op13", 64, 13),
             ("vit_small", 32, 17), ("swin_small", 32, 17), ("ranknet", 16, 13), ("ranknet_op11", 16, 11),
-            ("decoder_small", 16, 13)]
+            ("decoder_small", 16, 13), ("mixnet_op18", 64, 18), ("mathnet_op18", 16, 18),
+            ("groupnorm_op18", 0, 18), ("groupnorm_op21", 0, 21)]
     mixnet = None
     for name, size, opset in jobs:
         if up_to_date(outdir, name):
@@ -337,6 +466,9 @@ def main(argv):
         # One generator per model, seeded from its family, so each model's files do not depend on the others.
         family = name.split("_op")[0]
         generator = torch.Generator().manual_seed(SEED + sum(family.encode()))
+        if family == "groupnorm":
+            write_groupnorm_reference(outdir, name, opset, generator)
+            continue
         example = torch.randn(2, 3, size, size, generator=generator)
         if family in ("mathnet", "convnext_small", "vit_small", "swin_small", "ranknet", "decoder_small"):
             torch.manual_seed(SEED + 7)

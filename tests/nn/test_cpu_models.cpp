@@ -83,5 +83,17 @@ TEST_CASE("CPU small ConvNeXt exported at opset 13 matches PyTorch", "[cpu_model
 TEST_CASE("CPU small Vision Transformer matches PyTorch", "[cpu_models]") { check_model("vit_small"); }
 TEST_CASE("CPU small Swin Transformer matches PyTorch", "[cpu_models]") { check_model("swin_small"); }
 TEST_CASE("CPU small decoder (ConvTranspose) matches PyTorch", "[cpu_models]") { check_model("decoder_small"); }
+TEST_CASE("CPU mixnet in opset 18's spellings (Pad axes, Resize axes) matches PyTorch", "[cpu_models]") {
+  check_model("mixnet_op18");
+}
+TEST_CASE("CPU mathnet in opset 18's spellings (Reduce* axes inputs) matches PyTorch", "[cpu_models]") {
+  check_model("mathnet_op18");
+}
+TEST_CASE("CPU GroupNormalization at opset 18 (per-group scale, bias) matches NumPy", "[cpu_models]") {
+  check_model("groupnorm_op18");
+}
+TEST_CASE("CPU GroupNormalization at opset 21 (per-channel scale, bias) matches NumPy", "[cpu_models]") {
+  check_model("groupnorm_op21");
+}
 
 }  // namespace

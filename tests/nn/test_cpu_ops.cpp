@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <map>
 #include <random>
@@ -1756,6 +1757,118 @@ TEST_CASE("InstanceNormalization normalizes each channel plane and applies scale
     m.input("x", xs).weights("scale", {channels}, scale).weights("B", {channels}, bias).output("y");
     sluice::nn::test::set_float(m.node("InstanceNormalization", {"x", "scale", "B"}, {"y"}), "epsilon", epsilon);
     CHECK_CLOSE(run_model(m, xs, x), want, 1e-5);
+  }
+}
+
+// ---- opsets 18-21 ------------------------------------------------------------------------------------------------
+
+// x -> `op` (with `make` adding its inputs and attributes) -> y, at `opset`, through prepare() and the CPU engine.
+Floats run_one_node(std::int64_t opset, const Shape& xs, const Floats& x, const std::string& op,
+                    const std::vector<std::string>& inputs,
+                    const std::function<void(ModelBuilder&, onnx::NodeProto&)>& make) {
+  ModelBuilder m(opset);
+  m.input("x", xs).output("y");
+  std::vector<std::string> all{"x"};
+  all.insert(all.end(), inputs.begin(), inputs.end());
+  make(m, m.node(op, all, {"y"}));
+  return run_model(m, xs, x);
+}
+
+TEST_CASE("Opset 18's spellings of Reduce*, Pad, Resize and Split compute what opset 13's do", "[cpu_ops][opset18]") {
+  std::mt19937 rng(47);
+  const Shape xs{2, 3, 4, 5};
+  const Floats x = random_floats(rng, count(xs), 0.5f, 1.5f);
+  for (const std::string op : {"ReduceMean", "ReduceMax", "ReduceMin", "ReduceL1", "ReduceL2", "ReduceSumSquare",
+                               "ReduceProd"}) {
+    for (const Ints& axes : {Ints{-1, 1}, Ints{2}, Ints{0, 1, 2, 3}}) {
+      INFO(op << " axes " << sluice::nn::to_string(axes));
+      const Floats old = run_one_node(13, xs, x, op, {}, [&](ModelBuilder&, onnx::NodeProto& n) {
+        sluice::nn::test::set_ints(n, "axes", axes);
+      });
+      const Floats now = run_one_node(18, xs, x, op, {"axes"}, [&](ModelBuilder& m, onnx::NodeProto&) { m.ints("axes", axes); });
+      CHECK(identical(now, old));
+    }
+  }
+  for (const std::string mode : {"constant", "reflect", "edge"}) {
+    INFO("Pad " << mode);
+    const Floats old = run_one_node(13, xs, x, "Pad", {"pads"}, [&](ModelBuilder& m, onnx::NodeProto& n) {
+      m.ints("pads", {0, 0, 2, 1, 0, 0, 3, 0});
+      sluice::nn::test::set_string(n, "mode", mode);
+    });
+    const Floats now = run_one_node(18, xs, x, "Pad", {"pads", "", "axes"}, [&](ModelBuilder& m, onnx::NodeProto& n) {
+      m.ints("pads", {1, 2, 0, 3}).ints("axes", {3, -2});
+      sluice::nn::test::set_string(n, "mode", mode);
+    });
+    CHECK(identical(now, old));
+  }
+  for (const std::string mode : {"nearest", "linear"}) {
+    INFO("Resize " << mode);
+    const Floats old = run_one_node(13, xs, x, "Resize", {"", "scales"}, [&](ModelBuilder& m, onnx::NodeProto& n) {
+      m.weights("scales", {4}, {1.f, 1.f, 1.5f, 2.f});
+      sluice::nn::test::set_string(n, "mode", mode);
+    });
+    const Floats now = run_one_node(18, xs, x, "Resize", {"", "scales"}, [&](ModelBuilder& m, onnx::NodeProto& n) {
+      m.weights("scales", {2}, {1.5f, 2.f});
+      sluice::nn::test::set_ints(n, "axes", {2, 3});
+      sluice::nn::test::set_string(n, "mode", mode);
+      sluice::nn::test::set_int(n, "antialias", 1);  // growing: no effect
+    });
+    CHECK(identical(now, old));
+  }
+  {  // Split into 3 + 3 + 1 along W = 7 (num_outputs 3), the parts concatenated in reverse to see each
+    const Shape ws{2, 3, 4, 7};
+    const Floats w = random_floats(rng, count(ws));
+    std::vector<Floats> results;
+    for (const std::int64_t opset : {13, 18}) {
+      ModelBuilder m(opset);
+      m.input("x", ws).output("y").ints("sizes", {3, 3, 1});
+      auto& s = m.node("Split", opset == 13 ? std::vector<std::string>{"x", "sizes"} : std::vector<std::string>{"x"},
+                       {"a", "b", "c"});
+      sluice::nn::test::set_int(s, "axis", -1);
+      if (opset == 18) sluice::nn::test::set_int(s, "num_outputs", 3);
+      sluice::nn::test::set_int(m.node("Concat", {"c", "b", "a"}, {"y"}), "axis", 3);
+      results.push_back(run_model(m, ws, w));
+    }
+    CHECK(identical(results[1], results[0]));
+  }
+}
+
+TEST_CASE("GroupNormalization at opsets 18 and 21 matches its formula", "[cpu_ops][layer_norm][opset18]") {
+  std::mt19937 rng(48);
+  struct Case {
+    Shape x;
+    std::int64_t groups;
+    float epsilon;
+  };
+  for (const auto& c : std::vector<Case>{{{2, 6, 5, 7}, 3, 1e-5f}, {{1, 8, 4, 4}, 1, 1e-3f}, {{3, 4, 9}, 4, 0.1f},
+                                         {{2, 12, 3, 2, 2}, 2, 1e-5f}, {{2, 6}, 2, 1e-2f}, {{1, 32, 8, 8}, 8, 1e-6f}}) {
+    for (const std::int64_t opset : {18, 21}) {
+      INFO(sluice::nn::to_string(c.x) << " groups " << c.groups << " epsilon " << c.epsilon << " opset " << opset);
+      const std::int64_t channels = c.x[1], per_group = channels / c.groups;
+      const std::int64_t group_size = count(c.x) / (c.x[0] * c.groups), params = opset >= 21 ? channels : c.groups;
+      const Floats x = random_floats(rng, count(c.x), -3.0f, 5.0f);
+      const Floats scale = random_floats(rng, params, 0.5f, 1.5f), bias = random_floats(rng, params);
+      Floats want(x.size());
+      for (std::int64_t p = 0; p < c.x[0] * c.groups; ++p) {  // (n, group) blocks are contiguous
+        double mean = 0, var = 0;
+        for (std::int64_t k = 0; k < group_size; ++k) mean += x[static_cast<std::size_t>(p * group_size + k)];
+        mean /= static_cast<double>(group_size);
+        for (std::int64_t k = 0; k < group_size; ++k) var += std::pow(x[static_cast<std::size_t>(p * group_size + k)] - mean, 2);
+        var /= static_cast<double>(group_size);
+        for (std::int64_t k = 0; k < group_size; ++k) {
+          const std::int64_t channel = (p % c.groups) * per_group + k / (group_size / per_group);
+          const auto i = static_cast<std::size_t>(opset >= 21 ? channel : channel / per_group);
+          want[static_cast<std::size_t>(p * group_size + k)] = static_cast<float>(
+              (x[static_cast<std::size_t>(p * group_size + k)] - mean) / std::sqrt(var + c.epsilon) * scale[i] + bias[i]);
+        }
+      }
+      ModelBuilder m(opset);
+      m.input("x", c.x).weights("scale", {params}, scale).weights("bias", {params}, bias).output("y");
+      auto& n = m.node("GroupNormalization", {"x", "scale", "bias"}, {"y"});
+      sluice::nn::test::set_int(n, "num_groups", c.groups);
+      sluice::nn::test::set_float(n, "epsilon", c.epsilon);
+      CHECK_CLOSE(run_model(m, c.x, x), want, 1e-5);
+    }
   }
 }
 

@@ -1694,3 +1694,295 @@ TEST_CASE("the fuzz seeds of the rewritten and ranking ops run, or are refused n
   CHECK_THAT(e, Contains("(Tile)"));
   CHECK_THAT(e, Contains("at most"));
 }
+
+// ---- opsets 18-21 ---------------------------------------------------------------------------------------------
+
+namespace {
+
+// x [N, 3, 4, 5] -> one `op` node (named after it) -> y, at `opset`; `extra` adds inputs and attributes.
+ModelBuilder one_node(std::int64_t opset, const std::string& op, const std::vector<std::string>& inputs,
+                      const std::function<void(ModelBuilder&, onnx::NodeProto&)>& extra = {}) {
+  ModelBuilder m(opset);
+  m.input("x", {-1, 3, 4, 5}).output("y");
+  std::vector<std::string> all{"x"};
+  all.insert(all.end(), inputs.begin(), inputs.end());
+  auto& n = m.node(op, all, {"y"}, "the_" + op);
+  if (extra) extra(m, n);
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("opset 18's Reduce axes input, Pad axes, Resize axes and Split num_outputs canonicalize like opset 13's",
+          "[nn][passes][opset18]") {
+  for (const std::string op : {"ReduceMean", "ReduceMax", "ReduceMin", "ReduceL1", "ReduceL2", "ReduceSumSquare",
+                               "ReduceProd", "ReduceSum"}) {
+    INFO(op);
+    const Graph old = prepared(one_node(13, op, op == "ReduceSum" ? std::vector<std::string>{"axes"} : std::vector<std::string>{},
+                                        [&](ModelBuilder& m, onnx::NodeProto& n) {
+                                          if (op == "ReduceSum") m.ints("axes", {-1, 1});
+                                          else test::set_ints(n, "axes", {-1, 1});
+                                          test::set_int(n, "keepdims", 0);
+                                        }), 2);
+    const Graph now = prepared(one_node(18, op, {"axes"}, [](ModelBuilder& m, onnx::NodeProto& n) {
+      m.ints("axes", {-1, 1});
+      test::set_int(n, "keepdims", 0);
+    }), 2);
+    check_prepared_form(now);
+    CHECK(only_node(now).op == op);
+    CHECK(only_node(now).attrs.ints("axes") == only_node(old).attrs.ints("axes"));
+    CHECK(only_node(now).attrs.ints("axes") == Ints{1, 3});
+    CHECK(only_node(now).attrs.i("keepdims", 1) == 0);
+    CHECK(now.shapes.at("y") == old.shapes.at("y"));
+  }
+  {  // no axes, or an empty axes tensor: all of them; with noop_with_empty_axes, a copy
+    const Graph all = prepared(one_node(18, "ReduceMax", {}), 1);
+    CHECK(only_node(all).attrs.ints("axes") == Ints{0, 1, 2, 3});
+    ModelBuilder empty = one_node(18, "ReduceMean", {"axes"}, [](ModelBuilder& m, onnx::NodeProto&) { m.ints("axes", {}); });
+    CHECK(only_node(prepared(empty, 1)).attrs.ints("axes") == Ints{0, 1, 2, 3});
+    const Graph noop = prepared(one_node(18, "ReduceL2", {}, [](ModelBuilder&, onnx::NodeProto& n) {
+      test::set_int(n, "noop_with_empty_axes", 1);
+    }), 2);
+    CHECK(ops_of(noop) == std::vector<std::string>{"Reshape"});
+    CHECK(noop.shapes.at("y") == Shape{2, 3, 4, 5});
+  }
+  {  // Pad: pads for axes [-1, 2] only (begins, then ends) = opset 13's pads for every axis
+    const Graph old = prepared(one_node(13, "Pad", {"pads"}, [](ModelBuilder& m, onnx::NodeProto&) {
+      m.ints("pads", {0, 0, 2, 1, 0, 0, 4, 3});
+    }), 1);
+    const Graph now = prepared(one_node(18, "Pad", {"pads", "", "axes"}, [](ModelBuilder& m, onnx::NodeProto&) {
+      m.ints("pads", {1, 2, 3, 4}).ints("axes", {-1, 2});
+    }), 1);
+    check_prepared_form(now);
+    CHECK(only_node(now).attrs.ints("pads") == only_node(old).attrs.ints("pads"));
+    CHECK(now.shapes.at("y") == Shape{1, 3, 10, 9});
+  }
+  {  // Resize: scales or sizes for axes [2, 3] (or [3, 2]) only
+    const Graph old = prepared(one_node(13, "Resize", {"", "scales"}, [](ModelBuilder& m, onnx::NodeProto&) {
+      m.weights("scales", {4}, {1.f, 1.f, 2.f, 1.5f});
+    }), 1);
+    const Graph now = prepared(one_node(18, "Resize", {"", "scales"}, [](ModelBuilder& m, onnx::NodeProto& n) {
+      m.weights("scales", {2}, {2.f, 1.5f});
+      test::set_ints(n, "axes", {2, 3});
+    }), 1);
+    check_prepared_form(now);
+    CHECK(only_node(now).attrs.ints("sizes") == only_node(old).attrs.ints("sizes"));
+    CHECK(only_node(now).attrs.floats("scales") == only_node(old).attrs.floats("scales"));
+    const Graph sizes = prepared(one_node(18, "Resize", {"", "", "sizes"}, [](ModelBuilder& m, onnx::NodeProto& n) {
+      m.ints("sizes", {9, 7});
+      test::set_ints(n, "axes", {-1, 2});
+      test::set_string(n, "keep_aspect_ratio_policy", "stretch");
+    }), 1);
+    CHECK(only_node(sizes).attrs.ints("sizes") == Ints{1, 3, 7, 9});
+    // antialias changes nothing for nearest or when growing: accepted, the same node as without it
+    for (const std::string mode : {"nearest", "linear"}) {
+      const Graph grown = prepared(one_node(18, "Resize", {"", "", "sizes"}, [&](ModelBuilder& m, onnx::NodeProto& n) {
+        m.ints("sizes", {1, 3, mode == "nearest" ? 2 : 8, 10});
+        test::set_string(n, "mode", mode);
+        test::set_int(n, "antialias", 1);
+      }), 1);
+      CHECK(only_node(grown).attrs.s("mode", "") == mode);
+    }
+  }
+  {  // Split: num_outputs parts of ceil(dim / n), the last one smaller
+    ModelBuilder even(18), uneven(18);
+    even.input("x", {-1, 6}).output("a").output("b").output("c");
+    uneven.input("x", {-1, 7}).output("a").output("b").output("c");
+    for (ModelBuilder* m : {&even, &uneven}) {
+      auto& s = m->node("Split", {"x"}, {"a", "b", "c"});
+      test::set_int(s, "axis", 1);
+      test::set_int(s, "num_outputs", 3);
+    }
+    CHECK(only_node(prepared(even, 1)).attrs.ints("split") == Ints{2, 2, 2});
+    const Graph g = prepared(uneven, 2);
+    CHECK(only_node(g).attrs.ints("split") == Ints{3, 3, 1});
+    CHECK(g.shapes.at("c") == Shape{2, 1});
+  }
+}
+
+TEST_CASE("opset 18-21 forms that do not run are refused naming the node and attribute", "[nn][passes][opset18]") {
+  auto error = [](std::int64_t opset, const std::string& op, const std::vector<std::string>& inputs,
+                  const std::function<void(ModelBuilder&, onnx::NodeProto&)>& extra) {
+    return error_of([&] { prepared(one_node(opset, op, inputs, extra), 1); });
+  };
+  // Resize-18: antialias where it widens the filter; a keep_aspect_ratio_policy other than stretch
+  std::string e = error(18, "Resize", {"", "", "sizes"}, [](ModelBuilder& m, onnx::NodeProto& n) {
+    m.ints("sizes", {1, 3, 2, 5});
+    test::set_string(n, "mode", "linear");
+    test::set_int(n, "antialias", 1);
+  });
+  CHECK_THAT(e, Contains("node 'the_Resize' (Resize): antialias=1 is not supported when it shrinks the image"));
+  for (const std::string policy : {"not_larger", "not_smaller"}) {
+    e = error(18, "Resize", {"", "", "sizes"}, [&](ModelBuilder& m, onnx::NodeProto& n) {
+      m.ints("sizes", {8, 10});
+      test::set_ints(n, "axes", {2, 3});
+      test::set_string(n, "keep_aspect_ratio_policy", policy);
+    });
+    CHECK_THAT(e, Contains("node 'the_Resize' (Resize): keep_aspect_ratio_policy '" + policy + "' is not supported"));
+  }
+  e = error(18, "Resize", {"", "scales"}, [](ModelBuilder& m, onnx::NodeProto& n) {
+    m.weights("scales", {3}, {2.f, 2.f, 2.f});
+    test::set_ints(n, "axes", {1, 2, 3});
+  });
+  CHECK_THAT(e, Contains("only H and W may be resized"));
+  e = error(18, "Resize", {"", "scales"}, [](ModelBuilder& m, onnx::NodeProto& n) {
+    m.weights("scales", {2}, {2.f, 2.f});
+    test::set_ints(n, "axes", {2, -2});
+  });
+  CHECK_THAT(e, Contains("node 'the_Resize' (Resize): axes [2,2] repeat an axis"));
+  e = error(18, "Resize", {"", "scales"}, [](ModelBuilder& m, onnx::NodeProto& n) {
+    m.weights("scales", {4}, {1.f, 1.f, 2.f, 2.f});
+    test::set_ints(n, "axes", {2, 3});
+  });
+  CHECK_THAT(e, Contains("scales holds 4 values; axes [2,3] need 2"));
+  // Resize-19's half_pixel_symmetric, Pad-19's wrap, AveragePool-19's dilations
+  e = error(19, "Resize", {"", "scales"}, [](ModelBuilder& m, onnx::NodeProto& n) {
+    m.weights("scales", {4}, {1.f, 1.f, 2.f, 2.f});
+    test::set_string(n, "coordinate_transformation_mode", "half_pixel_symmetric");
+  });
+  CHECK_THAT(e, Contains("coordinate_transformation_mode 'half_pixel_symmetric' is not supported"));
+  e = error(19, "Pad", {"pads"}, [](ModelBuilder& m, onnx::NodeProto& n) {
+    m.ints("pads", {0, 0, 1, 1, 0, 0, 1, 1});
+    test::set_string(n, "mode", "wrap");
+  });
+  CHECK_THAT(e, Contains("node 'the_Pad' (Pad): mode 'wrap' is not supported"));
+  e = error(18, "Pad", {"pads", "", "axes"}, [](ModelBuilder& m, onnx::NodeProto&) { m.ints("pads", {1, 1}).ints("axes", {2, 3}); });
+  CHECK_THAT(e, Contains("node 'the_Pad' (Pad): pads [1,1] holds 2 values; axes [2,3] need 4"));
+  e = error(19, "AveragePool", {}, [](ModelBuilder&, onnx::NodeProto& n) {
+    test::set_ints(n, "kernel_shape", {2, 2});
+    test::set_ints(n, "dilations", {2, 2});
+  });
+  CHECK_THAT(e, Contains("node 'the_AveragePool' (AveragePool): attribute dilations [2,2] is not supported for AveragePool"));
+  CHECK(error(19, "AveragePool", {}, [](ModelBuilder&, onnx::NodeProto& n) {
+          test::set_ints(n, "kernel_shape", {2, 2});
+          test::set_ints(n, "dilations", {1, 1});
+        }) == "(no error)");
+  // Split-18's num_outputs: one per output, not with the split input, no empty part
+  auto split_error = [](std::int64_t dim, std::int64_t outputs, std::int64_t num_outputs, bool sizes) {
+    ModelBuilder m(18);
+    m.input("x", {-1, dim}).ints("sizes", {dim - 1, 1});
+    std::vector<std::string> outs;
+    for (std::int64_t i = 0; i < outputs; ++i) {
+      outs.push_back("o" + std::to_string(i));
+      m.output(outs.back());
+    }
+    auto& s = m.node("Split", sizes ? std::vector<std::string>{"x", "sizes"} : std::vector<std::string>{"x"}, outs, "split");
+    test::set_int(s, "axis", 1);
+    test::set_int(s, "num_outputs", num_outputs);
+    return error_of([&] { prepared(m, 1); });
+  };
+  CHECK_THAT(split_error(6, 2, 3, false), Contains("node 'split' (Split): num_outputs 3 differs from its 2 outputs"));
+  CHECK_THAT(split_error(6, 2, 2, true), Contains("node 'split' (Split): takes split sizes or attribute num_outputs, not both"));
+  CHECK_THAT(split_error(4, 3, 3, false), Contains("node 'split' (Split): num_outputs 3 leaves an empty last part"));
+  // ScatterND: a reduction outside none/add/mul/max/min; Cast-19 to float8
+  {
+    ModelBuilder m(18);
+    m.input("x", {-1, 2}).output("y").weights("data", {2}, {1, 2}).weights("updates", {1}, {5}).ints("idx", {1});
+    auto& idx = m.proto().mutable_graph()->mutable_initializer()->at(2);
+    idx.clear_dims();
+    idx.add_dims(1);
+    idx.add_dims(1);
+    test::set_string(m.node("ScatterND", {"data", "idx", "updates"}, {"s"}, "scatter"), "reduction", "mean");
+    m.node("Add", {"x", "s"}, {"y"});
+    CHECK_THAT(error_of([&] { prepared(m, 1); }), Contains("node 'scatter' (ScatterND): reduction 'mean' is not supported"));
+  }
+  {
+    ModelBuilder m(19);
+    m.input("x", {-1, 2}).output("y").weights("c", {2}, {1, 2});
+    test::set_int(m.node("Cast", {"c"}, {"f8"}, "to_float8"), "to", 17);  // FLOAT8E4M3FN
+    m.node("Add", {"x", "f8"}, {"y"});
+    CHECK_THAT(error_of([&] { prepared(m, 1); }), Contains("node 'to_float8' (Cast): cast to data type 17 is not supported"));
+  }
+}
+
+TEST_CASE("ScatterND-18 folds with reduction max and min", "[nn][passes][opset18]") {
+  for (const std::string reduction : {"max", "min"}) {
+    ModelBuilder m(18);
+    m.input("x", {-1, 3}).output("y").weights("data", {3}, {1, 5, 3}).weights("updates", {2}, {4, 4}).ints("idx", {0, 1});
+    auto& idx = m.proto().mutable_graph()->mutable_initializer()->at(2);
+    idx.clear_dims();
+    idx.add_dims(2);
+    idx.add_dims(1);
+    test::set_string(m.node("ScatterND", {"data", "idx", "updates"}, {"s"}), "reduction", reduction);
+    m.node("Add", {"x", "s"}, {"y"});
+    INFO(reduction);
+    CHECK(prepared(m, 1).constants.at(only_node(prepared(m, 1)).inputs[1]).f32 ==
+          (reduction == "max" ? std::vector<float>{4, 5, 3} : std::vector<float>{1, 4, 3}));
+  }
+}
+
+TEST_CASE("GroupNormalization becomes Reshape, LayerNormalization, Reshape and a per-channel BatchNormalization",
+          "[nn][passes][opset18]") {
+  for (const std::int64_t opset : {18, 21}) {
+    INFO("opset " << opset);
+    ModelBuilder m(opset);
+    m.input("x", {-1, 6, 4, 5}).output("y");
+    if (opset == 18) m.weights("s", {3}, {1.f, 2.f, 3.f}).weights("b", {3}, {0.f, 1.f, 2.f});
+    else m.weights("s", {6}, {1.f, 1.f, 2.f, 2.f, 3.f, 3.f}).weights("b", {6}, {0.f, 0.f, 1.f, 1.f, 2.f, 2.f});
+    auto& n = m.node("GroupNormalization", {"x", "s", "b"}, {"y"}, "gnorm");
+    test::set_int(n, "num_groups", 3);
+    test::set_float(n, "epsilon", 1e-3f);
+    const Graph g = prepared(m, 2);
+    check_prepared_form(g);
+    REQUIRE(ops_of(g) == std::vector<std::string>{"Reshape", "LayerNormalization", "Reshape", "BatchNormalization"});
+    CHECK(g.nodes[0].attrs.ints("shape") == Ints{2, 3, 40});
+    CHECK(g.nodes[1].attrs.i("axis", -1) == 2);
+    CHECK(g.nodes[1].attrs.f("epsilon", 0.f) == 1e-3f);
+    CHECK(g.nodes[2].attrs.ints("shape") == Ints{2, 6, 4, 5});
+    CHECK(g.nodes[3].attrs.f("epsilon", 1.f) == 0.f);
+    // per channel in the end, whichever the opset gave
+    CHECK(g.constants.at(g.nodes[3].inputs[1]).f32 == std::vector<float>{1.f, 1.f, 2.f, 2.f, 3.f, 3.f});
+    CHECK(g.constants.at(g.nodes[3].inputs[2]).f32 == std::vector<float>{0.f, 0.f, 1.f, 1.f, 2.f, 2.f});
+    CHECK(g.shapes.at("y") == Shape{2, 6, 4, 5});
+    CHECK(has_rewrite(g, "node 'gnorm' (GroupNormalization) as Reshape, LayerNormalization, Reshape, BatchNormalization"));
+  }
+}
+
+TEST_CASE("GroupNormalization outside what runs is refused naming the node", "[nn][passes][opset18]") {
+  auto error = [](std::int64_t opset, std::int64_t params, const std::function<void(onnx::NodeProto&)>& attrs,
+                  bool constant = true) {
+    ModelBuilder m(opset);
+    m.input("x", {-1, 6, 4, 5}).output("y");
+    if (constant) m.weights("s", {params}, std::vector<float>(static_cast<std::size_t>(params), 1.f));
+    else m.input("s", {-1});  // run-time data (its first axis the batch)
+    m.weights("b", {params}, std::vector<float>(static_cast<std::size_t>(params), 0.f));
+    auto& n = m.node("GroupNormalization", {"x", "s", "b"}, {"y"}, "gnorm");
+    attrs(n);
+    return error_of([&] { prepared(m, 1); });
+  };
+  auto groups = [](std::int64_t g) { return [g](onnx::NodeProto& n) { test::set_int(n, "num_groups", g); }; };
+  CHECK(error(18, 3, groups(3)) == "(no error)");
+  CHECK(error(21, 6, groups(3)) == "(no error)");
+  CHECK_THAT(error(18, 6, groups(3)), Contains("node 'gnorm' (GroupNormalization): scale [6] must hold one floating point value per group (opsets 18-20) (3)"));
+  CHECK_THAT(error(20, 6, groups(3)), Contains("per group (opsets 18-20) (3)"));
+  CHECK_THAT(error(21, 3, groups(3)), Contains("node 'gnorm' (GroupNormalization): scale [3] must hold one floating point value per channel (opset 21) (6)"));
+  CHECK_THAT(error(18, 4, groups(4)), Contains("node 'gnorm' (GroupNormalization): num_groups 4 does not divide the 6 channels"));
+  CHECK_THAT(error(18, 3, [](onnx::NodeProto&) {}), Contains("node 'gnorm' (GroupNormalization): needs attribute num_groups"));
+  CHECK_THAT(error(21, 6, [](onnx::NodeProto& n) {
+               test::set_int(n, "num_groups", 3);
+               test::set_int(n, "stash_type", 10);
+             }),
+             Contains("node 'gnorm' (GroupNormalization): stash_type 10 is not supported (only 1"));
+  CHECK_THAT(error(18, 3, groups(3), false), Contains("node 'gnorm' (GroupNormalization): scale ('s') must be a constant"));
+}
+
+TEST_CASE("the opset 18 and 21 fuzz seeds run, or are refused naming the node", "[nn][passes][opset18]") {
+  const std::string corpus = std::string(SLUICE_SOURCE_DIR) + "/fuzz/corpus/onnx/";
+  const Graph g = prepare(load_onnx(corpus + "opset18.onnx"), 2);
+  check_prepared_form(g);
+  CHECK(g.shapes.at("y") == Shape{2, 4, 8, 2});
+  CHECK(g.shapes.at("r") == Shape{2, 4, 4, 1});
+  CpuEngine engine(g);
+  const std::vector<float> x = random_values(2 * 4 * 4 * 4, 5);
+  std::vector<float> y(2 * 4 * 8 * 2, std::nanf("")), r(2 * 4 * 4, std::nanf(""));
+  engine.run({x.data()}, {y.data(), r.data()});
+  CHECK(std::all_of(y.begin(), y.end(), [](float v) { return std::isfinite(v); }));
+  CHECK(std::all_of(r.begin(), r.end(), [](float v) { return std::isfinite(v); }));
+
+  const Graph gn = prepare(load_onnx(corpus + "opset21_group_norm.onnx"), 1);
+  check_prepared_form(gn);
+  CHECK(gn.shapes.at("y") == Shape{1, 4, 3});
+
+  CHECK_THAT(error_of([&] { prepare(load_onnx(corpus + "opset18_antialias_shrink.onnx"), 1); }),
+             Contains("(Resize): antialias=1 is not supported when it shrinks the image"));
+}
