@@ -11,26 +11,13 @@
 #include <cstring>
 #include <vector>
 
+#include "fuzz/byte_reader.hpp"
 #include "stages/track/tracker.hpp"
 
 using namespace sluice;
 using namespace sluice::track;
 
-namespace {
-
-struct Reader {
-  const std::uint8_t* data;
-  std::size_t size, at = 0;
-  std::uint8_t byte() { return at < size ? data[at++] : 0; }
-  float number() {
-    const std::uint8_t b[4] = {byte(), byte(), byte(), byte()};
-    float f;
-    std::memcpy(&f, b, 4);
-    return f;
-  }
-};
-
-}  // namespace
+using Reader = sluice::fuzz::ByteReader;
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   Reader r{data, size};

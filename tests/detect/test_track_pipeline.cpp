@@ -32,15 +32,6 @@ std::string tracked_chain(const std::string& track, const std::string& sink, int
          "  - kind: download\n" + track + "  - kind: sink\n" + sink;
 }
 
-std::string config_error(const std::string& yaml) {
-  try {
-    plan_from(yaml);
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "(accepted)";
-}
-
 }  // namespace
 
 TEST_CASE("track end to end: ids and new/lost events in the jsonl records, every frame delivered", "[detect][track]") {
