@@ -12,25 +12,12 @@
 #include <stdexcept>
 #include <vector>
 
+#include "fuzz/byte_reader.hpp"
 #include "kernels/detect_cpu.hpp"
 
 using namespace sluice::kernels;
 
-namespace {
-
-struct Reader {
-  const std::uint8_t* data;
-  std::size_t size, at = 0;
-  std::uint8_t byte() { return at < size ? data[at++] : 0; }
-  float number() {
-    std::uint8_t b[4] = {byte(), byte(), byte(), byte()};
-    float f;
-    std::memcpy(&f, b, 4);
-    return f;
-  }
-};
-
-}  // namespace
+using Reader = sluice::fuzz::ByteReader;
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   Reader r{data, size};

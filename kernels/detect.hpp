@@ -20,17 +20,30 @@ struct Detection {
   float score;
   std::int32_t class_id;
   std::int32_t track_id;
-  std::int32_t reserved;  // 0; room for a secondary attribute's index
+  std::int32_t reserved;  // 0 in a box (room for a secondary attribute's index); a TrackEvent in an event slot
 };
+
+// What happened to a track at this frame (the track stage, stages/track.cpp). An event slot is a Detection:
+// track_id, `reserved` = the event, and a box: for track_new the box that confirmed the track (also among the
+// frame's boxes), for track_lost the track's last box (score and class as the model gave them then).
+enum class TrackEvent : std::int32_t {
+  track_new = 1,   // the track was confirmed at this frame: its id appears for the first time
+  track_lost = 2,  // the track ended (not found again within the track buffer): its id will not appear again
+};
+// The track stage's output holds this many slots per box of its input: the boxes, then at most as many "new"
+// and as many "lost" events (a frame confirms at most one track per box, and the tracks that end at a frame
+// were all matched to distinct boxes of one earlier frame).
+constexpr int kTrackSlotsPerBox = 3;
 static_assert(sizeof(Detection) == 32, "detections_item_bytes() counts 32 bytes per box");
 
 // The head of each item: how many boxes follow (<= max_detections), how many candidates passed the score
-// threshold before the top-k cut (saturates at INT32_MAX), and how many of them the top-k cut dropped.
+// threshold before the top-k cut (saturates at INT32_MAX), and how many of them the top-k cut dropped; `events`:
+// how many track events follow the boxes (slots count .. count + events - 1; 0 unless a track stage made it).
 struct DetectionsHeader {
   std::int32_t count;
   std::int32_t candidates;
   std::int32_t cut;
-  std::int32_t reserved;
+  std::int32_t events;
 };
 static_assert(sizeof(DetectionsHeader) == 16, "detections_item_bytes() counts a 16-byte header");
 

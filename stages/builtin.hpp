@@ -10,6 +10,7 @@ StageInfo upload_stage();
 StageInfo preprocess_stage();
 StageInfo infer_stage();
 StageInfo download_stage();
+StageInfo track_stage();
 StageInfo sink_stage();
 
 // Also registers the readers the core provides (testsrc:PATTERN).

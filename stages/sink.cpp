@@ -208,9 +208,9 @@ StageInfo sink_stage() {
            "for frames without one), each put in as one topic level ('/', '+', '#', control characters and a "
            "leading '$' made '_'); no wildcards, no leading '$'; user and password from SLUICE_MQTT_USERNAME / "
            "SLUICE_MQTT_PASSWORD. npy writes batch-NNNNNNNN.npy [count, ...] in the payload's layout and dtype (bf16 "
-           "as f32; frames as u8 HxWxC, YUV as (H*3/2)xW; classes as k records of score f32, index i32; detections as one record a frame: count, candidates, cut, reserved "
+           "as f32; frames as u8 HxWxC, YUV as (H*3/2)xW; classes as k records of score f32, index i32; detections as one record a frame: count, candidates, cut, events "
            "i32 and boxes, max_detections records of x1, y1, x2, y2, score f32, class, track, attribute i32, the first "
-           "count filled)"},
+           "count filled, then events track events after a track stage)"},
           {"per", ParamType::choice, "run",
            "jsonl: run = one file (path) for the whole run; file = <path>/<name>.jsonl per input, committed "
            "atomically when the input is done; source = <path>/<source>.jsonl per source, appended to across runs "

@@ -38,7 +38,7 @@ NpyWriter::NpyWriter(const PayloadDesc& d, fs::path dir, WriteRetry& retry, std:
     case PayloadKind::detections:
       // One record per frame: the header's counts and every box slot (the first `count` filled, the rest zero).
       static_assert(sizeof(kernels::DetectionsHeader) == 16 && sizeof(kernels::Detection) == 32);
-      descr_ = "[('count', '<i4'), ('candidates', '<i4'), ('cut', '<i4'), ('reserved', '<i4'), ('boxes', "
+      descr_ = "[('count', '<i4'), ('candidates', '<i4'), ('cut', '<i4'), ('events', '<i4'), ('boxes', "
                "[('x1', '<f4'), ('y1', '<f4'), ('x2', '<f4'), ('y2', '<f4'), ('score', '<f4'), ('class', '<i4'), "
                "('track', '<i4'), ('attribute', '<i4')], (" + std::to_string(d.channels) + ",))]";
       item_shape_ = {};

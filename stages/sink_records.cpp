@@ -74,6 +74,23 @@ std::span<const kernels::Detection> detections(const PayloadDesc& d, const std::
   return {reinterpret_cast<const kernels::Detection*>(item + sizeof h), n};
 }
 
+std::span<const kernels::Detection> track_events(const PayloadDesc& d, const std::byte* item) {
+  kernels::DetectionsHeader h;
+  std::memcpy(&h, item, sizeof h);
+  const int capacity = std::max(d.channels, 0);
+  const int boxes = std::clamp(h.count, 0, capacity);
+  const std::size_t n = static_cast<std::size_t>(std::clamp(h.events, 0, capacity - boxes));
+  return {reinterpret_cast<const kernels::Detection*>(item + sizeof h) + boxes, n};
+}
+
+std::string track_event_name(std::int32_t event) {
+  switch (static_cast<kernels::TrackEvent>(event)) {
+    case kernels::TrackEvent::track_new: return "new";
+    case kernels::TrackEvent::track_lost: return "lost";
+  }
+  return "event " + std::to_string(event);
+}
+
 std::string class_name(const PayloadDesc& d, std::int32_t index) {
   if (d.labels && index >= 0 && static_cast<std::size_t>(index) < d.labels->size())
     return (*d.labels)[static_cast<std::size_t>(index)];
@@ -115,14 +132,25 @@ std::string RecordFormatter::json(const Batch& b, int i, const Origin& origin, s
       best.push_back({{"index", c.index}, {"label", class_name(b.desc, c.index)}, {"score", c.score}});
     j["classes"] = std::move(best);
   } else if (b.desc.kind == PayloadKind::detections) {
-    nlohmann::json boxes = nlohmann::json::array();
-    for (const kernels::Detection& d : detections(b.desc, b.item(i))) {
+    const auto box_json = [&](const kernels::Detection& d) {
       nlohmann::json box = {{"box", {d.x1, d.y1, d.x2, d.y2}}, {"class", d.class_id},
                             {"label", class_name(b.desc, d.class_id)}, {"score", d.score}};
       if (d.track_id >= 0) box["track"] = d.track_id;
-      boxes.push_back(std::move(box));
-    }
+      return box;
+    };
+    nlohmann::json boxes = nlohmann::json::array();
+    for (const kernels::Detection& d : detections(b.desc, b.item(i))) boxes.push_back(box_json(d));
     j["detections"] = std::move(boxes);
+    const auto events = track_events(b.desc, b.item(i));
+    if (!events.empty()) {
+      nlohmann::json list = nlohmann::json::array();
+      for (const kernels::Detection& e : events) {
+        nlohmann::json event = box_json(e);
+        event["event"] = track_event_name(e.reserved);
+        list.push_back(std::move(event));
+      }
+      j["track_events"] = std::move(list);
+    }
   } else {
     const PayloadSummary s = summarise(b.desc, b.item(i));
     j["payload"] = {{"shape", item_shape(b.desc)}, {"mean", s.mean}, {"min", s.min}, {"max", s.max}};
@@ -154,9 +182,11 @@ std::string RecordFormatter::text(const Batch& b, int i, std::int64_t now) const
       std::snprintf(buf, sizeof buf, " %.3f [%.1f %.1f %.1f %.1f]", static_cast<double>(d.score),
                     static_cast<double>(d.x1), static_cast<double>(d.y1), static_cast<double>(d.x2),
                     static_cast<double>(d.y2));
-      out += separator + class_name(b.desc, d.class_id) + buf;
+      out += separator + class_name(b.desc, d.class_id) + (d.track_id >= 0 ? " #" + std::to_string(d.track_id) : "") + buf;
       separator = ", ";
     }
+    for (const kernels::Detection& e : track_events(b.desc, b.item(i)))
+      out += "; " + track_event_name(e.reserved) + " #" + std::to_string(e.track_id);
     out += '\n';
   } else {
     const PayloadSummary s = summarise(b.desc, b.item(i));

@@ -49,6 +49,10 @@ std::span<const kernels::ClassScore> class_scores(const PayloadDesc& d, const st
 std::string class_name(const PayloadDesc& d, std::int32_t index);
 // Detections items: the filled boxes (header.count, bounded by the payload's capacity).
 std::span<const kernels::Detection> detections(const PayloadDesc& d, const std::byte* item);
+// Detections items made by the track stage: the track events after the boxes (header.events, bounded by the
+// payload's capacity); each a box with track_id and `reserved` = kernels::TrackEvent.
+std::span<const kernels::Detection> track_events(const PayloadDesc& d, const std::byte* item);
+std::string track_event_name(std::int32_t event);  // "new", "lost", or "event N" for a value it does not know
 // "tensor f32 nchw 3x64x96": the item's shape without the batch and memory suffix.
 std::string item_shape(const PayloadDesc& d);
 
@@ -62,7 +66,9 @@ class RecordFormatter {
   //   source (id), source_name, input and input_frame (frames of an input only), sequence, pts_ns,
   //   stage_ms {stage: ms from the previous stage's finish}, latency_ms (capture to `now`), and either
   //   classes [{index, label, score}, ...] best first, detections [{box [x1, y1, x2, y2] in frame pixels, class,
-  //   label, score}, ...] best first, or payload {shape, mean, min, max}.
+  //   label, score, track (once a track stage confirmed its track)}, ...] best first, with track_events [{event
+  //   "new" | "lost", track, box, class, label, score}, ...] after a track stage on frames that have any, or
+  //   payload {shape, mean, min, max}.
   std::string json(const Batch& b, int i, const Origin& origin, std::int64_t now) const;
   // Item `i` as the stdout sink's text line (with a newline).
   std::string text(const Batch& b, int i, std::int64_t now) const;

@@ -12,6 +12,7 @@
 
 #include "config/pipeline_spec.hpp"
 #include "config/plan.hpp"
+#include "runtime/errors.hpp"
 #include "runtime/pipeline.hpp"
 
 namespace sluice::test {
@@ -42,6 +43,16 @@ inline std::string source_dir() {
 }
 
 inline PipelinePlan plan_from(const std::string& yaml) { return plan_pipeline(parse_pipeline(yaml, "test.yaml")); }
+
+// The ConfigError planning `yaml` throws, or "(accepted)".
+inline std::string config_error(const std::string& yaml) {
+  try {
+    plan_from(yaml);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "(accepted)";
+}
 
 inline FrameLedger::Totals run_to_end(PipelinePlan plan, PipelineSnapshot* snapshot = nullptr) {
   Pipeline p(std::move(plan));

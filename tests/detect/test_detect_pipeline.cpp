@@ -34,15 +34,6 @@ std::string chain(const std::string& infer, const std::string& sink, bool letter
          "  - kind: infer\n" + infer + "  - kind: download\n  - kind: sink\n" + sink;
 }
 
-std::string config_error(const std::string& yaml) {
-  try {
-    plan_from(yaml);
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "(accepted)";
-}
-
 struct Head {
   std::string name, infer;
   kernels::DetectParams params;
