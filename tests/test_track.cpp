@@ -441,7 +441,7 @@ TEST_CASE("track stage: per-video state, events after the boxes, dropped once th
 }
 
 TEST_CASE("track stage: a hostile header count is bounded by the payload, hostile boxes stay untracked", "[track]") {
-  StageRig rig({{"min_hits", "1"}});
+  StageRig rig(std::map<std::string, std::string>{{"min_hits", "1"}});
   const float nan = std::numeric_limits<float>::quiet_NaN();
   std::vector<Detection> boxes(StageRig::kBoxes, box(10, 10, 40, 40));
   boxes[1] = {nan, nan, nan, nan, nan, 0, 77, 0};

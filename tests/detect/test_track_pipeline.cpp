@@ -9,6 +9,7 @@
 #include <string>
 
 #include "runtime/errors.hpp"
+#include "tests/detect/tracked_chain.hpp"
 #include "tests/pipeline_helpers.hpp"
 #include "tests/temp_dir.hpp"
 
@@ -21,15 +22,7 @@ namespace {
 const fs::path kModel = fs::path(SLUICE_BINARY_DIR) / "detect-reference" / "yolo_dfl.onnx";
 
 std::string tracked_chain(const std::string& track, const std::string& sink, int frames) {
-  return "name: t\ndevice: cpu\nbatch_size: 4\nstages:\n"
-         "  - kind: decode\n    uri: [testsrc:shapes, testsrc:shapes]\n    width: 320\n    height: 240\n"
-         "    frames: " + std::to_string(frames) + "\n"
-         "  - kind: upload\n  - kind: preprocess\n    width: 64\n    height: 64\n    mean: [0, 0, 0]\n"
-         "    std: [1, 1, 1]\n    letterbox: true\n"
-         "  - kind: infer\n    model: " + kModel.string() + "\n    output: detections\n"
-         "    detect:\n      head: yolo_anchor_free\n      reg_max: 4\n      strides: [8, 16, 32]\n"
-         "      score_threshold: 0.3\n      iou_threshold: 0.5\n      max_detections: 20\n"
-         "  - kind: download\n" + track + "  - kind: sink\n" + sink;
+  return sluice::test::tracked_chain(kModel.string(), "cpu", track, sink, frames);
 }
 
 }  // namespace
