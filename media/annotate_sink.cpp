@@ -1,10 +1,11 @@
 // annotate: a sink that draws each frame's detections (boxes with "label score #track" tags, a colour per track,
 // or per class when untracked) or top-k classes onto the source frame and writes, per input, a video
 // (`<dir>/<name>.mp4|.mkv|.avi`, H.264 through libavcodec when an encoder for it opens, else MPEG-4 part 2, each
-// frame at its own time stamp) or a folder of images (`<dir>/<name>/<frame:06d>.jpg|.png`). The frames come from
-// the pipeline's FrameTap, which this stage creates and the source fills, at the source's size unless a size is
-// configured. Each output is written under a temporary name and committed atomically when every frame of the
-// input is settled; names follow the sink stage's rule (stages/sink_outputs.hpp).
+// frame at its own time stamp, a file input's audio copied along) or a folder of images
+// (`<dir>/<name>/<frame:06d>.jpg|.png`). The frames come from the pipeline's FrameTap, which this stage creates
+// and the source fills, at the source's size unless a size is configured. Each output is written under a
+// temporary name and committed atomically when every frame of the input is settled; names follow the sink
+// stage's rule (stages/sink_outputs.hpp).
 #include "media/annotate_sink.hpp"
 
 #include <fcntl.h>
@@ -117,6 +118,7 @@ class AnnotateStage final : public Stage {
     video_.codec = init.params.string("codec");
     video_.fallback_fps = init.params.number("fps");
     video_.quality = static_cast<int>(init.params.integer("quality"));
+    audio_ = init.params.boolean("audio");
     if (init.input->kind != PayloadKind::classes && init.input->kind != PayloadKind::detections)
       throw ConfigError("draws detections or classes: put an infer stage with 'output: detections' or 'output: "
                         "classes' before it (input is " + init.input->describe() + ")");
@@ -125,7 +127,7 @@ class AnnotateStage final : public Stage {
     if (dir_.empty()) throw ConfigError("needs a 'path': the directory to write into");
     if (!init.shared) throw ConfigError("needs the pipeline's shared state (the frame tap)");
     if (images_) {
-      for (const char* key : {"container", "codec", "quality"})
+      for (const char* key : {"container", "codec", "quality", "audio"})
         if (init.params.was_given(key)) throw ConfigError(std::string("'") + key + "' applies to format: video only");
     } else if (init.params.was_given("image_format")) {
       throw ConfigError("'image_format' applies to format: images only");
@@ -261,7 +263,7 @@ class AnnotateStage final : public Stage {
 
  private:
   struct Entry {
-    bool tracked = false, started = false;
+    bool tracked = false, started = false, live = false;
     std::string source, uri, name;
     std::string temp;  // video: .<name>.sluice-tmp.<ext>; images: the folder .<name>.sluice-tmp
     std::unique_ptr<VideoWriter> video;  // opened at the first frame (its size)
@@ -276,6 +278,7 @@ class AnnotateStage final : public Stage {
       const sinks::Origin& o = origins_.of(f);
       Entry e;
       e.tracked = f.input != 0;
+      e.live = o.live;
       e.source = o.source;
       e.uri = o.uri;
       it = entries_.emplace(key, std::move(e)).first;
@@ -305,8 +308,12 @@ class AnnotateStage final : public Stage {
   }
 
   void open_video(Entry& e, int width, int height) {
+    VideoWriterOptions options = video_;
+    std::error_code ec;
+    // The input's audio: from files (a camera or stream cannot be read twice).
+    if (audio_ && e.tracked && !e.live && fs::is_regular_file(e.uri, ec)) options.audio_from = e.uri;
     try {
-      e.video = std::make_unique<VideoWriter>(e.temp, width, height, video_);
+      e.video = std::make_unique<VideoWriter>(e.temp, width, height, options);
     } catch (const std::exception& ex) {
       ::unlink(e.temp.c_str());
       throw StageError(ex.what());
@@ -436,7 +443,7 @@ class AnnotateStage final : public Stage {
   int width_, height_, jpeg_quality_;  // width_ 0: the source's (the tap's, from the first frame)
   ScaledFrameTap::SourceSize source_;  // the source's size when the geometry tells it, else 0x0
   VideoWriterOptions video_;
-  bool logged_codec_ = false;
+  bool audio_ = true, logged_codec_ = false;
   sinks::WriteRetry retry_;
   std::shared_ptr<PipelineShared> shared_;
   sinks::Origins origins_;
@@ -484,6 +491,10 @@ StageInfo annotate_stage() {
            "before) and the rate hint written into the video; avi: its one rate. Frames normally keep their own "
            "stamps: the container's for files and streams, the test pattern's own fps for testsrc",
            0.1, 1000.0},
+          {"audio", ParamType::boolean, "true",
+           "format video: copy the input's first audio stream (packets as they are, on the frames' clock, from the "
+           "first frame to the end of the last) when the input is a file and the container can hold its codec; "
+           "cameras and streams get none"},
           {"width", ParamType::integer, "0",
            "width of the frames drawn and written (the source's are scaled, boxes with them); 0 = the source's "
            "(with height 0)",

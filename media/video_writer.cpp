@@ -38,8 +38,16 @@ struct VideoWriter::State {
   std::vector<std::uint8_t> padded;
   std::string codec_name;
   std::uint64_t frames = 0;
+  // Audio copied from VideoWriterOptions::audio_from.
+  AVFormatContext* audio_in = nullptr;
+  AVStream* audio_out = nullptr;
+  AVPacket* audio_packet = nullptr;
+  int audio_index = -1;
+  bool audio_done = true;
 
   ~State() {
+    av_packet_free(&audio_packet);
+    avformat_close_input(&audio_in);
     sws_freeContext(sws);
     av_frame_free(&pending);
     av_frame_free(&spare);
@@ -136,6 +144,70 @@ struct VideoWriter::State {
     }
   }
 
+  // Adds the output's audio stream (before the header) when `from` has audio the container can hold.
+  void open_audio(const std::string& from) {
+    if (from.empty()) return;
+    const auto skip = [&](const std::string& why) {
+      spdlog::info("video writer: '{}' gets no audio: {}", path, why);
+      avformat_close_input(&audio_in);
+    };
+    if (const int err = avformat_open_input(&audio_in, from.c_str(), nullptr, nullptr); err < 0)
+      return skip("cannot open '" + from + "' (" + av_error_text(err) + ")");
+    if (const int err = avformat_find_stream_info(audio_in, nullptr); err < 0)
+      return skip("cannot read '" + from + "' (" + av_error_text(err) + ")");
+    audio_index = av_find_best_stream(audio_in, AVMEDIA_TYPE_AUDIO, -1, -1, nullptr, 0);
+    if (audio_index < 0) {
+      avformat_close_input(&audio_in);  // no audio stream: nothing to say
+      return;
+    }
+    const AVCodecParameters* par = audio_in->streams[audio_index]->codecpar;
+    if (avformat_query_codec(format->oformat, par->codec_id, FF_COMPLIANCE_NORMAL) != 1)
+      return skip(std::string(avcodec_get_name(par->codec_id)) + " audio does not go into " + format->oformat->name);
+    for (unsigned i = 0; i < audio_in->nb_streams; ++i)
+      if (static_cast<int>(i) != audio_index) audio_in->streams[i]->discard = AVDISCARD_ALL;
+    audio_out = avformat_new_stream(format, nullptr);
+    audio_packet = av_packet_alloc();
+    if (!audio_out || !audio_packet) throw std::bad_alloc();
+    check(avcodec_parameters_copy(audio_out->codecpar, par), "copying the audio parameters");
+    audio_out->codecpar->codec_tag = 0;
+    audio_out->time_base = audio_in->streams[audio_index]->time_base;
+    audio_done = false;
+  }
+
+  // Copies the audio packets that start before `until_ns` (the frames' clock), from the first frame's stamp on.
+  void copy_audio(std::int64_t until_ns) {
+    if (audio_done) return;
+    const AVRational in_tb = audio_in->streams[audio_index]->time_base;
+    const std::int64_t origin = av_rescale_q(origin_ns, AVRational{1, 1'000'000'000}, in_tb);
+    const std::int64_t until = av_rescale_q(until_ns, AVRational{1, 1'000'000'000}, in_tb);
+    for (;;) {
+      if (audio_packet->size == 0) {  // nothing held back from the last call
+        if (av_read_frame(audio_in, audio_packet) < 0) {
+          audio_done = true;
+          return;
+        }
+        if (audio_packet->stream_index != audio_index || audio_packet->pts == AV_NOPTS_VALUE) {
+          av_packet_unref(audio_packet);
+          continue;
+        }
+      }
+      if (audio_packet->pts >= until) return;  // held for a later call
+      if (audio_packet->pts >= origin) {
+        audio_packet->pts -= origin;
+        if (audio_packet->dts != AV_NOPTS_VALUE) audio_packet->dts -= origin;
+        av_packet_rescale_ts(audio_packet, in_tb, audio_out->time_base);
+        audio_packet->stream_index = audio_out->index;
+        audio_packet->pos = -1;
+        if (av_interleaved_write_frame(format, audio_packet) < 0) {
+          spdlog::warn("video writer: '{}': writing the audio failed; the rest of the video has none", path);
+          audio_done = true;
+        }
+      }
+      av_packet_unref(audio_packet);
+      if (audio_done) return;
+    }
+  }
+
   void send_pending(std::int64_t duration) {
     if (!have_pending) return;
     duration = std::max<std::int64_t>(duration, 1);
@@ -167,6 +239,7 @@ VideoWriter::VideoWriter(const std::string& path, int width, int height, const V
   if (!s.stream) throw std::bad_alloc();
   s.check(avcodec_parameters_from_context(s.stream->codecpar, s.codec), "copying the codec parameters");
   s.stream->time_base = s.codec->time_base;
+  s.open_audio(o.audio_from);
   s.check(avio_open(&s.format->pb, path.c_str(), AVIO_FLAG_WRITE), "opening the file");
   s.opened_file = true;
   s.check(avformat_write_header(s.format, nullptr), "writing the header");
@@ -200,6 +273,7 @@ void VideoWriter::write(const std::uint8_t* bgr, std::int64_t pts_ns) {
   if (pts <= s.last_pts) pts = s.last_pts + (s.avi ? 1 : s.period);
   // The frame before this one now knows how long it lasts.
   s.send_pending(pts - s.last_pts);
+  s.copy_audio(pts_ns);
 
   AVFrame* f = s.pending;
   s.check(av_frame_make_writable(f), "preparing a frame");
@@ -231,7 +305,12 @@ void VideoWriter::finish() {
   State& s = *s_;
   if (s.finished) return;
   s.finished = true;
-  s.send_pending(s.last_duration > 0 ? s.last_duration : s.avi ? 1 : s.period);
+  const std::int64_t last = s.last_duration > 0 ? s.last_duration : s.avi ? 1 : s.period;
+  s.send_pending(last);
+  if (s.have_first) {  // the audio up to the end of the last frame
+    const AVRational tb = s.codec->time_base;
+    s.copy_audio(s.origin_ns + av_rescale_q(s.last_pts + last, tb, AVRational{1, 1'000'000'000}));
+  }
   s.check(avcodec_send_frame(s.codec, nullptr), "flushing the encoder");
   s.drain(true);
   s.check(av_write_trailer(s.format), "writing the trailer");
@@ -240,6 +319,7 @@ void VideoWriter::finish() {
 }
 
 const std::string& VideoWriter::codec_name() const { return s_->codec_name; }
+bool VideoWriter::has_audio() const { return s_->audio_out != nullptr; }
 std::uint64_t VideoWriter::frames() const { return s_->frames; }
 
 }  // namespace sluice

@@ -2,7 +2,7 @@
 // Writes BGR frames into a video file with FFmpeg's libavcodec/libavformat: H.264 when an encoder for it opens
 // (libx264 first, then any other H.264 encoder libavcodec has), else MPEG-4 part 2 (logged), in mp4, mkv or avi.
 // Each frame keeps its own time stamp (variable frame rates stay as they are); a stamp that does not advance
-// is moved one frame period (1 / fallback_fps) past the one before.
+// is moved one frame period (1 / fallback_fps) past the one before. Optionally a file's audio is copied along.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -14,6 +14,11 @@ struct VideoWriterOptions {
   std::string codec = "auto";     // auto: h264, else mpeg4; h264: h264 or fail; mpeg4
   double fallback_fps = 25;       // the period of frames whose stamps do not advance, and the rate hint
   int quality = 23;               // h264: CRF (0 = lossless for libx264); mpeg4: derived qscale
+  // A file whose first audio stream is copied (packets as they are, no re-encoding) alongside the frames, on
+  // the same clock as the frames' stamps (the file's own): from the first frame's stamp to the last frame's
+  // end. Empty: no audio. Without an audio stream, or one the container cannot hold, there is none (logged);
+  // a failure while copying ends the audio, never the video.
+  std::string audio_from;
 };
 
 class VideoWriter {
@@ -32,6 +37,7 @@ class VideoWriter {
   void finish();
   // The encoder chosen ("libx264", "mpeg4", ...).
   const std::string& codec_name() const;
+  bool has_audio() const;
   std::uint64_t frames() const;
 
  private:

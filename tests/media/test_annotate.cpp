@@ -135,7 +135,8 @@ struct Rig {
     Batch b;
     b.desc = desc;
     b.count = static_cast<int>(frames.size());
-    b.memory = Memory(MemoryKind::host, desc.batch_bytes());
+    b.desc.batch = std::max(desc.batch, b.count);  // one batch however many frames
+    b.memory = Memory(MemoryKind::host, b.desc.batch_bytes());
     b.frames = frames;
     for (int i = 0; i < b.count; ++i) {
       if (desc.kind == PayloadKind::detections) {
@@ -487,4 +488,47 @@ TEST_CASE("annotate survives hostile detections and empty frames", "[annotate]")
   tap.put(m, FrameTarget{big.data(), 640, 480, PixelFormat::bgr8});
   CHECK(tap.width() == 640);
   CHECK(tap.capacity() == 1);  // 1 MiB holds one 640x480 frame
+}
+
+TEST_CASE("annotate copies a file input's audio alongside the frames", "[annotate]") {
+  const fs::path dir = fresh_dir("audio");
+  fs::create_directories(dir / "in");
+  const fs::path input = dir / "in" / "talk.mp4";
+  const std::string make = "ffmpeg -v error -y -f lavfi -i testsrc=size=160x120:rate=25 -f lavfi -i "
+                           "sine=frequency=440:sample_rate=48000 -t 2 -c:v mpeg4 -c:a aac -shortest '" +
+                           input.string() + "'";
+  if (std::system(make.c_str()) != 0) {
+    WARN("ffmpeg could not make an input with audio: skipped");
+    return;
+  }
+  for (const bool audio : {true, false}) {
+    INFO("audio " << audio);
+    const fs::path out = dir / (audio ? "with" : "without");
+    Rig rig({{"path", out.string()}, {"audio", audio ? "true" : "false"}}, detections_desc(), false);
+    rig.stage->open(rig.ctx);
+    const std::uint32_t a = rig.begin_input(input.string(), 25);
+    std::vector<std::int64_t> pts;
+    for (int i = 0; i < 25; ++i) pts.push_back(std::int64_t{400'000'000} + i * std::int64_t{40'000'000});
+    const auto frames = rig.decode(a, 0, 25, {}, pts);  // 0.4 s to 1.4 s of the input
+    rig.process(frames);
+    REQUIRE(rig.finish(frames) == std::vector<std::string>{(out / "talk.mp4").string()});
+    rig.stage->close(rig.ctx);
+    AVFormatContext* fmt = nullptr;
+    REQUIRE(avformat_open_input(&fmt, (out / "talk.mp4").c_str(), nullptr, nullptr) == 0);
+    REQUIRE(avformat_find_stream_info(fmt, nullptr) >= 0);
+    const int index = av_find_best_stream(fmt, AVMEDIA_TYPE_AUDIO, -1, -1, nullptr, 0);
+    if (audio) {
+      REQUIRE(index >= 0);
+      const AVStream* st = fmt->streams[index];
+      CHECK(st->codecpar->codec_id == AV_CODEC_ID_AAC);
+      REQUIRE(st->duration > 0);
+      CHECK(static_cast<double>(st->duration) * av_q2d(st->time_base) == Approx(1.0).margin(0.05));
+      CHECK(static_cast<double>(st->start_time) * av_q2d(st->time_base) == Approx(0).margin(0.03));
+    } else {
+      CHECK(index < 0);
+    }
+    avformat_close_input(&fmt);
+    CHECK(read_video(out / "talk.mp4").frames.size() == 25);
+  }
+  fs::remove_all(dir);
 }
