@@ -19,17 +19,24 @@ namespace sluice {
 
 class ScaledFrameTap final : public FrameTap {
  public:
-  // width x height BGR copies, `capacity` of them (at least 1).
-  ScaledFrameTap(int width, int height, std::size_t capacity);
+  // width x height BGR copies, `capacity` of them (at least 1). Width and height 0: the size of the first frame
+  // put (an empty frame is not taken), and then at most max(1, max_bytes / frame bytes) of them when max_bytes
+  // is not 0.
+  ScaledFrameTap(int width, int height, std::size_t capacity, std::size_t max_bytes = 0);
   // From the source threads: converts and scales `frame` into a free (or the oldest) slot. The conversion
   // runs outside the lock, so sources do not wait on each other.
   void put(const FrameMeta& meta, const FrameTarget& frame) override;
+  // The size a frame had when the source put it (before scaling).
+  struct SourceSize {
+    int width = 0, height = 0;
+  };
   // Copies the frame of (source_id, sequence) into `bgr` (resized to width*height*3 bytes) and frees its slot;
-  // false when it is not there (evicted, or never put).
-  bool take(std::uint32_t source_id, std::uint64_t sequence, std::vector<std::uint8_t>& bgr);
-  int width() const { return width_; }
-  int height() const { return height_; }
-  std::size_t capacity() const { return slots_.size(); }
+  // false when it is not there (evicted, or never put). `source`: where to put the frame's size as it was put.
+  bool take(std::uint32_t source_id, std::uint64_t sequence, std::vector<std::uint8_t>& bgr,
+            SourceSize* source = nullptr);
+  int width() const;   // 0 while the size is to come from the first frame
+  int height() const;
+  std::size_t capacity() const;
   std::size_t size() const;          // frames held now
   std::uint64_t evicted() const;     // frames pushed out before anyone took them
 
@@ -39,9 +46,10 @@ class ScaledFrameTap final : public FrameTap {
     std::uint32_t source_id = 0;
     std::uint64_t sequence = 0, age = 0;
     State state = State::free;
+    SourceSize source;
   };
   int width_, height_;
-  std::size_t slot_bytes_;
+  std::size_t slot_bytes_, max_bytes_;
   mutable std::mutex mu_;
   std::vector<Slot> slots_;
   std::vector<std::uint8_t> pixels_;
