@@ -3,23 +3,23 @@
 varied backgrounds, found by an anchor-free YOLOv8-style head whose output sluice's `detect` step decodes as it
 is (head yolo_anchor_free, reg_max 1: boxes cx, cy, w, h in input pixels and class scores after the sigmoid).
 
-Data: scenes rendered by models/shapes_scenes.py (NumPy, seeded), 256x256; half of them confined to a random
+Data: scenes rendered by models/shapes_scenes.py (NumPy, seeded), 192x192; half of them confined to a random
 region with the rest grey 114, as sluice's letterbox pads a frame of another aspect ratio. Training uses the
 8 flips/quarter turns of each scene (the classes and their boxes do not change under them).
 
   train       TRAIN_SCENES scenes, seed 1
   validation  VAL_SCENES other scenes (seed 2), decoded and NMS'ed here in PyTorch: mAP@0.5 per class
 
-Network (~300k weights): a strided ReLU CNN to strides 8, 16, 32, a top-down feature pyramid (nearest
+Network (249k weights): a strided ReLU CNN to strides 8, 16, 32, a top-down feature pyramid (nearest
 upsampling, additions), per level a 3x3 conv and a 1x1 conv to 4 box + 4 class channels. Box channels are
 distances from the anchor point to the four edges, sigmoid(x) * 8 * stride; the exported graph turns them into
-cx, cy, w, h and the class logits into sigmoid scores, and concatenates the levels: [N, 8, 1344].
+cx, cy, w, h and the class logits into sigmoid scores, and concatenates the levels: [N, 8, 756].
 Assignment as FCOS (anchor points inside the box's centre region, one level per object by its size, the
 smaller box where two claim a point); loss: quality focal loss (the class target is the IoU of the predicted
 box) plus GIoU on the assigned points.
 
 Deterministic: fixed seeds, deterministic torch algorithms, 2 threads. Writes OUT/shapes-detector.onnx (opset 13,
-input "images" [N, 3, 256, 256] RGB /255, output "output0" [N, 8, 1344], batch dynamic) and
+input "images" [N, 3, 192, 192] RGB /255, output "output0" [N, 8, 756], batch dynamic) and
 OUT/shapes-detector.labels.
 
 usage: /usr/bin/python3 models/train_shapes_detector.py [--out models] [--minutes 20]
@@ -244,19 +244,30 @@ def train(images, targets, minutes, seed, steps=None, batch=16):
     opt = torch.optim.AdamW(model.parameters(), lr=2e-3, weight_decay=5e-4)
     g = torch.Generator().manual_seed(seed)
     tgts = [torch.from_numpy(t) for t in targets]
-    # --steps: a fixed number of steps (a rerun with the same count is identical); else the time budget sets
-    # the count once, from the first 10 steps.
+    # The learning rate follows a one-cycle shape (15% warm-up from max/25, then cosine to ~0) over the run's
+    # progress: step / steps with --steps (a rerun is identical), else elapsed / minutes (the step count then
+    # depends on the machine's speed; the run reports it).
     started = time.time()
-    step, total_steps, sched = 0, steps, None
+    step, max_lr = 0, 4e-3
 
-    def schedule(n):
-        return torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=4e-3, total_steps=n, pct_start=0.15)
+    def progress():
+        return step / steps if steps is not None else (time.time() - started) / (minutes * 60)
 
-    if steps is not None:
-        sched = schedule(steps)
-    while total_steps is None or step < total_steps:
+    def lr_at(f):
+        if f < 0.15:
+            return max_lr * (0.04 + 0.96 * f / 0.15)
+        return max_lr * (0.5 * (1 + np.cos(np.pi * min((f - 0.15) / 0.85, 1.0))) * 0.9996 + 0.0004)
+
+    done = False
+    while not done:
         order = torch.randperm(len(images), generator=g)
         for i in range(0, len(images) - batch + 1, batch):
+            f = progress()
+            if f >= 1:
+                done = True
+                break
+            for group in opt.param_groups:
+                group["lr"] = lr_at(f)
             idx = order[i:i + batch]
             k = int(torch.randint(8, (1,), generator=g))
             x, t = dihedral(to_tensor(images[idx.numpy()]), [tgts[j] for j in idx.tolist()], k)
@@ -266,20 +277,10 @@ def train(images, targets, minutes, seed, steps=None, batch=16):
             loss.backward()
             nn.utils.clip_grad_norm_(model.parameters(), 10.0)
             opt.step()
-            if sched is not None:
-                sched.step()
             step += 1
-            if step == 10 and total_steps is None:
-                step_s = (time.time() - started) / 10
-                total_steps = max(int(minutes * 60 / step_s), 20)
-                log("  %.2f s a step: %d steps (%.1f epochs of %d scenes)"
-                    % (step_s, total_steps, total_steps * batch / len(images), len(images)))
-                sched = schedule(total_steps - 10)
             if step % 25 == 0:
-                log("  step %5d: loss %.3f (cls %.3f, box %.3f) %.0f s" % (step, float(loss), lc, lb,
-                                                                         time.time() - started))
-            if total_steps is not None and step >= total_steps:
-                break
+                log("  step %5d: loss %.3f (cls %.3f, box %.3f), lr %.5f, %.0f s" % (step, float(loss), lc, lb,
+                                                                                   lr_at(f), time.time() - started))
     model.eval()
     return model, step
 
