@@ -6,6 +6,7 @@ its detect block and thresholds, download and track stages as shipped), reads th
 boxes against the ground truth: VOC/COCO-style all-point interpolated AP per class at IoU 0.5, mean over classes.
 
 usage: /usr/bin/python3 models/eval_shapes_detector.py BUILD/sluiced [--scenes 200] [--seed 1001] [--min-map 0.9]
+       [--score-threshold T] [--size 256x192]
 
 NumPy only (no torch). Exits 0 when the mAP reaches --min-map, 1 below it, 2 on a failed run, 77 (skipped)
 without NumPy.
@@ -34,8 +35,9 @@ import shapes_scenes  # noqa: E402
 WIDTH, HEIGHT = 256, 192  # 4:3 scenes: the 192x192 letterbox pads them and the boxes come back through it
 
 
-def pipeline_yaml(template, pattern, jsonl):
-    """detect.yaml with its decode stage reading `pattern` and its sink writing `jsonl`; paths made absolute."""
+def pipeline_yaml(template, pattern, jsonl, score_threshold=None):
+    """detect.yaml with its decode stage reading `pattern` and its sink writing `jsonl`; paths made absolute;
+    detect.score_threshold replaced when given."""
     out, stage = [], None
     for line in open(template).read().splitlines():
         stripped = line.strip()
@@ -53,21 +55,29 @@ def pipeline_yaml(template, pattern, jsonl):
         if stripped.startswith("model:") or stripped.startswith("labels:"):
             key, value = stripped.split(":", 1)
             value = value.split("#")[0].strip()
-            line = "    %s: %s" % (key, json.dumps(os.path.normpath(os.path.join(os.path.dirname(template), value))))
+            line = "    %s: %s" % (key, json.dumps(os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(template)), value))))
+        if score_threshold is not None and stripped.startswith("score_threshold:"):
+            line = line[:line.index("score_threshold:")] + "score_threshold: %g" % score_threshold
         out.append(line)
     return "\n".join(out) + "\n"
 
 
 def main():
+    global WIDTH, HEIGHT
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("sluiced")
     p.add_argument("--scenes", type=int, default=200)
     p.add_argument("--seed", type=int, default=1001, help="training used 1 and validation 2")
     p.add_argument("--pipeline", default=os.path.join(ROOT, "config", "pipelines", "detect.yaml"))
     p.add_argument("--min-map", type=float, default=0.9)
+    p.add_argument("--score-threshold", type=float, help="instead of the pipeline's detect.score_threshold")
+    p.add_argument("--size", default="%dx%d" % (WIDTH, HEIGHT), help="scene size WxH (default %(default)s)")
     p.add_argument("--work", help="keep the scenes, pipeline and records here (default: a temporary folder)")
     a = p.parse_args()
 
+    WIDTH, HEIGHT = (int(v) for v in a.size.split("x"))
+    if os.path.exists(a.sluiced):
+        a.sluiced = os.path.abspath(a.sluiced)
     started = time.time()
     with tempfile.TemporaryDirectory(prefix="shapes-eval-") as tmp:
         work = a.work or tmp
@@ -83,7 +93,7 @@ def main():
             os.remove(jsonl)
         yaml_path = os.path.join(work, "eval.yaml")
         with open(yaml_path, "w") as f:
-            f.write(pipeline_yaml(a.pipeline, os.path.join(work, "scene_%05d.png"), jsonl))
+            f.write(pipeline_yaml(a.pipeline, os.path.join(work, "scene_%05d.png"), jsonl, a.score_threshold))
         rendered = time.time()
         run = subprocess.run([a.sluiced, "run", yaml_path, "--state-dir", os.path.join(work, "state")],
                              capture_output=True, text=True)
