@@ -28,6 +28,7 @@ except ImportError:
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree (the CTest runs this)
 sys.path.insert(0, HERE)
 import shapes_map  # noqa: E402
 import shapes_scenes  # noqa: E402
