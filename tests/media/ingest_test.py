@@ -32,7 +32,7 @@ failures = []
 
 check = daemon_client.checker(failures)
 request = daemon_client.request
-wait_for = daemon_client.waiter(20.0, 0.1, errors=(OSError, ValueError))
+wait_for = daemon_client.waiter(20.0, 0.1, errors=(OSError, ValueError, TypeError))  # TypeError: a source not listed yet
 
 
 def write(name, text):
