@@ -43,7 +43,6 @@ for b in 32 16; do
       --batches $((3200 / b)) --repeats 1 --no-track --json "$out/loop-notrack-b$b-$r.json" 2>>"$out/loop-b$b.log" | tail -1 || status=1
   done
 done
-sed -i "s/batch_size: 32/batch_size: 32/" "$work/raw-head.yaml"
 .gpu/run bin/sluiced bench "$work/raw-head.yaml" --batches 100 --warmup 10 --serial --json "$out/sluice-rawhead-b32.json" \
   >"$out/sluice-rawhead-b32.log" 2>&1 || status=1
 head -c 2000 /tmp/sluice-bench-yolov8s.jsonl >"$out/sluice-records-head.jsonl"
