@@ -7,10 +7,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <stdexcept>
+#include <string>
 #include <type_traits>
 
 #include "kernels/half.hpp"
 #include "kernels/preprocess_cpu.hpp"  // validate()
+#include "kernels/roi_crop.cuh"
+#include "kernels/roi_crop_cpu.hpp"  // validate_roi_crop()
 #include "runtime/cuda_check.hpp"
 
 // Shape of the kernel (one launch per batch):
@@ -18,7 +21,8 @@
 // - A block of 256 threads owns one output tile of one batch item at a time: whole rows when the output is at
 //   most 1024 wide (about 1024 pixels: 224 wide -> 224x4), else a single row segment of at most 1024 pixels.
 //   Block z strides over the batch; the tap tables below do not depend on the item, so they are built once per
-//   block and reused for every item it handles.
+//   block and reused for every item it handles. In ROI mode (roi_crop_gpu: a crop per item, read from device
+//   memory) they do, and each item rebuilds them: tw + th entries against tw * th pixels, small either way.
 // - Tap tables in shared memory: for each column and row of the tile, the two source neighbours (as byte offsets,
 //   crop included) and the weight, luma and (YUV) chroma, or a pad marker for letterbox borders. Built without
 //   any division in the per-pixel path and without 64-bit integer division at all (a double reciprocal plus an
@@ -87,7 +91,18 @@ struct Plan {
   std::size_t in_bytes, luma_bytes, chroma_bytes;
   int tile_w, tile_h, tiles_x;
   int stage_bytes;                // staging area at the start of shared memory (multiple of 16)
+  // ROI mode (roi_crop_gpu): item n crops rois[n] of image rois[n].image instead of the plan's crop of image n,
+  // for n < *roi_count (all `batch` when null). ax/ay are then derived per item on the device.
+  const RoiRect* rois;
+  const int* roi_count;
+  int images, in_w, in_h;
+  bool letterbox;
 };
+
+// One output axis' mapping (the crop [crop_off, crop_off + crop_len) resized into [img_off, img_off + img_len)).
+__host__ __device__ inline Axis make_axis(int img_off, int img_len, int crop_off, int crop_len) {
+  return {img_off, img_len, crop_off, crop_len, 1.0 / (2.0 * img_len), 1.0 / (4.0 * img_len)};
+}
 
 // The CPU twin's make_tap (see preprocess_cpu.cpp), reaching the same floor(num/den) without 64-bit division:
 // the double product is within 2^-30 of num/den (< 2^17), whose distance to the next integer above is at least
@@ -168,33 +183,14 @@ struct Run {
   int len, head, vecs;
 };
 
-template <PixelFormat F, DType D>
-__global__ void __launch_bounds__(kThreads, SLUICE_PP_MIN_BLOCKS) preprocess_kernel(const Plan k, const std::uint8_t* __restrict__ src,
-                                                              OutT<D>* __restrict__ dst) {
-  using T = OutT<D>;
-  constexpr bool kYuv = F == PixelFormat::nv12 || F == PixelFormat::i420;
-  constexpr int kVec = 16 / static_cast<int>(sizeof(T));  // elements per 16-byte store
-
-  extern __shared__ __align__(16) unsigned char smem[];
-  T* stage = reinterpret_cast<T*>(smem);
-  YTap* ytl = reinterpret_cast<YTap*>(smem + k.stage_bytes);
-  YTap* ytc = ytl + k.tile_h;
-  XTap* xtl = reinterpret_cast<XTap*>(ytc + (kYuv ? k.tile_h : 0));
-  XTap* xtc = xtl + k.tile_w;
-
-  const int tile = static_cast<int>(blockIdx.x);
-  const int ty_idx = tile / k.tiles_x;
-  const int x0 = (tile - ty_idx * k.tiles_x) * k.tile_w;
-  const int y0 = ty_idx * k.tile_h;
-  const int tw = min(k.tile_w, k.out_w - x0);
-  const int th = min(k.tile_h, k.out_h - y0);
-  const int npx = tw * th;
-  const int tid = static_cast<int>(threadIdx.x);
-
-  // Tap tables of this tile's columns and rows.
-  for (int i = tid; i < tw + th; i += kThreads) {
+// Fills the tap tables of one tile (columns x0.., rows y0..) for the mapping ax/ay. An axis with img_len 0 is
+// padding everywhere.
+template <bool kYuv>
+__device__ void build_taps(const Plan& k, const Axis& ax, const Axis& ay, int x0, int y0, int tw, int th,
+                           XTap* xtl, XTap* xtc, YTap* ytl, YTap* ytc) {
+  for (int i = static_cast<int>(threadIdx.x); i < tw + th; i += kThreads) {
     const bool is_x = i < tw;
-    const Axis& a = is_x ? k.ax : k.ay;
+    const Axis& a = is_x ? ax : ay;
     const int o = (is_x ? x0 + i : y0 + i - tw) - a.img_off;
     int l0 = -1, l1 = -1, c0 = -1, c1 = -1;
     float lw = 0.f, cw = 0.f;
@@ -217,6 +213,33 @@ __global__ void __launch_bounds__(kThreads, SLUICE_PP_MIN_BLOCKS) preprocess_ker
       if (kYuv) ytc[r] = c0 < 0 ? YTap{-1, -1, 0.f} : YTap{c0 * k.cstride, c1 * k.cstride, cw};
     }
   }
+}
+
+template <PixelFormat F, DType D, bool kRoi>
+__global__ void __launch_bounds__(kThreads, SLUICE_PP_MIN_BLOCKS) preprocess_kernel(const Plan k, const std::uint8_t* __restrict__ src,
+                                                              OutT<D>* __restrict__ dst) {
+  using T = OutT<D>;
+  constexpr bool kYuv = F == PixelFormat::nv12 || F == PixelFormat::i420;
+  constexpr int kVec = 16 / static_cast<int>(sizeof(T));  // elements per 16-byte store
+
+  extern __shared__ __align__(16) unsigned char smem[];
+  T* stage = reinterpret_cast<T*>(smem);
+  YTap* ytl = reinterpret_cast<YTap*>(smem + k.stage_bytes);
+  YTap* ytc = ytl + k.tile_h;
+  XTap* xtl = reinterpret_cast<XTap*>(ytc + (kYuv ? k.tile_h : 0));
+  XTap* xtc = xtl + k.tile_w;
+
+  const int tile = static_cast<int>(blockIdx.x);
+  const int ty_idx = tile / k.tiles_x;
+  const int x0 = (tile - ty_idx * k.tiles_x) * k.tile_w;
+  const int y0 = ty_idx * k.tile_h;
+  const int tw = min(k.tile_w, k.out_w - x0);
+  const int th = min(k.tile_h, k.out_h - y0);
+  const int npx = tw * th;
+  const int tid = static_cast<int>(threadIdx.x);
+
+  // Tap tables of this tile's columns and rows: once per block, or per item in ROI mode.
+  if constexpr (!kRoi) build_taps<kYuv>(k, k.ax, k.ay, x0, y0, tw, th, xtl, xtc, ytl, ytc);
 
   // Destination runs: NCHW with 3 channels has one per plane, NHWC and gray a single interleaved one.
   const bool planar = k.layout == Layout::nchw && k.C == 3;
@@ -232,7 +255,24 @@ __global__ void __launch_bounds__(kThreads, SLUICE_PP_MIN_BLOCKS) preprocess_ker
 
   __syncthreads();  // tap tables ready
 
-  for (int n = static_cast<int>(blockIdx.z); n < k.batch; n += static_cast<int>(gridDim.z)) {
+  int items = k.batch;
+  if constexpr (kRoi) {
+    if (k.roi_count != nullptr) items = min(items, max(0, *k.roi_count));
+  }
+  for (int n = static_cast<int>(blockIdx.z); n < items; n += static_cast<int>(gridDim.z)) {
+    const std::uint8_t* img = src + static_cast<std::size_t>(n) * k.in_bytes;
+    if constexpr (kRoi) {  // this item's rect: its image, and where its crop lands (padding only if unusable)
+      const RoiRect roi = k.rois[n];
+      Axis ax = make_axis(0, 0, 0, 0), ay = ax;
+      if (roi_rect_usable(roi, k.images, k.in_w, k.in_h, kYuv)) {
+        const ImagePlacement pl = place_image(roi.width, roi.height, k.out_w, k.out_h, k.letterbox);
+        ax = make_axis(pl.x, pl.w, roi.x, roi.width);
+        ay = make_axis(pl.y, pl.h, roi.y, roi.height);
+        img = src + static_cast<std::size_t>(roi.image) * k.in_bytes;
+      }
+      build_taps<kYuv>(k, ax, ay, x0, y0, tw, th, xtl, xtc, ytl, ytc);
+      __syncthreads();  // this item's tap tables ready (the previous item's last barrier freed them)
+    }
     Run run[3] = {};
     int next = 0;
 #pragma unroll
@@ -251,7 +291,6 @@ __global__ void __launch_bounds__(kThreads, SLUICE_PP_MIN_BLOCKS) preprocess_ker
     }
 
     // Compute every pixel of the tile into the staging area.
-    const std::uint8_t* img = src + static_cast<std::size_t>(n) * k.in_bytes;
     int r = r_first, cx = c_first;
     for (int i = tid; i < npx; i += kThreads) {
       const XTap tx = xtl[cx];
@@ -344,7 +383,7 @@ int staging_bytes(const Plan& k) {
   return (elems * size + 15) / 16 * 16;
 }
 
-template <PixelFormat F, DType D>
+template <PixelFormat F, DType D, bool kRoi>
 void launch(Plan k, const std::uint8_t* src, void* dst, cudaStream_t stream) {
   constexpr bool kYuv = F == PixelFormat::nv12 || F == PixelFormat::i420;
   k.stage_bytes = staging_bytes<D>(k);
@@ -354,22 +393,39 @@ void launch(Plan k, const std::uint8_t* src, void* dst, cudaStream_t stream) {
   const int tiles_y = (k.out_h + k.tile_h - 1) / k.tile_h;
   // gridDim.z is capped at 65535; the kernel strides over the rest of the batch.
   const dim3 grid(static_cast<unsigned>(k.tiles_x * tiles_y), 1, static_cast<unsigned>(std::min(k.batch, 65535)));
-  preprocess_kernel<F, D><<<grid, kThreads, smem, stream>>>(k, src, static_cast<OutT<D>*>(dst));
+  preprocess_kernel<F, D, kRoi><<<grid, kThreads, smem, stream>>>(k, src, static_cast<OutT<D>*>(dst));
   CUDA_CHECK(cudaPeekAtLastError());
 }
 
-template <PixelFormat F>
+template <PixelFormat F, bool kRoi>
 void launch_dtype(const Plan& k, DType d, const std::uint8_t* src, void* dst, cudaStream_t stream) {
   switch (d) {
-    case DType::f32: launch<F, DType::f32>(k, src, dst, stream); break;
-    case DType::f16: launch<F, DType::f16>(k, src, dst, stream); break;
-    case DType::bf16: launch<F, DType::bf16>(k, src, dst, stream); break;
+    case DType::f32: launch<F, DType::f32, kRoi>(k, src, dst, stream); break;
+    case DType::f16: launch<F, DType::f16, kRoi>(k, src, dst, stream); break;
+    case DType::bf16: launch<F, DType::bf16, kRoi>(k, src, dst, stream); break;
     default: throw std::invalid_argument("preprocess: unsupported dtype");  // validate() rejects it first
   }
 }
 
-Axis make_axis(int img_off, int img_len, int crop_off, int crop_len) {
-  return {img_off, img_len, crop_off, crop_len, 1.0 / (2.0 * img_len), 1.0 / (4.0 * img_len)};
+template <bool kRoi>
+void launch_format(const Plan& k, PixelFormat f, DType d, const std::uint8_t* src, void* dst, cudaStream_t stream) {
+  switch (f) {
+    case PixelFormat::bgr8: launch_dtype<PixelFormat::bgr8, kRoi>(k, d, src, dst, stream); break;
+    case PixelFormat::rgb8: launch_dtype<PixelFormat::rgb8, kRoi>(k, d, src, dst, stream); break;
+    case PixelFormat::gray8: launch_dtype<PixelFormat::gray8, kRoi>(k, d, src, dst, stream); break;
+    case PixelFormat::nv12: launch_dtype<PixelFormat::nv12, kRoi>(k, d, src, dst, stream); break;
+    case PixelFormat::i420: launch_dtype<PixelFormat::i420, kRoi>(k, d, src, dst, stream); break;
+  }
+}
+
+// The launchers' shared checks of device pointers and stream.
+void check_launch(const char* what, const void* src, const void* dst, DType dtype, cudaStream_t stream) {
+  if (src == nullptr || dst == nullptr) throw std::invalid_argument(std::string(what) + ": null src or dst device pointer");
+  if (reinterpret_cast<std::uintptr_t>(dst) % dtype_bytes(dtype) != 0)
+    throw std::invalid_argument(std::string(what) + ": dst device pointer is not aligned to its element size");
+  if (stream == nullptr)
+    throw std::invalid_argument(std::string(what) +
+                                ": a non-null stream is required (the legacy default stream is not used)");
 }
 
 Plan make_plan(const PreprocessParams& p) {
@@ -411,20 +467,23 @@ Plan make_plan(const PreprocessParams& p) {
 void preprocess_gpu(const PreprocessParams& p, const std::uint8_t* src_device, void* dst_device,
                     cudaStream_t stream) {
   validate(p);
-  if (src_device == nullptr || dst_device == nullptr)
-    throw std::invalid_argument("preprocess: null src or dst device pointer");
-  if (reinterpret_cast<std::uintptr_t>(dst_device) % dtype_bytes(p.dtype) != 0)
-    throw std::invalid_argument("preprocess: dst device pointer is not aligned to its element size");
-  if (stream == nullptr)
-    throw std::invalid_argument("preprocess: a non-null stream is required (the legacy default stream is not used)");
-  const Plan k = make_plan(p);
-  switch (p.in_format) {
-    case PixelFormat::bgr8: launch_dtype<PixelFormat::bgr8>(k, p.dtype, src_device, dst_device, stream); break;
-    case PixelFormat::rgb8: launch_dtype<PixelFormat::rgb8>(k, p.dtype, src_device, dst_device, stream); break;
-    case PixelFormat::gray8: launch_dtype<PixelFormat::gray8>(k, p.dtype, src_device, dst_device, stream); break;
-    case PixelFormat::nv12: launch_dtype<PixelFormat::nv12>(k, p.dtype, src_device, dst_device, stream); break;
-    case PixelFormat::i420: launch_dtype<PixelFormat::i420>(k, p.dtype, src_device, dst_device, stream); break;
-  }
+  check_launch("preprocess", src_device, dst_device, p.dtype, stream);
+  launch_format<false>(make_plan(p), p.in_format, p.dtype, src_device, dst_device, stream);
+}
+
+void roi_crop_gpu(const PreprocessParams& p, const std::uint8_t* images_device, int images,
+                  const RoiRect* rois_device, const int* count_device, void* dst_device, cudaStream_t stream) {
+  validate_roi_crop(p, images);
+  check_launch("roi crop", images_device, dst_device, p.dtype, stream);
+  if (rois_device == nullptr) throw std::invalid_argument("roi crop: null rois device pointer");
+  Plan k = make_plan(p);
+  k.rois = rois_device;
+  k.roi_count = count_device;
+  k.images = images;
+  k.in_w = p.in_width;
+  k.in_h = p.in_height;
+  k.letterbox = p.letterbox;
+  launch_format<true>(k, p.in_format, p.dtype, images_device, dst_device, stream);
 }
 
 }  // namespace sluice::kernels

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "kernels/host_device.hpp"
 #include "runtime/format.hpp"
 
 namespace sluice::kernels {
@@ -53,26 +54,41 @@ struct PreprocessGeometry {
   int img_x = 0, img_y = 0, img_w = 0, img_h = 0;
 };
 
+// Where a crop_w x crop_h crop lands in an out_w x out_h output (see PreprocessGeometry): the whole output, or
+// with letterbox the aspect-keeping fit, centred. Host and device (the ROI crop places each box on the GPU).
+struct ImagePlacement {
+  int x = 0, y = 0, w = 0, h = 0;
+};
+
+// round(v * n / d) for positive integers, halves up: floor((2vn + d) / 2d), clamped to [1, limit].
+SLUICE_HD int scaled_length(long long v, long long n, long long d, long long limit) {
+  const long long r = (2 * v * n + d) / (2 * d);
+  return static_cast<int>(r < 1 ? 1 : r > limit ? limit : r);
+}
+
+SLUICE_HD ImagePlacement place_image(int crop_w, int crop_h, int out_w, int out_h, bool letterbox) {
+  ImagePlacement pl{0, 0, out_w, out_h};
+  if (letterbox && crop_w > 0 && crop_h > 0) {
+    const long long cw = crop_w, ch = crop_h, ow = out_w, oh = out_h;
+    if (ow * ch <= oh * cw) pl.h = scaled_length(ch, ow, cw, oh);  // width-limited: scale = ow / cw
+    else pl.w = scaled_length(cw, oh, ch, ow);                      // height-limited: scale = oh / ch
+    pl.x = (out_w - pl.w) / 2;
+    pl.y = (out_h - pl.h) / 2;
+  }
+  return pl;
+}
+
 inline PreprocessGeometry preprocess_geometry(const PreprocessParams& p) noexcept {
   PreprocessGeometry g;
   g.crop_x = p.crop_x;
   g.crop_y = p.crop_y;
   g.crop_w = p.crop_width > 0 ? p.crop_width : p.in_width - p.crop_x;
   g.crop_h = p.crop_height > 0 ? p.crop_height : p.in_height - p.crop_y;
-  g.img_w = p.out_width;
-  g.img_h = p.out_height;
-  if (p.letterbox && g.crop_w > 0 && g.crop_h > 0) {
-    const long long cw = g.crop_w, ch = g.crop_h, ow = p.out_width, oh = p.out_height;
-    // round(v * n / d) for positive integers, halves up: floor((2vn + d) / 2d).
-    auto round_ratio = [](long long v, long long n, long long d) { return (2 * v * n + d) / (2 * d); };
-    if (ow * ch <= oh * cw) {  // width-limited: scale = ow / cw
-      g.img_h = static_cast<int>(std::clamp(round_ratio(ch, ow, cw), 1LL, oh));
-    } else {  // height-limited: scale = oh / ch
-      g.img_w = static_cast<int>(std::clamp(round_ratio(cw, oh, ch), 1LL, ow));
-    }
-    g.img_x = (p.out_width - g.img_w) / 2;
-    g.img_y = (p.out_height - g.img_h) / 2;
-  }
+  const ImagePlacement pl = place_image(g.crop_w, g.crop_h, p.out_width, p.out_height, p.letterbox);
+  g.img_x = pl.x;
+  g.img_y = pl.y;
+  g.img_w = pl.w;
+  g.img_h = pl.h;
   return g;
 }
 

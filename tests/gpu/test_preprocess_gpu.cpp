@@ -27,6 +27,7 @@
 #include "kernels/preprocess_cpu.hpp"
 #include "runtime/cuda_check.hpp"
 #include "tests/gpu/device_memory.hpp"
+#include "tests/gpu/image_tensor_compare.hpp"
 
 using sluice::DType;
 using sluice::Layout;
@@ -34,12 +35,6 @@ using sluice::PixelFormat;
 using namespace sluice::kernels;
 
 namespace {
-
-constexpr double kF32MaxAbs = 1e-4;
-constexpr double kF16MaxAbs = 2e-3;
-constexpr double kF16MaxRel = 1e-2;
-constexpr double kBf16MaxAbs = 1e-2;
-constexpr double kBf16MaxRel = 1e-2;
 
 using sluice::test::DeviceBuffer;
 using sluice::test::TestStream;
@@ -87,41 +82,10 @@ void compare(const PreprocessParams& p, const std::vector<std::uint8_t>& src, co
   INFO("bytes written outside the tensor: " << clobbered);
   CHECK(clobbered == 0);
 
-  std::vector<float> gpu(n), cpu(n);
   const std::uint8_t* g = raw.data() + dst_offset * esize;
-  if (p.dtype == DType::f32) {
-    std::memcpy(gpu.data(), g, n * esize);
-    preprocess_cpu(p, src.data(), cpu.data());
-  } else {
-    std::vector<std::uint16_t> g16(n), c16(n);
-    std::memcpy(g16.data(), g, n * esize);
-    preprocess_cpu(p, src.data(), c16.data());
-    const bool bf = p.dtype == DType::bf16;
-    for (std::size_t i = 0; i < n; ++i) {
-      gpu[i] = bf ? bf16_bits_to_float(g16[i]) : half_bits_to_float(g16[i]);
-      cpu[i] = bf ? bf16_bits_to_float(c16[i]) : half_bits_to_float(c16[i]);
-    }
-  }
-
-  const double max_abs = p.dtype == DType::f32 ? kF32MaxAbs : p.dtype == DType::f16 ? kF16MaxAbs : kBf16MaxAbs;
-  const double max_rel = p.dtype == DType::f32 ? 0.0 : p.dtype == DType::f16 ? kF16MaxRel : kBf16MaxRel;
-  std::size_t bad = 0, worst = 0;
-  double worst_err = 0.0;
-  for (std::size_t i = 0; i < n; ++i) {
-    const double err = std::fabs(static_cast<double>(gpu[i]) - static_cast<double>(cpu[i]));
-    const bool ok = err <= max_abs || err <= max_rel * std::fabs(static_cast<double>(cpu[i]));
-    if (!ok) {  // also catches NaN (unwritten or bad) elements
-      if (bad == 0) worst = i;
-      ++bad;
-    }
-    if (err > worst_err) {
-      worst_err = err;
-      if (bad == 0) worst = i;
-    }
-  }
-  INFO("max abs error " << worst_err << "; elements out of bound: " << bad << " of " << n << "; element " << worst
-                        << ": gpu " << gpu[worst] << " cpu " << cpu[worst]);
-  CHECK(bad == 0);
+  std::vector<std::uint8_t> cpu(n * esize);
+  preprocess_cpu(p, src.data(), cpu.data());
+  sluice::test::check_image_tensor(p.dtype, g, cpu.data(), n);
 }
 
 std::vector<std::uint8_t> random_bytes(std::size_t n, std::uint32_t seed) {
