@@ -163,18 +163,18 @@ Graph spelled_gelu(std::int64_t tokens, std::int64_t width) {
   Node norm{"norm", "LayerNormalization", {"x", "scale", "bias"}, {"n"}, {}};
   norm.attrs.values["axis"] = std::int64_t{-1};
   g.nodes = {norm,
-             Node{"div", "Div", {"n", "sqrt2"}, {"s"}, {}},
-             Node{"erf", "Erf", {"s"}, {"e"}, {}},
-             Node{"plus_one", "Add", {"e", "one"}, {"a"}, {}},
-             Node{"times_x", "Mul", {"n", "a"}, {"xa"}, {}},
-             Node{"half", "Mul", {"xa", "half"}, {"y"}, {}}};
+             Node{"div", Op::Div, {"n", "sqrt2"}, {"s"}, {}},
+             Node{"erf", Op::Erf, {"s"}, {"e"}, {}},
+             Node{"plus_one", Op::Add, {"e", "one"}, {"a"}, {}},
+             Node{"times_x", Op::Mul, {"n", "a"}, {"xa"}, {}},
+             Node{"half", Op::Mul, {"xa", "half"}, {"y"}, {}}};
   return g;
 }
 
 TEST_CASE("CUDA engine runs the fused Gelu like the CPU", "[nn][nn_cuda][engine]") {
   for (const auto& [tokens, width] : std::vector<std::pair<std::int64_t, std::int64_t>>{{5, 16}, {197, 768}}) {
     const Graph g = prepare(spelled_gelu(tokens, width), 2);
-    REQUIRE(std::count_if(g.nodes.begin(), g.nodes.end(), [](const Node& n) { return n.op == "Gelu"; }) == 1);
+    REQUIRE(std::count_if(g.nodes.begin(), g.nodes.end(), [](const Node& n) { return n.op == Op::Gelu; }) == 1);
     const auto inputs = random_inputs(g, 21);
     const auto want = run_cpu(g, inputs);
     for (Precision p : {Precision::f32, Precision::f16}) {

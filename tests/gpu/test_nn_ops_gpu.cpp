@@ -474,7 +474,7 @@ TEST_CASE("CUDA Linear matches the CPU", "[nn][nn_cuda][gemm][linear]") {
         .attr("pads", std::vector<std::int64_t>{0, 0, 0, 0}).attr("group", std::int64_t{1})
         .attr("activation", std::string());
     b.g.outputs.clear();
-    b.g.nodes.push_back(Node{"Linear_1", "Linear", {}, {}, {}});
+    b.g.nodes.push_back(Node{"Linear_1", Op::Linear, {}, {}, {}});
     b.input("a", {2, 4, 5, 8}).constant("lw", {8, 6}, 501).constant("lb", {6}, 502);
     b.node().inputs.push_back("c");
     b.output("y", {2, 4, 5, 6}).attr("activation", std::string("Relu"));

@@ -83,7 +83,7 @@ struct TestGraph {
              std::map<std::string, AttrValue> attrs = {}) {
     Node n;
     n.name = op + "_" + std::to_string(graph.nodes.size());
-    n.op = op;
+    n.op = sluice::nn::op_from_name(op);
     n.inputs = std::move(inputs);
     n.outputs = std::move(outputs);
     n.attrs.values = std::move(attrs);
