@@ -11,8 +11,8 @@ constexpr std::int64_t kBytesPerValue = sizeof(float);
 
 // "Conv+Add+Relu": the Conv (or Linear) with what was fused into it, in the order it is computed.
 std::string op_label(const Node& n) {
-  if (n.op != "Conv" && n.op != "Linear") return n.op;
-  std::string label = n.op;
+  if (n.op != Op::Conv && n.op != Op::Linear) return op_name(n.op);
+  std::string label = op_name(n.op);
   if (n.inputs.size() > 3 && !n.inputs[3].empty()) label += "+Add";
   if (const std::string act = n.attrs.s("activation", ""); !act.empty()) label += "+" + act;
   return label;
@@ -27,20 +27,20 @@ std::int64_t parameter_count(const Graph& g, const Node& n) {
 
 double flops(const Graph& g, const Node& n) {
   const Shape& out = g.shape_of(n.outputs[0]);
-  if (n.op == "Conv") {
+  if (n.op == Op::Conv) {
     const Shape& w = g.shape_of(n.inputs[1]);
     return 2.0 * static_cast<double>(element_count(out)) * static_cast<double>(w[1] * w[2] * w[3]);
   }
-  if (n.op == "ConvTranspose") {  // every input pixel scatters into C_out/group x kH x kW outputs
+  if (n.op == Op::ConvTranspose) {  // every input pixel scatters into C_out/group x kH x kW outputs
     const Shape& w = g.shape_of(n.inputs[1]);
     return 2.0 * static_cast<double>(element_count(g.shape_of(n.inputs[0]))) * static_cast<double>(w[1] * w[2] * w[3]);
   }
-  if (n.op == "Gemm") {
+  if (n.op == Op::Gemm) {
     const Shape& a = g.shape_of(n.inputs[0]);
     const std::int64_t k = n.attrs.i("transA", 0) ? a[0] : a[1];
     return 2.0 * static_cast<double>(element_count(out)) * static_cast<double>(k);
   }
-  if (n.op == "MatMul" || n.op == "Linear") return 2.0 * static_cast<double>(element_count(out)) * static_cast<double>(g.shape_of(n.inputs[0]).back());
+  if (n.op == Op::MatMul || n.op == Op::Linear) return 2.0 * static_cast<double>(element_count(out)) * static_cast<double>(g.shape_of(n.inputs[0]).back());
   return 0.0;
 }
 

@@ -5,8 +5,6 @@
 #include <math.h>
 
 #include <cstdint>
-#include <optional>
-#include <string>
 
 #if defined(__CUDACC__)
 #define SLUICE_HOST_DEVICE __host__ __device__
@@ -23,10 +21,7 @@ enum class BinaryMath : std::uint8_t { add, sub, mul, div, pow, max, min };
 // ReduceMean, ReduceSum, ReduceMax, ReduceMin, ReduceL1, ReduceL2, ReduceSumSquare, ReduceProd.
 enum class ReduceMath : std::uint8_t { mean, sum, max, min, l1, l2, sum_square, prod };
 
-// The ONNX op name's kind, or nothing for another op.
-std::optional<UnaryMath> unary_math_of(const std::string& op);
-std::optional<BinaryMath> binary_math_of(const std::string& op);
-std::optional<ReduceMath> reduce_math_of(const std::string& op);
+// An op's kind: unary_math_of(Op) etc. in nn/ops.hpp (the op table).
 
 SLUICE_HOST_DEVICE inline float apply_unary_math(UnaryMath op, float x) {
   switch (op) {

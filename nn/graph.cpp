@@ -109,19 +109,9 @@ Tensor broadcast_tensor(const Tensor& t, const Shape& shape) {
 
 const std::vector<std::string>& supported_onnx_ops() {
   static const std::vector<std::string> ops = [] {
-    std::vector<std::string> v{
-        // run by the backends (see the prepared form in graph.hpp)
-        "Conv", "ConvTranspose", "BatchNormalization", "Relu", "LeakyRelu", "Clip", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh",
-        "Add", "Sub", "Mul", "Div", "MaxPool", "AveragePool", "GlobalAveragePool", "Flatten", "Reshape",
-        "Transpose", "Squeeze", "Unsqueeze", "Gemm", "MatMul", "Concat", "Split", "Slice", "Softmax", "Resize",
-        "Upsample", "Pad", "Erf", "Sqrt", "Exp", "Log", "Neg", "Abs", "Reciprocal", "Floor", "Ceil", "Pow", "Max",
-        "Min", "ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceL1", "ReduceL2", "ReduceSumSquare",
-        "ReduceProd", "LayerNormalization", "LogSoftmax", "ArgMax", "ArgMin", "TopK",
-        // rewritten by prepare() into ops above (nn/passes/decompose.cpp; Expand too when its data is not constant)
-        "DepthToSpace", "SpaceToDepth", "Tile", "InstanceNormalization", "GroupNormalization",
-        // removed or folded by prepare() (the comparisons, logic, Where, Range, Mod, ScatterND only on constants)
-        "Identity", "Dropout", "Constant", "Shape", "Gather", "Cast", "ConstantOfShape", "Equal", "Less", "Greater",
-        "LessOrEqual", "GreaterOrEqual", "And", "Or", "Not", "Where", "Expand", "Range", "Mod", "ScatterND"};
+    std::vector<std::string> v;
+    for (auto i = static_cast<int>(Op::unknown) + 1; i < static_cast<int>(Op::count_); ++i)
+      if (has_flag(static_cast<Op>(i), kFromOnnx)) v.emplace_back(op_name(static_cast<Op>(i)));
     std::sort(v.begin(), v.end());
     return v;
   }();

@@ -15,6 +15,8 @@
 #include <variant>
 #include <vector>
 
+#include "nn/ops.hpp"
+
 namespace sluice::nn {
 
 // A model that cannot be loaded or run: the message names the file, the node (name and op) and what is wrong.
@@ -58,11 +60,11 @@ struct Attributes {
 
 struct Node {
   std::string name;  // the ONNX node's name, or "<op>_<index>" when the file gave none
-  std::string op;    // ONNX op_type (canonical spelling after prepare(), see below)
+  Op op = Op::unknown;  // nn/ops.hpp; set by the loader from op_type (canonical op after prepare(), see below)
   std::vector<std::string> inputs;  // "" marks an absent optional input
   std::vector<std::string> outputs;
   Attributes attrs;
-  std::string where() const { return "node '" + name + "' (" + op + ")"; }
+  std::string where() const { return "node '" + name + "' (" + op_name(op) + ")"; }
 };
 
 struct ValueInfo {
@@ -165,7 +167,8 @@ struct Graph {
 // folded (Expand too, unless its data is computed at run time).
 // Shapes and data are in ONNX's layout (NCHW for images); a backend may store 4-D values NHWC inside.
 
-// Ops the loader accepts (as written in ONNX files); anything else is refused, naming the node.
+// Ops the loader accepts (as written in ONNX files; the op table's kFromOnnx entries), sorted; anything else is
+// refused, naming the node.
 const std::vector<std::string>& supported_onnx_ops();
 
 }  // namespace sluice::nn

@@ -90,39 +90,14 @@ std::vector<T> unpack_raw(const std::string& raw) {
   return values;
 }
 
-// How many inputs and outputs each supported operator takes (ONNX's schemas, opsets 11-21). The passes index
-// inputs by position, so a node with too few is refused here, naming it.
-struct Arity {
-  int min_inputs, max_inputs, max_outputs;
-};
-const Arity& arity_of(const std::string& op) {
-  constexpr int many = std::numeric_limits<int>::max();
-  static const std::map<std::string, Arity> arities{
-      {"Conv", {2, 3, 1}}, {"ConvTranspose", {2, 3, 1}}, {"BatchNormalization", {5, 5, 5}}, {"Relu", {1, 1, 1}}, {"LeakyRelu", {1, 1, 1}},
-      {"Clip", {1, 3, 1}}, {"Sigmoid", {1, 1, 1}}, {"HardSigmoid", {1, 1, 1}}, {"HardSwish", {1, 1, 1}},
-      {"Tanh", {1, 1, 1}}, {"Add", {2, 2, 1}}, {"Sub", {2, 2, 1}}, {"Mul", {2, 2, 1}}, {"Div", {2, 2, 1}},
-      {"MaxPool", {1, 1, 2}}, {"AveragePool", {1, 1, 1}}, {"GlobalAveragePool", {1, 1, 1}}, {"Flatten", {1, 1, 1}},
-      {"Reshape", {2, 2, 1}}, {"Transpose", {1, 1, 1}}, {"Squeeze", {1, 2, 1}}, {"Unsqueeze", {1, 2, 1}},
-      {"Gemm", {2, 3, 1}}, {"MatMul", {2, 2, 1}}, {"Concat", {1, many, 1}}, {"Split", {1, 2, many}},
-      {"Slice", {3, 5, 1}}, {"Softmax", {1, 1, 1}}, {"Resize", {1, 4, 1}}, {"Upsample", {1, 2, 1}},
-      {"Pad", {1, 4, 1}}, {"Identity", {1, 1, 1}}, {"Dropout", {1, 3, 2}}, {"Constant", {0, 0, 1}},
-      {"Shape", {1, 1, 1}}, {"Gather", {2, 2, 1}}, {"Cast", {1, 1, 1}}, {"ConstantOfShape", {1, 1, 1}},
-      {"Erf", {1, 1, 1}}, {"Sqrt", {1, 1, 1}}, {"Exp", {1, 1, 1}}, {"Log", {1, 1, 1}}, {"Neg", {1, 1, 1}},
-      {"Abs", {1, 1, 1}}, {"Reciprocal", {1, 1, 1}}, {"Floor", {1, 1, 1}}, {"Ceil", {1, 1, 1}}, {"Pow", {2, 2, 1}},
-      {"Max", {1, many, 1}}, {"Min", {1, many, 1}}, {"ReduceMean", {1, 2, 1}}, {"ReduceSum", {1, 2, 1}},
-      {"ReduceMax", {1, 2, 1}}, {"ReduceMin", {1, 2, 1}}, {"ReduceL1", {1, 2, 1}}, {"ReduceL2", {1, 2, 1}},
-      {"ReduceSumSquare", {1, 2, 1}}, {"ReduceProd", {1, 2, 1}}, {"LayerNormalization", {2, 3, 3}},
-      {"Equal", {2, 2, 1}}, {"Less", {2, 2, 1}}, {"Greater", {2, 2, 1}}, {"LessOrEqual", {2, 2, 1}},
-      {"GreaterOrEqual", {2, 2, 1}}, {"And", {2, 2, 1}}, {"Or", {2, 2, 1}}, {"Not", {1, 1, 1}},
-      {"Where", {3, 3, 1}}, {"Expand", {2, 2, 1}}, {"Range", {3, 3, 1}}, {"Mod", {2, 2, 1}}, {"ScatterND", {3, 3, 1}},
-      {"DepthToSpace", {1, 1, 1}}, {"SpaceToDepth", {1, 1, 1}}, {"Tile", {2, 2, 1}}, {"LogSoftmax", {1, 1, 1}},
-      {"ArgMax", {1, 1, 1}}, {"ArgMin", {1, 1, 1}}, {"TopK", {2, 2, 2}}, {"InstanceNormalization", {3, 3, 1}},
-      {"GroupNormalization", {3, 3, 1}}};
-  return arities.at(op);  // every supported op is listed (a test checks)
-}
-
+// How many inputs and outputs each supported operator takes: the op table's arities (nn/ops.cpp; ONNX's
+// schemas, opsets 11-21). The passes index inputs by position, so a node with too few is refused here, naming it.
 void check_arity(const Node& node, const std::string& source) {
-  const Arity& a = arity_of(node.op);
+  const OpInfo& info = op_info(node.op);
+  struct {
+    int min_inputs, max_inputs, max_outputs;
+  } a{info.min_inputs, info.max_inputs == kManyInputs ? std::numeric_limits<int>::max() : info.max_inputs,
+      info.max_outputs == kManyInputs ? std::numeric_limits<int>::max() : info.max_outputs};
   const auto inputs = static_cast<int>(node.inputs.size()), outputs = static_cast<int>(node.outputs.size());
   auto range = [](int low, int high) {
     return low == high ? std::to_string(low)
@@ -336,15 +311,17 @@ Graph convert(const onnx::ModelProto& model, const std::string& source) {
   for (int i = 0; i < graph.node_size(); ++i) {
     const auto& n = graph.node(i);
     Node node;
-    node.op = n.op_type();
+    node.op = op_from_name(n.op_type());
     node.name = n.name().empty() ? n.op_type() + "_" + std::to_string(i) : n.name();
     node.inputs.assign(n.input().begin(), n.input().end());
     node.outputs.assign(n.output().begin(), n.output().end());
+    // node.where() before the op is known to be supported: the file's spelling
+    const std::string where = "node '" + node.name + "' (" + n.op_type() + ")";
     if (!(n.domain().empty() || n.domain() == "ai.onnx"))
-      throw ModelError(source + ": " + node.where() + ": operator domain '" + n.domain() +
+      throw ModelError(source + ": " + where + ": operator domain '" + n.domain() +
                        "' is not supported (only the default ONNX domain)");
-    if (!std::binary_search(supported.begin(), supported.end(), node.op))
-      throw ModelError(source + ": " + node.where() + ": operator " + node.op + " is not supported (supported: " +
+    if (!has_flag(node.op, kFromOnnx))
+      throw ModelError(source + ": " + where + ": operator " + n.op_type() + " is not supported (supported: " +
                        join(supported, ", ") + ")");
     check_arity(node, source);
     for (const auto& in : node.inputs) {
@@ -364,7 +341,7 @@ Graph convert(const onnx::ModelProto& model, const std::string& source) {
         throw ModelError(source + ": " + node.where() + " produces '" + out + "', which already has a value");
       available.insert(out);
     }
-    if (node.op == "Constant") {
+    if (node.op == Op::Constant) {
       if (node.outputs.size() != 1) throw ModelError(source + ": " + node.where() + ": needs exactly one output");
       g.constants[node.outputs[0]] = constant_value(node, source);
       continue;

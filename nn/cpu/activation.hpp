@@ -1,20 +1,15 @@
 #pragma once
-// The activations a Conv may carry (its "activation" attribute) and that run as their own nodes.
-#include <algorithm>
-#include <cmath>
+// The activations a Conv may carry (its "activation" attribute) and that run as their own nodes: the maths is
+// nn/activation_math.hpp's, the parameters' names and defaults the op table's (nn/ops.hpp).
 #include <cstddef>
-#include <limits>
-#include <string>
+
+#include "nn/activation_math.hpp"
 
 namespace sluice::nn::cpu {
 
-enum class ActivationKind { none, relu, leaky_relu, clip, sigmoid, hard_sigmoid, hard_swish, tanh };
-
-struct Activation {
-  ActivationKind kind = ActivationKind::none;
-  float alpha = 0.0f;  // LeakyRelu slope; HardSigmoid alpha; Clip min
-  float beta = 0.0f;   // HardSigmoid beta; Clip max
-};
+// The one activation enum and its parameters (nn/activation_math.hpp), under the CPU backend's names.
+using ActivationKind = nn::ActivationKind;
+using Activation = nn::ActivationParams;
 
 class LayerContext;
 // A unary activation node's own op and attributes (LeakyRelu alpha, HardSigmoid alpha/beta, Clip min/max).
@@ -25,14 +20,7 @@ Activation fused_activation(const LayerContext& ctx);
 namespace detail {
 template <ActivationKind K>
 inline float activate(float x, float alpha, float beta) {
-  if constexpr (K == ActivationKind::none) return x;
-  if constexpr (K == ActivationKind::relu) return x > 0.0f ? x : 0.0f;
-  if constexpr (K == ActivationKind::leaky_relu) return x >= 0.0f ? x : alpha * x;
-  if constexpr (K == ActivationKind::clip) return std::min(std::max(x, alpha), beta);
-  if constexpr (K == ActivationKind::sigmoid) return 1.0f / (1.0f + std::exp(-x));
-  if constexpr (K == ActivationKind::hard_sigmoid) return std::min(std::max(alpha * x + beta, 0.0f), 1.0f);
-  if constexpr (K == ActivationKind::hard_swish) return x * std::min(std::max(x / 6.0f + 0.5f, 0.0f), 1.0f);
-  if constexpr (K == ActivationKind::tanh) return std::tanh(x);
+  return nn::activate(K, x, alpha, beta);  // K is a constant: the switch folds away
 }
 
 // dst[i] = act(src[i] + bias + (residual ? residual[i] : 0)); dst may equal src.

@@ -77,45 +77,40 @@ std::vector<std::int64_t> LayerContext::required_ints(const std::string& name) c
 
 std::unique_ptr<Layer> make_layer(const Graph& graph, const Node& node, const LayoutPlan& layouts) {
   using Factory = std::function<std::unique_ptr<Layer>(const LayerContext&)>;
-  static const std::map<std::string, Factory> factories = {
-      {"Conv", make_conv},
-      {"ConvTranspose", make_conv_transpose},
-      {"BatchNormalization", make_batchnorm},
-      {"Relu", make_unary},
-      {"LeakyRelu", make_unary},
-      {"Clip", make_unary},
-      {"Sigmoid", make_unary},
-      {"HardSigmoid", make_unary},
-      {"HardSwish", make_unary},
-      {"Tanh", make_unary},
-      {"MaxPool", make_pool},
-      {"AveragePool", make_pool},
-      {"GlobalAveragePool", make_global_average_pool},
-      {"Gemm", make_gemm},
-      {"MatMul", make_matmul},
-      {"Linear", make_linear},
-      {"Reshape", make_reshape},
-      {"Transpose", make_transpose},
-      {"Concat", make_concat},
-      {"Split", make_split},
-      {"Slice", make_slice},
-      {"Pad", make_pad},
-      {"Resize", make_resize},
-      {"Softmax", make_softmax},
-      {"LogSoftmax", make_softmax},
-      {"ArgMax", make_arg_extreme},
-      {"ArgMin", make_arg_extreme},
-      {"TopK", make_top_k},
-      {"LayerNormalization", make_layer_normalization},
-      {"Attention", make_attention},
+  static const std::map<Op, Factory> factories = {
+      {Op::Conv, make_conv},
+      {Op::ConvTranspose, make_conv_transpose},
+      {Op::BatchNormalization, make_batchnorm},
+      {Op::MaxPool, make_pool},
+      {Op::AveragePool, make_pool},
+      {Op::GlobalAveragePool, make_global_average_pool},
+      {Op::Gemm, make_gemm},
+      {Op::MatMul, make_matmul},
+      {Op::Linear, make_linear},
+      {Op::Reshape, make_reshape},
+      {Op::Transpose, make_transpose},
+      {Op::Concat, make_concat},
+      {Op::Split, make_split},
+      {Op::Slice, make_slice},
+      {Op::Pad, make_pad},
+      {Op::Resize, make_resize},
+      {Op::Softmax, make_softmax},
+      {Op::LogSoftmax, make_softmax},
+      {Op::ArgMax, make_arg_extreme},
+      {Op::ArgMin, make_arg_extreme},
+      {Op::TopK, make_top_k},
+      {Op::LayerNormalization, make_layer_normalization},
+      {Op::Attention, make_attention},
   };
-  // The ops whose layers take channels-last values (see plan_layouts).
-  static const std::set<std::string> layout_aware = {
-      "Conv", "ConvTranspose", "GlobalAveragePool", "MaxPool", "AveragePool", "Relu", "LeakyRelu", "Clip", "Sigmoid", "HardSigmoid",
-      "HardSwish", "Tanh", "Add", "Sub", "Mul", "Div"};
-  // The families of nn/elementwise_math.hpp: one factory each.
-  auto factory_of = [&](const std::string& op) -> const Factory* {
+  // The ops whose layers take channels-last values (see plan_layouts), besides the activations.
+  static const std::set<Op> layout_aware = {Op::Conv,        Op::ConvTranspose, Op::GlobalAveragePool, Op::MaxPool,
+                                            Op::AveragePool, Op::Add,           Op::Sub,               Op::Mul,
+                                            Op::Div};
+  // The families of the op table (activations, nn/elementwise_math.hpp's kinds): one factory each.
+  auto factory_of = [&](Op op) -> const Factory* {
     static const Factory binary = make_binary, unary_math = make_unary_math, reduce = make_reduce;
+    static const Factory activation = make_unary;
+    if (is_activation(op)) return &activation;
     if (binary_math_of(op)) return &binary;
     if (unary_math_of(op)) return &unary_math;
     if (reduce_math_of(op)) return &reduce;
@@ -127,7 +122,7 @@ std::unique_ptr<Layer> make_layer(const Graph& graph, const Node& node, const La
   if (!factory)
     ctx.fail("is not an op of the prepared form (the CPU backend runs only what prepare() leaves; was the graph "
              "prepared?)");
-  if (!layout_aware.count(node.op)) {
+  if (!is_activation(node.op) && !layout_aware.count(node.op)) {
     for (std::size_t i = 0; i < node.inputs.size(); ++i)
       if (ctx.input_layout(i) != Layout::nchw) ctx.fail("input " + std::to_string(i) + " is channels last (internal error)");
     for (std::size_t i = 0; i < node.outputs.size(); ++i)

@@ -8,11 +8,6 @@ namespace sluice::nn::cpu {
 
 namespace {
 
-bool is_activation(const std::string& op) {
-  static const std::set<std::string> ops = {"Relu", "LeakyRelu", "Clip", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh"};
-  return ops.count(op) != 0;
-}
-
 // Values that must be in one layout together: union-find over value ids.
 struct Groups {
   std::vector<std::size_t> parent;
@@ -58,18 +53,18 @@ LayoutPlan plan_layouts(const Graph& g, bool channels_last) {
   for (const Node& node : g.nodes) {
     const auto& in = node.inputs;
     const auto& out = node.outputs;
-    if (node.op == "Conv") {
+    if (node.op == Op::Conv) {
       // X and Y each in either layout (the layer reorders where oneDNN has no kernel for the pair); the
       // residual is summed into Y in place, so it shares Y's layout.
       if (in.size() > 3 && !in[3].empty()) tie(in[3], out[0]);
-    } else if (node.op == "ConvTranspose") {
+    } else if (node.op == Op::ConvTranspose) {
       // X and Y each in either layout (oneDNN's deconvolution takes any pair).
-    } else if (node.op == "GlobalAveragePool") {
+    } else if (node.op == Op::GlobalAveragePool) {
       refuse(out[0]);  // reads either layout; its [N, C, 1, 1] output is the same bytes in both
-    } else if ((is_activation(node.op) || node.op == "MaxPool" || node.op == "AveragePool") && in.size() == 1 &&
+    } else if ((is_activation(node.op) || node.op == Op::MaxPool || node.op == Op::AveragePool) && in.size() == 1 &&
                out.size() == 1) {
       tie(in[0], out[0]);  // elementwise, or pooling that has a loop for each layout
-    } else if ((node.op == "Add" || node.op == "Sub" || node.op == "Mul" || node.op == "Div") && in.size() == 2 &&
+    } else if ((node.op == Op::Add || node.op == Op::Sub || node.op == Op::Mul || node.op == Op::Div) && in.size() == 2 &&
                out.size() == 1 && !g.is_constant(in[0]) && !g.is_constant(in[1]) &&
                g.shape_of(in[0]) == g.shape_of(out[0]) && g.shape_of(in[1]) == g.shape_of(out[0])) {
       tie(in[0], out[0]);  // no broadcasting: elementwise too

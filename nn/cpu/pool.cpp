@@ -182,7 +182,7 @@ std::int64_t pooled_length(std::int64_t in, std::int64_t kernel, std::int64_t st
 std::unique_ptr<Layer> make_pool(const LayerContext& ctx) {
   ctx.expect_inputs(1, 1);
   ctx.expect_outputs(1);
-  const bool is_max = ctx.node().op == "MaxPool";
+  const bool is_max = ctx.node().op == Op::MaxPool;
   const Shape& x = ctx.input_shape(0);
   if (x.size() != 4) ctx.fail("only 2-D pooling (4-D NCHW input) is supported, input has shape " + to_string(x));
   if (ctx.attrs().s("auto_pad", "NOTSET") != "NOTSET")

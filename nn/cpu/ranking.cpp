@@ -90,7 +90,7 @@ std::unique_ptr<Layer> make_arg_extreme(const LayerContext& ctx) {
   else y.erase(y.begin() + axis);
   ctx.expect_output_shape(0, y);
   return std::make_unique<ArgExtremeLayer>(
-      rows, arg_extreme_order(ctx.node().op == "ArgMax", ctx.attrs().i("select_last_index", 0) != 0));
+      rows, arg_extreme_order(ctx.node().op == Op::ArgMax, ctx.attrs().i("select_last_index", 0) != 0));
 }
 
 std::unique_ptr<Layer> make_top_k(const LayerContext& ctx) {

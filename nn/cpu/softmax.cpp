@@ -58,7 +58,7 @@ std::unique_ptr<Layer> make_softmax(const LayerContext& ctx) {
     ctx.fail("axis " + std::to_string(axis) + " is outside [0, " + std::to_string(x.size()) + ")");
   const auto split = x.begin() + axis;
   const std::int64_t outer = element_count(Shape(x.begin(), split));
-  const bool log = ctx.node().op == "LogSoftmax";
+  const bool log = ctx.node().op == Op::LogSoftmax;
   if (ctx.attrs().i("coerce_2d", 0) != 0)
     return std::make_unique<SoftmaxLayer>(outer, element_count(Shape(split, x.end())), 1, log);
   return std::make_unique<SoftmaxLayer>(outer, *split, element_count(Shape(split + 1, x.end())), log);

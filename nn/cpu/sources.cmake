@@ -23,4 +23,5 @@ list(APPEND SLUICE_NN_SOURCES
 list(APPEND SLUICE_NN_TEST_SOURCES
   tests/nn/test_cpu_ops.cpp
   tests/nn/test_cpu_models.cpp
+  tests/nn/test_op_table.cpp
 )

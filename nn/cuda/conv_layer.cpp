@@ -33,17 +33,8 @@ constexpr int kTrialRuns = 3;
 }  // namespace
 
 ActivationParams fused_activation(const Node& node) {
-  const std::string a = node.attrs.s("activation", "");
-  if (a.empty()) return {Activation::none, 0, 0};
-  if (a == "Relu") return {Activation::relu, 0, 0};
-  if (a == "LeakyRelu") return {Activation::leaky_relu, node.attrs.f("act_alpha", 0.01f), 0};
-  if (a == "Clip")
-    return {Activation::clip, node.attrs.f("act_alpha", -INFINITY), node.attrs.f("act_beta", INFINITY)};
-  if (a == "Sigmoid") return {Activation::sigmoid, 0, 0};
-  if (a == "HardSigmoid") return {Activation::hard_sigmoid, node.attrs.f("act_alpha", 0.2f), node.attrs.f("act_beta", 0.5f)};
-  if (a == "HardSwish") return {Activation::hard_swish, 0, 0};
-  if (a == "Tanh") return {Activation::tanh, 0, 0};
-  throw ModelError(node.where() + ": fused activation '" + a +
+  if (const auto act = fused_activation_params(node.attrs)) return *act;  // the op table's defaults
+  throw ModelError(node.where() + ": fused activation '" + node.attrs.s("activation", "") +
                    "' is not one of Relu, LeakyRelu, Clip, Sigmoid, HardSigmoid, HardSwish, Tanh");
 }
 
@@ -132,7 +123,7 @@ ConvLayer::ConvLayer(const Node& node, BuildContext& ctx) : Layer(node), type_(c
   CUDNN_CHECK(cudnnSetConvolutionMathType(conv_.get(), type_ == DType::f32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH));
   CUDNN_CHECK(cudnnSetTensor4dDescriptor(bias_desc_.get(), CUDNN_TENSOR_NHWC, dt, 1, k_, 1, 1));
   CUDNN_CHECK(cudnnSetActivationDescriptor(act_desc_.get(),
-                                           act_.kind == Activation::relu ? CUDNN_ACTIVATION_RELU
+                                           act_.kind == ActivationKind::relu ? CUDNN_ACTIVATION_RELU
                                                                          : CUDNN_ACTIVATION_IDENTITY,
                                            CUDNN_NOT_PROPAGATE_NAN, 0.0));
   PerCount probe;
@@ -205,7 +196,7 @@ cudnnStatus_t ConvLayer::launch(const PerCount& pc, const RunContext& ctx) const
   if (pc.mode == ConvMode::gemm) {  // Y[pixels, K] = X[pixels, C] W[K, C]^T
     row_major_gemm(ctx.cublas, type_, false, true, static_cast<std::int64_t>(ctx.count) * h_ * w_, k_, c_, 1.f, x, 0,
                    weight_, 0, 0.f, y, 1);
-    if (has_bias_ || residual || act_.kind != Activation::none)
+    if (has_bias_ || residual || act_.kind != ActivationKind::none)
       bias_residual_activation(type_, y, has_bias_ ? bias_ : nullptr, residual, elements, k_, act_, ctx.stream);
     return CUDNN_STATUS_SUCCESS;
   }
@@ -219,7 +210,7 @@ cudnnStatus_t ConvLayer::launch(const PerCount& pc, const RunContext& ctx) const
   const cudnnStatus_t st = cudnnConvolutionForward(ctx.cudnn, &one, pc.x.get(), x, filter_.get(), weight_, conv_.get(),
                                                    pc.algo, ctx.workspace, ctx.workspace_bytes, &zero, pc.y.get(), y);
   if (st != CUDNN_STATUS_SUCCESS) return st;
-  if (has_bias_ || residual || act_.kind != Activation::none)
+  if (has_bias_ || residual || act_.kind != ActivationKind::none)
     bias_residual_activation(type_, y, has_bias_ ? bias_ : nullptr, residual, elements, k_, act_, ctx.stream);
   return CUDNN_STATUS_SUCCESS;
 }
@@ -250,7 +241,7 @@ void ConvLayer::select_algorithm(ConvSelection& sel) {
   trial.scratch = sel.scratch;
   CUDNN_CHECK(cudnnSetStream(sel.cudnn, sel.stream));
   CUBLAS_CHECK(cublasSetStream(sel.cublas, sel.stream));
-  const bool fusable = sel.allow_fused && (act_.kind == Activation::none || act_.kind == Activation::relu);
+  const bool fusable = sel.allow_fused && (act_.kind == ActivationKind::none || act_.kind == ActivationKind::relu);
   const bool gemm_ok = sel.allow_gemm && pointwise_;
   const bool depthwise_ok = sel.allow_depthwise && depthwise_;
   const std::string key = cache_key(sel.device_name);
@@ -387,15 +378,15 @@ std::string ConvLayer::kernel() const {
     k << "sluice depthwise conv " << r_ << "x" << s_ << " NHWC (" << depthwise_channels_per_thread(type_, c_)
       << " channels x 4 pixels per thread" << (depthwise_rows_ ? ", rows in registers" : "")
       << ")";
-    if (has_bias_ || residual_ >= 0 || act_.kind != Activation::none)
+    if (has_bias_ || residual_ >= 0 || act_.kind != ActivationKind::none)
       k << " +epilogue" << (has_bias_ ? " bias" : "") << (residual_ >= 0 ? " residual" : "") << " "
         << act_names[static_cast<int>(act_.kind)];
   } else if (mode_ == ConvMode::gemm)
     k << "cublas gemm (1x1 conv)";
   else
     k << (fused ? "cudnn conv+bias" : "cudnn conv") << (fused && residual_ >= 0 ? "+residual" : "")
-      << (fused && act_.kind == Activation::relu ? "+relu" : "") << " " << algo_name(algo_);
-  if (!fused && mode_ != ConvMode::depthwise && (has_bias_ || residual_ >= 0 || act_.kind != Activation::none))
+      << (fused && act_.kind == ActivationKind::relu ? "+relu" : "") << " " << algo_name(algo_);
+  if (!fused && mode_ != ConvMode::depthwise && (has_bias_ || residual_ >= 0 || act_.kind != ActivationKind::none))
     k << " -> epilogue" << (has_bias_ ? " bias" : "") << (residual_ >= 0 ? " residual" : "") << " "
       << act_names[static_cast<int>(act_.kind)];
   if (scratch_bytes() && mode_ != ConvMode::depthwise) k << " (explicit asymmetric pad)";

@@ -189,7 +189,7 @@ void CudaEngine::State::build() {
   for (const auto& v : graph.outputs) bound.insert(v.name);
   std::vector<bool> aliased(block_value.size(), false);
   for (const auto& node : graph.nodes) {
-    if (node.op != "Reshape" || node.inputs.empty() || node.outputs.size() != 1) continue;
+    if (node.op != Op::Reshape || node.inputs.empty() || node.outputs.size() != 1) continue;
     const std::string &x = node.inputs[0], &y = node.outputs[0];
     if (graph.is_constant(x) || bound.count(x) || bound.count(y) || nhwc.count(x) || nhwc.count(y)) continue;
     const int x_id = values.id(x), y_id = values.id(y);
@@ -234,13 +234,13 @@ void CudaEngine::State::build() {
   ctx.attention_scores_limit = options.attention_scores_limit;
   std::vector<ConvLayer*> convs;
   for (const auto& node : graph.nodes) {
-    if (node.op == "Conv") {
+    if (node.op == Op::Conv) {
       auto conv = std::make_unique<ConvLayer>(node, ctx);
       convs.push_back(conv.get());
       layers.push_back(std::move(conv));
-    } else if (node.op == "ConvTranspose") {
+    } else if (node.op == Op::ConvTranspose) {
       layers.push_back(make_conv_transpose(node, ctx, options.workspace_limit));
-    } else if (node.op == "Gemm" || node.op == "MatMul" || node.op == "Linear") {
+    } else if (node.op == Op::Gemm || node.op == Op::MatMul || node.op == Op::Linear) {
       layers.push_back(make_gemm(node, ctx));
     } else {
       layers.push_back(make_kernel_layer(node, ctx));

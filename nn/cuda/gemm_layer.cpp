@@ -222,7 +222,7 @@ class LinearLayer : public Layer {
     cublasLtMatmulDesc_t desc = nullptr;
     CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     p.desc = LtMatmulDesc(desc);
-    const bool relu = act_.kind == Activation::relu;
+    const bool relu = act_.kind == ActivationKind::relu;
     const cublasLtEpilogue_t epilogue = bias_ ? (relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS)
                                               : (relu ? CUBLASLT_EPILOGUE_RELU : CUBLASLT_EPILOGUE_DEFAULT);
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
@@ -273,10 +273,10 @@ class LinearLayer : public Layer {
       CUBLAS_CHECK(cublasLtMatmul(ctx.cublas_lt, p.desc.get(), &alpha, w_, p.w.get(), x, p.x.get(), &beta, r ? r : y,
                                   p.y.get(), y, p.y.get(), &p.algo.algo, ctx.cublas_workspace, ctx.cublas_workspace_bytes,
                                   ctx.stream));
-      if (act_.kind != Activation::none && act_.kind != Activation::relu) activation(t, y, y, m * n_, act_, ctx.stream);
+      if (act_.kind != ActivationKind::none && act_.kind != ActivationKind::relu) activation(t, y, y, m * n_, act_, ctx.stream);
     } else {
       row_major_gemm(ctx.cublas, t, false, false, m, n_, k_, 1.f, x, 0, w_, 0, 0.f, y, 1);
-      if (bias_ || r || act_.kind != Activation::none) bias_residual_activation(t, y, bias_, r, m * n_, n_, act_, ctx.stream);
+      if (bias_ || r || act_.kind != ActivationKind::none) bias_residual_activation(t, y, bias_, r, m * n_, n_, act_, ctx.stream);
     }
     if (y_staged) {  // back into NHWC
       View dst = values_.view(y_, ctx.count), src = row_major(dst);
@@ -327,8 +327,8 @@ class LinearLayer : public Layer {
 }  // namespace
 
 std::unique_ptr<Layer> make_gemm(const Node& node, BuildContext& ctx) {
-  if (node.op == "Gemm") return std::make_unique<GemmLayer>(node, ctx);
-  if (node.op == "Linear") return std::make_unique<LinearLayer>(node, ctx);
+  if (node.op == Op::Gemm) return std::make_unique<GemmLayer>(node, ctx);
+  if (node.op == Op::Linear) return std::make_unique<LinearLayer>(node, ctx);
   return std::make_unique<MatMulLayer>(node, ctx);
 }
 

@@ -19,14 +19,7 @@ class ActivationLayer : public Layer {
   ActivationLayer(const Node& node, BuildContext& ctx) : Layer(node), values_(ctx.values) {
     x_ = ctx.values.id(node.inputs.at(0));
     y_ = ctx.values.id(node.outputs.at(0));
-    const auto& a = node.attrs;
-    if (node.op == "Relu") act_ = {Activation::relu, 0, 0};
-    else if (node.op == "LeakyRelu") act_ = {Activation::leaky_relu, a.f("alpha", 0.01f), 0};
-    else if (node.op == "Clip") act_ = {Activation::clip, a.f("min", -INFINITY), a.f("max", INFINITY)};
-    else if (node.op == "Sigmoid") act_ = {Activation::sigmoid, 0, 0};
-    else if (node.op == "HardSigmoid") act_ = {Activation::hard_sigmoid, a.f("alpha", 0.2f), a.f("beta", 0.5f)};
-    else if (node.op == "HardSwish") act_ = {Activation::hard_swish, 0, 0};
-    else act_ = {Activation::tanh, 0, 0};
+    act_ = activation_params(node.op, node.attrs);  // the op table's parameter names and defaults
   }
   void run(const RunContext& ctx) override {
     activation(values_.type(), ctx.at(y_), ctx.at(x_), element_count(values_.shape_at(y_, ctx.count)), act_,
@@ -266,7 +259,7 @@ class PoolLayer : public Layer {
     const auto p = node.attrs.ints("pads", {0, 0, 0, 0});
     if (k.size() != 2 || s.size() != 2 || d.size() != 2 || p.size() != 4)
       throw ModelError(fail(ctx, node, "kernel_shape, strides, dilations need 2 values and pads 4"));
-    p_.max = node.op == "MaxPool";
+    p_.max = node.op == Op::MaxPool;
     p_.c = static_cast<int>(xs[1]);
     p_.h = static_cast<int>(xs[2]);
     p_.w = static_cast<int>(xs[3]);
@@ -381,7 +374,7 @@ class PiecesLayer : public Layer {
  public:
   PiecesLayer(const Node& node, BuildContext& ctx) : Layer(node), values_(ctx.values) {
     const auto& g = ctx.graph;
-    if (node.op == "Concat") {
+    if (node.op == Op::Concat) {
       axis_ = node.attrs.i("axis", 0);
       whole_ = ctx.values.id(node.outputs.at(0));
       std::int64_t at = 0;
@@ -392,7 +385,7 @@ class PiecesLayer : public Layer {
         at += g.shape_of(in).at(static_cast<std::size_t>(axis_));
       }
       into_whole_ = true;
-    } else if (node.op == "Split") {
+    } else if (node.op == Op::Split) {
       axis_ = node.attrs.i("axis", 0);
       whole_ = ctx.values.id(node.inputs.at(0));
       std::int64_t at = 0;
@@ -413,8 +406,8 @@ class PiecesLayer : public Layer {
     if (values_.slot(whole_).shape.size() > kMaxRank) throw ModelError(fail(ctx, node, "more than 6 dimensions"));
     const Shape& ws = values_.slot(whole_).shape;
     if (values_.slot(whole_).batched) {
-      if (axis_ == 0 && node.op != "Slice") batch_problem_ = node.op + " along the batch dimension";
-      if (node.op == "Slice" && (starts_[0] != 0 || steps_[0] != 1 || values_.slot(pieces_[0].id).shape[0] != ws[0]))
+      if (axis_ == 0 && node.op != Op::Slice) batch_problem_ = op_name(node.op) + " along the batch dimension";
+      if (node.op == Op::Slice && (starts_[0] != 0 || steps_[0] != 1 || values_.slot(pieces_[0].id).shape[0] != ws[0]))
         batch_problem_ = "Slice of the batch dimension";
     }
   }
@@ -509,7 +502,7 @@ class SoftmaxLayer : public Layer {
     y_ = ctx.values.id(node.outputs.at(0));
     axis_ = static_cast<int>(node.attrs.i("axis", -1));
     coerce_ = node.attrs.i("coerce_2d", 0) != 0;
-    log_ = node.op == "LogSoftmax";
+    log_ = node.op == Op::LogSoftmax;
     const int rank = static_cast<int>(values_.slot(x_).shape.size());
     if (axis_ < 0 || axis_ >= rank) throw ModelError(fail(ctx, node, "axis out of range"));
     // The kernel writes y at x's offsets (nhwc_values ties the two).
@@ -559,7 +552,7 @@ class RankingLayer : public Layer {
  public:
   RankingLayer(const Node& node, BuildContext& ctx) : Layer(node), values_(ctx.values) {
     x_ = ctx.values.id(node.inputs.at(0));
-    const bool top_k = node.op == "TopK";
+    const bool top_k = node.op == Op::TopK;
     if (node.outputs.size() != (top_k ? 2u : 1u)) throw ModelError(fail(ctx, node, "has the wrong number of outputs"));
     if (top_k) values_out_ = ctx.values.id(node.outputs[0]);
     indices_ = ctx.values.id(node.outputs.back());
@@ -579,7 +572,7 @@ class RankingLayer : public Layer {
       if (k_ < 1 || k_ > length) throw ModelError(fail(ctx, node, "k is outside [1, the axis length]"));
       order_ = top_k_order(node.attrs.i("largest", 1) != 0);
     } else {
-      order_ = arg_extreme_order(node.op == "ArgMax", node.attrs.i("select_last_index", 0) != 0);
+      order_ = arg_extreme_order(node.op == Op::ArgMax, node.attrs.i("select_last_index", 0) != 0);
     }
   }
   std::string partial_batch_problem() const override {
@@ -667,25 +660,24 @@ class ResizeLayer : public Layer {
 }  // namespace
 
 std::unique_ptr<Layer> make_kernel_layer(const Node& node, BuildContext& ctx) {
-  const std::string& op = node.op;
-  if (op == "Relu" || op == "LeakyRelu" || op == "Clip" || op == "Sigmoid" || op == "HardSigmoid" ||
-      op == "HardSwish" || op == "Tanh")
+  const Op op = node.op;
+  if (is_activation(op))
     return std::make_unique<ActivationLayer>(node, ctx);
   if (binary_math_of(op)) return std::make_unique<BinaryLayer>(node, ctx);
   if (const auto math = unary_math_of(op)) return std::make_unique<UnaryMathLayer>(node, ctx, *math);
   if (const auto reduction = reduce_math_of(op)) return std::make_unique<ReduceLayer>(node, ctx, *reduction);
-  if (op == "LayerNormalization") return std::make_unique<LayerNormLayer>(node, ctx);
-  if (op == "BatchNormalization") return std::make_unique<BatchNormLayer>(node, ctx);
-  if (op == "MaxPool" || op == "AveragePool") return std::make_unique<PoolLayer>(node, ctx);
-  if (op == "GlobalAveragePool") return std::make_unique<GlobalAveragePoolLayer>(node, ctx);
-  if (op == "Reshape") return std::make_unique<ReshapeLayer>(node, ctx);
-  if (op == "Transpose") return std::make_unique<TransposeLayer>(node, ctx);
-  if (op == "Concat" || op == "Split" || op == "Slice") return std::make_unique<PiecesLayer>(node, ctx);
-  if (op == "Pad") return std::make_unique<PadLayer>(node, ctx);
-  if (op == "Softmax" || op == "LogSoftmax") return std::make_unique<SoftmaxLayer>(node, ctx);
-  if (op == "ArgMax" || op == "ArgMin" || op == "TopK") return std::make_unique<RankingLayer>(node, ctx);
-  if (op == "Resize") return std::make_unique<ResizeLayer>(node, ctx);
-  if (op == "Attention") return make_attention(node, ctx);
+  if (op == Op::LayerNormalization) return std::make_unique<LayerNormLayer>(node, ctx);
+  if (op == Op::BatchNormalization) return std::make_unique<BatchNormLayer>(node, ctx);
+  if (op == Op::MaxPool || op == Op::AveragePool) return std::make_unique<PoolLayer>(node, ctx);
+  if (op == Op::GlobalAveragePool) return std::make_unique<GlobalAveragePoolLayer>(node, ctx);
+  if (op == Op::Reshape) return std::make_unique<ReshapeLayer>(node, ctx);
+  if (op == Op::Transpose) return std::make_unique<TransposeLayer>(node, ctx);
+  if (op == Op::Concat || op == Op::Split || op == Op::Slice) return std::make_unique<PiecesLayer>(node, ctx);
+  if (op == Op::Pad) return std::make_unique<PadLayer>(node, ctx);
+  if (op == Op::Softmax || op == Op::LogSoftmax) return std::make_unique<SoftmaxLayer>(node, ctx);
+  if (op == Op::ArgMax || op == Op::ArgMin || op == Op::TopK) return std::make_unique<RankingLayer>(node, ctx);
+  if (op == Op::Resize) return std::make_unique<ResizeLayer>(node, ctx);
+  if (op == Op::Attention) return make_attention(node, ctx);
   throw ModelError(ctx.graph.source + ": " + node.where() + ": the CUDA backend does not run this op (not in the "
                    "prepared form of nn/graph.hpp)");
 }

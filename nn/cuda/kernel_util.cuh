@@ -26,19 +26,8 @@ __device__ __forceinline__ __half from_f32<__half>(float v) { return __float2hal
 template <>
 __device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
 
-__device__ __forceinline__ float apply_activation(const ActivationParams& a, float x) {
-  switch (a.kind) {
-    case Activation::none: return x;
-    case Activation::relu: return x > 0.f ? x : 0.f;
-    case Activation::leaky_relu: return x >= 0.f ? x : a.alpha * x;
-    case Activation::clip: return fminf(fmaxf(x, a.alpha), a.beta);
-    case Activation::sigmoid: return 1.f / (1.f + __expf(-x));
-    case Activation::hard_sigmoid: return fminf(fmaxf(a.alpha * x + a.beta, 0.f), 1.f);
-    case Activation::hard_swish: return x * fminf(fmaxf(x * (1.f / 6.f) + 0.5f, 0.f), 1.f);
-    case Activation::tanh: return tanhf(x);
-  }
-  return x;
-}
+// nn/activation_math.hpp: on the device, the kernels' formulas (__expf, fminf/fmaxf).
+__device__ __forceinline__ float apply_activation(const ActivationParams& a, float x) { return nn::activate(a, x); }
 
 // The maximum and the sum of v over the 32 lanes of a (fully active) warp, in every lane.
 __device__ __forceinline__ float warp_max(float v) {

@@ -5,6 +5,7 @@
 // Tensors of rank 4 that hold images are NHWC in memory; a View says where each logical element lives.
 #include <cstdint>
 
+#include "nn/activation_math.hpp"
 #include "nn/elementwise_math.hpp"
 #include "nn/ranking.hpp"
 #include "runtime/format.hpp"
@@ -29,12 +30,10 @@ struct View {
   }
 };
 
-// The activations a Conv may carry and the standalone activation ops.
-enum class Activation : std::uint8_t { none, relu, leaky_relu, clip, sigmoid, hard_sigmoid, hard_swish, tanh };
-struct ActivationParams {
-  Activation kind = Activation::none;
-  float alpha = 0.f, beta = 0.f;  // LeakyRelu alpha; HardSigmoid alpha, beta; Clip min, max
-};
+// The activations a Conv may carry and the standalone activation ops: nn/activation_math.hpp (one enum and one
+// scalar definition for folding, the CPU backend and these kernels).
+using nn::ActivationKind;
+using nn::ActivationParams;
 
 
 // Attention (nn/graph.hpp): Y [B, T, dv] = softmax(scale * Q K^T + M) V with Q [B, T, d], K [B, S, d],

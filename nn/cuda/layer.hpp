@@ -108,7 +108,7 @@ struct BuildContext {
 
 class Layer {
  public:
-  Layer(const Node& node) : name_(node.name), op_(node.op) {}
+  Layer(const Node& node) : name_(node.name), op_(op_name(node.op)) {}
   virtual ~Layer() = default;
   const std::string& name() const { return name_; }
   const std::string& op() const { return op_; }

@@ -44,17 +44,16 @@ std::set<std::string> nhwc_values(const Graph& graph) {
   };
   std::set<std::string> needs;  // values an NHWC kernel reads or writes
   for (const Node& n : graph.nodes) {
-    const std::string& op = n.op;
-    if (op == "Conv" || op == "ConvTranspose" || op == "MaxPool" || op == "AveragePool" || op == "GlobalAveragePool" || op == "Resize") {
+    const Op op = n.op;
+    if (op == Op::Conv || op == Op::ConvTranspose || op == Op::MaxPool || op == Op::AveragePool || op == Op::GlobalAveragePool || op == Op::Resize) {
       for (const auto& v : n.inputs)
         if (!v.empty() && !graph.is_constant(v) && rank_of(v) == 4) needs.insert(v);
       for (const auto& v : n.outputs)
         if (rank_of(v) == 4) needs.insert(v);
-    } else if (op == "Relu" || op == "LeakyRelu" || op == "Clip" || op == "Sigmoid" || op == "HardSigmoid" ||
-               op == "HardSwish" || op == "Tanh" || op == "BatchNormalization" || unary_math_of(op) ||
-               op == "Softmax" || op == "LogSoftmax") {
+    } else if (is_activation(op) || op == Op::BatchNormalization || unary_math_of(op) ||
+               op == Op::Softmax || op == Op::LogSoftmax) {
       unite(n.inputs.at(0), n.outputs.at(0));  // (Log)Softmax: its kernel writes y at x's offsets
-    } else if (op == "Linear" && n.inputs.size() > 3 && !n.inputs[3].empty()) {
+    } else if (op == Op::Linear && n.inputs.size() > 3 && !n.inputs[3].empty()) {
       unite(n.inputs[3], n.outputs.at(0));  // the residual Add it swallowed tied them; the product adds onto R
     } else if (binary_math_of(op)) {
       for (const auto& in : n.inputs)

@@ -15,10 +15,10 @@ namespace {
 
 using Ints = std::vector<std::int64_t>;
 
-Node respelled(const Node& from, std::string op, std::vector<std::string> inputs, Attributes attrs) {
+Node respelled(const Node& from, Op op, std::vector<std::string> inputs, Attributes attrs) {
   Node n;
   n.name = from.name;
-  n.op = std::move(op);
+  n.op = op;
   n.inputs = std::move(inputs);
   n.outputs = from.outputs;
   n.attrs = std::move(attrs);
@@ -151,7 +151,7 @@ Node conv(const Node& n, const Graph& g) {
   a.values["activation"] = std::string();
   a.values["act_alpha"] = 0.f;
   a.values["act_beta"] = 0.f;
-  return respelled(n, "Conv", {n.inputs[0], n.inputs[1], has_bias ? n.inputs[2] : "", ""}, std::move(a));
+  return respelled(n, Op::Conv, {n.inputs[0], n.inputs[1], has_bias ? n.inputs[2] : "", ""}, std::move(a));
 }
 
 // ConvTranspose's pads, with output_shape and auto_pad resolved (the ONNX spec's formulas): the full transposed
@@ -229,7 +229,7 @@ Node conv_transpose(const Node& n, const Graph& g) {
   a.values["dilations"] = dilations;
   a.values["group"] = group;
   a.values["output_padding"] = output_padding;
-  return respelled(n, "ConvTranspose", {n.inputs[0], n.inputs[1], has_bias ? n.inputs[2] : ""}, std::move(a));
+  return respelled(n, Op::ConvTranspose, {n.inputs[0], n.inputs[1], has_bias ? n.inputs[2] : ""}, std::move(a));
 }
 
 Node pool(const Node& n, const Graph& g, const std::set<std::string>& used) {
@@ -239,7 +239,7 @@ Node pool(const Node& n, const Graph& g, const std::set<std::string>& used) {
   const Ints kernel = n.attrs.ints("kernel_shape");
   if (kernel.size() != 2 || kernel[0] < 1 || kernel[1] < 1)
     fail(g, n, "kernel_shape [" + join_ints(kernel) + "] must hold two positive values");
-  const bool max = n.op == "MaxPool";
+  const bool max = n.op == Op::MaxPool;
   const Ints strides = pair_attr(g, n, "strides");
   const Ints dilations = max ? pair_attr(g, n, "dilations") : Ints{1, 1};
   if (!max && n.attrs.has("dilations") && pair_attr(g, n, "dilations") != Ints{1, 1})
@@ -277,12 +277,12 @@ float scalar_bound(const Graph& g, const Node& n, std::size_t index, const char*
 
 Node activation(const Node& n, const Graph& g) {
   Attributes a;
-  if (n.op == "LeakyRelu") {
+  if (n.op == Op::LeakyRelu) {
     a.values["alpha"] = n.attrs.f("alpha", 0.01f);
-  } else if (n.op == "HardSigmoid") {
+  } else if (n.op == Op::HardSigmoid) {
     a.values["alpha"] = n.attrs.f("alpha", 0.2f);
     a.values["beta"] = n.attrs.f("beta", 0.5f);
-  } else if (n.op == "Clip") {
+  } else if (n.op == Op::Clip) {
     a.values["min"] = scalar_bound(g, n, 1, "min", -std::numeric_limits<float>::infinity());
     a.values["max"] = scalar_bound(g, n, 2, "max", std::numeric_limits<float>::infinity());
   }
@@ -297,7 +297,7 @@ Node binary(const Node& n, const Graph& g) {
 Node reshape_to(const Node& n, const Shape& shape) {
   Attributes a;
   a.values["shape"] = Ints(shape);
-  return respelled(n, "Reshape", {n.inputs[0]}, std::move(a));
+  return respelled(n, Op::Reshape, {n.inputs[0]}, std::move(a));
 }
 
 Node flatten(const Node& n, const Graph& g) {
@@ -400,7 +400,7 @@ Node transpose(const Node& n, const Graph& g) {
   }
   Attributes a;
   a.values["perm"] = perm;
-  return respelled(n, "Transpose", {n.inputs[0]}, std::move(a));
+  return respelled(n, Op::Transpose, {n.inputs[0]}, std::move(a));
 }
 
 Node gemm(const Node& n, const Graph& g) {
@@ -410,7 +410,7 @@ Node gemm(const Node& n, const Graph& g) {
   a.values["transA"] = n.attrs.i("transA", 0);
   a.values["transB"] = n.attrs.i("transB", 0);
   const std::string c = n.inputs.size() > 2 ? n.inputs[2] : "";
-  return respelled(n, "Gemm", {input(g, n, 0), input(g, n, 1), c}, std::move(a));
+  return respelled(n, Op::Gemm, {input(g, n, 0), input(g, n, 1), c}, std::move(a));
 }
 
 Node concat(const Node& n, const Graph& g) {
@@ -418,7 +418,7 @@ Node concat(const Node& n, const Graph& g) {
   const auto rank = static_cast<std::int64_t>(input_shape(g, n, 0).size());
   Attributes a;
   a.values["axis"] = normalize_axis(g, n, n.attrs.i("axis", 0), rank);
-  return respelled(n, "Concat", n.inputs, std::move(a));
+  return respelled(n, Op::Concat, n.inputs, std::move(a));
 }
 
 Node split(const Node& n, const Graph& g) {
@@ -454,7 +454,7 @@ Node split(const Node& n, const Graph& g) {
   Attributes a;
   a.values["axis"] = axis;
   a.values["split"] = sizes;
-  return respelled(n, "Split", {n.inputs[0]}, std::move(a));
+  return respelled(n, Op::Split, {n.inputs[0]}, std::move(a));
 }
 
 // Per-dimension starts/ends/steps, clamped like the ONNX reference: for a negative step the end may be -1,
@@ -496,7 +496,7 @@ Node slice(const Node& n, const Graph& g) {
   a.values["starts"] = full_starts;
   a.values["ends"] = full_ends;
   a.values["steps"] = full_steps;
-  return respelled(n, "Slice", {n.inputs[0]}, std::move(a));
+  return respelled(n, Op::Slice, {n.inputs[0]}, std::move(a));
 }
 
 Node softmax(const Node& n, const Graph& g) {
@@ -564,7 +564,7 @@ Node resize_node(const Node& n, const Graph& g, const Shape& x, const Shape& siz
   a.values["mode"] = std::move(mode);
   a.values["coordinate_transformation_mode"] = std::move(coordinates);
   a.values["nearest_mode"] = std::move(nearest);
-  return respelled(n, "Resize", {n.inputs[0]}, std::move(a));
+  return respelled(n, Op::Resize, {n.inputs[0]}, std::move(a));
 }
 
 Shape scaled(const Graph& g, const Node& n, const Shape& x, const std::vector<float>& scales) {
@@ -644,7 +644,7 @@ Node pad(const Node& n, const Graph& g) {
   a.values["pads"] = pads;
   a.values["mode"] = mode;
   a.values["value"] = value;
-  return respelled(n, "Pad", {n.inputs[0]}, std::move(a));
+  return respelled(n, Op::Pad, {n.inputs[0]}, std::move(a));
 }
 
 // ReduceMean/Sum/Max/Min/L2: axes from the attribute (opset < 18; ReduceSum < 13) or the second input, sorted,
@@ -707,7 +707,7 @@ Node binary_variadic(const Node& n, const Graph& g) {
 Node prepare_time_only(const Node& n, const Graph& g) {
   for (std::size_t i = 0; i < n.inputs.size(); ++i)
     if (!n.inputs[i].empty() && !g.is_constant(n.inputs[i]))
-      fail(g, n, "input '" + n.inputs[i] + "' is computed at run time; " + n.op +
+      fail(g, n, "input '" + n.inputs[i] + "' is computed at run time; " + op_name(n.op) +
                      " is only supported on constants and shapes (folded before running)");
   return n;
 }
@@ -715,44 +715,43 @@ Node prepare_time_only(const Node& n, const Graph& g) {
 }  // namespace
 
 Node canonicalize(const Node& node, const Graph& g, const std::set<std::string>& used) {
-  const std::string& op = node.op;
-  if (op == "Conv") return conv(node, g);
-  if (op == "ConvTranspose") return conv_transpose(node, g);
-  if (op == "MaxPool" || op == "AveragePool") return pool(node, g, used);
-  if (op == "BatchNormalization") return batchnorm(node, g, used);
-  if (op == "Relu" || op == "Sigmoid" || op == "Tanh" || op == "HardSwish" || op == "LeakyRelu" ||
-      op == "HardSigmoid" || op == "Clip")
+  const Op op = node.op;
+  if (op == Op::Conv) return conv(node, g);
+  if (op == Op::ConvTranspose) return conv_transpose(node, g);
+  if (op == Op::MaxPool || op == Op::AveragePool) return pool(node, g, used);
+  if (op == Op::BatchNormalization) return batchnorm(node, g, used);
+  if (is_activation(op))
     return activation(node, g);
-  if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Pow") return binary(node, g);
-  if (op == "Max" || op == "Min") return binary_variadic(node, g);
+  if (binary_math_of(op))  // Max and Min: any number of inputs in ONNX
+    return op_info(op).max_inputs == kManyInputs ? binary_variadic(node, g) : binary(node, g);
   if (unary_math_of(op)) return respelled(node, op, {input(g, node, 0)}, {});
   if (reduce_math_of(op)) return reduce(node, g);
-  if (op == "LayerNormalization") return layer_normalization(node, g, used);
-  if (op == "GlobalAveragePool") {
+  if (op == Op::LayerNormalization) return layer_normalization(node, g, used);
+  if (op == Op::GlobalAveragePool) {
     if (input_shape(g, node, 0).size() < 3) fail(g, node, "needs an N,C,spatial... input");
     return respelled(node, op, {node.inputs[0]}, {});
   }
-  if (op == "Flatten") return flatten(node, g);
-  if (op == "Reshape") return reshape(node, g);
-  if (op == "Squeeze") return squeeze(node, g);
-  if (op == "Unsqueeze") return unsqueeze(node, g);
-  if (op == "Transpose") return transpose(node, g);
-  if (op == "Gemm") return gemm(node, g);
-  if (op == "MatMul") return binary(node, g);
-  if (op == "Concat") return concat(node, g);
-  if (op == "Split") return split(node, g);
-  if (op == "Slice") return slice(node, g);
-  if (op == "Softmax" || op == "LogSoftmax") return softmax(node, g);
-  if (op == "ArgMax" || op == "ArgMin") return arg_extreme(node, g);
-  if (op == "TopK") return top_k(node, g);
-  if (op == "Resize") return resize(node, g);
-  if (op == "Upsample") return upsample(node, g);
-  if (op == "Pad") return pad(node, g);
-  if (op == "Gather" || op == "ConstantOfShape" || op == "Cast" || op == "Equal" || op == "Less" ||
-      op == "Greater" || op == "LessOrEqual" || op == "GreaterOrEqual" || op == "And" || op == "Or" || op == "Not" ||
-      op == "Where" || op == "Expand" || op == "Range" || op == "Mod" || op == "ScatterND")
+  if (op == Op::Flatten) return flatten(node, g);
+  if (op == Op::Reshape) return reshape(node, g);
+  if (op == Op::Squeeze) return squeeze(node, g);
+  if (op == Op::Unsqueeze) return unsqueeze(node, g);
+  if (op == Op::Transpose) return transpose(node, g);
+  if (op == Op::Gemm) return gemm(node, g);
+  if (op == Op::MatMul) return binary(node, g);
+  if (op == Op::Concat) return concat(node, g);
+  if (op == Op::Split) return split(node, g);
+  if (op == Op::Slice) return slice(node, g);
+  if (op == Op::Softmax || op == Op::LogSoftmax) return softmax(node, g);
+  if (op == Op::ArgMax || op == Op::ArgMin) return arg_extreme(node, g);
+  if (op == Op::TopK) return top_k(node, g);
+  if (op == Op::Resize) return resize(node, g);
+  if (op == Op::Upsample) return upsample(node, g);
+  if (op == Op::Pad) return pad(node, g);
+  if (op == Op::Gather || op == Op::ConstantOfShape || op == Op::Cast || op == Op::Equal || op == Op::Less ||
+      op == Op::Greater || op == Op::LessOrEqual || op == Op::GreaterOrEqual || op == Op::And || op == Op::Or || op == Op::Not ||
+      op == Op::Where || op == Op::Expand || op == Op::Range || op == Op::Mod || op == Op::ScatterND)
     return prepare_time_only(node, g);
-  fail(g, node, "operator " + op + " has no prepared form");
+  fail(g, node, "operator " + op_name(op) + " has no prepared form");
 }
 
 }  // namespace sluice::nn::passes

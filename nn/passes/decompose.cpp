@@ -47,7 +47,7 @@ class Parts {
   }
 
   // Adds a part reading `inputs`; its output is the whole node's when `last`, else a new value. Returns it.
-  std::string add(const std::string& op, const std::string& role, std::vector<std::string> inputs, bool last = false,
+  std::string add(Op op, const std::string& role, std::vector<std::string> inputs, bool last = false,
                   Attributes attrs = {}) {
     Node n;
     n.name = whole_.name + "/" + role;
@@ -61,7 +61,7 @@ class Parts {
     return nodes_.back().outputs[0];
   }
   std::string reshape(const std::string& role, const std::string& x, const Shape& to, bool last = false) {
-    return add("Reshape", role, {x, ints(role + "_shape", to)}, last);
+    return add(Op::Reshape, role, {x, ints(role + "_shape", to)}, last);
   }
 
   std::vector<Node> take() { return std::move(nodes_); }
@@ -99,7 +99,7 @@ std::vector<Node> depth_to_space(const Node& n, Graph& g) {
     blocks = p.reshape("blocks", n.inputs[0], {N, c, b, b, H, W});
     perm.values["perm"] = Ints{0, 1, 4, 2, 5, 3};
   }
-  const std::string moved = p.add("Transpose", "transpose", {blocks}, false, std::move(perm));
+  const std::string moved = p.add(Op::Transpose, "transpose", {blocks}, false, std::move(perm));
   p.reshape("space", moved, {N, c, H * b, W * b}, true);
   return p.take();
 }
@@ -113,7 +113,7 @@ std::vector<Node> space_to_depth(const Node& n, Graph& g) {
   const std::string blocks = p.reshape("blocks", n.inputs[0], {N, C, H / b, b, W / b, b});
   Attributes perm;
   perm.values["perm"] = Ints{0, 3, 5, 1, 2, 4};
-  const std::string moved = p.add("Transpose", "transpose", {blocks}, false, std::move(perm));
+  const std::string moved = p.add(Op::Transpose, "transpose", {blocks}, false, std::move(perm));
   p.reshape("depth", moved, {N, C * b * b, H / b, W / b}, true);
   return p.take();
 }
@@ -165,8 +165,8 @@ std::vector<Node> tile(const Node& n, Graph& g) {
     first[last] = 1;
     second[last] = repeats[last];
     Parts p(n, g);
-    const std::string mid = p.add("Tile", "tile_others", {data, p.ints("repeats_others", first)});
-    p.add("Tile", "tile_last", {mid, p.ints("repeats_last", second)}, true);
+    const std::string mid = p.add(Op::Tile, "tile_others", {data, p.ints("repeats_others", first)});
+    p.add(Op::Tile, "tile_last", {mid, p.ints("repeats_last", second)}, true);
     return p.take();
   }
   if (element_count(ones_parts) > kMaxFoldedElements)
@@ -175,7 +175,7 @@ std::vector<Node> tile(const Node& n, Graph& g) {
   Parts p(n, g);
   const ElementType type = constant_data ? g.constants.at(data).type : ElementType::f32;
   const std::string spread = p.reshape("spread", data, x_parts);
-  const std::string copies = p.add("Mul", "copies", {spread, p.filled("ones", type, ones_parts, 1.f)});
+  const std::string copies = p.add(Op::Mul, "copies", {spread, p.filled("ones", type, ones_parts, 1.f)});
   p.reshape("tiled", copies, out, true);
   return p.take();
 }
@@ -203,13 +203,13 @@ std::vector<Node> expand(const Node& n, Graph& g) {
   check_value_shape(g, n, n.outputs.at(0), out);
   Parts p(n, g);
   if (out == x) {
-    p.add("Identity", "same", {n.inputs[0]}, true);
+    p.add(Op::Identity, "same", {n.inputs[0]}, true);
     return p.take();
   }
   if (element_count(ones) > kMaxFoldedElements)
     fail(g, n, "expanding to [" + join_ints(shape) + "] needs a constant of ones with more than " +
                    std::to_string(kMaxFoldedElements) + " elements");
-  p.add("Mul", "copies", {n.inputs[0], p.filled("ones", ElementType::f32, ones, 1.f)}, true);
+  p.add(Op::Mul, "copies", {n.inputs[0], p.filled("ones", ElementType::f32, ones, 1.f)}, true);
   return p.take();
 }
 
@@ -217,7 +217,7 @@ std::vector<Node> expand(const Node& n, Graph& g) {
 // them: channels, or GroupNormalization's groups before opset 21).
 const Tensor& norm_parameter(const Graph& g, const Node& n, std::size_t i, std::int64_t count, const char* per) {
   const Tensor* t = constant_input(g, n, i);
-  const std::string role = i == 1 ? "scale" : n.op == "InstanceNormalization" ? "B" : "bias";
+  const std::string role = i == 1 ? "scale" : n.op == Op::InstanceNormalization ? "B" : "bias";
   if (!t) fail(g, n, role + " ('" + n.inputs.at(i) + "') must be a constant, known before running");
   if (t->type != ElementType::f32 || t->elements() != count)
     fail(g, n, role + " " + to_string(t->shape) + " must hold one floating point value per " + per + " (" +
@@ -231,7 +231,7 @@ void channel_affine(Parts& p, const std::string& normalized, const Shape& x, con
                     const std::string& bias) {
   Attributes affine;
   affine.values["epsilon"] = 0.f;
-  p.add("BatchNormalization", "affine",
+  p.add(Op::BatchNormalization, "affine",
         {normalized, scale, bias, p.filled("zero_mean", ElementType::f32, {x[1]}, 0.f),
          p.filled("unit_variance", ElementType::f32, {x[1]}, 1.f)},
         true, std::move(affine));
@@ -242,7 +242,7 @@ std::string normalized_from(Parts& p, const Node& n, const std::string& x, std::
   Attributes norm;
   norm.values["axis"] = axis;
   norm.values["epsilon"] = n.attrs.f("epsilon", 1e-5f);
-  return p.add("LayerNormalization", "normalize", {x, p.filled("unit_scale", ElementType::f32, {1}, 1.f)}, false,
+  return p.add(Op::LayerNormalization, "normalize", {x, p.filled("unit_scale", ElementType::f32, {1}, 1.f)}, false,
                std::move(norm));
 }
 
@@ -293,12 +293,12 @@ std::vector<Node> group_normalization(const Node& n, Graph& g) {
 }  // namespace
 
 std::optional<std::vector<Node>> decompose(const Node& node, Graph& g) {
-  if (node.op == "DepthToSpace") return depth_to_space(node, g);
-  if (node.op == "SpaceToDepth") return space_to_depth(node, g);
-  if (node.op == "Tile") return tile(node, g);
-  if (node.op == "InstanceNormalization") return instance_normalization(node, g);
-  if (node.op == "GroupNormalization") return group_normalization(node, g);
-  if (node.op == "Expand" && !g.is_constant(node.inputs.at(0))) return expand(node, g);
+  if (node.op == Op::DepthToSpace) return depth_to_space(node, g);
+  if (node.op == Op::SpaceToDepth) return space_to_depth(node, g);
+  if (node.op == Op::Tile) return tile(node, g);
+  if (node.op == Op::InstanceNormalization) return instance_normalization(node, g);
+  if (node.op == Op::GroupNormalization) return group_normalization(node, g);
+  if (node.op == Op::Expand && !g.is_constant(node.inputs.at(0))) return expand(node, g);
   return std::nullopt;
 }
 

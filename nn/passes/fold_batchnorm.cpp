@@ -53,9 +53,9 @@ void fold_batchnorm(Graph& g) {
   std::vector<bool> folded(g.nodes.size(), false);
   for (std::size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& bn = g.nodes[i];
-    if (bn.op == "BatchNormalization") {
+    if (bn.op == Op::BatchNormalization) {
       auto p = producer.find(bn.inputs[0]);
-      if (p != producer.end() && g.nodes[p->second].op == "Conv" && has_single_use(g, consumers, bn.inputs[0])) {
+      if (p != producer.end() && g.nodes[p->second].op == Op::Conv && has_single_use(g, consumers, bn.inputs[0])) {
         Node& conv = g.nodes[p->second];
         if (conv.attrs.s("activation", "").empty() && conv.inputs[3].empty()) {
           fold_into(g, conv, bn);

@@ -265,17 +265,17 @@ Tensor binary(const Graph& g, const Node& n, const Shape& out_shape) {
       T v{};
       if constexpr (std::is_integral_v<T>) {  // shape arithmetic from the file: overflow is an error
         std::optional<T> result;
-        if (n.op == "Max" || n.op == "Min") result = n.op == "Max" ? std::max(l, r) : std::min(l, r);
-        else if (n.op == "Mod") result = integer_mod(g, n, l, r);
-        else if (n.op == "Pow") fail(g, n, "needs floating point data");
-        else if (n.op == "Add") result = checked_add(l, r);
-        else if (n.op == "Sub") result = checked_sub(l, r);
-        else if (n.op == "Mul") result = checked_mul(l, r);
+        if (n.op == Op::Max || n.op == Op::Min) result = n.op == Op::Max ? std::max(l, r) : std::min(l, r);
+        else if (n.op == Op::Mod) result = integer_mod(g, n, l, r);
+        else if (n.op == Op::Pow) fail(g, n, "needs floating point data");
+        else if (n.op == Op::Add) result = checked_add(l, r);
+        else if (n.op == Op::Sub) result = checked_sub(l, r);
+        else if (n.op == Op::Mul) result = checked_mul(l, r);
         else if (r == 0) fail(g, n, "integer division by zero");
         else if (!(r == -1 && l == std::numeric_limits<T>::min())) result = l / r;
-        if (!result) fail(g, n, "integer " + n.op + " of " + std::to_string(l) + " and " + std::to_string(r) + " overflows");
+        if (!result) fail(g, n, "integer " + op_name(n.op) + " of " + std::to_string(l) + " and " + std::to_string(r) + " overflows");
         v = *result;
-      } else if (n.op == "Mod") {
+      } else if (n.op == Op::Mod) {
         v = std::fmod(l, r);  // ONNX requires fmod=1 for floating point: the sign of the dividend
       } else {
         v = apply_binary_math(*math, l, r);
@@ -288,25 +288,16 @@ Tensor binary(const Graph& g, const Node& n, const Shape& out_shape) {
   return out;
 }
 
-float activate(const Node& n, float x) {
-  const std::string& op = n.op;
-  if (op == "Relu") return std::max(x, 0.f);
-  if (op == "Sigmoid") return 1.f / (1.f + std::exp(-x));
-  if (op == "Tanh") return std::tanh(x);
-  if (op == "HardSwish") return x * std::clamp(x / 6.f + 0.5f, 0.f, 1.f);
-  if (op == "LeakyRelu") return x >= 0.f ? x : x * n.attrs.f("alpha", 0.01f);
-  if (op == "HardSigmoid") return std::clamp(n.attrs.f("alpha", 0.2f) * x + n.attrs.f("beta", 0.5f), 0.f, 1.f);
-  return std::min(std::max(x, n.attrs.f("min", -INFINITY)), n.attrs.f("max", INFINITY));  // Clip
-}
-
+// The activation ops: nn/activation_math.hpp's host formulas, the op table's parameter names and defaults.
 Tensor unary(const Graph& g, const Node& n) {
+  const ActivationParams act = activation_params(n.op, n.attrs);
   Tensor out = constant(g, n, 0);
   if (out.type == ElementType::i64) {
-    if (n.op != "Clip" && n.op != "Relu") fail(g, n, "needs floating point data");
-    for (auto& v : out.i64) v = static_cast<std::int64_t>(activate(n, static_cast<float>(v)));
+    if (n.op != Op::Clip && n.op != Op::Relu) fail(g, n, "needs floating point data");
+    for (auto& v : out.i64) v = static_cast<std::int64_t>(nn::activate(act, static_cast<float>(v)));
     return out;
   }
-  for (auto& v : out.f32) v = activate(n, v);
+  for (auto& v : out.f32) v = nn::activate(act, v);
   return out;
 }
 
@@ -353,7 +344,7 @@ std::vector<double> as_doubles(const Tensor& t);
 Tensor arg_extreme(const Graph& g, const Node& n, const Shape& out_shape) {
   const Tensor& x = constant(g, n, 0);
   const std::vector<double> v = as_doubles(x);
-  const RankOrder order = arg_extreme_order(n.op == "ArgMax", n.attrs.i("select_last_index", 0) != 0);
+  const RankOrder order = arg_extreme_order(n.op == Op::ArgMax, n.attrs.i("select_last_index", 0) != 0);
   const AxisRows r = rows_along(x.shape, n.attrs.i("axis", 0));
   Tensor out = empty_like(ElementType::i64, out_shape);
   for (std::int64_t o = 0; o < r.outer; ++o)
@@ -497,14 +488,14 @@ Tensor compare(const Graph& g, const Node& n, const Shape& out_shape) {
   const Ints sa = strides_of(a.shape), sb = strides_of(b.shape);
   Tensor out = empty_like(ElementType::i64, out_shape);
   // The comparison chosen once from the op name, not per element.
-  const std::string& op = n.op;
+  const Op op = n.op;
   bool (*holds)(double, double) =
-      op == "Equal"            ? +[](double l, double r) { return l == r; }
-      : op == "Less"           ? +[](double l, double r) { return l < r; }
-      : op == "Greater"        ? +[](double l, double r) { return l > r; }
-      : op == "LessOrEqual"    ? +[](double l, double r) { return l <= r; }
-      : op == "GreaterOrEqual" ? +[](double l, double r) { return l >= r; }
-      : op == "And"            ? +[](double l, double r) { return l != 0 && r != 0; }
+      op == Op::Equal            ? +[](double l, double r) { return l == r; }
+      : op == Op::Less           ? +[](double l, double r) { return l < r; }
+      : op == Op::Greater        ? +[](double l, double r) { return l > r; }
+      : op == Op::LessOrEqual    ? +[](double l, double r) { return l <= r; }
+      : op == Op::GreaterOrEqual ? +[](double l, double r) { return l >= r; }
+      : op == Op::And            ? +[](double l, double r) { return l != 0 && r != 0; }
                                : +[](double l, double r) { return l != 0 || r != 0; };  // Or
   std::size_t next = 0;
   for_each_index(out_shape, [&](const Ints& idx) {
@@ -609,10 +600,10 @@ Tensor range(const Graph& g, const Node& n, const Shape& out_shape) {
 Tensor unary_math(const Graph& g, const Node& n) {
   Tensor out = constant(g, n, 0);
   if (out.type != ElementType::f32) {
-    if (n.op != "Neg" && n.op != "Abs") fail(g, n, "needs floating point data");
+    if (n.op != Op::Neg && n.op != Op::Abs) fail(g, n, "needs floating point data");
     for (auto& v : out.i64) {
-      if (v == std::numeric_limits<std::int64_t>::min()) fail(g, n, "integer " + n.op + " overflows");
-      v = n.op == "Neg" ? -v : std::abs(v);
+      if (v == std::numeric_limits<std::int64_t>::min()) fail(g, n, "integer " + op_name(n.op) + " overflows");
+      v = n.op == Op::Neg ? -v : std::abs(v);
     }
     return out;
   }
@@ -640,7 +631,7 @@ Tensor reduce_integers(const Graph& g, const Node& n, const Shape& kept, const S
       case ReduceMath::min: result = slot ? std::min(*slot, v) : v; break;
       default: fail(g, n, "needs floating point data");
     }
-    if (!result) fail(g, n, "integer " + n.op + " overflows");
+    if (!result) fail(g, n, "integer " + op_name(n.op) + " overflows");
     slot = result;
   });
   const std::int64_t count = t.elements() / std::max<std::int64_t>(1, element_count(kept));
@@ -697,48 +688,47 @@ Tensor layer_normalization(const Graph& g, const Node& n) {
 }  // namespace
 
 std::vector<Tensor> evaluate(const Node& n, const Graph& g) {
-  const std::string& op = n.op;
-  if (op == "Cast") return {cast(g, n)};
-  if (op == "ConstantOfShape") return {constant_of_shape(g, n)};
-  if (op == "Conv" || op == "ConvTranspose" || op == "MaxPool" || op == "AveragePool" || op == "Resize")
-    fail(g, n, "all inputs are constants, and folding " + op + " at prepare time is not supported");
+  const Op op = n.op;
+  if (op == Op::Cast) return {cast(g, n)};
+  if (op == Op::ConstantOfShape) return {constant_of_shape(g, n)};
+  if (op == Op::Conv || op == Op::ConvTranspose || op == Op::MaxPool || op == Op::AveragePool || op == Op::Resize)
+    fail(g, n, "all inputs are constants, and folding " + op_name(op) + " at prepare time is not supported");
   const std::vector<Shape> shapes = infer_shapes(n, g);
   for (std::size_t i = 0; i < shapes.size(); ++i) check_folded_shape(g, n, shapes[i]);
   const Tensor& x = constant(g, n, 0);
-  if (op == "Reshape") {
+  if (op == Op::Reshape) {
     Tensor out = x;
     out.shape = shapes[0];
     return {out};
   }
-  if (op == "Transpose") return {transpose(x, n.attrs.ints("perm"))};
-  if (op == "Slice") return {slice(x, n, shapes[0])};
-  if (op == "Pad") return {pad(x, n, shapes[0])};
-  if (op == "Concat") return {concat(g, n, shapes[0])};
-  if (op == "Split") return split(x, n, shapes);
-  if (op == "Gather") return {gather(g, n, shapes[0])};
-  if (binary_math_of(op) || op == "Mod") return {binary(g, n, shapes[0])};
+  if (op == Op::Transpose) return {transpose(x, n.attrs.ints("perm"))};
+  if (op == Op::Slice) return {slice(x, n, shapes[0])};
+  if (op == Op::Pad) return {pad(x, n, shapes[0])};
+  if (op == Op::Concat) return {concat(g, n, shapes[0])};
+  if (op == Op::Split) return split(x, n, shapes);
+  if (op == Op::Gather) return {gather(g, n, shapes[0])};
+  if (binary_math_of(op) || op == Op::Mod) return {binary(g, n, shapes[0])};
   if (unary_math_of(op)) return {unary_math(g, n)};
   if (reduce_math_of(op)) return {reduce(g, n, shapes[0])};
-  if (op == "LayerNormalization") return {layer_normalization(g, n)};
-  if (op == "Equal" || op == "Less" || op == "Greater" || op == "LessOrEqual" || op == "GreaterOrEqual" ||
-      op == "And" || op == "Or")
+  if (op == Op::LayerNormalization) return {layer_normalization(g, n)};
+  if (op == Op::Equal || op == Op::Less || op == Op::Greater || op == Op::LessOrEqual || op == Op::GreaterOrEqual ||
+      op == Op::And || op == Op::Or)
     return {compare(g, n, shapes[0])};
-  if (op == "Not") return {logical_not(g, n)};
-  if (op == "Where") return {where(g, n, shapes[0])};
-  if (op == "Expand") return {broadcast_tensor(x, shapes[0])};
-  if (op == "Range") return {range(g, n, shapes[0])};
-  if (op == "ScatterND") return {scatter_nd(g, n)};
-  if (op == "Relu" || op == "Sigmoid" || op == "Tanh" || op == "HardSwish" || op == "LeakyRelu" ||
-      op == "HardSigmoid" || op == "Clip")
+  if (op == Op::Not) return {logical_not(g, n)};
+  if (op == Op::Where) return {where(g, n, shapes[0])};
+  if (op == Op::Expand) return {broadcast_tensor(x, shapes[0])};
+  if (op == Op::Range) return {range(g, n, shapes[0])};
+  if (op == Op::ScatterND) return {scatter_nd(g, n)};
+  if (is_activation(op))
     return {unary(g, n)};
-  if (op == "Softmax" || op == "LogSoftmax") return {softmax(g, n, op == "LogSoftmax")};
-  if (op == "ArgMax" || op == "ArgMin") return {arg_extreme(g, n, shapes[0])};
-  if (op == "TopK") return top_k(g, n, shapes[0]);
-  if (op == "Gemm") return {gemm(g, n, shapes[0])};
-  if (op == "MatMul") return {matmul(g, n, shapes[0])};
-  if (op == "BatchNormalization") return {batchnorm(g, n)};
-  if (op == "GlobalAveragePool") return {global_average_pool(g, n, shapes[0])};
-  fail(g, n, "cannot fold operator " + op + " at prepare time");
+  if (op == Op::Softmax || op == Op::LogSoftmax) return {softmax(g, n, op == Op::LogSoftmax)};
+  if (op == Op::ArgMax || op == Op::ArgMin) return {arg_extreme(g, n, shapes[0])};
+  if (op == Op::TopK) return top_k(g, n, shapes[0]);
+  if (op == Op::Gemm) return {gemm(g, n, shapes[0])};
+  if (op == Op::MatMul) return {matmul(g, n, shapes[0])};
+  if (op == Op::BatchNormalization) return {batchnorm(g, n)};
+  if (op == Op::GlobalAveragePool) return {global_average_pool(g, n, shapes[0])};
+  fail(g, n, "cannot fold operator " + op_name(op) + " at prepare time");
 }
 
 }  // namespace sluice::nn::passes

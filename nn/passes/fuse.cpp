@@ -15,12 +15,7 @@
 namespace sluice::nn::passes {
 namespace {
 
-bool is_fusable_activation(const std::string& op) {
-  return op == "Relu" || op == "LeakyRelu" || op == "Clip" || op == "Sigmoid" || op == "HardSigmoid" ||
-         op == "HardSwish" || op == "Tanh";
-}
-
-std::size_t channel_axis(const Node& host, const Shape& out) { return host.op == "Conv" ? 1 : out.size() - 1; }
+std::size_t channel_axis(const Node& host, const Shape& out) { return host.op == Op::Conv ? 1 : out.size() - 1; }
 
 // A constant that only varies along the host output's channel axis ([C,1,1] or [1,C,1,1] for a Conv, [C] or
 // [1,1,C] for a Linear), or a scalar.
@@ -47,9 +42,9 @@ class Fuser {
     slots_.assign(g_.nodes.begin(), g_.nodes.end());
     for (std::size_t i = 0; i < slots_.size(); ++i) {
       Node& node = *slots_[i];
-      if (node.op == "Add") fuse_add(i);
-      else if (node.op == "Mul") fuse_scale(i);
-      else if (is_fusable_activation(node.op)) fuse_activation(i);
+      if (node.op == Op::Add) fuse_add(i);
+      else if (node.op == Op::Mul) fuse_scale(i);
+      else if (is_activation(node.op)) fuse_activation(i);
       if (slots_[i])
         for (const auto& out : slots_[i]->outputs) producer_[out] = i;
     }
@@ -64,7 +59,7 @@ class Fuser {
     auto p = producer_.find(value);
     if (p == producer_.end() || !slots_[p->second]) return std::nullopt;
     const Node& host = *slots_[p->second];
-    if ((host.op != "Conv" && host.op != "Linear") || !host.attrs.s("activation", "").empty() ||
+    if ((host.op != Op::Conv && host.op != Op::Linear) || !host.attrs.s("activation", "").empty() ||
         !has_single_use(g_, consumers_, value))
       return std::nullopt;
     return p->second;
@@ -116,7 +111,7 @@ class Fuser {
       const std::vector<float> s = per_channel_values(*scale, channels(host));
       Tensor w = g_.constants.at(host.inputs[1]);
       const std::size_t per = w.f32.size() / s.size();  // Conv: OIHW, each O a run; Linear: [K, N], N a row
-      for (std::size_t i = 0; i < w.f32.size(); ++i) w.f32[i] *= host.op == "Conv" ? s[i / per] : s[i % s.size()];
+      for (std::size_t i = 0; i < w.f32.size(); ++i) w.f32[i] *= host.op == Op::Conv ? s[i / per] : s[i % s.size()];
       host.inputs[1] = add_constant(g_, host.name, "weight_scaled", std::move(w));
       if (!host.inputs[2].empty()) {
         Tensor b = g_.constants.at(host.inputs[2]);
@@ -132,7 +127,7 @@ class Fuser {
   // Output channels: a Conv's W is OIHW, a Linear's [K, N].
   std::int64_t channels(const Node& host) const {
     const Tensor& w = g_.constants.at(host.inputs[1]);
-    return host.op == "Conv" ? w.shape[0] : w.shape[1];
+    return host.op == Op::Conv ? w.shape[0] : w.shape[1];
   }
 
   void add_to_bias(Node& host, const std::vector<float>& per_channel) {
@@ -149,14 +144,11 @@ class Fuser {
     const auto c = open_host(act.inputs[0]);
     if (!c) return;
     Node& conv = *slots_[*c];
-    conv.attrs.values["activation"] = act.op;
-    if (act.op == "LeakyRelu" || act.op == "HardSigmoid") {
-      conv.attrs.values["act_alpha"] = act.attrs.f("alpha", 0.f);
-      conv.attrs.values["act_beta"] = act.attrs.f("beta", 0.f);
-    } else if (act.op == "Clip") {
-      conv.attrs.values["act_alpha"] = act.attrs.f("min", 0.f);
-      conv.attrs.values["act_beta"] = act.attrs.f("max", 0.f);
-    }
+    conv.attrs.values["activation"] = op_name(act.op);
+    // The node's own parameters (canonical: written out) under the op table's names become act_alpha/act_beta.
+    const OpInfo& info = op_info(act.op);
+    if (info.alpha_attr) conv.attrs.values["act_alpha"] = act.attrs.f(info.alpha_attr, 0.f);
+    if (info.beta_attr) conv.attrs.values["act_beta"] = act.attrs.f(info.beta_attr, 0.f);
     swallow(*c, act, "activation");
     slots_[at].reset();
   }

@@ -29,7 +29,7 @@ class AttentionFuser {
 
   void run() {
     for (std::size_t i = 0; i < g_.nodes.size(); ++i)
-      if (!removed_[i] && g_.nodes[i].op == "Softmax") try_fuse(i);
+      if (!removed_[i] && g_.nodes[i].op == Op::Softmax) try_fuse(i);
     std::vector<Node> out;
     for (std::size_t i = 0; i < g_.nodes.size(); ++i) {
       for (auto& n : before_[i]) out.push_back(std::move(n));
@@ -39,7 +39,7 @@ class AttentionFuser {
   }
 
  private:
-  std::optional<std::size_t> swallowable_producer(const std::string& value, const char* op) const {
+  std::optional<std::size_t> swallowable_producer(const std::string& value, Op op) const {
     auto it = producer_.find(value);
     if (it == producer_.end() || removed_[it->second] || g_.nodes[it->second].op != op) return std::nullopt;
     if (!has_single_use(g_, consumers_, value)) return std::nullopt;
@@ -53,15 +53,15 @@ class AttentionFuser {
   }
   // If `value` is made by a Mul or Div by a scalar that may be swallowed: its other input and the factor.
   std::optional<std::pair<std::string, float>> scaled(const std::string& value, std::vector<std::size_t>& taken) const {
-    for (const char* op : {"Mul", "Div"}) {
+    for (const Op op : {Op::Mul, Op::Div}) {
       const auto p = swallowable_producer(value, op);
       if (!p) continue;
       const Node& n = g_.nodes[*p];
       for (std::size_t side = 0; side < 2; ++side) {
         const auto s = scalar(n.inputs[side]);
-        if (!s || g_.is_constant(n.inputs[1 - side]) || (op[0] == 'D' && side == 0) || *s == 0.f) continue;
+        if (!s || g_.is_constant(n.inputs[1 - side]) || (op == Op::Div && side == 0) || *s == 0.f) continue;
         taken.push_back(*p);
-        return std::make_pair(n.inputs[1 - side], op[0] == 'M' ? *s : 1.f / *s);
+        return std::make_pair(n.inputs[1 - side], op == Op::Mul ? *s : 1.f / *s);
       }
     }
     return std::nullopt;
@@ -86,14 +86,14 @@ class AttentionFuser {
   // the held value is then reshaped to [S, N, H, d] by a new node in `extra`).
   std::optional<std::string> held_operand(const std::string& operand, std::vector<std::size_t>& taken,
                                           std::vector<Node>& extra) {
-    if (const auto t = swallowable_producer(operand, "Transpose"); t && is_sequence_transpose(g_.nodes[*t], false)) {
+    if (const auto t = swallowable_producer(operand, Op::Transpose); t && is_sequence_transpose(g_.nodes[*t], false)) {
       taken.push_back(*t);
       return g_.nodes[*t].inputs[0];
     }
-    const auto r = swallowable_producer(operand, "Reshape");
+    const auto r = swallowable_producer(operand, Op::Reshape);
     if (!r) return std::nullopt;
     const std::string& mid = g_.nodes[*r].inputs[0];
-    const auto t = swallowable_producer(mid, "Transpose");
+    const auto t = swallowable_producer(mid, Op::Transpose);
     if (!t || !is_sequence_transpose(g_.nodes[*t], false) || g_.shape_of(mid).size() != 3) return std::nullopt;
     const Shape &split = g_.shape_of(operand), &joint = g_.shape_of(mid);  // [N, H, S, d] and [B, S, d]
     if (split.size() < 3 || split[split.size() - 2] != joint[1] || split.back() != joint[2] ||
@@ -105,7 +105,7 @@ class AttentionFuser {
     held.push_back(joint[2]);
     std::string name = source + "/heads";
     for (int i = 1; g_.shapes.count(name); ++i) name = source + "/heads_" + std::to_string(i);
-    Node reshape{name, "Reshape", {source}, {name}, {}};
+    Node reshape{name, Op::Reshape, {source}, {name}, {}};
     reshape.attrs.values["shape"] = held;
     g_.shapes[name] = held;
     extra.push_back(std::move(reshape));
@@ -133,20 +133,20 @@ class AttentionFuser {
     // Softmax -> MatMul(., V), the Softmax's only reader.
     std::optional<std::size_t> pv;
     for (std::size_t i = softmax + 1; i < g_.nodes.size() && !pv; ++i)
-      if (!removed_[i] && g_.nodes[i].op == "MatMul" && g_.nodes[i].inputs[0] == probs) pv = i;
+      if (!removed_[i] && g_.nodes[i].op == Op::MatMul && g_.nodes[i].inputs[0] == probs) pv = i;
     if (!pv || !has_single_use(g_, consumers_, probs)) return;
     std::string v = g_.nodes[*pv].inputs[1];
     std::vector<std::size_t> taken{softmax, *pv};
     float scale = 1.f;
     std::string mask;
     std::string z = sm.inputs[0];
-    if (const auto add = swallowable_producer(z, "Add")) {  // scores + M
+    if (const auto add = swallowable_producer(z, Op::Add)) {  // scores + M
       const Node& a = g_.nodes[*add];
       for (std::size_t side = 0; side < 2 && mask.empty(); ++side) {
         const auto inner = producer_.find(a.inputs[side]);
         if (inner == producer_.end() || removed_[inner->second]) continue;
-        const std::string& op = g_.nodes[inner->second].op;
-        if (op != "MatMul" && op != "Mul" && op != "Div") continue;
+        const Op op = g_.nodes[inner->second].op;
+        if (op != Op::MatMul && op != Op::Mul && op != Op::Div) continue;
         if (g_.shape_of(a.inputs[side]) != g_.shape_of(a.outputs[0])) continue;
         mask = a.inputs[1 - side];
         z = a.inputs[side];
@@ -158,7 +158,7 @@ class AttentionFuser {
       scale *= s->second;
       z = s->first;
     }
-    const auto qk = swallowable_producer(z, "MatMul");
+    const auto qk = swallowable_producer(z, Op::MatMul);
     if (!qk) return;
     taken.push_back(*qk);
     std::string q = g_.nodes[*qk].inputs[0], kt = g_.nodes[*qk].inputs[1];
@@ -181,7 +181,7 @@ class AttentionFuser {
     std::vector<std::int64_t> perm(kr);
     std::iota(perm.begin(), perm.end(), 0);
     std::string k_source = kt;
-    if (const auto t = swallowable_producer(kt, "Transpose")) {
+    if (const auto t = swallowable_producer(kt, Op::Transpose)) {
       perm = g_.nodes[*t].attrs.ints("perm");
       k_source = g_.nodes[*t].inputs[0];
       taken.push_back(*t);
@@ -197,7 +197,7 @@ class AttentionFuser {
     } else if (!identity) {
       k = kt + "/as_keys";
       for (int i = 1; g_.shapes.count(k); ++i) k = kt + "/as_keys_" + std::to_string(i);
-      Node transpose{k, "Transpose", {k_source}, {k}, {}};
+      Node transpose{k, Op::Transpose, {k_source}, {k}, {}};
       transpose.attrs.values["perm"] = perm;
       Shape ks = kts;
       std::swap(ks[kr - 1], ks[kr - 2]);
@@ -215,12 +215,12 @@ class AttentionFuser {
     }
     const Node& last = g_.nodes[*pv];
     std::string y = last.outputs[0];
-    if (const auto t = only_reader(y); t && g_.nodes[*t].op == "Transpose" && is_sequence_transpose(g_.nodes[*t], true)) {
+    if (const auto t = only_reader(y); t && g_.nodes[*t].op == Op::Transpose && is_sequence_transpose(g_.nodes[*t], true)) {
       y = g_.nodes[*t].outputs[0];
       seq_first[3] = 1;
       removed_[*t] = true;  // its readers come after it, so after the Attention too
     }
-    Node attention{last.name + "/Attention", "Attention", {q, k, v, mask}, {y}, {}};
+    Node attention{last.name + "/Attention", Op::Attention, {q, k, v, mask}, {y}, {}};
     attention.attrs.values["scale"] = scale;
     if (std::count(seq_first.begin(), seq_first.end(), 1)) attention.attrs.values["seq_first"] = seq_first;
     g_.rewrites.push_back("fused " + std::to_string(taken.size()) + " nodes from " + g_.nodes[*qk].where() + " to " +

@@ -20,7 +20,7 @@ class GeluFuser {
 
   void run() {
     for (std::size_t i = 0; i < g_.nodes.size(); ++i)
-      if (!removed_[i] && g_.nodes[i].op == "Erf") try_fuse(i);
+      if (!removed_[i] && g_.nodes[i].op == Op::Erf) try_fuse(i);
     std::vector<Node> kept;
     for (std::size_t i = 0; i < g_.nodes.size(); ++i)
       if (!removed_[i]) kept.push_back(std::move(g_.nodes[i]));
@@ -72,18 +72,18 @@ class GeluFuser {
     if (!scaled || !sole_reader(e.inputs[0])) return;
     const Node& s = g_.nodes[*scaled];
     const auto xs = with_scalar(s);
-    if (!xs || !((s.op == "Div" && near(xs->second, std::sqrt(2.0))) || (s.op == "Mul" && near(xs->second, std::sqrt(0.5)))))
+    if (!xs || !((s.op == Op::Div && near(xs->second, std::sqrt(2.0))) || (s.op == Op::Mul && near(xs->second, std::sqrt(0.5)))))
       return;
     const std::string x = xs->first;
     // 1 + erf(.)
     const auto plus = sole_reader(e.outputs[0]);
-    if (!plus || g_.nodes[*plus].op != "Add") return;
+    if (!plus || g_.nodes[*plus].op != Op::Add) return;
     const auto one = with_scalar(g_.nodes[*plus]);
     if (!one || one->first != e.outputs[0] || !near(one->second, 1.0)) return;
     const std::string& a = g_.nodes[*plus].outputs[0];
     // The two multiplications by x and by 0.5, in any order.
     const auto m1 = sole_reader(a);
-    if (!m1 || g_.nodes[*m1].op != "Mul") return;
+    if (!m1 || g_.nodes[*m1].op != Op::Mul) return;
     const auto t = other_input(g_.nodes[*m1], a);
     if (!t) return;
     std::vector<std::size_t> swallowed{*scaled, erf, *plus, *m1};
@@ -92,19 +92,19 @@ class GeluFuser {
       const bool half_first = scalar(*t).has_value();
       if (half_first && !near(*scalar(*t), 0.5)) return;
       const auto m2 = sole_reader(g_.nodes[*m1].outputs[0]);
-      if (!m2 || g_.nodes[*m2].op != "Mul") return;
+      if (!m2 || g_.nodes[*m2].op != Op::Mul) return;
       const auto u = other_input(g_.nodes[*m2], g_.nodes[*m1].outputs[0]);
       if (!u || (half_first ? *u != x : !(scalar(*u) && near(*scalar(*u), 0.5)))) return;
       swallowed.push_back(*m2);
       last = *m2;
     } else {  // (x * 0.5) * a
       const auto h = producer(*t);
-      if (!h || !sole_reader(*t) || g_.nodes[*h].op != "Mul") return;
+      if (!h || !sole_reader(*t) || g_.nodes[*h].op != Op::Mul) return;
       const auto half = with_scalar(g_.nodes[*h]);
       if (!half || half->first != x || !near(half->second, 0.5)) return;
       swallowed.push_back(*h);
     }
-    Node gelu{e.name + "/Gelu", "Gelu", {x}, {g_.nodes[last].outputs[0]}, {}};
+    Node gelu{e.name + "/Gelu", Op::Gelu, {x}, {g_.nodes[last].outputs[0]}, {}};
     g_.rewrites.push_back("fused " + std::to_string(swallowed.size()) + " nodes from " + s.where() +
                           " to " + g_.nodes[last].where() + " into " + gelu.where());
     for (std::size_t i : swallowed) removed_[i] = true;

@@ -25,7 +25,7 @@ std::optional<Node> linear_from_matmul(Graph& g, const Node& mm) {
   const std::string &x = mm.inputs[0], &w = mm.inputs[1];
   if (g.is_constant(x) || !g.is_constant(w) || g.constants.at(w).type != ElementType::f32) return std::nullopt;
   if (g.shape_of(w).size() != 2 || g.shape_of(x).size() < 2) return std::nullopt;
-  Node linear{mm.name, "Linear", {x, w, "", ""}, mm.outputs, {}};
+  Node linear{mm.name, Op::Linear, {x, w, "", ""}, mm.outputs, {}};
   linear.attrs.values["activation"] = std::string();
   return linear;
 }
@@ -44,7 +44,7 @@ std::optional<Node> linear_from_gemm(Graph& g, const Node& gemm) {
     if (!g.is_constant(c) || !(bias = per_column(g.constants.at(c), n))) return std::nullopt;
     for (float& v : *bias) v *= beta;
   }
-  Node linear{gemm.name, "Linear", {a, b, "", ""}, gemm.outputs, {}};
+  Node linear{gemm.name, Op::Linear, {a, b, "", ""}, gemm.outputs, {}};
   linear.attrs.values["activation"] = std::string();
   if (trans_b || alpha != 1.f) {  // W = alpha * B (transposed to [K, N])
     Tensor w;
@@ -70,8 +70,8 @@ std::optional<Node> linear_from_gemm(Graph& g, const Node& gemm) {
 void make_linear(Graph& g) {
   for (Node& node : g.nodes) {
     std::optional<Node> linear;
-    if (node.op == "MatMul" && node.inputs.size() == 2) linear = linear_from_matmul(g, node);
-    else if (node.op == "Gemm" && node.inputs.size() >= 2) linear = linear_from_gemm(g, node);
+    if (node.op == Op::MatMul && node.inputs.size() == 2) linear = linear_from_matmul(g, node);
+    else if (node.op == Op::Gemm && node.inputs.size() >= 2) linear = linear_from_gemm(g, node);
     if (!linear) continue;
     g.rewrites.push_back("made " + node.where() + " a Linear (a product by a constant matrix)");
     node = std::move(*linear);

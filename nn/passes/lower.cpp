@@ -14,8 +14,8 @@ bool is_float_type(std::int64_t onnx_type) {
 }
 
 bool passes_data_through(const Node& n, const Graph& g) {
-  if (n.op == "Identity" || n.op == "Dropout") return true;
-  return n.op == "Cast" && is_float_type(n.attrs.i("to", 0)) && !g.is_constant(n.inputs.at(0));
+  if (n.op == Op::Identity || n.op == Op::Dropout) return true;
+  return n.op == Op::Cast && is_float_type(n.attrs.i("to", 0)) && !g.is_constant(n.inputs.at(0));
 }
 
 std::string describe_constant(const std::string& name, const Tensor& t) {
@@ -53,8 +53,8 @@ class Sweep {
       if (!in.empty()) in = resolve(in);
     if (node.inputs.empty() || node.inputs[0].empty()) fail(g_, node, "input 0 is missing");
     if (passes_data_through(node, g_)) return remove_pass_through(node);
-    if (node.op == "Shape") return fold_shape(node);
-    if (node.op == "Gather" && !g_.is_constant(node.inputs[0])) return lower_data_gather(node);
+    if (node.op == Op::Shape) return fold_shape(node);
+    if (node.op == Op::Gather && !g_.is_constant(node.inputs[0])) return lower_data_gather(node);
     if (auto parts = decompose(node, g_)) return visit_parts(node, *parts);
 
     const Node canonical = canonicalize(node, g_, used_);
@@ -72,8 +72,8 @@ class Sweep {
       g_.shapes[canonical.outputs[i]] = shapes.at(i);
     }
     if (canonical.op != node.op)
-      g_.rewrites.push_back("rewrote " + node.where() + " as " + canonical.op +
-                            (canonical.op == "Reshape" ? " to " + to_string(canonical.attrs.ints("shape")) : ""));
+      g_.rewrites.push_back("rewrote " + node.where() + " as " + op_name(canonical.op) +
+                            (canonical.op == Op::Reshape ? " to " + to_string(canonical.attrs.ints("shape")) : ""));
     kept_.push_back(canonical);
   }
 
@@ -139,7 +139,7 @@ class Sweep {
     const bool drops_axis = indices->shape.empty();
     Node slice;
     slice.name = node.name + "/slice";
-    slice.op = "Slice";
+    slice.op = Op::Slice;
     slice.inputs = {node.inputs[0], constant("starts", {at.front()}), constant("ends", {at.back() + 1}),
                     constant("axes", {axis})};
     slice.outputs = {drops_axis ? out + "/gather_slice" : out};
@@ -150,7 +150,7 @@ class Sweep {
     kept.erase(kept.begin() + axis);
     Node reshape;
     reshape.name = node.name + "/reshape";
-    reshape.op = "Reshape";
+    reshape.op = Op::Reshape;
     reshape.inputs = {slice.outputs[0], constant("shape", kept)};
     reshape.outputs = {out};
     visit(reshape);
@@ -158,7 +158,7 @@ class Sweep {
 
   void visit_parts(const Node& node, const std::vector<Node>& parts) {
     std::string ops;
-    for (const Node& part : parts) ops += (ops.empty() ? "" : ", ") + part.op;
+    for (const Node& part : parts) ops += (ops.empty() ? "" : ", ") + op_name(part.op);
     g_.rewrites.push_back("rewrote " + node.where() + " as " + ops);
     for (const Node& part : parts) visit(part);
   }
@@ -169,7 +169,7 @@ class Sweep {
     for (std::size_t i = 1; i < node.outputs.size(); ++i)
       if (!node.outputs[i].empty() && used_.count(node.outputs[i]))
         fail(g_, node, "output '" + node.outputs[i] + "' (the dropout mask) is used, which is not supported");
-    if (node.op == "Dropout")
+    if (node.op == Op::Dropout)
       if (const Tensor* training = constant_input(g_, node, 2); training && as_ints(*training).at(0) != 0) {
         // Training mode drops with probability `ratio` (default 0.5); with a constant ratio of 0 (torchvision's
         // Swin passes training=True with p=0) it keeps every element: still a copy.

@@ -282,51 +282,50 @@ void check_value_shape(const Graph& g, const Node& n, const std::string& value, 
 }
 
 std::vector<Shape> infer_shapes(const Node& n, const Graph& g) {
-  const std::string& op = n.op;
-  if (op == "Conv") return {conv(g, n)};
-  if (op == "ConvTranspose") return {conv_transpose(g, n)};
-  if (op == "MaxPool" || op == "AveragePool") return {pool(g, n)};
-  if (op == "BatchNormalization") return {batchnorm(g, n)};
-  if (op == "Relu" || op == "Sigmoid" || op == "Tanh" || op == "HardSwish" || op == "LeakyRelu" ||
-      op == "HardSigmoid" || op == "Clip" || op == "Softmax" || op == "LogSoftmax" || op == "Identity" || op == "Dropout" || op == "Cast")
+  const Op op = n.op;
+  if (op == Op::Conv) return {conv(g, n)};
+  if (op == Op::ConvTranspose) return {conv_transpose(g, n)};
+  if (op == Op::MaxPool || op == Op::AveragePool) return {pool(g, n)};
+  if (op == Op::BatchNormalization) return {batchnorm(g, n)};
+  if (is_activation(op) || op == Op::Softmax || op == Op::LogSoftmax || op == Op::Identity || op == Op::Dropout || op == Op::Cast)
     return {in(g, n, 0)};
-  if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Pow" || op == "Max" || op == "Min" ||
-      op == "Equal" || op == "Less" || op == "Greater" || op == "LessOrEqual" || op == "GreaterOrEqual" ||
-      op == "And" || op == "Or" || op == "Mod")
+  if (op == Op::Add || op == Op::Sub || op == Op::Mul || op == Op::Div || op == Op::Pow || op == Op::Max || op == Op::Min ||
+      op == Op::Equal || op == Op::Less || op == Op::Greater || op == Op::LessOrEqual || op == Op::GreaterOrEqual ||
+      op == Op::And || op == Op::Or || op == Op::Mod)
     return {broadcast(g, n, in(g, n, 0), in(g, n, 1))};
-  if (unary_math_of(op) || op == "LayerNormalization" || op == "Not" || op == "ScatterND") return {in(g, n, 0)};
+  if (unary_math_of(op) || op == Op::LayerNormalization || op == Op::Not || op == Op::ScatterND) return {in(g, n, 0)};
   if (reduce_math_of(op)) return {reduce(g, n)};
-  if (op == "ArgMax" || op == "ArgMin") return {arg_extreme(g, n)};
-  if (op == "TopK") return top_k(g, n);
-  if (op == "Where") return {broadcast(g, n, broadcast(g, n, in(g, n, 0), in(g, n, 1)), in(g, n, 2))};
-  if (op == "Expand") return {expand(g, n)};
-  if (op == "Range") return {range(g, n)};
-  if (op == "GlobalAveragePool") {
+  if (op == Op::ArgMax || op == Op::ArgMin) return {arg_extreme(g, n)};
+  if (op == Op::TopK) return top_k(g, n);
+  if (op == Op::Where) return {broadcast(g, n, broadcast(g, n, in(g, n, 0), in(g, n, 1)), in(g, n, 2))};
+  if (op == Op::Expand) return {expand(g, n)};
+  if (op == Op::Range) return {range(g, n)};
+  if (op == Op::GlobalAveragePool) {
     Shape out = in(g, n, 0);
     std::fill(out.begin() + 2, out.end(), 1);
     return {out};
   }
-  if (op == "Reshape") {
+  if (op == Op::Reshape) {
     const Shape out = n.attrs.ints("shape");
     if (element_count(out) != element_count(in(g, n, 0)))
       fail(g, n, "cannot reshape " + to_string(in(g, n, 0)) + " to " + to_string(out));
     return {out};
   }
-  if (op == "Transpose") {
+  if (op == Op::Transpose) {
     const Shape& x = in(g, n, 0);
     Shape out;
     for (auto p : n.attrs.ints("perm")) out.push_back(x[static_cast<std::size_t>(p)]);
     return {out};
   }
-  if (op == "Gemm") return {gemm(g, n)};
-  if (op == "MatMul") return {matmul(g, n)};
-  if (op == "Concat") return {concat(g, n)};
-  if (op == "Split") return split(g, n);
-  if (op == "Slice") return {slice(n)};
-  if (op == "Resize") return {n.attrs.ints("sizes")};
-  if (op == "Pad") return {pad(g, n)};
-  if (op == "Gather") return {gather(g, n)};
-  fail(g, n, "no shape inference for operator " + op);
+  if (op == Op::Gemm) return {gemm(g, n)};
+  if (op == Op::MatMul) return {matmul(g, n)};
+  if (op == Op::Concat) return {concat(g, n)};
+  if (op == Op::Split) return split(g, n);
+  if (op == Op::Slice) return {slice(n)};
+  if (op == Op::Resize) return {n.attrs.ints("sizes")};
+  if (op == Op::Pad) return {pad(g, n)};
+  if (op == Op::Gather) return {gather(g, n)};
+  fail(g, n, "no shape inference for operator " + op_name(op));
 }
 
 }  // namespace sluice::nn::passes

@@ -30,7 +30,7 @@ struct OneNode {
   explicit OneNode(const std::string& op, const std::string& what = "") {
     g.source = "test:" + op + (what.empty() ? "" : " " + what);
     g.opset = 17;
-    g.nodes.push_back(Node{op + "_0", op, {}, {}, {}});
+    g.nodes.push_back(Node{op + "_0", op_from_name(op), {}, {}, {}});
   }
   Node& node() { return g.nodes.back(); }
   OneNode& input(const std::string& name, const Shape& shape) {

@@ -129,7 +129,7 @@ TEST_CASE("depthwise kernel variants match a double-precision loop", "[nn][nn_cu
         CUDA_CHECK(cudaMemsetAsync(dy.get(), 0xff, r_bytes.size(), stream.get()));  // NaN where nothing is written
         depthwise_conv2d(type, p, dy.get(), dx.get(), static_cast<const float*>(dw.get()),
                          t.bias ? static_cast<const float*>(db.get()) : nullptr, t.residual ? dr.get() : nullptr,
-                         ActivationParams{Activation::relu, 0.f, 0.f}, stream.get());
+                         ActivationParams{ActivationKind::relu, 0.f, 0.f}, stream.get());
         CUDA_CHECK(cudaStreamSynchronize(stream.get()));
         std::vector<unsigned char> got_bytes(r_bytes.size());
         CUDA_CHECK(cudaMemcpy(got_bytes.data(), dy.get(), got_bytes.size(), cudaMemcpyDeviceToHost));

@@ -42,17 +42,17 @@ Graph small_net(std::int64_t batch) {
   constant("fc_w", {10, 16}, 5);
   constant("fc_b", {10}, 6);
   auto ints = [](std::vector<std::int64_t> v) { return AttrValue(v); };
-  Node c1{"conv1", "Conv", {"image", "w1", "b1", ""}, {"a"}, {}};
+  Node c1{"conv1", Op::Conv, {"image", "w1", "b1", ""}, {"a"}, {}};
   c1.attrs.values = {{"strides", ints({1, 1})}, {"pads", ints({1, 1, 1, 1})}, {"dilations", ints({1, 1})},
                      {"group", std::int64_t{1}}, {"activation", std::string("Relu")}};
-  Node c2{"conv2", "Conv", {"a", "w2", "b2", "a"}, {"b"}, {}};
+  Node c2{"conv2", Op::Conv, {"a", "w2", "b2", "a"}, {"b"}, {}};
   c2.attrs = c1.attrs;
-  Node gap{"gap", "GlobalAveragePool", {"b"}, {"p"}, {}};
-  Node flat{"flatten", "Reshape", {"p"}, {"f"}, {}};
+  Node gap{"gap", Op::GlobalAveragePool, {"b"}, {"p"}, {}};
+  Node flat{"flatten", Op::Reshape, {"p"}, {"f"}, {}};
   flat.attrs.values["shape"] = ints({batch, 16});
-  Node fc{"fc", "Gemm", {"f", "fc_w", "fc_b"}, {"logits"}, {}};
+  Node fc{"fc", Op::Gemm, {"f", "fc_w", "fc_b"}, {"logits"}, {}};
   fc.attrs.values = {{"transB", std::int64_t{1}}};
-  Node sm{"softmax", "Softmax", {"logits"}, {"probs"}, {}};
+  Node sm{"softmax", Op::Softmax, {"logits"}, {"probs"}, {}};
   sm.attrs.values = {{"axis", std::int64_t{1}}};
   g.nodes = {c1, c2, gap, flat, fc, sm};
   g.shapes["a"] = g.shapes["b"] = {batch, 16, 16, 16};
@@ -103,15 +103,15 @@ Graph reshape_chain(std::int64_t batch) {
   g.opset = 17;
   g.inputs.push_back({"x", {batch, 6, 16}, ElementType::f32});
   auto shape_attr = [](std::vector<std::int64_t> v) { return AttrValue(v); };
-  Node relu{"relu", "Relu", {"x"}, {"r"}, {}};
-  Node s1{"to_4d", "Reshape", {"r"}, {"s"}, {}};
+  Node relu{"relu", Op::Relu, {"x"}, {"r"}, {}};
+  Node s1{"to_4d", Op::Reshape, {"r"}, {"s"}, {}};
   s1.attrs.values["shape"] = shape_attr({batch, 6, 2, 8});
-  Node s2{"to_2d", "Reshape", {"s"}, {"t"}, {}};
+  Node s2{"to_2d", Op::Reshape, {"s"}, {"t"}, {}};
   s2.attrs.values["shape"] = shape_attr({batch, 96});
-  Node mul{"square", "Mul", {"t", "t"}, {"m"}, {}};
-  Node back{"back", "Reshape", {"m"}, {"m3"}, {}};
+  Node mul{"square", Op::Mul, {"t", "t"}, {"m"}, {}};
+  Node back{"back", Op::Reshape, {"m"}, {"m3"}, {}};
   back.attrs.values["shape"] = shape_attr({batch, 6, 16});
-  Node add{"add", "Add", {"r", "m3"}, {"y"}, {}};
+  Node add{"add", Op::Add, {"r", "m3"}, {"y"}, {}};
   g.nodes = {relu, s1, s2, mul, back, add};
   g.shapes["x"] = g.shapes["r"] = g.shapes["m3"] = g.shapes["y"] = {batch, 6, 16};
   g.shapes["s"] = {batch, 6, 2, 8};
@@ -160,21 +160,21 @@ Graph spelled_gelu(std::int64_t tokens, std::int64_t width) {
   bias.f32 = random_values(static_cast<std::size_t>(width), 6);
   g.constants["scale"] = scale;
   g.constants["bias"] = bias;
-  Node norm{"norm", "LayerNormalization", {"x", "scale", "bias"}, {"n"}, {}};
+  Node norm{"norm", Op::LayerNormalization, {"x", "scale", "bias"}, {"n"}, {}};
   norm.attrs.values["axis"] = std::int64_t{-1};
   g.nodes = {norm,
-             Node{"div", "Div", {"n", "sqrt2"}, {"s"}, {}},
-             Node{"erf", "Erf", {"s"}, {"e"}, {}},
-             Node{"plus_one", "Add", {"e", "one"}, {"a"}, {}},
-             Node{"times_x", "Mul", {"n", "a"}, {"xa"}, {}},
-             Node{"half", "Mul", {"xa", "half"}, {"y"}, {}}};
+             Node{"div", Op::Div, {"n", "sqrt2"}, {"s"}, {}},
+             Node{"erf", Op::Erf, {"s"}, {"e"}, {}},
+             Node{"plus_one", Op::Add, {"e", "one"}, {"a"}, {}},
+             Node{"times_x", Op::Mul, {"n", "a"}, {"xa"}, {}},
+             Node{"half", Op::Mul, {"xa", "half"}, {"y"}, {}}};
   return g;
 }
 
 TEST_CASE("CUDA engine runs the fused Gelu like the CPU", "[nn][nn_cuda][engine]") {
   for (const auto& [tokens, width] : std::vector<std::pair<std::int64_t, std::int64_t>>{{5, 16}, {197, 768}}) {
     const Graph g = prepare(spelled_gelu(tokens, width), 2);
-    REQUIRE(std::count_if(g.nodes.begin(), g.nodes.end(), [](const Node& n) { return n.op == "Gelu"; }) == 1);
+    REQUIRE(std::count_if(g.nodes.begin(), g.nodes.end(), [](const Node& n) { return n.op == Op::Gelu; }) == 1);
     const auto inputs = random_inputs(g, 21);
     const auto want = run_cpu(g, inputs);
     for (Precision p : {Precision::f32, Precision::f16}) {

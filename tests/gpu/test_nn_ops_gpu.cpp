@@ -11,7 +11,9 @@
 
 #include "nn/passes.hpp"
 #include "nn_gpu_support.hpp"
+#include "kernels/half.hpp"
 #include "tests/nn/model_builder.hpp"
+#include "tests/nn/op_table_cases.hpp"
 
 using namespace sluice::nn;
 using namespace sluice::nn::test;
@@ -474,7 +476,7 @@ TEST_CASE("CUDA Linear matches the CPU", "[nn][nn_cuda][gemm][linear]") {
         .attr("pads", std::vector<std::int64_t>{0, 0, 0, 0}).attr("group", std::int64_t{1})
         .attr("activation", std::string());
     b.g.outputs.clear();
-    b.g.nodes.push_back(Node{"Linear_1", "Linear", {}, {}, {}});
+    b.g.nodes.push_back(Node{"Linear_1", Op::Linear, {}, {}, {}});
     b.input("a", {2, 4, 5, 8}).constant("lw", {8, 6}, 501).constant("lb", {6}, 502);
     b.node().inputs.push_back("c");
     b.output("y", {2, 4, 5, 6}).attr("activation", std::string("Relu"));
@@ -804,5 +806,46 @@ TEST_CASE("CUDA DepthToSpace SpaceToDepth Tile and InstanceNormalization match t
     m.weights("scale", {6}, random_values(6, 64, 0.5f, 1.5f)).weights("B", {6}, random_values(6, 65));
     m.node("InstanceNormalization", {"x", "scale", "B"}, {"y"});
     check_all_precisions(prepared_model(m, 3));
+  }
+}
+
+// The op table's elementwise ops (tests/nn/op_table_cases.hpp: every activation, unary and binary maths op the
+// backends run, picked from nn/ops.hpp) on random shapes with broadcasting, against the scalar reference the
+// op table names, computed on the inputs rounded to the element type. The device's formulas (__expf,
+// fminf/fmaxf) differ from the host's by a few ulp: the bounds are tolerance(p), as for the CPU comparisons.
+TEST_CASE("CUDA runs every elementwise op of the op table like its scalar reference", "[nn][nn_cuda][op_table]") {
+  auto rounded = [](Precision p, float v) {
+    if (p == Precision::f16) return sluice::kernels::half_bits_to_float(sluice::kernels::float_to_half_bits(v));
+    if (p == Precision::bf16) return sluice::kernels::bf16_bits_to_float(sluice::kernels::float_to_bf16_bits(v));
+    return v;
+  };
+  const auto ops = elementwise_table_ops();
+  REQUIRE(ops.size() >= 24);
+  std::mt19937 rng(13);
+  for (const Op op : ops) {
+    for (const Attributes& attrs : attribute_variants(op)) {
+      for (int trial = 0; trial < 6; ++trial) {
+        const ElementwiseShapes s = random_shapes(is_binary(op), rng);
+        const Graph g = elementwise_graph(op, attrs, s);
+        std::vector<std::vector<float>> inputs;
+        for (int operand = 0; operand < (s.b.empty() ? 1 : 2); ++operand) {
+          const Shape& shape = operand == 0 ? s.a : s.b;
+          inputs.emplace_back(static_cast<std::size_t>(element_count(shape)));
+          for (float& v : inputs.back()) v = random_operand(op, operand, rng);
+        }
+        for (Precision p : {Precision::f32, Precision::f16, Precision::bf16}) {
+          INFO(g.source << " attrs " << attrs.values.size() << " trial " << trial << " at " << to_string(p));
+          auto held = inputs;
+          for (auto& in : held)
+            for (float& v : in) v = rounded(p, v);
+          const auto want = reference_output(op, attrs, s, held);
+          CudaEngineOptions o;
+          o.precision = p;
+          CudaEngine engine(g, o);
+          const auto got = run_gpu(engine, held);
+          CHECK(relative_error(got[0], want) <= tolerance(p));
+        }
+      }
+    }
   }
 }

@@ -51,7 +51,7 @@ TEST_CASE("loader reads inputs outputs initializers and attributes", "[nn][onnx]
   REQUIRE(g.nodes.size() == 1);
   const Node& n = g.nodes[0];
   CHECK(n.name == "conv1");
-  CHECK(n.op == "Conv");
+  CHECK(n.op == Op::Conv);
   CHECK(n.inputs == std::vector<std::string>{"x", "w"});
   CHECK(n.attrs.ints("strides") == std::vector<std::int64_t>{1, 1});
   CHECK(n.attrs.s("auto_pad", "") == "NOTSET");
@@ -239,7 +239,7 @@ TEST_CASE("loader turns Constant nodes into constants", "[nn][onnx]") {
   m.node("Add", {"x", "c_tensor"}, {"y"});
   const Graph g = m.load();
   REQUIRE(g.nodes.size() == 1);
-  CHECK(g.nodes[0].op == "Add");
+  CHECK(g.nodes[0].op == Op::Add);
   CHECK(g.constants.at("c_tensor").f32 == std::vector<float>{3.f, 4.f});
   CHECK(g.constants.at("c_tensor").shape == Shape{2});
   CHECK(g.constants.at("c_floats").f32 == std::vector<float>{1.f, 2.f, 3.f});
