@@ -179,6 +179,9 @@ StageSpec parse_stage(const YAML::Node& node, int index, const std::string& file
   spec.name = given.count("name") ? given["name"].Scalar() : spec.kind;
   const std::string context = "stage '" + spec.name + "' (" + spec.kind + "): ";
 
+  if (spec.kind == "tee" && !branches)
+    fail(at, context + "a tee inside a branch is not supported (one tee per pipeline: give the first tee more "
+                       "branches)");
   const auto common = stage_common_keys();
   std::map<std::string, YAML::Node> own, shared;
   for (const auto& [key, value] : given) {
@@ -201,9 +204,6 @@ StageSpec parse_stage(const YAML::Node& node, int index, const std::string& file
       }
     } else fail(key_at, context + "unknown key '" + key + "' (valid: " + key_list(common, info->params) + ")");
   }
-  if (spec.kind == "tee" && !branches)
-    fail(at, context + "a tee inside a branch is not supported (one tee per pipeline: give the first tee more "
-                       "branches)");
   if (spec.kind == "tee" && !*branches)
     fail(at, context + "missing 'branches' (a list of at least two branches, each a list of stages ending in a sink)");
   ParamValues common_values;
