@@ -101,7 +101,7 @@ FrameLedger::Totals run_bounded(PipelinePlan plan, PipelineSnapshot* snap = null
 
 }  // namespace
 
-TEST_CASE("tee: branches parse into a flat list with their queues; check prints the graph", "[tee][config]") {
+TEST_CASE("tee: branches parse into a flat list with their queues - check prints the graph", "[tee][config]") {
   const std::string yaml = tee_yaml(8,
                                     "      - - kind: sink\n          name: a\n          type: \"null\"\n"
                                     "      - leaky: oldest\n        queue_depth: 2\n        stages:\n"
@@ -179,7 +179,7 @@ TEST_CASE("tee: configuration errors name the file, the line and what is wrong",
              Contains("stage 'split' (tee): a tee needs execution: pipelined"));
 }
 
-TEST_CASE("tee: three sinks each get every frame once; the ledger counts each frame once", "[tee][pipeline]") {
+TEST_CASE("tee: three sinks each get every frame once - the ledger counts each frame once", "[tee][pipeline]") {
   const fs::path dir = fresh_dir("three");
   const std::string yaml =
       tee_yaml(101,
@@ -211,7 +211,7 @@ TEST_CASE("tee: three sinks each get every frame once; the ledger counts each fr
   fs::remove_all(dir);
 }
 
-TEST_CASE("tee: a leaky branch behind a slow stage drops its share; the other branch gets every frame", "[tee][pipeline]") {
+TEST_CASE("tee: a leaky branch behind a slow stage drops its share - the other branch gets every frame", "[tee][pipeline]") {
   const fs::path dir = fresh_dir("leaky");
   const std::string yaml =
       tee_yaml(400,
