@@ -154,7 +154,9 @@ std::map<std::string, YAML::Node> entries(const YAML::Node& map, const std::stri
   return out;
 }
 
-StageSpec parse_stage(const YAML::Node& node, int index, const std::string& file, int default_depth) {
+// `branches` receives a tee's `branches` entry (a tee without one is refused).
+StageSpec parse_stage(const YAML::Node& node, int index, const std::string& file, int default_depth,
+                      std::optional<YAML::Node>* branches = nullptr) {
   const SourceLocation at = where(file, node);
   const std::string ordinal = "stage #" + std::to_string(index + 1);
   if (!node.IsMap()) fail(at, ordinal + ": expected a mapping with at least 'kind'");
@@ -177,12 +179,17 @@ StageSpec parse_stage(const YAML::Node& node, int index, const std::string& file
   spec.name = given.count("name") ? given["name"].Scalar() : spec.kind;
   const std::string context = "stage '" + spec.name + "' (" + spec.kind + "): ";
 
+  if (spec.kind == "tee" && !branches)
+    fail(at, context + "a tee inside a branch is not supported (one tee per pipeline: give the first tee more "
+                       "branches)");
   const auto common = stage_common_keys();
   std::map<std::string, YAML::Node> own, shared;
   for (const auto& [key, value] : given) {
     SourceLocation key_at = where(file, value);
     spec.key_where[key] = key_at;
-    if (find_key(common, key)) shared.emplace(key, value);
+    if (key == "branches" && spec.kind == "tee" && branches) {
+      *branches = value;
+    } else if (find_key(common, key)) shared.emplace(key, value);
     else if (find_key(info->params, key)) own.emplace(key, value);
     else if (value.IsMap() && has_block(info->params, key)) {
       // A block (`detect: {iou_threshold: 0.5}`) holds the keys declared as "detect.iou_threshold".
@@ -197,6 +204,8 @@ StageSpec parse_stage(const YAML::Node& node, int index, const std::string& file
       }
     } else fail(key_at, context + "unknown key '" + key + "' (valid: " + key_list(common, info->params) + ")");
   }
+  if (spec.kind == "tee" && !*branches)
+    fail(at, context + "missing 'branches' (a list of at least two branches, each a list of stages ending in a sink)");
   ParamValues common_values;
   fill_params(common, shared, file, at, context, common_values);
   fill_params(info->params, own, file, at, context, spec.params);
@@ -257,6 +266,66 @@ void refuse_deep_nesting(const std::string& text, const std::string& file) {
   }
 }
 
+// A tee's branches: each a list of stages (the queue into it takes the tee's queue_depth and leaky), or a mapping
+// with `stages` and its own `queue_depth` / `leaky` for the queue from the tee into it.
+template <class AddStage>
+void parse_branches(const YAML::Node& node, const std::string& file, int depth, PipelineSpec& spec,
+                    AddStage&& add_stage) {
+  const StageSpec tee = spec.stages[static_cast<std::size_t>(spec.tee)];  // a copy: add_stage grows the list
+  const std::string context = "stage '" + tee.name + "' (tee): ";
+  if (!node.IsSequence())
+    fail(where(file, node), context + "'branches' must be a list of branches, each a list of stages ending in a sink");
+  if (node.size() < 2)
+    fail(where(file, node), context + "a tee needs at least two branches, got " + std::to_string(node.size()) +
+                                " (with one, put its stages after the tee's upstream stage and drop the tee)");
+  const std::vector<ParamSpec> keys = {
+      {"stages", ParamType::string, "", "the branch's stages, ending in a sink"},
+      {"queue_depth", ParamType::integer, "", "depth of the queue from the tee into this branch", 1.0, 1024.0},
+      {"leaky", ParamType::choice, "no", "when the queue into this branch is full: no = block the tee, oldest/newest = "
+                                         "drop that batch in this branch", {}, {}, {"no", "oldest", "newest"}}};
+  for (std::size_t b = 0; b < node.size(); ++b) {
+    const YAML::Node& entry = node[b];
+    const std::string which = context + "branch " + std::to_string(b + 1) + ": ";
+    BranchSpec branch;
+    branch.where = where(file, entry);
+    branch.queue_depth = tee.queue_depth;
+    branch.queue_policy = tee.queue_policy;
+    // An optional, not a Node assigned to: yaml-cpp's Node::operator= rewrites the node it refers to.
+    std::optional<YAML::Node> stages;
+    if (!entry.IsMap()) stages.emplace(entry);
+    if (entry.IsMap()) {
+      std::map<std::string, YAML::Node> queue;
+      for (const auto& [key, value] : entries(entry, file)) {
+        if (key == "stages") stages.emplace(value);
+        else if (key == "queue_depth" || key == "leaky") queue.emplace(key, value);
+        else fail(where(file, value), which + "unknown key '" + key + "' (valid: stages, queue_depth, leaky)");
+      }
+      if (!stages) fail(branch.where, which + "missing 'stages' (a list of stages ending in a sink)");
+      ParamValues values;
+      fill_params({keys[1], keys[2]}, queue, file, branch.where, which, values);
+      if (values.was_given("queue_depth")) branch.queue_depth = static_cast<int>(values.integer("queue_depth"));
+      if (values.was_given("leaky")) {
+        const std::string& leaky = values.string("leaky");
+        branch.queue_policy = leaky == "oldest" ? QueuePolicy::leaky_oldest
+                              : leaky == "newest" ? QueuePolicy::leaky_newest
+                                                  : QueuePolicy::block;
+      }
+    }
+    if (!stages->IsSequence() || stages->size() == 0)
+      fail(where(file, *stages), which + "expected a list of stages ending in a sink (or a mapping with 'stages', "
+                                        "'queue_depth', 'leaky')");
+    branch.first = spec.stages.size();
+    branch.count = stages->size();
+    const YAML::Node& list = *stages;
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      StageSpec st = parse_stage(list[i], static_cast<int>(i), file, depth);
+      st.branch = static_cast<int>(b);
+      add_stage(std::move(st));
+    }
+    spec.branches.push_back(branch);
+  }
+}
+
 }  // namespace
 
 PipelineSpec parse_pipeline(const std::string& yaml_text, const std::string& file) {
@@ -309,14 +378,25 @@ PipelineSpec parse_pipeline(const std::string& yaml_text, const std::string& fil
   if (!stages_node.IsSequence() || stages_node.size() < 2)
     fail(where(file, stages_node), "'stages' must be a list of at least two stages (a source and a sink)");
   std::set<std::string> names;
-  for (std::size_t i = 0; i < stages_node.size(); ++i) {
-    StageSpec st = parse_stage(stages_node[i], static_cast<int>(i), file, depth);
+  auto add_stage = [&](StageSpec st) {
     if (!names.insert(st.name).second)
-      fail(st.where, "stage name '" + st.name + "' is used twice (give one a distinct 'name')");
+      fail(st.where, "stage name '" + st.name + "' is used twice (names are unique across the trunk and every "
+                     "branch of a tee: give one a distinct 'name')");
     spec.stages.push_back(std::move(st));
+  };
+  std::optional<YAML::Node> branches;
+  for (std::size_t i = 0; i < stages_node.size(); ++i) {
+    if (branches)
+      fail(where(file, stages_node[i]), "stage #" + std::to_string(i + 1) + " follows the tee '" +
+                                            spec.stages[static_cast<std::size_t>(spec.tee)].name +
+                                            "': a tee is the trunk's last stage; put what follows it in its branches");
+    StageSpec st = parse_stage(stages_node[i], static_cast<int>(i), file, depth, &branches);
+    if (branches) spec.tee = static_cast<int>(spec.stages.size());
+    add_stage(std::move(st));
   }
+  if (branches) parse_branches(*branches, file, depth, spec, add_stage);
   if (spec.stages.size() > static_cast<std::size_t>(kMaxStages))
-    fail(where(file, stages_node), "at most " + std::to_string(kMaxStages) + " stages are supported");
+    fail(where(file, stages_node), "at most " + std::to_string(kMaxStages) + " stages are supported (counting every branch's)");
   return spec;
 }
 
@@ -347,7 +427,7 @@ std::string describe_pipeline_keys() {
   StageInfo common{"(every stage)", StageRole::transform, "keys every stage entry takes", stage_common_keys(), {}};
   auto strip = [](std::string s) { return s.substr(s.find(':') + 2); };
   return "pipeline file, top-level keys: " + strip(describe_stage(top)) +
-         "  stages  list of stages, a source first and a sink last\n\nevery stage entry: " +
+         "  stages  list of stages, a source first and a sink last (or a tee last, whose `branches` each end in a sink)\n\nevery stage entry: " +
          strip(describe_stage(common));
 }
 

@@ -29,6 +29,16 @@ struct StageSpec {
   // The queue after this stage (unused for the last one).
   int queue_depth = 4;
   QueuePolicy queue_policy = QueuePolicy::block;
+  int branch = -1;  // which branch of the tee the stage is in (-1: the trunk, before and including the tee)
+};
+
+// One branch of a tee: its stages lie at stages[first, first + count) of the (flattened) PipelineSpec, the last a
+// sink; the queue from the tee into the branch has its own depth and policy.
+struct BranchSpec {
+  SourceLocation where;
+  std::size_t first = 0, count = 0;
+  int queue_depth = 4;
+  QueuePolicy queue_policy = QueuePolicy::block;
 };
 
 // How the service exposes itself; sluiced's command-line options override these.
@@ -49,7 +59,11 @@ struct PipelineSpec {
   int batch_size = 8;
   std::int64_t batch_timeout_us = 10'000;
   std::int64_t latency_budget_ns = 0;  // 0: none
+  // Every stage, flattened: the trunk (source first; with a tee, the tee last), then each branch's stages in
+  // order. Without a tee `branches` is empty and the last stage is the sink.
   std::vector<StageSpec> stages;
+  int tee = -1;  // index of the tee stage in `stages`, -1: none (a linear pipeline)
+  std::vector<BranchSpec> branches;
   ServiceSettings service;
   std::string state_dir;  // resumable jobs' ledgers: --state-dir, else $STATE_DIRECTORY (systemd), else empty
 };

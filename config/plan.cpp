@@ -105,19 +105,49 @@ PipelinePlan plan_pipeline(const PipelineSpec& spec) {
   plan.latency_budget_ns = spec.latency_budget_ns;
   plan.batch_size = spec.batch_size;
   plan.batch_timeout_us = spec.batch_timeout_us;
-  std::vector<std::string> names;
-  for (const auto& st : spec.stages) names.push_back(st.name);
-
+  plan.tee = spec.tee;
+  for (const auto& b : spec.branches) plan.branches.push_back({b.first, b.first + b.count - 1, b.queue_depth, b.queue_policy});
+  if (spec.tee >= 0 && spec.execution == Execution::serial)
+    throw ConfigError(spec.stages[static_cast<std::size_t>(spec.tee)].where.str() + ": stage '" +
+                      spec.stages[static_cast<std::size_t>(spec.tee)].name +
+                      "' (tee): a tee needs execution: pipelined (each branch runs on its own threads)");
   const std::size_t n = spec.stages.size();
-  std::optional<PayloadDesc> upstream;
+  const std::size_t trunk = spec.tee >= 0 ? static_cast<std::size_t>(spec.tee) + 1 : n;
+  std::optional<PayloadDesc> upstream, tee_output;
   for (std::size_t i = 0; i < n; ++i) {
     const StageSpec& ss = spec.stages[i];
     const StageInfo& info = *StageRegistry::builtin().find(ss.kind);
     const std::string where = ss.where.str() + ": stage '" + ss.name + "' (" + ss.kind + "): ";
-    const StageRole expected = i == 0 ? StageRole::source : i + 1 == n ? StageRole::sink : StageRole::transform;
-    if (info.role != expected)
-      throw ConfigError(where + "is " + role_name(info.role) + " but position " + std::to_string(i + 1) + " needs " +
-                        role_name(expected) + " (a pipeline is one source, transforms, one sink)");
+    // The stage's path from the source: the trunk, then its own branch up to it.
+    std::vector<std::string> names;
+    int upstream_index = static_cast<int>(i) - 1;
+    if (ss.branch < 0) {
+      const StageRole expected = i == 0 ? StageRole::source : i + 1 == n ? StageRole::sink : StageRole::transform;
+      if (info.role != expected)
+        throw ConfigError(where + "is " + role_name(info.role) + " but position " + std::to_string(i + 1) + " needs " +
+                          role_name(expected) +
+                          (spec.tee >= 0 ? " (a pipeline is one source and transforms up to its tee; each branch "
+                                           "of the tee ends in a sink)"
+                                         : " (a pipeline is one source, transforms, one sink)"));
+      for (std::size_t j = 0; j < trunk; ++j) names.push_back(spec.stages[j].name);
+    } else {
+      const BranchSpec& b = spec.branches[static_cast<std::size_t>(ss.branch)];
+      const bool last = i + 1 == b.first + b.count;
+      const std::string which = "branch " + std::to_string(ss.branch + 1) + " of tee '" + spec.stages[trunk - 1].name + "'";
+      if (info.role == StageRole::source)
+        throw ConfigError(where + "is a source, which cannot be in " + which + " (a branch is transforms, then one sink)");
+      if (last && info.role != StageRole::sink)
+        throw ConfigError(where + "is the last stage of " + which + " but is " + role_name(info.role) +
+                          " (every branch ends in a sink)");
+      if (!last && info.role == StageRole::sink)
+        throw ConfigError(where + "is a sink before the end of " + which +
+                          " (a sink is the last stage of its branch; for another sink, add a branch)");
+      if (i == b.first) upstream = tee_output, upstream_index = static_cast<int>(trunk) - 1;
+      for (std::size_t j = 0; j < trunk; ++j) names.push_back(spec.stages[j].name);
+      for (std::size_t j = b.first; j < b.first + b.count; ++j) names.push_back(spec.stages[j].name);
+    }
+    const int position = ss.branch < 0 ? static_cast<int>(i)
+                                       : static_cast<int>(trunk + (i - spec.branches[static_cast<std::size_t>(ss.branch)].first));
     if (spec.execution == Execution::serial && ss.kind == "decode" && ss.params.all().count("uri"))
       for (const auto& uri : ss.params.strings("uri"))
         if (is_redis_uri(uri))  // serial: the sink finishes an input only when a batch passes
@@ -130,13 +160,16 @@ PipelinePlan plan_pipeline(const PipelineSpec& spec) {
     ps.input = upstream;
     ps.queue_depth = ss.queue_depth;
     ps.queue_policy = ss.queue_policy;
+    ps.branch = ss.branch;
+    ps.upstream = upstream_index;
+    ps.position = position;
     for (const auto& [name, value] : ss.params.all()) {
       const std::string text = format_param(value);
       ps.params += (ps.params.empty() ? "" : " ") + name + "=" + (text.empty() ? "\"\"" : text) +
                    (ss.params.was_given(name) ? "" : "*");
     }
     StageInit init{ss.name, ss.params, upstream, plan.device, spec.batch_size, spec.batch_timeout_us, names,
-                   static_cast<int>(i), spec.file, plan.shared, spec.state_dir, spec.latency_budget_ns};
+                   position, spec.file, plan.shared, spec.state_dir, spec.latency_budget_ns};
     try {
       ps.stage = info.make(init);
     } catch (const ConfigError& e) {
@@ -148,6 +181,7 @@ PipelinePlan plan_pipeline(const PipelineSpec& spec) {
       const int in_flight = spec.execution == Execution::serial ? 1 : ps.queue_depth + 2;
       ps.pool_slots = ps.stage->forwards_input() ? 0 : in_flight;
       upstream = ps.output;
+      if (static_cast<int>(i) == spec.tee) tee_output = ps.output;
     }
     plan.stages.push_back(std::move(ps));
   }
@@ -183,18 +217,34 @@ std::string describe_plan(const PipelinePlan& plan) {
     std::string stream = "host thread";
     if (plan.device == Device::cuda && ps.stage->uses_gpu())
       stream = plan.execution == Execution::serial ? "shared stream" : "stream " + std::to_string(++stream_no);
-    out += "  " + std::to_string(i + 1) + ". " + ps.name + " (" + ps.kind + ", " + stream + ")";
+    const std::string indent = ps.branch >= 0 ? "    " : "";
+    if (ps.branch >= 0 && plan.branches[static_cast<std::size_t>(ps.branch)].first == i) {
+      const auto& b = plan.branches[static_cast<std::size_t>(ps.branch)];
+      out += "  branch " + std::to_string(ps.branch + 1) + " of '" + plan.stages[static_cast<std::size_t>(plan.tee)].name +
+             "' (stages " + std::to_string(b.first + 1) + "-" + std::to_string(b.last + 1) + ", ending in '" +
+             plan.stages[b.last].name + "'), fed by a queue: depth " + std::to_string(b.queue_depth) + ", " +
+             (b.queue_policy == QueuePolicy::block ? std::string("blocking (lossless)")
+                                                   : "leaky: " + std::string(to_string(b.queue_policy))) + "\n";
+    }
+    out += indent + "  " + std::to_string(i + 1) + ". " + ps.name + " (" + ps.kind + ", " + stream + ")";
     if (ps.role != StageRole::sink) out += " -> " + ps.output.describe();
     out += "\n";
-    if (!ps.params.empty()) out += "       params: " + ps.params + "\n";
-    if (const std::string note = ps.stage->plan_note(); !note.empty()) out += "       chose: " + note + "\n";
-    if (ps.pool_slots > 0)
-      out += "       pool: " + std::to_string(ps.pool_slots) + " x " + mib(ps.output.batch_bytes()) + " " +
+    if (!ps.params.empty()) out += indent + "       params: " + ps.params + "\n";
+    if (const std::string note = ps.stage->plan_note(); !note.empty()) out += indent + "       chose: " + note + "\n";
+    if (static_cast<int>(i) == plan.tee) {
+      std::string heads;
+      for (std::size_t b = 0; b < plan.branches.size(); ++b)
+        heads += std::string(b ? ", " : "") + "'" + plan.stages[plan.branches[b].first].name + "' (branch " + std::to_string(b + 1) + ")";
+      out += "       feeds " + std::to_string(plan.branches.size()) + " branches: " + heads +
+             "; each gets every batch by reference (no copy), the batch returns to its pool when the last branch "
+             "released it; a frame is delivered once every branch's sink delivered it\n";
+    } else if (ps.pool_slots > 0)
+      out += indent + "       pool: " + std::to_string(ps.pool_slots) + " x " + mib(ps.output.batch_bytes()) + " " +
              to_string(ps.output.memory) + "\n";
     else if (ps.role != StageRole::sink)
-      out += "       forwards its input (no pool)\n";
-    if (i + 1 < plan.stages.size())
-      out += "       queue: depth " + std::to_string(ps.queue_depth) + ", " +
+      out += indent + "       forwards its input (no pool)\n";
+    if (ps.role != StageRole::sink && static_cast<int>(i) != plan.tee)
+      out += indent + "       queue: depth " + std::to_string(ps.queue_depth) + ", " +
              (ps.queue_policy == QueuePolicy::block ? std::string("blocking (lossless)")
                                                     : "leaky: " + std::string(to_string(ps.queue_policy))) + "\n";
   }

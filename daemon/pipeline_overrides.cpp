@@ -243,6 +243,9 @@ AppliedOverrides::AppliedOverrides(PipelineSpec& spec, const PipelineOverrides& 
 
   if (o.output) {
     StageSpec& sink = spec.stages.back();
+    if (spec.tee >= 0)
+      refuse("--output", *o.output, "the pipeline has a tee with " + std::to_string(spec.branches.size()) +
+                                        " branches, each with its sink: set their paths in the file");
     if (sink.kind != "sink")
       refuse("--output", *o.output, "the pipeline's last stage is '" + sink.name + "' (" + sink.kind +
                                         "), not a sink stage");

@@ -1,6 +1,7 @@
 #pragma once
 // A batch of frames or tensors in one pool slot, and the move-only lease that owns a slot while in use.
 #include <array>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -37,11 +38,19 @@ struct Batch {
   bool ready_pending = false, release_pending = false;
   BatchPool* pool = nullptr;
   std::uint32_t slot = 0;
+  // Shared by a tee's branches (by reference, never copied): `holders` leases own the batch and the last one
+  // gives it back to its pool. While `shared`, no branch writes it (metadata, events): each branch's consumer
+  // records its own released event, branch_released[branch], and the pool's next writer waits on all of them.
+  std::atomic<int> holders{1};
+  bool shared = false;
+  std::vector<Event> branch_released;                 // one per branch, when the pool has events and a tee
+  std::vector<std::uint8_t> branch_release_pending;   // bytes, not vector<bool>: branches set their own
 
   std::byte* item(int i) const noexcept { return memory.data() + desc.item_bytes() * static_cast<std::size_t>(i); }
 };
 
-// Owns one pool slot; giving it up (destruction or reset) returns the slot to its pool.
+// Owns one pool slot (or one share of a tee's shared batch); giving it up (destruction or reset) returns the slot
+// to its pool once no other lease holds it.
 class BatchLease {
  public:
   BatchLease() = default;

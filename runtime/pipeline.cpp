@@ -7,6 +7,7 @@
 
 #include "runtime/errors.hpp"
 #include "runtime/job_ledger.hpp"
+#include "runtime/latency_budget.hpp"
 #include "runtime/thread_name.hpp"
 
 namespace sluice {
@@ -26,11 +27,22 @@ struct Pipeline::StageRuntime {
   StageContext ctx;
   std::unique_ptr<BatchPool> pool;
   std::unique_ptr<BoundedQueue<Batch*>> out_queue;
+  std::vector<std::unique_ptr<BoundedQueue<Batch*>>> branch_queues;  // the tee: one into each branch
+  BoundedQueue<Batch*>* in_queue = nullptr;                          // the upstream stage's (or branch) queue
+  std::vector<std::size_t> path;  // the stages from the source to this one (index by stage_done_ns position)
+  std::vector<std::shared_ptr<Finishing>> finishing;  // a sink: completed inputs it has yet to finish
   GpuTimer timer;
   StageCounters counters;
   mutable std::mutex trace_mu;  // the stage thread appends while a reader may copy
   std::vector<TraceSlice> gpu_trace, host_trace;  // the current recording, up to their capacity
   bool opened = false;
+};
+
+struct Pipeline::Finishing {
+  InputProgress progress;
+  std::size_t pending = 0;  // sinks yet to finish it
+  std::vector<std::string> outputs;
+  std::string error;  // the first sink's that failed to finish it
 };
 
 namespace {
@@ -62,6 +74,11 @@ Pipeline::Pipeline(PipelinePlan plan) : plan_(std::move(plan)) {
   if (gpu && serial) shared = Stream::create();
   for (std::size_t i = 0; i < plan_.stages.size(); ++i) {
     auto& ps = plan_.stages[i];
+    if (plan_.tee < 0) {  // a linear pipeline (also one a caller assembled by hand): each stage feeds the next
+      ps.branch = -1;
+      ps.upstream = static_cast<int>(i) - 1;
+      ps.position = static_cast<int>(i);
+    }
     auto rt = std::make_unique<StageRuntime>();
     if (gpu && ps.stage->uses_gpu()) {
       if (!serial) rt->stream = Stream::create();
@@ -69,12 +86,25 @@ Pipeline::Pipeline(PipelinePlan plan) : plan_(std::move(plan)) {
       rt->timer = GpuTimer(kTimerSlots);
     }
     if (ps.pool_slots > 0) {
-      rt->pool = std::make_unique<BatchPool>(ps.name, ps.output, ps.pool_slots, gpu);
+      rt->pool = std::make_unique<BatchPool>(ps.name, ps.output, ps.pool_slots, gpu,
+                                             static_cast<int>(plan_.branches.size()));
       rt->ctx.out_pool = rt->pool.get();
     }
-    if (i + 1 < plan_.stages.size())
+    if (static_cast<int>(i) == plan_.tee) {
+      for (const auto& b : plan_.branches)
+        rt->branch_queues.push_back(std::make_unique<BoundedQueue<Batch*>>(static_cast<std::size_t>(b.queue_depth), b.queue_policy));
+    } else if (ps.role != StageRole::sink) {
       rt->out_queue = std::make_unique<BoundedQueue<Batch*>>(static_cast<std::size_t>(ps.queue_depth),
                                                              serial ? QueuePolicy::block : ps.queue_policy);
+    }
+    if (ps.role == StageRole::sink) ++sinks_;
+    if (i > 0) {
+      const auto up = static_cast<std::size_t>(ps.upstream);
+      rt->in_queue = static_cast<int>(up) == plan_.tee ? rt_[up]->branch_queues[static_cast<std::size_t>(ps.branch)].get()
+                                                      : rt_[up]->out_queue.get();
+      rt->path = rt_[up]->path;
+    }
+    rt->path.push_back(i);
     rt->ctx.stop = &stop_;
     rt->ctx.pause = &paused_;
     rt_.push_back(std::move(rt));
@@ -247,7 +277,26 @@ void Pipeline::close_stage(std::size_t i) noexcept {
   auto& rt = *rt_[i];
   const auto& name = plan_.stages[i].name;
   try {
-    if (rt.opened && plan_.stages[i].role == StageRole::sink) finish_inputs(i);  // what the last batches completed
+    if (plan_.stages[i].role == StageRole::sink) {
+      if (rt.opened) finish_inputs(i);  // what the last batches completed
+      if (sinks_ > 1) {
+        // Several sinks (a tee): an input completes only once every branch settled its frames, maybe after this
+        // sink's last batch. Wait for the other sinks to end, finishing what completes meanwhile, then once more.
+        {
+          std::lock_guard lock(finish_mu_);
+          ++sinks_ended_;
+        }
+        finish_cv_.notify_all();
+        for (;;) {
+          {
+            std::unique_lock lock(finish_mu_);
+            if (finish_cv_.wait_for(lock, std::chrono::milliseconds(100), [&] { return sinks_ended_ == sinks_; })) break;
+          }
+          if (rt.opened) finish_inputs(i);
+        }
+        if (rt.opened) finish_inputs(i);
+      }
+    }
     if (rt.opened) plan_.stages[i].stage->close(rt.ctx);
     if (rt.ctx.stream) {
       gpu::stream_synchronize(rt.ctx.stream);  // shutdown: finish the timing events
@@ -275,11 +324,61 @@ void Pipeline::fail_frames(std::size_t i, const Batch* in, const std::string& wh
   const auto& ps = plan_.stages[i];
   rt_[i]->counters.errors++;
   const std::string msg = "stage '" + ps.name + "' (" + ps.kind + ")" + first_frame(in) + ": " + what;
-  if (in && in->count > 0) {
-    ledger_.failed(in->frames, msg);
-    plan_.shared->inputs.settle(in->frames, FrameFate::failed);
-  }
+  if (in && in->count > 0) settle(i, in->frames, FrameFate::failed, msg);
   spdlog::error("{}", msg);
+}
+
+void Pipeline::settle(std::size_t i, std::span<const FrameMeta> frames, FrameFate fate, const std::string& reason,
+                      std::int64_t sink_ns, const std::array<std::int64_t, kMaxStages>* done) {
+  const int branch = plan_.stages[i].branch;
+  if (branch < 0) return settle_final(i, frames, fate, reason, sink_ns, done);
+  // A branch's report: the frame's fate waits for the other branches'.
+  const auto& b = plan_.branches[static_cast<std::size_t>(branch)];
+  const std::string why = fate == FrameFate::delivered ? std::string()
+                          : "branch " + std::to_string(branch + 1) + " ('" + plan_.stages[b.last].name + "'): " + reason;
+  const auto rank = [](FrameFate f) { return f == FrameFate::failed ? 2 : f == FrameFate::dropped ? 1 : 0; };
+  struct Group {
+    FrameFate fate;
+    std::string reason;
+    std::vector<FrameMeta> frames;
+  };
+  std::vector<Group> settled;
+  {
+    std::lock_guard lock(join_mu_);
+    for (const auto& f : frames) {
+      const FrameKey key{f.source_id, f.sequence};
+      const auto it = joining_.try_emplace(key).first;
+      Joining& j = it->second;
+      if (rank(fate) > rank(j.fate)) j.fate = fate, j.reason = why;  // the first worst fate and its reason
+      if (++j.reports < static_cast<int>(plan_.branches.size())) continue;
+      auto g = std::find_if(settled.begin(), settled.end(), [&](const Group& x) { return x.fate == j.fate && x.reason == j.reason; });
+      if (g == settled.end()) g = settled.insert(settled.end(), Group{j.fate, j.reason, {}});
+      g->frames.push_back(f);
+      joining_.erase(it);
+    }
+  }
+  for (const auto& g : settled) settle_final(i, g.frames, g.fate, g.reason, sink_ns, done);
+}
+
+void Pipeline::settle_final(std::size_t i, std::span<const FrameMeta> frames, FrameFate fate, const std::string& reason,
+                            std::int64_t sink_ns, const std::array<std::int64_t, kMaxStages>* done) {
+  if (frames.empty()) return;
+  switch (fate) {
+    case FrameFate::delivered: {
+      for (const auto& f : frames) latency_.record(sink_ns - f.capture_ns);
+      ledger_.delivered(frames);
+      const auto& path = rt_[i]->path;
+      for (const auto& f : frames) {
+        if (!is_late(f, sink_ns)) continue;
+        ledger_.late(f);  // delivered all the same: late is counted, never a reason to drop
+        if (done) rt_[path[std::min(dominant_stage(f, *done, path.size()), path.size() - 1)]]->counters.late++;
+      }
+      break;
+    }
+    case FrameFate::dropped: ledger_.dropped(frames, reason); break;
+    case FrameFate::failed: ledger_.failed(frames, reason); break;
+  }
+  plan_.shared->inputs.settle(frames, fate);
 }
 
 // Inputs whose every frame is settled: the sink commits their outputs, then the job ledger records them.
@@ -288,50 +387,85 @@ void Pipeline::fail_frames(std::size_t i, const Batch* in, const std::string& wh
 void Pipeline::finish_inputs(std::size_t sink) {
   auto& shared = *plan_.shared;
   auto& rt = *rt_[sink];
-  for (const InputProgress& p : shared.inputs.take_completed()) {
-    // What the input's source hears at the end (a Redis source acknowledges done and failed ones only).
-    InputResult result{p.source_id, p.uri, InputOutcome::retry, {}, p.options};
-    struct Tell {
-      const InputOutcomes& outcomes;
-      const InputResult& result;
-      ~Tell() { outcomes.notify(result); }
-    } tell{shared.outcomes, result};
-    if (p.interrupted) {  // stopped mid-way: the sink discards its partial outputs; the next run redoes it
-      result.reason = "interrupted";
-      continue;
+  std::vector<std::shared_ptr<Finishing>> mine;
+  {
+    // Whichever sink takes the completed inputs hands each to every sink (one, without a tee).
+    std::lock_guard lock(finish_mu_);
+    for (InputProgress& p : shared.inputs.take_completed()) {
+      auto f = std::make_shared<Finishing>();
+      f->progress = std::move(p);
+      f->pending = sinks_;
+      for (std::size_t k = 0; k < rt_.size(); ++k)
+        if (plan_.stages[k].role == StageRole::sink) rt_[k]->finishing.push_back(f);
     }
+    mine.swap(rt.finishing);
+  }
+  for (const auto& f : mine) {
+    const InputProgress& p = f->progress;
     std::vector<std::string> outputs;
-    try {
-      outputs = plan_.stages[sink].stage->finish_input(p, rt.ctx);
-    } catch (const std::exception& e) {
-      rt.counters.errors++;
-      spdlog::error("stage '{}': finishing the outputs of '{}' failed: {}", plan_.stages[sink].name, p.uri, e.what());
-      result.reason = std::string("finishing its outputs failed: ") + e.what();
-      continue;
-    }
-    if (!p.error.empty()) spdlog::warn("input '{}' ({}): {}", p.uri, p.source, p.error);
-    const bool input_failed = !p.error.empty();
-    if (p.failed > 0 && !input_failed) result.reason = std::to_string(p.failed) + " frames failed in a stage";
-    if (!shared.job || is_live(p.kind)) {  // no ledger: committed once the sink finished it
-      if (input_failed) result.fail(p.error);
-      else if (p.failed == 0) result.outcome = InputOutcome::done;
-      continue;
-    }
-    try {
-      if (input_failed) {
-        shared.job->failed(p.uri, p.error, p.delivered, p.options);  // the records it did write
-        result.fail(p.error);
-      } else if (p.failed == 0) {
-        shared.job->done(p.uri, p.delivered, outputs, p.options);
-        result.outcome = InputOutcome::done;
-      } else {
-        spdlog::warn("input '{}': {} frames failed; not recorded as done, a restart does it again", p.uri, p.failed);
+    std::string error;
+    if (!p.interrupted) {  // stopped mid-way: the sink discards its partial outputs; the next run redoes it
+      try {
+        outputs = plan_.stages[sink].stage->finish_input(p, rt.ctx);
+      } catch (const std::exception& e) {
+        rt.counters.errors++;
+        spdlog::error("stage '{}': finishing the outputs of '{}' failed: {}", plan_.stages[sink].name, p.uri, e.what());
+        error = std::string("finishing its outputs failed: ") + e.what();
       }
-    } catch (const std::exception& e) {
-      spdlog::error("job ledger {}: {}", shared.job->path().string(), e.what());
-      result.outcome = InputOutcome::retry;
-      result.reason = std::string("the job ledger: ") + e.what();
     }
+    bool last = false;
+    {
+      std::lock_guard lock(finish_mu_);
+      f->outputs.insert(f->outputs.end(), outputs.begin(), outputs.end());
+      if (f->error.empty()) f->error = error;
+      last = --f->pending == 0;
+    }
+    if (last) conclude_input(*f);
+  }
+}
+
+// Every sink finished the input: the job ledger records it, its source hears the outcome.
+void Pipeline::conclude_input(const Finishing& f) {
+  auto& shared = *plan_.shared;
+  const InputProgress& p = f.progress;
+  // What the input's source hears at the end (a Redis source acknowledges done and failed ones only).
+  InputResult result{p.source_id, p.uri, InputOutcome::retry, {}, p.options};
+  struct Tell {
+    const InputOutcomes& outcomes;
+    const InputResult& result;
+    ~Tell() { outcomes.notify(result); }
+  } tell{shared.outcomes, result};
+  if (p.interrupted) {
+    result.reason = "interrupted";
+    return;
+  }
+  if (!f.error.empty()) {
+    result.reason = f.error;
+    return;
+  }
+  const std::vector<std::string>& outputs = f.outputs;
+  if (!p.error.empty()) spdlog::warn("input '{}' ({}): {}", p.uri, p.source, p.error);
+  const bool input_failed = !p.error.empty();
+  if (p.failed > 0 && !input_failed) result.reason = std::to_string(p.failed) + " frames failed in a stage";
+  if (!shared.job || is_live(p.kind)) {  // no ledger: committed once the sinks finished it
+    if (input_failed) result.fail(p.error);
+    else if (p.failed == 0) result.outcome = InputOutcome::done;
+    return;
+  }
+  try {
+    if (input_failed) {
+      shared.job->failed(p.uri, p.error, p.delivered, p.options);  // the records it did write
+      result.fail(p.error);
+    } else if (p.failed == 0) {
+      shared.job->done(p.uri, p.delivered, outputs, p.options);
+      result.outcome = InputOutcome::done;
+    } else {
+      spdlog::warn("input '{}': {} frames failed; not recorded as done, a restart does it again", p.uri, p.failed);
+    }
+  } catch (const std::exception& e) {
+    spdlog::error("job ledger {}: {}", shared.job->path().string(), e.what());
+    result.outcome = InputOutcome::retry;
+    result.reason = std::string("the job ledger: ") + e.what();
   }
 }
 
@@ -381,14 +515,17 @@ BatchLease Pipeline::step(std::size_t i, BatchLease& in) {
   rt.counters.wait_out_ns += static_cast<std::uint64_t>(blocked);
   rt.counters.wait_in_ns += static_cast<std::uint64_t>(pacing);
 
+  // A tee's shared batch that a branch stage forwards stays untouched (the other branches read it): no done
+  // time (the tee stamped it for the branch's positions), no new ready event (forwarding adds no GPU work).
+  const bool forwards_shared = out && out->shared;
   if (out) {
     if (in && out.get() != in.get()) {
       out->count = in->count;
       out->frames = in->frames;  // within reserved capacity: no allocation
       out->stage_done_ns = in->stage_done_ns;
     }
-    out->stage_done_ns[i] = t1;
-    if (s) {
+    if (!forwards_shared) out->stage_done_ns[static_cast<std::size_t>(ps.position)] = t1;
+    if (s && !forwards_shared) {
       gpu::event_record(out->ready.get(), s);
       out->ready_pending = true;
     }
@@ -397,8 +534,15 @@ BatchLease Pipeline::step(std::size_t i, BatchLease& in) {
     }
   }
   if (in && s) {
-    gpu::event_record(in->released.get(), s);
-    in->release_pending = true;
+    if (!in->shared) {
+      gpu::event_record(in->released.get(), s);
+      in->release_pending = true;
+    } else if (const auto b = static_cast<std::size_t>(ps.branch); b < in->branch_released.size()) {
+      gpu::event_record(in->branch_released[b].get(), s);  // this branch's own: the others record theirs
+      in->branch_release_pending[b] = 1;
+    } else {
+      gpu::stream_synchronize(s);  // a shared batch from a pool without branch events (none the runner makes)
+    }
   }
   // What this step handled: its output, or the input a sink consumed.
   if (const Batch* handled = out ? out.get() : in.get()) {
@@ -413,16 +557,9 @@ BatchLease Pipeline::step(std::size_t i, BatchLease& in) {
   if (ps.role == StageRole::sink && in) {
     // How long the batch took since it left the batcher: what the batcher must leave time for.
     if (i > 0) plan_.shared->downstream.record(t1 - in->stage_done_ns[0]);
-    for (const auto& f : in->frames) latency_.record(t1 - f.capture_ns);
-    ledger_.delivered(in->frames);
     auto done = in->stage_done_ns;
-    done[i] = t1;
-    for (const auto& f : in->frames) {
-      if (!is_late(f, t1)) continue;
-      ledger_.late(f);  // delivered all the same: late is counted, never a reason to drop
-      rt_[dominant_stage(f, done, i + 1)]->counters.late++;
-    }
-    plan_.shared->inputs.settle(in->frames, FrameFate::delivered);
+    done[static_cast<std::size_t>(ps.position)] = t1;
+    settle(i, in->frames, FrameFate::delivered, {}, t1, &done);
     finish_inputs(i);
   }
   rt.counters.cpu_ns += static_cast<std::uint64_t>(thread_cpu_ns() - cpu0);
@@ -438,11 +575,34 @@ void Pipeline::push_downstream(std::size_t i, BatchLease out) {
     BatchLease dropped = BatchLease::adopt(*result.dropped);
     const auto n = static_cast<std::uint64_t>(dropped->count);
     rt.counters.dropped += n;
-    plan_.shared->inputs.settle(dropped->frames, FrameFate::dropped);
     const auto& ps = plan_.stages[i];
-    ledger_.dropped(dropped->frames, !result.accepted ? "queue after '" + ps.name + "' closed"
-                                              : "queue after '" + ps.name + "' full (leaky: " +
-                                                    std::string(to_string(ps.queue_policy)) + ")");
+    settle(i, dropped->frames, FrameFate::dropped,
+           !result.accepted ? "queue after '" + ps.name + "' closed"
+                            : "queue after '" + ps.name + "' full (leaky: " + std::string(to_string(ps.queue_policy)) + ")");
+  }
+}
+
+// The tee hands one share of the batch to each branch's queue (by reference: the same slot); the last branch
+// to let go of it gives it back to its pool. A branch whose queue drops a batch reports its frames dropped.
+void Pipeline::push_branches(std::size_t tee, BatchLease out) {
+  auto& rt = *rt_[tee];
+  const std::size_t trunk = static_cast<std::size_t>(plan_.stages[tee].position) + 1;
+  for (std::size_t p = trunk; p < kMaxStages; ++p) out->stage_done_ns[p] = out->stage_done_ns[trunk - 1];
+  Batch* b = out.detach();
+  b->shared = true;
+  b->holders.store(static_cast<int>(plan_.branches.size()), std::memory_order_relaxed);  // the queues publish it
+  for (std::size_t k = 0; k < plan_.branches.size(); ++k) {
+    const std::int64_t t0 = now_ns();
+    auto result = rt.branch_queues[k]->push(b);
+    rt.counters.wait_out_ns += static_cast<std::uint64_t>(now_ns() - t0);
+    if (!result.dropped) continue;
+    BatchLease dropped = BatchLease::adopt(*result.dropped);  // this branch's share (maybe of an older batch)
+    const auto& branch = plan_.branches[k];
+    rt.counters.dropped += static_cast<std::uint64_t>(dropped->count);
+    const std::string queue = "queue into branch " + std::to_string(k + 1) + " ('" + plan_.stages[branch.first].name + "')";
+    // Reported as the branch's first stage: the frames' fate in that branch.
+    settle(branch.first, dropped->frames, FrameFate::dropped,
+           !result.accepted ? queue + " closed" : queue + " full (leaky: " + std::string(to_string(branch.queue_policy)) + ")");
   }
 }
 
@@ -450,7 +610,7 @@ void Pipeline::run_pipelined_stage(std::size_t i) {
   name_this_thread(kStageThreadName);
   auto& rt = *rt_[i];
   const auto& ps = plan_.stages[i];
-  BoundedQueue<Batch*>* in_queue = i > 0 ? rt_[i - 1]->out_queue.get() : nullptr;
+  BoundedQueue<Batch*>* in_queue = rt.in_queue;
   try {
     // Stages with a warm-up open and warm up at once; the others (the source, sinks with their outputs) open
     // after start(), so a reload's new generation touches no output, ledger or source while the old one runs.
@@ -485,7 +645,8 @@ void Pipeline::run_pipelined_stage(std::size_t i) {
         if (paused_.load()) continue;  // cut short by the pause with nothing made: wait at the gate, ask again
         break;                         // end of stream
       }
-      if (out && rt.out_queue) push_downstream(i, std::move(out));
+      if (out && static_cast<int>(i) == plan_.tee) push_branches(i, std::move(out));
+      else if (out && rt.out_queue) push_downstream(i, std::move(out));
     }
   } catch (const std::exception& e) {
     // A stage that cannot go on: fail what reaches it so upstream never blocks and the counts add up.
@@ -498,6 +659,7 @@ void Pipeline::run_pipelined_stage(std::size_t i) {
   }
   if (!in_queue) source_left();
   if (rt.out_queue) rt.out_queue->close();
+  for (auto& q : rt.branch_queues) q->close();
   close_stage(i);
   end_ns_ = now_ns();
   finished_threads_++;
@@ -586,6 +748,14 @@ PipelineSnapshot Pipeline::snapshot() const {
       st.queue_capacity = rt.out_queue->capacity();
       st.queue_high_water = rt.out_queue->high_water();
       st.queue_policy = to_string(rt.out_queue->policy());
+    }
+    for (const auto& q : rt.branch_queues) {  // the tee: its queues into the branches, together
+      st.queue_depth += q->depth();
+      st.queue_capacity += q->capacity();
+      st.queue_high_water = std::max(st.queue_high_water, q->high_water());
+      const std::string policy(to_string(q->policy()));
+      if (st.queue_policy.empty()) st.queue_policy = policy;
+      else if (st.queue_policy != policy) st.queue_policy = "mixed";
     }
     s.stages.push_back(std::move(st));
   }

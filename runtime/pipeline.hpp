@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "runtime/bounded_queue.hpp"
@@ -32,6 +33,18 @@ struct PlannedStage {
   QueuePolicy queue_policy = QueuePolicy::block;
   int pool_slots = 0;            // 0: the stage takes no output pool (it forwards or it is the sink)
   std::string params;            // resolved parameters, "name=value ...", for `sluiced check`
+  // Where the stage lies in the graph. Without a tee: branch -1, upstream i - 1, position i.
+  int branch = -1;    // its branch of the tee, -1: the trunk (the source .. the tee)
+  int upstream = -1;  // index of the stage that feeds it (-1: the source)
+  int position = 0;   // its place on its path from the source (Batch::stage_done_ns, records' stage_ms)
+};
+
+// One branch of a tee: stages [first, last] of PipelinePlan::stages (the last a sink), fed from the tee through
+// a queue of its own.
+struct PlannedBranch {
+  std::size_t first = 0, last = 0;
+  int queue_depth = 4;
+  QueuePolicy queue_policy = QueuePolicy::block;
 };
 
 struct PipelinePlan {
@@ -42,7 +55,9 @@ struct PipelinePlan {
   std::int64_t latency_budget_ns = 0;  // what the sources stamp on their frames (for status and the summary)
   int batch_size = 1;                  // for `sluiced check`'s description of the batching policy
   std::int64_t batch_timeout_us = 0;
-  std::vector<PlannedStage> stages;
+  std::vector<PlannedStage> stages;  // the trunk, then each branch's stages
+  int tee = -1;                      // index of the tee stage, -1: a linear pipeline
+  std::vector<PlannedBranch> branches;
   std::shared_ptr<PipelineShared> shared = std::make_shared<PipelineShared>();  // what the stages were given
 
   std::size_t pool_bytes(MemoryKind kind) const;
@@ -109,12 +124,45 @@ class Pipeline {
   void close_stage(std::size_t i) noexcept;
   BatchLease step(std::size_t i, BatchLease& in);
   void push_downstream(std::size_t i, BatchLease out);
+  void push_branches(std::size_t tee, BatchLease out);  // the tee: one share of the batch to each branch
+  // The one place frames get their fate (besides the source's `produced`). A stage in a branch reports the
+  // branch's fate; the frame's fate is settled once every branch reported it (the worst of them: failed, then
+  // dropped, then delivered). `done`: the delivering sink's stage_done_ns (latency attribution).
+  void settle(std::size_t i, std::span<const FrameMeta> frames, FrameFate fate, const std::string& reason,
+              std::int64_t sink_ns = 0, const std::array<std::int64_t, kMaxStages>* done = nullptr);
+  void settle_final(std::size_t i, std::span<const FrameMeta> frames, FrameFate fate, const std::string& reason,
+                    std::int64_t sink_ns, const std::array<std::int64_t, kMaxStages>* done);
+  struct Finishing;
+  void conclude_input(const Finishing& f);
   void keep_gpu_slices(StageRuntime& rt);
   void fail_frames(std::size_t i, const Batch* in, const std::string& what);
   void finish_inputs(std::size_t sink);  // on the sink's thread: commit completed inputs, record the job
 
   PipelinePlan plan_;
   std::vector<std::unique_ptr<StageRuntime>> rt_;
+  // A tee's frames between their first and their last branch's report (in flight; see settle()).
+  struct FrameKey {
+    std::uint32_t source;
+    std::uint64_t sequence;
+    bool operator==(const FrameKey&) const = default;
+  };
+  struct FrameKeyHash {
+    std::size_t operator()(const FrameKey& k) const noexcept {
+      return std::hash<std::uint64_t>()(k.sequence * 0x9e3779b97f4a7c15ull ^ k.source);
+    }
+  };
+  struct Joining {
+    int reports = 0;
+    FrameFate fate = FrameFate::delivered;
+    std::string reason;
+  };
+  std::mutex join_mu_;
+  std::unordered_map<FrameKey, Joining, FrameKeyHash> joining_;
+  // Completed inputs wait until every sink finished them (finish_input on its own thread); sinks that ended wait
+  // for the others, so that none closes before an input its frames completed was handed to it.
+  std::mutex finish_mu_;
+  std::condition_variable finish_cv_;
+  std::size_t sinks_ = 0, sinks_ended_ = 0;
   FrameLedger ledger_;
   LatencyHistogram latency_;
   void wait_while_paused();

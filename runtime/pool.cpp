@@ -6,10 +6,14 @@
 namespace sluice {
 
 void BatchLease::reset() noexcept {
-  if (Batch* b = detach()) b->pool->give_back(b);
+  Batch* b = detach();
+  if (!b) return;
+  if (b->holders.fetch_sub(1, std::memory_order_acq_rel) != 1) return;  // another branch still reads it
+  b->holders.store(1, std::memory_order_relaxed);
+  b->pool->give_back(b);
 }
 
-BatchPool::BatchPool(std::string name, const PayloadDesc& desc, int slots, bool with_events)
+BatchPool::BatchPool(std::string name, const PayloadDesc& desc, int slots, bool with_events, int branches)
     : name_(std::move(name)), desc_(desc), free_(static_cast<std::size_t>(slots), QueuePolicy::block) {
   batches_.reserve(static_cast<std::size_t>(slots));
   for (int i = 0; i < slots; ++i) {
@@ -20,7 +24,9 @@ BatchPool::BatchPool(std::string name, const PayloadDesc& desc, int slots, bool 
     if (with_events) {
       b->ready = Event::create();
       b->released = Event::create();
+      for (int k = 0; k < branches; ++k) b->branch_released.push_back(Event::create());
     }
+    b->branch_release_pending.assign(b->branch_released.size(), 0);
     b->pool = this;
     b->slot = static_cast<std::uint32_t>(i);
     free_.push(b.get());
@@ -39,6 +45,15 @@ BatchLease BatchPool::acquire(gpu::StreamHandle writer) {
       gpu::event_synchronize(batch->released.get());
     batch->release_pending = false;
   }
+  for (std::size_t k = 0; k < batch->branch_released.size(); ++k) {  // every branch of a tee that read it
+    if (!batch->branch_release_pending[k]) continue;
+    if (writer)
+      gpu::stream_wait_event(writer, batch->branch_released[k].get());
+    else
+      gpu::event_synchronize(batch->branch_released[k].get());
+    batch->branch_release_pending[k] = 0;
+  }
+  batch->shared = false;
   batch->count = 0;
   batch->frames.clear();
   batch->ready_pending = false;

@@ -13,8 +13,9 @@ namespace sluice {
 
 class BatchPool {
  public:
-  // `with_events`: create ready/released events per slot (needed whenever a GPU touches the slots).
-  BatchPool(std::string name, const PayloadDesc& desc, int slots, bool with_events);
+  // `with_events`: create ready/released events per slot (needed whenever a GPU touches the slots); with
+  // `branches` (a tee's), also one released event per branch, for when a tee shares a slot among them.
+  BatchPool(std::string name, const PayloadDesc& desc, int slots, bool with_events, int branches = 0);
   BatchPool(const BatchPool&) = delete;
   BatchPool& operator=(const BatchPool&) = delete;
 

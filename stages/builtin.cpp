@@ -12,6 +12,7 @@ void register_builtin_stages(StageRegistry& registry) {
   registry.add(infer_stage());
   registry.add(download_stage());
   registry.add(track_stage());
+  registry.add(tee_stage());
   registry.add(sink_stage());
   register_testsrc_reader();
   register_annexb_reader();  // .h264/.hevc files on NVDEC, in every build (media/nvdec)

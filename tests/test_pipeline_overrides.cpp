@@ -111,6 +111,13 @@ TEST_CASE("every refused value names its option, shown as valid UTF-8", "[overri
   o.output = "/nonexistent/out.jsonl";
   CHECK_THAT(refusal(spec, o), Contains("--output '/nonexistent/out.jsonl': its directory '/nonexistent'"));
 
+  // A pipeline with a tee has a sink per branch: --output would pick one of them.
+  PipelineSpec tee = load_pipeline(test::source_dir() + "/config/pipelines/tee.yaml");
+  o = {};
+  o.output = "out.jsonl";
+  CHECK_THAT(refusal(tee, o), Contains("--output 'out.jsonl': the pipeline has a tee with 3 branches, each with its "
+                                       "sink: set their paths in the file"));
+
   // The pipeline without an infer stage: --model has nothing to replace.
   PipelineSpec plain = parse_pipeline("stages:\n  - kind: decode\n  - kind: sink\n", "plain.yaml");
   o = {};

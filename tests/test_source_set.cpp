@@ -584,6 +584,72 @@ TEST_CASE("a directory job processes every file once and resumes after a restart
   fs::remove_all(root);
 }
 
+TEST_CASE("a directory job with a tee: an input is done once every branch's sink finished it", "[sources][job][tee]") {
+  register_fakes();
+  const fs::path root = fs::temp_directory_path() / ("sluice-tee-job-" + std::to_string(::getpid()));
+  fs::remove_all(root);
+  fs::create_directories(root / "in");
+  auto write = [&](const std::string& name, const std::string& text) { std::ofstream(root / "in" / name) << text; };
+  write("a.mp4", "3");
+  write("b.mp4", "4");
+  write("c.mp4", "truncated 2");
+  write("d.mp4", "corrupt");
+  std::ofstream(root / "not-a-dir") << "x";
+  // Two per-input sinks: a directory of results and jsonl per file; `second` is where the jsonl one writes.
+  auto yaml = [&](const fs::path& second) {
+    return "name: job\nbatch_size: 4\nstages:\n  - kind: decode\n    uri: [" + (root / "in").string() +
+           "]\n    width: 16\n    height: 16\n    format: gray8\n    state_dir: " + (root / "state").string() +
+           "\n  - kind: tee\n    branches:\n"
+           "      - - kind: sink\n          name: results\n          type: directory\n          path: " + (root / "results").string() +
+           "\n      - - kind: sink\n          name: records\n          type: jsonl\n          per: file\n          write_retry_s: 0.01\n"
+           "          path: " + second.string() + "\n";
+  };
+  const fs::path ledger_file = job_ledger_path(root / "state", "test", {(root / "in").string()});
+  auto ledger_records = [&] {
+    std::map<std::string, nlohmann::json> out;  // by input file name
+    for (const auto& j : test::read_jsonl(ledger_file.string()))
+      if (j.contains("outputs")) out[fs::path(j.at("input").get<std::string>()).filename().string()] = j;
+    return out;
+  };
+
+  SECTION("a branch that cannot write: its inputs are not done, a restart does them again") {
+    const auto t = test::run_to_end(test::plan_from(yaml(root / "not-a-dir" / "records")));
+    CHECK(t.produced == 3 + 4 + 2);
+    CHECK(t.in_flight() == 0);
+    CHECK(t.delivered == 0);  // every frame failed in the records branch, though the results branch wrote it
+    CHECK(t.failed == 9);
+    JobLedger ledger(ledger_file);
+    CHECK_FALSE(ledger.finished((root / "in" / "a.mp4").string()));
+    CHECK_FALSE(ledger.finished((root / "in" / "b.mp4").string()));
+    // Not even the inputs that failed on their own: the records sink committed no output for them (as without
+    // a tee, an input a sink could not finish is left for the next run).
+    CHECK_FALSE(ledger.finished((root / "in" / "c.mp4").string()));
+    CHECK_FALSE(ledger.finished((root / "in" / "d.mp4").string()));
+    CHECK(ledger.finished_count() == 0);
+  }
+  SECTION("both branches write: every input is recorded once with both sinks' outputs") {
+    const auto t = test::run_to_end(test::plan_from(yaml(root / "records")));
+    CHECK(t.produced == 3 + 4 + 2);
+    CHECK(t.delivered == 3 + 4 + 2);
+    CHECK(t.in_flight() == 0);
+    const auto records = ledger_records();
+    REQUIRE(records.count("a.mp4"));
+    REQUIRE(records.count("b.mp4"));
+    for (const char* name : {"a.mp4", "b.mp4"}) {
+      INFO(name);
+      const auto& r = records.at(name);
+      CHECK(r.at("frames") == (std::string(name) == "a.mp4" ? 3 : 4));
+      std::set<std::string> outputs;
+      for (const auto& o : r.at("outputs")) outputs.insert(fs::path(o.get<std::string>()).parent_path().filename().string());
+      CHECK(outputs == std::set<std::string>{"results", "records"});  // one file from each sink
+      for (const auto& o : r.at("outputs")) CHECK(fs::is_regular_file(o.get<std::string>()));
+    }
+    CHECK(test::read_jsonl((root / "records" / "b.jsonl").string()).size() == 4);
+    CHECK(test::run_to_end(test::plan_from(yaml(root / "records"))).produced == 0);  // all finished: nothing redone
+  }
+  fs::remove_all(root);
+}
+
 TEST_CASE("a source stuck in a blocking open does not hold a stop up: it is reported failed", "[sources][stop]") {
   Harness h;
   SourceOptions o;
