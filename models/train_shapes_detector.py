@@ -3,12 +3,16 @@
 varied backgrounds, found by an anchor-free YOLOv8-style head whose output sluice's `detect` step decodes as it
 is (head yolo_anchor_free, reg_max 1: boxes cx, cy, w, h in input pixels and class scores after the sigmoid).
 
-Data: scenes rendered by models/shapes_scenes.py (NumPy, seeded), 192x192; half of them confined to a random
-region with the rest grey 114, as sluice's letterbox pads a frame of another aspect ratio. Training uses the
-8 flips/quarter turns of each scene (the classes and their boxes do not change under them).
+Data (--data letterbox, the default): scenes rendered by models/shapes_scenes.py (NumPy, seeded) at frame sizes
+of many aspect ratios (frame_size(): 192x192, 256x192, long sides 192..400, a third portrait) and letterboxed to
+192x192 exactly as sluice's preprocess does (letterbox(): its geometry, bilinear taps and grey 114 padding; the
+boxes mapped the same way). --data square: the first stage's scenes, drawn at 192x192, half of them confined to
+a random band with the rest grey 114 (make_set_square). Training uses the 8 flips/quarter turns of each scene (the
+classes and their boxes do not change under them).
 
-  train       TRAIN_SCENES scenes, seed 1
-  validation  VAL_SCENES other scenes (seed 2), decoded and NMS'ed here in PyTorch: mAP@0.5 per class
+  train       --train-scenes scenes (default TRAIN_SCENES), seed 1
+  validation  --val-scenes other scenes (default VAL_SCENES, seed 2), decoded and NMS'ed here in PyTorch: mAP@0.5
+              per class
 
 Network (249k weights): a strided ReLU CNN to strides 8, 16, 32, a top-down feature pyramid (nearest
 upsampling, additions), per level a 3x3 conv and a 1x1 conv to 4 box + 4 class channels. Box channels are
@@ -20,11 +24,15 @@ box) plus GIoU on the assigned points.
 
 Seeded, deterministic torch algorithms, 2 threads; the learning-rate schedule follows elapsed time over
 --minutes (the step count then depends on the machine's load and is reported) or the step count with --steps
-(a rerun is identical). The shipped file: --minutes 27, 4,437 steps on 2 shared cores. Writes OUT/shapes-detector.onnx (opset 13,
+(a rerun is identical). --init starts from an exported detector instead of random weights (its folded
+BatchNorms kept frozen). The shipped file, two stages on 2 shared cores (models/README.md): --data square
+--minutes 27 (4,437 steps), then --init that file --max-lr 2e-3 --train-scenes 4000 --minutes 30 (2,329 steps).
+Writes OUT/shapes-detector.onnx (opset 13,
 input "images" [N, 3, 192, 192] RGB /255, output "output0" [N, 8, 756], batch dynamic) and
 OUT/shapes-detector.labels.
 
 usage: /usr/bin/python3 models/train_shapes_detector.py [--out models] [--minutes 27 | --steps N]
+       [--data letterbox|square] [--init FILE.onnx] [--max-lr 4e-3] [--train-scenes N] [--val-scenes N] [--seed 7]
 """
 
 import argparse
