@@ -157,6 +157,39 @@ def write_png(path, rgb):
                 + chunk(b"IDAT", zlib.compress(raw, 6)) + chunk(b"IEND", b""))
 
 
+def write_avi(path, frames, fps=25):
+    """Uncompressed (lossless) video with nothing but the standard library: an AVI 1.0 file of rawvideo BGR24
+    frames (BI_RGB DIBs, bottom-up rows, as FFmpeg's AVI demuxer and rawvideo decoder read them), for readers
+    without image codecs (sluice's FFmpeg file reader). `frames`: uint8 [height, width, 3] RGB, all one size;
+    rows must be a multiple of 4 bytes (width * 3), as DIB rows are padded to that."""
+    h, w, _ = frames[0].shape
+    if (w * 3) % 4:
+        raise ValueError("width * 3 must be a multiple of 4 (DIB rows are padded)")
+    size = w * h * 3
+
+    def chunk(tag, data):
+        return tag + struct.pack("<I", len(data)) + data + (b"\x00" if len(data) % 2 else b"")
+
+    def lst(kind, body):
+        return b"LIST" + struct.pack("<I", len(body) + 4) + kind + body
+
+    n = len(frames)
+    avih = struct.pack("<10I4I", 1000000 // fps, size * fps, 0, 0x10, n, 0, 1, size, w, h, 0, 0, 0, 0)
+    strh = b"vids" + b"\x00\x00\x00\x00" + struct.pack("<IHHIIIIIIiI4h", 0, 0, 0, 0, 1, fps, 0, n, size, -1, 0,
+                                                          0, 0, w, h)
+    strf = struct.pack("<IiiHHIIiiII", 40, w, h, 1, 24, 0, size, 0, 0, 0, 0)
+    hdrl = lst(b"hdrl", chunk(b"avih", avih) + lst(b"strl", chunk(b"strh", strh) + chunk(b"strf", strf)))
+    movi, index, offset = [], [], 4  # idx1 offsets count from the 'movi' fourcc
+    for f in frames:
+        data = np.ascontiguousarray(f[::-1, :, ::-1]).tobytes()  # bottom-up rows, BGR
+        movi.append(chunk(b"00db", data))
+        index.append(b"00db" + struct.pack("<III", 0x10, offset, len(data)))
+        offset += 8 + len(data)
+    body = b"AVI " + hdrl + lst(b"movi", b"".join(movi)) + chunk(b"idx1", b"".join(index))
+    with open(path, "wb") as out:
+        out.write(b"RIFF" + struct.pack("<I", len(body)) + body)
+
+
 def render_clip(rng, width, height, frames, shapes=6):
     """A clip for config/pipelines/detect.yaml: one background, `shapes` shapes (one class each, the classes in
     turn) gliding at constant speeds and bouncing off the edges, later ones passing over earlier ones.

@@ -3,12 +3,16 @@
 varied backgrounds, found by an anchor-free YOLOv8-style head whose output sluice's `detect` step decodes as it
 is (head yolo_anchor_free, reg_max 1: boxes cx, cy, w, h in input pixels and class scores after the sigmoid).
 
-Data: scenes rendered by models/shapes_scenes.py (NumPy, seeded), 192x192; half of them confined to a random
-region with the rest grey 114, as sluice's letterbox pads a frame of another aspect ratio. Training uses the
-8 flips/quarter turns of each scene (the classes and their boxes do not change under them).
+Data (--data letterbox, the default): scenes rendered by models/shapes_scenes.py (NumPy, seeded) at frame sizes
+of many aspect ratios (frame_size(): 192x192, 256x192, long sides 192..400, a third portrait) and letterboxed to
+192x192 exactly as sluice's preprocess does (letterbox(): its geometry, bilinear taps and grey 114 padding; the
+boxes mapped the same way). --data square: the first stage's scenes, drawn at 192x192, half of them confined to
+a random band with the rest grey 114 (make_set_square). Training uses the 8 flips/quarter turns of each scene (the
+classes and their boxes do not change under them).
 
-  train       TRAIN_SCENES scenes, seed 1
-  validation  VAL_SCENES other scenes (seed 2), decoded and NMS'ed here in PyTorch: mAP@0.5 per class
+  train       --train-scenes scenes (default TRAIN_SCENES), seed 1
+  validation  --val-scenes other scenes (default VAL_SCENES, seed 2), decoded and NMS'ed here in PyTorch: mAP@0.5
+              per class
 
 Network (249k weights): a strided ReLU CNN to strides 8, 16, 32, a top-down feature pyramid (nearest
 upsampling, additions), per level a 3x3 conv and a 1x1 conv to 4 box + 4 class channels. Box channels are
@@ -20,11 +24,15 @@ box) plus GIoU on the assigned points.
 
 Seeded, deterministic torch algorithms, 2 threads; the learning-rate schedule follows elapsed time over
 --minutes (the step count then depends on the machine's load and is reported) or the step count with --steps
-(a rerun is identical). The shipped file: --minutes 27, 4,437 steps on 2 shared cores. Writes OUT/shapes-detector.onnx (opset 13,
+(a rerun is identical). --init starts from an exported detector instead of random weights (its folded
+BatchNorms kept frozen). The shipped file, two stages on 2 shared cores (models/README.md): --data square
+--minutes 27 (4,437 steps), then --init that file --max-lr 2e-3 --train-scenes 4000 --minutes 30 (2,329 steps).
+Writes OUT/shapes-detector.onnx (opset 13,
 input "images" [N, 3, 192, 192] RGB /255, output "output0" [N, 8, 756], batch dynamic) and
 OUT/shapes-detector.labels.
 
 usage: /usr/bin/python3 models/train_shapes_detector.py [--out models] [--minutes 27 | --steps N]
+       [--data letterbox|square] [--init FILE.onnx] [--max-lr 4e-3] [--train-scenes N] [--val-scenes N] [--seed 7]
 """
 
 import argparse
@@ -56,7 +64,78 @@ def log(msg):
     print(msg, file=sys.stderr, flush=True)
 
 
+def letterbox(img, boxes, size=SIZE, pad=114.0):
+    """sluice's preprocess letterbox (kernels/preprocess.hpp, preprocess_cpu.cpp) in NumPy: scale =
+    min(size/w, size/h); the frame is resized to round(w*scale) x round(h*scale) (halves up, integer maths) by
+    bilinear sampling with half-pixel centres (no antialiasing; samples clamp at the edges), placed at
+    floor((size - resized)/2); every other pixel is `pad`. Returns float32 [size, size, 3] in pixel units (not
+    rounded, as the pipeline feeds the model floats) and the boxes mapped into it."""
+    h, w, _ = img.shape
+    img_w, img_h = size, size
+    if size * h <= size * w:  # width-limited
+        img_h = min(max((2 * h * size + w) // (2 * w), 1), size)
+    else:
+        img_w = min(max((2 * w * size + h) // (2 * h), 1), size)
+    ox, oy = (size - img_w) // 2, (size - img_h) // 2
+
+    def taps(n_out, n_in):
+        num = (2 * np.arange(n_out, dtype=np.int64) + 1) * n_in - n_out
+        den = 2 * n_out
+        i0 = np.where(num <= 0, 0, num // den)
+        wt = np.where(num <= 0, 0.0, (num - i0 * den) / den).astype(np.float32)
+        last = i0 >= n_in - 1
+        i0 = np.minimum(i0, n_in - 1)
+        i1 = np.minimum(i0 + 1, n_in - 1)
+        wt[last] = 0.0
+        return i0, i1, wt
+
+    src = img.astype(np.float32)
+    if (img_w, img_h) == (w, h):
+        res = src
+    else:
+        x0, x1, wx = taps(img_w, w)
+        y0, y1, wy = taps(img_h, h)
+        rows = src[:, x0] + wx[None, :, None] * (src[:, x1] - src[:, x0])        # [h, img_w, 3]
+        res = rows[y0] + wy[:, None, None] * (rows[y1] - rows[y0])                # [img_h, img_w, 3]
+    out = np.full((size, size, 3), pad, np.float32)
+    out[oy:oy + img_h, ox:ox + img_w] = res
+    b = boxes.copy()
+    b[:, [0, 2]] = b[:, [0, 2]] * (img_w / w) + ox
+    b[:, [1, 3]] = b[:, [1, 3]] * (img_h / h) + oy
+    return out, b
+
+
+def frame_size(rng):
+    """The size of a training frame before the letterbox: a fifth at the input's own size (no resampling), 3/10
+    at 256x192 (4:3, the evaluation's frames), the rest any size with a long side of 192..400 px and an aspect
+    ratio of 1..2, a third of them portrait."""
+    u = rng.random()
+    if u < 0.2:
+        return SIZE, SIZE
+    if u < 0.5:
+        return 256, 192
+    long = int(rng.integers(SIZE, 401))
+    short = int(round(long / rng.uniform(1.0, 2.0)))
+    return (short, long) if rng.random() < 1 / 3 else (long, short)
+
+
 def make_set(seed, count):
+    """`count` scenes rendered at frame_size() and letterboxed to the input as sluice does: float32 images
+    [count, SIZE, SIZE, 3] in pixel units and per scene [n, 5] (xyxy in input pixels, class)."""
+    rng = np.random.default_rng(seed)
+    images = np.empty((count, SIZE, SIZE, 3), np.float32)
+    targets = []
+    for i in range(count):
+        w, h = frame_size(rng)
+        img, boxes, classes = shapes_scenes.render_scene(rng, w, h)
+        images[i], boxes = letterbox(img, boxes)
+        targets.append(np.concatenate([boxes, classes[:, None].astype(np.float32)], 1))
+    return images, targets
+
+
+def make_set_square(seed, count):
+    """The first stage's data (the detector before the letterboxed data): `count` scenes drawn at the input's
+    size, half of them confined to a random band with the rest grey 114 (never resampled)."""
     rng = np.random.default_rng(seed)
     images = np.empty((count, SIZE, SIZE, 3), np.uint8)
     targets = []
@@ -240,9 +319,48 @@ def to_tensor(images):
     return torch.from_numpy(images).permute(0, 3, 1, 2).float().div(255)
 
 
-def train(images, targets, minutes, seed, steps=None, batch=16):
+def conv_order(model):
+    """The model's convolutions (with their BatchNorms, None for the head's) in the order the exported graph
+    runs them."""
+    seq = list(model.stem) + list(model.c3) + list(model.c4) + list(model.c5) + [model.lat[2], model.lat[1],
+                                                                                  model.lat[0]]
+    out = [(m[0], m[1]) for m in seq]
+    for i in range(len(STRIDES)):
+        out += [(model.smooth[i][0], model.smooth[i][1]), (model.out[i], None)]
+    return out
+
+
+def load_onnx(model, path):
+    """Start from an exported detector (its BatchNorms were folded into the convolutions): each conv gets the
+    folded weight, its BatchNorm the identity statistics and the folded bias. The BatchNorms must then stay in
+    eval mode (frozen statistics) while training."""
+    import onnx
+    from onnx import numpy_helper
+
+    m = onnx.load(path)
+    init = {t.name: numpy_helper.to_array(t) for t in m.graph.initializer}
+    convs = [n for n in m.graph.node if n.op_type == "Conv"]
+    order = conv_order(model)
+    assert len(convs) == len(order), (len(convs), len(order))
+    with torch.no_grad():
+        for node, (c, bn) in zip(convs, order):
+            w, b = torch.from_numpy(init[node.input[1]].copy()), torch.from_numpy(init[node.input[2]].copy())
+            assert w.shape == c.weight.shape, (node.name, w.shape, c.weight.shape)
+            c.weight.copy_(w)
+            if bn is None:
+                c.bias.copy_(b)
+            else:
+                bn.running_mean.zero_()
+                bn.running_var.fill_(1 - bn.eps)
+                bn.weight.fill_(1)
+                bn.bias.copy_(b)
+
+
+def train(images, targets, minutes, seed, steps=None, batch=16, init=None, max_lr=4e-3):
     torch.manual_seed(seed)
     model = ShapesDetector(len(CLASSES))
+    if init:
+        load_onnx(model, init)
     opt = torch.optim.AdamW(model.parameters(), lr=2e-3, weight_decay=5e-4)
     g = torch.Generator().manual_seed(seed)
     tgts = [torch.from_numpy(t) for t in targets]
@@ -250,7 +368,7 @@ def train(images, targets, minutes, seed, steps=None, batch=16):
     # progress: step / steps with --steps (a rerun is identical), else elapsed / minutes (the step count then
     # depends on the machine's speed; the run reports it).
     started = time.time()
-    step, max_lr = 0, 4e-3
+    step = 0
 
     def progress():
         return step / steps if steps is not None else (time.time() - started) / (minutes * 60)
@@ -274,6 +392,10 @@ def train(images, targets, minutes, seed, steps=None, batch=16):
             k = int(torch.randint(8, (1,), generator=g))
             x, t = dihedral(to_tensor(images[idx.numpy()]), [tgts[j] for j in idx.tolist()], k)
             model.train()
+            if init:  # frozen BatchNorm statistics (the folded ones)
+                for mod in model.modules():
+                    if isinstance(mod, nn.BatchNorm2d):
+                        mod.eval()
             loss, lc, lb = loss_fn(model, x, t)
             opt.zero_grad()
             loss.backward()
@@ -313,17 +435,23 @@ def main():
     p.add_argument("--train-scenes", type=int, default=TRAIN_SCENES)
     p.add_argument("--val-scenes", type=int, default=VAL_SCENES)
     p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--data", choices=["letterbox", "square"], default="letterbox",
+                   help="letterbox: frames of many sizes through sluice's letterbox (make_set); square: the first "
+                        "stage's scenes drawn at the input's size (make_set_square)")
+    p.add_argument("--init", help="start from this exported detector (.onnx) instead of random weights")
+    p.add_argument("--max-lr", type=float, default=4e-3, help="the one-cycle schedule's peak learning rate")
     a = p.parse_args()
 
     torch.set_num_threads(2)
     torch.use_deterministic_algorithms(True)
     started = time.time()
-    images, targets = make_set(1, a.train_scenes)
-    val_images, val_targets = make_set(2, a.val_scenes)
+    make = make_set if a.data == "letterbox" else make_set_square
+    images, targets = make(1, a.train_scenes)
+    val_images, val_targets = make(2, a.val_scenes)
     log("rendered %d training and %d validation scenes in %.0f s" % (len(images), len(val_images),
                                                                    time.time() - started))
     rendered = time.time()
-    model, steps = train(images, targets, a.minutes, a.seed, a.steps)
+    model, steps = train(images, targets, a.minutes, a.seed, a.steps, init=a.init, max_lr=a.max_lr)
     trained = time.time()
     dets = []
     for i in range(0, len(val_images), 50):
