@@ -15,6 +15,7 @@ namespace {
 
 // decode -> upload -> preprocess (device tensor) -> tee -> [download, jsonl] x 2 on `device`, pools of 3 slots
 // (queue_depth 1): 400 animated frames reuse every slot many times while both branches read it.
+// a and b: files of this test's own (removed first: a rerun starts clean).
 std::string tee_chain(const std::string& device, int frames, const std::string& a, const std::string& b) {
   std::remove(a.c_str());
   std::remove(b.c_str());
@@ -60,7 +61,8 @@ TEST_CASE("GPU tee: every branch reads each shared device batch intact and match
 }
 
 TEST_CASE("GPU tee: no copy per branch, no allocation or host sync while it runs", "[gpu][tee]") {
-  Pipeline p(plan_from(tee_chain("cuda", 400, "/dev/null", "/dev/null")));  // pools, streams, events made here
+  const std::string a = "gpu_tee_count_a.jsonl", b = "gpu_tee_count_b.jsonl";
+  Pipeline p(plan_from(tee_chain("cuda", 400, a, b)));  // pools, streams, events made here
   const auto before = gpu::call_counts();
   p.start();
   p.wait();
@@ -75,4 +77,5 @@ TEST_CASE("GPU tee: no copy per branch, no allocation or host sync while it runs
   CHECK(after.stream_syncs - before.stream_syncs == 4);
   // One H2D per batch, and one D2H per branch: the device batch itself is never copied for a branch.
   CHECK(after.async_copies - before.async_copies == 3 * 50);
+  for (const std::string& path : {a, b}) std::remove(path.c_str());
 }
