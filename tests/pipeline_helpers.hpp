@@ -1,11 +1,13 @@
 #pragma once
 // Shared by the CPU and GPU pipeline tests: run a YAML pipeline to its end and read what it wrote.
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -14,6 +16,7 @@
 #include "config/plan.hpp"
 #include "runtime/errors.hpp"
 #include "runtime/pipeline.hpp"
+#include "runtime/stage.hpp"
 
 namespace sluice::test {
 
@@ -125,5 +128,21 @@ inline Accuracy default_model_accuracy(DeviceChoice device, const std::string& j
   }
   return acc;
 }
+
+// Forwards its input after a pause: a consumer slower than the source. The pause is far longer than the test
+// pattern takes per batch even under ThreadSanitizer on a loaded machine (3 ms was not: no drops, test failed).
+class SlowForward final : public Stage {
+ public:
+  explicit SlowForward(PayloadDesc d) : desc_(d) {}
+  PayloadDesc output() const override { return desc_; }
+  bool forwards_input() const override { return true; }
+  BatchLease process(Batch*, StageContext&) override {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    return {};
+  }
+
+ private:
+  PayloadDesc desc_;
+};
 
 }  // namespace sluice::test

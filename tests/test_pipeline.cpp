@@ -44,22 +44,6 @@ std::string small(const std::string& exec, int frames) {
   return s;
 }
 
-// Forwards its input after a pause: a consumer slower than the source. The pause is far longer than the test
-// pattern takes per batch even under ThreadSanitizer on a loaded machine (3 ms was not: no drops, test failed).
-class SlowForward final : public Stage {
- public:
-  explicit SlowForward(PayloadDesc d) : desc_(d) {}
-  PayloadDesc output() const override { return desc_; }
-  bool forwards_input() const override { return true; }
-  BatchLease process(Batch*, StageContext&) override {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    return {};
-  }
-
- private:
-  PayloadDesc desc_;
-};
-
 // A source the test steers call by call: `script(call, ctx)` makes batch number `call` (from 1).
 class ScriptedSource final : public Stage {
  public:

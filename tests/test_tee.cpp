@@ -63,21 +63,6 @@ std::int64_t npy_rows(const fs::path& dir) {
   return rows;
 }
 
-// Forwards its input after a pause: a consumer slower than the source (see test_pipeline.cpp).
-class SlowForward final : public Stage {
- public:
-  explicit SlowForward(PayloadDesc d) : desc_(d) {}
-  PayloadDesc output() const override { return desc_; }
-  bool forwards_input() const override { return true; }
-  BatchLease process(Batch*, StageContext&) override {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    return {};
-  }
-
- private:
-  PayloadDesc desc_;
-};
-
 std::size_t stage_index(const PipelinePlan& plan, const std::string& name) {
   for (std::size_t i = 0; i < plan.stages.size(); ++i)
     if (plan.stages[i].name == name) return i;
