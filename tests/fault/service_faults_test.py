@@ -258,10 +258,22 @@ def fifo_run():
     os.mkfifo(fifo)
     config, out = os.path.join(d, "f.yaml"), os.path.join(d, "out.jsonl")
     write_pipeline(config, [fifo, "testsrc:bars"], SINKS["run"](out), fps=100)
-    p = start([sluiced, "run", config, "--no-progress", "--drain-timeout", "5"])
-    wait_for(lambda: os.path.getsize(out) > 0, 15)
+    log = os.path.join(d, "stderr.log")
+    with open(log, "w") as log_file:  # a file, so the refusal can be waited for before the signal
+        p = subprocess.Popen([sluiced, "run", config, "--no-progress", "--drain-timeout", "5"],
+                             stdout=subprocess.DEVNULL, stderr=log_file, text=True)
+    procs.append(p)
+
+    def stderr_text():
+        with open(log, errors="replace") as f:
+            return f.read()
+
+    # SIGTERM only once the FIFO was refused and results flow: a signal before the source thread reached the
+    # FIFO ends it unopened (counted, but without the reason this case is about).
+    wait_for(lambda: "FIFO" in stderr_text() and os.path.getsize(out) > 0, 15)
     p.send_signal(signal.SIGTERM)
-    rc, _, err = finish(p, 20)
+    rc, _, _ = finish(p, 20)
+    err = stderr_text()
     check("fifo: the first SIGTERM stops `sluiced run`", rc is not None, err[-1500:])
     check("fifo: the FIFO source is reported failed, with the reason", "FIFO" in err and "failed" in err, err[-1500:])
     check("fifo: exit 1 (a source failed)", rc == 1, rc)
