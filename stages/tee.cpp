@@ -1,6 +1,6 @@
-// tee: hands every batch it gets to each of its branches (pipeline `branches`, see "Several sinks: a tee" in docs/stages.md). The runner
-// does the work: the batch is shared by reference, not copied, and goes back to its pool when the last branch
-// let go of it. The stage itself forwards its input and runs on the host without waiting for the GPU.
+// tee: hands every batch it gets to each of its branches (pipeline `branches`; docs/stages.md, "Several sinks: a
+// tee"). The runner does the work: the batch is shared by reference, not copied, and goes back to its pool when
+// the last branch let go of it. The stage itself forwards its input and runs on the host without waiting for the GPU.
 #include "runtime/errors.hpp"
 #include "stages/builtin.hpp"
 
