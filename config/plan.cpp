@@ -47,7 +47,9 @@ std::optional<std::uint64_t> checked_batch_bytes(const PayloadDesc& d) {
   } else if (d.kind == PayloadKind::classes) {
     item = checked_product<std::uint64_t>(std::array<std::int64_t, 2>{d.channels, 8});
   } else if (d.kind == PayloadKind::detections) {
-    item = checked_product<std::uint64_t>(std::array<std::int64_t, 2>{d.channels, 32});
+    std::int64_t per_slot = 32;  // kernels::Detection, then each attribute's k ClassScore entries
+    for (const BoxAttribute& a : d.attributes) per_slot += static_cast<std::int64_t>(a.k) * 8;
+    item = checked_product<std::uint64_t>(std::array<std::int64_t, 2>{d.channels, per_slot});
     if (item) *item += 16;
   } else {
     item = checked_product<std::uint64_t>(std::array<std::int64_t, 4>{
@@ -94,6 +96,25 @@ void check_pools_fit(const PipelinePlan& plan, const std::vector<StageSpec>& sta
     refuse_over(device, gpu::device_memory_bytes(plan.gpu), "GPU " + std::to_string(plan.gpu) + "'s memory");
 }
 
+// Stages that read pictures (StageInit::pictures; a stage without them refused itself) get them from the keeper,
+// through every stage between. The keeper's frames then stay in their pool for longer: that pool gets a slot
+// more for each batch that can be between the keeper and the last reader, so the source does not wait for them.
+void keep_pictures(PipelinePlan& plan, int keeper, Execution execution) {
+  int last_reader = -1;
+  for (std::size_t i = 0; i < plan.stages.size(); ++i)
+    if (plan.stages[i].stage->reads_pictures()) last_reader = static_cast<int>(i);
+  if (last_reader < 0 || keeper < 0 || keeper >= last_reader) return;
+  plan.stages[static_cast<std::size_t>(keeper)].keeps_pictures = true;
+  int held = 0;
+  for (int k = keeper; k < last_reader; ++k) {
+    if (k > keeper) plan.stages[static_cast<std::size_t>(k)].passes_pictures = true;
+    held += plan.stages[static_cast<std::size_t>(k)].queue_depth + 1;
+  }
+  int owner = keeper - 1;  // the stage whose pool holds the frames (upload of device frames forwards them)
+  while (owner > 0 && plan.stages[static_cast<std::size_t>(owner)].pool_slots == 0) --owner;
+  if (owner >= 0 && execution == Execution::pipelined) plan.stages[static_cast<std::size_t>(owner)].pool_slots += held;
+}
+
 }  // namespace
 
 PipelinePlan plan_pipeline(const PipelineSpec& spec) {
@@ -114,6 +135,8 @@ PipelinePlan plan_pipeline(const PipelineSpec& spec) {
   const std::size_t n = spec.stages.size();
   const std::size_t trunk = spec.tee >= 0 ? static_cast<std::size_t>(spec.tee) + 1 : n;
   std::optional<PayloadDesc> upstream, tee_output;
+  std::optional<PayloadDesc> pictures;  // on the trunk: the frames the preprocess stage made its tensor from
+  int picture_keeper = -1;              // that stage
   for (std::size_t i = 0; i < n; ++i) {
     const StageSpec& ss = spec.stages[i];
     const StageInfo& info = *StageRegistry::builtin().find(ss.kind);
@@ -169,7 +192,8 @@ PipelinePlan plan_pipeline(const PipelineSpec& spec) {
                    (ss.params.was_given(name) ? "" : "*");
     }
     StageInit init{ss.name, ss.params, upstream, plan.device, spec.batch_size, spec.batch_timeout_us, names,
-                   position, spec.file, plan.shared, spec.state_dir, spec.latency_budget_ns};
+                   position, spec.file, plan.shared, spec.state_dir, spec.latency_budget_ns,
+                   ss.branch < 0 ? pictures : std::nullopt};
     try {
       ps.stage = info.make(init);
     } catch (const ConfigError& e) {
@@ -180,11 +204,14 @@ PipelinePlan plan_pipeline(const PipelineSpec& spec) {
       // A slot being written, one being read downstream, and a full queue between them.
       const int in_flight = spec.execution == Execution::serial ? 1 : ps.queue_depth + 2;
       ps.pool_slots = ps.stage->forwards_input() ? 0 : in_flight;
+      if (ss.branch < 0 && upstream && upstream->kind == PayloadKind::frames && ps.output.kind != PayloadKind::frames)
+        pictures = upstream, picture_keeper = static_cast<int>(i);
       upstream = ps.output;
       if (static_cast<int>(i) == spec.tee) tee_output = ps.output;
     }
     plan.stages.push_back(std::move(ps));
   }
+  keep_pictures(plan, picture_keeper, spec.execution);
   check_pools_fit(plan, spec.stages);
   return plan;
 }
@@ -243,6 +270,9 @@ std::string describe_plan(const PipelinePlan& plan) {
              to_string(ps.output.memory) + "\n";
     else if (ps.role != StageRole::sink)
       out += indent + "       forwards its input (no pool)\n";
+    if (ps.keeps_pictures)
+      out += indent + "       keeps its input frames (by reference) for a stage downstream that reads them; their "
+                      "pool has a slot more for each batch in between\n";
     if (ps.role != StageRole::sink && static_cast<int>(i) != plan.tee)
       out += indent + "       queue: depth " + std::to_string(ps.queue_depth) + ", " +
              (ps.queue_policy == QueuePolicy::block ? std::string("blocking (lossless)")

@@ -68,23 +68,28 @@ cv::Scalar box_colour(const kernels::Detection& d) {
   return {static_cast<double>(c[0]), static_cast<double>(c[1]), static_cast<double>(c[2])};
 }
 
-// What a tag says: the label (printable ASCII only, at most kMaxLabel characters: the Hershey fonts have
-// nothing else), the score, and "#id" when tracked.
-constexpr std::size_t kMaxLabel = 40;
-std::string tag_text(const std::string& label, const kernels::Detection& d) {
+// Printable ASCII only, at most `limit` characters (the Hershey fonts have nothing else).
+std::string printable(const std::string& s, std::size_t limit) {
   std::string text;
-  for (const char c : label) {
-    if (text.size() == kMaxLabel) {
+  for (const char c : s) {
+    if (text.size() == limit) {
       text += "...";
       break;
     }
     text += c >= 0x20 && c < 0x7f ? c : '?';
   }
+  return text;
+}
+
+// What a tag says: the label (at most kMaxLabel characters), the score, "#id" when tracked, and what secondary
+// models said of the box ("colour red 0.93").
+constexpr std::size_t kMaxLabel = 40;
+std::string tag_text(const std::string& label, const kernels::Detection& d, const std::string& attributes) {
   char tail[48];
   const double score = std::isfinite(d.score) ? std::clamp(static_cast<double>(d.score), -1e6, 1e6) : 0.0;
   if (d.track_id >= 0) std::snprintf(tail, sizeof tail, " %.2f #%d", score, static_cast<int>(d.track_id));
   else std::snprintf(tail, sizeof tail, " %.2f", score);
-  return text + tail;
+  return printable(label, kMaxLabel) + tail + (attributes.empty() ? "" : " " + printable(attributes, 2 * kMaxLabel));
 }
 
 // A box in source-frame pixels (edges), scaled by sx, sy, as the pixel rectangle it covers on a width x height
@@ -391,12 +396,15 @@ class AnnotateStage final : public Stage {
     const int line = std::max(2, static_cast<int>(std::lround(std::min(width, height) / 360.0)));
     const double scale = std::max(0.35, std::min(width, height) / 1800.0);
     const int text_thickness = std::max(1, static_cast<int>(std::lround(scale * 1.5)));
-    for (const kernels::Detection& d : sinks::detections(b.desc, b.item(i))) {
+    const auto boxes = sinks::detections(b.desc, b.item(i));
+    for (std::size_t slot = 0; slot < boxes.size(); ++slot) {
+      const kernels::Detection& d = boxes[slot];
       cv::Rect r;
       if (!box_pixels(d, sx, sy, width, height, r)) continue;
       const cv::Scalar colour = box_colour(d);
       cv::rectangle(image, r, colour, line, cv::LINE_8);
-      const std::string text = tag_text(sinks::class_name(b.desc, d.class_id), d);
+      const std::string attributes = sinks::attributes_text(b.desc, b.item(i), slot);
+      const std::string text = tag_text(sinks::class_name(b.desc, d.class_id), d, attributes);
       int baseline = 0;
       const cv::Size ts = cv::getTextSize(text, cv::FONT_HERSHEY_SIMPLEX, scale, text_thickness, &baseline);
       const int tag_h = ts.height + baseline + 4;

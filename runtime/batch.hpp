@@ -45,6 +45,11 @@ struct Batch {
   bool shared = false;
   std::vector<Event> branch_released;                 // one per branch, when the pool has events and a tee
   std::vector<std::uint8_t> branch_release_pending;   // bytes, not vector<bool>: branches set their own
+  // The frames this batch's results were made from (item i: frame i), kept for a stage that reads them again
+  // (classify_boxes crops each detected box from its picture): the batch preprocess took them from, held by
+  // reference. Owned like a lease: it goes back to its pool when this batch goes back to its own. A stage that
+  // reads it records the pictures' `released` event on its stream (so the next writer of that slot waits).
+  Batch* pictures = nullptr;
 
   std::byte* item(int i) const noexcept { return memory.data() + desc.item_bytes() * static_cast<std::size_t>(i); }
 };

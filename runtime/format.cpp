@@ -59,9 +59,17 @@ std::size_t dtype_bytes(DType d) noexcept {
 std::size_t PayloadDesc::item_bytes() const noexcept {
   if (kind == PayloadKind::frames) return image_bytes(pixel, width, height);
   if (kind == PayloadKind::classes) return static_cast<std::size_t>(channels) * 8;  // kernels::ClassScore
-  if (kind == PayloadKind::detections) return 16 + static_cast<std::size_t>(channels) * 32;  // kernels/detect.hpp
+  if (kind == PayloadKind::detections) return attribute_offset(attributes.size());
   return static_cast<std::size_t>(channels) * static_cast<std::size_t>(width) * static_cast<std::size_t>(height) *
          dtype_bytes(dtype);
+}
+
+std::size_t PayloadDesc::attribute_offset(std::size_t a) const noexcept {
+  const auto slots = static_cast<std::size_t>(channels);
+  std::size_t offset = 16 + slots * 32;  // kernels::DetectionsHeader, kernels::Detection (kernels/detect.hpp)
+  for (std::size_t i = 0; i < a && i < attributes.size(); ++i)
+    offset += slots * static_cast<std::size_t>(attributes[i].k) * 8;  // kernels::ClassScore
+  return offset;
 }
 
 std::string PayloadDesc::describe() const {
@@ -73,6 +81,8 @@ std::string PayloadDesc::describe() const {
   } else if (kind == PayloadKind::detections) {
     s = "detections up to " + std::to_string(channels) + " of " + std::to_string(classes) + " classes" +
         (labels ? " (labelled)" : "");
+    for (const BoxAttribute& a : attributes)
+      s += ", each with '" + a.name + "' top-" + std::to_string(a.k) + " of " + std::to_string(a.classes);
   } else {
     s = "tensor " + std::string(to_string(dtype)) + " " + std::string(to_string(layout)) + " " +
         std::to_string(channels) + "x" + std::to_string(height) + "x" + std::to_string(width);

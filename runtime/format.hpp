@@ -18,7 +18,8 @@ enum class Layout : std::uint8_t { nchw, nhwc };
 // classes: per item, `channels` (k) ClassScore entries {f32 score, i32 class index}, best first (the infer
 // stage's classification output); `labels` names the classes when a labels file was given.
 // detections: per item a kernels::DetectionsHeader and `channels` (max detections) kernels::Detection slots, the
-// first header.count filled (boxes in source-frame pixels; the infer stage's `output: detections`).
+// first header.count filled (boxes in source-frame pixels; the infer stage's `output: detections`), then one block
+// per BoxAttribute: for every slot, its k ClassScore entries.
 enum class PayloadKind : std::uint8_t { frames, tensor, classes, detections };
 
 // How a tensor's pixels map to the frames they were made from (the preprocess stage's crop and fit): tensor pixel
@@ -45,6 +46,15 @@ std::optional<Layout> parse_layout(std::string_view s) noexcept;
 std::size_t image_bytes(PixelFormat f, int width, int height) noexcept;
 std::size_t dtype_bytes(DType d) noexcept;
 
+// What a secondary model said about each box (the classify_boxes stage): its top-k classes per box slot, best
+// first; a slot the model did not look at (filtered out, over the limit, an event slot) has index -1 in each.
+struct BoxAttribute {
+  std::string name;  // its key in the records (the stage's `attribute`)
+  int k = 1;
+  int classes = 0;   // how many the model tells apart
+  std::shared_ptr<const std::vector<std::string>> labels;  // optional: one name per class
+};
+
 // The description of what flows between two stages. One batch holds up to `batch` items of this shape.
 struct PayloadDesc {
   PayloadKind kind = PayloadKind::frames;
@@ -58,6 +68,10 @@ struct PayloadDesc {
   int classes = 0;                        // classes, detections: how many the model tells apart
   std::shared_ptr<const std::vector<std::string>> labels;  // classes, detections, optional: one name per class
   SourceGeometry geometry;                // tensor, detections: where the pixels came from
+  std::vector<BoxAttribute> attributes;   // detections: what secondary models added per box, in order
+
+  // detections: where attribute a's block starts in an item (a == attributes.size(): the item's size).
+  std::size_t attribute_offset(std::size_t a) const noexcept;
 
   std::size_t item_bytes() const noexcept;
   std::size_t batch_bytes() const noexcept { return item_bytes() * static_cast<std::size_t>(batch); }

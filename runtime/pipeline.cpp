@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 #include <limits>
 #include <mutex>
+#include <utility>
 #include <spdlog/spdlog.h>
 
 #include "runtime/errors.hpp"
@@ -482,6 +483,11 @@ BatchLease Pipeline::step(std::size_t i, BatchLease& in) {
     // (upload of device frames): the event stays pending for the next stage.
     else if (!stage.forwards_input()) gpu::event_synchronize(in->ready.get());
   }
+  Batch* const pictures = in && stage.reads_pictures() ? in->pictures : nullptr;
+  if (pictures && pictures->ready_pending) {  // ordered already through the chain's events; cheap to say so
+    if (s) gpu::stream_wait_event(s, pictures->ready.get());
+    else gpu::event_synchronize(pictures->ready.get());
+  }
   const std::int64_t t0 = now_ns(), cpu0 = thread_cpu_ns(), acquire_wait0 = rt.ctx.acquire_wait_ns,
                      pacing_wait0 = rt.ctx.pacing_wait_ns;
   const std::uint64_t first_sequence = in && !in->frames.empty() ? in->frames.front().sequence : 0;
@@ -518,11 +524,16 @@ BatchLease Pipeline::step(std::size_t i, BatchLease& in) {
   // A tee's shared batch that a branch stage forwards stays untouched (the other branches read it): no done
   // time (the tee stamped it for the branch's positions), no new ready event (forwarding adds no GPU work).
   const bool forwards_shared = out && out->shared;
+  if (pictures && s) {  // this stage's reads of them come before the slot's next writer
+    gpu::event_record(pictures->released.get(), s);
+    pictures->release_pending = true;
+  }
   if (out) {
     if (in && out.get() != in.get()) {
       out->count = in->count;
       out->frames = in->frames;  // within reserved capacity: no allocation
       out->stage_done_ns = in->stage_done_ns;
+      if (ps.passes_pictures) out->pictures = std::exchange(in->pictures, nullptr);
     }
     if (!forwards_shared) out->stage_done_ns[static_cast<std::size_t>(ps.position)] = t1;
     if (s && !forwards_shared) {
@@ -544,6 +555,8 @@ BatchLease Pipeline::step(std::size_t i, BatchLease& in) {
       gpu::stream_synchronize(s);  // a shared batch from a pool without branch events (none the runner makes)
     }
   }
+  // The frames go on by reference as the output's pictures, with their released event recorded above.
+  if (ps.keeps_pictures && in && out && out.get() != in.get()) out->pictures = in.detach();
   // What this step handled: its output, or the input a sink consumed.
   if (const Batch* handled = out ? out.get() : in.get()) {
     rt.counters.frames += static_cast<std::uint64_t>(handled->count);

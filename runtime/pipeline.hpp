@@ -37,6 +37,9 @@ struct PlannedStage {
   int branch = -1;    // its branch of the tee, -1: the trunk (the source .. the tee)
   int upstream = -1;  // index of the stage that feeds it (-1: the source)
   int position = 0;   // its place on its path from the source (Batch::stage_done_ns, records' stage_ms)
+  // Pictures (Batch::pictures) for a stage downstream that reads them: this stage keeps its frames input as its
+  // output's pictures, or hands its input's pictures on to its output.
+  bool keeps_pictures = false, passes_pictures = false;
 };
 
 // One branch of a tee: stages [first, last] of PipelinePlan::stages (the last a sink), fed from the tee through

@@ -1,5 +1,7 @@
 #include "runtime/pool.hpp"
 
+#include <utility>
+
 #include "runtime/stage.hpp"
 #include "runtime/stats.hpp"
 
@@ -10,6 +12,7 @@ void BatchLease::reset() noexcept {
   if (!b) return;
   if (b->holders.fetch_sub(1, std::memory_order_acq_rel) != 1) return;  // another branch still reads it
   b->holders.store(1, std::memory_order_relaxed);
+  BatchLease pictures = adopt(std::exchange(b->pictures, nullptr));  // back to its pool after this one
   b->pool->give_back(b);
 }
 
@@ -63,6 +66,13 @@ BatchLease BatchPool::acquire(gpu::StreamHandle writer) {
 BatchLease StageContext::acquire() {
   const std::int64_t t0 = now_ns();
   BatchLease b = out_pool->acquire(stream);
+  acquire_wait_ns += now_ns() - t0;
+  return b;
+}
+
+BatchLease StageContext::acquire_for_host() {
+  const std::int64_t t0 = now_ns();
+  BatchLease b = out_pool->acquire(nullptr);
   acquire_wait_ns += now_ns() - t0;
   return b;
 }

@@ -36,6 +36,9 @@ struct StageInit {
   std::shared_ptr<PipelineShared> shared;  // inputs, job ledger, frame tap: what stages share besides batches
   std::string state_dir;                 // where resumable jobs keep their ledger ($STATE_DIRECTORY, --state-dir)
   std::int64_t latency_budget_ns = 0;    // the pipeline's latency budget (sources stamp it on frames); 0: none
+  // The frames a stage upstream turned into a tensor (the preprocess stage's input), which a stage that
+  // reads_pictures() finds in Batch::pictures; none before such a stage, or past a tee.
+  std::optional<PayloadDesc> pictures = {};
 };
 
 struct StageContext {
@@ -52,6 +55,9 @@ struct StageContext {
   bool pausing() const { return pause && pause->load(std::memory_order_relaxed); }
   // An output batch from the stage's pool, ready for this stage's stream (or the host) to write.
   BatchLease acquire();
+  // An output batch the host writes although the stage has a stream: a GPU reader of the slot is waited for on
+  // the host.
+  BatchLease acquire_for_host();
 };
 
 class Stage {
@@ -63,6 +69,10 @@ class Stage {
   virtual bool forwards_input() const { return false; }
   // True when the stage enqueues GPU work and so needs a stream.
   virtual bool uses_gpu() const { return false; }
+  // True when the stage reads the frames its input was made from (Batch::pictures, described by
+  // StageInit::pictures): the runner keeps them from the preprocess stage on, and records their released event
+  // after this stage's work.
+  virtual bool reads_pictures() const { return false; }
   virtual void open(StageContext&) {}
   // What warm_up() will do ("" = nothing), for `sluiced check`. A stage that has something to do is opened and
   // warmed before the source opens, so it must not wait in open() for the source.

@@ -40,7 +40,12 @@ NpyWriter::NpyWriter(const PayloadDesc& d, fs::path dir, WriteRetry& retry, std:
       static_assert(sizeof(kernels::DetectionsHeader) == 16 && sizeof(kernels::Detection) == 32);
       descr_ = "[('count', '<i4'), ('candidates', '<i4'), ('cut', '<i4'), ('events', '<i4'), ('boxes', "
                "[('x1', '<f4'), ('y1', '<f4'), ('x2', '<f4'), ('y2', '<f4'), ('score', '<f4'), ('class', '<i4'), "
-               "('track', '<i4'), ('attribute', '<i4')], (" + std::to_string(d.channels) + ",))]";
+               "('track', '<i4'), ('attribute', '<i4')], (" + std::to_string(d.channels) + ",))";
+      // Each secondary model's top-k per box slot (classify_boxes; names are [A-Za-z0-9_-], checked there).
+      for (const BoxAttribute& a : d.attributes)
+        descr_ += ", ('" + a.name + "', [('score', '<f4'), ('index', '<i4')], (" + std::to_string(d.channels) + ", " +
+                  std::to_string(a.k) + "))";
+      descr_ += "]";
       item_shape_ = {};
       break;
   }

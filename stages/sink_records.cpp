@@ -91,6 +91,32 @@ std::string track_event_name(std::int32_t event) {
   return "event " + std::to_string(event);
 }
 
+std::span<const kernels::ClassScore> attribute_scores(const PayloadDesc& d, const std::byte* item, std::size_t a,
+                                                      std::size_t slot) {
+  const auto k = static_cast<std::size_t>(d.attributes[a].k);
+  return {reinterpret_cast<const kernels::ClassScore*>(item + d.attribute_offset(a)) + slot * k, k};
+}
+
+namespace {
+std::string attribute_class_name(const BoxAttribute& a, std::int32_t index) {
+  if (a.labels && index >= 0 && static_cast<std::size_t>(index) < a.labels->size())
+    return (*a.labels)[static_cast<std::size_t>(index)];
+  return "class " + std::to_string(index);
+}
+}  // namespace
+
+std::string attributes_text(const PayloadDesc& d, const std::byte* item, std::size_t slot) {
+  std::string out;
+  for (std::size_t a = 0; a < d.attributes.size(); ++a) {
+    const kernels::ClassScore best = attribute_scores(d, item, a, slot).front();
+    if (best.index < 0) continue;
+    char score[32];
+    std::snprintf(score, sizeof score, " %.2f", static_cast<double>(best.score));
+    out += (out.empty() ? "" : ", ") + d.attributes[a].name + " " + attribute_class_name(d.attributes[a], best.index) + score;
+  }
+  return out;
+}
+
 std::string class_name(const PayloadDesc& d, std::int32_t index) {
   if (d.labels && index >= 0 && static_cast<std::size_t>(index) < d.labels->size())
     return (*d.labels)[static_cast<std::size_t>(index)];
@@ -139,7 +165,21 @@ std::string RecordFormatter::json(const Batch& b, int i, const Origin& origin, s
       return box;
     };
     nlohmann::json boxes = nlohmann::json::array();
-    for (const kernels::Detection& d : detections(b.desc, b.item(i))) boxes.push_back(box_json(d));
+    const auto found = detections(b.desc, b.item(i));
+    for (std::size_t slot = 0; slot < found.size(); ++slot) {
+      nlohmann::json box = box_json(found[slot]);
+      nlohmann::json attributes = nlohmann::json::object();
+      for (std::size_t a = 0; a < b.desc.attributes.size(); ++a) {
+        const auto scores = attribute_scores(b.desc, b.item(i), a, slot);
+        if (scores.front().index < 0) continue;  // the model did not look at this box
+        nlohmann::json best = nlohmann::json::array();
+        for (const kernels::ClassScore& c : scores)
+          best.push_back({{"index", c.index}, {"label", attribute_class_name(b.desc.attributes[a], c.index)}, {"score", c.score}});
+        attributes[b.desc.attributes[a].name] = std::move(best);
+      }
+      if (!attributes.empty()) box["attributes"] = std::move(attributes);
+      boxes.push_back(std::move(box));
+    }
     j["detections"] = std::move(boxes);
     const auto events = track_events(b.desc, b.item(i));
     if (!events.empty()) {
@@ -178,11 +218,14 @@ std::string RecordFormatter::text(const Batch& b, int i, std::int64_t now) const
     const auto boxes = detections(b.desc, b.item(i));
     out += std::to_string(boxes.size()) + (boxes.size() == 1 ? " detection" : " detections");
     const char* separator = ": ";
-    for (const kernels::Detection& d : boxes) {
+    for (std::size_t slot = 0; slot < boxes.size(); ++slot) {
+      const kernels::Detection& d = boxes[slot];
       std::snprintf(buf, sizeof buf, " %.3f [%.1f %.1f %.1f %.1f]", static_cast<double>(d.score),
                     static_cast<double>(d.x1), static_cast<double>(d.y1), static_cast<double>(d.x2),
                     static_cast<double>(d.y2));
-      out += separator + class_name(b.desc, d.class_id) + (d.track_id >= 0 ? " #" + std::to_string(d.track_id) : "") + buf;
+      const std::string attributes = attributes_text(b.desc, b.item(i), slot);
+      out += separator + class_name(b.desc, d.class_id) + (d.track_id >= 0 ? " #" + std::to_string(d.track_id) : "") + buf +
+             (attributes.empty() ? "" : " (" + attributes + ")");
       separator = ", ";
     }
     for (const kernels::Detection& e : track_events(b.desc, b.item(i)))

@@ -53,6 +53,12 @@ std::span<const kernels::Detection> detections(const PayloadDesc& d, const std::
 // payload's capacity); each a box with track_id and `reserved` = kernels::TrackEvent.
 std::span<const kernels::Detection> track_events(const PayloadDesc& d, const std::byte* item);
 std::string track_event_name(std::int32_t event);  // "new", "lost", or "event N" for a value it does not know
+// Detections items: attribute `a`'s top-k entries for box slot `slot` (PayloadDesc::attributes); index -1 in the
+// first entry: the secondary model did not look at that box.
+std::span<const kernels::ClassScore> attribute_scores(const PayloadDesc& d, const std::byte* item, std::size_t a,
+                                                      std::size_t slot);
+// "colour red 0.93, make vw 0.80": each attribute's best class and score for box slot `slot` ("" when none).
+std::string attributes_text(const PayloadDesc& d, const std::byte* item, std::size_t slot);
 // "tensor f32 nchw 3x64x96": the item's shape without the batch and memory suffix.
 std::string item_shape(const PayloadDesc& d);
 
@@ -66,7 +72,8 @@ class RecordFormatter {
   //   source (id), source_name, input and input_frame (frames of an input only), sequence, pts_ns,
   //   stage_ms {stage: ms from the previous stage's finish}, latency_ms (capture to `now`), and either
   //   classes [{index, label, score}, ...] best first, detections [{box [x1, y1, x2, y2] in frame pixels, class,
-  //   label, score, track (once a track stage confirmed its track)}, ...] best first, with track_events [{event
+  //   label, score, track (once a track stage confirmed its track), attributes {name: [{index, label, score},
+  //   ...]} (the classify_boxes stages that looked at it)}, ...] best first, with track_events [{event
   //   "new" | "lost", track, box, class, label, score}, ...] after a track stage on frames that have any, or
   //   payload {shape, mean, min, max}.
   std::string json(const Batch& b, int i, const Origin& origin, std::int64_t now) const;
