@@ -12,6 +12,7 @@ void register_builtin_stages(StageRegistry& registry) {
   registry.add(infer_stage());
   registry.add(download_stage());
   registry.add(track_stage());
+  registry.add(classify_boxes_stage());
   registry.add(tee_stage());
   registry.add(sink_stage());
   register_testsrc_reader();

@@ -11,6 +11,7 @@ StageInfo preprocess_stage();
 StageInfo infer_stage();
 StageInfo download_stage();
 StageInfo track_stage();
+StageInfo classify_boxes_stage();
 StageInfo tee_stage();
 StageInfo sink_stage();
 

@@ -9,16 +9,59 @@
 #include "kernels/preprocess_cpu.hpp"
 #include "runtime/errors.hpp"
 #include "stages/builtin.hpp"
+#include "stages/preprocess.hpp"
 #if SLUICE_WITH_CUDA
 #include "kernels/preprocess.cuh"
 #endif
 
 namespace sluice {
-namespace {
 
 using kernels::ChannelOrder;
 using kernels::PreprocessParams;
 using kernels::YuvMatrix;
+
+kernels::PreprocessParams preprocess_params(const ParamValues& p, const PayloadDesc& in, bool with_crop) {
+  PreprocessParams params;
+  params.batch = in.batch;
+  params.in_format = in.pixel;
+  params.in_width = in.width;
+  params.in_height = in.height;
+  params.yuv_matrix = p.string("yuv_matrix") == "bt709" ? YuvMatrix::bt709 : YuvMatrix::bt601;
+  params.yuv_full_range = p.string("yuv_range") == "full";
+  const std::string& order = p.string("order");
+  params.out_order = order == "bgr" ? ChannelOrder::bgr : order == "gray" ? ChannelOrder::gray : ChannelOrder::rgb;
+  params.out_width = static_cast<int>(p.integer("width"));
+  params.out_height = static_cast<int>(p.integer("height"));
+  params.layout = *parse_layout(p.string("layout"));
+  params.dtype = *parse_dtype(p.string("dtype"));
+  if (with_crop) {
+    const auto& crop = p.numbers("crop");
+    int* const crop_fields[4] = {&params.crop_x, &params.crop_y, &params.crop_width, &params.crop_height};
+    for (std::size_t i = 0; i < 4; ++i) {
+      const double v = crop[i];
+      if (v != std::floor(v))
+        throw ConfigError("crop values must be whole pixels (got " + std::to_string(v) + " at position " +
+                          std::to_string(i + 1) + " of [x, y, width, height])");
+      *crop_fields[i] = static_cast<int>(v);  // the declaration bounds it to 0..65536
+    }
+  }
+  params.letterbox = p.boolean("letterbox");
+  params.pad_value = static_cast<float>(p.number("pad_value"));
+  const auto& mean = p.numbers("mean");
+  const auto& std = p.numbers("std");
+  for (int c = 0; c < 3; ++c) {
+    params.mean[c] = static_cast<float>(mean[static_cast<std::size_t>(c)]);
+    params.std[c] = static_cast<float>(std[static_cast<std::size_t>(c)]);
+  }
+  try {
+    kernels::validate(params);
+  } catch (const std::invalid_argument& e) {
+    throw ConfigError(e.what());
+  }
+  return params;
+}
+
+namespace {
 
 class PreprocessStage final : public Stage {
  public:
@@ -28,41 +71,7 @@ class PreprocessStage final : public Stage {
     if (on_gpu_ && in.memory != MemoryKind::device)
       throw ConfigError("runs on the GPU and needs its input on the device (put an upload stage before it), got " +
                         in.describe());
-    const auto& p = init.params;
-    params_.batch = in.batch;
-    params_.in_format = in.pixel;
-    params_.in_width = in.width;
-    params_.in_height = in.height;
-    params_.yuv_matrix = p.string("yuv_matrix") == "bt709" ? YuvMatrix::bt709 : YuvMatrix::bt601;
-    params_.yuv_full_range = p.string("yuv_range") == "full";
-    const std::string& order = p.string("order");
-    params_.out_order = order == "bgr" ? ChannelOrder::bgr : order == "gray" ? ChannelOrder::gray : ChannelOrder::rgb;
-    params_.out_width = static_cast<int>(p.integer("width"));
-    params_.out_height = static_cast<int>(p.integer("height"));
-    params_.layout = *parse_layout(p.string("layout"));
-    params_.dtype = *parse_dtype(p.string("dtype"));
-    const auto& crop = p.numbers("crop");
-    int* const crop_fields[4] = {&params_.crop_x, &params_.crop_y, &params_.crop_width, &params_.crop_height};
-    for (std::size_t i = 0; i < 4; ++i) {
-      const double v = crop[i];
-      if (v != std::floor(v))
-        throw ConfigError("crop values must be whole pixels (got " + std::to_string(v) + " at position " +
-                          std::to_string(i + 1) + " of [x, y, width, height])");
-      *crop_fields[i] = static_cast<int>(v);  // the declaration bounds it to 0..65536
-    }
-    params_.letterbox = p.boolean("letterbox");
-    params_.pad_value = static_cast<float>(p.number("pad_value"));
-    const auto& mean = p.numbers("mean");
-    const auto& std = p.numbers("std");
-    for (int c = 0; c < 3; ++c) {
-      params_.mean[c] = static_cast<float>(mean[static_cast<std::size_t>(c)]);
-      params_.std[c] = static_cast<float>(std[static_cast<std::size_t>(c)]);
-    }
-    try {
-      kernels::validate(params_);
-    } catch (const std::invalid_argument& e) {
-      throw ConfigError(e.what());
-    }
+    params_ = preprocess_params(init.params, in, true);
     out_.kind = PayloadKind::tensor;
     out_.memory = on_gpu_ ? MemoryKind::device : MemoryKind::host;
     out_.batch = in.batch;
@@ -104,30 +113,37 @@ class PreprocessStage final : public Stage {
 
 }  // namespace
 
+std::vector<ParamSpec> preprocess_param_specs(bool with_crop) {
+  std::vector<ParamSpec> specs{
+    {"width", ParamType::integer, "224", "output width", 1.0, 8192.0},
+    {"height", ParamType::integer, "224", "output height", 1.0, 8192.0},
+    {"order", ParamType::choice, "rgb", "output channel order (gray: one channel)", {}, {},
+     {"rgb", "bgr", "gray"}},
+    {"layout", ParamType::choice, "nchw", "tensor layout", {}, {}, {"nchw", "nhwc"}},
+    {"dtype", ParamType::choice, "f32", "tensor element type", {}, {}, {"f32", "f16", "bf16"}},
+    {"letterbox", ParamType::boolean, "false",
+     "keep the aspect ratio: fit the crop inside width x height, centred, and pad the border"},
+    {"pad_value", ParamType::number, "114", "letterbox border value in pixel units (0..255), every channel",
+     0.0, 255.0},
+    {"mean", ParamType::numbers, "[0.485, 0.456, 0.406]", "per-channel mean, in units of x/255", {}, {}, {}, 3},
+    {"std", ParamType::numbers, "[0.229, 0.224, 0.225]", "per-channel standard deviation (> 0)", 1e-6, {}, {}, 3},
+    {"yuv_matrix", ParamType::choice, "bt601", "YUV sources: colour matrix", {}, {}, {"bt601", "bt709"}},
+    {"yuv_range", ParamType::choice, "limited", "YUV sources: value range", {}, {}, {"limited", "full"}},
+  };
+  if (with_crop)
+    specs.insert(specs.begin() + 5,  // after dtype, where `sluiced inspect` has always listed it
+                 {"crop", ParamType::numbers, "[0, 0, 0, 0]",
+                  "source region [x, y, width, height] to resize (width/height 0: to the frame edge; even for YUV)",
+                  0.0, 65536.0, {}, 4});
+  return specs;
+}
+
 StageInfo preprocess_stage() {
   return {"preprocess",
           StageRole::transform,
           "crop, bilinear resize (or letterbox), colour conversion, (x/255 - mean)/std, layout and dtype: frames in, "
           "model tensor out",
-          {
-              {"width", ParamType::integer, "224", "output width", 1.0, 8192.0},
-              {"height", ParamType::integer, "224", "output height", 1.0, 8192.0},
-              {"order", ParamType::choice, "rgb", "output channel order (gray: one channel)", {}, {},
-               {"rgb", "bgr", "gray"}},
-              {"layout", ParamType::choice, "nchw", "tensor layout", {}, {}, {"nchw", "nhwc"}},
-              {"dtype", ParamType::choice, "f32", "tensor element type", {}, {}, {"f32", "f16", "bf16"}},
-              {"crop", ParamType::numbers, "[0, 0, 0, 0]",
-               "source region [x, y, width, height] to resize (width/height 0: to the frame edge; even for YUV)", 0.0,
-               65536.0, {}, 4},
-              {"letterbox", ParamType::boolean, "false",
-               "keep the aspect ratio: fit the crop inside width x height, centred, and pad the border"},
-              {"pad_value", ParamType::number, "114", "letterbox border value in pixel units (0..255), every channel",
-               0.0, 255.0},
-              {"mean", ParamType::numbers, "[0.485, 0.456, 0.406]", "per-channel mean, in units of x/255", {}, {}, {}, 3},
-              {"std", ParamType::numbers, "[0.229, 0.224, 0.225]", "per-channel standard deviation (> 0)", 1e-6, {}, {}, 3},
-              {"yuv_matrix", ParamType::choice, "bt601", "YUV sources: colour matrix", {}, {}, {"bt601", "bt709"}},
-              {"yuv_range", ParamType::choice, "limited", "YUV sources: value range", {}, {}, {"limited", "full"}},
-          },
+          preprocess_param_specs(true),
           [](const StageInit& init) -> std::unique_ptr<Stage> { return std::make_unique<PreprocessStage>(init); }};
 }
 
