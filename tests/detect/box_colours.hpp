@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "kernels/roi_crop.hpp"
+#include "runtime/stats.hpp"
 #include "stages/testsrc.hpp"
 #include "tests/nn/model_builder.hpp"
 
@@ -82,6 +83,21 @@ inline ColourCheck check_colours(const std::vector<nlohmann::json>& records, dou
     }
   }
   return out;
+}
+
+// The chain delivered `frames` records and every box in them was classified with its region's colour.
+inline void check_every_box_coloured(const FrameLedger::Totals& totals, const std::vector<nlohmann::json>& records,
+                                     std::uint64_t frames) {
+  CHECK(totals.produced == frames);
+  CHECK(totals.delivered == frames);
+  CHECK(totals.dropped + totals.failed == 0);
+  REQUIRE(records.size() == frames);
+  const ColourCheck check = check_colours(records, 0.06);
+  INFO(check.failures);
+  CHECK(check.failures.empty());
+  CHECK(check.boxes >= static_cast<int>(frames));  // the detector finds the shapes
+  CHECK(check.classified == check.boxes);          // no filter: every box
+  CHECK(check.dominant >= 5);  // the tiny random head finds mostly background; some boxes are on the shapes
 }
 
 }  // namespace sluice::test

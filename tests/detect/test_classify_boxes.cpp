@@ -40,17 +40,7 @@ TEST_CASE("classify_boxes: each box gets its region's colour, every frame delive
   CHECK_THAT(plan, Catch::Contains("attribute 'colour' = its top-3 of 3 classes"));
   CHECK_THAT(plan, Catch::Contains("each with 'colour' top-3 of 3"));
   const auto totals = run_to_end(plan_from(yaml));
-  CHECK(totals.produced == 48);
-  CHECK(totals.delivered == 48);
-  CHECK(totals.dropped + totals.failed == 0);
-  const auto records = read_jsonl(jsonl);
-  REQUIRE(records.size() == 48);
-  const ColourCheck check = check_colours(records, 0.06);
-  INFO(check.failures);
-  CHECK(check.failures.empty());
-  CHECK(check.boxes >= 48);                 // the detector finds the shapes
-  CHECK(check.classified == check.boxes);  // no filter: every box
-  CHECK(check.dominant >= 5);  // the tiny random head finds mostly background; some boxes are on the shapes
+  check_every_box_coloured(totals, read_jsonl(jsonl), 48);
 }
 
 TEST_CASE("classify_boxes: filters and the per-batch limit leave boxes unclassified", "[detect][classify_boxes]") {
