@@ -473,10 +473,21 @@ void Pipeline::conclude_input(const Finishing& f) {
 // Runs stage i on one batch (none for a source) and returns what it emits. GPU work is only enqueued:
 // `ready` of the output and `released` of the input are recorded on the stage's stream.
 BatchLease Pipeline::step(std::size_t i, BatchLease& in) {
-  auto& rt = *rt_[i];
-  auto& ps = plan_.stages[i];
-  Stage& stage = *ps.stage;
-  const gpu::StreamHandle s = rt.ctx.stream;
+  Batch* const pictures = wait_for_input(i, in.get());
+  StepTimes times;
+  bool failed = false;
+  BatchLease out = run_stage(i, in, times, failed);
+  if (failed) return {};
+  hand_on(i, in, out, pictures, times.end);
+  account(i, in.get(), out.get(), times);
+  return out;
+}
+
+// The stage's stream (or, for a host stage, its thread) waits for the input's GPU work; returns the pictures the
+// stage reads, if it reads any.
+Batch* Pipeline::wait_for_input(std::size_t i, Batch* in) {
+  const gpu::StreamHandle s = rt_[i]->ctx.stream;
+  const Stage& stage = *plan_.stages[i].stage;
   if (in && in->ready_pending) {
     if (s) gpu::stream_wait_event(s, in->ready.get());
     // A host stage waits for the batch's GPU work, except one that passes the batch on without touching it
@@ -488,14 +499,24 @@ BatchLease Pipeline::step(std::size_t i, BatchLease& in) {
     if (s) gpu::stream_wait_event(s, pictures->ready.get());
     else gpu::event_synchronize(pictures->ready.get());
   }
-  const std::int64_t t0 = now_ns(), cpu0 = thread_cpu_ns(), acquire_wait0 = rt.ctx.acquire_wait_ns,
-                     pacing_wait0 = rt.ctx.pacing_wait_ns;
+  return pictures;
+}
+
+// Calls the stage. A stage that throws fails the batch's frames (`failed`; a source's error goes to its loop).
+BatchLease Pipeline::run_stage(std::size_t i, BatchLease& in, StepTimes& times, bool& failed) {
+  auto& rt = *rt_[i];
+  const auto& ps = plan_.stages[i];
+  const gpu::StreamHandle s = rt.ctx.stream;
+  times.begin = now_ns();
+  times.cpu_begin = thread_cpu_ns();
+  times.acquire_wait_before = rt.ctx.acquire_wait_ns;
+  times.pacing_wait_before = rt.ctx.pacing_wait_ns;
   const std::uint64_t first_sequence = in && !in->frames.empty() ? in->frames.front().sequence : 0;
   BatchLease out;
   try {
     const ScopedRange range(ps.name.c_str());
     if (s) rt.timer.begin(s, first_sequence, in ? in->count : 0);
-    out = stage.process(in.get(), rt.ctx);
+    out = ps.stage->process(in.get(), rt.ctx);
     if (s) {
       rt.timer.end(s);
       rt.counters.gpu_ns = rt.timer.total_ns();
@@ -511,16 +532,19 @@ BatchLease Pipeline::step(std::size_t i, BatchLease& in) {
       }
     }
     fail_frames(i, in.get(), e.what());
+    failed = true;
     return {};
   }
-  if (stage.forwards_input()) out = std::move(in);
-  const std::int64_t t1 = now_ns();
-  const std::int64_t blocked = rt.ctx.acquire_wait_ns - acquire_wait0;  // waiting for a free output slot
-  const std::int64_t pacing = rt.ctx.pacing_wait_ns - pacing_wait0;     // waiting for frames to be due
-  rt.counters.host_ns += static_cast<std::uint64_t>(t1 - t0 - blocked - pacing);
-  rt.counters.wait_out_ns += static_cast<std::uint64_t>(blocked);
-  rt.counters.wait_in_ns += static_cast<std::uint64_t>(pacing);
+  if (ps.stage->forwards_input()) out = std::move(in);
+  times.end = now_ns();
+  return out;
+}
 
+// What goes with the batches: the output gets the input's frames and times, its ready event and the pictures
+// it carries on; the input's released event tells its pool's next writer when this stage is done reading it.
+void Pipeline::hand_on(std::size_t i, BatchLease& in, BatchLease& out, Batch* pictures, std::int64_t done_ns) {
+  const auto& ps = plan_.stages[i];
+  const gpu::StreamHandle s = rt_[i]->ctx.stream;
   // A tee's shared batch that a branch stage forwards stays untouched (the other branches read it): no done
   // time (the tee stamped it for the branch's positions), no new ready event (forwarding adds no GPU work).
   const bool forwards_shared = out && out->shared;
@@ -535,14 +559,12 @@ BatchLease Pipeline::step(std::size_t i, BatchLease& in) {
       out->stage_done_ns = in->stage_done_ns;
       if (ps.passes_pictures) out->pictures = std::exchange(in->pictures, nullptr);
     }
-    if (!forwards_shared) out->stage_done_ns[static_cast<std::size_t>(ps.position)] = t1;
+    if (!forwards_shared) out->stage_done_ns[static_cast<std::size_t>(ps.position)] = done_ns;
     if (s && !forwards_shared) {
       gpu::event_record(out->ready.get(), s);
       out->ready_pending = true;
     }
-    if (ps.role == StageRole::source) {
-      ledger_.produced(out->frames);
-    }
+    if (ps.role == StageRole::source) ledger_.produced(out->frames);
   }
   if (in && s) {
     if (!in->shared) {
@@ -557,26 +579,37 @@ BatchLease Pipeline::step(std::size_t i, BatchLease& in) {
   }
   // The frames go on by reference as the output's pictures, with their released event recorded above.
   if (ps.keeps_pictures && in && out && out.get() != in.get()) out->pictures = in.detach();
+}
+
+// The stage's counters and trace; a sink's batch is delivered here (and the inputs it completed finished).
+void Pipeline::account(std::size_t i, Batch* in, const Batch* out, const StepTimes& times) {
+  auto& rt = *rt_[i];
+  const auto& ps = plan_.stages[i];
+  const std::int64_t blocked = rt.ctx.acquire_wait_ns - times.acquire_wait_before;  // waiting for a free output slot
+  const std::int64_t pacing = rt.ctx.pacing_wait_ns - times.pacing_wait_before;     // waiting for frames to be due
+  rt.counters.host_ns += static_cast<std::uint64_t>(times.end - times.begin - blocked - pacing);
+  rt.counters.wait_out_ns += static_cast<std::uint64_t>(blocked);
+  rt.counters.wait_in_ns += static_cast<std::uint64_t>(pacing);
   // What this step handled: its output, or the input a sink consumed.
-  if (const Batch* handled = out ? out.get() : in.get()) {
+  if (const Batch* handled = out ? out : in) {
     rt.counters.frames += static_cast<std::uint64_t>(handled->count);
     rt.counters.batches++;
-    if (t0 < trace_until_ns_.load(std::memory_order_relaxed)) {
+    if (times.begin < trace_until_ns_.load(std::memory_order_relaxed)) {
       const std::uint64_t first = handled->frames.empty() ? 0 : handled->frames.front().sequence;
       std::lock_guard lock(rt.trace_mu);
-      if (rt.host_trace.size() < rt.host_trace.capacity()) rt.host_trace.push_back({t0, t1, first, handled->count});
+      if (rt.host_trace.size() < rt.host_trace.capacity())
+        rt.host_trace.push_back({times.begin, times.end, first, handled->count});
     }
   }
   if (ps.role == StageRole::sink && in) {
     // How long the batch took since it left the batcher: what the batcher must leave time for.
-    if (i > 0) plan_.shared->downstream.record(t1 - in->stage_done_ns[0]);
+    if (i > 0) plan_.shared->downstream.record(times.end - in->stage_done_ns[0]);
     auto done = in->stage_done_ns;
-    done[static_cast<std::size_t>(ps.position)] = t1;
-    settle(i, in->frames, FrameFate::delivered, {}, t1, &done);
+    done[static_cast<std::size_t>(ps.position)] = times.end;
+    settle(i, in->frames, FrameFate::delivered, {}, times.end, &done);
     finish_inputs(i);
   }
-  rt.counters.cpu_ns += static_cast<std::uint64_t>(thread_cpu_ns() - cpu0);
-  return out;
+  rt.counters.cpu_ns += static_cast<std::uint64_t>(thread_cpu_ns() - times.cpu_begin);
 }
 
 void Pipeline::push_downstream(std::size_t i, BatchLease out) {

@@ -125,7 +125,15 @@ class Pipeline {
   void run_serial();
   void open_stage(std::size_t i);
   void close_stage(std::size_t i) noexcept;
+  // One step of stage i: wait for the input, run the stage, hand the batches on, account for it.
+  struct StepTimes {
+    std::int64_t begin = 0, end = 0, cpu_begin = 0, acquire_wait_before = 0, pacing_wait_before = 0;
+  };
   BatchLease step(std::size_t i, BatchLease& in);
+  Batch* wait_for_input(std::size_t i, Batch* in);
+  BatchLease run_stage(std::size_t i, BatchLease& in, StepTimes& times, bool& failed);
+  void hand_on(std::size_t i, BatchLease& in, BatchLease& out, Batch* pictures, std::int64_t done_ns);
+  void account(std::size_t i, Batch* in, const Batch* out, const StepTimes& times);
   void push_downstream(std::size_t i, BatchLease out);
   void push_branches(std::size_t tee, BatchLease out);  // the tee: one share of the batch to each branch
   // The one place frames get their fate (besides the source's `produced`). A stage in a branch reports the
