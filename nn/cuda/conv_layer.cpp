@@ -9,6 +9,7 @@
 
 #include "nn/cuda/check.hpp"
 #include "nn/cuda/gemm.hpp"
+#include "nn/cuda/stream_stopwatch.hpp"
 
 namespace sluice::nn::cuda {
 namespace {
@@ -268,21 +269,14 @@ void ConvLayer::select_algorithm(ConvSelection& sel) {
   int returned = 0;
   CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(sel.cudnn, full.x.get(), filter_.get(), conv_.get(), full.y.get(),
                                                      CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned, perf));
-  cudaEvent_t start = nullptr, stop = nullptr;
-  CUDA_CHECK(cudaEventCreate(&start));
-  CUDA_CHECK(cudaEventCreate(&stop));
+  StreamStopwatch stopwatch;
   double best = std::numeric_limits<double>::infinity();
   // Times one candidate (best of a few runs); infinity when it does not run.
   auto trial_ms = [&](PerCount& pc) {
     if (launch(pc, trial) != CUDNN_STATUS_SUCCESS) return std::numeric_limits<double>::infinity();
     double fastest = std::numeric_limits<double>::infinity();
     for (int run = 0; run < kTrialRuns; ++run) {
-      CUDA_CHECK(cudaEventRecord(start, sel.stream));
-      launch(pc, trial);
-      CUDA_CHECK(cudaEventRecord(stop, sel.stream));
-      CUDA_CHECK(cudaEventSynchronize(stop));
-      float ms = 0;
-      CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+      const float ms = stopwatch.time_ms(sel.stream, [&] { launch(pc, trial); });
       fastest = std::min(fastest, static_cast<double>(ms));
     }
     return fastest;
@@ -327,8 +321,6 @@ void ConvLayer::select_algorithm(ConvSelection& sel) {
       }
     }
   }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
   CUDA_CHECK(cudaGetLastError());
   if (!std::isfinite(best))
     throw GpuError("node '" + name() + "' (Conv): no allowed way runs this convolution within the workspace limit");

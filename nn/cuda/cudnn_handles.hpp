@@ -1,5 +1,6 @@
 #pragma once
-// Move-only owners of cuDNN descriptors and library handles (destructors never throw).
+// Move-only owners of cuDNN descriptors and cuBLAS/cuBLASLt handles: the runtime's UniqueHandle, as for streams
+// and events (destructors never throw).
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cudnn.h>
@@ -7,28 +8,29 @@
 #include <utility>
 
 #include "nn/cuda/check.hpp"
+#include "runtime/gpu_handles.hpp"
 #include "runtime/format.hpp"
 
 namespace sluice::nn::cuda {
 
+// The libraries' destroy calls return a status; an owner's destructor has nothing to do with it.
+template <typename T, typename Status, Status (*Destroy)(T)>
+void destroy_quietly(T h) noexcept {
+  Destroy(h);
+}
+
+// A cuDNN object or handle, created on construction (the runtime's UniqueHandle owns it).
 template <typename T, cudnnStatus_t (*Create)(T*), cudnnStatus_t (*Destroy)(T)>
-class CudnnObject {
+class CudnnObject : public UniqueHandle<T, destroy_quietly<T, cudnnStatus_t, Destroy>> {
  public:
-  CudnnObject() { CUDNN_CHECK(Create(&h_)); }
-  CudnnObject(CudnnObject&& o) noexcept : h_(std::exchange(o.h_, nullptr)) {}
-  CudnnObject& operator=(CudnnObject&& o) noexcept {
-    std::swap(h_, o.h_);
-    return *this;
-  }
-  CudnnObject(const CudnnObject&) = delete;
-  CudnnObject& operator=(const CudnnObject&) = delete;
-  ~CudnnObject() {
-    if (h_) Destroy(h_);
-  }
-  T get() const { return h_; }
+  CudnnObject() : UniqueHandle<T, destroy_quietly<T, cudnnStatus_t, Destroy>>(created()) {}
 
  private:
-  T h_ = nullptr;
+  static T created() {
+    T h{};
+    CUDNN_CHECK(Create(&h));
+    return h;
+  }
 };
 
 using TensorDesc = CudnnObject<cudnnTensorDescriptor_t, cudnnCreateTensorDescriptor, cudnnDestroyTensorDescriptor>;
@@ -39,41 +41,21 @@ using ActivationDesc =
     CudnnObject<cudnnActivationDescriptor_t, cudnnCreateActivationDescriptor, cudnnDestroyActivationDescriptor>;
 using CudnnHandle = CudnnObject<cudnnHandle_t, cudnnCreate, cudnnDestroy>;
 
-class CublasHandle {
+class CublasHandle : public UniqueHandle<cublasHandle_t, destroy_quietly<cublasHandle_t, cublasStatus_t, cublasDestroy>> {
  public:
-  CublasHandle() { CUBLAS_CHECK(cublasCreate(&h_)); }
-  CublasHandle(const CublasHandle&) = delete;
-  CublasHandle& operator=(const CublasHandle&) = delete;
-  ~CublasHandle() {
-    if (h_) cublasDestroy(h_);
-  }
-  cublasHandle_t get() const { return h_; }
+  CublasHandle() : UniqueHandle(created()) {}
 
  private:
-  cublasHandle_t h_ = nullptr;
+  static cublasHandle_t created() {
+    cublasHandle_t h = nullptr;
+    CUBLAS_CHECK(cublasCreate(&h));
+    return h;
+  }
 };
 
 // Owner of a cuBLASLt object made by the caller's create call (their signatures differ), destroyed here.
 template <typename T, cublasStatus_t (*Destroy)(T)>
-class LtObject {
- public:
-  LtObject() = default;
-  explicit LtObject(T h) : h_(h) {}
-  LtObject(LtObject&& o) noexcept : h_(std::exchange(o.h_, nullptr)) {}
-  LtObject& operator=(LtObject&& o) noexcept {
-    std::swap(h_, o.h_);
-    return *this;
-  }
-  LtObject(const LtObject&) = delete;
-  LtObject& operator=(const LtObject&) = delete;
-  ~LtObject() {
-    if (h_) Destroy(h_);
-  }
-  T get() const { return h_; }
-
- private:
-  T h_ = nullptr;
-};
+using LtObject = UniqueHandle<T, destroy_quietly<T, cublasStatus_t, Destroy>>;
 using CublasLtHandle = LtObject<cublasLtHandle_t, cublasLtDestroy>;
 using LtMatmulDesc = LtObject<cublasLtMatmulDesc_t, cublasLtMatmulDescDestroy>;
 using LtLayout = LtObject<cublasLtMatrixLayout_t, cublasLtMatrixLayoutDestroy>;

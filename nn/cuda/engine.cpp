@@ -12,6 +12,7 @@
 #include "nn/cuda/algo_cache.hpp"
 #include "nn/cuda/check.hpp"
 #include "nn/cuda/conv_layer.hpp"
+#include "nn/cuda/stream_stopwatch.hpp"
 #include "nn/cuda/cudnn_handles.hpp"
 #include "nn/cuda/layer.hpp"
 #include "nn/memory_plan.hpp"
@@ -498,26 +499,15 @@ std::vector<std::pair<std::string, double>> CudaEngine::profile_layers(int itera
   std::copy(st.base_ptr.begin(), st.base_ptr.end(), st.run_ptr.begin());
   const RunContext ctx = st.context(count, st.stream.get());
   for (auto& l : st.layers) l->run(ctx);  // warm
-  cudaEvent_t start = nullptr, stop = nullptr;
-  CUDA_CHECK(cudaEventCreate(&start));
-  CUDA_CHECK(cudaEventCreate(&stop));
+  cuda::StreamStopwatch stopwatch;
   std::vector<std::pair<std::string, double>> result;
   std::vector<double> times(static_cast<std::size_t>(iterations));
   for (auto& l : st.layers) {
-    for (int it = 0; it < iterations; ++it) {
-      CUDA_CHECK(cudaEventRecord(start, st.stream.get()));
-      l->run(ctx);
-      CUDA_CHECK(cudaEventRecord(stop, st.stream.get()));
-      CUDA_CHECK(cudaEventSynchronize(stop));
-      float ms = 0;
-      CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-      times[static_cast<std::size_t>(it)] = ms;
-    }
+    for (int it = 0; it < iterations; ++it)
+      times[static_cast<std::size_t>(it)] = stopwatch.time_ms(st.stream.get(), [&] { l->run(ctx); });
     std::nth_element(times.begin(), times.begin() + iterations / 2, times.end());
     result.emplace_back(l->name() + " (" + l->op() + ")", times[static_cast<std::size_t>(iterations / 2)]);
   }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
   return result;
 }
 
