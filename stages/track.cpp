@@ -11,6 +11,7 @@
 #include <set>
 #include <utility>
 
+#include "kernels/topk.hpp"
 #include "runtime/errors.hpp"
 #include "stages/builtin.hpp"
 #include "stages/track/tracker.hpp"
@@ -51,6 +52,7 @@ class TrackStage final : public Stage {
     if (params_.new_threshold < params_.high_threshold)
       throw ConfigError(given("new_threshold") + " is below " + given("high_threshold") + " (only high boxes start tracks)");
     boxes_ = in.channels;
+    in_ = in;
     out_ = in;
     out_.channels = in.channels * kernels::kTrackSlotsPerBox;
     out_.memory = MemoryKind::host;
@@ -97,6 +99,7 @@ class TrackStage final : public Stage {
       h.count = n;
       h.events = static_cast<std::int32_t>(e);
       std::memcpy(item, &h, sizeof h);
+      keep_attributes(in->item(i), item, n);
     }
     forget_complete(seen);
     return out;
@@ -104,6 +107,19 @@ class TrackStage final : public Stage {
 
  private:
   using Key = std::pair<std::uint32_t, std::uint32_t>;  // source id, input
+
+  // What secondary models said of each box (classify_boxes before this stage) stays with it: boxes keep their
+  // slots; the event slots and the rest say "not looked at".
+  void keep_attributes(const std::byte* from, std::byte* to, int boxes) const {
+    for (std::size_t a = 0; a < out_.attributes.size(); ++a) {
+      const auto k = static_cast<std::size_t>(out_.attributes[a].k);
+      const auto* src = reinterpret_cast<const kernels::ClassScore*>(from + in_.attribute_offset(a));
+      auto* dst = reinterpret_cast<kernels::ClassScore*>(to + out_.attribute_offset(a));
+      const std::size_t kept = static_cast<std::size_t>(boxes) * k;
+      std::copy(src, src + kept, dst);
+      std::fill(dst + kept, dst + static_cast<std::size_t>(out_.channels) * k, kernels::ClassScore{0.f, -1});
+    }
+  }
 
   // Drops the state of inputs that are complete (or no longer known to the input tracker): no frame of theirs
   // can come any more. Inputs of this batch are kept (their frames are not settled yet).
@@ -122,7 +138,7 @@ class TrackStage final : public Stage {
   std::shared_ptr<PipelineShared> shared_;
   track::TrackerParams params_;
   int boxes_ = 0;
-  PayloadDesc out_;
+  PayloadDesc in_, out_;
   std::map<Key, track::Tracker> videos_;
   std::vector<Detection> events_;
 };

@@ -114,3 +114,18 @@ TEST_CASE("classify_boxes: the npy sink stores the attribute as a field of each 
   const std::size_t header = bytes.find('\n') + 1;
   CHECK((bytes.size() - header) % (16 + 20 * (32 + 3 * 8)) == 0);
 }
+
+TEST_CASE("classify_boxes before a track stage: each box keeps its attribute", "[detect][classify_boxes][track]") {
+  TempDir tmp("sluice-classify-track");
+  const std::string model = (tmp.path / "colour.onnx").string(), jsonl = (tmp.path / "out.jsonl").string();
+  write_colour_model(model, 16);
+  const std::string track = "  - kind: track\n    high_threshold: 0.3\n    new_threshold: 0.3\n";
+  const auto totals = run_to_end(plan_from(chain(colour_stage(model) + track, jsonl)));
+  const auto records = read_jsonl(jsonl);
+  check_every_box_coloured(totals, records, 48);
+  int events = 0;
+  for (const auto& r : records)
+    for (const auto& e : r.value("track_events", nlohmann::json::array())) events += 1 + 100 * e.contains("attributes");
+  CHECK(events > 0);    // the tracker ran
+  CHECK(events < 100);  // and its event slots carry no attribute
+}
