@@ -5,6 +5,8 @@
 #   usage: python3 bench/model_acceptance.py RUN OUTDIR NAME...
 # RUN runs "RUN bin/sluiced ..." (the gpu-bundle wrapper .gpu/run). BENCH=a,b also times those models at batch 32
 # f16 against PyTorch eager f16 on the same weights; DIAG=a,b also runs them with each --conv-modes and bf16.
+# NAME:backbone and NAME:head (DeepLab only): the net without its head, or without its final upsampling.
+# With CUDA, torch_cuda_f16 is PyTorch's own f16 error on the same input (what f16 costs the net anyway).
 import json, os, subprocess, sys, time, warnings
 import numpy as np, torch, torchvision
 warnings.filterwarnings("ignore")
@@ -36,8 +38,17 @@ def calibrate_batchnorm(m, batch):
     with torch.no_grad(): m(batch)
     m.eval()
 
+class SegPart(torch.nn.Module):  # DeepLab in parts, to find where f16 goes wrong: its backbone, or no final upsample
+    def __init__(self, m, part): super().__init__(); self.m, self.part = m, part
+    def forward(self, x):
+        f = self.m.backbone(x)["out"]
+        return f if self.part == "backbone" else self.m.classifier(f)
+
 def build(name):
     if name == "detr_encoder": return DetrEncoder()
+    for part in ("backbone", "head"):  # e.g. deeplabv3_resnet50:backbone
+        if name.endswith(":" + part):
+            return SegPart(getattr(torchvision.models.segmentation, name.split(":")[0])(weights=None, weights_backbone=None), part)
     if "deeplab" in name: return Seg(getattr(torchvision.models.segmentation, name)(weights=None, weights_backbone=None))
     return getattr(torchvision.models, name)(weights=None)
 
@@ -53,12 +64,16 @@ for name in names:
         models[name] = m
         with torch.no_grad(): want = m(x).numpy()
         r["output_max"] = float(np.abs(want).max())
-        path = f"{out}/{name}.onnx"
+        if torch.cuda.is_available():  # PyTorch's own f16 error on the GPU: what f16 costs this net anyway
+            import copy
+            with torch.no_grad(): own = copy.deepcopy(m).cuda().half()(x.cuda().half()).float().cpu().numpy()
+            r["torch_cuda_f16"] = float(np.abs(own - want).max() / np.abs(want).max())
+        path = f"{out}/{name.replace(':', '-')}.onnx"
         t0 = time.time()
         torch.onnx.export(m, x, path, opset_version=17, dynamo=False, input_names=["input"], output_names=["output"],
                           dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}})
         r["export_s"] = round(time.time() - t0, 1)
-        np.save(f"{out}/{name}.in.npy", x.numpy())
+        np.save(f"{out}/{name.replace(':', '-')}.in.npy", x.numpy())
     except Exception as e:
         r["export"] = str(e)[:300]; print(name, r, flush=True); continue
     runs = [("cpu", "f32", []), ("cuda", "f32", []), ("cuda", "f16", [])]
@@ -67,9 +82,9 @@ for name in names:
         runs += [("cuda", "f16", ["--conv-modes", "separate", "--conv-modes", "depthwise"])]  # the own kernel
         runs += [("cuda", "bf16", [])]
     for dev, prec, extra in runs:
-        got_path = f"{out}/{name}.{dev}.{prec}.npy"
+        got_path = f"{out}/{name.replace(':', '-')}.{dev}.{prec}.npy"
         p = subprocess.run([run, "bin/sluiced", "model", path, "--device", dev, "--precision", prec, "--input",
-                            f"{out}/{name}.in.npy", "--output", got_path] + extra, capture_output=True, text=True,
+                            f"{out}/{name.replace(':', '-')}.in.npy", "--output", got_path] + extra, capture_output=True, text=True,
                            timeout=300)
         key = f"{dev}_{prec}" + "".join("_" + e for e in extra if not e.startswith("--"))
         if p.returncode != 0:
