@@ -5,7 +5,9 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <stdexcept>
 #include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -26,6 +28,22 @@ struct ParamSpec {
   std::string type_name() const;  // e.g. "int 1..4096", "one of bars|noise", "3 numbers"
 };
 
+// One spelling of a choice parameter and the value it stands for. A stage declares the table once, next to its
+// ParamSpec: the spec's choices come from it (choice_names) and ParamValues::choice maps the validated spelling
+// back, so the choices users see and the values the code acts on cannot drift apart.
+template <class E>
+struct Choice {
+  std::string_view name;
+  E value;
+};
+
+template <class E, std::size_t N>
+std::vector<std::string> choice_names(const Choice<E> (&table)[N]) {
+  std::vector<std::string> names;
+  for (const auto& c : table) names.emplace_back(c.name);
+  return names;
+}
+
 // A `numbers` list of any count holds at most this many.
 constexpr std::size_t kMaxListNumbers = 65536;
 
@@ -40,6 +58,14 @@ class ParamValues {
   const std::string& string(const std::string& name) const;  // string and choice
   const std::vector<double>& numbers(const std::string& name) const;
   const std::vector<std::string>& strings(const std::string& name) const;
+  // A choice parameter's value, mapped by the table its ParamSpec's choices were made from (choice_names).
+  template <class E, std::size_t N>
+  E choice(const std::string& name, const Choice<E> (&table)[N]) const {
+    const std::string& spelled = string(name);
+    for (const auto& c : table)
+      if (c.name == spelled) return c.value;
+    throw std::logic_error("parameter '" + name + "' holds '" + spelled + "', which its choice table lacks");
+  }
   bool was_given(const std::string& name) const { return given_.count(name) != 0; }
 
   void set(const std::string& name, ParamValue v, bool given) {
