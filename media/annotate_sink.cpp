@@ -109,11 +109,16 @@ bool box_pixels(const kernels::Detection& d, double sx, double sy, int width, in
   return true;
 }
 
+// `format`: images (a folder per input) or a video file.
+constexpr Choice<bool> kImagesChoices[] = {{"video", false}, {"images", true}};
+// `image_format`: png or jpeg.
+constexpr Choice<bool> kPngChoices[] = {{"jpeg", false}, {"png", true}};
+
 class AnnotateStage final : public Stage {
  public:
   explicit AnnotateStage(const StageInit& init)
-      : name_(init.name), dir_(init.params.string("path")), images_(init.params.string("format") == "images"),
-        png_(init.params.string("image_format") == "png"), container_(init.params.string("container")),
+      : name_(init.name), dir_(init.params.string("path")), images_(init.params.choice("format", kImagesChoices)),
+        png_(init.params.choice("image_format", kPngChoices)), container_(init.params.string("container")),
         detections_(init.input && init.input->kind == PayloadKind::detections),
         width_(static_cast<int>(init.params.integer("width"))),
         height_(static_cast<int>(init.params.integer("height"))),
@@ -483,7 +488,8 @@ StageInfo annotate_stage() {
       {
           {"path", ParamType::string, "", "the directory to write into (created if missing)", {}, {}, {}, 0, true},
           {"format", ParamType::choice, "video",
-           "video: one video file per input; images: one folder of images per input", {}, {}, {"video", "images"}},
+           "video: one video file per input; images: one folder of images per input", {}, {},
+           choice_names(kImagesChoices)},
           {"container", ParamType::choice, "mp4",
            "format video: mp4, mkv (each frame at its own time stamp) or avi (one rate: stamps rounded to frame "
            "slots of 1/fps, skipped slots left out)",
@@ -510,7 +516,7 @@ StageInfo annotate_stage() {
           {"height", ParamType::integer, "0", "height of the frames drawn and written; 0 = the source's (with width 0)",
            0.0, 8192.0},
           {"image_format", ParamType::choice, "jpeg", "format images: jpeg (.jpg) or png (.png, lossless)", {}, {},
-           {"jpeg", "png"}},
+           choice_names(kPngChoices)},
           {"jpeg_quality", ParamType::integer, "90", "format images: JPEG quality", 1.0, 100.0},
           {"tap_frames", ParamType::integer, "0",
            "frames the tap holds until this sink draws them; must exceed the frames in flight between source and sink "

@@ -29,19 +29,29 @@
 namespace sluice {
 namespace {
 
+enum class FrameMemory { automatic, device, pinned };
+constexpr Choice<FrameMemory> kFrameMemoryChoices[] = {
+    {"auto", FrameMemory::automatic}, {"device", FrameMemory::device}, {"pinned", FrameMemory::pinned}};
+
+// `idle`: wait keeps the pipeline up for sources added at run time.
+constexpr Choice<bool> kIdleWaitChoices[] = {{"exit", false}, {"wait", true}};
+
+// `source_policy`: whether a source drops frames when the pipeline is behind; nullopt: by the source's kind.
+constexpr Choice<std::optional<bool>> kLeakyChoices[] = {{"auto", std::nullopt}, {"leaky", true}, {"block", false}};
+
 // What every decode stage emits: frames of the declared size and format; on a GPU pipeline pinned (for the
 // upload stage to copy) or, with managed sources, in device memory (`frame_memory`).
 PayloadDesc frames_desc(const StageInit& init, bool managed) {
   PayloadDesc d;
   d.kind = PayloadKind::frames;
-  const std::string& where = init.params.string("frame_memory");
+  const FrameMemory where = init.params.choice("frame_memory", kFrameMemoryChoices);
   if (init.device != Device::cuda) {
-    if (where == "device") throw ConfigError("'frame_memory: device' needs a pipeline on the GPU");
+    if (where == FrameMemory::device) throw ConfigError("'frame_memory: device' needs a pipeline on the GPU");
     d.memory = MemoryKind::host;
-  } else if (where == "device" && !managed) {
+  } else if (where == FrameMemory::device && !managed) {
     throw ConfigError("'frame_memory: device' needs managed sources ('uri'): the direct test pattern renders on the host");
   } else {
-    d.memory = where == "pinned" || !managed ? MemoryKind::pinned : MemoryKind::device;
+    d.memory = where == FrameMemory::pinned || !managed ? MemoryKind::pinned : MemoryKind::device;
   }
   d.batch = init.batch_size;
   d.width = static_cast<int>(init.params.integer("width"));
@@ -215,8 +225,7 @@ class TestSourceStage final : public Stage, public SourceControl {
 // The per-source settings the stage's parameters give (sources added at run time start from them too).
 SourceOptions source_defaults(const ParamValues& p) {
   SourceOptions o;
-  const std::string& policy = p.string("source_policy");
-  if (policy != "auto") o.leaky = policy == "leaky";
+  o.leaky = p.choice("source_policy", kLeakyChoices);
   o.rate_limit = p.number("rate_limit");
   o.loop = p.boolean("loop");
   o.decode_threads = static_cast<int>(p.integer("decode_threads"));
@@ -296,7 +305,7 @@ class ManagedSourceStage final : public Stage, public SourceControl {
   explicit ManagedSourceStage(const StageInit& init)
       : uris_(init.params.strings("uri")),
         defaults_(source_defaults(init.params)),
-        idle_wait_(init.params.string("idle") == "wait"),
+        idle_wait_(init.params.choice("idle", kIdleWaitChoices)),
         resume_(init.params.boolean("resume")),
         ring_frames_(static_cast<int>(init.params.integer("ring_frames"))),
         stop_timeout_(std::chrono::milliseconds(static_cast<std::int64_t>(init.params.number("stop_timeout_s") * 1000))),
@@ -666,10 +675,10 @@ StageInfo decode_stage() {
                "nothing (to measure the GPU path alone)"},
               {"idle", ParamType::choice, "exit",
                "when every source has ended: exit ends the pipeline; wait keeps it up for sources added at run time",
-               {}, {}, {"exit", "wait"}},
+               {}, {}, choice_names(kIdleWaitChoices)},
               {"source_policy", ParamType::choice, "auto",
                "per source, when the pipeline is behind: leaky drops the oldest decoded frame (counted), block waits; "
-               "auto: cameras and streams leaky, files block", {}, {}, {"auto", "leaky", "block"}},
+               "auto: cameras and streams leaky, files block", {}, {}, choice_names(kLeakyChoices)},
               {"rate_limit", ParamType::number, "0",
                "per source, frames/s; 0 = off. Files are paced, live sources drop (counted) what comes faster", 0.0,
                10000.0},
@@ -702,7 +711,7 @@ StageInfo decode_stage() {
                "copy on the GPU (a GPU decoder's frames never leave it; CPU-decoded ones cross PCIe once, and "
                "`upload` passes batches through); pinned: frames are copied into pinned host batches that `upload` "
                "copies. auto: device with `uri` sources, pinned for the direct test pattern", {}, {},
-               {"auto", "device", "pinned"}},
+               choice_names(kFrameMemoryChoices)},
               {"decoder", ParamType::choice, "auto",
                "inputs a GPU decoder reads: video on NVDEC (H.264/HEVC 4:2:0 in any container FFmpeg reads, and Annex-B "
                ".h264/.264/.h265/.hevc/.265; not rotated videos, fit: letterbox|crop or network streams, which "
@@ -711,7 +720,7 @@ StageInfo decode_stage() {
                "fail with the reason); cpu = never the GPU decoders", {}, {}, {"auto", "gpu", "cpu"}},
           },
           [](const StageInit& init) -> std::unique_ptr<Stage> {
-            if (!init.params.strings("uri").empty() || init.params.string("idle") == "wait")
+            if (!init.params.strings("uri").empty() || init.params.choice("idle", kIdleWaitChoices))
               return std::make_unique<ManagedSourceStage>(init);
             return std::make_unique<TestSourceStage>(init);
           }};

@@ -15,6 +15,13 @@ namespace {
 using kernels::HeadKind;
 using Shape = std::vector<std::int64_t>;
 
+// `detect.activation`; nullopt (auto): the head's own.
+constexpr Choice<std::optional<kernels::ScoreActivation>> kActivationChoices[] = {
+    {"auto", std::nullopt},
+    {"none", kernels::ScoreActivation::none},
+    {"sigmoid", kernels::ScoreActivation::sigmoid},
+    {"softmax", kernels::ScoreActivation::softmax}};
+
 std::string shape_text(const Shape& s) {
   std::string t = "[";
   for (std::size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
@@ -77,7 +84,7 @@ std::vector<ParamSpec> detect_param_specs() {
        static_cast<double>(kernels::kMaxDetectClasses)},
       {"detect.activation", ParamType::choice, "auto",
        "class score activation (auto: sigmoid for raw YOLO heads, none for yolo_anchor_free with reg_max 1 and "
-       "nms_included, softmax for ssd)", {}, {}, {"auto", "none", "sigmoid", "softmax"}},
+       "nms_included, softmax for ssd)", {}, {}, choice_names(kActivationChoices)},
       {"detect.reg_max", ParamType::integer, "1",
        "yolo_anchor_free: DFL bins per box side (1: the output holds decoded cx,cy,w,h; YOLOv8 raw heads: 16)", 1.0,
        static_cast<double>(kernels::kMaxRegMax)},
@@ -255,17 +262,13 @@ DetectSetup setup_detect(const ParamValues& p, const std::vector<std::string>& n
       break;
     }
   }
-  const std::string& act = p.string("detect.activation");
-  if (act == "auto") {
-    d.activation = head.kind == HeadKind::ssd ? kernels::ScoreActivation::softmax
-                   : head.kind == HeadKind::yolo_anchor_based || (head.kind == HeadKind::yolo_anchor_free && d.reg_max > 1)
-                       ? kernels::ScoreActivation::sigmoid
-                       : kernels::ScoreActivation::none;
-  } else {
-    d.activation = act == "sigmoid" ? kernels::ScoreActivation::sigmoid
-                   : act == "softmax" ? kernels::ScoreActivation::softmax
-                                      : kernels::ScoreActivation::none;
-  }
+  const std::string& act = p.string("detect.activation");  // as given, for the errors below
+  d.activation = p.choice("detect.activation", kActivationChoices)
+                     .value_or(head.kind == HeadKind::ssd ? kernels::ScoreActivation::softmax
+                               : head.kind == HeadKind::yolo_anchor_based ||
+                                       (head.kind == HeadKind::yolo_anchor_free && d.reg_max > 1)
+                                   ? kernels::ScoreActivation::sigmoid
+                                   : kernels::ScoreActivation::none);
   if (head.kind == HeadKind::yolo_anchor_based && d.activation != kernels::ScoreActivation::sigmoid)
     throw ConfigError("key 'detect.activation': yolo_anchor_based scores are sigmoid(objectness) * sigmoid(class); got " + act);
   if (head.kind == HeadKind::nms_included && d.activation != kernels::ScoreActivation::none)

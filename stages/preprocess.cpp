@@ -20,16 +20,20 @@ using kernels::ChannelOrder;
 using kernels::PreprocessParams;
 using kernels::YuvMatrix;
 
+constexpr Choice<ChannelOrder> kOrderChoices[] = {
+    {"rgb", ChannelOrder::rgb}, {"bgr", ChannelOrder::bgr}, {"gray", ChannelOrder::gray}};
+constexpr Choice<YuvMatrix> kYuvMatrixChoices[] = {{"bt601", YuvMatrix::bt601}, {"bt709", YuvMatrix::bt709}};
+constexpr Choice<bool> kYuvFullRangeChoices[] = {{"limited", false}, {"full", true}};
+
 kernels::PreprocessParams preprocess_params(const ParamValues& p, const PayloadDesc& in, bool with_crop) {
   PreprocessParams params;
   params.batch = in.batch;
   params.in_format = in.pixel;
   params.in_width = in.width;
   params.in_height = in.height;
-  params.yuv_matrix = p.string("yuv_matrix") == "bt709" ? YuvMatrix::bt709 : YuvMatrix::bt601;
-  params.yuv_full_range = p.string("yuv_range") == "full";
-  const std::string& order = p.string("order");
-  params.out_order = order == "bgr" ? ChannelOrder::bgr : order == "gray" ? ChannelOrder::gray : ChannelOrder::rgb;
+  params.yuv_matrix = p.choice("yuv_matrix", kYuvMatrixChoices);
+  params.yuv_full_range = p.choice("yuv_range", kYuvFullRangeChoices);
+  params.out_order = p.choice("order", kOrderChoices);
   params.out_width = static_cast<int>(p.integer("width"));
   params.out_height = static_cast<int>(p.integer("height"));
   params.layout = *parse_layout(p.string("layout"));
@@ -118,7 +122,7 @@ std::vector<ParamSpec> preprocess_param_specs(bool with_crop) {
     {"width", ParamType::integer, "224", "output width", 1.0, 8192.0},
     {"height", ParamType::integer, "224", "output height", 1.0, 8192.0},
     {"order", ParamType::choice, "rgb", "output channel order (gray: one channel)", {}, {},
-     {"rgb", "bgr", "gray"}},
+     choice_names(kOrderChoices)},
     {"layout", ParamType::choice, "nchw", "tensor layout", {}, {}, {"nchw", "nhwc"}},
     {"dtype", ParamType::choice, "f32", "tensor element type", {}, {}, {"f32", "f16", "bf16"}},
     {"letterbox", ParamType::boolean, "false",
@@ -127,8 +131,10 @@ std::vector<ParamSpec> preprocess_param_specs(bool with_crop) {
      0.0, 255.0},
     {"mean", ParamType::numbers, "[0.485, 0.456, 0.406]", "per-channel mean, in units of x/255", {}, {}, {}, 3},
     {"std", ParamType::numbers, "[0.229, 0.224, 0.225]", "per-channel standard deviation (> 0)", 1e-6, {}, {}, 3},
-    {"yuv_matrix", ParamType::choice, "bt601", "YUV sources: colour matrix", {}, {}, {"bt601", "bt709"}},
-    {"yuv_range", ParamType::choice, "limited", "YUV sources: value range", {}, {}, {"limited", "full"}},
+    {"yuv_matrix", ParamType::choice, "bt601", "YUV sources: colour matrix", {}, {},
+     choice_names(kYuvMatrixChoices)},
+    {"yuv_range", ParamType::choice, "limited", "YUV sources: value range", {}, {},
+     choice_names(kYuvFullRangeChoices)},
   };
   if (with_crop)
     specs.insert(specs.begin() + 5,  // after dtype, where `sluiced inspect` has always listed it

@@ -20,30 +20,41 @@
 namespace sluice {
 namespace {
 
+enum class SinkType { null, stdout_, jsonl, directory, redis, mqtt, npy };
+constexpr Choice<SinkType> kTypeChoices[] = {
+    {"null", SinkType::null},           {"stdout", SinkType::stdout_}, {"jsonl", SinkType::jsonl},
+    {"directory", SinkType::directory}, {"redis", SinkType::redis},    {"mqtt", SinkType::mqtt},
+    {"npy", SinkType::npy}};
+
+// `per`: which records share one jsonl file.
+enum class JsonlPer { run, file, source };
+constexpr Choice<JsonlPer> kPerChoices[] = {{"run", JsonlPer::run}, {"file", JsonlPer::file}, {"source", JsonlPer::source}};
+
 class SinkStage final : public Stage {
  public:
   explicit SinkStage(const StageInit& init)
-      : type_(init.params.string("type")), path_(init.params.string("path")), per_(init.params.string("per")),
+      : type_(init.params.choice("type", kTypeChoices)), path_(init.params.string("path")),
+        per_(init.params.choice("per", kPerChoices)),
         retry_(init.name, init.params.number("write_retry_s")), shared_(init.shared), origins_(init.shared),
         records_(init.stage_names, init.index) {
     if (init.input->memory == MemoryKind::device)
       throw ConfigError("reads host memory; put a download stage before it (input is " + init.input->describe() + ")");
-    if (type_ != "jsonl" && init.params.was_given("per")) throw ConfigError("'per' applies to type jsonl only");
-    if (type_ != "redis" && init.params.was_given("maxlen")) throw ConfigError("'maxlen' applies to type redis only");
+    if (type_ != SinkType::jsonl && init.params.was_given("per")) throw ConfigError("'per' applies to type jsonl only");
+    if (type_ != SinkType::redis && init.params.was_given("maxlen")) throw ConfigError("'maxlen' applies to type redis only");
     for (const char* key : {"qos", "client_id", "keepalive_s", "max_inflight"})
-      if (type_ != "mqtt" && init.params.was_given(key))
+      if (type_ != SinkType::mqtt && init.params.was_given(key))
         throw ConfigError(std::string("'") + key + "' applies to type mqtt only");
     for (const char* key : {"rotate_mb", "rotate_s"})
-      if (init.params.was_given(key) && !(type_ == "jsonl" && per_ == "source"))
+      if (init.params.was_given(key) && !(type_ == SinkType::jsonl && per_ == JsonlPer::source))
         throw ConfigError(std::string("'") + key + "' applies to type jsonl with per: source only");
-    if (type_ == "jsonl") {
+    if (type_ == SinkType::jsonl) {
       if (path_.empty()) throw ConfigError("type jsonl needs a 'path' (use - for stdout)");
-      if (per_ == "run") {
+      if (per_ == JsonlPer::run) {
         writer_ = sinks::make_jsonl_run_writer(path_, retry_);
       } else {
         if (path_ == "-")
-          throw ConfigError("type jsonl with per: " + per_ + " needs a 'path': the directory to write into");
-        if (per_ == "file") {
+          throw ConfigError("type jsonl with per: " + init.params.string("per") + " needs a 'path': the directory to write into");
+        if (per_ == JsonlPer::file) {
           writer_ = sinks::make_jsonl_file_writer(path_, retry_, init.name);
         } else {
           const double mb = init.params.number("rotate_mb");
@@ -51,14 +62,14 @@ class SinkStage final : public Stage {
                                                     init.params.number("rotate_s"), retry_, init.name);
         }
       }
-    } else if (type_ == "directory") {
+    } else if (type_ == SinkType::directory) {
       if (path_.empty() || path_ == "-")
         throw ConfigError("type directory needs a 'path': the directory to write into");
       writer_ = sinks::make_directory_writer(path_, retry_, init.name);
-    } else if (type_ == "redis") {
+    } else if (type_ == SinkType::redis) {
       writer_ = sinks::make_redis_writer(path_, static_cast<std::uint64_t>(init.params.number("maxlen")), retry_,
                                          init.name);
-    } else if (type_ == "mqtt") {
+    } else if (type_ == SinkType::mqtt) {
       sinks::MqttSettings mqtt;
       mqtt.uri = path_;
       mqtt.qos = static_cast<int>(init.params.integer("qos"));
@@ -66,7 +77,7 @@ class SinkStage final : public Stage {
       mqtt.keepalive_s = static_cast<int>(init.params.integer("keepalive_s"));
       mqtt.max_inflight = static_cast<std::size_t>(init.params.integer("max_inflight"));
       writer_ = sinks::make_mqtt_writer(mqtt, retry_, init.name);
-    } else if (type_ == "npy") {
+    } else if (type_ == SinkType::npy) {
       if (path_.empty() || path_ == "-") throw ConfigError("type npy needs a 'path': the directory to write into");
       npy_.emplace(*init.input, path_, retry_, init.name);
     }
@@ -85,14 +96,14 @@ class SinkStage final : public Stage {
   }
 
   BatchLease process(Batch* in, StageContext&) override {
-    if (type_ == "null") return {};
+    if (type_ == SinkType::null) return {};
     mark_started(*in);
     if (npy_) {
       npy_->write(*in, origins_);
       return {};
     }
     const std::int64_t now = now_ns();
-    if (type_ == "stdout") {
+    if (type_ == SinkType::stdout_) {
       for (int i = 0; i < in->count; ++i) std::cout << records_.text(*in, i, now);
       if (!std::cout) throw StageError("writing to stdout failed");
       return {};
@@ -127,7 +138,7 @@ class SinkStage final : public Stage {
   void close(StageContext&) override {
     if (writer_) writer_->close();
     if (npy_) npy_->close();
-    if (type_ == "stdout") std::cout.flush();
+    if (type_ == SinkType::stdout_) std::cout.flush();
   }
 
   // "blocked: <what> '<path>': <reason> since <UTC time> (...)" while a write is being retried, "gave up: ..."
@@ -155,7 +166,9 @@ class SinkStage final : public Stage {
     }
   }
 
-  std::string type_, path_, per_;
+  SinkType type_;
+  std::string path_;
+  JsonlPer per_;
   sinks::WriteRetry retry_;
   std::shared_ptr<PipelineShared> shared_;
   sinks::Origins origins_;
@@ -200,7 +213,7 @@ StageInfo sink_stage() {
       "directory is back",
       {
           {"type", ParamType::choice, "null", "where records go", {}, {},
-           {"null", "stdout", "jsonl", "directory", "redis", "mqtt", "npy"}},
+           choice_names(kTypeChoices)},
           {"path", ParamType::string, "",
            "jsonl per run: the output file (- for stdout); jsonl per file or source, directory, npy: the directory "
            "(created if missing); redis: redis://host[:port]/STREAM (password from SLUICE_REDIS_PASSWORD); mqtt: mqtt://host[:port]/TOPIC "
@@ -215,7 +228,7 @@ StageInfo sink_stage() {
            "jsonl: run = one file (path) for the whole run; file = <path>/<name>.jsonl per input, committed "
            "atomically when the input is done; source = <path>/<source>.jsonl per source, appended to across runs "
            "and rotated by rotate_mb / rotate_s",
-           {}, {}, {"run", "file", "source"}},
+           {}, {}, choice_names(kPerChoices)},
           {"rotate_mb", ParamType::number, "0",
            "jsonl per source: before a record would take the live file past this many MB (10^6 bytes), fsync it and "
            "rename it to <source>-<UTC yyyymmddThhmmss of the rotation>-<n>.jsonl (n: the smallest from 1 not "
@@ -255,10 +268,12 @@ StageInfo sink_stage() {
       },
       [](const StageInit& init) -> std::unique_ptr<Stage> { return std::make_unique<SinkStage>(init); },
       [](const ParamValues& p) -> std::optional<StageOutput> {
-        const std::string& type = p.string("type");
+        const SinkType type = p.choice("type", kTypeChoices);
         const std::string& path = p.string("path");
-        if (type == "null" || type == "stdout" || type == "redis" || type == "mqtt" || path.empty() || path == "-") return std::nullopt;
-        return StageOutput{path, type == "jsonl" && p.string("per") == "run"};
+        if (type == SinkType::null || type == SinkType::stdout_ || type == SinkType::redis || type == SinkType::mqtt ||
+            path.empty() || path == "-")
+          return std::nullopt;
+        return StageOutput{path, type == SinkType::jsonl && p.choice("per", kPerChoices) == JsonlPer::run};
       }};
 }
 
