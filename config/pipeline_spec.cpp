@@ -2,12 +2,14 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <optional>
 #include <set>
 #include <sstream>
 
+#include "media/media.hpp"
 #include "runtime/bounded_file.hpp"
 #include "runtime/errors.hpp"
 #include "runtime/latency_budget_limit.hpp"
@@ -169,10 +171,10 @@ StageSpec parse_stage(const YAML::Node& node, int index, const std::string& file
   spec.kind = kind_it->second.Scalar();
   spec.where = at;
   const StageInfo* info = StageRegistry::builtin().find(spec.kind);
-  if (!info && spec.kind == "annotate")
+  if (!info && std::ranges::find(kMediaStageKinds, spec.kind) != std::end(kMediaStageKinds))
     fail(where(file, kind_it->second),
-         ordinal + ": stage kind 'annotate' needs the media library (OpenCV videoio/imgcodecs), which this sluiced "
-                   "was built without (SLUICE_GPU_HOST)");
+         ordinal + ": stage kind '" + spec.kind + "' needs the media library (OpenCV videoio/imgcodecs), which this "
+                   "sluiced was built without (SLUICE_GPU_HOST)");
   if (!info)
     fail(where(file, kind_it->second),
          ordinal + ": unknown stage kind '" + spec.kind + "' (known: " + StageRegistry::builtin().kinds() + ")");
