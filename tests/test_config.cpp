@@ -4,6 +4,7 @@
 #include "config/plan.hpp"
 #include "runtime/bounded_file.hpp"
 #include "runtime/errors.hpp"
+#include "runtime/params.hpp"
 #include "tests/temp_dir.hpp"
 
 #include <sys/stat.h>
@@ -222,4 +223,23 @@ TEST_CASE("frame_memory: device is refused on a CPU pipeline", "[config]") {
   const std::string pinned = replace(yaml, "frame_memory: device", "frame_memory: pinned");
   const auto plan = plan_pipeline(parse_pipeline(pinned, "p.yaml"));  // on the CPU: host memory whatever it says
   CHECK(plan.stages.front().output.memory == MemoryKind::host);
+}
+
+TEST_CASE("a choice parameter maps back through the table its choices came from", "[config][params]") {
+  enum class Shade { light, dark };
+  static constexpr Choice<Shade> kShades[] = {{"light", Shade::light}, {"dark", Shade::dark}};
+  const ParamSpec spec{"shade", ParamType::choice, "light", "doc", {}, {}, choice_names(kShades)};
+  CHECK(spec.choices == std::vector<std::string>{"light", "dark"});
+  std::string error;
+  ParamValues values;
+  values.set("shade", *parse_param(spec, "dark", error), true);
+  CHECK(values.choice("shade", kShades) == Shade::dark);
+  CHECK_FALSE(parse_param(spec, "grey", error));
+}
+
+TEST_CASE("a stage kind of the media library, in a process without it, says what is missing", "[config]") {
+  // This test executable does not call register_media(): its kinds are declared but not registered.
+  const std::string yaml = "stages:\n  - kind: decode\n  - kind: annotate\n    path: out\n";
+  CHECK_THROWS_WITH(parse_pipeline(yaml, "p.yaml"),
+                    Contains("p.yaml:3:11") && Contains("stage kind 'annotate' needs the media library"));
 }
