@@ -1,20 +1,33 @@
+#include <algorithm>
 #include <stdexcept>
+#include <tuple>
 
 #include "runtime/stage.hpp"
+#include "runtime/stage_registrar.hpp"
 #include "stages/builtin.hpp"
 
 namespace sluice {
 
 namespace {
+// What SLUICE_REGISTER_STAGE collected, called on the first builtin(): by then every static object exists,
+// whatever order they were made in.
+std::vector<StageInfo (*)()>& registered_stages() {
+  static std::vector<StageInfo (*)()> declares;
+  return declares;
+}
+
 StageRegistry& builtin_registry() {
   static StageRegistry registry = [] {
     StageRegistry r;
-    register_builtin_stages(r);
+    for (const auto declare : registered_stages()) r.add(declare());
+    register_builtin_readers();
     return r;
   }();
   return registry;
 }
 }  // namespace
+
+StageRegistrar::StageRegistrar(StageInfo (*declare)()) { registered_stages().push_back(declare); }
 
 const StageRegistry& StageRegistry::builtin() { return builtin_registry(); }
 
@@ -24,7 +37,11 @@ void StageRegistry::add_builtin(StageInfo info) {
 
 void StageRegistry::add(StageInfo info) {
   if (find(info.kind)) throw std::logic_error("stage kind '" + info.kind + "' is registered twice");
-  stages_.push_back(std::move(info));
+  // Static objects register in link order, so the list keeps an order of its own (all()).
+  const auto after = std::find_if(stages_.begin(), stages_.end(), [&](const StageInfo& s) {
+    return std::tie(info.role, info.kind) < std::tie(s.role, s.kind);
+  });
+  stages_.insert(after, std::move(info));
 }
 
 const StageInfo* StageRegistry::find(const std::string& kind) const {

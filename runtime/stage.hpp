@@ -129,7 +129,7 @@ class StageRegistry {
   static void add_builtin(StageInfo info);
   void add(StageInfo info);  // throws std::logic_error on a duplicate kind
   const StageInfo* find(const std::string& kind) const;
-  const std::vector<StageInfo>& all() const { return stages_; }
+  const std::vector<StageInfo>& all() const { return stages_; }  // sources, transforms, sinks; by kind in each
   std::string kinds() const;  // "decode, upload, ..." for error messages
 
  private:

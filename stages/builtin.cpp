@@ -2,22 +2,17 @@
 
 #include "media/nvdec/annexb_reader.hpp"
 #include "media/nvjpeg/jpeg_reader.hpp"
+#include "runtime/stage_registrar.hpp"
 
 namespace sluice {
 
-void register_builtin_stages(StageRegistry& registry) {
-  registry.add(decode_stage());
-  registry.add(upload_stage());
-  registry.add(preprocess_stage());
-  registry.add(infer_stage());
-  registry.add(download_stage());
-  registry.add(track_stage());
-  registry.add(classify_boxes_stage());
-  registry.add(tee_stage());
-  registry.add(sink_stage());
+void register_builtin_readers() {
   register_testsrc_reader();
   register_annexb_reader();  // .h264/.hevc files on NVDEC, in every build (media/nvdec)
   register_jpeg_reader();    // .jpg/.jpeg images on nvJPEG, in every build (media/nvjpeg)
 }
+
+// stages/infer.cpp is being changed elsewhere; this registration moves there, beside infer_stage(), afterwards.
+SLUICE_REGISTER_STAGE(infer_stage);
 
 }  // namespace sluice

@@ -16,6 +16,7 @@
 #include "kernels/roi_crop_cpu.hpp"
 #include "kernels/scatter_scores.hpp"
 #include "runtime/errors.hpp"
+#include "runtime/stage_registrar.hpp"
 #include "stages/builtin.hpp"
 #include "stages/preprocess.hpp"
 #if SLUICE_WITH_CUDA
@@ -314,7 +315,7 @@ class ClassifyBoxesStage final : public Stage {
 
 }  // namespace
 
-StageInfo classify_boxes_stage() {
+static StageInfo classify_boxes_stage() {
   StageInfo info{"classify_boxes",
                  StageRole::transform,
                  "a secondary classifier on each detected box: crops the boxes from the frames they were found in "
@@ -348,5 +349,6 @@ StageInfo classify_boxes_stage() {
   }
   return info;
 }
+SLUICE_REGISTER_STAGE(classify_boxes_stage);
 
 }  // namespace sluice

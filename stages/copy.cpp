@@ -2,7 +2,7 @@
 // one copy moves it). On the CPU, and where the input already is where it should go (frames a GPU decoder or
 // the decode stage put in device memory), they forward their input untouched: counted, not copied.
 #include "runtime/errors.hpp"
-#include "stages/builtin.hpp"
+#include "runtime/stage_registrar.hpp"
 
 namespace sluice {
 namespace {
@@ -39,19 +39,21 @@ class CopyStage final : public Stage {
 
 }  // namespace
 
-StageInfo upload_stage() {
+static StageInfo upload_stage() {
   return {"upload", StageRole::transform,
           "host to device: one async copy per batch from pinned memory on the stage's stream; pass-through on the CPU "
           "and for batches already in device memory (decode's frame_memory: device)",
           {},
           [](const StageInit& init) { return std::make_unique<CopyStage>(init, MemoryKind::pinned, MemoryKind::device); }};
 }
+SLUICE_REGISTER_STAGE(upload_stage);
 
-StageInfo download_stage() {
+static StageInfo download_stage() {
   return {"download", StageRole::transform,
           "device to host: one async copy per batch into pinned memory on the stage's stream; pass-through on the CPU",
           {},
           [](const StageInit& init) { return std::make_unique<CopyStage>(init, MemoryKind::device, MemoryKind::pinned); }};
 }
+SLUICE_REGISTER_STAGE(download_stage);
 
 }  // namespace sluice

@@ -22,8 +22,8 @@
 #include "runtime/job_ledger.hpp"
 #include "runtime/redis_source.hpp"
 #include "runtime/source_set.hpp"
+#include "runtime/stage_registrar.hpp"
 #include "runtime/stats.hpp"
-#include "stages/builtin.hpp"
 #include "stages/testsrc.hpp"
 
 namespace sluice {
@@ -639,7 +639,7 @@ std::vector<std::string> pattern_choices() { return {std::begin(kTestPatternName
 
 }  // namespace
 
-StageInfo decode_stage() {
+static StageInfo decode_stage() {
   return {"decode",
           StageRole::source,
           "frame source: files, directories and globs (resumable jobs), jobs fed from a Redis stream, image "
@@ -725,5 +725,6 @@ StageInfo decode_stage() {
             return std::make_unique<TestSourceStage>(init);
           }};
 }
+SLUICE_REGISTER_STAGE(decode_stage);
 
 }  // namespace sluice

@@ -8,7 +8,7 @@
 
 #include "kernels/preprocess_cpu.hpp"
 #include "runtime/errors.hpp"
-#include "stages/builtin.hpp"
+#include "runtime/stage_registrar.hpp"
 #include "stages/preprocess.hpp"
 #if SLUICE_WITH_CUDA
 #include "kernels/preprocess.cuh"
@@ -144,7 +144,7 @@ std::vector<ParamSpec> preprocess_param_specs(bool with_crop) {
   return specs;
 }
 
-StageInfo preprocess_stage() {
+static StageInfo preprocess_stage() {
   return {"preprocess",
           StageRole::transform,
           "crop, bilinear resize (or letterbox), colour conversion, (x/255 - mean)/std, layout and dtype: frames in, "
@@ -152,5 +152,6 @@ StageInfo preprocess_stage() {
           preprocess_param_specs(true),
           [](const StageInit& init) -> std::unique_ptr<Stage> { return std::make_unique<PreprocessStage>(init); }};
 }
+SLUICE_REGISTER_STAGE(preprocess_stage);
 
 }  // namespace sluice

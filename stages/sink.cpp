@@ -10,8 +10,8 @@
 
 #include "runtime/errors.hpp"
 #include "runtime/job_ledger.hpp"
+#include "runtime/stage_registrar.hpp"
 #include "runtime/stats.hpp"
-#include "stages/builtin.hpp"
 #include "stages/sink_npy.hpp"
 #include "stages/sink_outputs.hpp"
 #include "stages/sink_records.hpp"
@@ -180,7 +180,7 @@ class SinkStage final : public Stage {
 
 }  // namespace
 
-StageInfo sink_stage() {
+static StageInfo sink_stage() {
   return {
       "sink",
       StageRole::sink,
@@ -276,5 +276,6 @@ StageInfo sink_stage() {
         return StageOutput{path, type == SinkType::jsonl && p.choice("per", kPerChoices) == JsonlPer::run};
       }};
 }
+SLUICE_REGISTER_STAGE(sink_stage);
 
 }  // namespace sluice

@@ -2,7 +2,7 @@
 // tee"). The runner does the work: the batch is shared by reference, not copied, and goes back to its pool when
 // the last branch let go of it. The stage itself forwards its input and runs on the host without waiting for the GPU.
 #include "runtime/errors.hpp"
-#include "stages/builtin.hpp"
+#include "runtime/stage_registrar.hpp"
 
 namespace sluice {
 namespace {
@@ -20,7 +20,7 @@ class TeeStage final : public Stage {
 
 }  // namespace
 
-StageInfo tee_stage() {
+static StageInfo tee_stage() {
   return {"tee", StageRole::transform,
           "one output to several branches: `branches` is a list of at least two branches, each a list of stages "
           "ending in a sink (or {stages, queue_depth, leaky} for the queue into it); every branch gets every batch "
@@ -31,5 +31,6 @@ StageInfo tee_stage() {
             return std::make_unique<TeeStage>(init);
           }};
 }
+SLUICE_REGISTER_STAGE(tee_stage);
 
 }  // namespace sluice

@@ -13,7 +13,7 @@
 
 #include "kernels/topk.hpp"
 #include "runtime/errors.hpp"
-#include "stages/builtin.hpp"
+#include "runtime/stage_registrar.hpp"
 #include "stages/track/tracker.hpp"
 
 namespace sluice {
@@ -145,7 +145,7 @@ class TrackStage final : public Stage {
 
 }  // namespace
 
-StageInfo track_stage() {
+static StageInfo track_stage() {
   return {"track",
           StageRole::transform,
           "multi-object tracking on the host (ByteTrack: two-stage association of high and low score boxes, Kalman "
@@ -173,5 +173,6 @@ StageInfo track_stage() {
           },
           [](const StageInit& init) -> std::unique_ptr<Stage> { return std::make_unique<TrackStage>(init); }};
 }
+SLUICE_REGISTER_STAGE(track_stage);
 
 }  // namespace sluice

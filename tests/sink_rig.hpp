@@ -9,7 +9,6 @@
 #include "kernels/topk.hpp"
 #include "runtime/stage.hpp"
 #include "stage_params.hpp"
-#include "stages/builtin.hpp"
 
 namespace sluice::test {
 
@@ -41,6 +40,9 @@ struct ClassesBatch {
   }
 };
 
+// The sink stage's declaration, as registered.
+inline const StageInfo& sink_info() { return *StageRegistry::builtin().find("sink"); }
+
 // The sink of a decode -> infer -> sink pipeline, with the pipeline's shared state (a source named "cam" as id 0).
 struct SinkRig {
   std::shared_ptr<PipelineShared> shared = std::make_shared<PipelineShared>();
@@ -50,13 +52,13 @@ struct SinkRig {
   StageContext ctx;
 
   explicit SinkRig(const std::map<std::string, std::string>& given, int batch = 8)
-      : params(params_of(sink_stage(), given)), desc(classes_desc(batch)) {
+      : params(params_of(sink_info(), given)), desc(classes_desc(batch)) {
     shared->inputs.name_source(0, "cam");
     StageInit init{"sink", params, desc};
     init.stage_names = {"decode", "infer", "sink"};
     init.index = 2;
     init.shared = shared;
-    stage = sink_stage().make(init);
+    stage = sink_info().make(init);
   }
   std::string health() const { return stage->health(); }
 };

@@ -32,7 +32,6 @@
 #include "runtime/utf8.hpp"
 #include "sink_rig.hpp"
 #include "stage_params.hpp"
-#include "stages/builtin.hpp"
 #include "temp_dir.hpp"
 
 using namespace sluice;

@@ -34,7 +34,6 @@
 #include "runtime/job_ledger.hpp"
 #include "runtime/stage.hpp"
 #include "runtime/utf8.hpp"
-#include "stages/builtin.hpp"
 #include "stages/sink_outputs.hpp"
 
 using namespace sluice;
@@ -127,7 +126,7 @@ struct LogCapture {
 }  // namespace
 
 TEST_CASE("sink declares its parameters once and rejects ones that do not apply", "[sinks]") {
-  const std::string help = describe_stage(sink_stage());
+  const std::string help = describe_stage(test::sink_info());
   for (const char* key : {"type", "path", "per", "rotate_mb", "rotate_s", "write_retry_s", "directory", ".sluice-tmp"})
     CHECK_THAT(help, Contains(key));
   CHECK_THROWS_WITH(Rig(Params{{"type", "npy"}, {"path", "/tmp/x"}, {"per", "file"}}),
