@@ -130,7 +130,7 @@ class StageRegistry {
   void add(StageInfo info);  // throws std::logic_error on a duplicate kind
   const StageInfo* find(const std::string& kind) const;
   const std::vector<StageInfo>& all() const { return stages_; }  // sources, transforms, sinks; by kind in each
-  std::string kinds() const;  // "decode, upload, ..." for error messages
+  std::string kinds() const;  // "decode, download, ..." for error messages
 
  private:
   std::vector<StageInfo> stages_;

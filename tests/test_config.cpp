@@ -5,11 +5,13 @@
 #include "runtime/bounded_file.hpp"
 #include "runtime/errors.hpp"
 #include "runtime/params.hpp"
+#include "runtime/stage.hpp"
 #include "tests/temp_dir.hpp"
 
 #include <sys/stat.h>
 
 #include <fstream>
+#include <stdexcept>
 
 using namespace sluice;
 using Catch::Matchers::Contains;
@@ -242,4 +244,22 @@ TEST_CASE("a stage kind of the media library, in a process without it, says what
   const std::string yaml = "stages:\n  - kind: decode\n  - kind: annotate\n    path: out\n";
   CHECK_THROWS_WITH(parse_pipeline(yaml, "p.yaml"),
                     Contains("p.yaml:3:11") && Contains("stage kind 'annotate' needs the media library"));
+}
+
+TEST_CASE("the stage registry lists sources, transforms, then sinks, each by kind, and refuses a kind twice",
+          "[config]") {
+  const auto stage = [](std::string kind, StageRole role) {
+    StageInfo info;
+    info.kind = std::move(kind);
+    info.role = role;
+    return info;
+  };
+  StageRegistry registry;
+  registry.add(stage("sink", StageRole::sink));
+  registry.add(stage("upload", StageRole::transform));
+  registry.add(stage("annotate", StageRole::sink));
+  registry.add(stage("decode", StageRole::source));
+  registry.add(stage("infer", StageRole::transform));
+  CHECK(registry.kinds() == "decode, infer, upload, annotate, sink");
+  CHECK_THROWS_AS(registry.add(stage("infer", StageRole::sink)), std::logic_error);
 }
