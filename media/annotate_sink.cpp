@@ -113,6 +113,11 @@ bool box_pixels(const kernels::Detection& d, double sx, double sy, int width, in
 constexpr Choice<bool> kImagesChoices[] = {{"video", false}, {"images", true}};
 // `image_format`: png or jpeg.
 constexpr Choice<bool> kPngChoices[] = {{"jpeg", false}, {"png", true}};
+// The spelling is also the video file's extension.
+constexpr Choice<VideoContainer> kContainerChoices[] = {
+    {"mp4", VideoContainer::mp4}, {"mkv", VideoContainer::mkv}, {"avi", VideoContainer::avi}};
+constexpr Choice<VideoEncoding> kCodecChoices[] = {
+    {"auto", VideoEncoding::automatic}, {"h264", VideoEncoding::h264}, {"mpeg4", VideoEncoding::mpeg4}};
 
 class AnnotateStage final : public Stage {
  public:
@@ -124,8 +129,8 @@ class AnnotateStage final : public Stage {
         height_(static_cast<int>(init.params.integer("height"))),
         jpeg_quality_(static_cast<int>(init.params.integer("jpeg_quality"))),
         retry_(init.name, init.params.number("write_retry_s")), shared_(init.shared), origins_(init.shared) {
-    video_.container = container_;
-    video_.codec = init.params.string("codec");
+    video_.container = init.params.choice("container", kContainerChoices);
+    video_.codec = init.params.choice("codec", kCodecChoices);
     video_.fallback_fps = init.params.number("fps");
     video_.quality = static_cast<int>(init.params.integer("quality"));
     audio_ = init.params.boolean("audio");
@@ -493,11 +498,11 @@ StageInfo annotate_stage() {
           {"container", ParamType::choice, "mp4",
            "format video: mp4, mkv (each frame at its own time stamp) or avi (one rate: stamps rounded to frame "
            "slots of 1/fps, skipped slots left out)",
-           {}, {}, {"mp4", "mkv", "avi"}},
+           {}, {}, choice_names(kContainerChoices)},
           {"codec", ParamType::choice, "auto",
            "format video: auto (H.264 when an encoder for it opens, libx264 first; else MPEG-4 part 2, logged), h264 "
            "(fail without one) or mpeg4",
-           {}, {}, {"auto", "h264", "mpeg4"}},
+           {}, {}, choice_names(kCodecChoices)},
           {"quality", ParamType::integer, "23",
            "format video: libx264's CRF (0 lossless, 51 worst; 18-28 usual); MPEG-4: quantiser quality / 8", 0.0, 51.0},
           {"fps", ParamType::number, "25",

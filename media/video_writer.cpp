@@ -99,7 +99,7 @@ struct VideoWriter::State {
   }
 
   void open_encoder(const VideoWriterOptions& o) {
-    const bool h264 = o.codec == "auto" || o.codec == "h264";
+    const bool h264 = o.codec != VideoEncoding::mpeg4;
     if (h264) {
       std::vector<const AVCodec*> candidates;
       if (const AVCodec* x264 = avcodec_find_encoder_by_name("libx264")) candidates.push_back(x264);
@@ -109,7 +109,7 @@ struct VideoWriter::State {
           candidates.push_back(c);
       for (const AVCodec* c : candidates)
         if (try_open(c, o)) return;
-      if (o.codec == "h264")
+      if (o.codec == VideoEncoding::h264)
         throw std::runtime_error("video writer for '" + path + "': no H.264 encoder of this FFmpeg opens (" +
                                  std::to_string(candidates.size()) + " tried)");
       spdlog::warn("video writer: no H.264 encoder opens in this FFmpeg ({} tried); writing MPEG-4 part 2 instead",
@@ -231,8 +231,8 @@ VideoWriter::VideoWriter(const std::string& path, int width, int height, const V
   s.height = height;
   s.coded_width = (width + 1) & ~1;
   s.coded_height = (height + 1) & ~1;
-  s.avi = o.container == "avi";
-  const char* muxer = o.container == "mkv" ? "matroska" : o.container == "avi" ? "avi" : "mp4";
+  s.avi = o.container == VideoContainer::avi;
+  const char* muxer = o.container == VideoContainer::mkv ? "matroska" : s.avi ? "avi" : "mp4";
   s.check(avformat_alloc_output_context2(&s.format, nullptr, muxer, path.c_str()), "choosing the container");
   s.open_encoder(o);
   s.stream = avformat_new_stream(s.format, nullptr);

@@ -9,9 +9,12 @@
 
 namespace sluice {
 
+enum class VideoContainer { mp4, mkv, avi };
+enum class VideoEncoding { automatic, h264, mpeg4 };  // automatic: h264, else mpeg4; h264: h264 or fail
+
 struct VideoWriterOptions {
-  std::string container = "mp4";  // mp4, mkv or avi
-  std::string codec = "auto";     // auto: h264, else mpeg4; h264: h264 or fail; mpeg4
+  VideoContainer container = VideoContainer::mp4;
+  VideoEncoding codec = VideoEncoding::automatic;
   double fallback_fps = 25;       // the period of frames whose stamps do not advance, and the rate hint
   int quality = 23;               // h264: CRF (0 = lossless for libx264); mpeg4: derived qscale
   // A file whose first audio stream is copied (packets as they are, no re-encoding) alongside the frames, on
