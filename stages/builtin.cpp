@@ -2,7 +2,6 @@
 
 #include "media/nvdec/annexb_reader.hpp"
 #include "media/nvjpeg/jpeg_reader.hpp"
-#include "runtime/stage_registrar.hpp"
 
 namespace sluice {
 
@@ -11,8 +10,5 @@ void register_builtin_readers() {
   register_annexb_reader();  // .h264/.hevc files on NVDEC, in every build (media/nvdec)
   register_jpeg_reader();    // .jpg/.jpeg images on nvJPEG, in every build (media/nvjpeg)
 }
-
-// stages/infer.cpp is being changed elsewhere; this registration moves there, beside infer_stage(), afterwards.
-SLUICE_REGISTER_STAGE(infer_stage);
 
 }  // namespace sluice

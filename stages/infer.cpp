@@ -18,6 +18,7 @@
 #include "nn/passes.hpp"
 #include "runtime/bounded_file.hpp"
 #include "runtime/errors.hpp"
+#include "runtime/stage_registrar.hpp"
 #include "stages/builtin.hpp"
 #include "stages/infer_detect.hpp"
 #if SLUICE_WITH_CUDA
@@ -434,5 +435,7 @@ StageInfo infer_stage() {
   for (ParamSpec& spec : detect_param_specs()) info.params.push_back(std::move(spec));
   return info;
 }
+
+SLUICE_REGISTER_STAGE(infer_stage);
 
 }  // namespace sluice
