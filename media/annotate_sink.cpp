@@ -528,12 +528,8 @@ StageInfo annotate_stage() {
            "(queue depths x batch size), or the oldest are evicted; 0 = 4 batches per stage up to here, at least 32, "
            "at most 512 MiB",
            0.0, 1e6},
-          {"write_retry_s", ParamType::number, "30",
-           "a write that fails for a reason that may pass blocks the sink and is retried every 0.1 s growing to 2 s; "
-           "after this many seconds its frames (or its input) are counted failed with the path and reason; 0 = retry "
-           "until it works (30 s once a stop was requested). A full disk, EIO and a read-only filesystem fail at once. "
-           "The directory is locked like the sink's (<path>/.sluice-lock); an input's output is durable once committed",
-           0.0},
+          sinks::write_retry_param("The directory is locked like the sink's (<path>/.sluice-lock); an input's output "
+                                   "is durable once committed"),
       },
       [](const StageInit& init) -> std::unique_ptr<Stage> { return std::make_unique<AnnotateStage>(init); },
       [](const ParamValues& p) -> std::optional<StageOutput> {

@@ -259,12 +259,7 @@ static StageInfo sink_stage() {
            "waits for acknowledgements); keep it at least the pipeline's batch_size: a smaller window can wait "
            "~40 ms a round on a broker with Nagle's algorithm on (docs/scale-out.md)",
            1.0, 65000.0},
-          {"write_retry_s", ParamType::number, "30",
-           "a write that fails for a reason that may pass (permission, directory gone) blocks the sink and is "
-           "retried every 0.1 s growing to 2 s; after this many seconds its frames (or its input) are counted failed "
-           "with the path and reason; 0 = retry until it works (30 s once a stop was requested). A full disk, EIO "
-           "and a read-only filesystem fail at once instead",
-           0.0},
+          sinks::write_retry_param(),
       },
       [](const StageInit& init) -> std::unique_ptr<Stage> { return std::make_unique<SinkStage>(init); },
       [](const ParamValues& p) -> std::optional<StageOutput> {

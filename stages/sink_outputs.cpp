@@ -25,6 +25,15 @@
 #include "runtime/utf8.hpp"
 
 namespace sluice::sinks {
+
+ParamSpec write_retry_param(const std::string& more) {
+  return {"write_retry_s", ParamType::number, "30",
+          "a write that fails for a reason that may pass (permission, directory gone) blocks the sink and is "
+          "retried every 0.1 s growing to 2 s; after this many seconds its frames (or its input) are counted failed "
+          "with the path and reason; 0 = retry until it works (30 s once a stop was requested). A full disk, EIO "
+          "and a read-only filesystem fail at once instead" + (more.empty() ? "" : ". " + more),
+          0.0};
+}
 namespace fs = std::filesystem;
 
 namespace {

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "runtime/output_lock.hpp"
+#include "runtime/params.hpp"
 
 namespace sluice::sinks {
 
@@ -32,6 +33,10 @@ namespace sluice::sinks {
 //    live sources drop counted frames. Each distinct failure (operation, path, errno) is logged once per
 //    blocked spell; after `give_up_s` (0 = never) the operation throws StageError likewise. Once a stop is
 //    requested a retry that would wait forever gives up after kStoppingGiveUpS instead, so shutdown cannot hang.
+// The `write_retry_s` parameter of every sink that writes files (WriteRetry's give_up_s), declared once; `more`
+// is added to its help (what else that sink says about its outputs).
+ParamSpec write_retry_param(const std::string& more = {});
+
 class WriteRetry {
  public:
   static constexpr double kStoppingGiveUpS = 30;
