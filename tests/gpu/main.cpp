@@ -4,8 +4,16 @@
 #include <cstdio>
 
 #include "runtime/gpu.hpp"
+#include "runtime/stage.hpp"
 
 int main(int argc, char** argv) {
+  // Checked without a GPU too: stages register themselves from a library linked whole, and an executable that
+  // links it otherwise has none (every pipeline test would fail on the GPU host only).
+  if (!sluice::StageRegistry::builtin().find("decode") || !sluice::StageRegistry::builtin().find("classify_boxes")) {
+    std::fprintf(stderr, "sluice_gpu_tests: the built-in stages are not linked in (known: %s)\n",
+                 sluice::StageRegistry::builtin().kinds().c_str());
+    return 1;
+  }
   if (sluice::gpu::device_count() == 0) {
     std::fprintf(stderr, "sluice_gpu_tests: no CUDA device visible, skipping (exit 77)\n");
     return 77;
