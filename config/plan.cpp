@@ -7,6 +7,7 @@
 #include "runtime/bounded_file.hpp"
 #include "runtime/checked_math.hpp"
 #include "runtime/errors.hpp"
+#include "runtime/frame_tap.hpp"
 #include "runtime/gpu.hpp"
 #include "runtime/redis_source.hpp"
 
@@ -115,6 +116,16 @@ void keep_pictures(PipelinePlan& plan, int keeper, Execution execution) {
   if (owner >= 0 && execution == Execution::pipelined) plan.stages[static_cast<std::size_t>(owner)].pool_slots += held;
 }
 
+// The sinks that draw onto the source's pictures get them through their taps: the source puts each frame into
+// PipelineShared::tap (one sink's tap, or a fan-out to several).
+void wire_frame_taps(PipelinePlan& plan) {
+  std::vector<std::shared_ptr<FrameTap>> taps;
+  for (const PlannedStage& ps : plan.stages)
+    if (auto tap = ps.stage->frame_tap()) taps.push_back(std::move(tap));
+  if (taps.size() == 1) plan.shared->tap = taps.front();
+  else if (taps.size() > 1) plan.shared->tap = std::make_shared<FanOutTap>(std::move(taps));
+}
+
 }  // namespace
 
 PipelinePlan plan_pipeline(const PipelineSpec& spec) {
@@ -212,6 +223,7 @@ PipelinePlan plan_pipeline(const PipelineSpec& spec) {
     plan.stages.push_back(std::move(ps));
   }
   keep_pictures(plan, picture_keeper, spec.execution);
+  wire_frame_taps(plan);
   check_pools_fit(plan, spec.stages);
   return plan;
 }

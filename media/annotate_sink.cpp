@@ -140,7 +140,7 @@ class AnnotateStage final : public Stage {
     if (init.input->memory == MemoryKind::device)
       throw ConfigError("reads host memory; put a download stage before it (input is " + init.input->describe() + ")");
     if (dir_.empty()) throw ConfigError("needs a 'path': the directory to write into");
-    if (!init.shared) throw ConfigError("needs the pipeline's shared state (the frame tap)");
+    if (!init.shared) throw ConfigError("needs the pipeline's shared state (its inputs)");
     if (images_) {
       for (const char* key : {"container", "codec", "quality", "audio"})
         if (init.params.was_given(key)) throw ConfigError(std::string("'") + key + "' applies to format: video only");
@@ -163,8 +163,9 @@ class AnnotateStage final : public Stage {
     const std::size_t capacity = given > 0 ? static_cast<std::size_t>(given) : auto_tap_frames(init, width_, height_);
     // cheap: its memory comes with the first frame
     tap_ = std::make_shared<ScaledFrameTap>(width_, height_, capacity, given > 0 ? 0 : kTapBytes);
-    init.shared->tap = tap_;
   }
+
+  std::shared_ptr<FrameTap> frame_tap() const override { return tap_; }
 
   void open(StageContext& ctx) override {
     retry_.watch_stop(ctx.stop);

@@ -138,7 +138,7 @@ struct PipelineShared {
   JobGate job_gate;                // `job` may be read once this is open
   std::shared_ptr<JobLedger> job;  // set by a source running a resumable batch job
   InputOutcomes outcomes;          // each input's fate once the sink and the ledger are through with it
-  std::shared_ptr<FrameTap> tap;   // set by a sink that draws onto the source frames
+  std::shared_ptr<FrameTap> tap;   // the sinks' Stage::frame_tap(), wired by the planner: sources put frames in
   FrameLedger* ledger = nullptr;   // the running pipeline's: sources count frames they drop before batching
 };
 

@@ -69,6 +69,9 @@ class Stage {
   virtual bool forwards_input() const { return false; }
   // True when the stage enqueues GPU work and so needs a stream.
   virtual bool uses_gpu() const { return false; }
+  // A sink that draws onto the source's pictures (annotate): the tap the source must copy each frame into. The
+  // planner wires it to the source (PipelineShared::tap); null: none.
+  virtual std::shared_ptr<FrameTap> frame_tap() const { return nullptr; }
   // True when the stage reads the frames its input was made from (Batch::pictures, described by
   // StageInit::pictures): the runner keeps them from the preprocess stage on, and records their released event
   // after this stage's work.

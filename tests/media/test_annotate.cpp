@@ -28,6 +28,8 @@ extern "C" {
 
 #include "kernels/detect.hpp"
 #include "kernels/topk.hpp"
+#include "config/pipeline_spec.hpp"
+#include "config/plan.hpp"
 #include "media/annotate_sink.hpp"
 #include "media/scaled_frame_tap.hpp"
 #include "runtime/errors.hpp"
@@ -108,6 +110,7 @@ struct Rig {
     init.index = 2;
     init.shared = shared;
     stage = annotate_stage().make(init);
+    shared->tap = stage->frame_tap();  // what the planner does (config/plan.cpp)
   }
 
   std::string health() const { return stage->health(); }
@@ -531,4 +534,46 @@ TEST_CASE("annotate copies a file input's audio alongside the frames", "[annotat
     CHECK(read_video(out / "talk.mp4").frames.size() == 25);
   }
   fs::remove_all(dir);
+}
+
+TEST_CASE("the planner wires the tap of every annotate sink to the source (several: one fan-out)", "[annotate]") {
+  const fs::path a = fresh_dir("tap_wire_a"), b = fresh_dir("tap_wire_b");
+  const std::string model = std::string(SLUICE_SOURCE_DIR) + "/models/testsrc-classifier.onnx";
+  const std::string head =
+      "name: t\ndevice: cpu\nbatch_size: 4\nstages:\n"
+      "  - kind: decode\n    source: testsrc\n    width: 160\n    height: 120\n    frames: 4\n"
+      "  - kind: upload\n  - kind: preprocess\n    width: 64\n    height: 64\n"
+      "  - kind: infer\n    model: " + model + "\n    output: classes\n    top_k: 1\n  - kind: download\n";
+  const auto annotate = [](const fs::path& dir, const std::string& indent) {
+    const std::string keys(indent.size(), ' ');  // the item's other keys line up with its first
+    return indent + "kind: annotate\n" + keys + "path: " + dir.string() + "\n" + keys + "format: images\n";
+  };
+  const auto taps_of = [](const PipelinePlan& plan) {
+    std::vector<const ScaledFrameTap*> taps;
+    for (const auto& ps : plan.stages)
+      if (auto tap = ps.stage->frame_tap()) taps.push_back(dynamic_cast<const ScaledFrameTap*>(tap.get()));
+    return taps;
+  };
+  SECTION("one sink: its tap") {
+    const PipelinePlan plan = plan_pipeline(parse_pipeline(head + annotate(a, "  - "), "t.yaml"));
+    const auto taps = taps_of(plan);
+    REQUIRE(taps.size() == 1);
+    CHECK(plan.shared->tap.get() == taps.front());
+  }
+  SECTION("two sinks behind a tee: every frame reaches both") {
+    const std::string yaml = head + "  - kind: tee\n    branches:\n" + annotate(a, "      - - ") +
+                             "          name: drawn_a\n" + annotate(b, "      - - ") + "          name: drawn_b\n";
+    const PipelinePlan plan = plan_pipeline(parse_pipeline(yaml, "t.yaml"));
+    const auto taps = taps_of(plan);
+    REQUIRE(taps.size() == 2);
+    REQUIRE(plan.shared->tap);
+    std::vector<std::byte> picture(160 * 120 * 3, std::byte{50});
+    FrameMeta f;
+    f.sequence = 3;
+    plan.shared->tap->put(f, FrameTarget{picture.data(), 160, 120, PixelFormat::bgr8});
+    for (const ScaledFrameTap* tap : taps) {
+      REQUIRE(tap);
+      CHECK(tap->size() == 1);
+    }
+  }
 }
