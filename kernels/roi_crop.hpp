@@ -18,6 +18,9 @@ struct RoiRect {
   std::int32_t x = 0, y = 0, width = 0, height = 0;
 };
 
+// NV12 and I420: chroma subsampled 2x2, so a rect's origin and size must be even.
+SLUICE_HD bool is_yuv(PixelFormat f) { return f == PixelFormat::nv12 || f == PixelFormat::i420; }
+
 // A rect the kernels read: its image in [0, images), non-empty, inside the image, and even-aligned for YUV
 // sources (nv12, i420: chroma is subsampled 2x2). Any other rect yields an output of padding only (a hostile or
 // stale box never makes a kernel read outside the images).

@@ -10,8 +10,6 @@
 namespace sluice::kernels {
 namespace {
 
-bool is_yuv(PixelFormat f) { return f == PixelFormat::nv12 || f == PixelFormat::i420; }
-
 // Every element of one output tensor set to the normalised pad value, as the kernels write a border pixel.
 void fill_padding(const PreprocessParams& p, void* dst) {
   const std::size_t plane = static_cast<std::size_t>(p.out_width) * static_cast<std::size_t>(p.out_height);

@@ -36,8 +36,6 @@ using kernels::RoiRect;
 constexpr const char* kClassifierParams[] = {"model", "output_name", "precision", "top_k", "softmax", "labels",
                                              "algo_cache", "cuda_graph", "cpu_threads"};
 
-bool is_yuv(PixelFormat f) { return f == PixelFormat::nv12 || f == PixelFormat::i420; }
-
 // The classifier's parameters: what the pipeline gave for kClassifierParams, the infer stage's defaults for the
 // rest, and output: classes.
 ParamValues classifier_params(const ParamValues& given) {
@@ -211,7 +209,7 @@ class ClassifyBoxesStage final : public Stage {
     auto* offsets = reinterpret_cast<std::uint64_t*>(offsets_host_.data());
     const std::size_t out_item = out_.item_bytes(), per_slot = sizeof(ClassScore) * static_cast<std::size_t>(k_);
     const int slots = out_.channels;
-    const bool yuv = is_yuv(pictures_.pixel);
+    const bool yuv = kernels::is_yuv(pictures_.pixel);
     int n = 0, over = 0;
     for (int i = 0; i < in->count; ++i) {
       std::byte* item = out->item(i);

@@ -98,9 +98,10 @@ std::span<const kernels::ClassScore> attribute_scores(const PayloadDesc& d, cons
 }
 
 namespace {
-std::string attribute_class_name(const BoxAttribute& a, std::int32_t index) {
-  if (a.labels && index >= 0 && static_cast<std::size_t>(index) < a.labels->size())
-    return (*a.labels)[static_cast<std::size_t>(index)];
+// A class's label when `labels` names it, else "class N": detector classes and attributes alike.
+std::string label_of(const std::shared_ptr<const std::vector<std::string>>& labels, std::int32_t index) {
+  if (labels && index >= 0 && static_cast<std::size_t>(index) < labels->size())
+    return (*labels)[static_cast<std::size_t>(index)];
   return "class " + std::to_string(index);
 }
 }  // namespace
@@ -112,16 +113,12 @@ std::string attributes_text(const PayloadDesc& d, const std::byte* item, std::si
     if (best.index < 0) continue;
     char score[32];
     std::snprintf(score, sizeof score, " %.2f", static_cast<double>(best.score));
-    out += (out.empty() ? "" : ", ") + d.attributes[a].name + " " + attribute_class_name(d.attributes[a], best.index) + score;
+    out += (out.empty() ? "" : ", ") + d.attributes[a].name + " " + label_of(d.attributes[a].labels, best.index) + score;
   }
   return out;
 }
 
-std::string class_name(const PayloadDesc& d, std::int32_t index) {
-  if (d.labels && index >= 0 && static_cast<std::size_t>(index) < d.labels->size())
-    return (*d.labels)[static_cast<std::size_t>(index)];
-  return "class " + std::to_string(index);
-}
+std::string class_name(const PayloadDesc& d, std::int32_t index) { return label_of(d.labels, index); }
 
 std::string item_shape(const PayloadDesc& d) {
   const std::string s = d.describe();
@@ -174,7 +171,7 @@ std::string RecordFormatter::json(const Batch& b, int i, const Origin& origin, s
         if (scores.front().index < 0) continue;  // the model did not look at this box
         nlohmann::json best = nlohmann::json::array();
         for (const kernels::ClassScore& c : scores)
-          best.push_back({{"index", c.index}, {"label", attribute_class_name(b.desc.attributes[a], c.index)}, {"score", c.score}});
+          best.push_back({{"index", c.index}, {"label", label_of(b.desc.attributes[a].labels, c.index)}, {"score", c.score}});
         attributes[b.desc.attributes[a].name] = std::move(best);
       }
       if (!attributes.empty()) box["attributes"] = std::move(attributes);
