@@ -3,6 +3,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cstdlib>
 #include <fstream>
 #include <optional>
@@ -24,6 +25,11 @@ std::vector<ParamSpec> pipeline_keys() {
       {"device", ParamType::choice, "auto", "where GPU-capable stages run; auto = cuda when a GPU is present",
        {}, {}, {"auto", "cpu", "cuda"}},
       {"gpu", ParamType::integer, "0", "CUDA device index", 0.0, 63.0},
+      {"gpus", ParamType::strings, "[]",
+       "replicas of the stages between the source and the first stage that keeps state across batches (track), a "
+       "tee or the sink: 'all' (one per visible GPU) or a list of CUDA device indices (one replica per entry; an "
+       "index twice: two replicas on that GPU); batches go to the least-loaded replica and reach the rest of the "
+       "pipeline in the order the source made them; empty: one chain on `gpu`"},
       {"execution", ParamType::choice, "pipelined",
        "pipelined: a thread and stream per stage; serial: one thread and stream, sync after each stage (A/B)",
        {}, {}, {"pipelined", "serial"}},
@@ -328,6 +334,23 @@ void parse_branches(const YAML::Node& node, const std::string& file, int depth, 
   }
 }
 
+// `gpus:` as written: "all" (kAllGpus), or device indices 0..63, at most kMaxReplicas of them.
+std::vector<int> parse_gpus(const std::vector<std::string>& given, const std::string& file) {
+  if (given.size() == 1 && given.front() == "all") return {kAllGpus};
+  if (given.size() > static_cast<std::size_t>(kMaxReplicas))
+    throw ConfigError(file + ": gpus: " + std::to_string(given.size()) + " replicas, at most " +
+                      std::to_string(kMaxReplicas));
+  std::vector<int> gpus;
+  for (const std::string& g : given) {
+    int index = -1;
+    const auto [end, ec] = std::from_chars(g.data(), g.data() + g.size(), index);
+    if (ec != std::errc() || end != g.data() + g.size() || index < 0 || index > 63)
+      throw ConfigError(file + ": gpus: '" + g + "' is not a CUDA device index 0..63 (write 'all', or a list such as [0, 1])");
+    gpus.push_back(index);
+  }
+  return gpus;
+}
+
 }  // namespace
 
 PipelineSpec parse_pipeline(const std::string& yaml_text, const std::string& file) {
@@ -359,6 +382,7 @@ PipelineSpec parse_pipeline(const std::string& yaml_text, const std::string& fil
   const std::string& device = values.string("device");
   spec.device = device == "cpu" ? DeviceChoice::cpu : device == "cuda" ? DeviceChoice::cuda : DeviceChoice::automatic;
   spec.gpu = static_cast<int>(values.integer("gpu"));
+  spec.gpus = parse_gpus(values.strings("gpus"), file);
   spec.execution = values.string("execution") == "serial" ? Execution::serial : Execution::pipelined;
   spec.batch_size = static_cast<int>(values.integer("batch_size"));
   spec.batch_timeout_us = static_cast<std::int64_t>(values.number("batch_timeout_ms") * 1000.0);

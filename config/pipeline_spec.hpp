@@ -21,6 +21,9 @@ struct SourceLocation {
 
 enum class DeviceChoice { automatic, cpu, cuda };
 
+constexpr int kAllGpus = -1;     // `gpus: all`
+constexpr int kMaxReplicas = 8;  // replicas of a pipeline's GPU stages
+
 struct StageSpec {
   std::string kind, name;
   ParamValues params;
@@ -55,6 +58,8 @@ struct PipelineSpec {
   std::string name = "pipeline";
   DeviceChoice device = DeviceChoice::automatic;
   int gpu = 0;
+  // Replicas (`gpus:`): one device index per replica, {kAllGpus} for every visible GPU; empty: no replicas.
+  std::vector<int> gpus;
   Execution execution = Execution::pipelined;
   int batch_size = 8;
   std::int64_t batch_timeout_us = 10'000;

@@ -1,8 +1,11 @@
 #include "config/plan.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
+#include <map>
 #include <optional>
+#include <set>
 
 #include "runtime/bounded_file.hpp"
 #include "runtime/checked_math.hpp"
@@ -62,20 +65,22 @@ std::optional<std::uint64_t> checked_batch_bytes(const PayloadDesc& d) {
 
 // Refuses pools that cannot be allocated here: one whose size overflows, and pools of one kind of memory that
 // together exceed this machine's (physical RAM for host and pinned pools, the GPU's memory for device pools).
-void check_pools_fit(const PipelinePlan& plan, const std::vector<StageSpec>& stages) {
+void check_pools_fit(const PipelinePlan& plan, const std::vector<StageSpec>& stages, const std::vector<int>& spec_index) {
   struct Total {
     std::uint64_t bytes = 0;
     std::size_t largest = 0;  // stage index
     std::uint64_t largest_bytes = 0;
   };
-  Total host, device;
+  Total host;
+  std::map<int, Total> device;  // by GPU
+  const auto where_of = [&](std::size_t i) { return stages[static_cast<std::size_t>(spec_index[i])].where.str(); };
   for (std::size_t i = 0; i < plan.stages.size(); ++i) {
     const PlannedStage& ps = plan.stages[i];
     if (ps.pool_slots <= 0) continue;
-    const std::string where = stages[i].where.str() + ": stage '" + ps.name + "' (" + ps.kind + "): ";
+    const std::string where = where_of(i) + ": stage '" + ps.name + "' (" + ps.kind + "): ";
     const auto batch = checked_batch_bytes(ps.output);
     const auto pool = batch ? checked_mul<std::uint64_t>(*batch, static_cast<std::uint64_t>(ps.pool_slots)) : std::nullopt;
-    Total& total = ps.output.memory == MemoryKind::device ? device : host;
+    Total& total = ps.output.memory == MemoryKind::device ? device[ps.gpu] : host;
     const auto sum = pool ? checked_add(total.bytes, *pool) : std::nullopt;
     if (!sum)
       throw ConfigError(where + "its pool of " + std::to_string(ps.pool_slots) + " x " + ps.output.describe() +
@@ -86,34 +91,44 @@ void check_pools_fit(const PipelinePlan& plan, const std::vector<StageSpec>& sta
   auto refuse_over = [&](const Total& total, std::uint64_t limit, const std::string& memory) {
     if (limit == 0 || total.bytes <= limit) return;
     const PlannedStage& ps = plan.stages[total.largest];
-    throw ConfigError(stages[total.largest].where.str() + ": stage '" + ps.name + "' (" + ps.kind + "): its pool of " +
+    throw ConfigError(where_of(total.largest) + ": stage '" + ps.name + "' (" + ps.kind + "): its pool of " +
                       std::to_string(ps.pool_slots) + " x " + ps.output.describe() + " takes " +
                       describe_bytes(total.largest_bytes) + "; the pipeline's pools in " + memory + " take " +
                       describe_bytes(total.bytes) + ", more than the " + describe_bytes(limit) +
                       " this machine has (lower the batch, the frame size or queue_depth)");
   };
   refuse_over(host, host_memory_bytes(), "host memory");
-  if (device.bytes > 0 && plan.device == Device::cuda)
-    refuse_over(device, gpu::device_memory_bytes(plan.gpu), "GPU " + std::to_string(plan.gpu) + "'s memory");
+  if (plan.device == Device::cuda)
+    for (const auto& [gpu_index, total] : device)
+      refuse_over(total, gpu::device_memory_bytes(gpu_index), "GPU " + std::to_string(gpu_index) + "'s memory");
 }
 
 // Stages that read pictures (StageInit::pictures; a stage without them refused itself) get them from the keeper,
-// through every stage between. The keeper's frames then stay in their pool for longer: that pool gets a slot
+// through every stage between. The keeper is the nearest stage upstream of the reader that made a tensor from
+// frames (each replica has its own). The keeper's frames then stay in their pool for longer: that pool gets a slot
 // more for each batch that can be between the keeper and the last reader, so the source does not wait for them.
-void keep_pictures(PipelinePlan& plan, int keeper, Execution execution) {
-  int last_reader = -1;
-  for (std::size_t i = 0; i < plan.stages.size(); ++i)
-    if (plan.stages[i].stage->reads_pictures()) last_reader = static_cast<int>(i);
-  if (last_reader < 0 || keeper < 0 || keeper >= last_reader) return;
-  plan.stages[static_cast<std::size_t>(keeper)].keeps_pictures = true;
-  int held = 0;
-  for (int k = keeper; k < last_reader; ++k) {
-    if (k > keeper) plan.stages[static_cast<std::size_t>(k)].passes_pictures = true;
-    held += plan.stages[static_cast<std::size_t>(k)].queue_depth + 1;
+void keep_pictures(PipelinePlan& plan, Execution execution) {
+  auto& stages = plan.stages;
+  for (std::size_t r = stages.size(); r-- > 0;) {
+    if (!stages[r].stage->reads_pictures()) continue;
+    int keeper = stages[r].upstream;
+    while (keeper > 0 && !(stages[static_cast<std::size_t>(keeper)].input &&
+                           stages[static_cast<std::size_t>(keeper)].input->kind == PayloadKind::frames &&
+                           stages[static_cast<std::size_t>(keeper)].output.kind != PayloadKind::frames))
+      keeper = stages[static_cast<std::size_t>(keeper)].upstream;
+    if (keeper <= 0 || stages[static_cast<std::size_t>(keeper)].keeps_pictures) continue;  // none, or a later reader's
+    stages[static_cast<std::size_t>(keeper)].keeps_pictures = true;
+    int held = 0;
+    for (int k = stages[r].upstream; k != keeper; k = stages[static_cast<std::size_t>(k)].upstream) {
+      stages[static_cast<std::size_t>(k)].passes_pictures = true;
+      held += stages[static_cast<std::size_t>(k)].queue_depth + 1;
+    }
+    held += stages[static_cast<std::size_t>(keeper)].queue_depth + 1;
+    int owner = stages[static_cast<std::size_t>(keeper)].upstream;  // whose pool holds the frames (upload of device
+    while (owner > 0 && stages[static_cast<std::size_t>(owner)].pool_slots == 0)  // frames forwards them)
+      owner = stages[static_cast<std::size_t>(owner)].upstream;
+    if (owner >= 0 && execution == Execution::pipelined) stages[static_cast<std::size_t>(owner)].pool_slots += held;
   }
-  int owner = keeper - 1;  // the stage whose pool holds the frames (upload of device frames forwards them)
-  while (owner > 0 && plan.stages[static_cast<std::size_t>(owner)].pool_slots == 0) --owner;
-  if (owner >= 0 && execution == Execution::pipelined) plan.stages[static_cast<std::size_t>(owner)].pool_slots += held;
 }
 
 // The sinks that draw onto the source's pictures get them through their taps: the source puts each frame into
@@ -126,6 +141,52 @@ void wire_frame_taps(PipelinePlan& plan) {
   else if (taps.size() > 1) plan.shared->tap = std::make_shared<FanOutTap>(std::move(taps));
 }
 
+// The devices of the replicas `gpus:` asks for (empty: none), checked against what this machine has.
+std::vector<int> replica_gpus(const PipelineSpec& spec, Device device) {
+  if (spec.gpus.empty()) return {};
+  std::vector<int> gpus = spec.gpus;
+  if (gpus == std::vector<int>{kAllGpus}) {
+    gpus.clear();
+    const int visible = device == Device::cuda ? gpu::device_count() : 0;
+    for (int g = 0; g < std::min(visible, kMaxReplicas); ++g) gpus.push_back(g);
+    if (gpus.empty()) gpus.push_back(0);  // on the CPU, `all` is one chain
+  } else if (device == Device::cuda) {
+    for (int g : gpus)
+      if (g >= gpu::device_count())
+        throw ConfigError(spec.file + ": gpus: device " + std::to_string(g) + " is not visible (" +
+                          std::to_string(gpu::device_count()) + " CUDA device(s))");
+  }
+  if (spec.execution == Execution::serial && gpus.size() > 1)
+    throw ConfigError(spec.file + ": gpus: replicas need execution: pipelined (each runs on its own threads)");
+  return gpus;
+}
+
+// How many stages after the source the replicas hold: up to the first one that keeps state across batches, the
+// tee, or the sink.
+int replica_length(const PipelineSpec& spec) {
+  const std::size_t trunk_end = spec.tee >= 0 ? static_cast<std::size_t>(spec.tee) : spec.stages.size() - 1;
+  std::size_t i = 1;
+  while (i < trunk_end && !StageRegistry::builtin().find(spec.stages[i].kind)->keeps_state) ++i;
+  return static_cast<int>(i - 1);
+}
+
+// With replicas, what they cannot do yet, refused with the reason.
+void check_replicas(const PipelinePlan& plan, const std::vector<StageSpec>& specs, const std::vector<int>& spec_index) {
+  const std::set<int> devices(plan.replica_gpus.begin(), plan.replica_gpus.end());
+  if (plan.device != Device::cuda || devices.size() < 2) return;
+  const PlannedStage& source = plan.stages.front();
+  if (source.output.memory == MemoryKind::device)
+    throw ConfigError(specs.front().where.str() + ": stage '" + source.name +
+                      "': it decodes into GPU memory, which replicas on other GPUs cannot read (gpus: lists " +
+                      std::to_string(devices.size()) + " GPUs); decode on the CPU (decoder: cpu) or use one GPU");
+  for (std::size_t i = 1 + plan.replica_gpus.size() * static_cast<std::size_t>(plan.replica_length); i < plan.stages.size(); ++i)
+    if (plan.stages[i].stage->uses_gpu())
+      throw ConfigError(specs[static_cast<std::size_t>(spec_index[i])].where.str() + ": stage '" + plan.stages[i].name +
+                        "' uses the GPU behind the replicas, whose batches live on " + std::to_string(devices.size()) +
+                        " GPUs; move it before '" + plan.stages[1 + plan.replica_gpus.size() * static_cast<std::size_t>(plan.replica_length)].name +
+                        "' or use one GPU");
+}
+
 }  // namespace
 
 PipelinePlan plan_pipeline(const PipelineSpec& spec) {
@@ -133,28 +194,46 @@ PipelinePlan plan_pipeline(const PipelineSpec& spec) {
   plan.name = spec.name;
   plan.device = pick_device(spec);
   plan.gpu = spec.gpu;
+  if (auto gpus = replica_gpus(spec, plan.device); gpus.size() == 1) plan.gpu = gpus.front();  // one chain there
+  else if (!gpus.empty()) plan.gpu = gpus.front(), plan.replica_gpus = std::move(gpus);
   plan.execution = spec.execution;
   plan.latency_budget_ns = spec.latency_budget_ns;
   plan.batch_size = spec.batch_size;
   plan.batch_timeout_us = spec.batch_timeout_us;
-  plan.tee = spec.tee;
-  for (const auto& b : spec.branches) plan.branches.push_back({b.first, b.first + b.count - 1, b.queue_depth, b.queue_policy});
   if (spec.tee >= 0 && spec.execution == Execution::serial)
     throw ConfigError(spec.stages[static_cast<std::size_t>(spec.tee)].where.str() + ": stage '" +
                       spec.stages[static_cast<std::size_t>(spec.tee)].name +
                       "' (tee): a tee needs execution: pipelined (each branch runs on its own threads)");
   const std::size_t n = spec.stages.size();
   const std::size_t trunk = spec.tee >= 0 ? static_cast<std::size_t>(spec.tee) + 1 : n;
+  // Replicas: spec stages [1, length] once per replica, replica by replica; the plan index of spec stage i.
+  const int replicas = static_cast<int>(std::max<std::size_t>(plan.replica_gpus.size(), 1));
+  const int length = plan.replica_gpus.empty() ? 0 : replica_length(spec);
+  plan.replica_length = length;
+  if (!plan.replica_gpus.empty() && length == 0)
+    throw ConfigError(spec.stages[1].where.str() + ": stage '" + spec.stages[1].name +
+                      "': gpus: asks for replicas, but no stage lies between the source and it (it keeps state "
+                      "across batches, or it is the tee or the sink)");
+  const auto plan_index = [&](std::size_t i, int replica) {
+    if (i == 0 || length == 0) return static_cast<int>(i);
+    if (i <= static_cast<std::size_t>(length)) return 1 + replica * length + static_cast<int>(i) - 1;
+    return static_cast<int>(i) + (replicas - 1) * length;
+  };
+  plan.tee = spec.tee >= 0 ? plan_index(static_cast<std::size_t>(spec.tee), 0) : -1;
+  for (const auto& b : spec.branches)
+    plan.branches.push_back({static_cast<std::size_t>(plan_index(b.first, 0)),
+                             static_cast<std::size_t>(plan_index(b.first + b.count - 1, 0)), b.queue_depth, b.queue_policy});
+  std::vector<PlannedStage> planned(n + static_cast<std::size_t>((replicas - 1) * length));
+  std::vector<int> spec_index(planned.size());  // the spec stage of each planned one, for messages
   std::optional<PayloadDesc> upstream, tee_output;
   std::optional<PayloadDesc> pictures;  // on the trunk: the frames the preprocess stage made its tensor from
-  int picture_keeper = -1;              // that stage
   for (std::size_t i = 0; i < n; ++i) {
     const StageSpec& ss = spec.stages[i];
     const StageInfo& info = *StageRegistry::builtin().find(ss.kind);
     const std::string where = ss.where.str() + ": stage '" + ss.name + "' (" + ss.kind + "): ";
     // The stage's path from the source: the trunk, then its own branch up to it.
     std::vector<std::string> names;
-    int upstream_index = static_cast<int>(i) - 1;
+    std::size_t upstream_spec = i - 1;
     if (ss.branch < 0) {
       const StageRole expected = i == 0 ? StageRole::source : i + 1 == n ? StageRole::sink : StageRole::transform;
       if (info.role != expected)
@@ -176,7 +255,7 @@ PipelinePlan plan_pipeline(const PipelineSpec& spec) {
       if (!last && info.role == StageRole::sink)
         throw ConfigError(where + "is a sink before the end of " + which +
                           " (a sink is the last stage of its branch; for another sink, add a branch)");
-      if (i == b.first) upstream = tee_output, upstream_index = static_cast<int>(trunk) - 1;
+      if (i == b.first) upstream = tee_output, upstream_spec = trunk - 1;
       for (std::size_t j = 0; j < trunk; ++j) names.push_back(spec.stages[j].name);
       for (std::size_t j = b.first; j < b.first + b.count; ++j) names.push_back(spec.stages[j].name);
     }
@@ -187,44 +266,58 @@ PipelinePlan plan_pipeline(const PipelineSpec& spec) {
         if (is_redis_uri(uri))  // serial: the sink finishes an input only when a batch passes
           throw ConfigError(where + "a redis:// source needs execution: pipelined (serial execution would hold a "
                                     "job's last input, and its entry, until more inputs arrive)");
-    PlannedStage ps;
-    ps.name = ss.name;
-    ps.kind = ss.kind;
-    ps.role = info.role;
-    ps.input = upstream;
-    ps.queue_depth = ss.queue_depth;
-    ps.queue_policy = ss.queue_policy;
-    ps.branch = ss.branch;
-    ps.upstream = upstream_index;
-    ps.position = position;
+    std::string params;
     for (const auto& [name, value] : ss.params.all()) {
       const std::string text = format_param(value);
-      ps.params += (ps.params.empty() ? "" : " ") + name + "=" + (text.empty() ? "\"\"" : text) +
-                   (ss.params.was_given(name) ? "" : "*");
+      params += (params.empty() ? "" : " ") + name + "=" + (text.empty() ? "\"\"" : text) +
+                (ss.params.was_given(name) ? "" : "*");
     }
-    StageInit init{ss.name, ss.params, upstream, plan.device, spec.batch_size, spec.batch_timeout_us, names,
-                   position, spec.file, plan.shared, spec.state_dir, spec.latency_budget_ns,
-                   ss.branch < 0 ? pictures : std::nullopt};
-    try {
-      ps.stage = info.make(init);
-    } catch (const ConfigError& e) {
-      throw ConfigError(where + e.what());
+    const bool replicated = i >= 1 && i <= static_cast<std::size_t>(length);
+    std::optional<PayloadDesc> output;
+    for (int r = 0; r < (replicated ? replicas : 1); ++r) {
+      PlannedStage& ps = planned[static_cast<std::size_t>(plan_index(i, r))];
+      spec_index[static_cast<std::size_t>(plan_index(i, r))] = static_cast<int>(i);
+      ps.name = ss.name;
+      ps.kind = ss.kind;
+      ps.role = info.role;
+      ps.input = upstream;
+      ps.queue_depth = ss.queue_depth;
+      ps.queue_policy = ss.queue_policy;
+      ps.branch = ss.branch;
+      // The stage after the replicas takes batches from each; its upstream names replica 0's last stage.
+      ps.upstream = i == 0 ? -1 : plan_index(upstream_spec, replicated ? r : 0);
+      ps.position = position;
+      ps.params = params;
+      ps.replica = replicated ? r : -1;
+      ps.gpu = replicated ? plan.replica_gpus[static_cast<std::size_t>(r)] : plan.gpu;
+      StageInit init{ss.name, ss.params, upstream, plan.device, spec.batch_size, spec.batch_timeout_us, names,
+                     position, spec.file, plan.shared, spec.state_dir, spec.latency_budget_ns,
+                     ss.branch < 0 ? pictures : std::nullopt};
+      try {
+        ps.stage = info.make(init);
+      } catch (const ConfigError& e) {
+        throw ConfigError(where + e.what());
+      }
+      if (info.role != StageRole::sink) {
+        ps.output = ps.stage->output();
+        // A slot being written, one being read downstream, and a full queue between them.
+        const int in_flight = spec.execution == Execution::serial ? 1 : ps.queue_depth + 2;
+        ps.pool_slots = ps.stage->forwards_input() ? 0 : in_flight;
+        output = ps.output;
+      }
     }
-    if (info.role != StageRole::sink) {
-      ps.output = ps.stage->output();
-      // A slot being written, one being read downstream, and a full queue between them.
-      const int in_flight = spec.execution == Execution::serial ? 1 : ps.queue_depth + 2;
-      ps.pool_slots = ps.stage->forwards_input() ? 0 : in_flight;
-      if (ss.branch < 0 && upstream && upstream->kind == PayloadKind::frames && ps.output.kind != PayloadKind::frames)
-        pictures = upstream, picture_keeper = static_cast<int>(i);
-      upstream = ps.output;
-      if (static_cast<int>(i) == spec.tee) tee_output = ps.output;
+    if (output) {
+      if (ss.branch < 0 && upstream && upstream->kind == PayloadKind::frames && output->kind != PayloadKind::frames)
+        pictures = upstream;
+      upstream = output;
+      if (static_cast<int>(i) == spec.tee) tee_output = output;
     }
-    plan.stages.push_back(std::move(ps));
   }
-  keep_pictures(plan, picture_keeper, spec.execution);
+  plan.stages = std::move(planned);
+  keep_pictures(plan, spec.execution);
   wire_frame_taps(plan);
-  check_pools_fit(plan, spec.stages);
+  check_replicas(plan, spec.stages, spec_index);
+  check_pools_fit(plan, spec.stages, spec_index);
   return plan;
 }
 
@@ -247,8 +340,11 @@ std::string describe_batching(const PipelinePlan& plan) {
 }
 
 std::string describe_plan(const PipelinePlan& plan) {
+  std::string gpus;
+  for (int g : plan.replica_gpus) gpus += (gpus.empty() ? "" : ", ") + std::to_string(g);
   std::string out = "pipeline '" + plan.name + "': device " + to_string(plan.device) +
-                    (plan.device == Device::cuda ? " (gpu " + std::to_string(plan.gpu) + ": " + gpu::device_name(plan.gpu) + ")" : "") +
+                    (plan.device == Device::cuda && gpus.empty() ? " (gpu " + std::to_string(plan.gpu) + ": " + gpu::device_name(plan.gpu) + ")" : "") +
+                    (gpus.empty() ? "" : ", " + std::to_string(plan.replica_gpus.size()) + " replicas (gpus " + gpus + ")") +
                     ", execution " + to_string(plan.execution) + "\n";
   int stream_no = 0;
   for (std::size_t i = 0; i < plan.stages.size(); ++i) {
@@ -256,7 +352,16 @@ std::string describe_plan(const PipelinePlan& plan) {
     std::string stream = "host thread";
     if (plan.device == Device::cuda && ps.stage->uses_gpu())
       stream = plan.execution == Execution::serial ? "shared stream" : "stream " + std::to_string(++stream_no);
-    const std::string indent = ps.branch >= 0 ? "    " : "";
+    const std::string indent = ps.branch >= 0 || ps.replica >= 0 ? "    " : "";
+    const std::size_t replicated_end = 1 + plan.replica_gpus.size() * static_cast<std::size_t>(plan.replica_length);
+    if (ps.replica >= 0 && (i - 1) % static_cast<std::size_t>(plan.replica_length) == 0)
+      out += "  replica " + std::to_string(ps.replica + 1) + " of " + std::to_string(plan.replica_gpus.size()) +
+             (plan.device == Device::cuda ? " on gpu " + std::to_string(ps.gpu) + " (" + gpu::device_name(ps.gpu) + ")"
+                                          : std::string(" (on the CPU)")) +
+             ": the source hands each batch to the live replica with the fewest batches queued\n";
+    if (!plan.replica_gpus.empty() && i == replicated_end)
+      out += "  the replicas' batches go on in the order the source made them (a batch failed in a replica is "
+             "skipped, not waited for)\n";
     if (ps.branch >= 0 && plan.branches[static_cast<std::size_t>(ps.branch)].first == i) {
       const auto& b = plan.branches[static_cast<std::size_t>(ps.branch)];
       out += "  branch " + std::to_string(ps.branch + 1) + " of '" + plan.stages[static_cast<std::size_t>(plan.tee)].name +
@@ -293,7 +398,8 @@ std::string describe_plan(const PipelinePlan& plan) {
   out += describe_batching(plan);
   std::string warm;
   for (const auto& ps : plan.stages)
-    if (const std::string what = ps.stage->warm_up_plan(); !what.empty()) warm += "  " + ps.name + ": " + what + "\n";
+    if (const std::string what = ps.stage->warm_up_plan(); !what.empty())
+      warm += "  " + ps.name + (ps.replica >= 0 ? "@" + std::to_string(ps.replica + 1) : "") + ": " + what + "\n";
   out += warm.empty() ? "warm-up: none (no stage has lazy work to do before the first frame)\n"
                       : "warm-up (before the source opens and before `ready`; in no frame's latency):\n" + warm;
   out += "(* = default)\nmemory: pinned host " + mib(plan.pool_bytes(MemoryKind::pinned)) + ", device " +

@@ -74,7 +74,19 @@ std::string prometheus_format_value(double v) {
 
 namespace {
 
-using Labels = std::initializer_list<std::pair<std::string_view, std::string_view>>;
+struct Label {
+  Label(std::string_view k, std::string_view v) : key(k), value(v) {}
+  std::string key, value;
+};
+using Labels = std::vector<Label>;
+
+// A stage's series: its name, and with replicas (gpus:) which replica and GPU it is.
+Labels stage_labels(const StageSnapshot& st) {
+  Labels labels = {{"stage", st.name}};
+  if (st.replica >= 0) labels.emplace_back("replica", std::to_string(st.replica + 1));
+  if (st.replica >= 0 && st.gpu >= 0) labels.emplace_back("gpu", std::to_string(st.gpu));
+  return labels;
+}
 
 class Exposition {
  public:
@@ -89,12 +101,12 @@ class Exposition {
     out_ += type;
     out_ += '\n';
   }
-  void sample(std::string_view name, Labels labels, double v) { line(name, labels, prometheus_format_value(v)); }
-  void sample(std::string_view name, Labels labels, std::uint64_t v) { line(name, labels, std::to_string(v)); }
+  void sample(std::string_view name, const Labels& labels, double v) { line(name, labels, prometheus_format_value(v)); }
+  void sample(std::string_view name, const Labels& labels, std::uint64_t v) { line(name, labels, std::to_string(v)); }
   std::string take() { return std::move(out_); }
 
  private:
-  void line(std::string_view name, Labels labels, const std::string& value) {
+  void line(std::string_view name, const Labels& labels, const std::string& value) {
     out_ += name;
     if (labels.size() != 0) {
       out_ += '{';
@@ -181,7 +193,24 @@ std::string render_prometheus(const PipelineSnapshot& s, const MetricsInfo& info
 
   // The stage's kind once, here, instead of on every per-stage series.
   e.family("sluice_stage_info", "gauge", "1 per stage of the current pipeline, labelled with the stage's kind.");
-  for (const auto& st : s.stages) e.sample("sluice_stage_info", {{"stage", st.name}, {"kind", st.kind}}, std::uint64_t{1});
+  for (const auto& st : s.stages) {
+    Labels labels = stage_labels(st);
+    labels.emplace_back("kind", st.kind);
+    e.sample("sluice_stage_info", labels, std::uint64_t{1});
+  }
+  if (std::any_of(s.stages.begin(), s.stages.end(), [](const StageSnapshot& st) { return st.replica >= 0; })) {
+    e.family("sluice_replica_up", "gauge",
+             "1 while a replica of the pipeline's GPU stages (gpus:) takes batches, 0 once its GPU faulted or a "
+             "stage of it stopped (the source sends the others its batches).");
+    int last = -1;
+    for (const auto& st : s.stages)
+      if (st.replica > last) {
+        last = st.replica;
+        Labels labels = {{"replica", std::to_string(st.replica + 1)}};
+        if (st.gpu >= 0) labels.emplace_back("gpu", std::to_string(st.gpu));
+        e.sample("sluice_replica_up", labels, std::uint64_t{st.down.empty() ? 1u : 0u});
+      }
+  }
 
   struct StageFamily {
     const char* name;
@@ -228,7 +257,7 @@ std::string render_prometheus(const PipelineSnapshot& s, const MetricsInfo& info
     e.family(fam.name, fam.type, fam.help);
     for (const auto& st : s.stages) {
       const double v = fam.value(st);
-      const Labels labels = {{"stage", st.name}};
+      const Labels labels = stage_labels(st);
       // Integer counts stay exact (a double holds every integer up to 2^53).
       if (v >= 0 && v < 9007199254740992.0 && v == std::floor(v))
         e.sample(fam.name, labels, static_cast<std::uint64_t>(v));

@@ -676,6 +676,8 @@ class Service {
                         {"busy", windows_.busy(i, 10).value_or(st.gpu_busy)}, {"host_ms_per_batch", st.host_ms_per_batch},
                         {"queue_depth", st.queue_depth}, {"queue_capacity", st.queue_capacity},
                         {"dropped", st.dropped}, {"late", st.late}, {"errors", st.errors}, {"health", st.health}});
+      if (st.replica >= 0)  // a replica's stage (gpus:): which one, on which GPU, and why it is down
+        stages.back().update({{"replica", st.replica + 1}, {"gpu", st.gpu}, {"down", st.down}});
     }
     const auto& f = s.frames;
     return {{"ok", true}, {"state", state_},

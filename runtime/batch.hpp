@@ -38,6 +38,8 @@ struct Batch {
   bool ready_pending = false, release_pending = false;
   BatchPool* pool = nullptr;
   std::uint32_t slot = 0;
+  // With replicas: the batch's place in the order the source made batches (ReplicaMerge puts them back in it).
+  std::uint64_t order = 0;
   // Shared by a tee's branches (by reference, never copied): `holders` leases own the batch and the last one
   // gives it back to its pool. While `shared`, no branch writes it (metadata, events): each branch's consumer
   // records its own released event, branch_released[branch], and the pool's next writer waits on all of them.

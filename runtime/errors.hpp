@@ -11,6 +11,14 @@ class GpuError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// The GPU is lost to this process: a sticky error (an Xid such as a memory fault or an uncorrectable ECC error,
+// the device gone or unavailable) after which no call on that device succeeds again. A replica on that GPU goes
+// down; the rest of the service does not.
+class GpuFault : public GpuError {
+ public:
+  using GpuError::GpuError;
+};
+
 // The pipeline description is wrong: the message names file:line:col, stage and key.
 class ConfigError : public std::runtime_error {
  public:

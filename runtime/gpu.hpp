@@ -20,6 +20,7 @@ bool built_with_cuda() noexcept;
 // Number of usable devices (0 without CUDA, without a driver or without a GPU). Never throws.
 int device_count() noexcept;
 void set_device(int index);
+int current_device();  // of the calling thread
 std::string device_name(int index);
 // Total memory of device `index` in bytes; 0 without CUDA or when it cannot be queried. Never throws.
 std::size_t device_memory_bytes(int index) noexcept;

@@ -30,6 +30,12 @@ int device_count() noexcept {
 
 void set_device(int index) { CUDA_CHECK(cudaSetDevice(index)); }
 
+int current_device() {
+  int index = 0;
+  CUDA_CHECK(cudaGetDevice(&index));
+  return index;
+}
+
 std::string device_name(int index) {
   cudaDeviceProp prop{};
   CUDA_CHECK(cudaGetDeviceProperties(&prop, index));

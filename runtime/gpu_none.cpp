@@ -12,6 +12,7 @@ namespace {
 bool built_with_cuda() noexcept { return false; }
 int device_count() noexcept { return 0; }
 void set_device(int) { no_cuda("set_device"); }
+int current_device() { no_cuda("current_device"); }
 std::string device_name(int) { no_cuda("device_name"); }
 std::size_t device_memory_bytes(int) noexcept { return 0; }
 StreamHandle stream_create() { no_cuda("stream_create"); }

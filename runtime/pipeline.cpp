@@ -29,6 +29,7 @@ struct Pipeline::StageRuntime {
   std::unique_ptr<BatchPool> pool;
   std::unique_ptr<BoundedQueue<Batch*>> out_queue;
   std::vector<std::unique_ptr<BoundedQueue<Batch*>>> branch_queues;  // the tee: one into each branch
+  std::vector<std::unique_ptr<BoundedQueue<Batch*>>> replica_queues;  // the source with replicas: one into each
   BoundedQueue<Batch*>* in_queue = nullptr;                          // the upstream stage's (or branch) queue
   std::vector<std::size_t> path;  // the stages from the source to this one (index by stage_done_ns position)
   std::vector<std::shared_ptr<Finishing>> finishing;  // a sink: completed inputs it has yet to finish
@@ -73,27 +74,38 @@ Pipeline::Pipeline(PipelinePlan plan) : plan_(std::move(plan)) {
   const bool serial = plan_.execution == Execution::serial;
   Stream shared;
   if (gpu && serial) shared = Stream::create();
+  const bool replicated = !plan_.replica_gpus.empty();
   for (std::size_t i = 0; i < plan_.stages.size(); ++i) {
     auto& ps = plan_.stages[i];
-    if (plan_.tee < 0) {  // a linear pipeline (also one a caller assembled by hand): each stage feeds the next
+    if (plan_.tee < 0 && !replicated) {  // a linear pipeline (also one a caller assembled by hand): each feeds the next
       ps.branch = -1;
       ps.upstream = static_cast<int>(i) - 1;
       ps.position = static_cast<int>(i);
     }
     auto rt = std::make_unique<StageRuntime>();
+    if (gpu) gpu::set_device(ps.gpu);  // its stream, pool and events live there
     if (gpu && ps.stage->uses_gpu()) {
       if (!serial) rt->stream = Stream::create();
       rt->ctx.stream = serial ? shared.get() : rt->stream.get();
       rt->timer = GpuTimer(kTimerSlots);
     }
     if (ps.pool_slots > 0) {
-      rt->pool = std::make_unique<BatchPool>(ps.name, ps.output, ps.pool_slots, gpu,
-                                             static_cast<int>(plan_.branches.size()));
+      // Readers with their own released events: each replica reading the source's batches (on its own GPU), or
+      // each branch of a tee sharing a batch.
+      const std::vector<int> readers = i == 0 && replicated ? plan_.replica_gpus
+                                                            : std::vector<int>(plan_.branches.size(), ps.gpu);
+      rt->pool = std::make_unique<BatchPool>(ps.name, ps.output, ps.pool_slots, gpu, readers);
       rt->ctx.out_pool = rt->pool.get();
     }
     if (static_cast<int>(i) == plan_.tee) {
       for (const auto& b : plan_.branches)
         rt->branch_queues.push_back(std::make_unique<BoundedQueue<Batch*>>(static_cast<std::size_t>(b.queue_depth), b.queue_policy));
+    } else if (i == 0 && replicated) {
+      for (std::size_t r = 0; r < plan_.replica_gpus.size(); ++r)
+        rt->replica_queues.push_back(std::make_unique<BoundedQueue<Batch*>>(static_cast<std::size_t>(ps.queue_depth), ps.queue_policy));
+    } else if (last_of_replica(i)) {
+      if (!merged_)  // the replicas' batches, back in order, into the stage after them (replica 1's queue settings)
+        merged_ = std::make_unique<BoundedQueue<Batch*>>(static_cast<std::size_t>(ps.queue_depth), ps.queue_policy);
     } else if (ps.role != StageRole::sink) {
       rt->out_queue = std::make_unique<BoundedQueue<Batch*>>(static_cast<std::size_t>(ps.queue_depth),
                                                              serial ? QueuePolicy::block : ps.queue_policy);
@@ -102,7 +114,9 @@ Pipeline::Pipeline(PipelinePlan plan) : plan_(std::move(plan)) {
     if (i > 0) {
       const auto up = static_cast<std::size_t>(ps.upstream);
       rt->in_queue = static_cast<int>(up) == plan_.tee ? rt_[up]->branch_queues[static_cast<std::size_t>(ps.branch)].get()
-                                                      : rt_[up]->out_queue.get();
+                     : ps.replica >= 0 && up == 0  ? rt_[0]->replica_queues[static_cast<std::size_t>(ps.replica)].get()
+                     : last_of_replica(up)         ? merged_.get()
+                                                   : rt_[up]->out_queue.get();
       rt->path = rt_[up]->path;
     }
     rt->path.push_back(i);
@@ -111,6 +125,88 @@ Pipeline::Pipeline(PipelinePlan plan) : plan_(std::move(plan)) {
     rt_.push_back(std::move(rt));
   }
   if (shared) rt_.front()->stream = std::move(shared);  // keeps the serial stream alive with the pipeline
+  if (gpu) gpu::set_device(plan_.gpu);
+  for (std::size_t r = 0; r < plan_.replica_gpus.size(); ++r) replicas_.push_back(std::make_unique<ReplicaState>());
+  if (replicated)
+    merge_ = std::make_unique<ReplicaMerge>(plan_.replica_gpus.size(), [this](BatchLease b) { push_merged(std::move(b)); });
+}
+
+bool Pipeline::last_of_replica(std::size_t i) const {
+  const auto& ps = plan_.stages[i];
+  return ps.replica >= 0 && i == 1 + static_cast<std::size_t>((ps.replica + 1) * plan_.replica_length) - 1;
+}
+
+std::string Pipeline::replica_name(int r) const {
+  const std::string where = plan_.device == Device::cuda ? " (gpu " + std::to_string(plan_.replica_gpus[static_cast<std::size_t>(r)]) + ")" : "";
+  return "replica " + std::to_string(r + 1) + where;
+}
+
+std::string Pipeline::replica_down(int r) const {
+  const ReplicaState& state = *replicas_[static_cast<std::size_t>(r)];
+  if (!state.down.load(std::memory_order_acquire)) return {};
+  std::lock_guard lock(state.mu);
+  return state.why;
+}
+
+void Pipeline::take_replica_down(int r, const std::string& why) {
+  ReplicaState& state = *replicas_[static_cast<std::size_t>(r)];
+  {
+    std::lock_guard lock(state.mu);
+    if (state.down.load()) return;
+    state.why = replica_name(r) + " is down after: " + why;
+    state.down.store(true, std::memory_order_release);
+  }
+  spdlog::error("{}; its batches go to the other replicas", state.why);
+}
+
+// The source's batch goes to the live replica with the fewest batches in it (handed to it and not out yet: a slower
+// replica gets fewer; ties: the next in turn), numbered for the merge behind the replicas. With every replica down
+// its frames fail.
+void Pipeline::dispatch(BatchLease out) {
+  auto& rt = *rt_[0];
+  const std::size_t n = rt.replica_queues.size();
+  std::size_t pick = n, fewest = std::numeric_limits<std::size_t>::max();
+  for (std::size_t k = 0; k < n; ++k) {
+    const std::size_t r = (next_replica_ + k) % n;
+    if (!replica_down(static_cast<int>(r)).empty()) continue;
+    const auto load = static_cast<std::size_t>(std::max<std::int64_t>(0, replicas_[r]->outstanding.load()));
+    if (load < fewest) fewest = load, pick = r;
+  }
+  if (pick == n) {
+    rt.counters.errors++;
+    settle(0, out->frames, FrameFate::failed, "every replica is down (" + replica_down(0) + ")");
+    return;
+  }
+  next_replica_ = (pick + 1) % n;
+  out->order = next_order_++;
+  replicas_[pick]->outstanding.fetch_add(1);
+  const std::int64_t t0 = now_ns();
+  auto result = rt.replica_queues[pick]->push(out.detach());
+  rt.counters.wait_out_ns += static_cast<std::uint64_t>(now_ns() - t0);
+  if (!result.dropped) return;
+  BatchLease dropped = BatchLease::adopt(*result.dropped);
+  rt.counters.dropped += static_cast<std::uint64_t>(dropped->count);
+  left_replica(static_cast<int>(pick), dropped->order, nullptr);  // an older one of its batches, when leaky
+  const std::string queue = "queue into " + replica_name(static_cast<int>(pick));
+  settle(0, dropped->frames, FrameFate::dropped,
+         !result.accepted ? queue + " closed" : queue + " full (leaky: " + std::string(to_string(plan_.stages[0].queue_policy)) + ")");
+}
+
+// A batch leaves replica r: finished (to the merge, which hands it on in its turn), or not (the merge skips it).
+void Pipeline::left_replica(int r, std::uint64_t order, const Batch* finished) {
+  replicas_[static_cast<std::size_t>(r)]->outstanding.fetch_sub(1);
+  if (!finished) merge_->skip(order);
+}
+
+// The merge's batches, in the source's order, into the stage after the replicas.
+void Pipeline::push_merged(BatchLease b) {
+  auto result = merged_->push(b.detach());
+  if (!result.dropped) return;
+  BatchLease dropped = BatchLease::adopt(*result.dropped);
+  const std::size_t after = 1 + plan_.replica_gpus.size() * static_cast<std::size_t>(plan_.replica_length);
+  settle(after, dropped->frames, FrameFate::dropped,
+         !result.accepted ? "queue after the replicas closed"
+                          : "queue after the replicas full (leaky: " + std::string(to_string(merged_->policy())) + ")");
 }
 
 Pipeline::~Pipeline() {
@@ -269,7 +365,7 @@ void Pipeline::wait() {
 
 void Pipeline::open_stage(std::size_t i) {
   auto& rt = *rt_[i];
-  if (plan_.device == Device::cuda) gpu::set_device(plan_.gpu);  // the current device is per thread
+  if (plan_.device == Device::cuda) gpu::set_device(plan_.stages[i].gpu);  // the current device is per thread
   plan_.stages[i].stage->open(rt.ctx);
   rt.opened = true;
 }
@@ -473,12 +569,21 @@ void Pipeline::conclude_input(const Finishing& f) {
 // Runs stage i on one batch (none for a source) and returns what it emits. GPU work is only enqueued:
 // `ready` of the output and `released` of the input are recorded on the stage's stream.
 BatchLease Pipeline::step(std::size_t i, BatchLease& in) {
-  Batch* const pictures = wait_for_input(i, in.get());
   StepTimes times;
-  bool failed = false;
-  BatchLease out = run_stage(i, in, times, failed);
-  if (failed) return {};
-  hand_on(i, in, out, pictures, times.end);
+  BatchLease out;
+  try {
+    Batch* const pictures = wait_for_input(i, in.get());
+    bool failed = false;
+    out = run_stage(i, in, times, failed);
+    if (failed) return {};
+    hand_on(i, in, out, pictures, times.end);
+  } catch (const std::exception& e) {
+    // The runner's own GPU calls around the stage failed (its device faulted): the batch in hand fails, and the
+    // stage with it (the caller's handler).
+    if (const Batch* lost = out ? out.get() : in.get(); lost && plan_.stages[i].role != StageRole::source)
+      fail_frames(i, lost, e.what());
+    throw;
+  }
   account(i, in.get(), out.get(), times);
   return out;
 }
@@ -525,6 +630,7 @@ BatchLease Pipeline::run_stage(std::size_t i, BatchLease& in, StepTimes& times, 
     }
   } catch (const std::exception& e) {
     if (ps.role == StageRole::source) throw;
+    if (ps.replica >= 0 && dynamic_cast<const GpuFault*>(&e)) take_replica_down(ps.replica, e.what());
     if (s) {
       try {
         gpu::stream_synchronize(s);  // error path: nothing may still read the input when it is recycled
@@ -557,6 +663,7 @@ void Pipeline::hand_on(std::size_t i, BatchLease& in, BatchLease& out, Batch* pi
       out->count = in->count;
       out->frames = in->frames;  // within reserved capacity: no allocation
       out->stage_done_ns = in->stage_done_ns;
+      out->order = in->order;
       if (ps.passes_pictures) out->pictures = std::exchange(in->pictures, nullptr);
     }
     if (!forwards_shared) out->stage_done_ns[static_cast<std::size_t>(ps.position)] = done_ns;
@@ -567,7 +674,10 @@ void Pipeline::hand_on(std::size_t i, BatchLease& in, BatchLease& out, Batch* pi
     if (ps.role == StageRole::source) ledger_.produced(out->frames);
   }
   if (in && s) {
-    if (!in->shared) {
+    if (ps.replica >= 0 && ps.upstream == 0 && static_cast<std::size_t>(ps.replica) < in->branch_released.size()) {
+      gpu::event_record(in->branch_released[static_cast<std::size_t>(ps.replica)].get(), s);  // on its own GPU
+      in->branch_release_pending[static_cast<std::size_t>(ps.replica)] = 1;
+    } else if (!in->shared) {
       gpu::event_record(in->released.get(), s);
       in->release_pending = true;
     } else if (const auto b = static_cast<std::size_t>(ps.branch); b < in->branch_released.size()) {
@@ -622,6 +732,7 @@ void Pipeline::push_downstream(std::size_t i, BatchLease out) {
     const auto n = static_cast<std::uint64_t>(dropped->count);
     rt.counters.dropped += n;
     const auto& ps = plan_.stages[i];
+    if (ps.replica >= 0) left_replica(ps.replica, dropped->order, nullptr);
     settle(i, dropped->frames, FrameFate::dropped,
            !result.accepted ? "queue after '" + ps.name + "' closed"
                             : "queue after '" + ps.name + "' full (leaky: " + std::string(to_string(ps.queue_policy)) + ")");
@@ -657,6 +768,8 @@ void Pipeline::run_pipelined_stage(std::size_t i) {
   auto& rt = *rt_[i];
   const auto& ps = plan_.stages[i];
   BoundedQueue<Batch*>* in_queue = rt.in_queue;
+  constexpr std::uint64_t kNone = std::numeric_limits<std::uint64_t>::max();
+  std::uint64_t order_in_hand = kNone;  // a replica's batch being worked on (the merge waits for its number)
   try {
     // Stages with a warm-up open and warm up at once; the others (the source, sinks with their outputs) open
     // after start(), so a reload's new generation touches no output, ledger or source while the old one runs.
@@ -686,26 +799,49 @@ void Pipeline::run_pipelined_stage(std::size_t i) {
         wait_while_paused();
         if (stop_.load()) break;
       }
+      if (ps.replica >= 0) {
+        if (const std::string down = replica_down(ps.replica); !down.empty()) {  // its frames fail, unread
+          fail_frames(i, in.get(), down);
+          left_replica(ps.replica, in->order, nullptr);
+          continue;
+        }
+        order_in_hand = in->order;
+      }
       BatchLease out = step(i, in);
       if (ps.role == StageRole::source && !out) {
         if (paused_.load()) continue;  // cut short by the pause with nothing made: wait at the gate, ask again
         break;                         // end of stream
       }
       if (out && static_cast<int>(i) == plan_.tee) push_branches(i, std::move(out));
+      else if (out && !rt.replica_queues.empty()) dispatch(std::move(out));
+      else if (out && last_of_replica(i)) {
+        left_replica(ps.replica, out->order, out.get());
+        merge_->put(std::move(out));
+      }
       else if (out && rt.out_queue) push_downstream(i, std::move(out));
+      else if (!out && order_in_hand != kNone) left_replica(ps.replica, order_in_hand, nullptr);  // failed, or kept nothing
+      order_in_hand = kNone;
     }
   } catch (const std::exception& e) {
-    // A stage that cannot go on: fail what reaches it so upstream never blocks and the counts add up.
+    // A stage that cannot go on: fail what reaches it so upstream never blocks and the counts add up. In a
+    // replica, the replica goes down: the source sends the others its batches.
     fail_frames(i, nullptr, e.what());
+    if (ps.replica >= 0) {
+      take_replica_down(ps.replica, "stage '" + ps.name + "': " + e.what());
+      if (order_in_hand != kNone) left_replica(ps.replica, order_in_hand, nullptr);
+    }
     if (in_queue)
       while (auto b = in_queue->pop()) {
         BatchLease lost = BatchLease::adopt(*b);
         fail_frames(i, lost.get(), std::string("stage stopped after: ") + e.what());
+        if (ps.replica >= 0) left_replica(ps.replica, lost->order, nullptr);
       }
   }
   if (!in_queue) source_left();
   if (rt.out_queue) rt.out_queue->close();
   for (auto& q : rt.branch_queues) q->close();
+  for (auto& q : rt.replica_queues) q->close();
+  if (last_of_replica(i) && merge_->replica_ended()) merged_->close();
   close_stage(i);
   end_ns_ = now_ns();
   finished_threads_++;
@@ -772,6 +908,9 @@ PipelineSnapshot Pipeline::snapshot() const {
     st.kind = ps.kind;
     st.output = ps.role == StageRole::sink ? "" : ps.output.describe();
     st.on_gpu = rt.ctx.stream != nullptr;
+    st.replica = ps.replica;
+    st.gpu = plan_.device == Device::cuda ? ps.gpu : -1;
+    if (ps.replica >= 0) st.down = replica_down(ps.replica);
     st.health = ps.stage->health();
     st.frames = c.frames;
     st.batches = c.batches;

@@ -14,6 +14,7 @@
 
 #include "runtime/bounded_queue.hpp"
 #include "runtime/gpu_timer.hpp"
+#include "runtime/replica_merge.hpp"
 #include "runtime/stage.hpp"
 #include "runtime/stats.hpp"
 
@@ -40,6 +41,10 @@ struct PlannedStage {
   // Pictures (Batch::pictures) for a stage downstream that reads them: this stage keeps its frames input as its
   // output's pictures, or hands its input's pictures on to its output.
   bool keeps_pictures = false, passes_pictures = false;
+  // Replicas (PipelinePlan::replica_gpus): the replica the stage belongs to (-1: not replicated), and the CUDA
+  // device its stream, pool and events are on (device cuda).
+  int replica = -1;
+  int gpu = 0;
 };
 
 // One branch of a tee: stages [first, last] of PipelinePlan::stages (the last a sink), fed from the tee through
@@ -53,7 +58,12 @@ struct PlannedBranch {
 struct PipelinePlan {
   std::string name = "pipeline";
   Device device = Device::cpu;
-  int gpu = 0;
+  int gpu = 0;  // the device of every stage that is not replicated
+  // Replicas of the stages after the source (`gpus:`): one device per replica, empty: none. Replica r's stages
+  // follow the source as stages [1 + r * replica_length, 1 + (r + 1) * replica_length); the source hands each
+  // batch to the least-loaded live replica, and the stage after the replicas takes them back in the source's order.
+  std::vector<int> replica_gpus;
+  int replica_length = 0;
   Execution execution = Execution::pipelined;
   std::int64_t latency_budget_ns = 0;  // what the sources stamp on their frames (for status and the summary)
   int batch_size = 1;                  // for `sluiced check`'s description of the batching policy
@@ -136,6 +146,25 @@ class Pipeline {
   void account(std::size_t i, Batch* in, const Batch* out, const StepTimes& times);
   void push_downstream(std::size_t i, BatchLease out);
   void push_branches(std::size_t tee, BatchLease out);  // the tee: one share of the batch to each branch
+  // Replicas (PipelinePlan::replica_gpus): the source hands each batch to one, the merge takes them back in order.
+  void dispatch(BatchLease out);
+  void push_merged(BatchLease b);
+  bool last_of_replica(std::size_t i) const;
+  std::string replica_name(int r) const;
+  std::string replica_down(int r) const;  // why replica r is down, "" while it is up
+  void take_replica_down(int r, const std::string& why);
+  void left_replica(int r, std::uint64_t order, const Batch* finished);  // a batch left replica r: done or not
+  struct ReplicaState {
+    std::atomic<std::int64_t> outstanding{0};  // batches handed to it that have not left it
+    std::atomic<bool> down{false};
+    mutable std::mutex mu;
+    std::string why;
+  };
+  std::vector<std::unique_ptr<ReplicaState>> replicas_;
+  std::unique_ptr<BoundedQueue<Batch*>> merged_;  // the merge's output: the stage after the replicas reads it
+  std::unique_ptr<ReplicaMerge> merge_;
+  std::uint64_t next_order_ = 0;  // the source's thread only
+  std::size_t next_replica_ = 0;
   // The one place frames get their fate (besides the source's `produced`). A stage in a branch reports the
   // branch's fate; the frame's fate is settled once every branch reported it (the worst of them: failed, then
   // dropped, then delivered). `done`: the delivering sink's stage_done_ns (latency attribution).

@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "runtime/errors.hpp"
+#include "runtime/gpu.hpp"
 #include "runtime/stage.hpp"
 #include "runtime/stats.hpp"
 
@@ -16,9 +18,11 @@ void BatchLease::reset() noexcept {
   b->pool->give_back(b);
 }
 
-BatchPool::BatchPool(std::string name, const PayloadDesc& desc, int slots, bool with_events, int branches)
+BatchPool::BatchPool(std::string name, const PayloadDesc& desc, int slots, bool with_events,
+                     const std::vector<int>& reader_devices)
     : name_(std::move(name)), desc_(desc), free_(static_cast<std::size_t>(slots), QueuePolicy::block) {
   batches_.reserve(static_cast<std::size_t>(slots));
+  const int device = with_events && !reader_devices.empty() ? gpu::current_device() : 0;
   for (int i = 0; i < slots; ++i) {
     auto b = std::make_unique<Batch>();
     b->desc = desc;
@@ -27,7 +31,11 @@ BatchPool::BatchPool(std::string name, const PayloadDesc& desc, int slots, bool 
     if (with_events) {
       b->ready = Event::create();
       b->released = Event::create();
-      for (int k = 0; k < branches; ++k) b->branch_released.push_back(Event::create());
+      for (int reader : reader_devices) {
+        if (reader != device) gpu::set_device(reader);  // an event is recorded only on its own device's streams
+        b->branch_released.push_back(Event::create());
+        if (reader != device) gpu::set_device(device);
+      }
     }
     b->branch_release_pending.assign(b->branch_released.size(), 0);
     b->pool = this;
@@ -48,13 +56,17 @@ BatchLease BatchPool::acquire(gpu::StreamHandle writer) {
       gpu::event_synchronize(batch->released.get());
     batch->release_pending = false;
   }
-  for (std::size_t k = 0; k < batch->branch_released.size(); ++k) {  // every branch of a tee that read it
+  for (std::size_t k = 0; k < batch->branch_released.size(); ++k) {  // every branch or replica that read it
     if (!batch->branch_release_pending[k]) continue;
-    if (writer)
-      gpu::stream_wait_event(writer, batch->branch_released[k].get());
-    else
-      gpu::event_synchronize(batch->branch_released[k].get());
     batch->branch_release_pending[k] = 0;
+    try {
+      if (writer)
+        gpu::stream_wait_event(writer, batch->branch_released[k].get());
+      else
+        gpu::event_synchronize(batch->branch_released[k].get());
+    } catch (const GpuFault&) {
+      // The reader's GPU faulted (a replica that went down): nothing runs there any more, so nothing reads the slot.
+    }
   }
   batch->shared = false;
   batch->count = 0;

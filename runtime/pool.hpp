@@ -13,9 +13,11 @@ namespace sluice {
 
 class BatchPool {
  public:
-  // `with_events`: create ready/released events per slot (needed whenever a GPU touches the slots); with
-  // `branches` (a tee's), also one released event per branch, for when a tee shares a slot among them.
-  BatchPool(std::string name, const PayloadDesc& desc, int slots, bool with_events, int branches = 0);
+  // `with_events`: create ready/released events per slot (needed whenever a GPU touches the slots), on the current
+  // device; also one released event per entry of `reader_devices`, on that device: one per branch of a tee that
+  // shares a slot among its branches, or one per replica that reads the source's slots (on the replica's GPU).
+  BatchPool(std::string name, const PayloadDesc& desc, int slots, bool with_events,
+            const std::vector<int>& reader_devices = {});
   BatchPool(const BatchPool&) = delete;
   BatchPool& operator=(const BatchPool&) = delete;
 

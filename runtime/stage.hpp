@@ -121,6 +121,9 @@ struct StageInfo {
   std::function<std::unique_ptr<Stage>(const StageInit&)> make;
   // What the stage writes here given its parameters; unset, or nullopt: nothing on this host's filesystem.
   std::function<std::optional<StageOutput>(const ParamValues&)> output;
+  // The stage keeps state from one batch to the next (a tracker): with replicas (`gpus:`) it runs once, behind
+  // them, where batches come back in the source's order; the replicas end before it.
+  bool keeps_state = false;
 };
 
 class StageRegistry {

@@ -206,8 +206,10 @@ std::string format_summary(const PipelineSnapshot& s) {
     }
     char queue[32] = "-";
     if (st.queue_capacity) std::snprintf(queue, sizeof queue, "%zu/%zu", st.queue_high_water, st.queue_capacity);
+    // A replica's stage: "infer@2" (replica 2).
+    const std::string name = st.replica >= 0 ? st.name + "@" + std::to_string(st.replica + 1) : st.name;
     std::snprintf(line, sizeof line, "%-12s %-10s %9llu %8.1f %9.3f %9s %6s %8.0fms %7.0fms %9s %7llu %7llu\n",
-                  st.name.c_str(), st.kind.c_str(), static_cast<unsigned long long>(st.frames), st.fps,
+                  name.c_str(), st.kind.c_str(), static_cast<unsigned long long>(st.frames), st.fps,
                   st.host_ms_per_batch, gpu, busy, st.wait_in_ms, st.wait_out_ms, queue,
                   static_cast<unsigned long long>(st.dropped), static_cast<unsigned long long>(st.errors));
     out += line;
@@ -240,6 +242,12 @@ std::string format_summary(const PipelineSnapshot& s) {
   for (const auto& e : f.errors) out += "  error: " + e + "\n";
   for (const auto& st : s.stages)
     if (!st.health.empty()) out += "  stage '" + st.name + "': " + st.health + "\n";
+  int last_replica = -1;
+  for (const auto& st : s.stages)
+    if (st.replica > last_replica) {
+      last_replica = st.replica;
+      if (!st.down.empty()) out += "  " + st.down + "\n";
+    }
   std::snprintf(line, sizeof line, "latency (capture to sink): p50 %.2f ms, p90 %.2f ms, p99 %.2f ms\n",
                 static_cast<double>(s.latency_p50_ns) / 1e6, static_cast<double>(s.latency_p90_ns) / 1e6,
                 static_cast<double>(s.latency_p99_ns) / 1e6);

@@ -98,6 +98,9 @@ struct StageCounters {
 
 struct StageSnapshot {
   std::string name, kind, output;
+  int replica = -1;  // which replica of `gpus:` it belongs to (-1: none)
+  int gpu = -1;      // the CUDA device it runs on (-1: the CPU)
+  std::string down;  // its replica is down: why
   std::uint64_t frames = 0, batches = 0, errors = 0, dropped = 0;
   std::uint64_t late = 0;  // late frames whose time went mostly to this stage
   double fps = 0, host_ms_per_batch = 0, gpu_ms_per_batch = 0, wait_in_ms = 0, wait_out_ms = 0;

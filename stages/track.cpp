@@ -146,7 +146,7 @@ class TrackStage final : public Stage {
 }  // namespace
 
 static StageInfo track_stage() {
-  return {"track",
+  StageInfo info{"track",
           StageRole::transform,
           "multi-object tracking on the host (ByteTrack: two-stage association of high and low score boxes, Kalman "
           "motion model, Hungarian IoU matching): detections in (after download), the same boxes out with track "
@@ -172,6 +172,8 @@ static StageInfo track_stage() {
               {"per_class", ParamType::boolean, "false", "match a track only to boxes of its class (else any class)"},
           },
           [](const StageInit& init) -> std::unique_ptr<Stage> { return std::make_unique<TrackStage>(init); }};
+  info.keeps_state = true;  // tracks live across batches: one tracker behind the replicas of gpus:
+  return info;
 }
 SLUICE_REGISTER_STAGE(track_stage);
 

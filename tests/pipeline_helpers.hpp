@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -144,5 +145,40 @@ class SlowForward final : public Stage {
  private:
   PayloadDesc desc_;
 };
+
+// Runs `inner` until its `fault_at`-th batch (from 1), which throws GpuFault instead, as a CUDA call does after an
+// Xid or an uncorrectable ECC error.
+class FaultAt final : public Stage {
+ public:
+  FaultAt(std::unique_ptr<Stage> inner, int fault_at) : inner_(std::move(inner)), fault_at_(fault_at) {}
+  PayloadDesc output() const override { return inner_->output(); }
+  bool forwards_input() const override { return inner_->forwards_input(); }
+  bool uses_gpu() const override { return inner_->uses_gpu(); }
+  bool reads_pictures() const override { return inner_->reads_pictures(); }
+  void open(StageContext& ctx) override { inner_->open(ctx); }
+  std::string warm_up_plan() const override { return inner_->warm_up_plan(); }
+  void warm_up(StageContext& ctx) override { inner_->warm_up(ctx); }
+  BatchLease process(Batch* in, StageContext& ctx) override {
+    if (++batches_ == fault_at_) throw GpuFault("cudaStreamSynchronize failed: cudaErrorECCUncorrectable (injected)");
+    return inner_->process(in, ctx);
+  }
+  void close(StageContext& ctx) override { inner_->close(ctx); }
+
+ private:
+  std::unique_ptr<Stage> inner_;
+  int fault_at_, batches_ = 0;
+};
+
+// Makes stage k of `plan` fault at its `fault_at`-th batch.
+inline void inject_fault(PipelinePlan& plan, std::size_t k, int fault_at) {
+  plan.stages[k].stage = std::make_unique<FaultAt>(std::move(plan.stages[k].stage), fault_at);
+}
+
+// Stage `name` of replica `replica` (-1: not replicated) in `plan`.
+inline std::size_t stage_of(const PipelinePlan& plan, const std::string& name, int replica) {
+  for (std::size_t i = 0; i < plan.stages.size(); ++i)
+    if (plan.stages[i].name == name && plan.stages[i].replica == replica) return i;
+  throw std::runtime_error("no stage " + name + " in replica " + std::to_string(replica));
+}
 
 }  // namespace sluice::test

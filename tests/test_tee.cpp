@@ -253,7 +253,7 @@ TEST_CASE("tee: a batch shared by branches goes back to its pool once the last s
   desc.height = 2;
   desc.batch = 2;
   desc.memory = MemoryKind::host;
-  BatchPool pool("p", desc, 1, false, 3);
+  BatchPool pool("p", desc, 1, false, {0, 0, 0});
   BatchLease lease = pool.acquire(nullptr);
   REQUIRE(lease);
   Batch* b = lease.detach();

@@ -10,14 +10,21 @@
 
 namespace sluice::nn::cuda {
 
+// A library call that failed because the device faulted throws GpuFault (the runtime's sticky error says so).
+[[noreturn]] inline void throw_library(std::string what) {
+  if (const cudaError_t sticky = cudaPeekAtLastError(); ::sluice::detail::is_gpu_fault(sticky))
+    throw GpuFault(what + "; the device: " + cudaGetErrorName(sticky));
+  throw GpuError(std::move(what));
+}
+
 [[noreturn]] inline void throw_cudnn(cudnnStatus_t status, const char* call, const char* file, int line) {
-  throw GpuError(std::string(call) + " failed: " + cudnnGetErrorString(status) + " at " + file + ":" +
-                 std::to_string(line));
+  throw_library(std::string(call) + " failed: " + cudnnGetErrorString(status) + " at " + file + ":" +
+                std::to_string(line));
 }
 
 [[noreturn]] inline void throw_cublas(cublasStatus_t status, const char* call, const char* file, int line) {
-  throw GpuError(std::string(call) + " failed: " + cublasGetStatusName(status) + " (" +
-                 cublasGetStatusString(status) + ") at " + file + ":" + std::to_string(line));
+  throw_library(std::string(call) + " failed: " + cublasGetStatusName(status) + " (" +
+                cublasGetStatusString(status) + ") at " + file + ":" + std::to_string(line));
 }
 
 }  // namespace sluice::nn::cuda
