@@ -17,6 +17,7 @@ list(APPEND SLUICE_NN_CUDA_SOURCES
   nn/cuda/ranking.cu
   nn/cuda/reduce.cu
   nn/cuda/attention.cu
+  nn/cuda/attention_flash.cu
   nn/cuda/attention_layer.cpp
 )
 list(APPEND SLUICE_NN_TEST_SOURCES tests/nn/test_algo_cache.cpp)  # the cache file needs no GPU
