@@ -23,6 +23,7 @@ list(APPEND SLUICE_NN_CUDA_SOURCES
 list(APPEND SLUICE_NN_TEST_SOURCES tests/nn/test_algo_cache.cpp)  # the cache file needs no GPU
 list(APPEND SLUICE_NN_GPU_TEST_SOURCES
   tests/gpu/test_nn_ops_gpu.cpp
+  tests/gpu/test_attention_gpu.cpp
   tests/gpu/test_depthwise_kernel_gpu.cpp
   tests/gpu/test_nn_engine_gpu.cpp
 )
