@@ -10,20 +10,12 @@
 #include <cfloat>
 #include <type_traits>
 
+#include "nn/cuda/attention_mask.cuh"
 #include "nn/cuda/kernel_util.cuh"
 #include "runtime/cuda_check.hpp"
 
 namespace sluice::nn::cuda {
 namespace {
-
-__device__ __forceinline__ std::int64_t mask_base(const AttentionShape& s, int batch) {
-  std::int64_t offset = 0;
-  for (int d = s.batch_rank - 1; d >= 0; --d) {
-    offset += (batch % s.batch_shape[d]) * s.mask_batch_stride[d];
-    batch /= s.batch_shape[d];
-  }
-  return offset;
-}
 
 // ---- tensor cores -------------------------------------------------------------------------------------------
 constexpr int kRows = 64, kKeys = 64, kWarps = 4;
@@ -82,7 +74,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_wmma_kernel(T* y, const
   const int row0 = blockIdx.x * kRows;
   const T* kb = k + static_cast<std::int64_t>(batch) * s.keys * depth;
   const T* vb = v + static_cast<std::int64_t>(batch) * s.keys * value_depth;
-  const std::int64_t mb = mask ? mask_base(s, batch) : 0;
+  const std::int64_t mb = mask ? attention_mask_offset(s, batch) : 0;
 
   load_tile(q_s, ld.q, q + (static_cast<std::int64_t>(batch) * s.rows + row0) * depth, kRows, s.rows - row0, depth);
   for (int i = threadIdx.x; i < kWarps * 16 * ld.o; i += blockDim.x) o_s[i] = 0.f;
@@ -176,7 +168,7 @@ __global__ void attention_softmax_kernel(T* scores, const T* mask, AttentionShap
        item += warps) {
     T* row = scores + item * s.keys;
     const std::int64_t mb =
-        mask ? mask_base(s, static_cast<int>(item / s.rows)) + (item % s.rows) * s.mask_row_stride : 0;
+        mask ? attention_mask_offset(s, static_cast<int>(item / s.rows)) + (item % s.rows) * s.mask_row_stride : 0;
     auto value = [&](int key) {
       float v = to_f32(row[key]) * s.scale;
       if (mask) v += to_f32(mask[mb + key * s.mask_key_stride]);
@@ -208,7 +200,7 @@ __global__ void attention_rows_kernel(T* y, const T* q, const T* k, const T* v, 
   __syncwarp();
   const T* kb = k + static_cast<std::int64_t>(batch) * s.keys * s.depth;
   const T* vb = v + static_cast<std::int64_t>(batch) * s.keys * s.value_depth;
-  const std::int64_t mb = mask ? mask_base(s, batch) + row * s.mask_row_stride : 0;
+  const std::int64_t mb = mask ? attention_mask_offset(s, batch) + row * s.mask_row_stride : 0;
   float acc[kMaxValueDepth / 32];
   for (auto& a : acc) a = 0.f;
   float running_max = -INFINITY, running_sum = 0.f;

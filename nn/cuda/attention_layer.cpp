@@ -1,11 +1,15 @@
-// The Attention node (nn/graph.hpp), one of two ways: cuBLAS products around a softmax kernel (the scores
-// [B, T, S] in the scratch block), or sluice's fused kernel (attention.cu), which never writes the scores. Measured
-// on the H200 at ViT-B/16 and Swin-T sizes, f16 batch 64, the products win (0.31 vs 0.44 ms a ViT layer), so the
-// fused kernel runs only where the scores would not fit the scratch limit (long sequences) or when asked.
+// The Attention node (nn/graph.hpp), one of three ways, chosen in one place (choose_attention_path):
+//  * flash: sluice's FlashAttention-2 kernel on mma.sync (attention_flash.cu; f16/bf16, sm_80+, depth == value
+//    depth in {32, 64, 128}), which never writes the scores;
+//  * products: cuBLAS products around a softmax kernel (the scores [B, T, S] in the scratch block);
+//  * fused: sluice's older fused kernel (attention.cu: WMMA, or CUDA cores for f32 and other depths), also
+//    without the scores. It stays for what flash does not take (f32, other depths, depth != value depth, GPUs
+//    before sm_80) once the scores outgrow the scratch limit. Measured on the H200 at ViT-B/16 sizes, f16 batch
+//    64, the products beat it (0.31 vs 0.44 ms a ViT layer).
 // Q, K, V and Y are read and written in place when row-major (the usual case: nhwc_values leaves attention
 // tensors so); a 4-D NHWC operand is staged through the scratch block. The bias M is read through broadcast strides.
-// Sequence-first operands ([S, B, d], graph.hpp) are read and written in place by the products (rows B*d apart,
-// batches d apart); the fused kernel takes them staged into row-major order.
+// Sequence-first operands ([S, B, d], graph.hpp) are read and written in place by the products and by flash (rows
+// B*d apart, batches d apart); the older fused kernel takes them staged into row-major order.
 #include <algorithm>
 
 #include "nn/cuda/gemm.hpp"
@@ -15,6 +19,23 @@ namespace sluice::nn::cuda {
 namespace {
 
 std::size_t align256(std::size_t b) { return (b + 255) / 256 * 256; }
+
+enum class AttentionPath { products, fused, flash };
+
+// The one place that decides how an Attention node runs (CudaEngineOptions::attention documents the modes).
+AttentionPath choose_attention_path(CudaEngineOptions::AttentionMode mode, bool flash_runs, std::size_t scores_bytes,
+                                    std::size_t scores_limit) {
+  using Mode = CudaEngineOptions::AttentionMode;
+  switch (mode) {
+    case Mode::gemm: return AttentionPath::products;
+    case Mode::fused: return AttentionPath::fused;
+    case Mode::flash:
+    case Mode::automatic:
+      if (flash_runs) return AttentionPath::flash;
+      break;
+  }
+  return scores_bytes <= scores_limit ? AttentionPath::products : AttentionPath::fused;
+}
 
 class AttentionLayer : public Layer {
  public:
@@ -50,8 +71,10 @@ class AttentionLayer : public Layer {
     scale_ = node.attrs.f("scale", 1.f);
     const std::size_t scores = static_cast<std::size_t>(element_count(values_.slot(y_).shape) / v[rank - 1] * k[rank - 2]) *
                                values_.element_bytes();
-    gemm_ = ctx.attention_gemm && (!ctx.attention_fused || scores <= ctx.attention_scores_limit);
-    scores_bytes_ = gemm_ ? scores : 0;
+    const bool flash_runs = attention_flash_supported(values_.type(), static_cast<int>(q[rank - 1]),
+                                                      static_cast<int>(v[rank - 1]));
+    path_ = choose_attention_path(ctx.attention_mode, flash_runs, scores, ctx.attention_scores_limit);
+    scores_bytes_ = path_ == AttentionPath::products ? scores : 0;
   }
 
   std::string partial_batch_problem() const override {
@@ -114,20 +137,18 @@ class AttentionLayer : public Layer {
       s.mask_key_stride = stride[rank - 1];
       mask = static_cast<const std::byte*>(ctx.at(mask_)) + m.offset * static_cast<std::int64_t>(values_.element_bytes());
     }
-    if (gemm_) {  // scores = Q K^T (batched), softmax(scale * scores + M) in place, Y = P V
+    const std::int64_t rows = s.rows, keys = s.keys, depth = s.depth, dv = s.value_depth;
+    const AttentionStrides strides{operand_strides(0, s.batches, rows, depth), operand_strides(1, s.batches, keys, depth),
+                                   operand_strides(2, s.batches, keys, dv), operand_strides(3, s.batches, rows, dv)};
+    if (path_ == AttentionPath::flash) {
+      attention_flash(values_.type(), y, q, k, v, mask, s, strides, ctx.stream);
+    } else if (path_ == AttentionPath::products) {  // scores = Q K^T (batched), softmax(scale * scores + M), Y = P V
       const DType t = values_.type();
-      // Row and batch strides of an operand [B, length, width] as held: row-major, or sequence-first in place.
-      auto operand = [&](const void* p, int which, std::int64_t length, std::int64_t width) -> RowMajorOperand {
-        if (seq_first_[static_cast<std::size_t>(which)]) return {p, s.batches * width, width};
-        return {p, width, length * width};
-      };
-      const std::int64_t rows = s.rows, keys = s.keys, depth = s.depth, dv = s.value_depth;
-      row_major_gemm_strided(ctx.cublas, t, false, true, rows, keys, depth, 1.f, operand(q, 0, rows, depth),
-                             operand(k, 1, keys, depth), 0.f, scores, keys, rows * keys, s.batches);
+      row_major_gemm_strided(ctx.cublas, t, false, true, rows, keys, depth, 1.f, {q, strides.q.row, strides.q.batch},
+                             {k, strides.k.row, strides.k.batch}, 0.f, scores, keys, rows * keys, s.batches);
       attention_softmax(t, scores, mask, s, ctx.stream);
-      const RowMajorOperand out = operand(y, 3, rows, dv);
       row_major_gemm_strided(ctx.cublas, t, false, false, rows, dv, keys, 1.f, {scores, keys, rows * keys},
-                             operand(v, 2, keys, dv), 0.f, y, out.row_stride, out.batch_stride, s.batches);
+                             {v, strides.v.row, strides.v.batch}, 0.f, y, strides.y.row, strides.y.batch, s.batches);
     } else {
       attention(values_.type(), y, q, k, v, mask, s, ctx.stream);
     }
@@ -138,7 +159,10 @@ class AttentionLayer : public Layer {
   }
 
   std::string kernel() const override {
-    if (gemm_) return "attention as cublasGemmStridedBatchedEx + softmax kernel + cublasGemmStridedBatchedEx";
+    if (path_ == AttentionPath::products)
+      return "attention as cublasGemmStridedBatchedEx + softmax kernel + cublasGemmStridedBatchedEx";
+    if (path_ == AttentionPath::flash)
+      return "flash attention (mma.sync m16n8k16, depth " + std::to_string(values_.slot(v_).shape.back()) + ")";
     AttentionShape s;
     const Shape q = logical(0, values_.slot(q_).shape), &v = values_.slot(v_).shape;
     s.batches = static_cast<int>(element_count(Shape(q.begin(), q.end() - 2)));
@@ -150,9 +174,17 @@ class AttentionLayer : public Layer {
 
  private:
   int operand_id(int which) const { return which == 0 ? q_ : which == 1 ? k_ : which == 2 ? v_ : y_; }
-  // Staged through the scratch block: NHWC operands, and sequence-first ones for the fused kernel.
+  // Staged through the scratch block: NHWC operands, and sequence-first ones for the older fused kernel.
   bool staged(int which) const {
-    return values_.slot(operand_id(which)).nhwc || (!gemm_ && seq_first_[static_cast<std::size_t>(which)]);
+    return values_.slot(operand_id(which)).nhwc ||
+           (path_ == AttentionPath::fused && seq_first_[static_cast<std::size_t>(which)]);
+  }
+  // Where the rows of an operand [B, length, width] are as run: sequence-first in place, else row-major (as held,
+  // or staged so).
+  AttentionOperandStrides operand_strides(int which, std::int64_t batches, std::int64_t length,
+                                          std::int64_t width) const {
+    if (seq_first_[static_cast<std::size_t>(which)] && !staged(which)) return {width, batches * width};
+    return {length * width, width};
   }
   // The operand's shape as [B.., S, d] (a sequence-first one [S, B.., d] with its first dim moved back).
   Shape logical(int which, Shape held) const {
@@ -174,7 +206,7 @@ class AttentionLayer : public Layer {
   std::vector<std::int64_t> seq_first_;
   int q_ = -1, k_ = -1, v_ = -1, mask_ = -1, y_ = -1;
   float scale_ = 1.f;
-  bool gemm_ = true;
+  AttentionPath path_ = AttentionPath::products;
   std::size_t scores_bytes_ = 0;
 };
 

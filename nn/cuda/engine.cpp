@@ -230,8 +230,7 @@ void CudaEngine::State::build() {
   BuildContext ctx{graph, values, stream.get(), cudnn.get(), weights};
   ctx.cublas_lt = cublas_lt.get();
   ctx.cublas_workspace_bytes = kCublasWorkspace;
-  ctx.attention_gemm = options.attention != CudaEngineOptions::AttentionMode::fused;
-  ctx.attention_fused = options.attention != CudaEngineOptions::AttentionMode::gemm;
+  ctx.attention_mode = options.attention;
   ctx.attention_scores_limit = options.attention_scores_limit;
   std::vector<ConvLayer*> convs;
   for (const auto& node : graph.nodes) {

@@ -33,10 +33,13 @@ struct CudaEngineOptions {
   // (depthwise: group == channels == outputs) sluice's direct kernel with the epilogue inside.
   // Narrowing them is for diagnosis (`sluiced model --conv-modes`) and tests.
   bool conv_fused = true, conv_separate = true, conv_gemm = true, conv_depthwise = true;
-  // How an Attention node runs: auto (cuBLAS products around a softmax kernel while the batch's scores fit in
-  // `attention_scores_limit` bytes of scratch: faster than sluice's fused kernel at ViT/Swin sizes on the H200;
-  // the fused kernel beyond), or always one of the two (diagnosis and tests).
-  enum class AttentionMode { automatic, gemm, fused } attention = AttentionMode::automatic;
+  // How an Attention node runs (nn/cuda/attention_layer.cpp, choose_attention_path): `flash`, sluice's
+  // FlashAttention-2 kernel (f16/bf16, sm_80+, depth == value depth in {32, 64, 128}); `gemm`, cuBLAS products
+  // around a softmax kernel (the scores [B, T, S] in scratch); `fused`, sluice's older fused kernel (WMMA or CUDA
+  // cores: every type and depth). `automatic`: flash where it runs, else gemm while the batch's scores fit in
+  // `attention_scores_limit` bytes of scratch, else fused. A forced mode is for diagnosis and tests; a forced
+  // flash where it cannot run is chosen as automatic would.
+  enum class AttentionMode { automatic, gemm, fused, flash } attention = AttentionMode::automatic;
   std::size_t attention_scores_limit = std::size_t(256) << 20;
 };
 

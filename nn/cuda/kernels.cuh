@@ -51,6 +51,19 @@ struct AttentionShape {
 void attention(DType type, void* y, const void* q, const void* k, const void* v, const void* mask,
                const AttentionShape& shape, cudaStream_t stream);
 bool attention_uses_tensor_cores(DType type, const AttentionShape& shape);
+// The same on tensor cores in FlashAttention-2's way (attention_flash.cu): f16/bf16 on sm_80 and later, depth ==
+// value_depth in {32, 64, 128}; Q, K, V and Y are read and written where they are, through the strides below.
+// Row r of flat batch b of an operand starts at element b * batch + r * row: row-major [B, L, w] is {L * w, w},
+// sequence-first [L, B, w] is {w, B * w}.
+struct AttentionOperandStrides {
+  std::int64_t batch = 0, row = 0;
+};
+struct AttentionStrides {
+  AttentionOperandStrides q, k, v, y;
+};
+bool attention_flash_supported(DType type, int depth, int value_depth);
+void attention_flash(DType type, void* y, const void* q, const void* k, const void* v, const void* mask,
+                     const AttentionShape& shape, const AttentionStrides& strides, cudaStream_t stream);
 // scores [B, T, S] (contiguous) = softmax(scale * scores + M) in place, per row of S, in f32 (the unfused way's
 // middle step, between two cuBLAS products).
 void attention_softmax(DType type, void* scores, const void* mask, const AttentionShape& shape, cudaStream_t stream);

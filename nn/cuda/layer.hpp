@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "nn/cuda/engine.hpp"
 #include "nn/cuda/kernels.cuh"
 #include "nn/graph.hpp"
 #include "runtime/format.hpp"
@@ -97,8 +98,7 @@ struct BuildContext {
   std::vector<Memory>& weights;  // uploads live as long as the engine
   cublasLtHandle_t cublas_lt = nullptr;   // for Linear's algorithm choice
   std::size_t cublas_workspace_bytes = 0;  // what RunContext::cublas_workspace holds
-  bool attention_gemm = true;     // Attention may run as cuBLAS products around a softmax kernel
-  bool attention_fused = true;    // ... or as the fused kernel
+  CudaEngineOptions::AttentionMode attention_mode = CudaEngineOptions::AttentionMode::automatic;
   std::size_t attention_scores_limit = 0;
   std::size_t weight_bytes = 0;
   // Upload host f32 data converted to the engine's element type (or kept f32 when `as_f32`).

@@ -17,11 +17,13 @@ list(APPEND SLUICE_NN_CUDA_SOURCES
   nn/cuda/ranking.cu
   nn/cuda/reduce.cu
   nn/cuda/attention.cu
+  nn/cuda/attention_flash.cu
   nn/cuda/attention_layer.cpp
 )
 list(APPEND SLUICE_NN_TEST_SOURCES tests/nn/test_algo_cache.cpp)  # the cache file needs no GPU
 list(APPEND SLUICE_NN_GPU_TEST_SOURCES
   tests/gpu/test_nn_ops_gpu.cpp
+  tests/gpu/test_attention_gpu.cpp
   tests/gpu/test_depthwise_kernel_gpu.cpp
   tests/gpu/test_nn_engine_gpu.cpp
 )

@@ -560,61 +560,6 @@ TEST_CASE("CUDA LayerNormalization matches the CPU", "[nn][nn_cuda][layer_norm]"
   }
 }
 
-TEST_CASE("CUDA fused Attention matches the CPU twin", "[nn][nn_cuda][attention]") {
-  struct Case {
-    Shape q, k, v, mask;  // as held: a sequence-first operand's shape is [S, B, d]
-    bool mask_constant;
-    float scale;
-    std::vector<std::int64_t> seq_first = {};  // Q, K, V, Y
-  };
-  const std::vector<Case> cases = {
-      // tensor cores in f16/bf16: one partial key tile, one partial row tile
-      {{2, 3, 17, 64}, {2, 3, 23, 64}, {2, 3, 23, 64}, {}, false, 0.125f},
-      // several key and row tiles, dv != d, a constant bias broadcast over the leading dim (Swin's position bias)
-      {{1, 2, 70, 32}, {1, 2, 130, 32}, {1, 2, 130, 48}, {2, 70, 130}, true, 0.17f},
-      // depth 24 (CUDA cores at every precision), a run-time padding mask broadcast over the rows
-      {{4, 5, 24}, {4, 9, 24}, {4, 9, 40}, {4, 1, 9}, false, 0.2f},
-      // ViT-B/16's shape per head (197 tokens, depth 64), 3 batches of heads
-      {{3, 197, 64}, {3, 197, 64}, {3, 197, 64}, {}, false, 0.125f},
-      // depth 128 and value depth 16
-      {{1, 40, 128}, {1, 33, 128}, {1, 33, 16}, {40, 33}, true, 0.09f},
-      // nn.MultiheadAttention's layout: every operand sequence-first ([S, B*heads, d]), read and written in place
-      {{17, 6, 64}, {23, 6, 64}, {23, 6, 48}, {}, false, 0.125f, {1, 1, 1, 1}},
-      // torch 2's export of it: the held operands split into [S, N, heads, d]
-      {{17, 2, 3, 64}, {23, 2, 3, 64}, {23, 2, 3, 48}, {}, false, 0.125f, {1, 1, 1, 1}},
-      // some operands sequence-first, a padding mask, CUDA-core depth
-      {{6, 17, 40}, {23, 6, 40}, {6, 23, 32}, {6, 1, 23}, false, 0.16f, {0, 1, 0, 1}},
-  };
-  for (std::size_t i = 0; i < cases.size(); ++i) {
-    const Case& c = cases[i];
-    OneNode b("Attention", "case " + std::to_string(i));
-    b.input("q", c.q).input("k", c.k).input("v", c.v);
-    if (c.mask.empty()) b.absent();
-    else if (c.mask_constant) b.constant("m", c.mask, 40 + static_cast<std::uint32_t>(i));
-    else b.input("m", c.mask);
-    Shape y = c.q;  // Y [B, T, dv], or [T, B, dv] held sequence-first
-    y.back() = c.v.back();
-    if (!c.seq_first.empty() && c.seq_first[0] != c.seq_first[3]) std::swap(y[0], y[1]);
-    b.output("y", y).attr("scale", c.scale);
-    if (!c.seq_first.empty()) b.attr("seq_first", c.seq_first);
-    auto inputs = random_inputs(b.g, 5);
-    for (auto& in : inputs)
-      for (auto& v : in) v *= 3;
-    const auto want = run_cpu(b.g, inputs);
-    using Mode = CudaEngineOptions::AttentionMode;
-    for (const Mode mode : {Mode::gemm, Mode::fused})
-      for (Precision p : {Precision::f32, Precision::f16, Precision::bf16}) {
-        CudaEngineOptions o;
-        o.precision = p;
-        o.attention = mode;
-        CudaEngine engine(b.g, o);
-        INFO(b.g.source << " at " << to_string(p) << "\n" << engine.describe());
-        CHECK(engine.describe().find(mode == Mode::gemm ? "softmax kernel" : "fused attention") != std::string::npos);
-        CHECK(relative_error(run_gpu(engine, inputs)[0], want[0]) <= tolerance(p));
-      }
-  }
-}
-
 // ---- LogSoftmax, ArgMax/ArgMin/TopK, and the ops prepare() rewrites into others -------------------------------
 
 namespace {
