@@ -69,7 +69,7 @@ BenchRun measure(PipelineSpec spec, Execution execution, std::uint64_t warmup_fr
   for (std::size_t i = 0; i < b.stages.size(); ++i) {
     const auto &sa = a.stages[i], &sb = b.stages[i];
     StageWindow w;
-    w.name = sb.name;
+    w.name = display_name(sb);
     w.on_gpu = sb.on_gpu;
     const double batches = static_cast<double>(sb.batches - sa.batches);
     const double gpu_batches = static_cast<double>(sb.gpu_batches - sa.gpu_batches);

@@ -206,8 +206,7 @@ std::string format_summary(const PipelineSnapshot& s) {
     }
     char queue[32] = "-";
     if (st.queue_capacity) std::snprintf(queue, sizeof queue, "%zu/%zu", st.queue_high_water, st.queue_capacity);
-    // A replica's stage: "infer@2" (replica 2).
-    const std::string name = st.replica >= 0 ? st.name + "@" + std::to_string(st.replica + 1) : st.name;
+    const std::string name = display_name(st);
     std::snprintf(line, sizeof line, "%-12s %-10s %9llu %8.1f %9.3f %9s %6s %8.0fms %7.0fms %9s %7llu %7llu\n",
                   name.c_str(), st.kind.c_str(), static_cast<unsigned long long>(st.frames), st.fps,
                   st.host_ms_per_batch, gpu, busy, st.wait_in_ms, st.wait_out_ms, queue,

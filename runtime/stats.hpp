@@ -114,6 +114,11 @@ struct StageSnapshot {
   std::string health;  // Stage::health(): why it is stuck, "" when it is not
 };
 
+// How reports name a stage: its name, and for a replica's stage "@" and the replica (infer@2).
+inline std::string display_name(const StageSnapshot& st) {
+  return st.replica >= 0 ? st.name + "@" + std::to_string(st.replica + 1) : st.name;
+}
+
 struct PipelineSnapshot {
   std::string name, device, execution;
   std::map<std::uint32_t, std::string> source_names;  // for frames.sources, where known

@@ -347,6 +347,33 @@ TEST_CASE("render_prometheus: per-source counters and state", "[metrics]") {
   CHECK(render_prometheus(s, MetricsInfo{}).find("sluice_source_") == std::string::npos);  // none: no families
 }
 
+TEST_CASE("render_prometheus: a replica's stages carry replica and gpu labels - sluice_replica_up says which is down", "[metrics][replicas]") {
+  PipelineSnapshot s;
+  for (int r = 0; r < 2; ++r) {
+    StageSnapshot st;
+    st.name = "infer";
+    st.kind = "infer";
+    st.replica = r;
+    st.gpu = r + 2;
+    st.frames = 10u + static_cast<unsigned>(r);
+    if (r == 1) st.down = "replica 2 (gpu 3) is down after: cudaErrorECCUncorrectable";
+    s.stages.push_back(st);
+  }
+  StageSnapshot sink;
+  sink.name = "sink";
+  sink.kind = "sink";
+  s.stages.push_back(sink);
+  const std::string text = render_prometheus(s, MetricsInfo{});
+  CHECK(has_line(text, "sluice_stage_frames_total{stage=\"infer\",replica=\"1\",gpu=\"2\"} 10"));
+  CHECK(has_line(text, "sluice_stage_frames_total{stage=\"infer\",replica=\"2\",gpu=\"3\"} 11"));
+  CHECK(has_line(text, "sluice_stage_info{stage=\"infer\",replica=\"2\",gpu=\"3\",kind=\"infer\"} 1"));
+  CHECK(has_line(text, "sluice_stage_frames_total{stage=\"sink\"} 0"));
+  CHECK(has_line(text, "sluice_replica_up{replica=\"1\",gpu=\"2\"} 1"));
+  CHECK(has_line(text, "sluice_replica_up{replica=\"2\",gpu=\"3\"} 0"));
+  s.stages.clear();
+  CHECK(render_prometheus(s, MetricsInfo{}).find("sluice_replica_up") == std::string::npos);  // no replicas: none
+}
+
 TEST_CASE("render_prometheus: empty pipeline, no histogram, no /proc", "[metrics]") {
   PipelineSnapshot s;  // no stages, no frames, no latency
   MetricsInfo info;
