@@ -120,6 +120,18 @@ void report(const char* what, const Timing& t, int batch, nlohmann::json& json) 
   json["items_per_s"] = batch * 1000.0 / t.median_ms;
 }
 
+void print_profile(const char* what, const std::vector<std::pair<std::string, double>>& layers, int iterations,
+                   nlohmann::json& json) {
+  std::printf("%s (median of %d):\n", what, iterations);
+  double total = 0;
+  for (const auto& [layer, ms] : layers) {
+    std::printf("  %-48s %8.3f ms\n", layer.c_str(), ms);
+    json["layers"][layer] = ms;
+    total += ms;
+  }
+  std::printf("  %-48s %8.3f ms\n", "sum", total);
+}
+
 int run_cpu(const ModelToolOptions& o, const nn::Graph& prepared, std::vector<std::vector<float>> inputs,
             nlohmann::json& json) {
   nn::CpuEngine engine(prepared);
@@ -138,7 +150,7 @@ int run_cpu(const ModelToolOptions& o, const nn::Graph& prepared, std::vector<st
     }
     report("cpu f32", summarise(ms), static_cast<int>(prepared.shape_of(prepared.inputs[0].name)[0]), json);
   }
-  if (o.profile) std::printf("(--profile times layers on the GPU only)\n");
+  if (o.profile) print_profile("per-layer CPU time", engine.profile_layers(in_ptrs, out_ptrs, o.iterations), o.iterations, json);
   return 0;
 }
 
@@ -246,16 +258,7 @@ int run_cuda(const ModelToolOptions& o, const nn::Graph& prepared, const std::ve
     json["back_to_back_ms"] = streak_ms;
     json["items_per_s"] = batch * 1000.0 / streak_ms;
   }
-  if (o.profile) {
-    std::printf("per-layer GPU time (median of %d):\n", o.iterations);
-    double total = 0;
-    for (const auto& [layer, ms] : engine.profile_layers(o.iterations)) {
-      std::printf("  %-48s %8.3f ms\n", layer.c_str(), ms);
-      json["layers"][layer] = ms;
-      total += ms;
-    }
-    std::printf("  %-48s %8.3f ms\n", "sum", total);
-  }
+  if (o.profile) print_profile("per-layer GPU time", engine.profile_layers(o.iterations), o.iterations, json);
   return 0;
 }
 #endif

@@ -140,7 +140,7 @@ constexpr CommandHelp kCommandHelp[] = {
                   weights and activation memory); --input runs the given NumPy inputs (batch from
                   their first dimension) and --output writes the outputs as .npy; --bench times it
                   (median, min, p90, max of N runs, and back-to-back throughput on the GPU);
-                  --profile: per-layer GPU times; --conv-modes (repeatable) limits how convolutions
+                  --profile: per-layer times (GPU, or wall time per layer on the CPU); --conv-modes (repeatable) limits how convolutions
                   may run (cuDNN fused epilogue, cuDNN then sluice's epilogue, 1x1 as a cuBLAS
                   product, depthwise on sluice's own kernel), for diagnosis. Default device: cuda when a GPU is usable.
 )"},

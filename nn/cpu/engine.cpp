@@ -1,6 +1,7 @@
 #include "nn/cpu/engine.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -27,6 +28,7 @@ struct Value {
 
 struct Step {
   std::unique_ptr<cpu::Layer> layer;
+  std::string label;  // "name (Op)", for profiles
   std::vector<int> inputs;  // value ids; -1 for an absent optional input
   std::vector<int> outputs;
   // Gathered pointers, sized once so that a run allocates nothing.
@@ -117,6 +119,7 @@ CpuEngine::CpuEngine(Graph prepared, CpuOptions options) : state_(std::make_uniq
     const Node& node = g.nodes[n];
     Step step;
     step.layer = cpu::make_layer(g, node, layouts);
+    step.label = node.name + " (" + std::string(op_name(node.op)) + ")";
     for (const std::string& name : node.inputs) {
       if (name.empty()) {
         step.inputs.push_back(-1);
@@ -214,6 +217,28 @@ void CpuEngine::run(const std::vector<const float*>& inputs, const std::vector<f
     std::memcpy(outputs[copy.output], src,
                 static_cast<std::size_t>(s.values[static_cast<std::size_t>(copy.value)].floats) * sizeof(float));
   }
+}
+
+std::vector<std::pair<std::string, double>> CpuEngine::profile_layers(const std::vector<const float*>& inputs,
+                                                                      const std::vector<float*>& outputs,
+                                                                      int iterations) {
+  run(inputs, outputs);  // every value filled, and each step's pointers gathered
+  iterations = std::max(iterations, 1);
+  State& s = *state_;
+  std::vector<std::pair<std::string, double>> result;
+  std::vector<double> times(static_cast<std::size_t>(iterations));
+  // A layer's inputs are still intact when it runs again: the memory plan reuses a value's memory only after
+  // its last reader, and the layers run again in their order.
+  for (Step& step : s.steps) {
+    for (double& t : times) {
+      const auto start = std::chrono::steady_clock::now();
+      step.layer->run(step.input_ptrs.data(), step.output_ptrs.data(), s.scratch.data());
+      t = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    }
+    std::nth_element(times.begin(), times.begin() + iterations / 2, times.end());
+    result.emplace_back(step.label, times[static_cast<std::size_t>(iterations / 2)]);
+  }
+  return result;
 }
 
 }  // namespace sluice::nn

@@ -3,6 +3,8 @@
 // and matrix products, on all cores (OpenMP). It is the oracle the CUDA backend is tested against, and what
 // runs pipelines on machines without a GPU.
 #include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "nn/graph.hpp"
@@ -35,6 +37,10 @@ class CpuEngine {
   // One pointer per graph input/output, f32, contiguous, ONNX layout and the prepared shapes. Outputs must not
   // overlap inputs. One run at a time per engine.
   void run(const std::vector<const float*>& inputs, const std::vector<float*>& outputs);
+  // Wall time of each layer in order, "name (Op)", the median of `iterations` runs of that layer alone after one
+  // whole run on these inputs: for profiles in notes and `sluiced model --profile --device cpu`.
+  std::vector<std::pair<std::string, double>> profile_layers(const std::vector<const float*>& inputs,
+                                                             const std::vector<float*>& outputs, int iterations);
 
  private:
   struct State;
