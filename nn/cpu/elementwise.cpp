@@ -1,10 +1,12 @@
 // Activations and the elementwise math ops (Erf, Sqrt, ...) as nodes of their own, and Add/Sub/Mul/Div/Pow/Max/Min
 // with numpy broadcasting.
+#include <algorithm>
 #include <array>
 #include <stdexcept>
 
 #include "nn/cpu/activation.hpp"
 #include "nn/cpu/layer.hpp"
+#include "nn/cpu/parallel.hpp"
 #include "nn/cpu/strided.hpp"
 #include "nn/elementwise_math.hpp"
 
@@ -12,11 +14,16 @@ namespace sluice::nn::cpu {
 
 namespace {
 
+// Less than this many elements per thread are not worth waking another thread for.
+constexpr std::int64_t kElementsPerThread = 16384;
+
 class UnaryLayer final : public Layer {
  public:
   UnaryLayer(Activation act, std::int64_t count) : act_(act), count_(static_cast<std::size_t>(count)) {}
   void run(const float* const* in, float* const* out, float*) const override {
-    apply_activation(act_, in[0], 0.0f, nullptr, out[0], count_);
+    parallel_ranges(static_cast<std::int64_t>(count_), kElementsPerThread, [&](std::int64_t first, std::int64_t end) {
+      apply_activation(act_, in[0] + first, 0.0f, nullptr, out[0] + first, static_cast<std::size_t>(end - first));
+    });
   }
 
  private:
@@ -24,15 +31,19 @@ class UnaryLayer final : public Layer {
   std::size_t count_;
 };
 
+template <UnaryMath Op>
 class UnaryMathLayer final : public Layer {
  public:
-  UnaryMathLayer(UnaryMath op, std::int64_t count) : op_(op), count_(count) {}
+  explicit UnaryMathLayer(std::int64_t count) : count_(count) {}
   void run(const float* const* in, float* const* out, float*) const override {
-    for (std::int64_t i = 0; i < count_; ++i) out[0][i] = apply_unary_math(op_, in[0][i]);
+    const float* x = in[0];
+    float* y = out[0];
+    parallel_ranges(count_, kElementsPerThread, [&](std::int64_t first, std::int64_t end) {
+      for (std::int64_t i = first; i < end; ++i) y[i] = apply_unary_math(Op, x[i]);  // Op is a constant
+    });
   }
 
  private:
-  UnaryMath op_;
   std::int64_t count_;
 };
 
@@ -90,28 +101,33 @@ class BinaryLayer final : public Layer {
   explicit BinaryLayer(BroadcastLoop loop) : loop_(std::move(loop)) {}
 
   void run(const float* const* in, float* const* out, float*) const override {
-    const float* a = in[0];
-    const float* b = in[1];
-    float* y = out[0];
     const std::size_t outer = loop_.dims.size() - 1;
     const std::int64_t n = loop_.dims.back();
-    std::array<std::int64_t, kMaxRank> index{};
-    std::int64_t ao = 0, bo = 0;
-    for (;;) {
-      combine_row<Op>(a + ao, loop_.a_strides.back(), b + bo, loop_.b_strides.back(), y, n);
-      y += n;
-      std::size_t k = outer;
-      for (;;) {
-        if (k == 0) return;
-        --k;
-        ao += loop_.a_strides[k];
-        bo += loop_.b_strides[k];
-        if (++index[k] < loop_.dims[k]) break;
-        ao -= loop_.a_strides[k] * loop_.dims[k];
-        bo -= loop_.b_strides[k] * loop_.dims[k];
-        index[k] = 0;
+    std::int64_t rows = 1;
+    for (std::size_t k = 0; k < outer; ++k) rows *= loop_.dims[k];
+    parallel_ranges(rows, std::max<std::int64_t>(1, kElementsPerThread / n), [&](std::int64_t first, std::int64_t end) {
+      // The index of row `first`, then the rows in order.
+      std::array<std::int64_t, kMaxRank> index{};
+      std::int64_t ao = 0, bo = 0, rest = first;
+      for (std::size_t k = outer; k-- > 0;) {
+        index[k] = rest % loop_.dims[k];
+        rest /= loop_.dims[k];
+        ao += index[k] * loop_.a_strides[k];
+        bo += index[k] * loop_.b_strides[k];
       }
-    }
+      float* y = out[0] + first * n;
+      for (std::int64_t r = first; r < end; ++r, y += n) {
+        combine_row<Op>(in[0] + ao, loop_.a_strides.back(), in[1] + bo, loop_.b_strides.back(), y, n);
+        for (std::size_t k = outer; k-- > 0;) {
+          ao += loop_.a_strides[k];
+          bo += loop_.b_strides[k];
+          if (++index[k] < loop_.dims[k]) break;
+          ao -= loop_.a_strides[k] * loop_.dims[k];
+          bo -= loop_.b_strides[k] * loop_.dims[k];
+          index[k] = 0;
+        }
+      }
+    });
   }
 
  private:
@@ -161,7 +177,20 @@ std::unique_ptr<Layer> make_unary_math(const LayerContext& ctx) {
   ctx.expect_output_shape(0, ctx.input_shape(0));
   const auto op = unary_math_of(ctx.node().op);
   if (!op) ctx.fail("is not an elementwise math op");
-  return std::make_unique<UnaryMathLayer>(*op, element_count(ctx.input_shape(0)));
+  const std::int64_t count = element_count(ctx.input_shape(0));
+  switch (*op) {
+    case UnaryMath::erf: return std::make_unique<UnaryMathLayer<UnaryMath::erf>>(count);
+    case UnaryMath::sqrt: return std::make_unique<UnaryMathLayer<UnaryMath::sqrt>>(count);
+    case UnaryMath::exp: return std::make_unique<UnaryMathLayer<UnaryMath::exp>>(count);
+    case UnaryMath::log: return std::make_unique<UnaryMathLayer<UnaryMath::log>>(count);
+    case UnaryMath::neg: return std::make_unique<UnaryMathLayer<UnaryMath::neg>>(count);
+    case UnaryMath::abs: return std::make_unique<UnaryMathLayer<UnaryMath::abs>>(count);
+    case UnaryMath::reciprocal: return std::make_unique<UnaryMathLayer<UnaryMath::reciprocal>>(count);
+    case UnaryMath::floor: return std::make_unique<UnaryMathLayer<UnaryMath::floor>>(count);
+    case UnaryMath::ceil: return std::make_unique<UnaryMathLayer<UnaryMath::ceil>>(count);
+    case UnaryMath::gelu: return std::make_unique<UnaryMathLayer<UnaryMath::gelu>>(count);
+  }
+  ctx.fail("is not an elementwise math op");
 }
 
 }  // namespace sluice::nn::cpu

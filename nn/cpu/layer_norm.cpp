@@ -1,8 +1,10 @@
 // LayerNormalization: each row (the dimensions from `axis` on, contiguous in NCHW) normalized to mean 0 and
-// variance 1 (two passes, accumulated in double), then scaled and shifted by the broadcast Scale and B.
+// variance 1 (two passes, accumulated in double; rows spread over the cores), then scaled and shifted by the broadcast Scale and B.
+#include <algorithm>
 #include <cmath>
 
 #include "nn/cpu/layer.hpp"
+#include "nn/cpu/parallel.hpp"
 
 namespace sluice::nn::cpu {
 namespace {
@@ -14,21 +16,37 @@ class LayerNormLayer final : public Layer {
 
   void run(const float* const* in, float* const* out, float*) const override {
     const auto len = static_cast<std::int64_t>(scale_.size());
-    for (std::int64_t r = 0; r < rows_; ++r) {
-      const float* x = in[0] + r * len;
-      float* y = out[0] + r * len;
-      double sum = 0;
-      for (std::int64_t k = 0; k < len; ++k) sum += x[k];
-      const double mean = sum / static_cast<double>(len);
-      double squares = 0;
-      for (std::int64_t k = 0; k < len; ++k) squares += (x[k] - mean) * (x[k] - mean);
-      const auto m = static_cast<float>(mean);
-      const auto inv = static_cast<float>(1.0 / std::sqrt(squares / static_cast<double>(len) + epsilon_));
-      for (std::int64_t k = 0; k < len; ++k) y[k] = (x[k] - m) * inv * scale_[static_cast<std::size_t>(k)] + bias_[static_cast<std::size_t>(k)];
-    }
+    parallel_ranges(rows_, std::max<std::int64_t>(1, 16384 / len), [&](std::int64_t first, std::int64_t end) {
+      for (std::int64_t r = first; r < end; ++r) normalize_row(in[0] + r * len, out[0] + r * len, len);
+    });
   }
 
  private:
+  void normalize_row(const float* x, float* y, std::int64_t len) const {
+    const double mean = sum_in_lanes(len, [&](std::int64_t k) { return static_cast<double>(x[k]); }) / static_cast<double>(len);
+    const double squares = sum_in_lanes(len, [&](std::int64_t k) { return (x[k] - mean) * (x[k] - mean); });
+    const auto m = static_cast<float>(mean);
+    const auto inv = static_cast<float>(1.0 / std::sqrt(squares / static_cast<double>(len) + epsilon_));
+    const float* scale = scale_.data();
+    const float* bias = bias_.data();
+    for (std::int64_t k = 0; k < len; ++k) y[k] = (x[k] - m) * inv * scale[k] + bias[k];
+  }
+
+  // The sum of term(k) for k < len in eight interleaved double accumulators, which the compiler turns into
+  // vector adds (one running sum is a chain of dependent adds); the same order on every run.
+  template <typename Term>
+  static double sum_in_lanes(std::int64_t len, Term term) {
+    constexpr std::int64_t kLanes = 8;
+    double lanes[kLanes] = {};
+    std::int64_t k = 0;
+    for (; k + kLanes <= len; k += kLanes)
+      for (std::int64_t j = 0; j < kLanes; ++j) lanes[j] += term(k + j);
+    for (; k < len; ++k) lanes[0] += term(k);
+    double sum = 0;
+    for (double lane : lanes) sum += lane;
+    return sum;
+  }
+
   std::int64_t rows_;
   std::vector<float> scale_, bias_;  // one value per element of a row
   float epsilon_;

@@ -4,17 +4,23 @@
 #include <cstring>
 
 #include "nn/cpu/layer.hpp"
+#include "nn/cpu/parallel.hpp"
 #include "nn/cpu/strided.hpp"
 
 namespace sluice::nn::cpu {
 
 namespace {
 
+// Copies smaller than this per thread are done before another thread would wake.
+constexpr std::int64_t kFloatsPerThread = 16384;
+
 class CopyLayer final : public Layer {
  public:
   explicit CopyLayer(std::int64_t count) : count_(count) {}
   void run(const float* const* in, float* const* out, float*) const override {
-    std::memcpy(out[0], in[0], static_cast<std::size_t>(count_) * sizeof(float));
+    parallel_ranges(count_, kFloatsPerThread, [&](std::int64_t first, std::int64_t end) {
+      std::memcpy(out[0] + first, in[0] + first, static_cast<std::size_t>(end - first) * sizeof(float));
+    });
   }
 
  private:
@@ -39,18 +45,22 @@ class ChunkLayer final : public Layer {
     for (auto c : chunks_) whole_ += c;
   }
   void run(const float* const* in, float* const* out, float*) const override {
-    std::int64_t position = 0;
-    for (std::size_t part = 0; part < chunks_.size(); ++part) {
-      const std::size_t bytes = static_cast<std::size_t>(chunks_[part]) * sizeof(float);
-      for (std::int64_t o = 0; o < outer_; ++o) {
-        if (concat_) {
-          std::memcpy(out[0] + o * whole_ + position, in[part] + o * chunks_[part], bytes);
-        } else {
-          std::memcpy(out[part] + o * chunks_[part], in[0] + o * whole_ + position, bytes);
-        }
-      }
-      position += chunks_[part];
-    }
+    // Threads take ranges of outer slices, each slice all its parts.
+    parallel_ranges(outer_, std::max<std::int64_t>(1, kFloatsPerThread / std::max<std::int64_t>(whole_, 1)),
+                    [&](std::int64_t first, std::int64_t end) {
+                      for (std::int64_t o = first; o < end; ++o) {
+                        std::int64_t position = 0;
+                        for (std::size_t part = 0; part < chunks_.size(); ++part) {
+                          const std::size_t bytes = static_cast<std::size_t>(chunks_[part]) * sizeof(float);
+                          if (concat_) {
+                            std::memcpy(out[0] + o * whole_ + position, in[part] + o * chunks_[part], bytes);
+                          } else {
+                            std::memcpy(out[part] + o * chunks_[part], in[0] + o * whole_ + position, bytes);
+                          }
+                          position += chunks_[part];
+                        }
+                      }
+                    });
   }
 
  private:
@@ -67,42 +77,45 @@ class PadLayer final : public Layer {
       : out_(std::move(out)), in_strides_(std::move(in_strides)), sources_(std::move(sources)), value_(value) {}
 
   void run(const float* const* in, float* const* out, float*) const override {
-    float* y = out[0];
     if (element_count(out_) == 0) return;
     const std::size_t rank = out_.size();
     if (rank == 0) {
-      *y = *in[0];
+      *out[0] = *in[0];
       return;
     }
     const std::int64_t row = out_.back();
     const auto& last = sources_.back();
-    std::array<std::int64_t, kMaxRank> index{};
-    for (;;) {
-      std::int64_t offset = 0;
-      bool inside = true;
-      for (std::size_t d = 0; d + 1 < rank; ++d) {
-        const std::int64_t s = sources_[d][static_cast<std::size_t>(index[d])];
-        if (s < 0) inside = false;
-        offset += s * in_strides_[d];
-      }
-      if (!inside) {
-        std::fill(y, y + row, value_);
-      } else {
-        const float* x = in[0] + offset;
-        for (std::int64_t i = 0; i < row; ++i) {
-          const std::int64_t s = last[static_cast<std::size_t>(i)];
-          y[i] = s < 0 ? value_ : x[s];
-        }
-      }
-      y += row;
-      std::size_t d = rank - 1;
-      for (;;) {
-        if (d == 0) return;
-        --d;
-        if (++index[d] < out_[d]) break;
-        index[d] = 0;
-      }
-    }
+    parallel_ranges(element_count(out_) / row, std::max<std::int64_t>(1, kFloatsPerThread / row),
+                    [&](std::int64_t first, std::int64_t end) {
+                      std::array<std::int64_t, kMaxRank> index{};  // of row `first`, then counted up
+                      for (std::int64_t d = static_cast<std::int64_t>(rank) - 1, rest = first; d-- > 0;) {
+                        index[static_cast<std::size_t>(d)] = rest % out_[static_cast<std::size_t>(d)];
+                        rest /= out_[static_cast<std::size_t>(d)];
+                      }
+                      float* y = out[0] + first * row;
+                      for (std::int64_t r = first; r < end; ++r, y += row) {
+                        std::int64_t offset = 0;
+                        bool inside = true;
+                        for (std::size_t d = 0; d + 1 < rank; ++d) {
+                          const std::int64_t s = sources_[d][static_cast<std::size_t>(index[d])];
+                          if (s < 0) inside = false;
+                          offset += s * in_strides_[d];
+                        }
+                        if (!inside) {
+                          std::fill(y, y + row, value_);
+                        } else {
+                          const float* x = in[0] + offset;
+                          for (std::int64_t i = 0; i < row; ++i) {
+                            const std::int64_t s = last[static_cast<std::size_t>(i)];
+                            y[i] = s < 0 ? value_ : x[s];
+                          }
+                        }
+                        for (std::size_t d = rank - 1; d-- > 0;) {
+                          if (++index[d] < out_[d]) break;
+                          index[d] = 0;
+                        }
+                      }
+                    });
   }
 
  private:

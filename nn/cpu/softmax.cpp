@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "nn/cpu/layer.hpp"
+#include "nn/cpu/parallel.hpp"
 
 namespace sluice::nn::cpu {
 
@@ -17,8 +18,10 @@ class SoftmaxLayer final : public Layer {
       : outer_(outer), length_(length), inner_(inner), log_(log) {}
 
   void run(const float* const* in, float* const* out, float*) const override {
-    for (std::int64_t o = 0; o < outer_; ++o) {
-      for (std::int64_t i = 0; i < inner_; ++i) {
+    // Each of the outer * inner softmaxes on its own, spread over the cores.
+    parallel_ranges(outer_ * inner_, std::max<std::int64_t>(1, 16384 / length_), [&](std::int64_t first, std::int64_t end) {
+      for (std::int64_t which = first; which < end; ++which) {
+        const std::int64_t o = which / inner_, i = which % inner_;
         const float* x = in[0] + o * length_ * inner_ + i;
         float* y = out[0] + o * length_ * inner_ + i;
         float max = -std::numeric_limits<float>::infinity();
@@ -37,7 +40,7 @@ class SoftmaxLayer final : public Layer {
         const float scale = 1.0f / sum;
         for (std::int64_t k = 0; k < length_; ++k) y[k * inner_] *= scale;
       }
-    }
+    });
   }
 
  private:

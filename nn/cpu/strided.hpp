@@ -38,25 +38,41 @@ std::vector<std::int64_t> broadcast_strides(const Shape& shape, const Shape& tar
 // dst contiguous.
 void copy_strided(const float* src, const StridedView& view, float* dst);
 
-// Visits every index of all but the innermost dimension of a collapsed view (rank >= 1), passing the source
-// offset of that row, so that callers can run their own innermost loop over view.dims.back() elements.
+// The rows of a collapsed view: all its indices but the innermost dimension's.
+inline std::int64_t row_count(const StridedView& view) {
+  std::int64_t rows = 1;
+  for (std::size_t k = 0; k + 1 < view.dims.size(); ++k) rows *= view.dims[k];
+  return rows;
+}
+
+// Visits rows [first, end) of a collapsed view (rank >= 1) in row-major order, passing the source offset of
+// each, so that callers can run their own innermost loop over view.dims.back() elements; threads take ranges.
 template <typename F>
-void for_each_row(const StridedView& view, F&& row) {
+void for_rows(const StridedView& view, std::int64_t first, std::int64_t end, F&& row) {
   const std::size_t outer = view.dims.size() - 1;
   std::array<std::int64_t, kMaxRank> index{};
   std::int64_t offset = view.offset;
-  for (;;) {
+  std::int64_t rest = first;
+  for (std::size_t k = outer; k-- > 0;) {
+    index[k] = rest % view.dims[k];
+    rest /= view.dims[k];
+    offset += index[k] * view.strides[k];
+  }
+  for (std::int64_t r = first; r < end; ++r) {
     row(offset);
-    std::size_t k = outer;
-    for (;;) {
-      if (k == 0) return;
-      --k;
+    for (std::size_t k = outer; k-- > 0;) {
       offset += view.strides[k];
       if (++index[k] < view.dims[k]) break;
       offset -= view.strides[k] * view.dims[k];
       index[k] = 0;
     }
   }
+}
+
+// Every row of a collapsed view, in order.
+template <typename F>
+void for_each_row(const StridedView& view, F&& row) {
+  for_rows(view, 0, row_count(view), row);
 }
 
 }  // namespace sluice::nn::cpu

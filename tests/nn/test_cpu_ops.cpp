@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <map>
@@ -1275,6 +1276,78 @@ void check_layouts_agree(const TestGraph& t) {
   CpuEngine plain(t.graph, sluice::nn::CpuOptions{.channels_last = false});
   const auto got = t.run_on(planned), want = t.run_on(plain);
   for (std::size_t o = 0; o < got.size(); ++o) CHECK_CLOSE(got[o], want[o], 1e-5);
+}
+
+TEST_CASE("Layers split over threads give the bits one thread gives", "[cpu_ops][engine][threads]") {
+  // Shapes past every layer's split size (16384 elements per thread), odd so that ranges end mid-row.
+  std::mt19937 rng(41);
+  const Shape xs{5, 61, 197};
+  const Floats x = random_floats(rng, count(xs), -4.0f, 4.0f), other = random_floats(rng, count(xs), 0.5f, 2.0f);
+  struct Case {
+    std::string what;
+    std::function<void(TestGraph&)> build;  // reads "x" (and "z", xs-shaped) and writes the outputs
+  };
+  const Shape rows{61, 1}, cols{1, 197};
+  const std::vector<Case> cases = {
+      {"Add by a column", [&](TestGraph& t) {
+         t.constant("c", rows, random_floats(rng, count(rows)));
+         t.node("Add", {"x", "c"}, {"y"});
+         t.output("y", xs);
+       }},
+      {"Mul of run-time values with a broadcast row", [&](TestGraph& t) {
+         t.node("Slice", {"z"}, {"row"}, {{"starts", Ints{0, 0, 0}}, {"ends", Ints{1, 1, 197}}, {"steps", Ints{1, 1, 1}}});
+         t.value("row", {1, 1, 197});
+         t.node("Mul", {"x", "row"}, {"y"});
+         t.output("y", xs);
+       }},
+      {"Relu and Gelu", [&](TestGraph& t) {
+         t.node("Relu", {"x"}, {"r"});
+         t.value("r", xs);
+         t.node("Gelu", {"x"}, {"g"});
+         t.output("r", xs);
+         t.output("g", xs);
+       }},
+      {"LayerNormalization", [&](TestGraph& t) {
+         t.constant("scale", {197}, random_floats(rng, 197, 0.5f, 1.5f));
+         t.constant("bias", {197}, random_floats(rng, 197));
+         t.node("LayerNormalization", {"x", "scale", "bias"}, {"y"}, {{"axis", std::int64_t{2}}, {"epsilon", 1e-5f}});
+         t.output("y", xs);
+       }},
+      {"Softmax along the last and a middle axis", [&](TestGraph& t) {
+         t.node("Softmax", {"x"}, {"last"}, {{"axis", std::int64_t{2}}});
+         t.node("Softmax", {"x"}, {"middle"}, {{"axis", std::int64_t{1}}});
+         t.output("last", xs);
+         t.output("middle", xs);
+       }},
+      {"Transpose Slice Reshape", [&](TestGraph& t) {
+         t.node("Transpose", {"x"}, {"t"}, {{"perm", Ints{2, 0, 1}}});
+         t.output("t", {197, 5, 61});
+         t.node("Slice", {"x"}, {"s"}, {{"starts", Ints{1, 3, 2}}, {"ends", Ints{5, 61, 197}}, {"steps", Ints{1, 1, 2}}});
+         t.output("s", {4, 58, 98});
+         t.node("Reshape", {"z"}, {"r"}, {{"shape", Ints{61, 5, 197}}});
+         t.output("r", {61, 5, 197});
+       }},
+      {"Concat Split Pad", [&](TestGraph& t) {
+         t.node("Concat", {"x", "z"}, {"c"}, {{"axis", std::int64_t{1}}});
+         t.output("c", {5, 122, 197});
+         t.node("Split", {"x"}, {"a", "b"}, {{"axis", std::int64_t{2}}, {"split", Ints{100, 97}}});
+         t.output("a", {5, 61, 100});
+         t.output("b", {5, 61, 97});
+         t.node("Pad", {"x"}, {"p"}, {{"pads", Ints{0, 2, 3, 1, 0, 4}}, {"mode", std::string("reflect")}});
+         t.output("p", {6, 63, 204});
+       }},
+  };
+  for (const auto& c : cases) {
+    INFO(c.what);
+    TestGraph t;
+    t.input("x", xs, x);
+    t.input("z", xs, other);
+    c.build(t);
+    CpuEngine one(t.graph, {true, 1}), three(t.graph, {true, 3});
+    const auto want = t.run_on(one), got = t.run_on(three);
+    REQUIRE(got.size() == want.size());
+    for (std::size_t o = 0; o < got.size(); ++o) CHECK(std::memcmp(got[o].data(), want[o].data(), got[o].size() * sizeof(float)) == 0);
+  }
 }
 
 TEST_CASE("The layout plan keeps conv chains channels last and leaves the rest NCHW", "[cpu_ops][engine][layout]") {
