@@ -17,13 +17,14 @@ namespace sluice::nn {
 
 namespace {
 
-// Where a value's data is during a run.
-enum class Home { graph_input, graph_output, arena, constant };
+// Where a value's data is during a run; a view lies in another value's memory.
+enum class Home { graph_input, graph_output, arena, constant, view };
 
 struct Value {
   Home home = Home::arena;
-  std::size_t index = 0;  // graph input/output position, or arena request
+  std::size_t index = 0;  // graph input/output position, arena request, or (a view) the value whose memory it shares
   std::int64_t floats = 0;
+  std::int64_t offset = 0;  // a view's start in that value, in floats
 };
 
 struct Step {
@@ -72,6 +73,12 @@ struct CpuEngine::State {
   AlignedFloats arena;
   AlignedFloats scratch;
   int threads = 0;
+
+  // A view's pointer from its holder's (a holder is never a view, and comes first).
+  void point_views() {
+    for (std::size_t v = 0; v < values.size(); ++v)
+      if (values[v].home == Home::view) value_ptrs[v] = value_ptrs[values[v].index] + values[v].offset;
+  }
 };
 
 CpuEngine::CpuEngine(Graph prepared, CpuOptions options) : state_(std::make_unique<State>()) {
@@ -134,8 +141,20 @@ CpuEngine::CpuEngine(Graph prepared, CpuOptions options) : state_(std::make_uniq
         continue;
       }
       const Value& v = s.values[static_cast<std::size_t>(known->second)];
-      if (v.home == Home::arena) requests[v.index].last_step = static_cast<int>(n);
+      const Value& holder = v.home == Home::view ? s.values[v.index] : v;  // a view keeps its holder's memory alive
+      if (holder.home == Home::arena) requests[holder.index].last_step = static_cast<int>(n);
       step.inputs.push_back(known->second);
+    }
+    // A layer whose output is a block of its input's memory (Reshape, ...): the output is a view of the input's
+    // holder, unless it must be written to a graph output.
+    const auto view = step.layer->view_offset();
+    if (view && !step.inputs.empty() && step.inputs[0] >= 0 && !output_slot.count(node.outputs[0]) &&
+        !ids.count(node.outputs[0]) && !g.is_constant(node.outputs[0])) {
+      const Value& source = s.values[static_cast<std::size_t>(step.inputs[0])];
+      const bool nested = source.home == Home::view;
+      add_value(node.outputs[0], {Home::view, nested ? source.index : static_cast<std::size_t>(step.inputs[0]),
+                                  element_count(g.shape_of(node.outputs[0])), (nested ? source.offset : 0) + *view});
+      continue;
     }
     for (const std::string& name : node.outputs) {
       if (ids.count(name) || g.is_constant(name)) fail(node.where() + ": output '" + name + "' is written twice");
@@ -184,6 +203,7 @@ CpuEngine::CpuEngine(Graph prepared, CpuOptions options) : state_(std::make_uniq
   for (std::size_t r = 0; r < requests.size(); ++r)
     s.value_ptrs[static_cast<std::size_t>(request_value[r])] = s.arena.data() + plan.offsets[r];
   s.scratch.assign(scratch);
+  s.point_views();
 }
 
 CpuEngine::~CpuEngine() = default;
@@ -205,6 +225,7 @@ void CpuEngine::run(const std::vector<const float*>& inputs, const std::vector<f
     if (value.home == Home::graph_input) s.value_ptrs[v] = const_cast<float*>(inputs[value.index]);
     if (value.home == Home::graph_output) s.value_ptrs[v] = outputs[value.index];
   }
+  s.point_views();  // views of graph inputs and outputs move with them
   for (Step& step : s.steps) {
     for (std::size_t i = 0; i < step.inputs.size(); ++i)
       step.input_ptrs[i] = step.inputs[i] < 0 ? nullptr : s.value_ptrs[static_cast<std::size_t>(step.inputs[i])];

@@ -4,6 +4,7 @@
 // from the constants, and from then on only computes: no allocation, no lookups by name.
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "nn/cpu/layout.hpp"
@@ -19,6 +20,10 @@ class Layer {
   // One pointer per node input (constants included; null for an absent optional input) and per node output,
   // f32, contiguous, in the shapes the prepared graph gives. Outputs never alias inputs.
   virtual void run(const float* const* inputs, float* const* outputs, float* scratch) const = 0;
+  // When the only output is input 0's data as it lies from this offset (in floats) on (a Reshape, a Slice of one
+  // contiguous block): the engine then lets the output share input 0's memory and runs the layer only where it
+  // cannot (the output is a graph output).
+  virtual std::optional<std::int64_t> view_offset() const { return std::nullopt; }
 };
 
 // What a layer factory may ask about its node.

@@ -1,4 +1,5 @@
-// Ops that move data without arithmetic: Reshape, Transpose, Concat, Split, Slice, Pad.
+// Ops that move data without arithmetic: Reshape, Transpose, Concat, Split, Slice, Pad. Those whose output is one
+// contiguous block of the input (Reshape, a Slice of whole rows, a Pad of nothing) are views (Layer::view_offset).
 #include <algorithm>
 #include <array>
 #include <cstring>
@@ -22,6 +23,7 @@ class CopyLayer final : public Layer {
       std::memcpy(out[0] + first, in[0] + first, static_cast<std::size_t>(end - first) * sizeof(float));
     });
   }
+  std::optional<std::int64_t> view_offset() const override { return 0; }
 
  private:
   std::int64_t count_;
@@ -32,6 +34,10 @@ class StridedCopyLayer final : public Layer {
  public:
   explicit StridedCopyLayer(StridedView view) : view_(std::move(view)) {}
   void run(const float* const* in, float* const* out, float*) const override { copy_strided(in[0], view_, out[0]); }
+  std::optional<std::int64_t> view_offset() const override {
+    if (view_.dims.size() == 1 && view_.strides[0] == 1) return view_.offset;  // one contiguous block
+    return std::nullopt;
+  }
 
  private:
   StridedView view_;
@@ -271,6 +277,8 @@ std::unique_ptr<Layer> make_pad(const LayerContext& ctx) {
     }
   }
   ctx.expect_output_shape(0, y);
+  if (std::all_of(pads.begin(), pads.end(), [](std::int64_t p) { return p == 0; }))
+    return std::make_unique<CopyLayer>(element_count(y));  // nothing padded (Swin's windows that fit)
   return std::make_unique<PadLayer>(y, contiguous_strides(x), std::move(sources), ctx.attrs().f("value", 0.0f));
 }
 

@@ -1278,6 +1278,55 @@ void check_layouts_agree(const TestGraph& t) {
   for (std::size_t o = 0; o < got.size(); ++o) CHECK_CLOSE(got[o], want[o], 1e-5);
 }
 
+TEST_CASE("Views (Reshape, a Slice of whole rows, an empty Pad) keep their memory alive until read", "[cpu_ops][engine]") {
+  // a = relu(x); v = a reshaped, sliced to its rows 1..3 and padded by nothing: a view of a's memory read only
+  // after a chain of Tanh that would reuse a's memory were a dead; w = x reshaped (a view of a graph input);
+  // y = v + t + w; the reshape of y is a graph output, so it is written, not viewed.
+  std::mt19937 rng(42);
+  const Shape xs{4, 6, 10};
+  const Floats x = random_floats(rng, count(xs), -2.0f, 2.0f);
+  TestGraph t;
+  t.input("x", xs, x);
+  t.node("Relu", {"x"}, {"a"});
+  t.value("a", xs);
+  t.node("Reshape", {"a"}, {"r"}, {{"shape", Ints{4, 60}}});
+  t.value("r", {4, 60});
+  t.node("Slice", {"r"}, {"s"}, {{"starts", Ints{1, 0}}, {"ends", Ints{4, 60}}, {"steps", Ints{1, 1}}});
+  t.value("s", {3, 60});
+  t.node("Pad", {"s"}, {"v"}, {{"pads", Ints{0, 0, 0, 0}}});
+  t.value("v", {3, 60});
+  std::string last = "x";
+  for (int i = 0; i < 6; ++i) {
+    const std::string next = "t" + std::to_string(i);
+    t.node("Tanh", {last}, {next});
+    t.value(next, xs);
+    last = next;
+  }
+  t.node("Slice", {last}, {"tail"}, {{"starts", Ints{1, 0, 0}}, {"ends", Ints{4, 6, 10}}, {"steps", Ints{1, 1, 1}}});
+  t.value("tail", {3, 6, 10});
+  t.node("Reshape", {"tail"}, {"tail2"}, {{"shape", Ints{3, 60}}});
+  t.value("tail2", {3, 60});
+  t.node("Reshape", {"x"}, {"w"}, {{"shape", Ints{4, 60}}});
+  t.value("w", {4, 60});
+  t.node("Slice", {"w"}, {"w2"}, {{"starts", Ints{0, 0}}, {"ends", Ints{3, 60}}, {"steps", Ints{1, 1}}});
+  t.value("w2", {3, 60});
+  t.node("Add", {"v", "tail2"}, {"vt"});
+  t.value("vt", {3, 60});
+  t.node("Add", {"vt", "w2"}, {"y"});
+  t.value("y", {3, 60});
+  t.node("Reshape", {"y"}, {"out"}, {{"shape", Ints{3, 6, 10}}});
+  t.output("out", {3, 6, 10});
+  Floats want;
+  for (std::int64_t i = 0; i < 180; ++i) {
+    double chained = x[static_cast<std::size_t>(60 + i)];
+    for (int k = 0; k < 6; ++k) chained = std::tanh(static_cast<float>(chained));
+    want.push_back(std::max(0.0f, x[static_cast<std::size_t>(60 + i)]) + static_cast<float>(chained) +
+                   x[static_cast<std::size_t>(i)]);
+  }
+  CpuEngine engine(t.graph);
+  for (int run = 0; run < 2; ++run) CHECK_CLOSE(t.run_on(engine)[0], want, 1e-6);
+}
+
 TEST_CASE("Layers split over threads give the bits one thread gives", "[cpu_ops][engine][threads]") {
   // Shapes past every layer's split size (16384 elements per thread), odd so that ranges end mid-row.
   std::mt19937 rng(41);
