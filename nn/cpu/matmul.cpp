@@ -5,9 +5,11 @@
 #include <oneapi/dnnl/dnnl_debug.h>
 
 #include <algorithm>
+#include <atomic>
 
 #include "nn/cpu/activation.hpp"
 #include "nn/cpu/layer.hpp"
+#include "nn/cpu/parallel.hpp"
 #include "nn/cpu/strided.hpp"
 
 namespace sluice::nn::cpu {
@@ -59,9 +61,21 @@ class MatMulLayer final : public Layer {
       : m_(m), n_(n), k_(k), a_offsets_(std::move(a_offsets)), b_offsets_(std::move(b_offsets)) {}
 
   void run(const float* const* in, float* const* out, float*) const override {
-    for (std::size_t b = 0; b < a_offsets_.size(); ++b)
-      sgemm(false, false, m_, n_, k_, 1.0f, in[0] + a_offsets_[b], in[1] + b_offsets_[b], 0.0f,
-            out[0] + static_cast<std::int64_t>(b) * m_ * n_);
+    const auto batches = static_cast<std::int64_t>(a_offsets_.size());
+    if (batches == 1) return sgemm(false, false, m_, n_, k_, 1.0f, in[0], in[1], 0.0f, out[0]);  // on all cores
+    // Many small products (attention scores, Swin's windows): threads take whole products, each sgemm then on
+    // its own thread (oneDNN runs one called inside a parallel region sequentially). A failure is thrown after
+    // the region, never out of it.
+    std::atomic<dnnl_status_t> failure{dnnl_success};
+    parallel_ranges(batches, 1, [&](std::int64_t first, std::int64_t end) {
+      for (std::int64_t b = first; b < end; ++b) {
+        const auto i = static_cast<std::size_t>(b);
+        const dnnl_status_t status = dnnl_sgemm('N', 'N', m_, n_, k_, 1.0f, in[0] + a_offsets_[i], k_,
+                                                in[1] + b_offsets_[i], n_, 0.0f, out[0] + b * m_ * n_, n_);
+        if (status != dnnl_success) failure = status;
+      }
+    });
+    if (failure != dnnl_success) throw ModelError(std::string("oneDNN sgemm failed: ") + dnnl_status2str(failure));
   }
 
  private:
