@@ -11,6 +11,7 @@
 #include <oneapi/dnnl/dnnl_debug.h>
 
 #include "nn/cpu/layer.hpp"
+#include "nn/cpu/softmax_exp.hpp"
 
 namespace sluice::nn::cpu {
 namespace {
@@ -58,7 +59,7 @@ class AttentionLayer final : public Layer {
         const float max = *std::max_element(row, row + keys_);
         float sum = 0.f;
         // A row masked out entirely (every score -inf) gives NaN, as softmax over it does in ONNX Runtime.
-        for (std::int64_t j = 0; j < keys_; ++j) sum += (row[j] = std::exp(row[j] - max));
+        for (std::int64_t j = 0; j < keys_; ++j) sum += (row[j] = softmax_exp(row[j] - max));
         for (std::int64_t j = 0; j < keys_; ++j) row[j] /= sum;
       }
       status = dnnl_sgemm('N', 'N', rows_, value_depth_, keys_, 1.f, scores, keys_, v + b * v_.batch, v_.row, 0.f,

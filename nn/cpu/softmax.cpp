@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "nn/cpu/layer.hpp"
+#include "nn/cpu/softmax_exp.hpp"
 #include "nn/cpu/parallel.hpp"
 
 namespace sluice::nn::cpu {
@@ -28,7 +29,7 @@ class SoftmaxLayer final : public Layer {
         for (std::int64_t k = 0; k < length_; ++k) max = std::max(max, x[k * inner_]);
         float sum = 0.0f;
         for (std::int64_t k = 0; k < length_; ++k) {
-          const float e = std::exp(x[k * inner_] - max);
+          const float e = softmax_exp(x[k * inner_] - max);
           y[k * inner_] = e;
           sum += e;
         }
