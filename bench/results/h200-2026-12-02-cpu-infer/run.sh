@@ -3,6 +3,9 @@
 # the GPU host's cores, the same ONNX files and inputs, batch 8, run alternately (REPS rounds) so that drift in
 # the host's load hits both. Then the outputs compared. Also the nn tests on this CPU (its oneDNN kernels differ
 # from the dev machine's). Bundle in .gpu (sluiced, sluice_nn_tests).
+#   MODELS="vit_b_16 swin_t resnet50" REPS=3 PROFILE=1 bash bench/results/h200-2026-12-02-cpu-infer/run.sh
+# PROFILE=1 also times each layer of sluice's CPU backend (`sluiced model --profile`, median of 5) on all cores
+# and on one, summed per op by bench/profile_by_op.py: where a model's time goes, and what does not scale.
 set -u
 B=.gpu
 L=$OUT/logs
@@ -31,6 +34,16 @@ echo "sluice resnet50 1 thread: $(grep -E '^cpu f32' "$L/resnet50-sluice-1thread
 timeout 200 python3 bench/cpu_infer_baseline.py --model resnet50 --ort "$D" --threads 1 --warmup 2 --iterations 5 \
   > "$L/resnet50-ort-1thread.log" 2>&1
 echo "ort    resnet50 1 thread: $(tail -1 "$L/resnet50-ort-1thread.log")"
+if [ -n "${PROFILE:-}" ]; then
+  for m in $MODELS; do
+    for t in all 1; do
+      threads=$([ "$t" = all ] && echo "" || echo "OMP_NUM_THREADS=$t")
+      env $threads timeout 200 $B/run bin/sluiced model "$D/$m.onnx" --batch 8 --device cpu --input "$D/$m.input.npy" \
+        --profile --iterations 5 > "$L/$m-profile-$t.log" 2>&1
+      python3 bench/profile_by_op.py "$L/$m-profile-$t.log" | head -12
+    done
+  done
+fi
 if [ -n "${NN_TESTS:-}" ]; then
   { time OMP_NUM_THREADS=16 timeout 240 $B/run bin/sluice_nn_tests "[cpu_ops]" > "$L/nn_tests.log" 2>&1; } 2>> "$L/nn_tests.log"
   tail -3 "$L/nn_tests.log"
