@@ -57,10 +57,9 @@ class AttentionLayer final : public Layer {
           for (std::int64_t j = 0; j < keys_; ++j) row[j] += m[j * mask_key_stride_];
         }
         const float max = *std::max_element(row, row + keys_);
-        float sum = 0.f;
         // A row masked out entirely (every score -inf) gives NaN, as softmax over it does in ONNX Runtime.
-        for (std::int64_t j = 0; j < keys_; ++j) sum += (row[j] = softmax_exp(row[j] - max));
-        for (std::int64_t j = 0; j < keys_; ++j) row[j] /= sum;
+        const float inverse = 1.0f / exp_shifted_row(row, row, keys_, max);
+        for (std::int64_t j = 0; j < keys_; ++j) row[j] *= inverse;
       }
       status = dnnl_sgemm('N', 'N', rows_, value_depth_, keys_, 1.f, scores, keys_, v + b * v_.batch, v_.row, 0.f,
                           y + b * y_.batch, y_.row);

@@ -28,10 +28,13 @@ class SoftmaxLayer final : public Layer {
         float max = -std::numeric_limits<float>::infinity();
         for (std::int64_t k = 0; k < length_; ++k) max = std::max(max, x[k * inner_]);
         float sum = 0.0f;
-        for (std::int64_t k = 0; k < length_; ++k) {
-          const float e = softmax_exp(x[k * inner_] - max);
-          y[k * inner_] = e;
-          sum += e;
+        if (inner_ == 1) {  // along the last axis: the vectorised row
+          sum = exp_shifted_row(x, y, length_, max);
+        } else {
+          for (std::int64_t k = 0; k < length_; ++k) {
+            const float shifted = x[k * inner_] - max;
+            sum += (y[k * inner_] = shifted < kNegligibleSoftmaxExponent ? 0.0f : std::exp(shifted));
+          }
         }
         if (log_) {  // x - max - log(sum), from x: the log of an exp that underflowed to 0 would be -inf
           const float log_sum = std::log(sum);

@@ -14,6 +14,7 @@ list(APPEND SLUICE_NN_SOURCES
   nn/cpu/shape_ops.cpp
   nn/cpu/resize.cpp
   nn/cpu/softmax.cpp
+  nn/cpu/softmax_exp.cpp
   nn/cpu/ranking.cpp
   nn/cpu/reduce.cpp
   nn/cpu/layer_norm.cpp

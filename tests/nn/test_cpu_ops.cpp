@@ -1622,6 +1622,37 @@ TEST_CASE("Softmax and Attention over masked scores match the reference and give
   CHECK_CLOSE(attention.run()[0], want_y, 1e-5);
 }
 
+TEST_CASE("Softmax weights are within a few ulp of exp in double down to exp(-70) and NaN on a row of -inf", "[cpu_ops][softmax]") {
+  // Rows of odd lengths whose scores span [max - 69.9, max] (max anywhere from -30 to 30), each weight against the
+  // double-precision one on its own scale, so that the smallest weights are checked as closely as the largest.
+  std::mt19937 rng(44);
+  for (const std::int64_t length : {1, 7, 16, 33, 197, 1001}) {
+    INFO("length " << length);
+    const float top = random_floats(rng, 1, -30.0f, 30.0f)[0];
+    Floats x = random_floats(rng, length, top - 69.9f, top);
+    x[static_cast<std::size_t>(length / 2)] = top;
+    TestGraph t;
+    t.input("x", {2, length}, [&] {
+      Floats both = x;
+      both.insert(both.end(), static_cast<std::size_t>(length), -std::numeric_limits<float>::infinity());
+      return both;
+    }());
+    t.node("Softmax", {"x"}, {"y"}, {{"axis", std::int64_t{1}}});
+    t.output("y", {2, length});
+    const Floats y = t.run()[0];
+    double sum = 0;
+    for (float v : x) sum += std::exp(double(v) - top);
+    for (std::int64_t k = 0; k < length; ++k) {
+      const double shifted = double(x[static_cast<std::size_t>(k)]) - top;
+      const double want = std::exp(shifted) / sum;
+      INFO("score " << shifted << " under the largest, got " << y[static_cast<std::size_t>(k)] << " want " << want);
+      // A few ulp, plus f32's rounding of the score's difference to the largest (half an ulp of |shifted|).
+      CHECK(std::abs(y[static_cast<std::size_t>(k)] - want) <= (6e-7 + 6e-8 * std::abs(shifted)) * want);
+      CHECK(std::isnan(y[static_cast<std::size_t>(length + k)]));
+    }
+  }
+}
+
 TEST_CASE("LogSoftmax along an axis and coerced to 2-D stays finite where exp overflows", "[cpu_ops][softmax]") {
   std::mt19937 rng(40);
   for (const Shape& xs : {Shape{2, 3, 4, 5}, Shape{3, 7}, Shape{1, 5, 1, 9}}) {
