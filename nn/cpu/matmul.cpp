@@ -93,16 +93,21 @@ class LinearLayer final : public Layer {
 
   void run(const float* const* in, float* const* out, float*) const override {
     float* y = out[0];
-    if (residual_ && y != in[3]) std::copy(in[3], in[3] + m_ * n_, y);
+    const std::int64_t rows_per_thread = std::max<std::int64_t>(1, 16384 / n_);
+    if (residual_ && y != in[3])
+      parallel_ranges(m_, rows_per_thread, [&](std::int64_t first, std::int64_t end) {
+        std::copy(in[3] + first * n_, in[3] + end * n_, y + first * n_);
+      });
     sgemm(false, false, m_, n_, k_, 1.0f, in[0], w_.data(), residual_ ? 1.0f : 0.0f, y);
     if (bias_.empty() && act_.kind == ActivationKind::none) return;
-#pragma omp parallel for schedule(static)
-    for (std::int64_t r = 0; r < m_; ++r) {
-      float* row = y + r * n_;
-      if (!bias_.empty())
-        for (std::int64_t j = 0; j < n_; ++j) row[j] += bias_[static_cast<std::size_t>(j)];
-      apply_activation(act_, row, 0.0f, nullptr, row, static_cast<std::size_t>(n_));
-    }
+    parallel_ranges(m_, rows_per_thread, [&](std::int64_t first, std::int64_t end) {
+      for (std::int64_t r = first; r < end; ++r) {
+        float* row = y + r * n_;
+        if (!bias_.empty())
+          for (std::int64_t j = 0; j < n_; ++j) row[j] += bias_[static_cast<std::size_t>(j)];
+        apply_activation(act_, row, 0.0f, nullptr, row, static_cast<std::size_t>(n_));
+      }
+    });
   }
 
  private:

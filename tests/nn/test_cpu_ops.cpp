@@ -1376,6 +1376,12 @@ TEST_CASE("Layers split over threads give the bits one thread gives", "[cpu_ops]
          t.node("Reshape", {"z"}, {"r"}, {{"shape", Ints{61, 5, 197}}});
          t.output("r", {61, 5, 197});
        }},
+      {"Linear with bias residual and Relu", [&](TestGraph& t) {
+         t.constant("w", {197, 197}, random_floats(rng, 197 * 197));
+         t.constant("b", {197}, random_floats(rng, 197));
+         t.node("Linear", {"x", "w", "b", "z"}, {"y"}, {{"activation", std::string("Relu")}});
+         t.output("y", xs);
+       }},
       {"Concat Split Pad", [&](TestGraph& t) {
          t.node("Concat", {"x", "z"}, {"c"}, {{"axis", std::int64_t{1}}});
          t.output("c", {5, 122, 197});
