@@ -6,6 +6,8 @@
 #   MODELS="vit_b_16 swin_t resnet50" REPS=3 PROFILE=1 bash bench/results/h200-2026-12-02-cpu-infer/run.sh
 # PROFILE=1 also times each layer of sluice's CPU backend (`sluiced model --profile`, median of 5) on all cores
 # and on one, summed per op by bench/profile_by_op.py: where a model's time goes, and what does not scale.
+# OMP_WAIT_POLICY=passive in the environment changes how sluice's OpenMP threads wait between layers (ORT's own
+# pool ignores it): run once with and once without to compare (bench/results/dev2core-2026-12-03-cpu-transformers).
 set -u
 B=.gpu
 L=$OUT/logs
