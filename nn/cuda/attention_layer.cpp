@@ -10,7 +10,8 @@
 // tensors so); a 4-D NHWC operand is staged through the scratch block. The bias M is read through broadcast strides.
 // Sequence-first operands ([S, B, d], graph.hpp) are read and written in place by the products and by flash (rows
 // B*d apart, batches d apart); the older fused kernel takes them staged into row-major order. Q, K and V that are
-// parts of one packed input ("packed_axis", graph.hpp) are staged into row-major order on every path.
+// parts of one packed input ("packed_axis", graph.hpp) are read in place by flash (batch dims [N, heads] at most:
+// AttentionOperandStrides::skip) and staged into row-major order by the other paths.
 #include <algorithm>
 
 #include "nn/cuda/gemm.hpp"
@@ -115,6 +116,8 @@ class AttentionLayer : public Layer {
     };
     auto natural = [&](int which) -> void* {  // the operand in row-major order, or in place
       const int id = operand_id(which);
+      if (packed(which) && !staged(which))  // the part's first element
+        return static_cast<std::byte*>(ctx.at(id)) + logical_view(which, ctx.count).offset * values_.element_bytes();
       if (!staged(which)) return ctx.at(id);
       void* dst = scratch;
       scratch += align256(operand_bytes(which));
@@ -150,8 +153,11 @@ class AttentionLayer : public Layer {
       mask = static_cast<const std::byte*>(ctx.at(mask_)) + m.offset * static_cast<std::int64_t>(values_.element_bytes());
     }
     const std::int64_t rows = s.rows, keys = s.keys, depth = s.depth, dv = s.value_depth;
-    const AttentionStrides strides{operand_strides(0, s.batches, rows, depth), operand_strides(1, s.batches, keys, depth),
-                                   operand_strides(2, s.batches, keys, dv), operand_strides(3, s.batches, rows, dv)};
+    AttentionStrides strides{operand_strides(0, s.batches, rows, depth, ctx.count),
+                             operand_strides(1, s.batches, keys, depth, ctx.count),
+                             operand_strides(2, s.batches, keys, dv, ctx.count),
+                             operand_strides(3, s.batches, rows, dv, ctx.count)};
+    if (packed_in_place()) strides.heads = s.batch_rank == 2 ? s.batch_shape[1] : 1;
     if (path_ == AttentionPath::flash) {
       attention_flash(values_.type(), y, q, k, v, mask, s, strides, ctx.stream);
     } else if (path_ == AttentionPath::products) {  // scores = Q K^T (batched), softmax(scale * scores + M), Y = P V
@@ -189,8 +195,12 @@ class AttentionLayer : public Layer {
   bool packed(int which) const { return which < 3 && packed_axis_ >= 0; }
   // Staged through the scratch block: NHWC operands, parts of a packed input, and sequence-first ones for the
   // older fused kernel.
+  // Flash reads parts of a packed input through strides when the batch dims are [N, heads] or fewer.
+  bool packed_in_place() const {
+    return packed_axis_ >= 0 && path_ == AttentionPath::flash && logical(0, values_.slot(q_).shape).size() <= 4;
+  }
   bool staged(int which) const {
-    return values_.slot(operand_id(which)).nhwc || packed(which) ||
+    return values_.slot(operand_id(which)).nhwc || (packed(which) && !packed_in_place()) ||
            (path_ == AttentionPath::fused && seq_first_[static_cast<std::size_t>(which)]);
   }
   // The operand's own bytes (a part of a packed input is a third of it).
@@ -204,12 +214,17 @@ class AttentionLayer : public Layer {
     if (packed(which)) s.erase(s.begin() + packed_axis_);
     return s;
   }
-  // Where the rows of an operand [B, length, width] are as run: sequence-first in place, else row-major (as held,
-  // or staged so).
-  AttentionOperandStrides operand_strides(int which, std::int64_t batches, std::int64_t length,
-                                          std::int64_t width) const {
-    if (seq_first_[static_cast<std::size_t>(which)] && !staged(which)) return {width, batches * width};
-    return {length * width, width};
+  // Where the rows of an operand [B, length, width] are as run: a part of a packed input or a sequence-first one
+  // in place, else row-major (as held, or staged so).
+  AttentionOperandStrides operand_strides(int which, std::int64_t batches, std::int64_t length, std::int64_t width,
+                                          int count) const {
+    if (packed(which) && !staged(which)) {  // logical [N, heads, L, w] or [B, L, w] through the input's strides
+      const View v = logical_view(which, count);
+      if (v.rank == 3) return {v.stride[0], v.stride[1], 0};
+      return {v.stride[1], v.stride[2], v.stride[0] - v.shape[1] * v.stride[1]};
+    }
+    if (seq_first_[static_cast<std::size_t>(which)] && !staged(which)) return {width, batches * width, 0};
+    return {length * width, width, 0};
   }
   // The operand's shape as [B.., S, d] (a sequence-first one [S, B.., d] with its first dim moved back).
   Shape logical(int which, Shape input) const {
