@@ -15,6 +15,7 @@ list(APPEND SLUICE_NN_SOURCES
   nn/passes/fuse_gelu.cpp
   nn/passes/linear.cpp
   nn/passes/fuse_attention.cpp
+  nn/passes/fuse_attention_parts.cpp
   nn/passes/prune.cpp
   nn/passes/graph_queries.cpp)
 list(APPEND SLUICE_NN_TEST_SOURCES

@@ -142,6 +142,10 @@ struct Graph {
 //                    attr "seq_first" (optional, 4 ints for Q, K, V, Y, each 0 | 1): that operand is held
 //                    sequence-first, [S, B.., d] for [B.., S, d] (nn.MultiheadAttention's layout; its shape in the
 //                    graph is the held one; the batch is then not in dim 0, so partial batches are refused)
+//                    attrs "packed_axis" (optional, int a) and "packed_part" (3 ints pq, pk, pv): Q, K and V are one
+//                    input X, parts of its axis a (a < rank - 2): the held Q is X[.., pq, ..] (index pq of axis a,
+//                    that axis dropped), K and V likewise; nn.MultiheadAttention's q|k|v product read in place
+//                    (nn/passes/fuse_attention_parts.cpp)
 //   Pow, Max, Min        two inputs, numpy broadcasting (Max/Min with more inputs are refused)
 //   ReduceMean, ReduceSum, ReduceMax, ReduceMin, ReduceL1, ReduceL2, ReduceSumSquare, ReduceProd
 //                    one input; attrs "axes" (sorted, non-negative, unique, never empty), "keepdims" (0 | 1)

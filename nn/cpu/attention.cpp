@@ -1,7 +1,8 @@
 // Attention (nn/graph.hpp): Y = softmax(scale * Q K^T + M) V over the keys with f32 accumulation: the twin the
 // CUDA kernels are tested against. Per batch two sgemm products around an f32 softmax; batches run in parallel
 // (OpenMP where the compiler offers it, as oneDNN's primitives do). Operands are read and written through a batch
-// and a row stride, so a sequence-first one ([S, B.., d], see graph.hpp) needs no copy.
+// offset and a row stride, so a sequence-first one ([S, B.., d], see graph.hpp) or one part of a packed input
+// ("packed_axis") needs no copy.
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -16,19 +17,21 @@
 namespace sluice::nn::cpu {
 namespace {
 
-// Where row r of batch b of an operand starts: b * batch + r * row.
+// Where row r of flat batch b of an operand starts: batch[b] + r * row.
 struct OperandStrides {
-  std::int64_t batch = 0, row = 0;
+  std::vector<std::int64_t> batch;
+  std::int64_t row = 0;
 };
 
 class AttentionLayer final : public Layer {
  public:
   AttentionLayer(std::int64_t batches, std::int64_t rows, std::int64_t keys, std::int64_t depth,
                  std::int64_t value_depth, float scale, std::vector<std::int64_t> mask_batch_offset,
-                 std::int64_t mask_row_stride, std::int64_t mask_key_stride, const OperandStrides (&strides)[4])
+                 std::int64_t mask_row_stride, std::int64_t mask_key_stride, OperandStrides (&strides)[4])
       : batches_(batches), rows_(rows), keys_(keys), depth_(depth), value_depth_(value_depth), scale_(scale),
         mask_batch_offset_(std::move(mask_batch_offset)), mask_row_stride_(mask_row_stride),
-        mask_key_stride_(mask_key_stride), q_(strides[0]), k_(strides[1]), v_(strides[2]), y_(strides[3]) {}
+        mask_key_stride_(mask_key_stride), q_(std::move(strides[0])), k_(std::move(strides[1])), v_(std::move(strides[2])),
+        y_(std::move(strides[3])) {}
 
   std::size_t scratch_floats() const override { return static_cast<std::size_t>(batches_ * rows_ * keys_); }
 
@@ -44,8 +47,8 @@ class AttentionLayer final : public Layer {
 #endif
     for (std::int64_t b = 0; b < batches_; ++b) {
       float* scores = scratch + b * rows_ * keys_;
-      dnnl_status_t status = dnnl_sgemm('N', 'T', rows_, keys_, depth_, scale_, q + b * q_.batch, q_.row,
-                                        k + b * k_.batch, k_.row, 0.f, scores, keys_);
+      dnnl_status_t status = dnnl_sgemm('N', 'T', rows_, keys_, depth_, scale_, q + q_.batch[static_cast<std::size_t>(b)], q_.row,
+                                        k + k_.batch[static_cast<std::size_t>(b)], k_.row, 0.f, scores, keys_);
       if (status != dnnl_success) {
         failure = status;
         continue;
@@ -61,8 +64,8 @@ class AttentionLayer final : public Layer {
         const float inverse = 1.0f / exp_shifted_row(row, row, keys_, max);
         for (std::int64_t j = 0; j < keys_; ++j) row[j] *= inverse;
       }
-      status = dnnl_sgemm('N', 'N', rows_, value_depth_, keys_, 1.f, scores, keys_, v + b * v_.batch, v_.row, 0.f,
-                          y + b * y_.batch, y_.row);
+      status = dnnl_sgemm('N', 'N', rows_, value_depth_, keys_, 1.f, scores, keys_, v + v_.batch[static_cast<std::size_t>(b)], v_.row, 0.f,
+                          y + y_.batch[static_cast<std::size_t>(b)], y_.row);
       if (status != dnnl_success) failure = status;
     }
     if (failure != dnnl_success) throw ModelError(std::string("oneDNN sgemm failed in attention: ") + dnnl_status2str(failure));
@@ -81,18 +84,42 @@ class AttentionLayer final : public Layer {
 std::unique_ptr<Layer> make_attention(const LayerContext& ctx) {
   ctx.expect_inputs(3, 4);
   ctx.expect_outputs(1);
-  // Logical shapes [B.., S, d]: a sequence-first operand [S, B.., d] with its first dim moved back.
   std::vector<std::int64_t> seq_first = ctx.attrs().ints("seq_first", {0, 0, 0, 0});
   if (seq_first.size() != 4 || std::any_of(seq_first.begin(), seq_first.end(), [](auto f) { return f != 0 && f != 1; }))
     ctx.fail("seq_first must be four flags (Q, K, V, Y), each 0 or 1");
-  auto logical = [&](Shape s, std::size_t which) {
-    if (seq_first[which]) {
-      if (s.size() < 3) ctx.fail("a sequence-first operand must have at least 3 dims, got " + to_string(s));
-      std::rotate(s.begin(), s.begin() + 1, s.end() - 1);
-    }
-    return s;
+  // Each operand as held ([B.., L, w], or [L, B.., w] sequence-first) with its element strides in its input: a
+  // packed input [.., parts, .., w] holds Q, K and V as parts of the "packed_axis" (graph.hpp).
+  const std::int64_t packed_axis = ctx.attrs().i("packed_axis", -1);
+  const std::vector<std::int64_t> packed_part = ctx.attrs().ints("packed_part", {});
+  if (packed_axis >= 0 && packed_part.size() != 3) ctx.fail("packed_part must be three part indices (Q, K, V)");
+  struct Held {
+    Shape shape, stride;
+    std::int64_t offset = 0;
   };
-  const Shape q = logical(ctx.input_shape(0), 0), k = logical(ctx.input_shape(1), 1), v = logical(ctx.input_shape(2), 2);
+  auto held = [&](const Shape& s, std::size_t which) {
+    Held h{s, Shape(s.size()), 0};
+    for (std::size_t d = s.size(), step = 1; d-- > 0;) {
+      h.stride[d] = static_cast<std::int64_t>(step);
+      step *= static_cast<std::size_t>(s[d]);
+    }
+    if (which < 3 && packed_axis >= 0) {
+      const auto axis = static_cast<std::size_t>(packed_axis);
+      const std::int64_t part = packed_part[which];
+      if (axis + 2 >= s.size() || part < 0 || part >= s[axis]) ctx.fail("packed_axis or packed_part out of range");
+      h.offset = part * h.stride[axis];
+      h.shape.erase(h.shape.begin() + packed_axis);
+      h.stride.erase(h.stride.begin() + packed_axis);
+    }
+    if (seq_first[which]) {  // logical order [B.., L, w]
+      if (h.shape.size() < 3) ctx.fail("a sequence-first operand must have at least 3 dims, got " + to_string(s));
+      std::rotate(h.shape.begin(), h.shape.begin() + 1, h.shape.end() - 1);
+      std::rotate(h.stride.begin(), h.stride.begin() + 1, h.stride.end() - 1);
+    }
+    return h;
+  };
+  const Held held_q = held(ctx.input_shape(0), 0), held_k = held(ctx.input_shape(1), 1),
+             held_v = held(ctx.input_shape(2), 2);
+  const Shape &q = held_q.shape, &k = held_k.shape, &v = held_v.shape;
   const std::size_t rank = q.size();
   if (rank < 3 || k.size() != rank || v.size() != rank) ctx.fail("Q, K and V must have the same rank, at least 3");
   if (!std::equal(q.begin(), q.end() - 2, k.begin()) || !std::equal(q.begin(), q.end() - 2, v.begin()))
@@ -108,10 +135,20 @@ std::unique_ptr<Layer> make_attention(const LayerContext& ctx) {
   const Shape batch_dims(q.begin(), q.end() - 2);
   const std::int64_t batches = element_count(batch_dims);
   OperandStrides strides[4];
-  const std::int64_t widths[4] = {depth, depth, value_depth, value_depth}, lengths[4] = {rows, keys, keys, rows};
-  for (std::size_t i = 0; i < 4; ++i)
-    strides[i] = seq_first[i] ? OperandStrides{widths[i], batches * widths[i]}
-                              : OperandStrides{lengths[i] * widths[i], widths[i]};
+  const Held operands[4] = {held_q, held_k, held_v, held(y_held, 3)};
+  for (std::size_t i = 0; i < 4; ++i) {
+    const Held& h = operands[i];
+    strides[i].row = h.stride[rank - 2];
+    strides[i].batch.resize(static_cast<std::size_t>(batches));
+    for (std::int64_t b = 0; b < batches; ++b) {
+      std::int64_t rest = b, offset = h.offset;
+      for (std::size_t d = rank - 2; d-- > 0;) {
+        offset += (rest % h.shape[d]) * h.stride[d];
+        rest /= h.shape[d];
+      }
+      strides[i].batch[static_cast<std::size_t>(b)] = offset;
+    }
+  }
   // M broadcast to [batch dims, rows, keys] (numpy rules): a stride per dim, 0 where it repeats.
   std::vector<std::int64_t> offsets(static_cast<std::size_t>(batches), 0);
   std::int64_t row_stride = 0, key_stride = 0;

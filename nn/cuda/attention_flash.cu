@@ -156,9 +156,9 @@ __global__ void __launch_bounds__(kWarps * 32) attention_flash_kernel(const Flas
   const int row0 = static_cast<int>(blockIdx.x % args.row_blocks) * kQueryRows;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int group = lane / 4, pair = lane % 4;  // the fragment coordinates g and t (mma_16x8x16)
-  const T* q = args.q + batch * st.q.batch;
-  const T* k = args.k + batch * st.k.batch;
-  const T* v = args.v + batch * st.v.batch;
+  const T* q = args.q + st.q.start(batch, st.heads);
+  const T* k = args.k + st.k.start(batch, st.heads);
+  const T* v = args.v + st.v.start(batch, st.heads);
 
   stage_rows<T, D, kQueryRows>(q_s, q, st.q.row, row0, s.rows, args.async_loads);
   commit_async_copies();
@@ -299,7 +299,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_flash_kernel(const Flas
     // Runtime's softmax give.
     inverse[r] = 1.f / row_sum[r];
   }
-  T* y = args.y + batch * st.y.batch;
+  T* y = args.y + st.y.start(batch, st.heads);
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     if (rows[r] >= s.rows) continue;
@@ -367,8 +367,9 @@ void attention_flash(DType type, void* y, const void* q, const void* k, const vo
   // Every row start 16-byte aligned: the strides are multiples of 8 elements and the pointers of 16 bytes.
   bool async_loads = aligned(q, 16) && aligned(k, 16) && aligned(v, 16);
   for (const AttentionOperandStrides& o : {strides.q, strides.k, strides.v})
-    async_loads = async_loads && o.batch % 8 == 0 && o.row % 8 == 0;
-  const bool paired_stores = aligned(y, 4) && strides.y.batch % 2 == 0 && strides.y.row % 2 == 0;
+    async_loads = async_loads && o.batch % 8 == 0 && o.row % 8 == 0 && o.skip % 8 == 0;
+  const bool paired_stores = aligned(y, 4) && strides.y.batch % 2 == 0 && strides.y.row % 2 == 0 &&
+                             strides.y.skip % 2 == 0;
   dispatch_float_type(type, [&](auto tag) {
     using T = decltype(tag);
     if constexpr (!std::is_same_v<T, float>) {

@@ -9,7 +9,9 @@
 // Q, K, V and Y are read and written in place when row-major (the usual case: nhwc_values leaves attention
 // tensors so); a 4-D NHWC operand is staged through the scratch block. The bias M is read through broadcast strides.
 // Sequence-first operands ([S, B, d], graph.hpp) are read and written in place by the products and by flash (rows
-// B*d apart, batches d apart); the older fused kernel takes them staged into row-major order.
+// B*d apart, batches d apart); the older fused kernel takes them staged into row-major order. Q, K and V that are
+// parts of one packed input ("packed_axis", graph.hpp) are read in place by flash (batch dims [N, heads] at most:
+// AttentionOperandStrides::skip) and staged into row-major order by the other paths.
 #include <algorithm>
 
 #include "nn/cuda/gemm.hpp"
@@ -52,10 +54,21 @@ class AttentionLayer : public Layer {
     for (int id : {q_, k_, v_, mask_})
       if (id >= 0 && values_.slot(id).constant) ctx.constant(values_.slot(id).name);
     seq_first_ = node.attrs.ints("seq_first", {0, 0, 0, 0});
+    packed_axis_ = node.attrs.i("packed_axis", -1);
+    packed_part_ = node.attrs.ints("packed_part", {});
+    if (packed_axis_ >= 0) {
+      if (packed_part_.size() != 3) fail("packed_part must be three part indices (Q, K, V)");
+      for (int which = 0; which < 3; ++which) {
+        const Shape& s = values_.slot(operand_id(which)).shape;
+        const std::int64_t part = packed_part_[static_cast<std::size_t>(which)];
+        if (static_cast<std::size_t>(packed_axis_) + 2 >= s.size() || part < 0 || part >= s[static_cast<std::size_t>(packed_axis_)])
+          fail("packed_axis or packed_part out of range");
+      }
+    }
     if (seq_first_.size() != 4 || std::any_of(seq_first_.begin(), seq_first_.end(), [](auto f) { return f != 0 && f != 1; }))
       fail("seq_first must be four flags (Q, K, V, Y), each 0 or 1");
     for (int which = 0; which < 4; ++which)
-      if (seq_first_[static_cast<std::size_t>(which)] && values_.slot(operand_id(which)).shape.size() < 3)
+      if (seq_first_[static_cast<std::size_t>(which)] && held_shape(which, values_.slot(operand_id(which)).shape).size() < 3)
         fail("a sequence-first operand must have at least 3 dims");
     const Shape q = logical(0, values_.slot(q_).shape), k = logical(1, values_.slot(k_).shape),
                 v = logical(2, values_.slot(v_).shape);
@@ -85,7 +98,7 @@ class AttentionLayer : public Layer {
   std::size_t scratch_bytes() const override {
     std::size_t total = align256(scores_bytes_);
     for (int which = 0; which < 4; ++which)
-      if (staged(which)) total += align256(values_.slot(operand_id(which)).bytes);
+      if (staged(which)) total += align256(operand_bytes(which));
     return total;
   }
 
@@ -103,9 +116,11 @@ class AttentionLayer : public Layer {
     };
     auto natural = [&](int which) -> void* {  // the operand in row-major order, or in place
       const int id = operand_id(which);
+      if (packed(which) && !staged(which))  // the part's first element
+        return static_cast<std::byte*>(ctx.at(id)) + logical_view(which, ctx.count).offset * values_.element_bytes();
       if (!staged(which)) return ctx.at(id);
       void* dst = scratch;
-      scratch += align256(values_.slot(id).bytes);
+      scratch += align256(operand_bytes(which));
       if (id != y_) {
         const View src = logical_view(which, ctx.count);
         remap_copy(values_.type(), dst, row_major(src), values_.type(), ctx.at(id), src, ctx.stream);
@@ -138,8 +153,11 @@ class AttentionLayer : public Layer {
       mask = static_cast<const std::byte*>(ctx.at(mask_)) + m.offset * static_cast<std::int64_t>(values_.element_bytes());
     }
     const std::int64_t rows = s.rows, keys = s.keys, depth = s.depth, dv = s.value_depth;
-    const AttentionStrides strides{operand_strides(0, s.batches, rows, depth), operand_strides(1, s.batches, keys, depth),
-                                   operand_strides(2, s.batches, keys, dv), operand_strides(3, s.batches, rows, dv)};
+    AttentionStrides strides{operand_strides(0, s.batches, rows, depth, ctx.count),
+                             operand_strides(1, s.batches, keys, depth, ctx.count),
+                             operand_strides(2, s.batches, keys, dv, ctx.count),
+                             operand_strides(3, s.batches, rows, dv, ctx.count)};
+    if (packed_in_place()) strides.heads = s.batch_rank == 2 ? s.batch_shape[1] : 1;
     if (path_ == AttentionPath::flash) {
       attention_flash(values_.type(), y, q, k, v, mask, s, strides, ctx.stream);
     } else if (path_ == AttentionPath::products) {  // scores = Q K^T (batched), softmax(scale * scores + M), Y = P V
@@ -174,20 +192,43 @@ class AttentionLayer : public Layer {
 
  private:
   int operand_id(int which) const { return which == 0 ? q_ : which == 1 ? k_ : which == 2 ? v_ : y_; }
-  // Staged through the scratch block: NHWC operands, and sequence-first ones for the older fused kernel.
+  bool packed(int which) const { return which < 3 && packed_axis_ >= 0; }
+  // Staged through the scratch block: NHWC operands, parts of a packed input, and sequence-first ones for the
+  // older fused kernel.
+  // Flash reads parts of a packed input through strides when the batch dims are [N, heads] or fewer.
+  bool packed_in_place() const {
+    return packed_axis_ >= 0 && path_ == AttentionPath::flash && logical(0, values_.slot(q_).shape).size() <= 4;
+  }
   bool staged(int which) const {
-    return values_.slot(operand_id(which)).nhwc ||
+    return values_.slot(operand_id(which)).nhwc || (packed(which) && !packed_in_place()) ||
            (path_ == AttentionPath::fused && seq_first_[static_cast<std::size_t>(which)]);
   }
-  // Where the rows of an operand [B, length, width] are as run: sequence-first in place, else row-major (as held,
-  // or staged so).
-  AttentionOperandStrides operand_strides(int which, std::int64_t batches, std::int64_t length,
-                                          std::int64_t width) const {
-    if (seq_first_[static_cast<std::size_t>(which)] && !staged(which)) return {width, batches * width};
-    return {length * width, width};
+  // The operand's own bytes (a part of a packed input is a third of it).
+  std::size_t operand_bytes(int which) const {
+    const ValueSlot& slot = values_.slot(operand_id(which));
+    if (!packed(which)) return slot.bytes;
+    return static_cast<std::size_t>(element_count(held_shape(which, slot.shape))) * values_.element_bytes();
+  }
+  // The operand as held: its input's shape, less the parts axis of a packed input.
+  Shape held_shape(int which, Shape s) const {
+    if (packed(which)) s.erase(s.begin() + packed_axis_);
+    return s;
+  }
+  // Where the rows of an operand [B, length, width] are as run: a part of a packed input or a sequence-first one
+  // in place, else row-major (as held, or staged so).
+  AttentionOperandStrides operand_strides(int which, std::int64_t batches, std::int64_t length, std::int64_t width,
+                                          int count) const {
+    if (packed(which) && !staged(which)) {  // logical [N, heads, L, w] or [B, L, w] through the input's strides
+      const View v = logical_view(which, count);
+      if (v.rank == 3) return {v.stride[0], v.stride[1], 0};
+      return {v.stride[1], v.stride[2], v.stride[0] - v.shape[1] * v.stride[1]};
+    }
+    if (seq_first_[static_cast<std::size_t>(which)] && !staged(which)) return {width, batches * width, 0};
+    return {length * width, width, 0};
   }
   // The operand's shape as [B.., S, d] (a sequence-first one [S, B.., d] with its first dim moved back).
-  Shape logical(int which, Shape held) const {
+  Shape logical(int which, Shape input) const {
+    Shape held = held_shape(which, std::move(input));
     if (seq_first_.size() == 4 && seq_first_[static_cast<std::size_t>(which)])
       std::rotate(held.begin(), held.begin() + 1, held.end() - 1);
     return held;
@@ -195,6 +236,13 @@ class AttentionLayer : public Layer {
   // The held value seen in [B.., S, d] order (strides follow), for staging copies.
   View logical_view(int which, int count) const {
     View v = values_.view(operand_id(which), count);
+    if (packed(which)) {  // index packed_part of the parts axis
+      const int axis = static_cast<int>(packed_axis_);
+      v.offset += packed_part_[static_cast<std::size_t>(which)] * v.stride[axis];
+      std::copy(v.shape + axis + 1, v.shape + v.rank, v.shape + axis);
+      std::copy(v.stride + axis + 1, v.stride + v.rank, v.stride + axis);
+      --v.rank;
+    }
     if (seq_first_[static_cast<std::size_t>(which)]) {
       std::rotate(v.shape, v.shape + 1, v.shape + v.rank - 1);
       std::rotate(v.stride, v.stride + 1, v.stride + v.rank - 1);
@@ -204,6 +252,8 @@ class AttentionLayer : public Layer {
 
   const ValueTable& values_;
   std::vector<std::int64_t> seq_first_;
+  std::int64_t packed_axis_ = -1;
+  std::vector<std::int64_t> packed_part_;
   int q_ = -1, k_ = -1, v_ = -1, mask_ = -1, y_ = -1;
   float scale_ = 1.f;
   AttentionPath path_ = AttentionPath::products;

@@ -55,11 +55,18 @@ bool attention_uses_tensor_cores(DType type, const AttentionShape& shape);
 // value_depth in {32, 64, 128}; Q, K, V and Y are read and written where they are, through the strides below.
 // Row r of flat batch b of an operand starts at element b * batch + r * row: row-major [B, L, w] is {L * w, w},
 // sequence-first [L, B, w] is {w, B * w}.
+// Parts of a packed input (q|k|v, flat batch b = n * heads + h) also skip `skip` elements after each group of
+// `heads` batches: b * batch + (b / heads) * skip + r * row.
 struct AttentionOperandStrides {
-  std::int64_t batch = 0, row = 0;
+  std::int64_t batch = 0, row = 0, skip = 0;
+#if defined(__CUDACC__)
+  __host__ __device__
+#endif
+  std::int64_t start(int b, int heads) const { return b * batch + (b / heads) * skip; }
 };
 struct AttentionStrides {
   AttentionOperandStrides q, k, v, y;
+  int heads = 1;
 };
 bool attention_flash_supported(DType type, int depth, int value_depth);
 void attention_flash(DType type, void* y, const void* q, const void* k, const void* v, const void* mask,

@@ -32,6 +32,7 @@ void check_value_shape(const Graph& g, const Node& n, const std::string& value, 
 std::vector<Tensor> evaluate(const Node& canonical, const Graph& g);     // fold_constants.cpp: all inputs constant
 void fold_batchnorm(Graph& g);                                           // fold_batchnorm.cpp
 void fuse_attention(Graph& g);                                           // fuse_attention.cpp
+void fuse_attention_parts(Graph& g);                                     // fuse_attention_parts.cpp
 void fuse_gelu(Graph& g);                                                // fuse_gelu.cpp
 void make_linear(Graph& g);                                              // linear.cpp
 void fuse_epilogues(Graph& g);                                           // fuse.cpp

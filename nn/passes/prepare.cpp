@@ -13,6 +13,7 @@ Graph prepare(const Graph& model, std::int64_t batch) {
   passes::prune(g);  // first, so that dead readers do not block the fusions below
   passes::fuse_gelu(g);
   passes::fuse_attention(g);
+  passes::fuse_attention_parts(g);
   passes::fold_batchnorm(g);
   passes::make_linear(g);
   passes::fuse_epilogues(g);

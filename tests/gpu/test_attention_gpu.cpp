@@ -27,6 +27,9 @@ struct AttentionCase {
   bool mask_constant;
   float scale;
   std::vector<std::int64_t> seq_first = {0, 0, 0, 0};  // Q, K, V, Y held [L, B.., w] instead of [B.., L, w]
+  // >= 0: Q, K and V are parts 2, 0, 1 of one input, the held shape with 3 parts inserted at this axis
+  // (nn.MultiheadAttention's q|k|v product read in place; needs T == S, d == dv and one layout for the three)
+  std::int64_t packed_axis = -1;
 };
 
 Shape held_shape(const AttentionCase& c, int which, std::int64_t length, std::int64_t width) {
@@ -42,15 +45,24 @@ std::string describe_case(const AttentionCase& c) {
   std::string s = "batch " + to_string(c.batch) + " T " + std::to_string(c.rows) + " S " + std::to_string(c.keys) +
                   " d " + std::to_string(c.depth) + " dv " + std::to_string(c.value_depth) + " mask " +
                   (c.mask.empty() ? "none" : to_string(c.mask) + (c.mask_constant ? " constant" : " input")) +
-                  " seq_first " + to_string(Shape(c.seq_first.begin(), c.seq_first.end()));
+                  " seq_first " + to_string(Shape(c.seq_first.begin(), c.seq_first.end())) + " packed_axis " +
+                  std::to_string(c.packed_axis);
   return s;
 }
 
 OneNode attention_node(const AttentionCase& c, std::uint32_t seed) {
   OneNode b("Attention", describe_case(c));
-  b.input("q", held_shape(c, 0, c.rows, c.depth))
-      .input("k", held_shape(c, 1, c.keys, c.depth))
-      .input("v", held_shape(c, 2, c.keys, c.value_depth));
+  if (c.packed_axis >= 0) {
+    Shape packed = held_shape(c, 0, c.rows, c.depth);
+    packed.insert(packed.begin() + c.packed_axis, 3);
+    b.input("qkv", packed);
+    b.node().inputs.insert(b.node().inputs.end(), {"qkv", "qkv"});
+    b.attr("packed_axis", c.packed_axis).attr("packed_part", std::vector<std::int64_t>{2, 0, 1});
+  } else {
+    b.input("q", held_shape(c, 0, c.rows, c.depth))
+        .input("k", held_shape(c, 1, c.keys, c.depth))
+        .input("v", held_shape(c, 2, c.keys, c.value_depth));
+  }
   if (c.mask.empty()) b.absent();
   else if (c.mask_constant) b.constant("m", c.mask, seed);
   else b.input("m", c.mask);
@@ -119,6 +131,11 @@ TEST_CASE("CUDA Attention matches the CPU twin every way", "[nn][nn_cuda][attent
       // some operands sequence-first, a padding mask, CUDA-core depth; and the same at a flash depth
       {{6}, 17, 23, 40, 32, {6, 1, 23}, false, 0.16f, {0, 1, 0, 1}},
       {{6}, 17, 23, 32, 32, {6, 1, 23}, false, 0.16f, {0, 1, 0, 1}},
+      // Q, K, V parts of one packed input: torch 2's self-attention ([S, N, 3, heads, d], sequence-first),
+      // batch-first parts before the heads, and a CUDA-core depth with a padding mask and Y batch-first
+      {{2, 3}, 17, 17, 64, 64, {}, false, 0.125f, {1, 1, 1, 1}, 2},
+      {{2, 3}, 70, 70, 32, 32, {}, false, 0.17f, {0, 0, 0, 0}, 1},
+      {{4}, 9, 9, 40, 40, {4, 1, 9}, false, 0.2f, {1, 1, 1, 0}, 1},
   };
   for (std::size_t i = 0; i < cases.size(); ++i) {
     const AttentionCase& c = cases[i];
@@ -214,6 +231,8 @@ TEST_CASE("CUDA Attention's ways timed at ViT-B/16 and Swin-T sizes", "[.][atten
   const std::vector<Sized> sizes = {
       {"ViT-B/16 layer, batch 64", {{64, 12}, 197, 197, 64, 64, {}, false, 0.125f}},
       {"ViT-B/16 layer as exported (sequence-first)", {{64 * 12}, 197, 197, 64, 64, {}, false, 0.125f, {1, 1, 1, 1}}},
+      {"ViT-B/16 layer, q|k|v parts of the packed product",
+       {{64, 12}, 197, 197, 64, 64, {}, false, 0.125f, {1, 1, 1, 1}, 2}},
       {"Swin-T stage 1 layer, batch 64 (64 windows, 3 heads, shift mask + position bias)",
        {{64, 64, 3}, 49, 49, 32, 32, {64, 3, 49, 49}, true, 0.177f}},
       {"Swin-T stage 3 layer, batch 64 (4 windows, 12 heads)", {{64, 4, 12}, 49, 49, 32, 32, {4, 12, 49, 49}, true, 0.177f}},

@@ -1048,6 +1048,103 @@ TEST_CASE("attention on sequence-first tensors reads and writes them in place", 
 }
 
 namespace {
+// torch 2's export of nn.MultiheadAttention's self-attention: one product P [S=5, N=2, 3E] (E = 3 heads x 4)
+// split into Q, K, V by Reshape [S, N, 3, E], Unsqueeze, Transpose to [3, S, N, 1, E], Squeeze and one Slice
+// each, then the head Reshapes and Transposes. `k_also_read`: K's Slice is also a graph output.
+ModelBuilder packed_self_attention(bool k_also_read) {
+  ModelBuilder m(17);
+  m.input("x", {5, 2, 36}).output("y");
+  if (k_also_read) m.output("k_part");
+  m.weights("root_d", {}, {2.f}).ints("split", {5, 2, 3, 12}).ints("unsqueeze", {1, 5, 2, 3, 12});
+  m.ints("squeeze", {3, 5, 2, 12}).ints("rows", {5, 6, 4}).ints("heads", {2, 3, 5, 4}).ints("axis0", {0});
+  m.node("Relu", {"x"}, {"p"});
+  m.node("Reshape", {"p", "split"}, {"p4"});
+  m.node("Reshape", {"p4", "unsqueeze"}, {"p5"});
+  test::set_ints(m.node("Transpose", {"p5"}, {"pt"}), "perm", {3, 1, 2, 0, 4});
+  m.node("Reshape", {"pt", "squeeze"}, {"parts"});
+  for (std::int64_t i = 0; i < 3; ++i) {
+    const std::string s = std::string(1, "qkv"[i]);
+    m.ints(s + "_start", {i}).ints(s + "_end", {i + 1});
+    m.node("Slice", {"parts", s + "_start", s + "_end", "axis0"}, {s + "_part"});
+    m.node("Reshape", {s + "_part", "rows"}, {s + "_rows"});
+    test::set_ints(m.node("Transpose", {s + "_rows"}, {s + "t"}), "perm", {1, 0, 2});
+    m.node("Reshape", {s + "t", "heads"}, {s + "4"});
+  }
+  test::set_ints(m.node("Transpose", {"k4"}, {"kT"}), "perm", {0, 1, 3, 2});
+  m.node("MatMul", {"q4", "kT"}, {"s"});
+  m.node("Div", {"s", "root_d"}, {"scaled"});
+  test::set_int(m.node("Softmax", {"scaled"}, {"probs"}), "axis", -1);
+  m.node("MatMul", {"probs", "v4"}, {"o"});
+  test::set_ints(m.node("Transpose", {"o"}, {"y"}), "perm", {2, 0, 1, 3});
+  return m;
+}
+
+const Node& attention_of(const Graph& g) {
+  const auto it = std::find_if(g.nodes.begin(), g.nodes.end(), [](const Node& n) { return n.op == Op::Attention; });
+  REQUIRE(it != g.nodes.end());
+  return *it;
+}
+}  // namespace
+
+TEST_CASE("self-attention reads Q K and V as parts of the packed product", "[nn][passes][attention]") {
+  const Graph fused = prepare(packed_self_attention(false).load(), 5);
+  check_prepared_form(fused);
+  CHECK(count_op(fused, "Transpose") == 0);
+  CHECK(count_op(fused, "Slice") == 0);
+  const Node& a = attention_of(fused);
+  CHECK(a.attrs.i("packed_axis", -1) == 2);
+  CHECK(a.attrs.ints("packed_part") == Ints{0, 1, 2});
+  CHECK(a.inputs[0] == a.inputs[1]);
+  CHECK(a.inputs[0] == a.inputs[2]);
+  CHECK(fused.shape_of(a.inputs[0]) == Shape{5, 2, 3, 3, 4});  // [S, N, parts, heads, d], a view of P
+  // The unfused reference: the same graph with K's Slice also read, which blocks the parts (not the attention).
+  const Graph unfused = prepare(packed_self_attention(true).load(), 5);
+  CHECK_FALSE(attention_of(unfused).attrs.has("packed_axis"));
+  CHECK(count_op(unfused, "Slice") == 3);
+  const auto x = random_values(5 * 2 * 36, 93, -2.f, 2.f);
+  std::vector<float> got(5 * 2 * 3 * 4), want(got.size()), k_part(5 * 2 * 12);
+  CpuEngine(fused).run({x.data()}, {got.data()});
+  CpuEngine(unfused).run({x.data()}, {want.data(), k_part.data()});
+  for (std::size_t i = 0; i < got.size(); ++i) CHECK(std::fabs(got[i] - want[i]) <= 1e-5);
+  // K's part is columns [12, 24) of each row of relu(x).
+  for (std::size_t r = 0; r < 10; ++r)
+    for (std::size_t c = 0; c < 12; ++c) CHECK(k_part[r * 12 + c] == std::max(0.f, x[r * 36 + 12 + c]));
+}
+
+TEST_CASE("torch 1.13's q k v split by Slices of the last dim is read in place at batch 1", "[nn][passes][attention]") {
+  // P [S=5, N=1, 3E] sliced into [S, 1, E] thirds, each reshaped to [S, heads=3, d=4] and transposed, as
+  // torch 1.13's export of nn.MultiheadAttention writes it.
+  ModelBuilder m(17);
+  m.input("x", {5, 1, 36}).output("y").weights("root_d", {}, {2.f}).ints("rows", {5, 3, 4}).ints("last", {2});
+  m.node("Relu", {"x"}, {"p"});
+  for (std::int64_t i = 0; i < 3; ++i) {
+    const std::string s = std::string(1, "qkv"[i]);
+    m.ints(s + "_start", {i * 12}).ints(s + "_end", {i * 12 + 12});
+    m.node("Slice", {"p", s + "_start", s + "_end", "last"}, {s + "_part"});
+    m.node("Reshape", {s + "_part", "rows"}, {s + "_rows"});
+    test::set_ints(m.node("Transpose", {s + "_rows"}, {s + "t"}), "perm", {1, 0, 2});
+  }
+  test::set_ints(m.node("Transpose", {"kt"}, {"kT"}), "perm", {0, 2, 1});
+  m.node("MatMul", {"qt", "kT"}, {"s"});
+  m.node("Div", {"s", "root_d"}, {"scaled"});
+  test::set_int(m.node("Softmax", {"scaled"}, {"probs"}), "axis", -1);
+  m.node("MatMul", {"probs", "vt"}, {"o"});
+  test::set_ints(m.node("Transpose", {"o"}, {"y"}), "perm", {1, 0, 2});
+  const Graph fused = prepare(m.load(), 5);
+  check_prepared_form(fused);
+  CHECK(count_op(fused, "Slice") == 0);
+  CHECK(attention_of(fused).attrs.i("packed_axis", -1) == 1);
+  m.output("q_part");  // the reference: Q's Slice also read
+  const Graph unfused = prepare(m.load(), 5);
+  CHECK(count_op(unfused, "Slice") == 3);
+  const auto x = random_values(5 * 36, 94, -2.f, 2.f);
+  std::vector<float> got(5 * 12), want(5 * 12), q_part(5 * 12);
+  CpuEngine(fused).run({x.data()}, {got.data()});
+  CpuEngine(unfused).run({x.data()}, {want.data(), q_part.data()});
+  for (std::size_t i = 0; i < got.size(); ++i) CHECK(std::fabs(got[i] - want[i]) <= 1e-5);
+}
+
+namespace {
 // x -> Relu r (so that x is run-time data with another reader) -> GELU written as five nodes in `order`:
 // 0: (r * (1 + erf(r / sqrt2))) * 0.5 (PyTorch's export); 1: r * ((1 + erf(r * 1/sqrt2)) * 0.5);
 // 2: (r * 0.5) * (1 + erf(r / sqrt2)). `half` is the constant the exporter wrote for 0.5.
