@@ -24,10 +24,8 @@ inline float exp_nonpositive(float x) {
   return p * std::bit_cast<float>(exponent << 23);
 }
 
-}  // namespace
-
-__attribute__((target_clones("avx512f", "avx2", "default")))
-float exp_shifted_row(const float* x, float* y, std::int64_t n, float max) {
+// The row, inlined into one copy per instruction set below.
+[[gnu::always_inline]] inline float exp_shifted_row_body(const float* x, float* y, std::int64_t n, float max) {
   for (std::int64_t j = 0; j < n; ++j) {
     const float shifted = x[j] - max;
     const float e = exp_nonpositive(shifted < kNegligibleSoftmaxExponent ? kNegligibleSoftmaxExponent : shifted);
@@ -42,6 +40,34 @@ float exp_shifted_row(const float* x, float* y, std::int64_t n, float max) {
   float sum = 0.0f;
   for (float lane : lanes) sum += lane;
   return sum;
+}
+
+[[gnu::target("avx512f")]] float exp_shifted_row_avx512(const float* x, float* y, std::int64_t n, float max) {
+  return exp_shifted_row_body(x, y, n, max);
+}
+[[gnu::target("avx2")]] float exp_shifted_row_avx2(const float* x, float* y, std::int64_t n, float max) {
+  return exp_shifted_row_body(x, y, n, max);
+}
+float exp_shifted_row_plain(const float* x, float* y, std::int64_t n, float max) {
+  return exp_shifted_row_body(x, y, n, max);
+}
+
+using ExpRow = float (*)(const float*, float*, std::int64_t, float);
+
+// Picked on the first call, not by an ifunc (target_clones): an ifunc resolver runs while the loader relocates,
+// before a sanitizer's runtime is up, and ThreadSanitizer builds crashed there.
+ExpRow pick_exp_row() {
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f")) return exp_shifted_row_avx512;
+  if (__builtin_cpu_supports("avx2")) return exp_shifted_row_avx2;
+  return exp_shifted_row_plain;
+}
+
+}  // namespace
+
+float exp_shifted_row(const float* x, float* y, std::int64_t n, float max) {
+  static const ExpRow row = pick_exp_row();
+  return row(x, y, n, max);
 }
 
 }  // namespace sluice::nn::cpu
