@@ -108,26 +108,24 @@ void check_pools_fit(const PipelinePlan& plan, const std::vector<StageSpec>& sta
 // frames (each replica has its own). The keeper's frames then stay in their pool for longer: that pool gets a slot
 // more for each batch that can be between the keeper and the last reader, so the source does not wait for them.
 void keep_pictures(PipelinePlan& plan, Execution execution) {
-  auto& stages = plan.stages;
-  for (std::size_t r = stages.size(); r-- > 0;) {
-    if (!stages[r].stage->reads_pictures()) continue;
-    int keeper = stages[r].upstream;
-    while (keeper > 0 && !(stages[static_cast<std::size_t>(keeper)].input &&
-                           stages[static_cast<std::size_t>(keeper)].input->kind == PayloadKind::frames &&
-                           stages[static_cast<std::size_t>(keeper)].output.kind != PayloadKind::frames))
-      keeper = stages[static_cast<std::size_t>(keeper)].upstream;
-    if (keeper <= 0 || stages[static_cast<std::size_t>(keeper)].keeps_pictures) continue;  // none, or a later reader's
-    stages[static_cast<std::size_t>(keeper)].keeps_pictures = true;
-    int held = 0;
-    for (int k = stages[r].upstream; k != keeper; k = stages[static_cast<std::size_t>(k)].upstream) {
-      stages[static_cast<std::size_t>(k)].passes_pictures = true;
-      held += stages[static_cast<std::size_t>(k)].queue_depth + 1;
+  const auto at = [&](int i) -> PlannedStage& { return plan.stages[static_cast<std::size_t>(i)]; };
+  const auto makes_tensor_from_frames = [](const PlannedStage& ps) {
+    return ps.input && ps.input->kind == PayloadKind::frames && ps.output.kind != PayloadKind::frames;
+  };
+  for (int r = static_cast<int>(plan.stages.size()); r-- > 0;) {
+    if (!at(r).stage->reads_pictures()) continue;
+    int keeper = at(r).upstream;
+    while (keeper > 0 && !makes_tensor_from_frames(at(keeper))) keeper = at(keeper).upstream;
+    if (keeper <= 0 || at(keeper).keeps_pictures) continue;  // none, or a later reader's
+    at(keeper).keeps_pictures = true;
+    int held = at(keeper).queue_depth + 1;
+    for (int k = at(r).upstream; k != keeper; k = at(k).upstream) {
+      at(k).passes_pictures = true;
+      held += at(k).queue_depth + 1;
     }
-    held += stages[static_cast<std::size_t>(keeper)].queue_depth + 1;
-    int owner = stages[static_cast<std::size_t>(keeper)].upstream;  // whose pool holds the frames (upload of device
-    while (owner > 0 && stages[static_cast<std::size_t>(owner)].pool_slots == 0)  // frames forwards them)
-      owner = stages[static_cast<std::size_t>(owner)].upstream;
-    if (owner >= 0 && execution == Execution::pipelined) stages[static_cast<std::size_t>(owner)].pool_slots += held;
+    int owner = at(keeper).upstream;  // whose pool holds the frames (upload of device frames forwards them)
+    while (owner > 0 && at(owner).pool_slots == 0) owner = at(owner).upstream;
+    if (owner >= 0 && execution == Execution::pipelined) at(owner).pool_slots += held;
   }
 }
 
@@ -179,11 +177,11 @@ void check_replicas(const PipelinePlan& plan, const std::vector<StageSpec>& spec
     throw ConfigError(specs.front().where.str() + ": stage '" + source.name +
                       "': it decodes into GPU memory, which replicas on other GPUs cannot read (gpus: lists " +
                       std::to_string(devices.size()) + " GPUs); decode on the CPU (decoder: cpu) or use one GPU");
-  for (std::size_t i = 1 + plan.replica_gpus.size() * static_cast<std::size_t>(plan.replica_length); i < plan.stages.size(); ++i)
+  for (std::size_t i = plan.after_replicas(); i < plan.stages.size(); ++i)
     if (plan.stages[i].stage->uses_gpu())
       throw ConfigError(specs[static_cast<std::size_t>(spec_index[i])].where.str() + ": stage '" + plan.stages[i].name +
                         "' uses the GPU behind the replicas, whose batches live on " + std::to_string(devices.size()) +
-                        " GPUs; move it before '" + plan.stages[1 + plan.replica_gpus.size() * static_cast<std::size_t>(plan.replica_length)].name +
+                        " GPUs; move it before '" + plan.stages[plan.after_replicas()].name +
                         "' or use one GPU");
 }
 
@@ -353,13 +351,12 @@ std::string describe_plan(const PipelinePlan& plan) {
     if (plan.device == Device::cuda && ps.stage->uses_gpu())
       stream = plan.execution == Execution::serial ? "shared stream" : "stream " + std::to_string(++stream_no);
     const std::string indent = ps.branch >= 0 || ps.replica >= 0 ? "    " : "";
-    const std::size_t replicated_end = 1 + plan.replica_gpus.size() * static_cast<std::size_t>(plan.replica_length);
     if (ps.replica >= 0 && (i - 1) % static_cast<std::size_t>(plan.replica_length) == 0)
       out += "  replica " + std::to_string(ps.replica + 1) + " of " + std::to_string(plan.replica_gpus.size()) +
              (plan.device == Device::cuda ? " on gpu " + std::to_string(ps.gpu) + " (" + gpu::device_name(ps.gpu) + ")"
                                           : std::string(" (on the CPU)")) +
              ": the source hands each batch to the live replica with the fewest batches queued\n";
-    if (!plan.replica_gpus.empty() && i == replicated_end)
+    if (!plan.replica_gpus.empty() && i == plan.after_replicas())
       out += "  the replicas' batches go on in the order the source made them (a batch failed in a replica is "
              "skipped, not waited for)\n";
     if (ps.branch >= 0 && plan.branches[static_cast<std::size_t>(ps.branch)].first == i) {

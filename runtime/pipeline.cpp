@@ -203,8 +203,7 @@ void Pipeline::push_merged(BatchLease b) {
   auto result = merged_->push(b.detach());
   if (!result.dropped) return;
   BatchLease dropped = BatchLease::adopt(*result.dropped);
-  const std::size_t after = 1 + plan_.replica_gpus.size() * static_cast<std::size_t>(plan_.replica_length);
-  settle(after, dropped->frames, FrameFate::dropped,
+  settle(plan_.after_replicas(), dropped->frames, FrameFate::dropped,
          !result.accepted ? "queue after the replicas closed"
                           : "queue after the replicas full (leaky: " + std::string(to_string(merged_->policy())) + ")");
 }

@@ -74,6 +74,8 @@ struct PipelinePlan {
   std::shared_ptr<PipelineShared> shared = std::make_shared<PipelineShared>();  // what the stages were given
 
   std::size_t pool_bytes(MemoryKind kind) const;
+  // With replicas: the index of the first stage after them (the one the merge feeds).
+  std::size_t after_replicas() const { return 1 + replica_gpus.size() * static_cast<std::size_t>(replica_length); }
 };
 
 class Pipeline {
