@@ -16,9 +16,12 @@ list(APPEND SLUICE_NN_SOURCES
   nn/passes/linear.cpp
   nn/passes/fuse_attention.cpp
   nn/passes/fuse_attention_parts.cpp
+  nn/passes/patchify.cpp
+  nn/passes/collapse_moves.cpp
   nn/passes/prune.cpp
   nn/passes/graph_queries.cpp)
 list(APPEND SLUICE_NN_TEST_SOURCES
   tests/nn/test_onnx_loader.cpp
   tests/nn/test_passes.cpp
+  tests/nn/test_move_passes.cpp
   tests/nn/test_npy.cpp)

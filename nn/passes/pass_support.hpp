@@ -31,6 +31,8 @@ inline constexpr std::int64_t kMaxFoldWork = std::int64_t{1} << 30;
 void check_value_shape(const Graph& g, const Node& n, const std::string& value, const Shape& shape);
 std::vector<Tensor> evaluate(const Node& canonical, const Graph& g);     // fold_constants.cpp: all inputs constant
 void fold_batchnorm(Graph& g);                                           // fold_batchnorm.cpp
+void patchify(Graph& g);                                                 // patchify.cpp
+void collapse_moves(Graph& g);                                           // collapse_moves.cpp
 void fuse_attention(Graph& g);                                           // fuse_attention.cpp
 void fuse_attention_parts(Graph& g);                                     // fuse_attention_parts.cpp
 void fuse_gelu(Graph& g);                                                // fuse_gelu.cpp

@@ -15,6 +15,8 @@ Graph prepare(const Graph& model, std::int64_t batch) {
   passes::fuse_attention(g);
   passes::fuse_attention_parts(g);
   passes::fold_batchnorm(g);
+  passes::patchify(g);
+  passes::collapse_moves(g);
   passes::make_linear(g);
   passes::fuse_epilogues(g);
   passes::prune(g);

@@ -1521,7 +1521,8 @@ TEST_CASE("DepthToSpace SpaceToDepth Tile and InstanceNormalization become ops t
     m.node("Tile", {"x", "repeats"}, {"y"});
     const Graph g = prepared(m, 2);
     check_prepared_form(g);
-    REQUIRE(ops_of(g) == std::vector<std::string>{"Reshape", "Mul", "Reshape", "Reshape", "Mul", "Reshape"});
+    // (the Reshape after the first Mul and the one before the second are one: collapse_moves.cpp)
+    REQUIRE(ops_of(g) == std::vector<std::string>{"Reshape", "Mul", "Reshape", "Mul", "Reshape"});
     for (const auto& n : g.nodes) CHECK(g.shapes.at(n.outputs[0]).size() <= 6);
     CHECK(g.shapes.at("y") == Shape{2, 6, 8, 10});
   }
