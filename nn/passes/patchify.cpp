@@ -4,7 +4,9 @@
 //   -> Linear (W as [C*kh*kw, O], the bias) -> Reshape [N, H/kh, W/kw, O] -> Transpose [N, O, H/kh, W/kw]
 // one copy of the input and one GEMM instead of a convolution over 3 channels, which cuDNN runs far below the
 // tensor cores' speed (0.49 ms for ViT-B/16's at f16 batch 64 on an H200). The Transpose back to NCHW usually
-// cancels against the model's own flatten + transpose to tokens (collapse_moves.cpp).
+// cancels against the model's own flatten + transpose to tokens (collapse_moves.cpp). When the Conv's input is
+// channels-last data turned NCHW by a Transpose (ConvNeXt's and Swin's downsampling after a LayerNorm over C),
+// each patch is gathered as [kh, kw, C] instead, so that the one move collapse_moves leaves copies whole rows of C.
 #include "nn/passes/pass_support.hpp"
 
 namespace sluice::nn::passes {
@@ -28,7 +30,10 @@ bool tiles_its_input(const Graph& g, const Node& conv) {
 
 class Patchify {
  public:
-  explicit Patchify(Graph& g) : g_(g) {}
+  explicit Patchify(Graph& g) : g_(g) {
+    for (const Node& n : g_.nodes)
+      if (n.op == Op::Transpose && n.attrs.ints("perm") == std::vector<std::int64_t>{0, 3, 1, 2}) from_channels_last_.insert(n.outputs.at(0));
+  }
 
   void run() {
     std::vector<Node> out;
@@ -67,15 +72,20 @@ class Patchify {
       nodes.back().attrs.values["perm"] = std::move(perm);
       return v;
     };
+    const bool channels_last = from_channels_last_.count(conv.inputs[0]) != 0;
     const std::string split = reshape("split", conv.inputs[0], {n, c, h, kh, wd, kw});
-    const std::string gathered = transpose("gather", split, {0, 2, 4, 1, 3, 5}, {n, h, wd, c, kh, kw});
+    const std::string gathered = channels_last ? transpose("gather", split, {0, 2, 4, 3, 5, 1}, {n, h, wd, kh, kw, c})
+                                               : transpose("gather", split, {0, 2, 4, 1, 3, 5}, {n, h, wd, c, kh, kw});
     const std::string patches = reshape("patches", gathered, {n, h * wd, k});
-    Tensor weights;  // [O, C, kh, kw] -> [C*kh*kw, O]
+    Tensor weights;  // [O, C, kh, kw] -> [C*kh*kw, O], or [kh*kw*C, O] for channels-last patches
     weights.shape = {k, o};
     weights.f32.resize(static_cast<std::size_t>(k * o));
-    for (std::int64_t r = 0; r < k; ++r)
-      for (std::int64_t j = 0; j < o; ++j)
-        weights.f32[static_cast<std::size_t>(r * o + j)] = w.f32[static_cast<std::size_t>(j * k + r)];
+    for (std::int64_t ch = 0; ch < c; ++ch)
+      for (std::int64_t u = 0; u < kh * kw; ++u) {
+        const std::int64_t row = channels_last ? u * c + ch : ch * kh * kw + u;
+        for (std::int64_t j = 0; j < o; ++j)
+          weights.f32[static_cast<std::size_t>(row * o + j)] = w.f32[static_cast<std::size_t>(j * k + ch * kh * kw + u)];
+      }
     const std::string bias = conv.inputs.size() > 2 ? conv.inputs[2] : "";
     const std::string product = add(Op::Linear, "product", {patches, add_constant(g_, conv.name, "patch_weights", std::move(weights)), bias, ""},
                                     {n, h * wd, o});
@@ -88,6 +98,7 @@ class Patchify {
   }
 
   Graph& g_;
+  std::set<std::string> from_channels_last_;  // outputs of Transposes NHWC -> NCHW
 };
 
 }  // namespace

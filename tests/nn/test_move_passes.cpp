@@ -81,6 +81,36 @@ TEST_CASE("a Conv whose kernel tiles its input becomes a product of its patches"
   for (std::size_t i = 0; i < got.size(); ++i) CHECK(std::fabs(got[i] - want[i]) <= 1e-5f);
 }
 
+TEST_CASE("a tiling Conv on channels-last data turned NCHW gathers patches channels-last", "[nn][passes][patchify]") {
+  // ConvNeXt's downsampling: LayerNorm over C of [N, H, W, C], Transpose to NCHW, Conv 2x2 stride 2.
+  ModelBuilder m(13);
+  const Shape hwc{2, 6, 4, 5};
+  m.input("x", hwc).output("y");
+  m.weights("w", {3, 5, 2, 2}, random_values(3 * 5 * 2 * 2, 7));
+  m.weights("b", {3}, random_values(3, 8));
+  m.node("Relu", {"x"}, {"r"});
+  test::set_ints(m.node("Transpose", {"r"}, {"nchw"}), "perm", {0, 3, 1, 2});
+  auto& conv = m.node("Conv", {"nchw", "w", "b"}, {"y"});
+  test::set_ints(conv, "strides", {2, 2});
+  const Graph g = prepare(m.load(), 2);
+  CHECK(count_op(g, Op::Conv) == 0);
+  REQUIRE(count_op(g, Op::Transpose) == 2);  // the patches' one move, and the way back to NCHW
+  const auto move = std::find_if(g.nodes.begin(), g.nodes.end(), [](const Node& n) { return n.op == Op::Transpose; });
+  const Ints perm = move->attrs.ints("perm");
+  CHECK(perm.back() == static_cast<std::int64_t>(perm.size()) - 1);  // C stays innermost: rows of C move whole
+  const auto x = random_values(static_cast<std::size_t>(element_count(hwc)), 9);
+  std::vector<float> got(2 * 3 * 3 * 2);
+  CpuEngine(g).run({x.data()}, {got.data()});
+  std::vector<float> nchw(x.size());
+  for (std::int64_t i = 0; i < 2; ++i)
+    for (std::int64_t y = 0; y < 6; ++y)
+      for (std::int64_t q = 0; q < 4; ++q)
+        for (std::int64_t c = 0; c < 5; ++c)
+          nchw[static_cast<std::size_t>(((i * 5 + c) * 6 + y) * 4 + q)] = std::max(0.f, x[static_cast<std::size_t>(((i * 6 + y) * 4 + q) * 5 + c)]);
+  const auto want = patch_conv(nchw, {2, 5, 6, 4}, random_values(3 * 5 * 2 * 2, 7), {3, 5, 2, 2}, random_values(3, 8));
+  for (std::size_t i = 0; i < got.size(); ++i) CHECK(std::fabs(got[i] - want[i]) <= 1e-5f);
+}
+
 TEST_CASE("a Conv that does not tile its input stays a Conv", "[nn][passes][patchify]") {
   struct Case {
     const char* what;
