@@ -18,6 +18,7 @@ list(APPEND SLUICE_NN_SOURCES
   nn/passes/fuse_attention_parts.cpp
   nn/passes/patchify.cpp
   nn/passes/collapse_moves.cpp
+  nn/passes/sink_reshapes.cpp
   nn/passes/prune.cpp
   nn/passes/graph_queries.cpp)
 list(APPEND SLUICE_NN_TEST_SOURCES

@@ -11,7 +11,8 @@
 //   5. folds BatchNormalization into the Conv before it; a Conv whose kernel tiles its input becomes a product of
 //      its patches (patchify.cpp); chains of Reshape/Transpose collapse to one move (collapse_moves.cpp);
 //      products by a constant matrix become Linear;
-//   6. fuses into Conv and Linear the bias Add, scale Mul, residual Add and activation that follow them;
+//   6. fuses into Conv and Linear the bias Add, scale Mul, residual Add (also one behind a Reshape:
+//      sink_reshapes.cpp) and activation that follow them;
 //   7. removes dead nodes and unused constants.
 // Graph input and output names never change. Errors are ModelError naming the file, the node and the fault.
 #include <cstdint>

@@ -37,6 +37,7 @@ void fuse_attention(Graph& g);                                           // fuse
 void fuse_attention_parts(Graph& g);                                     // fuse_attention_parts.cpp
 void fuse_gelu(Graph& g);                                                // fuse_gelu.cpp
 void make_linear(Graph& g);                                              // linear.cpp
+void sink_reshapes(Graph& g);                                            // sink_reshapes.cpp
 void fuse_epilogues(Graph& g);                                           // fuse.cpp
 void prune(Graph& g);                                                    // prune.cpp
 

@@ -18,6 +18,7 @@ Graph prepare(const Graph& model, std::int64_t batch) {
   passes::patchify(g);
   passes::collapse_moves(g);
   passes::make_linear(g);
+  passes::sink_reshapes(g);
   passes::fuse_epilogues(g);
   passes::prune(g);
   return g;

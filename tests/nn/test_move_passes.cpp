@@ -209,3 +209,30 @@ TEST_CASE("random chains of Reshape and Transpose compute what they did before c
   }
   CHECK(collapsed > 50);
 }
+
+TEST_CASE("a skip connection behind a Reshape joins the product as its residual", "[nn][passes][sink_reshapes]") {
+  // A transformer's out-projection on rows [B*S, E], reshaped back to [B, S, E], plus the skip connection.
+  const auto model = [](bool block) {
+    ModelBuilder m(13);
+    m.input("x", {2, 3, 4}).output("y").ints("rows", {6, 4}).ints("back", {2, 3, 4});
+    m.weights("w", {4, 4}, random_values(16, 5));
+    m.node("Relu", {"x"}, {"skip"});
+    m.node("Reshape", {"x", "rows"}, {"r"});
+    m.node("MatMul", {"r", "w"}, {"p"});
+    m.node("Reshape", {"p", "back"}, {"pb"});
+    m.node("Add", {"skip", "pb"}, {"y"});
+    if (block) m.output("pb");  // read elsewhere: stays as written
+    return prepare(m.load(), 2);
+  };
+  const Graph g = model(false), kept = model(true);
+  CHECK(count_op(g, Op::Add) == 0);
+  REQUIRE(count_op(g, Op::Linear) == 1);
+  const auto linear = std::find_if(g.nodes.begin(), g.nodes.end(), [](const Node& n) { return n.op == Op::Linear; });
+  CHECK_FALSE(linear->inputs[3].empty());
+  CHECK(count_op(kept, Op::Add) == 1);
+  const auto x = random_values(24, 6);
+  std::vector<float> got(24), want(24), pb(24);
+  CpuEngine(g).run({x.data()}, {got.data()});
+  CpuEngine(kept).run({x.data()}, {want.data(), pb.data()});
+  for (std::size_t i = 0; i < got.size(); ++i) CHECK(std::fabs(got[i] - want[i]) <= 1e-6f);
+}
