@@ -362,6 +362,21 @@ TEST_CASE("CUDA data movement matches the CPU", "[nn][nn_cuda][copy]") {
         .attr("steps", std::vector<std::int64_t>{1, 2, -3, 1});
     check_all_precisions(b.g);
   }
+  {  // Swin's window partition (a 6-D Transpose keeping the last dim) and a sequence-first swap
+    OneNode b("Transpose", "6-D window partition");
+    b.input("x", {2, 3, 7, 2, 7, 16}).output("y", {2, 3, 2, 7, 7, 16})
+        .attr("perm", std::vector<std::int64_t>{0, 1, 3, 2, 4, 5});
+    check_all_precisions(b.g);
+    OneNode c("Transpose", "3-D sequence first");
+    c.input("x", {2, 9, 32}).output("y", {9, 2, 32}).attr("perm", std::vector<std::int64_t>{1, 0, 2});
+    check_all_precisions(c.g);
+  }
+  for (const std::string mode : {"constant", "reflect", "edge"}) {  // the last dim not padded: packs
+    OneNode b("Pad", mode + " not the last dim");
+    b.input("x", {2, 5, 6, 16}).output("y", {2, 8, 9, 16})
+        .attr("pads", std::vector<std::int64_t>{0, 1, 0, 0, 0, 2, 3, 0}).attr("mode", mode).attr("value", 0.5f);
+    check_all_precisions(b.g);
+  }
   for (const std::string mode : {"constant", "reflect", "edge"}) {
     OneNode b("Pad", mode);
     b.input("x", {2, 3, 5, 6}).output("y", {2, 3, 8, 8})
@@ -550,7 +565,12 @@ TEST_CASE("CUDA LayerNormalization matches the CPU", "[nn][nn_cuda][layer_norm]"
   };
   const std::vector<Case> cases = {{{2, 197, 64}, 2, {64}, true},          {{2, 7, 7, 96}, 3, {96}, true},
                                    {{2, 16, 5, 5}, 1, {16, 5, 5}, true},   {{2, 16, 5, 5}, 2, {1, 5}, false},
-                                   {{4, 33}, 1, {33}, true},               {{2, 3, 4, 5, 6}, 3, {5, 6}, true}};
+                                   {{4, 33}, 1, {33}, true},               {{2, 3, 4, 5, 6}, 3, {5, 6}, true},
+                                   // rows of whole 16-byte packs held in registers by groups of lanes, and odd ones
+                                   {{2, 7, 96}, 2, {96}, false},           {{3, 5, 192}, 2, {192}, true},
+                                   {{2, 9, 384}, 2, {384}, true},          {{2, 5, 768}, 2, {768}, true},
+                                   {{3, 1024}, 1, {1024}, true},           {{2, 3, 100}, 2, {100}, true},
+                                   {{2, 4, 6, 16}, 2, {6, 16}, true}};
   for (const auto& c : cases) {
     OneNode b("LayerNormalization", to_string(c.x) + " axis " + std::to_string(c.axis));
     b.input("x", c.x).constant("scale", c.scale, 11);
