@@ -1,8 +1,9 @@
 // Reductions and LayerNormalization over the rows of a RowSpace, accumulated in f32 whatever the element type.
 // A row whose elements are contiguous (stride 1 in x, and in y for LayerNormalization) gets one warp, reading
 // coalesced and combining with shuffles (LayerNormalization of rows of whole aligned 16-byte packs, up to 256
-// packs: a group of lanes a row, the row held in registers: layer_norm_pack_rows_kernel); any other row one thread, the rows ordered so that neighbouring threads
-// read neighbouring addresses (a mean over H and W of NHWC data: threads along C).
+// packs: a group of lanes a row, the row held in registers, layer_norm_pack_rows_kernel); any other row one
+// thread, the rows ordered so that neighbouring threads read neighbouring addresses (a mean over H and W of NHWC
+// data: threads along C).
 #include "nn/cuda/kernel_util.cuh"
 
 namespace sluice::nn::cuda {
@@ -168,7 +169,8 @@ __global__ void __launch_bounds__(kBlock) layer_norm_pack_rows_kernel(T* y, cons
 #pragma unroll
       for (int i = 0; i < V; i += 4) {
         const float4 a = __ldg(reinterpret_cast<const float4*>(scale + p * V + i));
-        const float4 b = bias ? __ldg(reinterpret_cast<const float4*>(bias + p * V + i)) : make_float4(0.f, 0.f, 0.f, 0.f);
+        const float4 b =
+            bias ? __ldg(reinterpret_cast<const float4*>(bias + p * V + i)) : make_float4(0.f, 0.f, 0.f, 0.f);
         sc[i] = a.x, sc[i + 1] = a.y, sc[i + 2] = a.z, sc[i + 3] = a.w;
         bi[i] = b.x, bi[i + 1] = b.y, bi[i + 2] = b.z, bi[i + 3] = b.w;
       }
@@ -211,8 +213,8 @@ RowSpace merged_rows(const RowSpace& s) {
 }
 
 template <typename T, int G, int N>
-void launch_layer_norm_packs(T* y, const T* x, const RowSpace& s, std::int64_t rows, std::int64_t len, const float* scale,
-                             const float* bias, float epsilon, cudaStream_t stream) {
+void launch_layer_norm_packs(T* y, const T* x, const RowSpace& s, std::int64_t rows, std::int64_t len,
+                             const float* scale, const float* bias, float epsilon, cudaStream_t stream) {
   layer_norm_pack_rows_kernel<T, G, N><<<grid_for(rows * G), kBlock, 0, stream>>>(
       y, x, merged_rows(s), rows, static_cast<int>(len), scale, bias, epsilon);
 }
