@@ -424,6 +424,22 @@ TEST_CASE("CUDA LayerNormalization Pad and Transpose kernels timed at ViT-B/16 a
     time("Transpose [64,197,768] perm (1,0,2)", 2 * 2 * 64 * 197 * 768,
          [&] { remap_copy(type, b.get(), dst, type, a.get(), src, stream.get()); });
   }
+  {  // torch.roll by 3 along H as exported (Slice, Slice, Concat), the Concat reading both Slices in place
+    const std::int64_t shape[] = {64, 56, 56, 96}, stride[] = {56 * 56 * 96, 56 * 96, 96, 1};
+    View tail, head, to_tail, to_head;
+    for (View* v : {&tail, &head, &to_tail, &to_head}) {
+      v->rank = 4;
+      for (int d = 0; d < 4; ++d) v->shape[d] = shape[d], v->stride[d] = stride[d];
+    }
+    tail.shape[1] = to_tail.shape[1] = 53;
+    head.shape[1] = to_head.shape[1] = 3;
+    tail.offset = 3 * stride[1];
+    to_head.offset = 53 * stride[1];
+    time("Roll [64,56,56,96] by 3 along H (Concat of two Slices in place)", 2 * 2 * 64 * 56 * 56 * 96, [&] {
+      remap_copy(type, b.get(), to_tail, type, a.get(), tail, stream.get());
+      remap_copy(type, b.get(), to_head, type, a.get(), head, stream.get());
+    });
+  }
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
 }
