@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <list>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -196,6 +197,36 @@ void CudaEngine::State::build() {
     const int x_id = values.id(x), y_id = values.id(y);
     const int root = values.slot(x_id).alias_of >= 0 ? values.slot(x_id).alias_of : x_id;
     values.slot(y_id).alias_of = root;
+  }
+  // A Slice whose output only a Concat reads (Swin's torch.roll: two Slices of one value, concatenated): the
+  // Concat reads that window of the Slice's input in place and the Slice does nothing, one pass instead of two.
+  // The output shares the input's block like a Reshape's (the block then lives to the Concat) and has no bytes.
+  std::map<std::string, int> reads;
+  std::set<std::string> read_by_concat;
+  for (const auto& node : graph.nodes)
+    for (const auto& in : node.inputs) {
+      if (in.empty()) continue;
+      ++reads[in];
+      if (node.op == Op::Concat) read_by_concat.insert(in);
+    }
+  for (const auto& node : graph.nodes) {
+    if (node.op != Op::Slice || node.inputs.empty() || node.outputs.size() != 1) continue;
+    const std::string &x = node.inputs[0], &y = node.outputs[0];
+    if (reads[y] != 1 || !read_by_concat.count(y)) continue;
+    if (graph.is_constant(x) || bound.count(x) || bound.count(y) || nhwc.count(x) || nhwc.count(y)) continue;
+    const int x_id = values.id(x), y_id = values.id(y);
+    const Shape &xs = values.slot(x_id).shape, &ys = values.slot(y_id).shape;
+    const auto starts = node.attrs.ints("starts"), steps = node.attrs.ints("steps");
+    if (starts.size() != xs.size() || steps.size() != xs.size() || ys.size() != xs.size() || xs.size() > kMaxRank ||
+        values.slot(x_id).window_of >= 0)
+      continue;
+    if (values.slot(x_id).batched && (starts[0] != 0 || steps[0] != 1 || ys[0] != xs[0])) continue;  // partial runs
+    const int root = values.slot(x_id).alias_of >= 0 ? values.slot(x_id).alias_of : x_id;
+    ValueSlot& w = values.slot(y_id);
+    w.alias_of = root;
+    w.window_of = x_id;
+    w.window_starts = starts;
+    w.window_steps = steps;
   }
   std::vector<int> block_of(values.size(), -1);
   for (std::size_t b = 0; b < block_value.size(); ++b) {

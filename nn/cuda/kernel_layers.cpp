@@ -402,6 +402,7 @@ class PiecesLayer : public Layer {
       if (starts_.size() != rank || steps_.size() != rank)
         throw ModelError(fail(ctx, node, "starts and steps need one value per dimension"));
       pieces_.push_back({ctx.values.id(node.outputs.at(0)), 0});
+      in_place_ = values_.slot(pieces_[0].id).window_of >= 0;  // its Concat reads the window itself (engine.cpp)
     }
     if (values_.slot(whole_).shape.size() > kMaxRank) throw ModelError(fail(ctx, node, "more than 6 dimensions"));
     const Shape& ws = values_.slot(whole_).shape;
@@ -414,6 +415,7 @@ class PiecesLayer : public Layer {
   std::string partial_batch_problem() const override { return batch_problem_; }
 
   void run(const RunContext& ctx) override {
+    if (in_place_) return;
     const View whole = values_.view(whole_, ctx.count);
     for (const auto& piece : pieces_) {
       View part = values_.view(piece.id, ctx.count), in_whole = whole;
@@ -435,7 +437,9 @@ class PiecesLayer : public Layer {
       }
     }
   }
-  std::string kernel() const override { return "remap copy x" + std::to_string(pieces_.size()); }
+  std::string kernel() const override {
+    return in_place_ ? "none (its Concat reads the window in place)" : "remap copy x" + std::to_string(pieces_.size());
+  }
 
  private:
   struct Piece {
@@ -445,7 +449,7 @@ class PiecesLayer : public Layer {
   const ValueTable& values_;
   int whole_ = -1;
   std::int64_t axis_ = 0;
-  bool into_whole_ = false;
+  bool into_whole_ = false, in_place_ = false;
   std::vector<Piece> pieces_;
   std::vector<std::int64_t> starts_, steps_;
   std::string batch_problem_;

@@ -61,6 +61,19 @@ void dispatch_float_type(DType type, F&& f) {
   throw std::invalid_argument("nn/cuda: kernels take f32, f16 or bf16 data");
 }
 
+// Division of a non-negative 32-bit index below 2^31 by a divisor fixed at launch (a shape's extent, below 2^31):
+// a multiply-high, an add and a shift instead of the dozens of instructions of an integer division
+// (the round-up method of Granlund and Montgomery; (t + n) cannot overflow while n < 2^31).
+struct FastDiv {
+  std::uint32_t divisor = 1, magic = 1, shift = 0;
+  FastDiv() = default;
+  explicit FastDiv(std::uint32_t d) : divisor(d) {
+    while (shift < 31 && (std::uint32_t{1} << shift) < d) ++shift;
+    magic = static_cast<std::uint32_t>(((std::uint64_t{1} << 32) * ((std::uint64_t{1} << shift) - d)) / d + 1);
+  }
+  __device__ __forceinline__ std::uint32_t div(std::uint32_t n) const { return (__umulhi(n, magic) + n) >> shift; }
+};
+
 // Index decomposition of a row-major shape, dot with strides.
 __device__ __forceinline__ std::int64_t offset_of(std::int64_t linear, int rank, const std::int64_t* shape,
                                                   const std::int64_t* stride) {

@@ -29,6 +29,10 @@ struct ValueSlot {
   bool nhwc = false;     // 4-D activations are NHWC in memory; everything else is row-major in ONNX order
   bool batched = false;  // dim 0 is the batch: it shrinks to `count` in partial runs
   int alias_of = -1;     // a Reshape's output that shares its input's memory (the id of that input), see engine.cpp
+  // A Slice's output that its only reader, a Concat, reads in place (engine.cpp): the sliced value's id, and the
+  // Slice's starts and steps; alias_of is that value's memory root, and view() gives the window of that value.
+  int window_of = -1;
+  std::vector<std::int64_t> window_starts, window_steps;
   std::size_t bytes = 0;
   void* base = nullptr;  // the arena slot or the constant's upload
 };

@@ -25,5 +25,6 @@ list(APPEND SLUICE_NN_GPU_TEST_SOURCES
   tests/gpu/test_nn_ops_gpu.cpp
   tests/gpu/test_attention_gpu.cpp
   tests/gpu/test_depthwise_kernel_gpu.cpp
+  tests/gpu/test_copy_kernels_gpu.cpp
   tests/gpu/test_nn_engine_gpu.cpp
 )

@@ -91,6 +91,15 @@ std::vector<std::int64_t> ValueTable::strides(int id, const Shape& shape) const 
 
 View ValueTable::view(int id, int count) const {
   const Shape s = shape_at(id, count);
+  if (const ValueSlot& w = slot(id); w.window_of >= 0) {  // a window of another value (a Slice read in place)
+    View v = view(w.window_of, count);
+    for (int d = 0; d < v.rank; ++d) {
+      v.offset += w.window_starts[static_cast<std::size_t>(d)] * v.stride[d];
+      v.stride[d] *= w.window_steps[static_cast<std::size_t>(d)];
+      v.shape[d] = s[static_cast<std::size_t>(d)];
+    }
+    return v;
+  }
   const auto st = strides(id, s);
   View v;
   v.rank = static_cast<int>(s.size());

@@ -362,11 +362,96 @@ TEST_CASE("CUDA data movement matches the CPU", "[nn][nn_cuda][copy]") {
         .attr("steps", std::vector<std::int64_t>{1, 2, -3, 1});
     check_all_precisions(b.g);
   }
+  {  // Swin's window partition (a 6-D Transpose keeping the last dim) and a sequence-first swap
+    OneNode b("Transpose", "6-D window partition");
+    b.input("x", {2, 3, 7, 2, 7, 16}).output("y", {2, 3, 2, 7, 7, 16})
+        .attr("perm", std::vector<std::int64_t>{0, 1, 3, 2, 4, 5});
+    check_all_precisions(b.g);
+    OneNode c("Transpose", "3-D sequence first");
+    c.input("x", {2, 9, 32}).output("y", {9, 2, 32}).attr("perm", std::vector<std::int64_t>{1, 0, 2});
+    check_all_precisions(c.g);
+  }
+  for (const std::string mode : {"constant", "reflect", "edge"}) {  // the last dim not padded: packs
+    OneNode b("Pad", mode + " not the last dim");
+    b.input("x", {2, 5, 6, 16}).output("y", {2, 8, 9, 16})
+        .attr("pads", std::vector<std::int64_t>{0, 1, 0, 0, 0, 2, 3, 0}).attr("mode", mode).attr("value", 0.5f);
+    check_all_precisions(b.g);
+  }
   for (const std::string mode : {"constant", "reflect", "edge"}) {
     OneNode b("Pad", mode);
     b.input("x", {2, 3, 5, 6}).output("y", {2, 3, 8, 8})
         .attr("pads", std::vector<std::int64_t>{0, 0, 1, 2, 0, 0, 2, 0}).attr("mode", mode).attr("value", 0.5f);
     check_all_precisions(b.g);
+  }
+}
+
+namespace {
+
+// A prepared graph of Slices and Concats by hand: `slices` are {input, output, output shape, starts, steps},
+// `concats` {inputs, output, output shape, axis}; `outputs` the graph's outputs.
+struct SliceConcatGraph {
+  Graph g;
+  SliceConcatGraph(const std::string& what, const Shape& x) {
+    g.source = "test:" + what;
+    g.opset = 17;
+    g.inputs.push_back({"x", x, ElementType::f32});
+    g.shapes["x"] = x;
+  }
+  SliceConcatGraph& slice(const std::string& in, const std::string& out, const Shape& shape,
+                          std::vector<std::int64_t> starts, std::vector<std::int64_t> steps) {
+    Node n{out + "_slice", Op::Slice, {in}, {out}, {}};
+    std::vector<std::int64_t> ends(starts.size());
+    for (std::size_t d = 0; d < starts.size(); ++d) ends[d] = starts[d] + shape[d] * steps[d];
+    n.attrs.values["starts"] = starts;
+    n.attrs.values["ends"] = ends;
+    n.attrs.values["steps"] = steps;
+    g.nodes.push_back(n);
+    g.shapes[out] = shape;
+    return *this;
+  }
+  SliceConcatGraph& concat(std::vector<std::string> ins, const std::string& out, const Shape& shape, std::int64_t axis) {
+    Node n{out + "_concat", Op::Concat, ins, {out}, {}};
+    n.attrs.values["axis"] = axis;
+    g.nodes.push_back(n);
+    g.shapes[out] = shape;
+    return *this;
+  }
+  SliceConcatGraph& output(const std::string& name) {
+    g.outputs.push_back({name, g.shapes.at(name), ElementType::f32});
+    return *this;
+  }
+};
+
+}  // namespace
+
+// A Slice whose only reader is a Concat is read in place by it (the engine makes its output a window of its
+// input); a Slice with another reader (here: a graph output) still copies.
+TEST_CASE("CUDA Concat of Slices matches the CPU read in place or not", "[nn][nn_cuda][copy]") {
+  {  // Swin's torch.roll by 3 along H then W, as exported
+    SliceConcatGraph r("roll", {2, 7, 7, 16});
+    r.slice("x", "a", {2, 4, 7, 16}, {0, 3, 0, 0}, {1, 1, 1, 1}).slice("x", "b", {2, 3, 7, 16}, {0, 0, 0, 0}, {1, 1, 1, 1})
+        .concat({"a", "b"}, "h", {2, 7, 7, 16}, 1)
+        .slice("h", "c", {2, 7, 4, 16}, {0, 0, 3, 0}, {1, 1, 1, 1}).slice("h", "d", {2, 7, 3, 16}, {0, 0, 0, 0}, {1, 1, 1, 1})
+        .concat({"c", "d"}, "y", {2, 7, 7, 16}, 2)
+        .output("y");
+    check_all_precisions(r.g);
+    CudaEngine engine(r.g, CudaEngineOptions{});
+    CHECK(engine.describe().find("reads the window in place") != std::string::npos);
+  }
+  {  // the same with the first Slice's output also a graph output: that one copies
+    SliceConcatGraph r("roll with a slice read twice", {2, 7, 5, 12});
+    r.slice("x", "a", {2, 4, 5, 12}, {0, 3, 0, 0}, {1, 1, 1, 1}).slice("x", "b", {2, 3, 5, 12}, {0, 0, 0, 0}, {1, 1, 1, 1})
+        .concat({"a", "b"}, "y", {2, 7, 5, 12}, 1)
+        .output("y").output("a");
+    check_all_precisions(r.g);
+  }
+  {  // YOLOv5's Focus: four strided Slices along H and W, concatenated along C; and reversed steps
+    SliceConcatGraph r("focus", {2, 3, 6, 8});
+    r.slice("x", "p", {2, 3, 3, 4}, {0, 0, 0, 0}, {1, 1, 2, 2}).slice("x", "q", {2, 3, 3, 4}, {0, 0, 1, 0}, {1, 1, 2, 2})
+        .slice("x", "s", {2, 3, 3, 4}, {0, 0, 0, 1}, {1, 1, 2, 2}).slice("x", "t", {2, 3, 3, 4}, {0, 2, 5, 7}, {1, -1, -2, -2})
+        .concat({"p", "q", "s", "t"}, "y", {2, 12, 3, 4}, 1)
+        .output("y");
+    check_all_precisions(r.g);
   }
 }
 
@@ -550,7 +635,12 @@ TEST_CASE("CUDA LayerNormalization matches the CPU", "[nn][nn_cuda][layer_norm]"
   };
   const std::vector<Case> cases = {{{2, 197, 64}, 2, {64}, true},          {{2, 7, 7, 96}, 3, {96}, true},
                                    {{2, 16, 5, 5}, 1, {16, 5, 5}, true},   {{2, 16, 5, 5}, 2, {1, 5}, false},
-                                   {{4, 33}, 1, {33}, true},               {{2, 3, 4, 5, 6}, 3, {5, 6}, true}};
+                                   {{4, 33}, 1, {33}, true},               {{2, 3, 4, 5, 6}, 3, {5, 6}, true},
+                                   // rows of whole 16-byte packs held in registers by groups of lanes, and odd ones
+                                   {{2, 7, 96}, 2, {96}, false},           {{3, 5, 192}, 2, {192}, true},
+                                   {{2, 9, 384}, 2, {384}, true},          {{2, 5, 768}, 2, {768}, true},
+                                   {{3, 1024}, 1, {1024}, true},           {{2, 3, 100}, 2, {100}, true},
+                                   {{2, 4, 6, 16}, 2, {6, 16}, true}};
   for (const auto& c : cases) {
     OneNode b("LayerNormalization", to_string(c.x) + " axis " + std::to_string(c.axis));
     b.input("x", c.x).constant("scale", c.scale, 11);
