@@ -975,7 +975,7 @@ TEST_CASE("attention on sequence-first tensors split into heads reads and writes
   CHECK(count_op(g, "Transpose") == 0);
   REQUIRE(count_op(g, "Attention") == 1);
   const Node& a = *std::find_if(g.nodes.begin(), g.nodes.end(), [](const Node& n) { return n.op == Op::Attention; });
-  CHECK(a.attrs.ints("seq_first") == std::vector<std::int64_t>{1, 1, 1, 1});
+  CHECK(a.attrs.ints("seq_axis") == Ints{0, 0, 0, 0});  // every operand sequence-first
   CHECK(g.shape_of(a.inputs[0]) == Shape{5, 2, 3, 8});  // the held Q, reshaped to heads in place
   CHECK(a.outputs[0] == "y");
   CHECK(a.attrs.f("scale", 0.f) == Approx(0.5f));
@@ -1010,8 +1010,8 @@ TEST_CASE("attention on sequence-first tensors reads and writes them in place", 
     check_prepared_form(g);
     REQUIRE(count_op(g, "Attention") == 1);
     const Node& a = *std::find_if(g.nodes.begin(), g.nodes.end(), [](const Node& n) { return n.op == Op::Attention; });
-    const std::vector<std::int64_t> want_flags = {q_also_read ? 0 : 1, 1, 1, 1};
-    CHECK(a.attrs.ints("seq_first") == want_flags);
+    const Ints want_axes = {q_also_read ? 1 : 0, 0, 0, 0};  // Q batch-first when its Transpose stays
+    CHECK(a.attrs.ints("seq_axis") == want_axes);
     CHECK(a.inputs[1] == "k");
     CHECK(a.inputs[2] == "v");
     CHECK(a.outputs[0] == "y");
