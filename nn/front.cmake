@@ -16,6 +16,7 @@ list(APPEND SLUICE_NN_SOURCES
   nn/passes/linear.cpp
   nn/passes/fuse_attention.cpp
   nn/passes/fuse_attention_parts.cpp
+  nn/passes/attention_layout.cpp
   nn/passes/prune.cpp
   nn/passes/graph_queries.cpp)
 list(APPEND SLUICE_NN_TEST_SOURCES

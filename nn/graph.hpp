@@ -143,8 +143,8 @@ struct Graph {
 //                    operand's leading dims its sequence axis sits; the logical [B.., S, d] is the held value with
 //                    that axis moved to rank - 2 (its shape in the graph is the held one). 0: sequence-first
 //                    [S, B.., d], nn.MultiheadAttention's layout; 1 of [B, S, heads, d]: heads split off the
-//                    embedding. Where the batch is then not in dim 0 (seq_axis or packed_axis 0), partial batches
-//                    are refused
+//                    embedding, read and written without a Transpose (nn/passes/attention_layout.cpp). Where the batch
+//                    is then not in dim 0 (seq_axis or packed_axis 0), partial batches are refused
 //                    attrs "packed_axis" (optional, int a) and "packed_part" (3 ints pq, pk, pv): Q, K and V are one
 //                    input X, parts of its axis a (a < rank - 2): the held Q is X[.., pq, ..] (index pq of axis a,
 //                    that axis dropped; its "seq_axis" counts the dims without it), K and V likewise; nn.MultiheadAttention's q|k|v product read in place

@@ -36,6 +36,7 @@ void fuse_attention_parts(Graph& g);                                     // fuse
 void fuse_gelu(Graph& g);                                                // fuse_gelu.cpp
 void make_linear(Graph& g);                                              // linear.cpp
 void fuse_epilogues(Graph& g);                                           // fuse.cpp
+void absorb_attention_transposes(Graph& g);                              // attention_layout.cpp
 void prune(Graph& g);                                                    // prune.cpp
 
 // ---- queries (graph_queries.cpp) ---------------------------------------------------------------------------
