@@ -113,7 +113,7 @@ struct Graph {
 //   GlobalAveragePool
 //   Reshape          one input; attr "shape": the concrete output shape (Flatten, Squeeze, Unsqueeze and
 //                    Reshape all become this; the data order does not change)
-//   Transpose        attr perm
+//   Transpose        attr perm (one that keeps the order of every dim longer than 1 is a Reshape)
 //   Gemm             inputs A, B, C ("" if absent); attrs alpha, beta, transA, transB (B computed at run time,
 //                    or C varying along rows: a product by a constant matrix is a Linear)
 //   MatMul           numpy semantics (batched, broadcast); B computed at run time or a batched constant

@@ -445,6 +445,24 @@ TEST_CASE("negative axes are normalized and Transpose gets its default perm", "[
   CHECK(g.shapes.at("t") == Shape{3, 2, 4});
 }
 
+TEST_CASE("a Transpose that moves only dims of length 1 becomes a Reshape computing the same values", "[nn][passes]") {
+  ModelBuilder m;
+  m.input("x", {1, 3, 1, 4}).output("moved_ones").output("moved_data");
+  test::set_ints(m.node("Transpose", {"x"}, {"moved_ones"}), "perm", {1, 2, 0, 3});  // [3, 1, 1, 4]
+  test::set_ints(m.node("Transpose", {"x"}, {"moved_data"}), "perm", {2, 3, 1, 0});  // [1, 4, 3, 1]
+  const Graph g = prepared(m);
+  REQUIRE(g.nodes.size() == 2);
+  CHECK(g.nodes[0].op == Op::Reshape);
+  CHECK(g.nodes[0].attrs.ints("shape") == Ints{3, 1, 1, 4});
+  CHECK(g.nodes[1].op == Op::Transpose);
+  const auto x = random_values(12, 95);
+  std::vector<float> ones(12), data(12);
+  CpuEngine(g).run({x.data()}, {ones.data(), data.data()});
+  CHECK(ones == x);
+  for (std::size_t c = 0; c < 3; ++c)
+    for (std::size_t w = 0; w < 4; ++w) CHECK(data[w * 3 + c] == x[c * 4 + w]);
+}
+
 // ---- shape inference ----------------------------------------------------------------------------------------
 
 TEST_CASE("shape inference follows the ONNX formulas", "[nn][passes]") {
