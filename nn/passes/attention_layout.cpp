@@ -14,7 +14,6 @@
 // Every value rewritten must have one reader (the node the rewrite takes) and be no graph output; a Linear with
 // a residual input is left as it is. Otherwise the graph is left as it is.
 #include <algorithm>
-#include <numeric>
 
 #include "nn/passes/pass_support.hpp"
 
@@ -69,13 +68,10 @@ class LayoutRewriter {
 
  private:
   void index() {
-    producer_.clear();
     readers_.clear();
-    for (std::size_t i = 0; i < g_.nodes.size(); ++i) {
-      for (const auto& out : g_.nodes[i].outputs) producer_[out] = i;
+    for (std::size_t i = 0; i < g_.nodes.size(); ++i)
       for (const auto& in : g_.nodes[i].inputs)
         if (!in.empty()) readers_[in].push_back(i);
-    }
   }
   // The one node reading `value` (perhaps several times), when it is no graph output.
   std::optional<std::size_t> only_reader(const std::string& value) const {
@@ -263,7 +259,6 @@ class LayoutRewriter {
   }
 
   Graph& g_;
-  std::map<std::string, std::size_t> producer_;
   std::map<std::string, std::vector<std::size_t>> readers_;
 };
 
