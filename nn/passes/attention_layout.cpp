@@ -10,7 +10,8 @@
 //     (nn.MultiheadAttention's batch_first export: [B, S, E] -> [S, B, E] -> in_proj);
 //   * out of the output projection: Y held [S, B, ..] -> Reshape [S*B, E] -> Linear -> Reshape [S, B, N] ->
 //     Transpose [B, S, N] becomes Y held [B, S, ..] -> Reshape [B, S, E] -> Linear -> [B, S, N] (the batch
-//     stays in dim 0, so the Linear can take the residual Add after it and partial batches are not refused).
+//     stays in dim 0: the Linear can take the residual Add after it, and no Reshape merges the batch, which
+//     would refuse partial batches).
 // Every value rewritten must have one reader (the node the rewrite takes) and be no graph output; a Linear with
 // a residual input is left as it is. Otherwise the graph is left as it is.
 #include <algorithm>
