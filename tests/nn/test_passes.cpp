@@ -1297,7 +1297,7 @@ TEST_CASE("a Swin block's Transposes around attention become operand layouts com
   CHECK(rewritten_vs_reference([](const auto& outs) { return swin_block(outs); }, {"qkv_t", "o_t"}) <= 1e-5f);
 }
 
-TEST_CASE("Transposes around attention stay when read elsewhere, graph outputs or moving other axes", "[nn][passes][attention]") {
+TEST_CASE("Transposes around attention stay when read elsewhere or graph outputs or moving other axes", "[nn][passes][attention]") {
   SECTION("the ViT input Transpose also read: it stays, the output side is still rewritten") {
     const Graph g = prepare(vit_block({"xs"}).load(), 2);
     check_prepared_form(g);
