@@ -19,6 +19,7 @@ list(APPEND SLUICE_NN_SOURCES
   nn/passes/patchify.cpp
   nn/passes/collapse_moves.cpp
   nn/passes/sink_reshapes.cpp
+  nn/passes/attention_layout.cpp
   nn/passes/prune.cpp
   nn/passes/graph_queries.cpp)
 list(APPEND SLUICE_NN_TEST_SOURCES

@@ -113,7 +113,7 @@ struct Graph {
 //   GlobalAveragePool
 //   Reshape          one input; attr "shape": the concrete output shape (Flatten, Squeeze, Unsqueeze and
 //                    Reshape all become this; the data order does not change)
-//   Transpose        attr perm
+//   Transpose        attr perm (one that keeps the order of every dim longer than 1 is a Reshape)
 //   Gemm             inputs A, B, C ("" if absent); attrs alpha, beta, transA, transB (B computed at run time,
 //                    or C varying along rows: a product by a constant matrix is a Linear)
 //   MatMul           numpy semantics (batched, broadcast); B computed at run time or a batched constant
@@ -139,12 +139,15 @@ struct Graph {
 //                    broadcasting to [.., T, S], or ""); attr scale. Y [.., T, dv] = softmax(scale * Q K^T + M) V,
 //                    softmax over the S keys. Made by prepare() from MatMul -> [scale] -> [Add M] -> Softmax ->
 //                    MatMul (nn/passes/fuse_attention.cpp, d and dv at most 256), never read from a file.
-//                    attr "seq_first" (optional, 4 ints for Q, K, V, Y, each 0 | 1): that operand is held
-//                    sequence-first, [S, B.., d] for [B.., S, d] (nn.MultiheadAttention's layout; its shape in the
-//                    graph is the held one; the batch is then not in dim 0, so partial batches are refused)
+//                    attr "seq_axis" (optional, 4 ints for Q, K, V, Y; absent: each rank - 2): where in the held
+//                    operand's leading dims its sequence axis sits; the logical [B.., S, d] is the held value with
+//                    that axis moved to rank - 2 (its shape in the graph is the held one). 0: sequence-first
+//                    [S, B.., d], nn.MultiheadAttention's layout; 1 of [B, S, heads, d]: heads split off the
+//                    embedding, read and written without a Transpose (nn/passes/attention_layout.cpp). Where the batch
+//                    is then not in dim 0 (seq_axis or packed_axis 0), partial batches are refused
 //                    attrs "packed_axis" (optional, int a) and "packed_part" (3 ints pq, pk, pv): Q, K and V are one
 //                    input X, parts of its axis a (a < rank - 2): the held Q is X[.., pq, ..] (index pq of axis a,
-//                    that axis dropped), K and V likewise; nn.MultiheadAttention's q|k|v product read in place
+//                    that axis dropped; its "seq_axis" counts the dims without it), K and V likewise; nn.MultiheadAttention's q|k|v product read in place
 //                    (nn/passes/fuse_attention_parts.cpp)
 //   Pow, Max, Min        two inputs, numpy broadcasting (Max/Min with more inputs are refused)
 //   ReduceMean, ReduceSum, ReduceMax, ReduceMin, ReduceL1, ReduceL2, ReduceSumSquare, ReduceProd

@@ -13,6 +13,8 @@
 //      products by a constant matrix become Linear;
 //   6. fuses into Conv and Linear the bias Add, scale Mul, residual Add (also one behind a Reshape:
 //      sink_reshapes.cpp) and activation that follow them;
+//   6b. turns the Transposes around Attention nodes into operand layouts (attention_layout.cpp), then fuses the
+//      epilogues that this exposes;
 //   7. removes dead nodes and unused constants.
 // Graph input and output names never change. Errors are ModelError naming the file, the node and the fault.
 #include <cstdint>

@@ -1,8 +1,8 @@
 // Attention (nn/graph.hpp): Y = softmax(scale * Q K^T + M) V over the keys with f32 accumulation: the twin the
 // CUDA kernels are tested against. Per batch two sgemm products around an f32 softmax; batches run in parallel
 // (OpenMP where the compiler offers it, as oneDNN's primitives do). Operands are read and written through a batch
-// offset and a row stride, so a sequence-first one ([S, B.., d], see graph.hpp) or one part of a packed input
-// ("packed_axis") needs no copy.
+// offset and a row stride, so one held with its sequence axis elsewhere ("seq_axis", see graph.hpp) or one part
+// of a packed input ("packed_axis") needs no copy.
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -84,11 +84,19 @@ class AttentionLayer final : public Layer {
 std::unique_ptr<Layer> make_attention(const LayerContext& ctx) {
   ctx.expect_inputs(3, 4);
   ctx.expect_outputs(1);
-  std::vector<std::int64_t> seq_first = ctx.attrs().ints("seq_first", {0, 0, 0, 0});
-  if (seq_first.size() != 4 || std::any_of(seq_first.begin(), seq_first.end(), [](auto f) { return f != 0 && f != 1; }))
-    ctx.fail("seq_first must be four flags (Q, K, V, Y), each 0 or 1");
-  // Each operand as held ([B.., L, w], or [L, B.., w] sequence-first) with its element strides in its input: a
-  // packed input [.., parts, .., w] holds Q, K and V as parts of the "packed_axis" (graph.hpp).
+  // Where each operand holds its sequence axis (graph.hpp "seq_axis"); absent: every one at rank - 2.
+  const std::vector<std::int64_t> seq_axis = ctx.attrs().ints("seq_axis", {});
+  if (!seq_axis.empty() && seq_axis.size() != 4) ctx.fail("seq_axis must be four dim indices (Q, K, V, Y)");
+  const auto sequence_axis = [&](std::size_t which, std::size_t held_rank) {
+    if (held_rank < 3) ctx.fail("Q, K, V and Y must have at least 3 dims");
+    const std::int64_t axis = seq_axis.empty() ? static_cast<std::int64_t>(held_rank) - 2 : seq_axis[which];
+    if (axis < 0 || axis > static_cast<std::int64_t>(held_rank) - 2)
+      ctx.fail("seq_axis " + std::to_string(axis) + " out of range for a held operand of rank " + std::to_string(held_rank));
+    return static_cast<std::size_t>(axis);
+  };
+  // Each operand as logical [B.., L, w] (the held dims with the sequence axis moved to rank - 2) with its element
+  // strides in its input: a packed input [.., parts, .., w] holds Q, K and V as parts of the "packed_axis"
+  // (graph.hpp).
   const std::int64_t packed_axis = ctx.attrs().i("packed_axis", -1);
   const std::vector<std::int64_t> packed_part = ctx.attrs().ints("packed_part", {});
   if (packed_axis >= 0 && packed_part.size() != 3) ctx.fail("packed_part must be three part indices (Q, K, V)");
@@ -110,11 +118,9 @@ std::unique_ptr<Layer> make_attention(const LayerContext& ctx) {
       h.shape.erase(h.shape.begin() + packed_axis);
       h.stride.erase(h.stride.begin() + packed_axis);
     }
-    if (seq_first[which]) {  // logical order [B.., L, w]
-      if (h.shape.size() < 3) ctx.fail("a sequence-first operand must have at least 3 dims, got " + to_string(s));
-      std::rotate(h.shape.begin(), h.shape.begin() + 1, h.shape.end() - 1);
-      std::rotate(h.stride.begin(), h.stride.begin() + 1, h.stride.end() - 1);
-    }
+    const auto axis = static_cast<std::ptrdiff_t>(sequence_axis(which, h.shape.size()));
+    std::rotate(h.shape.begin() + axis, h.shape.begin() + axis + 1, h.shape.end() - 1);
+    std::rotate(h.stride.begin() + axis, h.stride.begin() + axis + 1, h.stride.end() - 1);
     return h;
   };
   const Held held_q = held(ctx.input_shape(0), 0), held_k = held(ctx.input_shape(1), 1),
@@ -129,8 +135,9 @@ std::unique_ptr<Layer> make_attention(const LayerContext& ctx) {
                                                             "] and V [.., keys, dv]");
   Shape y(q.begin(), q.end() - 1);
   y.push_back(value_depth);
-  Shape y_held = y;  // Y [B.., T, dv] held sequence-first: [T, B.., dv]
-  if (seq_first[3]) std::rotate(y_held.begin(), y_held.end() - 2, y_held.end() - 1);
+  Shape y_held = y;  // Y [B.., T, dv] held with T at its sequence axis
+  const auto y_axis = static_cast<std::ptrdiff_t>(sequence_axis(3, y.size()));
+  std::rotate(y_held.begin() + y_axis, y_held.end() - 2, y_held.end() - 1);
   ctx.expect_output_shape(0, y_held);
   const Shape batch_dims(q.begin(), q.end() - 2);
   const std::int64_t batches = element_count(batch_dims);

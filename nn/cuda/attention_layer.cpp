@@ -8,11 +8,12 @@
 //    64, the products beat it (0.31 vs 0.44 ms a ViT layer).
 // Q, K, V and Y are read and written in place when row-major (the usual case: nhwc_values leaves attention
 // tensors so); a 4-D NHWC operand is staged through the scratch block. The bias M is read through broadcast strides.
-// Sequence-first operands ([S, B, d], graph.hpp) are read and written in place by the products and by flash (rows
-// B*d apart, batches d apart); the older fused kernel takes them staged into row-major order. Q, K and V that are
-// parts of one packed input ("packed_axis", graph.hpp) are read in place by flash (batch dims [N, heads] at most:
-// AttentionOperandStrides::skip) and staged into row-major order by the other paths.
+// Operands held with the sequence axis elsewhere ("seq_axis", graph.hpp: [S, B, d], [B, S, heads, d], ..) and parts
+// of one packed input ("packed_axis") are read and written in place through the held value's strides where the
+// path can: flash when the batch dims fold into [N, heads] (AttentionOperandStrides::skip), the products when they
+// fold into one batch stride; otherwise, and always for the older fused kernel, staged in row-major order.
 #include <algorithm>
+#include <optional>
 
 #include "nn/cuda/gemm.hpp"
 #include "nn/cuda/layer.hpp"
@@ -53,7 +54,8 @@ class AttentionLayer : public Layer {
     y_ = ctx.values.id(node.outputs.at(0));
     for (int id : {q_, k_, v_, mask_})
       if (id >= 0 && values_.slot(id).constant) ctx.constant(values_.slot(id).name);
-    seq_first_ = node.attrs.ints("seq_first", {0, 0, 0, 0});
+    seq_axis_ = node.attrs.ints("seq_axis", {});
+    if (!seq_axis_.empty() && seq_axis_.size() != 4) fail("seq_axis must be four dim indices (Q, K, V, Y)");
     packed_axis_ = node.attrs.i("packed_axis", -1);
     packed_part_ = node.attrs.ints("packed_part", {});
     if (packed_axis_ >= 0) {
@@ -65,11 +67,12 @@ class AttentionLayer : public Layer {
           fail("packed_axis or packed_part out of range");
       }
     }
-    if (seq_first_.size() != 4 || std::any_of(seq_first_.begin(), seq_first_.end(), [](auto f) { return f != 0 && f != 1; }))
-      fail("seq_first must be four flags (Q, K, V, Y), each 0 or 1");
-    for (int which = 0; which < 4; ++which)
-      if (seq_first_[static_cast<std::size_t>(which)] && held_shape(which, values_.slot(operand_id(which)).shape).size() < 3)
-        fail("a sequence-first operand must have at least 3 dims");
+    for (int which = 0; which < 4; ++which) {
+      const std::size_t rank = held_shape(which, values_.slot(operand_id(which)).shape).size();
+      if (rank < 3) fail("Q, K, V and Y must have at least 3 dims");
+      const int axis = sequence_axis(which, rank);
+      if (axis < 0 || axis > static_cast<int>(rank) - 2) fail("seq_axis out of range");
+    }
     const Shape q = logical(0, values_.slot(q_).shape), k = logical(1, values_.slot(k_).shape),
                 v = logical(2, values_.slot(v_).shape);
     const std::size_t rank = q.size();
@@ -88,10 +91,14 @@ class AttentionLayer : public Layer {
                                                       static_cast<int>(v[rank - 1]));
     path_ = choose_attention_path(ctx.attention_mode, flash_runs, scores, ctx.attention_scores_limit);
     scores_bytes_ = path_ == AttentionPath::products ? scores : 0;
+    for (int which = 0; which < 4; ++which)
+      staged_[which] = values_.slot(operand_id(which)).nhwc || !in_place_strides(which, static_cast<int>(values_.batch()));
   }
 
   std::string partial_batch_problem() const override {
-    if (std::count(seq_first_.begin(), seq_first_.end(), 1)) return "sequence-first attention operands (batch in dim 1)";
+    for (int which = 0; which < 4; ++which)
+      if (sequence_axis(which, held_shape(which, values_.slot(operand_id(which)).shape).size()) == 0 || packed_axis_ == 0)
+        return "attention operands with the batch not in dim 0 (seq_axis or packed_axis 0)";
     return mask_ >= 0 && values_.slot(mask_).batched ? "an attention bias with a batch dimension" : "";
   }
 
@@ -114,11 +121,10 @@ class AttentionLayer : public Layer {
       v.offset = 0;
       return v;
     };
-    auto natural = [&](int which) -> void* {  // the operand in row-major order, or in place
+    auto natural = [&](int which) -> void* {  // the operand in place (its first element), or staged row-major
       const int id = operand_id(which);
-      if (packed(which) && !staged(which))  // the part's first element
+      if (!staged(which))
         return static_cast<std::byte*>(ctx.at(id)) + logical_view(which, ctx.count).offset * values_.element_bytes();
-      if (!staged(which)) return ctx.at(id);
       void* dst = scratch;
       scratch += align256(operand_bytes(which));
       if (id != y_) {
@@ -153,11 +159,11 @@ class AttentionLayer : public Layer {
       mask = static_cast<const std::byte*>(ctx.at(mask_)) + m.offset * static_cast<std::int64_t>(values_.element_bytes());
     }
     const std::int64_t rows = s.rows, keys = s.keys, depth = s.depth, dv = s.value_depth;
-    AttentionStrides strides{operand_strides(0, s.batches, rows, depth, ctx.count),
-                             operand_strides(1, s.batches, keys, depth, ctx.count),
-                             operand_strides(2, s.batches, keys, dv, ctx.count),
-                             operand_strides(3, s.batches, rows, dv, ctx.count)};
-    if (packed_in_place()) strides.heads = s.batch_rank == 2 ? s.batch_shape[1] : 1;
+    AttentionStrides strides{operand_strides(0, rows, depth, ctx.count),
+                             operand_strides(1, keys, depth, ctx.count),
+                             operand_strides(2, keys, dv, ctx.count),
+                             operand_strides(3, rows, dv, ctx.count)};
+    strides.heads = s.batch_shape[s.batch_rank - 1];
     if (path_ == AttentionPath::flash) {
       attention_flash(values_.type(), y, q, k, v, mask, s, strides, ctx.stream);
     } else if (path_ == AttentionPath::products) {  // scores = Q K^T (batched), softmax(scale * scores + M), Y = P V
@@ -193,15 +199,10 @@ class AttentionLayer : public Layer {
  private:
   int operand_id(int which) const { return which == 0 ? q_ : which == 1 ? k_ : which == 2 ? v_ : y_; }
   bool packed(int which) const { return which < 3 && packed_axis_ >= 0; }
-  // Staged through the scratch block: NHWC operands, parts of a packed input, and sequence-first ones for the
-  // older fused kernel.
-  // Flash reads parts of a packed input through strides when the batch dims are [N, heads] or fewer.
-  bool packed_in_place() const {
-    return packed_axis_ >= 0 && path_ == AttentionPath::flash && logical(0, values_.slot(q_).shape).size() <= 4;
-  }
-  bool staged(int which) const {
-    return values_.slot(operand_id(which)).nhwc || (packed(which) && !packed_in_place()) ||
-           (path_ == AttentionPath::fused && seq_first_[static_cast<std::size_t>(which)]);
+  bool staged(int which) const { return staged_[which]; }
+  // Where the operand's held value keeps its sequence axis: "seq_axis", else rank - 2 (the logical place).
+  int sequence_axis(int which, std::size_t held_rank) const {
+    return seq_axis_.empty() ? static_cast<int>(held_rank) - 2 : static_cast<int>(seq_axis_[static_cast<std::size_t>(which)]);
   }
   // The operand's own bytes (a part of a packed input is a third of it).
   std::size_t operand_bytes(int which) const {
@@ -214,23 +215,61 @@ class AttentionLayer : public Layer {
     if (packed(which)) s.erase(s.begin() + packed_axis_);
     return s;
   }
-  // Where the rows of an operand [B, length, width] are as run: a part of a packed input or a sequence-first one
-  // in place, else row-major (as held, or staged so).
-  AttentionOperandStrides operand_strides(int which, std::int64_t batches, std::int64_t length, std::int64_t width,
-                                          int count) const {
-    if (packed(which) && !staged(which)) {  // logical [N, heads, L, w] or [B, L, w] through the input's strides
-      const View v = logical_view(which, count);
-      if (v.rank == 3) return {v.stride[0], v.stride[1], 0};
-      return {v.stride[1], v.stride[2], v.stride[0] - v.shape[1] * v.stride[1]};
-    }
-    if (seq_first_[static_cast<std::size_t>(which)] && !staged(which)) return {width, batches * width, 0};
+  // Where the rows of an operand [B, length, width] are as run: in place through the held strides, else
+  // row-major (staged so).
+  AttentionOperandStrides operand_strides(int which, std::int64_t length, std::int64_t width, int count) const {
+    if (!staged(which)) return *in_place_strides(which, count);
     return {length * width, width, 0};
   }
-  // The operand's shape as [B.., S, d] (a sequence-first one [S, B.., d] with its first dim moved back).
+  // The operand's rows read in place, as this path reads them, or nullopt when it cannot: the older fused kernel
+  // takes only row-major operands; the products one stride over the flat batch; flash a stride over the last
+  // batch dim (the heads) and one over the rest ([N, heads]: `skip`). Size-1 dims have no stride to honour.
+  std::optional<AttentionOperandStrides> in_place_strides(int which, int count) const {
+    const View v = logical_view(which, count);
+    const int batch_rank = v.rank - 2;
+    if (v.stride[v.rank - 1] != 1) return std::nullopt;
+    // True when dims [from, to) of the batch step through memory as one flat dim.
+    const auto folds = [&](int from, int to) {
+      std::int64_t inner = -1;  // the stride the next outer (non-1) dim needs to continue the flat dim
+      for (int d = to - 1; d >= from; --d) {
+        if (v.shape[d] == 1) continue;
+        if (inner >= 0 && v.stride[d] != inner) return false;
+        inner = v.stride[d] * v.shape[d];
+      }
+      return true;
+    };
+    // The stride of the innermost non-1 dim in [from, to), or `fallback` when all are 1.
+    const auto step = [&](int from, int to, std::int64_t fallback) {
+      for (int d = to - 1; d >= from; --d)
+        if (v.shape[d] != 1) return v.stride[d];
+      return fallback;
+    };
+    const std::int64_t row = v.stride[v.rank - 2];
+    if (path_ == AttentionPath::fused) {  // row-major from the start of its value
+      std::int64_t dense = 1;
+      for (int d = v.rank - 1; d >= 0; --d) {
+        if (v.shape[d] != 1 && v.stride[d] != dense) return std::nullopt;
+        dense *= v.shape[d];
+      }
+      if (v.offset != 0) return std::nullopt;
+      return AttentionOperandStrides{v.shape[v.rank - 2] * v.shape[v.rank - 1], v.shape[v.rank - 1], 0};
+    }
+    if (path_ == AttentionPath::products) {
+      if (!folds(0, batch_rank)) return std::nullopt;
+      return AttentionOperandStrides{step(0, batch_rank, 0), row, 0};
+    }
+    // flash: b = n * heads + h starts at n * outer + h * heads_stride.
+    const int heads = batch_rank - 1;
+    if (!folds(0, heads)) return std::nullopt;
+    const std::int64_t heads_stride = v.shape[heads] == 1 ? 0 : v.stride[heads];
+    const std::int64_t outer = step(0, heads, heads_stride * v.shape[heads]);
+    return AttentionOperandStrides{heads_stride, row, outer - v.shape[heads] * heads_stride};
+  }
+  // The operand's shape as [B.., S, d]: the held one with its sequence axis moved to rank - 2.
   Shape logical(int which, Shape input) const {
     Shape held = held_shape(which, std::move(input));
-    if (seq_first_.size() == 4 && seq_first_[static_cast<std::size_t>(which)])
-      std::rotate(held.begin(), held.begin() + 1, held.end() - 1);
+    const int axis = sequence_axis(which, held.size());
+    std::rotate(held.begin() + axis, held.begin() + axis + 1, held.end() - 1);
     return held;
   }
   // The held value seen in [B.., S, d] order (strides follow), for staging copies.
@@ -243,15 +282,15 @@ class AttentionLayer : public Layer {
       std::copy(v.stride + axis + 1, v.stride + v.rank, v.stride + axis);
       --v.rank;
     }
-    if (seq_first_[static_cast<std::size_t>(which)]) {
-      std::rotate(v.shape, v.shape + 1, v.shape + v.rank - 1);
-      std::rotate(v.stride, v.stride + 1, v.stride + v.rank - 1);
-    }
+    const int axis = sequence_axis(which, static_cast<std::size_t>(v.rank));
+    std::rotate(v.shape + axis, v.shape + axis + 1, v.shape + v.rank - 1);
+    std::rotate(v.stride + axis, v.stride + axis + 1, v.stride + v.rank - 1);
     return v;
   }
 
   const ValueTable& values_;
-  std::vector<std::int64_t> seq_first_;
+  std::vector<std::int64_t> seq_axis_;  // empty: every operand holds its sequence axis at rank - 2
+  bool staged_[4] = {};
   std::int64_t packed_axis_ = -1;
   std::vector<std::int64_t> packed_part_;
   int q_ = -1, k_ = -1, v_ = -1, mask_ = -1, y_ = -1;

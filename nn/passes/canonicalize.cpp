@@ -398,6 +398,20 @@ Node transpose(const Node& n, const Graph& g) {
     for (std::int64_t i = 0; i < rank; ++i)
       if (sorted[static_cast<std::size_t>(i)] != i) fail(g, n, "perm [" + join_ints(perm) + "] is not a permutation");
   }
+  // One that keeps the order of every dim longer than 1 moves no element: a Reshape (a view), as torch's
+  // batch-1 exports of nn.MultiheadAttention ([1, S, E] <-> [S, 1, E]) leave around attention.
+  std::int64_t last = -1;
+  bool moves_data = false;
+  for (std::size_t d = 0; d < perm.size(); ++d) {
+    if (x[static_cast<std::size_t>(perm[d])] == 1) continue;
+    moves_data = moves_data || perm[d] < last;
+    last = perm[d];
+  }
+  if (!moves_data) {
+    Shape out(perm.size());
+    for (std::size_t d = 0; d < perm.size(); ++d) out[d] = x[static_cast<std::size_t>(perm[d])];
+    return reshape_to(n, out);
+  }
   Attributes a;
   a.values["perm"] = perm;
   return respelled(n, Op::Transpose, {n.inputs[0]}, std::move(a));

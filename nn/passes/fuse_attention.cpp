@@ -8,8 +8,8 @@
 // nn.MultiheadAttention's export keeps its tensors sequence-first ([S, B.., d]) and transposes each of Q, K, V to
 // [B.., S, d] and the output back: such Transposes are swallowed too (for Q, K, V also a 3-D Transpose followed by
 // a Reshape that splits the batch into [N, heads], as torch 2 exports it: the held value is then reshaped to
-// [S, N, heads, d], which costs nothing), and the node's "seq_first" attribute says which operands it reads or
-// writes in that layout (the products read them through strides).
+// [S, N, heads, d], which costs nothing), and the node's "seq_axis" attribute says which operands it reads or
+// writes in that layout (sequence axis 0; the backends read them through strides).
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -191,9 +191,9 @@ class AttentionFuser {
     std::vector<Node> extra;
     bool identity = true;
     for (std::size_t i = 0; i < kr; ++i) identity = identity && perm[i] == static_cast<std::int64_t>(i);
-    std::vector<std::int64_t> seq_first(4, 0);  // Q, K, V, Y
+    std::vector<bool> sequence_first(4, false);  // Q, K, V, Y held [S, B.., d]: seq_axis 0
     if (perm == sequence_perm(kr, false)) {  // K sequence-first already: read it so
-      seq_first[1] = 1;
+      sequence_first[1] = true;
     } else if (!identity) {
       k = kt + "/as_keys";
       for (int i = 1; g_.shapes.count(k); ++i) k = kt + "/as_keys_" + std::to_string(i);
@@ -207,22 +207,27 @@ class AttentionFuser {
     // Sequence-first operands: Q, K, V made from held ones, Y read only by a Transpose to the held layout.
     std::string* operands[3] = {&q, &k, &v};
     for (std::size_t i = 0; i < 3; ++i) {
-      if (seq_first[i]) continue;
+      if (sequence_first[i]) continue;
       if (const auto held = held_operand(*operands[i], taken, extra)) {
         *operands[i] = *held;
-        seq_first[i] = 1;
+        sequence_first[i] = true;
       }
     }
     const Node& last = g_.nodes[*pv];
     std::string y = last.outputs[0];
     if (const auto t = only_reader(y); t && g_.nodes[*t].op == Op::Transpose && is_sequence_transpose(g_.nodes[*t], true)) {
       y = g_.nodes[*t].outputs[0];
-      seq_first[3] = 1;
+      sequence_first[3] = true;
       removed_[*t] = true;  // its readers come after it, so after the Attention too
     }
     Node attention{last.name + "/Attention", Op::Attention, {q, k, v, mask}, {y}, {}};
     attention.attrs.values["scale"] = scale;
-    if (std::count(seq_first.begin(), seq_first.end(), 1)) attention.attrs.values["seq_first"] = seq_first;
+    if (std::count(sequence_first.begin(), sequence_first.end(), true)) {
+      const auto logical_axis = static_cast<std::int64_t>(g_.shape_of(q).size()) - 2;  // every operand's rank
+      std::vector<std::int64_t> seq_axis(4);
+      for (std::size_t i = 0; i < 4; ++i) seq_axis[i] = sequence_first[i] ? 0 : logical_axis;
+      attention.attrs.values["seq_axis"] = seq_axis;
+    }
     g_.rewrites.push_back("fused " + std::to_string(taken.size()) + " nodes from " + g_.nodes[*qk].where() + " to " +
                           last.where() + " into " + attention.where() + " (scale " + std::to_string(scale) +
                           (mask.empty() ? "" : ", bias '" + mask + "'") + ")");

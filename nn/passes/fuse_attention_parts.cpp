@@ -126,8 +126,10 @@ class PartsFuser {
     Node& attention = g_.nodes[at];
     const Shape held = g_.shape_of(attention.inputs[0]);
     std::vector<Part> parts;
+    const auto seq_axis = attention.attrs.ints("seq_axis", {});
+    if (!seq_axis.empty() && (seq_axis[1] != seq_axis[0] || seq_axis[2] != seq_axis[0])) return;
     for (std::size_t i = 0; i < 3; ++i) {
-      if (g_.shape_of(attention.inputs[i]) != held) return;  // one packed value holds operands of one shape
+      if (g_.shape_of(attention.inputs[i]) != held) return;  // one packed value holds operands of one layout
       auto p = part_behind(attention.inputs[i]);
       if (!p || (!parts.empty() && (p->value != parts[0].value || p->view != parts[0].view || p->axis != parts[0].axis)))
         return;

@@ -39,6 +39,7 @@ void fuse_gelu(Graph& g);                                                // fuse
 void make_linear(Graph& g);                                              // linear.cpp
 void sink_reshapes(Graph& g);                                            // sink_reshapes.cpp
 void fuse_epilogues(Graph& g);                                           // fuse.cpp
+void absorb_attention_transposes(Graph& g);                              // attention_layout.cpp
 void prune(Graph& g);                                                    // prune.cpp
 
 // ---- queries (graph_queries.cpp) ---------------------------------------------------------------------------

@@ -20,6 +20,10 @@ Graph prepare(const Graph& model, std::int64_t batch) {
   passes::make_linear(g);
   passes::sink_reshapes(g);
   passes::fuse_epilogues(g);
+  // After the Linears exist (a Transpose moves through one); then the epilogues again, since an output
+  // projection it leaves batch-first can take the residual Add after it.
+  passes::absorb_attention_transposes(g);
+  passes::fuse_epilogues(g);
   passes::prune(g);
   return g;
 }

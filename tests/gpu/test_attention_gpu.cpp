@@ -26,17 +26,18 @@ struct AttentionCase {
   Shape mask;  // as held, broadcasting to [B.., T, S]; empty: no bias
   bool mask_constant;
   float scale;
-  std::vector<std::int64_t> seq_first = {0, 0, 0, 0};  // Q, K, V, Y held [L, B.., w] instead of [B.., L, w]
+  // Q, K, V, Y: where each holds its sequence axis among the leading dims ("seq_axis"); empty: each at rank - 2
+  // ([B.., L, w]); 0: [L, B.., w]; 1 of [B0, L, B1, w]; ..
+  std::vector<std::int64_t> seq_axis = {};
   // >= 0: Q, K and V are parts 2, 0, 1 of one input, the held shape with 3 parts inserted at this axis
   // (nn.MultiheadAttention's q|k|v product read in place; needs T == S, d == dv and one layout for the three)
   std::int64_t packed_axis = -1;
 };
 
 Shape held_shape(const AttentionCase& c, int which, std::int64_t length, std::int64_t width) {
-  Shape s;
-  if (c.seq_first[static_cast<std::size_t>(which)]) s.push_back(length);
-  s.insert(s.end(), c.batch.begin(), c.batch.end());
-  if (!c.seq_first[static_cast<std::size_t>(which)]) s.push_back(length);
+  Shape s = c.batch;
+  const auto axis = c.seq_axis.empty() ? static_cast<std::int64_t>(s.size()) : c.seq_axis[static_cast<std::size_t>(which)];
+  s.insert(s.begin() + axis, length);
   s.push_back(width);
   return s;
 }
@@ -45,7 +46,8 @@ std::string describe_case(const AttentionCase& c) {
   std::string s = "batch " + to_string(c.batch) + " T " + std::to_string(c.rows) + " S " + std::to_string(c.keys) +
                   " d " + std::to_string(c.depth) + " dv " + std::to_string(c.value_depth) + " mask " +
                   (c.mask.empty() ? "none" : to_string(c.mask) + (c.mask_constant ? " constant" : " input")) +
-                  " seq_first " + to_string(Shape(c.seq_first.begin(), c.seq_first.end())) + " packed_axis " +
+                  " seq_axis " + (c.seq_axis.empty() ? "default" : to_string(Shape(c.seq_axis.begin(), c.seq_axis.end()))) +
+                  " packed_axis " +
                   std::to_string(c.packed_axis);
   return s;
 }
@@ -67,7 +69,7 @@ OneNode attention_node(const AttentionCase& c, std::uint32_t seed) {
   else if (c.mask_constant) b.constant("m", c.mask, seed);
   else b.input("m", c.mask);
   b.output("y", held_shape(c, 3, c.rows, c.value_depth)).attr("scale", c.scale);
-  if (c.seq_first != std::vector<std::int64_t>{0, 0, 0, 0}) b.attr("seq_first", c.seq_first);
+  if (!c.seq_axis.empty()) b.attr("seq_axis", c.seq_axis);
   return b;
 }
 
@@ -124,18 +126,27 @@ TEST_CASE("CUDA Attention matches the CPU twin every way", "[nn][nn_cuda][attent
       {{1}, 40, 33, 128, 16, {40, 33}, true, 0.09f},
       {{2}, 65, 129, 128, 128, {65, 129}, true, 0.088f},
       // nn.MultiheadAttention's layout: every operand sequence-first ([S, B*heads, d]), read and written in place
-      {{6}, 17, 23, 64, 48, {}, false, 0.125f, {1, 1, 1, 1}},
-      {{6}, 17, 23, 64, 64, {}, false, 0.125f, {1, 1, 1, 1}},
+      {{6}, 17, 23, 64, 48, {}, false, 0.125f, {0, 0, 0, 0}},
+      {{6}, 17, 23, 64, 64, {}, false, 0.125f, {0, 0, 0, 0}},
       // torch 2's export of it: the held operands split into [S, N, heads, d]
-      {{2, 3}, 17, 23, 64, 64, {}, false, 0.125f, {1, 1, 1, 1}},
+      {{2, 3}, 17, 23, 64, 64, {}, false, 0.125f, {0, 0, 0, 0}},
       // some operands sequence-first, a padding mask, CUDA-core depth; and the same at a flash depth
-      {{6}, 17, 23, 40, 32, {6, 1, 23}, false, 0.16f, {0, 1, 0, 1}},
-      {{6}, 17, 23, 32, 32, {6, 1, 23}, false, 0.16f, {0, 1, 0, 1}},
+      {{6}, 17, 23, 40, 32, {6, 1, 23}, false, 0.16f, {1, 0, 1, 0}},
+      {{6}, 17, 23, 32, 32, {6, 1, 23}, false, 0.16f, {1, 0, 1, 0}},
+      // heads split off the embedding, [N, S, heads, d] (what attention_layout.cpp leaves around ViT's and
+      // Swin's attention), at a flash depth and a CUDA-core one; each operand another layout
+      {{2, 3}, 17, 23, 64, 64, {}, false, 0.125f, {1, 1, 1, 1}},
+      {{2, 3}, 17, 23, 40, 40, {2, 3, 17, 23}, false, 0.125f, {1, 1, 1, 1}},
+      {{2, 3}, 17, 23, 32, 32, {3, 17, 23}, true, 0.16f, {1, 0, 2, 1}},
       // Q, K, V parts of one packed input: torch 2's self-attention ([S, N, 3, heads, d], sequence-first),
       // batch-first parts before the heads, and a CUDA-core depth with a padding mask and Y batch-first
+      {{2, 3}, 17, 17, 64, 64, {}, false, 0.125f, {0, 0, 0, 0}, 2},
+      {{2, 3}, 70, 70, 32, 32, {}, false, 0.17f, {}, 1},
+      {{4}, 9, 9, 40, 40, {4, 1, 9}, false, 0.2f, {0, 0, 0, 1}, 1},
+      // ViT's and Swin's packed q|k|v after attention_layout.cpp: [N, S, 3, heads, d], Y [N, S, heads, d]
       {{2, 3}, 17, 17, 64, 64, {}, false, 0.125f, {1, 1, 1, 1}, 2},
-      {{2, 3}, 70, 70, 32, 32, {}, false, 0.17f, {0, 0, 0, 0}, 1},
-      {{4}, 9, 9, 40, 40, {4, 1, 9}, false, 0.2f, {1, 1, 1, 0}, 1},
+      {{4, 3}, 49, 49, 32, 32, {3, 49, 49}, true, 0.177f, {1, 1, 1, 1}, 2},
+      {{4, 3}, 49, 49, 40, 40, {3, 49, 49}, true, 0.177f, {1, 1, 1, 1}, 2},
   };
   for (std::size_t i = 0; i < cases.size(); ++i) {
     const AttentionCase& c = cases[i];
@@ -187,8 +198,14 @@ TEST_CASE("CUDA Attention's ways match the CPU twin on random shapes", "[nn][nn_
         c.mask_constant = true;
       }
     }
-    if (rng() % 3 == 0)
-      for (auto& f : c.seq_first) f = rng() % 2;
+    if (rng() % 2 == 0) {  // each operand's sequence axis anywhere among the leading dims
+      c.seq_axis.resize(4);
+      for (auto& axis : c.seq_axis) axis = static_cast<std::int64_t>(rng() % (c.batch.size() + 1));
+    }
+    if (c.rows == c.keys && c.depth == c.value_depth && rng() % 2 == 0) {  // Q, K, V parts of one input
+      c.packed_axis = static_cast<std::int64_t>(rng() % (c.batch.size() + 1));
+      if (!c.seq_axis.empty()) c.seq_axis[1] = c.seq_axis[2] = c.seq_axis[0];  // one layout for the three
+    }
     const OneNode b = attention_node(c, 100 + static_cast<std::uint32_t>(i));
     check_every_way(c, b.g, attention_inputs(b.g, 200 + static_cast<std::uint32_t>(i)),
                     {Mode::gemm, Mode::fused, Mode::flash});
@@ -230,9 +247,13 @@ TEST_CASE("CUDA Attention's ways timed at ViT-B/16 and Swin-T sizes", "[.][atten
   };
   const std::vector<Sized> sizes = {
       {"ViT-B/16 layer, batch 64", {{64, 12}, 197, 197, 64, 64, {}, false, 0.125f}},
-      {"ViT-B/16 layer as exported (sequence-first)", {{64 * 12}, 197, 197, 64, 64, {}, false, 0.125f, {1, 1, 1, 1}}},
+      {"ViT-B/16 layer as exported (sequence-first)", {{64 * 12}, 197, 197, 64, 64, {}, false, 0.125f, {0, 0, 0, 0}}},
       {"ViT-B/16 layer, q|k|v parts of the packed product",
+       {{64, 12}, 197, 197, 64, 64, {}, false, 0.125f, {0, 0, 0, 0}, 2}},
+      {"ViT-B/16 layer, packed product batch-first (no Transposes around it)",
        {{64, 12}, 197, 197, 64, 64, {}, false, 0.125f, {1, 1, 1, 1}, 2}},
+      {"Swin-T stage 1 layer, packed q|k|v and Y [windows, S, heads, d] (no Transposes around it)",
+       {{64 * 64, 3}, 49, 49, 32, 32, {3, 49, 49}, true, 0.177f, {1, 1, 1, 1}, 2}},
       {"Swin-T stage 1 layer, batch 64 (64 windows, 3 heads, shift mask + position bias)",
        {{64, 64, 3}, 49, 49, 32, 32, {64, 3, 49, 49}, true, 0.177f}},
       {"Swin-T stage 3 layer, batch 64 (4 windows, 12 heads)", {{64, 4, 12}, 49, 49, 32, 32, {4, 12, 49, 49}, true, 0.177f}},

@@ -1628,6 +1628,50 @@ TEST_CASE("Softmax and Attention over masked scores match the reference and give
   CHECK_CLOSE(attention.run()[0], want_y, 1e-5);
 }
 
+// A logical [B0, B1, L, w] operand held with L at `axis` (graph.hpp "seq_axis"): its shape and data.
+std::pair<Shape, Floats> held_at(const Shape& logical, const Floats& data, std::int64_t axis) {
+  Shape held = logical;
+  std::rotate(held.begin() + axis, held.end() - 2, held.end() - 1);
+  Floats out(data.size());
+  for (std::int64_t i = 0; i < count(logical); ++i) {
+    Ints idx = unravel(i, logical);
+    std::rotate(idx.begin() + axis, idx.end() - 2, idx.end() - 1);
+    out[static_cast<std::size_t>(ravel(idx, held))] = data[static_cast<std::size_t>(i)];
+  }
+  return {held, out};
+}
+
+TEST_CASE("Attention reads and writes its operands with the sequence axis at any position", "[cpu_ops][attention]") {
+  std::mt19937 rng(45);
+  const std::int64_t rows = 4, keys = 5, depth = 3, dv = 2;
+  const Shape batch{2, 3};
+  const auto logical = [&](std::int64_t length, std::int64_t width) { return Shape{batch[0], batch[1], length, width}; };
+  const Floats q = random_floats(rng, count(logical(rows, depth))), k = random_floats(rng, count(logical(keys, depth))),
+               v = random_floats(rng, count(logical(keys, dv)));
+  TestGraph plain;  // every operand [B0, B1, L, w]: the reference
+  plain.input("q", logical(rows, depth), q);
+  plain.input("k", logical(keys, depth), k);
+  plain.input("v", logical(keys, dv), v);
+  plain.node("Attention", {"q", "k", "v", ""}, {"y"}, {{"scale", 0.7f}});
+  plain.output("y", logical(rows, dv));
+  const Floats want = plain.run()[0];
+  for (int combination = 0; combination < 81; ++combination) {
+    const Ints axes{combination % 3, combination / 3 % 3, combination / 9 % 3, combination / 27};
+    INFO("seq_axis " << axes[0] << " " << axes[1] << " " << axes[2] << " " << axes[3]);
+    TestGraph t;
+    const auto [qs, qh] = held_at(logical(rows, depth), q, axes[0]);
+    const auto [ks, kh] = held_at(logical(keys, depth), k, axes[1]);
+    const auto [vs, vh] = held_at(logical(keys, dv), v, axes[2]);
+    t.input("q", qs, qh);
+    t.input("k", ks, kh);
+    t.input("v", vs, vh);
+    t.node("Attention", {"q", "k", "v", ""}, {"y"}, {{"scale", 0.7f}, {"seq_axis", axes}});
+    const auto [ys, yh] = held_at(logical(rows, dv), want, axes[3]);
+    t.output("y", ys);
+    CHECK_CLOSE(t.run()[0], yh, 1e-6);
+  }
+}
+
 TEST_CASE("Softmax weights are within a few ulp of exp in double down to exp(-70) and NaN on a row of -inf", "[cpu_ops][softmax]") {
   // Rows of odd lengths whose scores span [max - 69.9, max] (max anywhere from -30 to 30), each weight against the
   // double-precision one on its own scale, so that the smallest weights are checked as closely as the largest.

@@ -445,6 +445,24 @@ TEST_CASE("negative axes are normalized and Transpose gets its default perm", "[
   CHECK(g.shapes.at("t") == Shape{3, 2, 4});
 }
 
+TEST_CASE("a Transpose that moves only dims of length 1 becomes a Reshape computing the same values", "[nn][passes]") {
+  ModelBuilder m;
+  m.input("x", {1, 3, 1, 4}).output("moved_ones").output("moved_data");
+  test::set_ints(m.node("Transpose", {"x"}, {"moved_ones"}), "perm", {1, 2, 0, 3});  // [3, 1, 1, 4]
+  test::set_ints(m.node("Transpose", {"x"}, {"moved_data"}), "perm", {2, 3, 1, 0});  // [1, 4, 3, 1]
+  const Graph g = prepared(m);
+  REQUIRE(g.nodes.size() == 2);
+  CHECK(g.nodes[0].op == Op::Reshape);
+  CHECK(g.nodes[0].attrs.ints("shape") == Ints{3, 1, 1, 4});
+  CHECK(g.nodes[1].op == Op::Transpose);
+  const auto x = random_values(12, 95);
+  std::vector<float> ones(12), data(12);
+  CpuEngine(g).run({x.data()}, {ones.data(), data.data()});
+  CHECK(ones == x);
+  for (std::size_t c = 0; c < 3; ++c)
+    for (std::size_t w = 0; w < 4; ++w) CHECK(data[w * 3 + c] == x[c * 4 + w]);
+}
+
 // ---- shape inference ----------------------------------------------------------------------------------------
 
 TEST_CASE("shape inference follows the ONNX formulas", "[nn][passes]") {
@@ -975,7 +993,7 @@ TEST_CASE("attention on sequence-first tensors split into heads reads and writes
   CHECK(count_op(g, "Transpose") == 0);
   REQUIRE(count_op(g, "Attention") == 1);
   const Node& a = *std::find_if(g.nodes.begin(), g.nodes.end(), [](const Node& n) { return n.op == Op::Attention; });
-  CHECK(a.attrs.ints("seq_first") == std::vector<std::int64_t>{1, 1, 1, 1});
+  CHECK(a.attrs.ints("seq_axis") == Ints{0, 0, 0, 0});  // every operand sequence-first
   CHECK(g.shape_of(a.inputs[0]) == Shape{5, 2, 3, 8});  // the held Q, reshaped to heads in place
   CHECK(a.outputs[0] == "y");
   CHECK(a.attrs.f("scale", 0.f) == Approx(0.5f));
@@ -1010,8 +1028,8 @@ TEST_CASE("attention on sequence-first tensors reads and writes them in place", 
     check_prepared_form(g);
     REQUIRE(count_op(g, "Attention") == 1);
     const Node& a = *std::find_if(g.nodes.begin(), g.nodes.end(), [](const Node& n) { return n.op == Op::Attention; });
-    const std::vector<std::int64_t> want_flags = {q_also_read ? 0 : 1, 1, 1, 1};
-    CHECK(a.attrs.ints("seq_first") == want_flags);
+    const Ints want_axes = {q_also_read ? 1 : 0, 0, 0, 0};  // Q batch-first when its Transpose stays
+    CHECK(a.attrs.ints("seq_axis") == want_axes);
     CHECK(a.inputs[1] == "k");
     CHECK(a.inputs[2] == "v");
     CHECK(a.outputs[0] == "y");
@@ -1142,6 +1160,169 @@ TEST_CASE("torch 1.13's q k v split by Slices of the last dim is read in place a
   CpuEngine(fused).run({x.data()}, {got.data()});
   CpuEngine(unfused).run({x.data()}, {want.data(), q_part.data()});
   for (std::size_t i = 0; i < got.size(); ++i) CHECK(std::fabs(got[i] - want[i]) <= 1e-5);
+}
+
+// ---- attention layouts (nn/passes/attention_layout.cpp) ---------------------------------------------------------
+
+namespace {
+// torchvision's ViT encoder block as nn.MultiheadAttention(batch_first=True) exports it with torch 2, x [N=2, S=5,
+// E=12] (3 heads of 4): Transpose to [S, N, E], in_proj, the packed q|k|v split (as packed_self_attention),
+// attention, Y [S, N, heads, d] -> Reshape [S*N, E] -> out_proj -> Reshape [S, N, E] -> Transpose back, plus x.
+// `graph_outputs`: values also made graph outputs (which must block the rewrites that would remove them).
+ModelBuilder vit_block(const std::vector<std::string>& graph_outputs = {}) {
+  ModelBuilder m(17);
+  m.input("x", {2, 5, 12}).output("y");
+  for (const auto& o : graph_outputs) m.output(o);
+  m.weights("w_in", {12, 36}, random_values(12 * 36, 60)).weights("b_in", {36}, random_values(36, 61));
+  m.weights("w_out", {12, 12}, random_values(12 * 12, 62)).weights("b_out", {12}, random_values(12, 63));
+  m.weights("root_d", {}, {2.f}).ints("split", {5, 2, 3, 12}).ints("unsqueeze", {1, 5, 2, 3, 12});
+  m.ints("squeeze", {3, 5, 2, 12}).ints("rows", {5, 6, 4}).ints("heads", {2, 3, 5, 4}).ints("axis0", {0});
+  m.ints("merged", {10, 12}).ints("unmerged", {5, 2, 12});
+  test::set_ints(m.node("Transpose", {"x"}, {"xs"}), "perm", {1, 0, 2});
+  m.node("MatMul", {"xs", "w_in"}, {"p0"});
+  m.node("Add", {"p0", "b_in"}, {"p"});
+  m.node("Reshape", {"p", "split"}, {"p4"});
+  m.node("Reshape", {"p4", "unsqueeze"}, {"p5"});
+  test::set_ints(m.node("Transpose", {"p5"}, {"pt"}), "perm", {3, 1, 2, 0, 4});
+  m.node("Reshape", {"pt", "squeeze"}, {"parts"});
+  for (std::int64_t i = 0; i < 3; ++i) {
+    const std::string s = std::string(1, "qkv"[i]);
+    m.ints(s + "_start", {i}).ints(s + "_end", {i + 1});
+    m.node("Slice", {"parts", s + "_start", s + "_end", "axis0"}, {s + "_part"});
+    m.node("Reshape", {s + "_part", "rows"}, {s + "_rows"});
+    test::set_ints(m.node("Transpose", {s + "_rows"}, {s + "t"}), "perm", {1, 0, 2});
+    m.node("Reshape", {s + "t", "heads"}, {s + "4"});
+  }
+  test::set_ints(m.node("Transpose", {"k4"}, {"kT"}), "perm", {0, 1, 3, 2});
+  m.node("MatMul", {"q4", "kT"}, {"s"});
+  m.node("Div", {"s", "root_d"}, {"scaled"});
+  test::set_int(m.node("Softmax", {"scaled"}, {"probs"}), "axis", -1);
+  m.node("MatMul", {"probs", "v4"}, {"o"});
+  test::set_ints(m.node("Transpose", {"o"}, {"o_seq"}), "perm", {2, 0, 1, 3});
+  m.node("Reshape", {"o_seq", "merged"}, {"o_rows"});
+  m.node("MatMul", {"o_rows", "w_out"}, {"proj0"});
+  m.node("Add", {"proj0", "b_out"}, {"proj"});
+  m.node("Reshape", {"proj", "unmerged"}, {"proj_seq"});
+  test::set_ints(m.node("Transpose", {"proj_seq"}, {"attended"}), "perm", {1, 0, 2});
+  m.node("Add", {"attended", "x"}, {"y"});
+  return m;
+}
+
+// torchvision's Swin block as exported: x [windows=4, tokens=6, C=12] -> qkv Linear -> Reshape [4, 6, 3, heads=3,
+// d=4] -> Transpose (2, 0, 3, 1, 4) -> q, k, v = parts 0, 1, 2 -> attention with a relative position bias ->
+// Transpose (0, 2, 1, 3) -> Reshape [4, 6, 12] -> proj. `y_perm`: the output Transpose's perm (another one
+// moves more than the sequence axis and must stay).
+ModelBuilder swin_block(const std::vector<std::string>& graph_outputs = {}, Ints y_perm = {0, 2, 1, 3}) {
+  ModelBuilder m(17);
+  m.input("x", {4, 6, 12}).output("y");
+  for (const auto& o : graph_outputs) m.output(o);
+  m.weights("w_qkv", {12, 36}, random_values(12 * 36, 70)).weights("b_qkv", {36}, random_values(36, 71));
+  m.weights("w_proj", {12, 12}, random_values(12 * 12, 72)).weights("b_proj", {12}, random_values(12, 73));
+  m.weights("scale", {}, {0.5f}).weights("position", {3, 6, 6}, random_values(3 * 6 * 6, 74));
+  m.ints("split", {4, 6, 3, 3, 4}).ints("one_part", {4, 3, 6, 4}).ints("rows", {4, 6, 12}).ints("axis0", {0});
+  m.node("MatMul", {"x", "w_qkv"}, {"qkv0"});
+  m.node("Add", {"qkv0", "b_qkv"}, {"qkv"});
+  m.node("Reshape", {"qkv", "split"}, {"qkv5"});
+  test::set_ints(m.node("Transpose", {"qkv5"}, {"qkv_t"}), "perm", {2, 0, 3, 1, 4});
+  for (std::int64_t i = 0; i < 3; ++i) {
+    const std::string s = std::string(1, "qkv"[i]);
+    m.ints(s + "_start", {i}).ints(s + "_end", {i + 1});
+    m.node("Slice", {"qkv_t", s + "_start", s + "_end", "axis0"}, {s + "_part"});
+    m.node("Reshape", {s + "_part", "one_part"}, {s + "4"});
+  }
+  m.node("Mul", {"q4", "scale"}, {"q_scaled"});
+  test::set_ints(m.node("Transpose", {"k4"}, {"kT"}), "perm", {0, 1, 3, 2});
+  m.node("MatMul", {"q_scaled", "kT"}, {"s"});
+  m.node("Add", {"s", "position"}, {"biased"});
+  test::set_int(m.node("Softmax", {"biased"}, {"probs"}), "axis", -1);
+  m.node("MatMul", {"probs", "v4"}, {"o"});
+  test::set_ints(m.node("Transpose", {"o"}, {"o_t"}), "perm", y_perm);
+  m.node("Reshape", {"o_t", "rows"}, {"o_rows"});
+  m.node("MatMul", {"o_rows", "w_proj"}, {"proj0"});
+  m.node("Add", {"proj0", "b_proj"}, {"y"});
+  return m;
+}
+
+// y of the model prepared, and of the same model with `graph_outputs` kept as graph outputs (which blocks the
+// layout rewrites: the reference), at batch = dim 0 of x; the largest difference.
+float rewritten_vs_reference(const std::function<ModelBuilder(const std::vector<std::string>&)>& model,
+                             const std::vector<std::string>& graph_outputs) {
+  const Graph rewritten = prepare(model({}).load(), model({}).load().inputs[0].shape[0]);
+  const Graph reference = prepare(model(graph_outputs).load(), model({}).load().inputs[0].shape[0]);
+  CHECK(count_op(reference, "Transpose") > 0);
+  const auto x = random_values(static_cast<std::size_t>(element_count(rewritten.inputs[0].shape)), 75, -2.f, 2.f);
+  std::vector<float> got(static_cast<std::size_t>(element_count(rewritten.shape_of("y")))), want(got.size());
+  std::vector<std::vector<float>> extra;
+  std::vector<float*> outs{want.data()};
+  for (const auto& o : graph_outputs) {
+    extra.emplace_back(static_cast<std::size_t>(element_count(reference.shape_of(o))));
+    outs.push_back(extra.back().data());
+  }
+  CpuEngine(rewritten).run({x.data()}, {got.data()});
+  CpuEngine(reference).run({x.data()}, outs);
+  float worst = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::fabs(got[i] - want[i]));
+  return worst;
+}
+}  // namespace
+
+TEST_CASE("a ViT block's Transposes around attention become operand layouts computing the same values", "[nn][passes][attention]") {
+  const Graph g = prepare(vit_block().load(), 2);
+  check_prepared_form(g);
+  INFO(describe_graph(g));
+  CHECK(count_op(g, "Transpose") == 0);
+  const Node& a = attention_of(g);
+  CHECK(a.attrs.ints("seq_axis") == Ints{1, 1, 1, 1});  // Q, K, V [N, S, heads, d] parts, Y [N, S, heads, d]
+  CHECK(a.attrs.i("packed_axis", -1) == 2);
+  CHECK(g.shape_of(a.inputs[0]) == Shape{2, 5, 3, 3, 4});
+  CHECK(g.shape_of(a.outputs[0]) == Shape{2, 5, 3, 4});
+  // The output projection stays batch-first and takes the residual: no Reshape merges the batch.
+  CHECK(count_op(g, "Add") == 0);
+  CHECK(count_op(g, "Linear") == 2);
+  for (const auto& n : g.nodes)
+    if (n.op == Op::Reshape) CHECK(g.shape_of(n.outputs[0])[0] == 2);
+  CHECK(rewritten_vs_reference(vit_block, {"xs", "proj_seq"}) <= 1e-5f);
+}
+
+TEST_CASE("a Swin block's Transposes around attention become operand layouts computing the same values", "[nn][passes][attention]") {
+  const Graph g = prepare(swin_block().load(), 4);
+  check_prepared_form(g);
+  INFO(describe_graph(g));
+  CHECK(count_op(g, "Transpose") == 0);
+  const Node& a = attention_of(g);
+  CHECK(a.attrs.ints("seq_axis") == Ints{1, 1, 1, 1});  // Q, K, V parts of [N, S, 3, heads, d], Y [N, S, heads, d]
+  CHECK(a.attrs.i("packed_axis", -1) == 2);
+  CHECK(g.shape_of(a.inputs[0]) == Shape{4, 6, 3, 3, 4});
+  CHECK(g.shape_of(a.outputs[0]) == Shape{4, 6, 3, 4});
+  CHECK(rewritten_vs_reference([](const auto& outs) { return swin_block(outs); }, {"qkv_t", "o_t"}) <= 1e-5f);
+}
+
+TEST_CASE("Transposes around attention stay when read elsewhere or graph outputs or moving other axes", "[nn][passes][attention]") {
+  SECTION("the ViT input Transpose also read: it stays, the output side is still rewritten") {
+    const Graph g = prepare(vit_block({"xs"}).load(), 2);
+    check_prepared_form(g);
+    CHECK(count_op(g, "Transpose") == 1);
+    CHECK(attention_of(g).attrs.ints("seq_axis") == Ints{0, 0, 0, 1});
+  }
+  SECTION("the ViT projection's output a graph output: the output side stays") {
+    const Graph g = prepare(vit_block({"proj_seq"}).load(), 2);
+    check_prepared_form(g);
+    CHECK(count_op(g, "Transpose") == 1);
+    CHECK(attention_of(g).attrs.ints("seq_axis") == Ints{1, 1, 1, 0});
+  }
+  SECTION("Swin's q|k|v Transpose a graph output: it stays, Y is still written in place") {
+    const Graph g = prepare(swin_block({"qkv_t"}).load(), 4);
+    check_prepared_form(g);
+    CHECK(count_op(g, "Transpose") == 1);
+    CHECK(attention_of(g).attrs.ints("seq_axis") == Ints{2, 2, 2, 1});
+  }
+  SECTION("an output Transpose that also swaps the windows and the heads stays") {
+    const Graph g = prepare(swin_block({}, {1, 2, 0, 3}).load(), 4);
+    check_prepared_form(g);
+    CHECK(count_op(g, "Transpose") == 1);
+    CHECK(attention_of(g).attrs.ints("seq_axis") == Ints{1, 1, 1, 2});
+    CHECK(rewritten_vs_reference([](const auto& outs) { return swin_block(outs, {1, 2, 0, 3}); }, {"qkv_t"}) <= 1e-5f);
+  }
 }
 
 namespace {
