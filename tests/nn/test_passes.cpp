@@ -2083,3 +2083,47 @@ TEST_CASE("the opset 18 and 21 fuzz seeds run, or are refused naming the node", 
   CHECK_THAT(error_of([&] { prepare(load_onnx(corpus + "opset18_antialias_shrink.onnx"), 1); }),
              Contains("(Resize): antialias=1 is not supported when it shrinks the image"));
 }
+
+TEST_CASE("a Pad of nothing and a Slice of everything are removed and other Pads and Slices kept", "[nn][passes]") {
+  ModelBuilder m(17);
+  m.input("x", {-1, 4, 6}).output("y").output("z");
+  m.ints("no_pads", {0, 0, 0, 0, 0, 0}).ints("pads", {0, 1, 0, 0, 0, 0});  // one row before
+  m.ints("zero", {0, 0}).ints("big", {std::numeric_limits<std::int64_t>::max(), 6}).ints("axes", {0, 2});
+  m.ints("z1", {0}).ints("four", {4}).ints("one", {1}).ints("rows", {3});
+  m.node("Relu", {"x"}, {"r"});
+  test::set_string(m.node("Pad", {"r", "no_pads"}, {"p"}, "pad_nothing"), "mode", "reflect");
+  m.node("Slice", {"p", "zero", "big", "axes"}, {"s"}, "slice_all");  // batch to the end, dim 2 whole
+  m.node("Slice", {"s", "z1", "four", "one"}, {"s2"}, "slice_all_rows");  // x[:, :4]: every row
+  m.node("Pad", {"s2", "pads"}, {"padded"}, "pad_one");
+  m.node("Tanh", {"padded"}, {"t"});
+  m.node("Slice", {"t", "z1", "rows", "one"}, {"y"}, "slice_some");
+  m.node("Sigmoid", {"s2"}, {"q"});
+  m.node("Slice", {"q", "z1", "four", "one"}, {"z"}, "slice_output");  // a graph output: its producer renamed
+  for (const std::int64_t batch : {1, 3}) {
+    const Graph g = prepared(m, batch);
+    check_prepared_form(g);
+    CHECK(ops_of(g) == std::vector<std::string>{"Relu", "Pad", "Tanh", "Slice", "Sigmoid"});
+    CHECK(g.nodes[1].inputs[0] == g.nodes[0].outputs[0]);  // the kept Pad reads the Relu
+    CHECK(g.nodes[4].inputs[0] == g.nodes[0].outputs[0]);
+    CHECK(g.nodes[4].outputs[0] == "z");
+    CHECK(g.shapes.at("z") == Shape{batch, 4, 6});
+    for (const char* removed : {"'pad_nothing' (Pad)", "'slice_all' (Slice)", "'slice_all_rows' (Slice)", "'slice_output' (Slice)"})
+      CHECK(has_rewrite(g, std::string("removed node ") + removed));
+    // The same values as with the copies (kept when they are all that makes a graph output).
+    const auto x = random_values(static_cast<std::size_t>(batch * 24), 7);
+    std::vector<float> y(static_cast<std::size_t>(batch * 3 * 6)), z(static_cast<std::size_t>(batch * 24));
+    CpuEngine(g).run({x.data()}, {y.data(), z.data()});
+    for (std::size_t i = 0; i < z.size(); ++i) CHECK(z[i] == Approx(1 / (1 + std::exp(-std::max(x[i], 0.f)))));
+    for (std::int64_t b = 0; b < batch; ++b)
+      for (std::int64_t i = 0; i < 18; ++i) {
+        const std::int64_t row = i / 6, at = b * 18 + i;
+        const float want = row == 0 ? 0.f : std::tanh(std::max(x[static_cast<std::size_t>(b * 24 + (row - 1) * 6 + i % 6)], 0.f));
+        CHECK(y[static_cast<std::size_t>(at)] == Approx(want));
+      }
+  }
+  // A Pad of nothing or Slice of everything that is all a graph output is and reads a graph input stays a copy.
+  ModelBuilder copy(17);
+  copy.input("x", {-1, 4}).output("y").ints("no_pads", {0, 0, 0, 0});
+  copy.node("Pad", {"x", "no_pads"}, {"y"});
+  CHECK(ops_of(prepared(copy, 2)) == std::vector<std::string>{"Pad"});
+}
