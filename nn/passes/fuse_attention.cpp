@@ -183,6 +183,8 @@ class AttentionFuser {
         out.bias = broadcast_tensor(m2, both);
         const Tensor first = broadcast_tensor(m1, both);
         for (std::size_t i = 0; i < out.bias.f32.size(); ++i) out.bias.f32[i] += first.f32[i];
+        Shape& kept = out.bias.shape;  // [1, B2, ..] -> [B2, ..]
+        while (kept.size() > 2 && kept[0] == 1) kept.erase(kept.begin());
       } catch (const ModelError&) {
         return std::nullopt;
       }

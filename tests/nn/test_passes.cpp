@@ -2127,3 +2127,73 @@ TEST_CASE("a Pad of nothing and a Slice of everything are removed and other Pads
   copy.node("Pad", {"x", "no_pads"}, {"y"});
   CHECK(ops_of(prepared(copy, 2)) == std::vector<std::string>{"Pad"});
 }
+
+namespace {
+// Swin's shifted-window attention as torchvision exports it: scores [B*4, 2, 5, 5] (+ M1, the position bias)
+// -> Reshape [B, 4, 2, 5, 5] -> Add M2 (a mask per window) -> Reshape [B*4, 2, 5, 5] -> Softmax -> MatMul.
+ModelBuilder shifted_window_attention(bool position_bias, const Shape& mask_shape, const Shape& m1_shape = {2, 5, 5}) {
+  ModelBuilder m(17);
+  m.input("x", {-1, 4, 2, 5, 8}).output("y");
+  m.ints("merged", {-1, 2, 5, 8}).ints("split", {-1, 4, 2, 5, 5}).ints("scores", {-1, 2, 5, 5});
+  m.weights("scale", {}, {0.35f}).weights("m1", m1_shape, random_values(static_cast<std::size_t>(element_count(m1_shape)), 60));
+  std::vector<float> mask = random_values(static_cast<std::size_t>(element_count(mask_shape)), 61);
+  for (std::size_t i = 0; i < mask.size(); i += 3) mask[i] = -100.f;
+  m.weights("m2", mask_shape, mask);
+  m.node("Relu", {"x"}, {"qx"});
+  m.node("Sigmoid", {"x"}, {"kx"});
+  m.node("Tanh", {"x"}, {"vx"});
+  m.node("Reshape", {"qx", "merged"}, {"q"});
+  m.node("Reshape", {"kx", "merged"}, {"k"});
+  m.node("Reshape", {"vx", "merged"}, {"v"});
+  m.node("Mul", {"q", "scale"}, {"qs"});
+  test::set_ints(m.node("Transpose", {"k"}, {"kt"}), "perm", {0, 1, 3, 2});
+  m.node("MatMul", {"qs", "kt"}, {"s"});
+  std::string s = "s";
+  if (position_bias) {
+    m.node("Add", {"s", "m1"}, {"biased"});
+    s = "biased";
+  }
+  m.node("Reshape", {s, "split"}, {"windows"});
+  m.node("Add", {"windows", "m2"}, {"masked"});
+  m.node("Reshape", {"masked", "scores"}, {"z"});
+  test::set_int(m.node("Softmax", {"z"}, {"probs"}), "axis", -1);
+  m.node("MatMul", {"probs", "v"}, {"y"});
+  return m;
+}
+}  // namespace
+
+TEST_CASE("Swin's shifted-window mask between batch Reshapes fuses into one Attention with one bias", "[nn][passes][attention]") {
+  for (const bool position_bias : {false, true})
+    for (const Shape& mask_shape : {Shape{4, 1, 5, 5}, Shape{1, 4, 1, 5, 5}, Shape{4, 2, 5, 5}}) {
+      INFO("position bias " << position_bias << " mask " << to_string(mask_shape));
+      const std::int64_t batch = 3;
+      const ModelBuilder m = shifted_window_attention(position_bias, mask_shape);
+      const Graph fused = prepared(m, batch);
+      check_prepared_form(fused);
+      CHECK(count_op(fused, "Softmax") == 0);
+      CHECK(count_op(fused, "Add") == 0);
+      CHECK(count_op(fused, "MatMul") == 0);
+      CHECK(count_op(fused, "Mul") == 0);
+      CHECK(count_op(fused, "Transpose") == 0);
+      const Node& a = attention_of(fused);
+      CHECK(a.attrs.f("scale", 0.f) == Approx(0.35f));
+      CHECK(fused.shape_of(a.inputs[0]) == Shape{batch, 4, 2, 5, 8});  // the batch split again, a view
+      CHECK(fused.shape_of(a.outputs[0]) == Shape{batch, 4, 2, 5, 8});
+      REQUIRE(fused.is_constant(a.inputs[3]));
+      CHECK(fused.constants.at(a.inputs[3]).shape == Shape{4, position_bias ? 2 : mask_shape[mask_shape.size() - 3], 5, 5});
+      CHECK(fused.outputs[0].name == "y");
+      CHECK(fused.shapes.at("y") == Shape{batch * 4, 2, 5, 8});
+      // The reference: the same graph with the probabilities also read, which blocks the fusion.
+      ModelBuilder plain = shifted_window_attention(position_bias, mask_shape);
+      plain.output("probs");
+      const Graph unfused = prepared(plain, batch);
+      CHECK(count_op(unfused, "Attention") == 0);
+      const auto x = random_values(static_cast<std::size_t>(batch * 4 * 2 * 5 * 8), 62, -2.f, 2.f);
+      std::vector<float> got(x.size()), want(x.size()), probs(static_cast<std::size_t>(batch * 4 * 2 * 5 * 5));
+      CpuEngine(fused).run({x.data()}, {got.data()});
+      CpuEngine(unfused).run({x.data()}, {want.data(), probs.data()});
+      for (std::size_t i = 0; i < got.size(); ++i) CHECK(got[i] == Approx(want[i]).margin(1e-5));
+    }
+  // A position bias that differs along the merged batch is left alone.
+  CHECK(count_op(prepared(shifted_window_attention(true, {4, 1, 5, 5}, {8, 2, 5, 5}), 2), "Attention") == 0);
+}
