@@ -10,7 +10,8 @@
 // tensors so); a 4-D NHWC operand is staged through the scratch block. The bias M is read through broadcast strides.
 // Sequence-first operands ([S, B, d], graph.hpp) are read and written in place by the products and by flash (rows
 // B*d apart, batches d apart); the older fused kernel takes them staged into row-major order. Q, K and V that are
-// parts of one packed input ("packed_axis", graph.hpp) are read in place by flash (batch dims [N, heads] at most:
+// parts of one packed input ("packed_axis", graph.hpp) are read in place by flash (batch dims [N.., heads], the N..
+// merging into one:
 // AttentionOperandStrides::skip) and staged into row-major order by the other paths.
 #include <algorithm>
 
@@ -157,7 +158,7 @@ class AttentionLayer : public Layer {
                              operand_strides(1, s.batches, keys, depth, ctx.count),
                              operand_strides(2, s.batches, keys, dv, ctx.count),
                              operand_strides(3, s.batches, rows, dv, ctx.count)};
-    if (packed_in_place()) strides.heads = s.batch_rank == 2 ? s.batch_shape[1] : 1;
+    if (packed_in_place()) strides.heads = s.batch_rank >= 2 ? s.batch_shape[s.batch_rank - 1] : 1;
     if (path_ == AttentionPath::flash) {
       attention_flash(values_.type(), y, q, k, v, mask, s, strides, ctx.stream);
     } else if (path_ == AttentionPath::products) {  // scores = Q K^T (batched), softmax(scale * scores + M), Y = P V
@@ -195,9 +196,17 @@ class AttentionLayer : public Layer {
   bool packed(int which) const { return which < 3 && packed_axis_ >= 0; }
   // Staged through the scratch block: NHWC operands, parts of a packed input, and sequence-first ones for the
   // older fused kernel.
-  // Flash reads parts of a packed input through strides when the batch dims are [N, heads] or fewer.
+  // Flash reads parts of a packed input through strides when the batch dims are [N, heads] or fewer, or more
+  // whose leading ones merge into one N (each dim's stride the next one's extent times its stride, as in Swin's
+  // shifted windows [batch, windows, heads]: the Attention on the split batch, graph.hpp).
   bool packed_in_place() const {
-    return packed_axis_ >= 0 && path_ == AttentionPath::flash && logical(0, values_.slot(q_).shape).size() <= 4;
+    if (packed_axis_ < 0 || path_ != AttentionPath::flash) return false;
+    for (int which = 0; which < 3; ++which) {
+      const View v = logical_view(which, 1);
+      for (int d = 0; d + 4 < v.rank; ++d)
+        if (v.stride[d] != v.shape[d + 1] * v.stride[d + 1]) return false;
+    }
+    return true;
   }
   bool staged(int which) const {
     return values_.slot(operand_id(which)).nhwc || (packed(which) && !packed_in_place()) ||
@@ -221,7 +230,8 @@ class AttentionLayer : public Layer {
     if (packed(which) && !staged(which)) {  // logical [N, heads, L, w] or [B, L, w] through the input's strides
       const View v = logical_view(which, count);
       if (v.rank == 3) return {v.stride[0], v.stride[1], 0};
-      return {v.stride[1], v.stride[2], v.stride[0] - v.shape[1] * v.stride[1]};
+      const int n = v.rank - 4;  // [N.., heads, L, w]: the leading dims merge into N (packed_in_place)
+      return {v.stride[n + 1], v.stride[n + 2], v.stride[n] - v.shape[n + 1] * v.stride[n + 1]};
     }
     if (seq_first_[static_cast<std::size_t>(which)] && !staged(which)) return {width, batches * width, 0};
     return {length * width, width, 0};
