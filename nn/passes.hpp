@@ -3,11 +3,11 @@
 //
 // Steps, in order (each rewrite adds one line to Graph::rewrites):
 //   1. bind the batch: dim 0 of every input becomes `batch`; any other symbolic dimension is an error;
-//   2. one topological sweep that, node by node, removes Identity/Dropout/float Casts, turns Shape into a
+//   2. one topological sweep that, node by node, removes Identity/Dropout/float Casts (and, once canonical, Pads of nothing and Slices of everything), turns Shape into a
 //      constant, canonicalizes the node (graph.hpp's spellings), folds it when all its inputs are constants,
 //      and otherwise infers its concrete output shapes;
 //   3. folds BatchNormalization into the Conv before it;
-//   4. fuses the GELU and attention patterns (fuse_gelu.cpp, fuse_attention.cpp);
+//   4. fuses the GELU and attention patterns (fuse_gelu.cpp, fuse_attention.cpp, fuse_attention_parts.cpp);
 //   5. folds BatchNormalization into the Conv before it; products by a constant matrix become Linear;
 //   6. fuses into Conv and Linear the bias Add, scale Mul, residual Add and activation that follow them;
 //   7. removes dead nodes and unused constants.
