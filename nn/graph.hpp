@@ -92,7 +92,9 @@ struct Graph {
 //   backend may hold it as f16/bf16) with a concrete entry in `shapes`. Integer data exists only as constants
 //   (the indices ArgMax, ArgMin and TopK compute at run time are f32 numbers: see those ops below).
 // * Nodes are in topological order; no node has only constant inputs (folded); no dead nodes; no Identity,
-//   Dropout, Constant, Shape, Gather-on-shapes, Cast, Upsample or ConstantOfShape remains.
+//   Dropout, Constant, Shape, Gather-on-shapes, Cast, Upsample or ConstantOfShape remains; no Pad of nothing
+//   (all pads 0) and no Slice of every element in order (starts 0, steps 1, whole dims) either, unless it is all
+//   that makes a graph output from a graph input (those copies are removed like Identity).
 // * Ops that remain, with their canonical attributes (all axes non-negative, all lists concrete):
 //   Conv            inputs X, W (constant, f32, OIHW), B (constant or ""), R (residual or "", same shape as Y)
 //                   attrs strides, pads [top,left,bottom,right], dilations, group (auto_pad resolved away);
@@ -149,6 +151,10 @@ struct Graph {
 //                    input X, parts of its axis a (a < rank - 2): the held Q is X[.., pq, ..] (index pq of axis a,
 //                    that axis dropped; its "seq_axis" counts the dims without it), K and V likewise; nn.MultiheadAttention's q|k|v product read in place
 //                    (nn/passes/fuse_attention_parts.cpp)
+//                    Swin's shifted windows (scores [B, ..] -> Reshape [B1, B2, ..] -> Add window mask -> Reshape
+//                    back) run on the split batch: Q, K, V and Y are views [B1, B2, heads, L, w] (the batch B1 in
+//                    dim 0, so partial batches work) and M is one constant, the position bias plus the mask,
+//                    [B2 windows, heads or 1, T, S], broadcasting over B1 like any bias
 //   Pow, Max, Min        two inputs, numpy broadcasting (Max/Min with more inputs are refused)
 //   ReduceMean, ReduceSum, ReduceMax, ReduceMin, ReduceL1, ReduceL2, ReduceSumSquare, ReduceProd
 //                    one input; attrs "axes" (sorted, non-negative, unique, never empty), "keepdims" (0 | 1)

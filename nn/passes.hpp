@@ -5,9 +5,10 @@
 //   1. bind the batch: dim 0 of every input becomes `batch`; any other symbolic dimension is an error;
 //   2. one topological sweep that, node by node, removes Identity/Dropout/float Casts, turns Shape into a
 //      constant, canonicalizes the node (graph.hpp's spellings), folds it when all its inputs are constants,
-//      and otherwise infers its concrete output shapes;
+//      and otherwise infers its concrete output shapes (and removes it if it is a Pad of nothing or a Slice of
+//      every element);
 //   3. folds BatchNormalization into the Conv before it;
-//   4. fuses the GELU and attention patterns (fuse_gelu.cpp, fuse_attention.cpp);
+//   4. fuses the GELU and attention patterns (fuse_gelu.cpp, fuse_attention.cpp, fuse_attention_parts.cpp);
 //   5. folds BatchNormalization into the Conv before it; a Conv whose kernel tiles its input becomes a product of
 //      its patches (patchify.cpp); chains of Reshape/Transpose collapse to one move (collapse_moves.cpp);
 //      products by a constant matrix become Linear;

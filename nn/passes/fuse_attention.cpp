@@ -10,6 +10,11 @@
 // a Reshape that splits the batch into [N, heads], as torch 2 exports it: the held value is then reshaped to
 // [S, N, heads, d], which costs nothing), and the node's "seq_axis" attribute says which operands it reads or
 // writes in that layout (sequence axis 0; the backends read them through strides).
+// Swin's shifted windows put the window mask between two Reshapes that split the batch of the scores and merge
+// it again: scores [B, ..] [-> Add M1] -> Reshape [B1, B2, ..] -> Add M2 -> Reshape [B, ..] -> Softmax, with M1
+// (the relative position bias) a constant that does not vary along B and M2 (the mask, one per window of B2)
+// a constant. Then the Attention runs on the split batch [B1, B2, ..]: Q, K and V are reshaped to it and Y back
+// (views, which cost nothing), and its bias is the one constant M1 + M2, broadcasting to [B1, B2, .., T, S].
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -34,6 +39,7 @@ class AttentionFuser {
     for (std::size_t i = 0; i < g_.nodes.size(); ++i) {
       for (auto& n : before_[i]) out.push_back(std::move(n));
       if (!removed_[i]) out.push_back(std::move(g_.nodes[i]));
+      for (auto& n : after_[i]) out.push_back(std::move(n));
     }
     g_.nodes = std::move(out);
   }
@@ -120,6 +126,72 @@ class AttentionFuser {
       if (!removed_[i] && std::count(g_.nodes[i].inputs.begin(), g_.nodes[i].inputs.end(), value)) return i;
     return std::nullopt;
   }
+  // Swin's shifted-window bias (see the top of the file) behind the Softmax's input z: the scores inside, the
+  // split batch shape, the folded bias M1 + M2 and the nodes swallowed.
+  struct SplitBias {
+    std::string scores;
+    Shape split;
+    Tensor bias;
+    std::vector<std::size_t> taken;
+  };
+  std::optional<SplitBias> split_batch_bias(const std::string& z) const {
+    const auto merge = swallowable_producer(z, Op::Reshape);
+    if (!merge) return std::nullopt;
+    const std::string& masked = g_.nodes[*merge].inputs[0];
+    const auto add = swallowable_producer(masked, Op::Add);
+    if (!add) return std::nullopt;
+    const Shape &merged = g_.shape_of(z), &split = g_.shape_of(masked);
+    if (merged.size() < 3 || split.size() != merged.size() + 1 || split[0] * split[1] != merged[0] ||
+        !std::equal(split.begin() + 2, split.end(), merged.begin() + 1))
+      return std::nullopt;
+    const Node& a = g_.nodes[*add];
+    for (std::size_t side = 0; side < 2; ++side) {
+      const auto unmerge = swallowable_producer(a.inputs[side], Op::Reshape);
+      const std::string& m2_name = a.inputs[1 - side];
+      if (!unmerge || !g_.is_constant(m2_name) || g_.shape_of(a.inputs[side]) != split) continue;
+      const Tensor& m2 = g_.constants.at(m2_name);
+      if (m2.type != ElementType::f32 || m2.shape.size() > split.size()) continue;
+      SplitBias out{g_.nodes[*unmerge].inputs[0], split, m2, {*merge, *add, *unmerge}};
+      if (g_.shape_of(out.scores) != merged) continue;
+      // M1, added to the scores before the split: constant and the same for every index of B.
+      Tensor m1;
+      if (const auto inner = swallowable_producer(out.scores, Op::Add)) {
+        const Node& b = g_.nodes[*inner];
+        for (std::size_t s = 0; s < 2 && m1.shape.empty() && m1.f32.empty(); ++s) {
+          const std::string &x = b.inputs[s], &c = b.inputs[1 - s];
+          if (!g_.is_constant(c) || g_.is_constant(x) || g_.shape_of(x) != merged) continue;
+          const Tensor& t = g_.constants.at(c);
+          if (t.type != ElementType::f32 || t.shape.size() > merged.size()) continue;
+          if (t.shape.size() == merged.size() && t.shape[0] != 1) continue;  // varies along B
+          m1 = t;
+          if (m1.shape.size() == merged.size()) m1.shape.erase(m1.shape.begin());  // [1, ..] -> [..]
+          out.scores = x;
+          out.taken.push_back(*inner);
+        }
+      }
+      // M1 + M2 on the right-aligned union of their shapes (each dim 1 or the split scores').
+      const std::size_t rank = std::max(m1.shape.size(), m2.shape.size());
+      Shape both(rank, 1);
+      for (const Tensor* t : {static_cast<const Tensor*>(&m1), &m2})
+        for (std::size_t i = 0; i < t->shape.size(); ++i) {
+          const std::size_t at = rank - t->shape.size() + i;
+          both[at] = std::max(both[at], t->shape[i]);
+        }
+      if (m1.f32.empty()) m1.f32 = {0.f};  // no M1
+      if (element_count(both) > kMaxFoldedElements) return std::nullopt;
+      try {
+        out.bias = broadcast_tensor(m2, both);
+        const Tensor first = broadcast_tensor(m1, both);
+        for (std::size_t i = 0; i < out.bias.f32.size(); ++i) out.bias.f32[i] += first.f32[i];
+        Shape& kept = out.bias.shape;  // [1, B2, ..] -> [B2, ..]
+        while (kept.size() > 2 && kept[0] == 1) kept.erase(kept.begin());
+      } catch (const ModelError&) {
+        return std::nullopt;
+      }
+      return out;
+    }
+    return std::nullopt;
+  }
   static bool same_batch_dims(const Shape& a, const Shape& b) {
     return a.size() == b.size() && std::equal(a.begin(), a.end() - 2, b.begin());
   }
@@ -140,7 +212,11 @@ class AttentionFuser {
     float scale = 1.f;
     std::string mask;
     std::string z = sm.inputs[0];
-    if (const auto add = swallowable_producer(z, Op::Add)) {  // scores + M
+    std::optional<SplitBias> split = split_batch_bias(z);
+    if (split) {
+      z = split->scores;
+      taken.insert(taken.end(), split->taken.begin(), split->taken.end());
+    } else if (const auto add = swallowable_producer(z, Op::Add)) {  // scores + M
       const Node& a = g_.nodes[*add];
       for (std::size_t side = 0; side < 2 && mask.empty(); ++side) {
         const auto inner = producer_.find(a.inputs[side]);
@@ -213,12 +289,43 @@ class AttentionFuser {
         sequence_first[i] = true;
       }
     }
+    if (split && std::count(sequence_first.begin(), sequence_first.end(), true)) return;
     const Node& last = g_.nodes[*pv];
     std::string y = last.outputs[0];
-    if (const auto t = only_reader(y); t && g_.nodes[*t].op == Op::Transpose && is_sequence_transpose(g_.nodes[*t], true)) {
+    if (const auto t = only_reader(y); !split && t && g_.nodes[*t].op == Op::Transpose && is_sequence_transpose(g_.nodes[*t], true)) {
       y = g_.nodes[*t].outputs[0];
       sequence_first[3] = true;
       removed_[*t] = true;  // its readers come after it, so after the Attention too
+    }
+    std::vector<Node> after;
+    if (split) {  // the Attention on the split batch: Q, K, V and Y reshaped (views), the folded bias
+      auto view = [&](const std::string& from, const std::string& to, const Shape& shape) {
+        Node reshape{to, Op::Reshape, {from}, {to}, {}};
+        reshape.attrs.values["shape"] = shape;
+        g_.shapes[to] = shape;
+        return reshape;
+      };
+      auto fresh = [&](const std::string& base) {
+        std::string name = base + "/windows";
+        for (int i = 1; g_.shapes.count(name) || g_.is_constant(name); ++i) name = base + "/windows_" + std::to_string(i);
+        return name;
+      };
+      auto split_shape = [&](const Shape& s) {
+        Shape out{split->split[0], split->split[1]};
+        out.insert(out.end(), s.begin() + 1, s.end());
+        return out;
+      };
+      for (std::string* operand : operands) {
+        const std::string name = fresh(*operand);
+        extra.push_back(view(*operand, name, split_shape(g_.shape_of(*operand))));
+        *operand = name;
+      }
+      const std::string windows = fresh(y);
+      g_.shapes[windows] = split_shape(g_.shape_of(y));
+      after.push_back(view(windows, y, g_.shape_of(y)));
+      after.back().name = y + "/merge";
+      y = windows;
+      mask = add_constant(g_, last.name, "window_bias", std::move(split->bias));
     }
     Node attention{last.name + "/Attention", Op::Attention, {q, k, v, mask}, {y}, {}};
     attention.attrs.values["scale"] = scale;
@@ -230,11 +337,13 @@ class AttentionFuser {
     }
     g_.rewrites.push_back("fused " + std::to_string(taken.size()) + " nodes from " + g_.nodes[*qk].where() + " to " +
                           last.where() + " into " + attention.where() + " (scale " + std::to_string(scale) +
-                          (mask.empty() ? "" : ", bias '" + mask + "'") + ")");
+                          (mask.empty() ? "" : ", bias '" + mask + "'") +
+                          (split ? ", on the batch split to " + to_string(g_.shape_of(y)) : "") + ")");
     for (std::size_t i : taken) removed_[i] = true;
     // It runs where the final MatMul did (every input exists by then; every reader of its output comes later).
     removed_[*pv] = false;
     before_[*pv] = std::move(extra);
+    after_[*pv] = std::move(after);
     g_.nodes[*pv] = std::move(attention);
   }
 
@@ -243,6 +352,7 @@ class AttentionFuser {
   std::map<std::string, std::size_t> producer_;
   std::vector<bool> removed_;
   std::map<std::size_t, std::vector<Node>> before_;  // nodes that run just before node i (K's new Transpose)
+  std::map<std::size_t, std::vector<Node>> after_;   // and just after it (Y's Reshape from a split batch)
 };
 
 }  // namespace

@@ -1,4 +1,5 @@
-// The topological sweep of prepare(): every node is, in order, either removed (Identity, Dropout, float Cast),
+// The topological sweep of prepare(): every node is, in order, either removed (Identity, Dropout, float Cast;
+// after canonicalization a Pad of nothing or a Slice of everything),
 // turned into a constant (Shape; any node whose inputs are all constants), or canonicalized and given
 // concrete output shapes. Going in order means a node's inputs always have known shapes and, for
 // parameter inputs computed by export artefacts (Shape -> Gather -> Concat -> Reshape), known values.
@@ -74,6 +75,10 @@ class Sweep {
     if (canonical.op != node.op)
       g_.rewrites.push_back("rewrote " + node.where() + " as " + op_name(canonical.op) +
                             (canonical.op == Op::Reshape ? " to " + to_string(canonical.attrs.ints("shape")) : ""));
+    if (is_identity_copy(canonical) && can_pass_through(canonical)) {
+      if (!is_graph_output(g_, canonical.outputs[0])) g_.shapes.erase(canonical.outputs[0]);
+      return remove_pass_through(canonical);
+    }
     kept_.push_back(canonical);
   }
 
@@ -161,6 +166,35 @@ class Sweep {
     for (const Node& part : parts) ops += (ops.empty() ? "" : ", ") + op_name(part.op);
     g_.rewrites.push_back("rewrote " + node.where() + " as " + ops);
     for (const Node& part : parts) visit(part);
+  }
+
+  // A canonical Pad of nothing (all pads zero, any mode) or a Slice of every element in order (starts 0, steps 1,
+  // each end the whole dim) copies its input unchanged: Swin's window padding and un-padding once the sizes
+  // divide. Decided on the bound shapes, it stays a copy in runs of fewer items: a partial run shrinks dim 0 of
+  // input and output alike, and x[0:B] of fewer than B items is all of them.
+  bool is_identity_copy(const Node& n) const {
+    if (n.op == Op::Pad) {
+      const auto pads = n.attrs.ints("pads");
+      return std::all_of(pads.begin(), pads.end(), [](std::int64_t p) { return p == 0; });
+    }
+    if (n.op != Op::Slice) return false;
+    const Shape& in = g_.shape_of(n.inputs[0]);
+    const auto starts = n.attrs.ints("starts"), ends = n.attrs.ints("ends"), steps = n.attrs.ints("steps");
+    if (starts.size() != in.size() || ends.size() != in.size() || steps.size() != in.size()) return false;
+    for (std::size_t d = 0; d < in.size(); ++d)
+      if (starts[d] != 0 || steps[d] != 1 || ends[d] < in[d]) return false;
+    return true;
+  }
+  // Whether remove_pass_through can remove it: when its output is a graph output, the input's producer takes
+  // that name, which needs a producer (not a graph input or constant) whose output is no graph output itself.
+  // Otherwise the copy stays.
+  bool can_pass_through(const Node& node) const {
+    const std::string& in = node.inputs[0];
+    if (!is_graph_output(g_, node.outputs.at(0))) return true;
+    if (is_graph_output(g_, in)) return false;
+    return std::any_of(kept_.begin(), kept_.end(), [&](const Node& k) {
+      return std::find(k.outputs.begin(), k.outputs.end(), in) != k.outputs.end();
+    });
   }
 
   // Identity, Dropout and float-to-float Cast: later readers read the input instead. A graph output keeps

@@ -147,6 +147,11 @@ TEST_CASE("CUDA Attention matches the CPU twin every way", "[nn][nn_cuda][attent
       {{2, 3}, 17, 17, 64, 64, {}, false, 0.125f, {1, 1, 1, 1}, 2},
       {{4, 3}, 49, 49, 32, 32, {3, 49, 49}, true, 0.177f, {1, 1, 1, 1}, 2},
       {{4, 3}, 49, 49, 40, 40, {3, 49, 49}, true, 0.177f, {1, 1, 1, 1}, 2},
+      // Swin's shifted windows on the split batch [N, windows, heads] (graph.hpp), parts first ([3, N, W, heads,
+      // 49, 32], N and W merging into one batch of flash's in-place reads), the folded bias [W, heads, T, S];
+      // and the parts axis after N (N and W do not merge: staged)
+      {{2, 4, 3}, 49, 49, 32, 32, {4, 3, 49, 49}, true, 0.177f, {}, 0},
+      {{2, 4, 3}, 49, 49, 32, 32, {4, 1, 49, 49}, true, 0.177f, {}, 1},
   };
   for (std::size_t i = 0; i < cases.size(); ++i) {
     const AttentionCase& c = cases[i];

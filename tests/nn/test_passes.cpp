@@ -2265,3 +2265,117 @@ TEST_CASE("the opset 18 and 21 fuzz seeds run, or are refused naming the node", 
   CHECK_THAT(error_of([&] { prepare(load_onnx(corpus + "opset18_antialias_shrink.onnx"), 1); }),
              Contains("(Resize): antialias=1 is not supported when it shrinks the image"));
 }
+
+TEST_CASE("a Pad of nothing and a Slice of everything are removed and other Pads and Slices kept", "[nn][passes]") {
+  ModelBuilder m(17);
+  m.input("x", {-1, 4, 6}).output("y").output("z");
+  m.ints("no_pads", {0, 0, 0, 0, 0, 0}).ints("pads", {0, 1, 0, 0, 0, 0});  // one row before
+  m.ints("zero", {0, 0}).ints("big", {std::numeric_limits<std::int64_t>::max(), 6}).ints("axes", {0, 2});
+  m.ints("z1", {0}).ints("four", {4}).ints("one", {1}).ints("rows", {3});
+  m.node("Relu", {"x"}, {"r"});
+  test::set_string(m.node("Pad", {"r", "no_pads"}, {"p"}, "pad_nothing"), "mode", "reflect");
+  m.node("Slice", {"p", "zero", "big", "axes"}, {"s"}, "slice_all");  // batch to the end, dim 2 whole
+  m.node("Slice", {"s", "z1", "four", "one"}, {"s2"}, "slice_all_rows");  // x[:, :4]: every row
+  m.node("Pad", {"s2", "pads"}, {"padded"}, "pad_one");
+  m.node("Tanh", {"padded"}, {"t"});
+  m.node("Slice", {"t", "z1", "rows", "one"}, {"y"}, "slice_some");
+  m.node("Sigmoid", {"s2"}, {"q"});
+  m.node("Slice", {"q", "z1", "four", "one"}, {"z"}, "slice_output");  // a graph output: its producer renamed
+  for (const std::int64_t batch : {1, 3}) {
+    const Graph g = prepared(m, batch);
+    check_prepared_form(g);
+    CHECK(ops_of(g) == std::vector<std::string>{"Relu", "Pad", "Tanh", "Slice", "Sigmoid"});
+    CHECK(g.nodes[1].inputs[0] == g.nodes[0].outputs[0]);  // the kept Pad reads the Relu
+    CHECK(g.nodes[4].inputs[0] == g.nodes[0].outputs[0]);
+    CHECK(g.nodes[4].outputs[0] == "z");
+    CHECK(g.shapes.at("z") == Shape{batch, 4, 6});
+    for (const char* removed : {"'pad_nothing' (Pad)", "'slice_all' (Slice)", "'slice_all_rows' (Slice)", "'slice_output' (Slice)"})
+      CHECK(has_rewrite(g, std::string("removed node ") + removed));
+    // The same values as with the copies (kept when they are all that makes a graph output).
+    const auto x = random_values(static_cast<std::size_t>(batch * 24), 7);
+    std::vector<float> y(static_cast<std::size_t>(batch * 3 * 6)), z(static_cast<std::size_t>(batch * 24));
+    CpuEngine(g).run({x.data()}, {y.data(), z.data()});
+    for (std::size_t i = 0; i < z.size(); ++i) CHECK(z[i] == Approx(1 / (1 + std::exp(-std::max(x[i], 0.f)))));
+    for (std::int64_t b = 0; b < batch; ++b)
+      for (std::int64_t i = 0; i < 18; ++i) {
+        const std::int64_t row = i / 6, at = b * 18 + i;
+        const float want = row == 0 ? 0.f : std::tanh(std::max(x[static_cast<std::size_t>(b * 24 + (row - 1) * 6 + i % 6)], 0.f));
+        CHECK(y[static_cast<std::size_t>(at)] == Approx(want));
+      }
+  }
+  // A Pad of nothing or Slice of everything that is all a graph output is and reads a graph input stays a copy.
+  ModelBuilder copy(17);
+  copy.input("x", {-1, 4}).output("y").ints("no_pads", {0, 0, 0, 0});
+  copy.node("Pad", {"x", "no_pads"}, {"y"});
+  CHECK(ops_of(prepared(copy, 2)) == std::vector<std::string>{"Pad"});
+}
+
+namespace {
+// Swin's shifted-window attention as torchvision exports it: scores [B*4, 2, 5, 5] (+ M1, the position bias)
+// -> Reshape [B, 4, 2, 5, 5] -> Add M2 (a mask per window) -> Reshape [B*4, 2, 5, 5] -> Softmax -> MatMul.
+ModelBuilder shifted_window_attention(bool position_bias, const Shape& mask_shape, const Shape& m1_shape = {2, 5, 5}) {
+  ModelBuilder m(17);
+  m.input("x", {-1, 4, 2, 5, 8}).output("y");
+  m.ints("merged", {-1, 2, 5, 8}).ints("split", {-1, 4, 2, 5, 5}).ints("scores", {-1, 2, 5, 5});
+  m.weights("scale", {}, {0.35f}).weights("m1", m1_shape, random_values(static_cast<std::size_t>(element_count(m1_shape)), 60));
+  std::vector<float> mask = random_values(static_cast<std::size_t>(element_count(mask_shape)), 61);
+  for (std::size_t i = 0; i < mask.size(); i += 3) mask[i] = -100.f;
+  m.weights("m2", mask_shape, mask);
+  m.node("Relu", {"x"}, {"qx"});
+  m.node("Sigmoid", {"x"}, {"kx"});
+  m.node("Tanh", {"x"}, {"vx"});
+  m.node("Reshape", {"qx", "merged"}, {"q"});
+  m.node("Reshape", {"kx", "merged"}, {"k"});
+  m.node("Reshape", {"vx", "merged"}, {"v"});
+  m.node("Mul", {"q", "scale"}, {"qs"});
+  test::set_ints(m.node("Transpose", {"k"}, {"kt"}), "perm", {0, 1, 3, 2});
+  m.node("MatMul", {"qs", "kt"}, {"s"});
+  std::string s = "s";
+  if (position_bias) {
+    m.node("Add", {"s", "m1"}, {"biased"});
+    s = "biased";
+  }
+  m.node("Reshape", {s, "split"}, {"windows"});
+  m.node("Add", {"windows", "m2"}, {"masked"});
+  m.node("Reshape", {"masked", "scores"}, {"z"});
+  test::set_int(m.node("Softmax", {"z"}, {"probs"}), "axis", -1);
+  m.node("MatMul", {"probs", "v"}, {"y"});
+  return m;
+}
+}  // namespace
+
+TEST_CASE("Swin's shifted-window mask between batch Reshapes fuses into one Attention with one bias", "[nn][passes][attention]") {
+  for (const bool position_bias : {false, true})
+    for (const Shape& mask_shape : {Shape{4, 1, 5, 5}, Shape{1, 4, 1, 5, 5}, Shape{4, 2, 5, 5}}) {
+      INFO("position bias " << position_bias << " mask " << to_string(mask_shape));
+      const std::int64_t batch = 3;
+      const ModelBuilder m = shifted_window_attention(position_bias, mask_shape);
+      const Graph fused = prepared(m, batch);
+      check_prepared_form(fused);
+      CHECK(count_op(fused, "Softmax") == 0);
+      CHECK(count_op(fused, "Add") == 0);
+      CHECK(count_op(fused, "MatMul") == 0);
+      CHECK(count_op(fused, "Mul") == 0);
+      CHECK(count_op(fused, "Transpose") == 0);
+      const Node& a = attention_of(fused);
+      CHECK(a.attrs.f("scale", 0.f) == Approx(0.35f));
+      CHECK(fused.shape_of(a.inputs[0]) == Shape{batch, 4, 2, 5, 8});  // the batch split again, a view
+      CHECK(fused.shape_of(a.outputs[0]) == Shape{batch, 4, 2, 5, 8});
+      REQUIRE(fused.is_constant(a.inputs[3]));
+      CHECK(fused.constants.at(a.inputs[3]).shape == Shape{4, position_bias ? 2 : mask_shape[mask_shape.size() - 3], 5, 5});
+      CHECK(fused.outputs[0].name == "y");
+      CHECK(fused.shapes.at("y") == Shape{batch * 4, 2, 5, 8});
+      // The reference: the same graph with the probabilities also read, which blocks the fusion.
+      ModelBuilder plain = shifted_window_attention(position_bias, mask_shape);
+      plain.output("probs");
+      const Graph unfused = prepared(plain, batch);
+      CHECK(count_op(unfused, "Attention") == 0);
+      const auto x = random_values(static_cast<std::size_t>(batch * 4 * 2 * 5 * 8), 62, -2.f, 2.f);
+      std::vector<float> got(x.size()), want(x.size()), probs(static_cast<std::size_t>(batch * 4 * 2 * 5 * 5));
+      CpuEngine(fused).run({x.data()}, {got.data()});
+      CpuEngine(unfused).run({x.data()}, {want.data(), probs.data()});
+      for (std::size_t i = 0; i < got.size(); ++i) CHECK(got[i] == Approx(want[i]).margin(1e-5));
+    }
+  // A position bias that differs along the merged batch is left alone.
+  CHECK(count_op(prepared(shifted_window_attention(true, {4, 1, 5, 5}, {8, 2, 5, 5}), 2), "Attention") == 0);
+}
