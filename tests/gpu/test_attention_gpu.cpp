@@ -103,8 +103,13 @@ void check_every_way(const AttentionCase& c, const Graph& g, const std::vector<s
       o.attention = mode;
       CudaEngine engine(g, o);
       INFO(g.source << " at " << to_string(p) << "\n" << engine.describe());
-      CHECK(engine.describe().find(expected_kernel(mode, p, c)) != std::string::npos);
-      CHECK(relative_error(run_gpu(engine, inputs)[0], want[0]) <= tolerance(p));
+      const std::string kernel = expected_kernel(mode, p, c);
+      CHECK(engine.describe().find(kernel) != std::string::npos);
+      // The products hold the scores in the element type before the softmax: at bf16 (8 significant bits) a
+      // score near 8 is off by up to 0.03, which exp turns into 3% (measured 3.5% at 197 keys with a bias), where
+      // flash and the fused kernel keep them in f32 registers.
+      const double bound = p == Precision::bf16 && kernel == "softmax kernel" ? 5e-2 : tolerance(p);
+      CHECK(relative_error(run_gpu(engine, inputs)[0], want[0]) <= bound);
     }
 }
 
