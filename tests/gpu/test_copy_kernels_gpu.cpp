@@ -21,46 +21,15 @@
 #include "kernels/half.hpp"
 #include "nn/cuda/kernels.cuh"
 #include "tests/gpu/device_memory.hpp"
+#include "tests/gpu/typed_values.hpp"
 
 using namespace sluice;
 using namespace sluice::nn::cuda;
+using sluice::nn::test::device_bytes;
+using sluice::nn::test::host_floats;
+using sluice::nn::test::rounded;
 
 namespace {
-
-// Values as the device type holds them, back in f32.
-float rounded(DType type, float v) {
-  if (type == DType::f16) return kernels::half_bits_to_float(kernels::float_to_half_bits(v));
-  if (type == DType::bf16) return kernels::bf16_bits_to_float(kernels::float_to_bf16_bits(v));
-  return v;
-}
-
-std::vector<unsigned char> device_bytes(DType type, const std::vector<float>& v) {
-  std::vector<unsigned char> out(v.size() * dtype_bytes(type));
-  for (std::size_t i = 0; i < v.size(); ++i) {
-    if (type == DType::f32) {
-      std::memcpy(&out[i * 4], &v[i], 4);
-    } else {
-      const std::uint16_t bits = type == DType::f16 ? kernels::float_to_half_bits(v[i]) : kernels::float_to_bf16_bits(v[i]);
-      std::memcpy(&out[i * 2], &bits, 2);
-    }
-  }
-  return out;
-}
-
-std::vector<float> host_floats(DType type, const std::vector<unsigned char>& bytes) {
-  const std::size_t n = bytes.size() / dtype_bytes(type);
-  std::vector<float> out(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    if (type == DType::f32) {
-      std::memcpy(&out[i], &bytes[i * 4], 4);
-    } else {
-      std::uint16_t bits;
-      std::memcpy(&bits, &bytes[i * 2], 2);
-      out[i] = type == DType::f16 ? kernels::half_bits_to_float(bits) : kernels::bf16_bits_to_float(bits);
-    }
-  }
-  return out;
-}
 
 std::vector<float> random_floats(std::size_t n, std::uint32_t seed, float lo = -1.f, float hi = 1.f) {
   std::mt19937 rng(seed);

@@ -1066,16 +1066,12 @@ TEST_CASE("attention on sequence-first tensors reads and writes them in place", 
 }
 
 namespace {
-// torch 2's export of nn.MultiheadAttention's self-attention: one product P [S=5, N=2, 3E] (E = 3 heads x 4)
-// split into Q, K, V by Reshape [S, N, 3, E], Unsqueeze, Transpose to [3, S, N, 1, E], Squeeze and one Slice
-// each, then the head Reshapes and Transposes. `k_also_read`: K's Slice is also a graph output.
-ModelBuilder packed_self_attention(bool k_also_read) {
-  ModelBuilder m(17);
-  m.input("x", {5, 2, 36}).output("y");
-  if (k_also_read) m.output("k_part");
+// torch 2's split of nn.MultiheadAttention's packed product P ("p", [S=5, N=2, 3E], E = 3 heads x 4) into Q, K
+// and V (Reshape [S, N, 3, E], Unsqueeze, Transpose to [3, S, N, 1, E], Squeeze and one Slice each, then the head
+// Reshapes and Transposes) and the attention over them, whose output "o" is [N, heads, S, d].
+void packed_attention_from_p(ModelBuilder& m) {
   m.weights("root_d", {}, {2.f}).ints("split", {5, 2, 3, 12}).ints("unsqueeze", {1, 5, 2, 3, 12});
   m.ints("squeeze", {3, 5, 2, 12}).ints("rows", {5, 6, 4}).ints("heads", {2, 3, 5, 4}).ints("axis0", {0});
-  m.node("Relu", {"x"}, {"p"});
   m.node("Reshape", {"p", "split"}, {"p4"});
   m.node("Reshape", {"p4", "unsqueeze"}, {"p5"});
   test::set_ints(m.node("Transpose", {"p5"}, {"pt"}), "perm", {3, 1, 2, 0, 4});
@@ -1093,6 +1089,19 @@ ModelBuilder packed_self_attention(bool k_also_read) {
   m.node("Div", {"s", "root_d"}, {"scaled"});
   test::set_int(m.node("Softmax", {"scaled"}, {"probs"}), "axis", -1);
   m.node("MatMul", {"probs", "v4"}, {"o"});
+}
+}  // namespace
+
+namespace {
+// torch 2's export of nn.MultiheadAttention's self-attention: one product P [S=5, N=2, 3E] (E = 3 heads x 4)
+// split into Q, K, V by Reshape [S, N, 3, E], Unsqueeze, Transpose to [3, S, N, 1, E], Squeeze and one Slice
+// each, then the head Reshapes and Transposes. `k_also_read`: K's Slice is also a graph output.
+ModelBuilder packed_self_attention(bool k_also_read) {
+  ModelBuilder m(17);
+  m.input("x", {5, 2, 36}).output("y");
+  if (k_also_read) m.output("k_part");
+  m.node("Relu", {"x"}, {"p"});
+  packed_attention_from_p(m);
   test::set_ints(m.node("Transpose", {"o"}, {"y"}), "perm", {2, 0, 1, 3});
   return m;
 }
@@ -1175,29 +1184,11 @@ ModelBuilder vit_block(const std::vector<std::string>& graph_outputs = {}) {
   for (const auto& o : graph_outputs) m.output(o);
   m.weights("w_in", {12, 36}, random_values(12 * 36, 60)).weights("b_in", {36}, random_values(36, 61));
   m.weights("w_out", {12, 12}, random_values(12 * 12, 62)).weights("b_out", {12}, random_values(12, 63));
-  m.weights("root_d", {}, {2.f}).ints("split", {5, 2, 3, 12}).ints("unsqueeze", {1, 5, 2, 3, 12});
-  m.ints("squeeze", {3, 5, 2, 12}).ints("rows", {5, 6, 4}).ints("heads", {2, 3, 5, 4}).ints("axis0", {0});
   m.ints("merged", {10, 12}).ints("unmerged", {5, 2, 12});
   test::set_ints(m.node("Transpose", {"x"}, {"xs"}), "perm", {1, 0, 2});
   m.node("MatMul", {"xs", "w_in"}, {"p0"});
   m.node("Add", {"p0", "b_in"}, {"p"});
-  m.node("Reshape", {"p", "split"}, {"p4"});
-  m.node("Reshape", {"p4", "unsqueeze"}, {"p5"});
-  test::set_ints(m.node("Transpose", {"p5"}, {"pt"}), "perm", {3, 1, 2, 0, 4});
-  m.node("Reshape", {"pt", "squeeze"}, {"parts"});
-  for (std::int64_t i = 0; i < 3; ++i) {
-    const std::string s = std::string(1, "qkv"[i]);
-    m.ints(s + "_start", {i}).ints(s + "_end", {i + 1});
-    m.node("Slice", {"parts", s + "_start", s + "_end", "axis0"}, {s + "_part"});
-    m.node("Reshape", {s + "_part", "rows"}, {s + "_rows"});
-    test::set_ints(m.node("Transpose", {s + "_rows"}, {s + "t"}), "perm", {1, 0, 2});
-    m.node("Reshape", {s + "t", "heads"}, {s + "4"});
-  }
-  test::set_ints(m.node("Transpose", {"k4"}, {"kT"}), "perm", {0, 1, 3, 2});
-  m.node("MatMul", {"q4", "kT"}, {"s"});
-  m.node("Div", {"s", "root_d"}, {"scaled"});
-  test::set_int(m.node("Softmax", {"scaled"}, {"probs"}), "axis", -1);
-  m.node("MatMul", {"probs", "v4"}, {"o"});
+  packed_attention_from_p(m);
   test::set_ints(m.node("Transpose", {"o"}, {"o_seq"}), "perm", {2, 0, 1, 3});
   m.node("Reshape", {"o_seq", "merged"}, {"o_rows"});
   m.node("MatMul", {"o_rows", "w_out"}, {"proj0"});
