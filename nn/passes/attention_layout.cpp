@@ -182,8 +182,7 @@ class LayoutRewriter {
     Shape unmoved = g_.shape_of(t.inputs[0]);  // the product before the Transpose
     unmoved.back() = g_.shape_of(product).back();
     if (!plan_input(product, *perm, unmoved)) return false;
-    std::string name = product + "/unmoved";
-    for (int i = 1; g_.shapes.count(name); ++i) name = product + "/unmoved_" + std::to_string(i);
+    const std::string name = unused_value_name(g_, product + "/unmoved");
     g_.shapes[name] = unmoved;
     Node linear = g_.nodes[*l];
     Node transpose = t;

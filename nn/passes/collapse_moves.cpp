@@ -158,7 +158,7 @@ class MoveCollapser {
     const std::vector<int> flat = atoms.flattened(), &memory = atoms.memory_order();
     std::vector<Node> nodes;
     const auto add = [&](Op op, const std::string& role, const std::string& in, const Shape& shape, bool last_one) {
-      const std::string name = last_one ? last.name : last.name + "/collapsed_" + role;
+      const std::string name = last_one ? last.name : unused_value_name(g_, last.name + "/collapsed_" + role);
       Node n{name, op, {in}, {last_one ? last.outputs.at(0) : name}, {}};
       if (op == Op::Reshape) n.attrs.values["shape"] = std::vector<std::int64_t>(shape.begin(), shape.end());
       g_.shapes[n.outputs[0]] = shape;
@@ -174,7 +174,7 @@ class MoveCollapser {
     }
     if (transposes < 2) return std::nullopt;
     // Runs of atoms that stay neighbours in the same order move as one dim.
-    std::vector<std::size_t> position(memory.size() + flat.size());
+    std::vector<std::size_t> position(memory.size());  // atom -> its place in the chain's output order
     for (std::size_t i = 0; i < flat.size(); ++i) position[static_cast<std::size_t>(flat[i])] = i;
     std::vector<std::vector<int>> groups;
     for (std::size_t i = 0; i < memory.size(); ++i) {

@@ -8,12 +8,6 @@
 namespace sluice::nn::passes {
 namespace {
 
-std::string unused_constant_name(const Graph& g, const std::string& wanted) {
-  std::string name = wanted;
-  for (int i = 1; g.is_constant(name) || g.shapes.count(name); ++i) name = wanted + "_" + std::to_string(i);
-  return name;
-}
-
 void fold_into(Graph& g, Node& conv, const Node& bn) {
   const Tensor& w = g.constants.at(conv.inputs[1]);
   const auto& scale = g.constants.at(bn.inputs[1]).f32;
@@ -35,8 +29,8 @@ void fold_into(Graph& g, Node& conv, const Node& bn) {
     folded_b.f32[o] = static_cast<float>((static_cast<double>(folded_b.f32[o]) - mean[o]) * s + shift[o]);
   }
   // New names: the original weights may be shared with another node.
-  const std::string w_name = unused_constant_name(g, conv.name + ".weight_bn_folded");
-  const std::string b_name = unused_constant_name(g, conv.name + ".bias_bn_folded");
+  const std::string w_name = unused_value_name(g, conv.name + ".weight_bn_folded");
+  const std::string b_name = unused_value_name(g, conv.name + ".bias_bn_folded");
   g.constants[w_name] = std::move(folded_w);
   g.constants[b_name] = std::move(folded_b);
   conv.inputs[1] = w_name;

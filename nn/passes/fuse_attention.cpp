@@ -109,8 +109,7 @@ class AttentionFuser {
     Shape held{joint[1]};
     held.insert(held.end(), split.begin(), split.end() - 2);
     held.push_back(joint[2]);
-    std::string name = source + "/heads";
-    for (int i = 1; g_.shapes.count(name); ++i) name = source + "/heads_" + std::to_string(i);
+    const std::string name = unused_value_name(g_, source + "/heads");
     Node reshape{name, Op::Reshape, {source}, {name}, {}};
     reshape.attrs.values["shape"] = held;
     g_.shapes[name] = held;
@@ -271,8 +270,7 @@ class AttentionFuser {
     if (perm == sequence_perm(kr, false)) {  // K sequence-first already: read it so
       sequence_first[1] = true;
     } else if (!identity) {
-      k = kt + "/as_keys";
-      for (int i = 1; g_.shapes.count(k); ++i) k = kt + "/as_keys_" + std::to_string(i);
+      k = unused_value_name(g_, kt + "/as_keys");
       Node transpose{k, Op::Transpose, {k_source}, {k}, {}};
       transpose.attrs.values["perm"] = perm;
       Shape ks = kts;
@@ -305,11 +303,7 @@ class AttentionFuser {
         g_.shapes[to] = shape;
         return reshape;
       };
-      auto fresh = [&](const std::string& base) {
-        std::string name = base + "/windows";
-        for (int i = 1; g_.shapes.count(name) || g_.is_constant(name); ++i) name = base + "/windows_" + std::to_string(i);
-        return name;
-      };
+      auto fresh = [&](const std::string& base) { return unused_value_name(g_, base + "/windows"); };
       auto split_shape = [&](const Shape& s) {
         Shape out{split->split[0], split->split[1]};
         out.insert(out.end(), s.begin() + 1, s.end());

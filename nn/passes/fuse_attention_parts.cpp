@@ -155,8 +155,7 @@ class PartsFuser {
     if (!split || *split + 2 > held.size()) return;  // the parts axis must stay before the rows and depth
     Shape packed = held;
     packed.insert(packed.begin() + static_cast<std::ptrdiff_t>(*split), p.view[p.axis]);
-    std::string name = p.value + "/parts";
-    for (int i = 1; g_.shapes.count(name); ++i) name = p.value + "/parts_" + std::to_string(i);
+    const std::string name = unused_value_name(g_, p.value + "/parts");
     Node view{name, Op::Reshape, {p.value}, {name}, {}};
     view.attrs.values["shape"] = packed;
     g_.shapes[name] = packed;

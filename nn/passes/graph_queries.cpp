@@ -68,9 +68,14 @@ std::string join_ints(const std::vector<std::int64_t>& values) {
   return out;
 }
 
+std::string unused_value_name(const Graph& g, const std::string& wanted) {
+  std::string name = wanted;
+  for (int i = 1; g.is_constant(name) || g.shapes.count(name); ++i) name = wanted + "_" + std::to_string(i);
+  return name;
+}
+
 std::string add_constant(Graph& g, const std::string& owner, const std::string& role, Tensor t) {
-  std::string name = owner + "." + role;
-  for (int i = 1; g.is_constant(name); ++i) name = owner + "." + role + "_" + std::to_string(i);
+  const std::string name = unused_value_name(g, owner + "." + role);
   g.constants[name] = std::move(t);
   return name;
 }

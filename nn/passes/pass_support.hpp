@@ -57,6 +57,9 @@ const Tensor* constant_input(const Graph& g, const Node& node, std::size_t index
 std::vector<std::int64_t> as_ints(const Tensor& t);
 std::vector<float> as_floats(const Tensor& t);
 std::string join_ints(const std::vector<std::int64_t>& values);  // "1,2,3"
+// `wanted`, or "WANTED_N" with the first N that makes it, a name no value or constant of g has yet: every name a
+// pass makes goes through here (node names in files may repeat, so a name built from one may be taken).
+std::string unused_value_name(const Graph& g, const std::string& wanted);
 // Adds `t` to g's constants under a new name "OWNER.ROLE" (or "OWNER.ROLE_N" when taken) and returns the name.
 std::string add_constant(Graph& g, const std::string& owner, const std::string& role, Tensor t);
 

@@ -56,7 +56,8 @@ class Patchify {
     std::vector<Node> nodes;
     const auto add = [&](Op op, const std::string& role, std::vector<std::string> inputs, Shape shape,
                          const std::string& output = "") {
-      Node node{conv.name + "/patchify/" + role, op, std::move(inputs), {output.empty() ? conv.name + "/patchify/" + role : output}, {}};
+      const std::string name = unused_value_name(g_, conv.name + "/patchify/" + role);
+      Node node{name, op, std::move(inputs), {output.empty() ? name : output}, {}};
       g_.shapes[node.outputs[0]] = std::move(shape);
       nodes.push_back(std::move(node));
       return nodes.back().outputs[0];

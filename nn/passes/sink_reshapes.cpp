@@ -48,10 +48,11 @@ class ReshapeSinker {
           g_.shape_of(other) != g_.shape_of(reshaped))
         continue;
       const Shape& inner = g_.shape_of(product);
-      Node residual{add.name + "/residual", Op::Reshape, {other}, {add.name + "/residual"}, {}};
+      const std::string residual_name = unused_value_name(g_, add.name + "/residual");
+      Node residual{residual_name, Op::Reshape, {other}, {residual_name}, {}};
       residual.attrs.values["shape"] = std::vector<std::int64_t>(inner.begin(), inner.end());
       g_.shapes[residual.outputs[0]] = inner;
-      Node sum{add.name, Op::Add, {product, residual.outputs[0]}, {add.name + "/sum"}, {}};
+      Node sum{add.name, Op::Add, {product, residual.outputs[0]}, {unused_value_name(g_, add.name + "/sum")}, {}};
       g_.shapes[sum.outputs[0]] = inner;
       Node back{add.name + "/reshape", Op::Reshape, {sum.outputs[0]}, add.outputs, reshape->attrs};
       dropped[producer_.at(reshaped)] = true;

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <numeric>
 #include <random>
+#include <set>
 
 #include "nn/cpu/engine.hpp"
 #include "nn/passes.hpp"
@@ -109,6 +110,26 @@ TEST_CASE("a tiling Conv on channels-last data turned NCHW gathers patches chann
           nchw[static_cast<std::size_t>(((i * 5 + c) * 6 + y) * 4 + q)] = std::max(0.f, x[static_cast<std::size_t>(((i * 6 + y) * 4 + q) * 5 + c)]);
   const auto want = patch_conv(nchw, {2, 5, 6, 4}, random_values(3 * 5 * 2 * 2, 7), {3, 5, 2, 2}, random_values(3, 8));
   for (std::size_t i = 0; i < got.size(); ++i) CHECK(std::fabs(got[i] - want[i]) <= 1e-5f);
+}
+
+TEST_CASE("two tiling Convs with one node name give values of their own", "[nn][passes][patchify]") {
+  // Node names in a file may repeat; the names the rewrite makes from them must not.
+  ModelBuilder m(13);
+  m.input("x", {1, 2, 4, 4}).output("y");
+  m.weights("w1", {2, 2, 2, 2}, random_values(16, 11)).weights("w2", {3, 2, 2, 2}, random_values(24, 12));
+  test::set_ints(m.node("Conv", {"x", "w1"}, {"h"}, "stem"), "strides", {2, 2});
+  test::set_ints(m.node("Conv", {"h", "w2"}, {"y"}, "stem"), "strides", {2, 2});
+  const Graph g = prepare(m.load(), 1);
+  CHECK(count_op(g, Op::Conv) == 0);
+  std::set<std::string> made;
+  for (const Node& n : g.nodes)
+    for (const auto& out : n.outputs) CHECK(made.insert(out).second);  // each value made once
+  const auto x = random_values(32, 13);
+  float got[3];
+  CpuEngine(g).run({x.data()}, {got});
+  const auto h = patch_conv(x, {1, 2, 4, 4}, random_values(16, 11), {2, 2, 2, 2}, std::vector<float>(2, 0.f));
+  const auto want = patch_conv(h, {1, 2, 2, 2}, random_values(24, 12), {3, 2, 2, 2}, std::vector<float>(3, 0.f));
+  for (std::size_t i = 0; i < 3; ++i) CHECK(std::fabs(got[i] - want[i]) <= 1e-5f);
 }
 
 TEST_CASE("a Conv that does not tile its input stays a Conv", "[nn][passes][patchify]") {
