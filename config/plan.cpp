@@ -12,7 +12,7 @@
 #include "runtime/errors.hpp"
 #include "runtime/frame_tap.hpp"
 #include "runtime/gpu.hpp"
-#include "runtime/redis_source.hpp"
+#include "runtime/source_kind.hpp"
 
 namespace sluice {
 namespace {
@@ -261,9 +261,10 @@ PipelinePlan plan_pipeline(const PipelineSpec& spec) {
                                        : static_cast<int>(trunk + (i - spec.branches[static_cast<std::size_t>(ss.branch)].first));
     if (spec.execution == Execution::serial && ss.kind == "decode" && ss.params.all().count("uri"))
       for (const auto& uri : ss.params.strings("uri"))
-        if (is_redis_uri(uri))  // serial: the sink finishes an input only when a batch passes
-          throw ConfigError(where + "a redis:// source needs execution: pipelined (serial execution would hold a "
-                                    "job's last input, and its entry, until more inputs arrive)");
+        if (const SourceKind& kind = source_kind_of(uri); kind.fed())  // serial: an input ends only when a batch passes
+          throw ConfigError(where + "a " + kind.name + " source (a job fed while it runs) needs execution: pipelined "
+                                    "(serial execution would hold a job's last input, and its entry, until more "
+                                    "inputs arrive)");
     std::string params;
     for (const auto& [name, value] : ss.params.all()) {
       const std::string text = format_param(value);

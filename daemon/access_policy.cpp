@@ -16,7 +16,7 @@
 
 #include "config/pipeline_spec.hpp"
 #include "daemon/listen_address.hpp"
-#include "runtime/inputs.hpp"
+#include "runtime/source_kind.hpp"
 #include "runtime/stage.hpp"
 #include "runtime/utf8.hpp"
 
@@ -210,9 +210,9 @@ Refusal AccessPolicy::check_reload_path(const std::string& path, std::string& re
 }
 
 Refusal AccessPolicy::check_source_uri(const std::string& uri) const {
-  const InputKind kind = classify_uri(uri);
-  if (kind == InputKind::testsrc) return std::nullopt;
-  if (kind == InputKind::stream) {
+  const SourceKind& kind = source_kind_of(uri);
+  if (kind.reach == SourceReach::anywhere) return std::nullopt;
+  if (kind.reach == SourceReach::network) {
     const std::string shown = to_valid_utf8(uri);
     if (host_rules_.empty())
       return "source-add " + shown +
@@ -233,12 +233,7 @@ Refusal AccessPolicy::check_source_uri(const std::string& uri) const {
     return "source-add " + shown + " refused: " + scheme + "://" + host + (port < 0 ? "" : ":" + std::to_string(port)) +
            " is not allowed by --allow-source-host (" + join(settings_.allow_source_hosts) + ")";
   }
-  std::string path = uri;
-  if (kind == InputKind::camera && path.size() >= 5 && lower(path.substr(0, 5)) == "v4l2:") {
-    path = path.substr(5);
-    if (!path.empty() && path[0] != '/') path = "/dev/video" + path;
-  }
-  return check_under(input_roots_, path, "source-add", "--input-root");
+  return check_under(input_roots_, kind.local_path ? kind.local_path(uri) : uri, "source-add", "--input-root");
 }
 
 Refusal AccessPolicy::check_output_paths(const PipelineSpec& spec) const {

@@ -4,7 +4,7 @@
 
 #include "runtime/frame_reader.hpp"
 #include "runtime/inputs.hpp"
-#include "runtime/redis_source.hpp"
+#include "runtime/source_kind.hpp"
 #include "runtime/utf8.hpp"
 
 namespace sluice {
@@ -36,33 +36,27 @@ std::string describe_decoders(const PipelineSpec& spec, const PipelinePlan& plan
     const auto& uris = stage.params.strings("uri");
     if (uris.empty()) continue;
     ReaderOptions options;
-    options.decoder = stage.params.string("decoder");
+    if (const auto decoder = parse_decoder_choice(stage.params.string("decoder"))) options.decoder = *decoder;
     if (const auto fit = parse_fit(stage.params.string("fit"))) options.fit = *fit;
     options.width = static_cast<int>(stage.params.integer("width"));
     options.height = static_cast<int>(stage.params.integer("height"));
     options.device_frames = plan.stages[i].output.memory == MemoryKind::device;
-    out += "decoders of stage '" + plan.stages[i].name + "' (decoder: " + options.decoder + ", frames in " +
+    out += "decoders of stage '" + plan.stages[i].name + "' (decoder: " + std::string(to_string(options.decoder)) + ", frames in " +
            to_string(plan.stages[i].output.memory) + " memory):\n";
     for (const auto& uri : uris) {
       const std::string shown = to_valid_utf8(uri);
-      if (is_redis_uri(uri)) {  // inputs arrive while it runs: the URI's options are all check can look at
+      const SourceKind& kind = source_kind_of(uri);
+      if (kind.check_note) {  // live, or fed while it runs: what the URI says is all check can look at
         try {
-          const RedisSourceOptions o = parse_redis_source_uri(uri);
-          out += "  " + shown + ": a job fed from Redis stream '" + to_valid_utf8(o.uri.stream) + "' (group '" +
-                 to_valid_utf8(o.group) + "'), inputs decoded as they arrive (not opened by check)\n";
+          out += "  " + shown + ": " + kind.check_note(uri) + "\n";
         } catch (const std::exception& e) {
           out += "  " + shown + ": " + e.what() + "\n";
         }
         continue;
       }
-      const InputKind kind = classify_uri(uri);
-      if (is_live(kind)) {
-        out += "  " + shown + ": " + std::string(to_string(kind)) + ", decoded when it connects (not opened by check)\n";
-        continue;
-      }
       ExpandedSource expanded;
       try {
-        expanded = expand_source(uri);
+        expanded = kind.inputs_of(uri);
       } catch (const std::exception& e) {
         out += "  " + shown + ": " + e.what() + "\n";
         continue;

@@ -87,7 +87,7 @@ std::vector<std::string> inputs_of(const std::string& arg) {
   const fs::path absolute = fs::absolute(arg, ec);
   if (ec) throw std::invalid_argument("cannot make '" + shown(arg) + "' absolute: " + ec.message());
   const std::string path = absolute.lexically_normal().string();
-  const ExpandedSource expanded = expand_source(path);
+  const ExpandedSource expanded = expand_local_path(path);
   if (!expanded.job && !fs::is_regular_file(path, ec))
     throw std::invalid_argument("'" + shown(path) + "' is not a file, directory or glob that matches files");
   std::vector<std::string> out;
@@ -357,7 +357,7 @@ int jobs_command(const std::vector<std::string>& args) {
   } catch (const redis::RedisError& e) {
     std::fprintf(stderr, "sluicectl: jobs %s: %s\n", sub.c_str(), e.what());
     return e.kind() == redis::RedisError::Kind::connection ? kExitConnect : kExitRedis;
-  } catch (const std::exception& e) {  // expand_source's InputError, a filesystem error
+  } catch (const std::exception& e) {  // expand_local_path's InputError, a filesystem error
     std::fprintf(stderr, "sluicectl: jobs %s: %s\n", sub.c_str(), e.what());
     return kExitRedis;
   }

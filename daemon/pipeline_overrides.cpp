@@ -17,7 +17,7 @@
 #include "runtime/bounded_file.hpp"
 #include "runtime/errors.hpp"
 #include "runtime/gpu.hpp"
-#include "runtime/inputs.hpp"
+#include "runtime/source_kind.hpp"
 #include "runtime/utf8.hpp"
 
 namespace sluice {
@@ -83,8 +83,7 @@ std::string absolute(const std::string& path) {
 // Cameras (plugged in later), streams, image sequences and test patterns are left to the source, which
 // reports them as it runs.
 std::optional<std::string> local_input_problem(const std::string& uri) {
-  const InputKind kind = classify_uri(uri);
-  if (kind != InputKind::file && kind != InputKind::image) return std::nullopt;
+  if (!source_kind_of(uri).local_files) return std::nullopt;
   struct stat st {};
   if (::stat(uri.c_str(), &st) != 0) {
     const int error = errno;
@@ -97,7 +96,7 @@ std::optional<std::string> local_input_problem(const std::string& uri) {
     return "it is " + file_kind(st.st_mode) + ", not a regular file";
   }
   try {
-    expand_source(uri);  // a directory or a glob: the files it holds
+    expand_local_path(uri);  // a directory or a glob: the files it holds
   } catch (const std::exception& e) {
     return std::string(e.what());
   }

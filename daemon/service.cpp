@@ -29,7 +29,7 @@
 #include "daemon/watchdog.hpp"
 #include "runtime/errors.hpp"
 #include "runtime/gpu.hpp"
-#include "runtime/inputs.hpp"
+#include "runtime/source_kind.hpp"
 #include "runtime/pipeline.hpp"
 #include "runtime/source_control.hpp"
 #include "runtime/utf8.hpp"
@@ -43,9 +43,7 @@ namespace asio = boost::asio;
 // Why a source-add of a local file or image cannot be read, if so: it is missing, or sluiced may not read it
 // (access(2), no open). Globs, image sequences, cameras (plugged in later) and URLs are left to the source.
 std::optional<std::string> unreadable_local_input(const std::string& uri) {
-  const InputKind kind = classify_uri(uri);
-  if (kind != InputKind::file && kind != InputKind::image) return std::nullopt;
-  if (uri.find_first_of("*?[") != std::string::npos) return std::nullopt;
+  if (!source_kind_of(uri).local_files || has_glob_chars(uri)) return std::nullopt;
   if (::access(uri.c_str(), R_OK) == 0) return std::nullopt;
   return "source-add " + to_valid_utf8(uri) + " refused: " + std::strerror(errno);
 }

@@ -32,12 +32,6 @@
 #include "runtime/source_control.hpp"
 #include "runtime/utf8.hpp"
 #include "version.hpp"
-#if SLUICE_WITH_MEDIA
-#include "media/media.hpp"
-#else
-#include "media/video.hpp"
-#endif
-
 
 namespace {
 
@@ -545,11 +539,6 @@ void setup_logging() {
 
 int main(int argc, char** argv) {
   setup_logging();
-#if SLUICE_WITH_MEDIA
-  sluice::register_media();  // files, images, cameras, streams, the annotate sink
-#else
-  sluice::register_video_readers();  // GPU-host builds: video files and streams (NVDEC, libavcodec)
-#endif
   std::vector<std::string> args(argv + 1, argv + argc);
   const auto is_help = [](const std::string& a) { return a == "--help" || a == "-h"; };
   if (args.empty()) {  // the two forms and the commands; the options are for --help

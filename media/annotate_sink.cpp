@@ -5,7 +5,7 @@
 // (`<dir>/<name>/<frame:06d>.jpg|.png`). The frames come from the pipeline's FrameTap, which this stage creates
 // and the source fills, at the source's size unless a size is configured. Each output is written under a
 // temporary name and committed atomically when every frame of the input is settled; names follow the sink
-// stage's rule (stages/sink_outputs.hpp).
+// stage's rule (runtime/sink_outputs.hpp).
 #include "media/annotate_sink.hpp"
 
 #include <fcntl.h>
@@ -29,8 +29,9 @@
 #include "runtime/frame_reader.hpp"
 #include "media/scaled_frame_tap.hpp"
 #include "media/video_writer.hpp"
-#include "stages/sink_outputs.hpp"
-#include "stages/sink_records.hpp"
+#include "runtime/sink_outputs.hpp"
+#include "runtime/stage_registrar.hpp"
+#include "runtime/sink_records.hpp"
 
 namespace sluice {
 namespace {
@@ -539,6 +540,6 @@ StageInfo annotate_stage() {
       }};
 }
 
-void register_annotate_stage() { StageRegistry::add_builtin(annotate_stage()); }
+SLUICE_REGISTER_STAGE(annotate_stage);
 
 }  // namespace sluice

@@ -6,9 +6,7 @@
 
 namespace sluice {
 
-// The stage's declaration (kind "annotate", a sink).
+// The stage's declaration (kind "annotate", a sink); it registers itself (SLUICE_REGISTER_STAGE).
 StageInfo annotate_stage();
-// Adds it to StageRegistry::builtin(); called by register_media().
-void register_annotate_stage();
 
 }  // namespace sluice

@@ -29,6 +29,7 @@ class LibavReader final : public FrameReader {
   LibavReader(const std::string& uri, InputKind kind, const ReaderOptions& o) : fit_(o.fit), live_(is_live(kind)) {
     DemuxOptions d;
     d.open_timeout_s = o.open_timeout_s;
+    if (o.rtsp_over_udp) d.format_options["rtsp_transport"] = "udp";
     d.read_timeout_s = o.read_timeout_s;
     demux_ = std::make_unique<Demuxer>(uri, d);
     const LibavLogScope scope(demux_->log());

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cctype>
 
+#include "runtime/utf8.hpp"
+
 namespace sluice {
 
 std::string_view to_string(InputKind k) noexcept {
@@ -19,9 +21,32 @@ std::string_view to_string(InputKind k) noexcept {
   return "?";
 }
 
+namespace {
+// What SLUICE_REGISTER_READERS collected; run on the first global(), when every static object exists.
+std::vector<void (*)(ReaderRegistry&)>& registered_readers() {
+  static std::vector<void (*)(ReaderRegistry&)> adds;
+  return adds;
+}
+
+std::string lower_extension(const std::string& uri) {
+  const auto slash = uri.find_last_of('/');
+  const auto dot = uri.find_last_of('.');
+  if (dot == std::string::npos || (slash != std::string::npos && dot < slash)) return {};
+  std::string ext = uri.substr(dot);
+  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return ext;
+}
+}  // namespace
+
+ReaderRegistrar::ReaderRegistrar(void (*add)(ReaderRegistry&)) { registered_readers().push_back(add); }
+
 ReaderRegistry& ReaderRegistry::global() {
-  static ReaderRegistry registry;
-  return registry;
+  static ReaderRegistry* const registry = [] {
+    auto* r = new ReaderRegistry;  // never destroyed: readers may still be opened while the program exits
+    for (const auto add : registered_readers()) add(*r);
+    return r;
+  }();
+  return *registry;
 }
 
 void ReaderRegistry::add(InputKind kind, ReaderFactory factory) {
@@ -29,9 +54,14 @@ void ReaderRegistry::add(InputKind kind, ReaderFactory factory) {
   factories_[kind] = std::move(factory);
 }
 
-void ReaderRegistry::add_for_extensions(const std::vector<std::string>& extensions, ExtensionReaderFactory factory) {
+void ReaderRegistry::add_gpu(InputKind kind, GpuReaderFactory factory) {
   std::lock_guard lock(mu_);
-  for (const auto& ext : extensions) by_extension_[ext] = factory;
+  gpu_factories_[kind] = std::move(factory);
+}
+
+void ReaderRegistry::add_gpu_for_extensions(const std::vector<std::string>& extensions, GpuReaderFactory factory) {
+  std::lock_guard lock(mu_);
+  for (const auto& ext : extensions) gpu_by_extension_[ext] = factory;
 }
 
 bool ReaderRegistry::has(InputKind kind) const {
@@ -39,28 +69,32 @@ bool ReaderRegistry::has(InputKind kind) const {
   return factories_.count(kind) != 0;
 }
 
+GpuReaderFactory ReaderRegistry::gpu_reader_for(InputKind kind, const std::string& uri) const {
+  if (kind == InputKind::file || kind == InputKind::image)
+    if (auto it = gpu_by_extension_.find(lower_extension(uri)); it != gpu_by_extension_.end()) return it->second;
+  if (auto it = gpu_factories_.find(kind); it != gpu_factories_.end()) return it->second;
+  return {};
+}
+
 std::unique_ptr<FrameReader> ReaderRegistry::open(InputKind kind, const std::string& uri, const ReaderOptions& options,
                                                   std::string* declined) const {
   ReaderFactory factory;
-  ExtensionReaderFactory special;
+  GpuReaderFactory gpu;
   {
     std::lock_guard lock(mu_);
     if (auto it = factories_.find(kind); it != factories_.end()) factory = it->second;
-    if (kind == InputKind::file || kind == InputKind::image) {
-      const auto slash = uri.find_last_of('/');
-      const auto dot = uri.find_last_of('.');
-      if (dot != std::string::npos && (slash == std::string::npos || dot > slash)) {
-        std::string ext = uri.substr(dot);
-        std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-        if (auto it = by_extension_.find(ext); it != by_extension_.end()) special = it->second;
-      }
-    }
+    gpu = gpu_reader_for(kind, uri);
   }
-  if (special) {
-    std::string why;
-    if (auto reader = special(uri, options, why)) return reader;
+  if (gpu) {
+    std::string why = "decoder: cpu";
+    if (options.decoder != DecoderChoice::cpu) {
+      why.clear();
+      if (auto reader = gpu(uri, options, why)) return reader;
+      if (options.decoder == DecoderChoice::gpu)
+        throw InputError("'" + to_valid_utf8(uri) + "': decoder: gpu, but " + why);
+    }
     if (declined) *declined = why;
-    if (!factory) throw InputError("'" + uri + "': " + why);
+    if (!factory) throw InputError("'" + to_valid_utf8(uri) + "': " + why);
     bool first = false;
     {
       std::lock_guard lock(mu_);
@@ -69,15 +103,14 @@ std::unique_ptr<FrameReader> ReaderRegistry::open(InputKind kind, const std::str
     if (first) spdlog::info("decoding on the CPU: {}", why);
   }
   if (!factory) {
-    // Video files and streams (FFmpeg) are registered by sluiced in every build; what a GPU-host build lacks
-    // is OpenCV.
+    // Video files and streams (FFmpeg) are registered in every build; what a GPU-host build lacks is OpenCV.
     const std::string needs =
         kind == InputKind::camera ? "OpenCV videoio; this sluiced was built without it (SLUICE_GPU_HOST leaves OpenCV out)"
         : kind == InputKind::image || kind == InputKind::image_sequence
             ? "OpenCV imgcodecs; this sluiced was built without it (SLUICE_GPU_HOST leaves OpenCV out)"
-            : "the FFmpeg readers (media/video.hpp), which this program did not register";
-    throw InputError("'" + uri + "' is " + (kind == InputKind::image ? "an " : "a ") + std::string(to_string(kind)) +
-                     " input, which needs " + needs);
+            : "the FFmpeg readers (media/video.cpp), which this program did not link";
+    throw InputError("'" + to_valid_utf8(uri) + "' is " + (kind == InputKind::image ? "an " : "a ") +
+                     std::string(to_string(kind)) + " input, which needs " + needs);
   }
   return factory(uri, options);
 }

@@ -2,9 +2,10 @@
 // Where a source's frames come from: one opened input (a video file, an image, an image sequence, a camera,
 // a network stream, a test pattern) that decodes frame after frame into memory the caller owns.
 //
-// Readers are made by factories registered per input kind. The core registers the test pattern; the media
-// library registers files and streams (FFmpeg's libavformat/libavcodec, NVDEC for files: every build) and
-// images and cameras (OpenCV: left out of GPU-host builds, which then report "needs OpenCV ..." for them).
+// Readers are made by factories registered per input kind, each next to its code (SLUICE_REGISTER_READERS): the
+// test pattern (stages/testsrc_reader.cpp), the GPU decoders (media/nvdec, media/nvjpeg), files and streams
+// (media/video.cpp: FFmpeg, every build) and images and cameras (media/media.cpp: OpenCV, left out of GPU-host
+// builds, which then report "needs OpenCV ..." for them). Which kind a URI is: runtime/source_kind.hpp.
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -72,6 +73,25 @@ inline std::optional<Fit> parse_fit(std::string_view s) noexcept {
   return std::nullopt;
 }
 
+// Which decoder reads an input a GPU decoder can take: automatic uses the GPU decoder where the codec, the input
+// and the GPU allow, else the CPU decoder (saying why, once); gpu only the GPU decoder (the input fails with its
+// reason when it cannot); cpu never it.
+enum class DecoderChoice : std::uint8_t { automatic, gpu, cpu };
+// Inline: sluicectl checks a job entry's `decoder` without the engine.
+constexpr std::string_view to_string(DecoderChoice d) noexcept {
+  switch (d) {
+    case DecoderChoice::automatic: return "auto";
+    case DecoderChoice::gpu: return "gpu";
+    case DecoderChoice::cpu: return "cpu";
+  }
+  return "?";
+}
+inline std::optional<DecoderChoice> parse_decoder_choice(std::string_view s) noexcept {
+  for (DecoderChoice d : {DecoderChoice::automatic, DecoderChoice::gpu, DecoderChoice::cpu})
+    if (to_string(d) == s) return d;
+  return std::nullopt;
+}
+
 struct ReaderOptions {
   Fit fit = Fit::stretch;
   // Cameras: the mode to request; fourcc e.g. "MJPG", "YUYV" (empty: the driver's). With width/height 0,
@@ -84,14 +104,15 @@ struct ReaderOptions {
   int codec_threads = 0;
   // Network streams: how long opening and one read may block before they count as failed.
   double open_timeout_s = 10, read_timeout_s = 5;
+  // rtsp:// streams: RTP interleaved in the RTSP connection (tcp: no loss, the default) or over UDP (udp: lower
+  // latency; lost packets fail the pictures they damage).
+  bool rtsp_over_udp = false;
   // Test patterns (testsrc:PATTERN): frames (0 = endless), rate (0 = as fast as possible), seed.
   std::uint64_t frames = 0;
   std::uint64_t seed = 1;
   bool animate = true;
-  // Files a GPU decoder can read (H.264/HEVC in a container or Annex-B on NVDEC, .jpg/.jpeg images on nvJPEG):
-  // "auto" uses it where the codec and the GPU allow and else the CPU decoder (saying why, once); "gpu" only it
-  // (the input fails when it cannot); "cpu" never it.
-  std::string decoder = "auto";
+  // Inputs a GPU decoder can read (ReaderRegistry::open applies it, once for every reader).
+  DecoderChoice decoder = DecoderChoice::automatic;
   // Set by the source set when its batches live in device memory: a GPU decoder may then hand frames over in
   // device memory (FrameTarget::device) instead of copying them to the host.
   bool device_frames = false;
@@ -122,33 +143,51 @@ struct InputError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A reader on the CPU: opens its input or throws InputError.
 using ReaderFactory = std::function<std::unique_ptr<FrameReader>(const std::string& uri, const ReaderOptions&)>;
-// A reader for files and images of some extensions (Annex-B elementary streams on NVDEC, JPEGs on nvJPEG),
-// tried before the kind's factory. It returns nullptr with `why` set when it does not serve this input (no GPU, decoder: cpu); the
-// kind's factory then opens it and the reason is logged once per reason; without one, open() throws
-// InputError with `why`.
-using ExtensionReaderFactory =
+// A reader on a GPU decoder (NVDEC, nvJPEG): returns nullptr with `why` set when it does not serve this input (no
+// GPU, a codec or option it cannot do); the kind's CPU reader then opens it. It never sees decoder: cpu, and
+// never has to refuse for decoder: gpu (ReaderRegistry::open does both).
+using GpuReaderFactory =
     std::function<std::unique_ptr<FrameReader>(const std::string& uri, const ReaderOptions&, std::string& why)>;
 
-// Factories per input kind; filled at start (core: testsrc; media library: the rest), read afterwards.
+// Factories per input kind; filled while the program starts (SLUICE_REGISTER_READERS), read afterwards.
 class ReaderRegistry {
  public:
+  // The program's registry: every registration collected by SLUICE_REGISTER_READERS is in it.
   static ReaderRegistry& global();
-  void add(InputKind kind, ReaderFactory factory);  // replaces an earlier one of the same kind
-  // For file and image inputs whose extension (lower case, with the dot) is one of `extensions`; replaces
-  // earlier ones.
-  void add_for_extensions(const std::vector<std::string>& extensions, ExtensionReaderFactory factory);
-  bool has(InputKind kind) const;
-  // Opens `uri` as `kind`; throws InputError naming the URI and the reason (or the missing library). When an
-  // extension reader declined the input, `*declined` (if given) gets its reason (e.g. "NVDEC unavailable: ...").
+  void add(InputKind kind, ReaderFactory factory);  // the kind's CPU reader; replaces an earlier one
+  void add_gpu(InputKind kind, GpuReaderFactory factory);  // the kind's GPU reader, tried first; replaces
+  // A GPU reader for file and image inputs whose extension (lower case, with the dot) is one of `extensions`,
+  // tried instead of the kind's GPU reader (Annex-B streams, JPEGs); replaces earlier ones.
+  void add_gpu_for_extensions(const std::vector<std::string>& extensions, GpuReaderFactory factory);
+  bool has(InputKind kind) const;  // a CPU reader
+  // Opens `uri` as `kind`: the GPU reader first unless options.decoder is cpu; when it declines, the CPU reader
+  // (the reason logged once), or with decoder: gpu InputError("'URI': decoder: gpu, but WHY"). Throws InputError
+  // naming the URI and the reason (or the missing library). `*declined` (if given) gets why the GPU reader was
+  // passed over ("decoder: cpu", "NVDEC unavailable: ...").
   std::unique_ptr<FrameReader> open(InputKind kind, const std::string& uri, const ReaderOptions& options,
                                     std::string* declined = nullptr) const;
 
  private:
+  GpuReaderFactory gpu_reader_for(InputKind kind, const std::string& uri) const;  // under mu_
+
   mutable std::mutex mu_;
   std::map<InputKind, ReaderFactory> factories_;
-  std::map<std::string, ExtensionReaderFactory> by_extension_;
+  std::map<InputKind, GpuReaderFactory> gpu_factories_;
+  std::map<std::string, GpuReaderFactory> gpu_by_extension_;
   mutable std::set<std::string> fallbacks_logged_;  // reasons already logged (once each)
 };
 
+// Readers register themselves next to their code: after the function that adds them,
+//   SLUICE_REGISTER_READERS(register_video_readers);   // void register_video_readers(ReaderRegistry&)
+// runs it on the global registry when that is first used. Nothing else names such a file, so CMakeLists.txt
+// links the libraries holding them whole (sluice_sources, sluice_video, sluice_media).
+struct ReaderRegistrar {
+  explicit ReaderRegistrar(void (*add)(ReaderRegistry&));
+};
+
 }  // namespace sluice
+
+#define SLUICE_REGISTER_READERS(add) \
+  static const ::sluice::ReaderRegistrar sluice_reader_registrar_##add { add }

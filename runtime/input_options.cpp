@@ -8,7 +8,6 @@ namespace sluice {
 namespace {
 
 constexpr std::uint64_t kMaxFrames = std::uint64_t{1} << 40;
-constexpr std::string_view kDecoders[] = {"auto", "gpu", "cpu"};
 
 std::string shown_value(std::string_view value) {
   std::string v = to_valid_utf8(std::string(value.substr(0, 64)));
@@ -27,12 +26,9 @@ std::string InputOptions::set(std::string_view name, std::string_view value) {
     return {};
   }
   if (name == "decoder") {
-    for (std::string_view d : kDecoders)
-      if (d == value) {
-        decoder = std::string(d);
-        return {};
-      }
-    return "option 'decoder' is " + shown_value(value) + ", not auto, gpu or cpu";
+    decoder = parse_decoder_choice(value);
+    if (!decoder) return "option 'decoder' is " + shown_value(value) + ", not auto, gpu or cpu";
+    return {};
   }
   if (name == "max_frames") {
     std::uint64_t n = 0;
@@ -53,7 +49,7 @@ std::string InputOptions::text() const {
     t.append(name).append("=").append(value);
   };
   if (fit) add("fit", std::string(to_string(*fit)));
-  if (decoder) add("decoder", *decoder);
+  if (decoder) add("decoder", std::string(to_string(*decoder)));
   if (max_frames) add("max_frames", std::to_string(max_frames));
   return t;
 }

@@ -19,7 +19,7 @@ namespace sluice {
 
 struct InputOptions {
   std::optional<Fit> fit;
-  std::optional<std::string> decoder;
+  std::optional<DecoderChoice> decoder;
   std::uint64_t max_frames = 0;  // 0: all
 
   // Sets one option from its text; returns why not ("" when set). The message names the option and its

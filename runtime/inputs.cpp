@@ -4,7 +4,6 @@
 #include <sys/stat.h>
 
 #include <algorithm>
-#include <array>
 #include <cctype>
 #include <filesystem>
 #include <system_error>
@@ -13,21 +12,10 @@ namespace sluice {
 namespace fs = std::filesystem;
 namespace {
 
-constexpr std::array<std::string_view, 10> kStreamSchemes{"rtsp://", "rtsps://", "rtmp://", "rtmps://", "rtp://",
-                                                          "http://", "https://", "tcp://",  "udp://",   "srt://"};
-
 std::string lower(std::string_view s) {
   std::string out(s);
   for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return out;
-}
-
-bool starts_with_icase(std::string_view s, std::string_view prefix) {
-  return s.size() >= prefix.size() && lower(s.substr(0, prefix.size())) == prefix;
-}
-
-bool all_digits(std::string_view s) {
-  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
 bool has_extension_in(std::string_view path, const std::vector<std::string_view>& list) {
@@ -45,27 +33,6 @@ std::pair<std::size_t, std::size_t> find_printf_int(std::string_view s) {
   }
   return {std::string_view::npos, 0};
 }
-
-bool is_stream(std::string_view uri) {
-  return std::any_of(kStreamSchemes.begin(), kStreamSchemes.end(),
-                     [&](std::string_view scheme) { return starts_with_icase(uri, scheme); });
-}
-
-// /dev/videoN, v4l2:N, v4l2:/dev/videoN, /dev/v4l/by-id/..., /dev/v4l/by-path/... (the part after "v4l2:").
-bool is_camera_path(std::string_view s) {
-  constexpr std::string_view kVideo = "/dev/video";
-  if (s.substr(0, kVideo.size()) == kVideo && all_digits(s.substr(kVideo.size()))) return true;
-  return (s.rfind("/dev/v4l/by-id/", 0) == 0 || s.rfind("/dev/v4l/by-path/", 0) == 0) && s.back() != '/';
-}
-
-bool is_camera(std::string_view uri) {
-  if (is_camera_path(uri)) return true;
-  if (!starts_with_icase(uri, "v4l2:")) return false;
-  const std::string_view rest = uri.substr(5);
-  return all_digits(rest) || is_camera_path(rest);
-}
-
-bool has_glob_chars(std::string_view s) { return s.find_first_of("*?[") != std::string_view::npos; }
 
 // The kind of a file found in a directory or by a glob: by extension only (its name is not a pattern).
 InputKind kind_of_found_file(const std::string& path) {
@@ -135,23 +102,6 @@ ExpandedSource expand_glob(const std::string& pattern) {
   return out;
 }
 
-// Keeps [A-Za-z0-9._-]; other characters become '-', runs of '-' collapse, and '-', '.' and '_' are trimmed
-// at both ends. At most 64 characters.
-std::string sanitize_name(std::string_view s) {
-  std::string out;
-  for (char c : s) {
-    const bool ok = std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
-    const char d = ok && static_cast<unsigned char>(c) < 128 ? c : '-';
-    if (d == '-' && !out.empty() && out.back() == '-') continue;
-    out += d;
-  }
-  const auto first = out.find_first_not_of("-._");
-  if (first == std::string::npos) return {};
-  out = out.substr(first, out.find_last_not_of("-._") - first + 1);
-  if (out.size() > 64) out.resize(64);
-  return out;
-}
-
 // The last non-empty component of a path ("clips/" -> "clips"; "." -> the current directory's name).
 std::string last_component(const std::string& path) {
   fs::path p = fs::path(path).lexically_normal();
@@ -165,26 +115,6 @@ std::string last_component(const std::string& path) {
     name = q.filename().string();
   }
   return name;
-}
-
-std::string stream_name(const std::string& uri) {
-  const auto sep = uri.find("://");
-  const std::string scheme = lower(uri.substr(0, sep));
-  std::string authority = uri.substr(sep + 3);
-  authority = authority.substr(0, authority.find_first_of("/?#"));
-  if (const auto at = authority.rfind('@'); at != std::string::npos) authority = authority.substr(at + 1);
-  std::string host = authority, port;
-  if (!authority.empty() && authority[0] == '[') {  // [ipv6]:port
-    const auto close = authority.find(']');
-    host = authority.substr(1, close == std::string::npos ? std::string::npos : close - 1);
-    if (close != std::string::npos && close + 1 < authority.size() && authority[close + 1] == ':')
-      port = authority.substr(close + 2);
-  } else if (const auto colon = authority.rfind(':'); colon != std::string::npos) {
-    host = authority.substr(0, colon);
-    port = authority.substr(colon + 1);
-  }
-  if (host.empty()) host = scheme;  // udp://@:1234, tcp://:9000
-  return port.empty() ? host : host + "-" + port;
 }
 
 }  // namespace
@@ -209,81 +139,76 @@ const std::vector<std::string_view>& image_extensions() {
   return list;
 }
 
-InputKind classify_uri(const std::string& uri) {
-  if (starts_with_icase(uri, "testsrc:")) return InputKind::testsrc;
-  if (is_stream(uri)) return InputKind::stream;
-  if (is_camera(uri)) return InputKind::camera;
-  if (has_extension_in(uri, image_extensions())) {
-    const auto slash = uri.find_last_of('/');
-    const std::string_view name = std::string_view(uri).substr(slash == std::string::npos ? 0 : slash + 1);
-    return find_printf_int(name).first != std::string_view::npos ? InputKind::image_sequence : InputKind::image;
-  }
-  return InputKind::file;
+bool starts_with_icase(std::string_view s, std::string_view prefix) {
+  return s.size() >= prefix.size() && lower(s.substr(0, prefix.size())) == prefix;
 }
 
-ExpandedSource expand_source(const std::string& uri) {
-  const InputKind kind = classify_uri(uri);
+bool has_glob_chars(std::string_view s) { return s.find_first_of("*?[") != std::string_view::npos; }
+
+InputKind local_input_kind(std::string_view path) {
+  if (!has_extension_in(path, image_extensions())) return InputKind::file;
+  const auto slash = path.find_last_of('/');
+  const std::string_view name = path.substr(slash == std::string_view::npos ? 0 : slash + 1);
+  return find_printf_int(name).first != std::string_view::npos ? InputKind::image_sequence : InputKind::image;
+}
+
+bool names_local_job(const std::string& path) {
+  std::error_code ec;
+  return has_glob_chars(path) || fs::is_directory(path, ec);
+}
+
+ExpandedSource expand_local_path(const std::string& path) {
+  const InputKind kind = local_input_kind(path);
   if (kind == InputKind::file || kind == InputKind::image) {
     std::error_code ec;
-    const fs::file_status st = fs::status(uri, ec);
-    if (!ec && fs::is_directory(st)) return expand_directory(uri);
+    const fs::file_status st = fs::status(path, ec);
+    if (!ec && fs::is_directory(st)) return expand_directory(path);
     // An existing file whose name holds glob characters is that file, not a pattern.
-    if (!fs::exists(st) && has_glob_chars(uri)) return expand_glob(uri);
+    if (!fs::exists(st) && has_glob_chars(path)) return expand_glob(path);
   }
   ExpandedSource out;
   out.kind = kind;
-  out.inputs.emplace_back(uri, kind);
+  out.inputs.emplace_back(path, kind);
   return out;
 }
 
-std::string default_source_name(const std::string& uri) {
-  std::string name;
-  if (uri.rfind("redis://", 0) == 0 || uri.rfind("rediss://", 0) == 0) {  // a job fed from a Redis stream: redis-STREAM
-    const std::size_t host = uri.find("://") + 3, slash = uri.find('/', host);
-    std::string stream = uri.substr(slash == std::string::npos ? uri.size() : slash + 1);
-    stream = stream.substr(0, stream.find('?'));
-    name = sanitize_name(stream);
-    return name.empty() ? "redis" : "redis-" + name;
+std::string sanitize_source_name(std::string_view s) {
+  std::string out;
+  for (char c : s) {
+    const bool ok = std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
+    const char d = ok && static_cast<unsigned char>(c) < 128 ? c : '-';
+    if (d == '-' && !out.empty() && out.back() == '-') continue;
+    out += d;
   }
-  switch (classify_uri(uri)) {
-    case InputKind::testsrc: name = "testsrc-" + sanitize_name(uri.substr(uri.find(':') + 1)); break;
-    case InputKind::stream: name = stream_name(uri); break;
-    case InputKind::camera: {
-      const std::string path = starts_with_icase(uri, "v4l2:") ? uri.substr(5) : uri;
-      name = all_digits(path) ? "video" + path : fs::path(path).filename().string();
-      break;
-    }
-    case InputKind::image_sequence: {
-      const fs::path p(uri);
-      std::string stem = p.stem().string();
-      const auto [at, len] = find_printf_int(stem);
-      if (at != std::string::npos) stem.erase(at, len);
-      name = sanitize_name(stem);
-      if (name.empty()) name = last_component(p.parent_path().empty() ? "." : p.parent_path().string());
-      break;
-    }
-    case InputKind::file:
-    case InputKind::image: {
-      std::error_code ec;
-      if (fs::is_directory(uri, ec)) {
-        name = last_component(uri);
-      } else if (!fs::exists(uri, ec) && has_glob_chars(uri)) {
-        // The deepest directory without glob characters: clips/cam*/x.mp4 -> clips.
-        fs::path dir;
-        for (const fs::path& part : fs::path(uri).parent_path()) {
-          if (has_glob_chars(part.string())) break;
-          dir /= part;
-        }
-        name = last_component(dir.empty() ? "." : dir.string());
-      } else {
-        name = fs::path(uri).stem().string();
-        if (name.empty()) name = last_component(uri);
-      }
-      break;
-    }
+  const auto first = out.find_first_not_of("-._");
+  if (first == std::string::npos) return {};
+  out = out.substr(first, out.find_last_not_of("-._") - first + 1);
+  if (out.size() > 64) out.resize(64);
+  return out;
+}
+
+std::string local_source_name(const std::string& path) {
+  if (local_input_kind(path) == InputKind::image_sequence) {
+    const fs::path p(path);
+    std::string stem = p.stem().string();
+    const auto [at, len] = find_printf_int(stem);
+    if (at != std::string::npos) stem.erase(at, len);
+    std::string name = sanitize_source_name(stem);
+    return name.empty() ? last_component(p.parent_path().empty() ? "." : p.parent_path().string()) : name;
   }
-  name = sanitize_name(name);
-  return name.empty() ? "source" : name;
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) return last_component(path);
+  if (!fs::exists(path, ec) && has_glob_chars(path)) {
+    // The deepest directory without glob characters: clips/cam*/x.mp4 -> clips.
+    fs::path dir;
+    for (const fs::path& part : fs::path(path).parent_path()) {
+      if (has_glob_chars(part.string())) break;
+      dir /= part;
+    }
+    return last_component(dir.empty() ? "." : dir.string());
+  }
+  const std::string stem = fs::path(path).stem().string();
+  return stem.empty() ? last_component(path) : stem;
 }
 
 }  // namespace sluice

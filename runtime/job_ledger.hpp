@@ -92,7 +92,7 @@ class JobLedger {
   // Throws std::runtime_error when that cannot be made durable (the records must not be written then).
   void started(const std::vector<std::string>& inputs);
   // Inputs whose last record at open said started: their records in shared outputs are from an attempt that
-  // never finished; the sink removes them (stages/sink_outputs.hpp drop_records_of) before they are redone.
+  // never finished; the sink removes them (runtime/sink_outputs.hpp drop_records_of) before they are redone.
   const std::set<std::string>& interrupted() const { return interrupted_; }
   // An input that cannot be processed (missing, corrupt, unsupported): recorded so a restart does not retry
   // it. `frames`: those it delivered before it failed, if any. Same return and errors as done().

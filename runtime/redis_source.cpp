@@ -16,6 +16,7 @@
 #include <spdlog/spdlog.h>
 
 #include "runtime/inputs.hpp"
+#include "runtime/source_kind.hpp"
 #include "runtime/redis_group_replies.hpp"
 #include "runtime/stats.hpp"
 #include "runtime/thread_name.hpp"
@@ -537,12 +538,47 @@ std::optional<std::string> reject_input(const std::string& input, InputKind& kin
   if (input.find("://") != std::string::npos)
     return "'" + shown(input, 80) + "' is a URL of a kind a job does not take (only http(s):// files and absolute paths)";
   if (input.front() != '/') return "'" + shown(input, 80) + "' is not an absolute path (each worker reads it from its own filesystem)";
-  kind = classify_uri(input);
-  if (kind == InputKind::camera) return "'" + shown(input, 80) + "' is a camera: a job input must end";
-  if (kind != InputKind::file && kind != InputKind::image && kind != InputKind::image_sequence)
+  const SourceKind& source = source_kind_of(input);
+  kind = source.reads_as;
+  if (source.live()) return "'" + shown(input, 80) + "' is a " + source.name + ": a job input must end";
+  if (source.fed() || (kind != InputKind::file && kind != InputKind::image && kind != InputKind::image_sequence))
     return "'" + shown(input, 80) + "' is not a file";
   return std::nullopt;
 }
+
+namespace {
+
+// redis://HOST:PORT/STREAM?group=G: a job whose inputs are the stream's entries (the header above).
+SourceKind redis_source_kind() {
+  SourceKind k;
+  k.name = "redis";
+  k.claims = is_redis_uri;
+  k.reach = SourceReach::network;  // the server's host must be allowed for a source-add
+  k.default_name = [](const std::string& uri) {  // redis-STREAM
+    const std::size_t host = uri.find("://") + 3, slash = uri.find('/', host);
+    std::string stream = uri.substr(slash == std::string::npos ? uri.size() : slash + 1);
+    const std::string name = sanitize_source_name(stream.substr(0, stream.find('?')));
+    return name.empty() ? std::string("redis") : "redis-" + name;
+  };
+  k.names_job = [](const std::string&) { return true; };
+  k.open_feed = [](const std::string& uri) { return open_redis_feed(parse_redis_source_uri(uri)); };
+  k.check = [](const std::string& uri) {
+    try {
+      (void)parse_redis_source_uri(uri);
+    } catch (const std::invalid_argument& e) {  // the URI may hold a password: only the reason is shown
+      throw std::invalid_argument(std::string("a redis:// source: ") + e.what());
+    }
+  };
+  k.check_note = [](const std::string& uri) {
+    const RedisSourceOptions o = parse_redis_source_uri(uri);
+    return "a job fed from Redis stream '" + to_valid_utf8(o.uri.stream) + "' (group '" + to_valid_utf8(o.group) +
+           "'), inputs decoded as they arrive (not opened by check)";
+  };
+  return k;
+}
+SLUICE_REGISTER_SOURCE_KIND(redis_source_kind);
+
+}  // namespace
 
 std::shared_ptr<InputFeed> open_redis_feed(RedisSourceOptions options) {
   return std::make_shared<RedisFeed>(std::move(options));

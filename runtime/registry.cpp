@@ -4,7 +4,6 @@
 
 #include "runtime/stage.hpp"
 #include "runtime/stage_registrar.hpp"
-#include "stages/builtin.hpp"
 
 namespace sluice {
 
@@ -20,7 +19,6 @@ StageRegistry& builtin_registry() {
   static StageRegistry registry = [] {
     StageRegistry r;
     for (const auto declare : registered_stages()) r.add(declare());
-    register_builtin_readers();
     return r;
   }();
   return registry;
@@ -30,10 +28,6 @@ StageRegistry& builtin_registry() {
 StageRegistrar::StageRegistrar(StageInfo (*declare)()) { registered_stages().push_back(declare); }
 
 const StageRegistry& StageRegistry::builtin() { return builtin_registry(); }
-
-void StageRegistry::add_builtin(StageInfo info) {
-  if (!builtin_registry().find(info.kind)) builtin_registry().add(std::move(info));
-}
 
 void StageRegistry::add(StageInfo info) {
   if (find(info.kind)) throw std::logic_error("stage kind '" + info.kind + "' is registered twice");

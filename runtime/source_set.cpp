@@ -10,7 +10,7 @@
 
 #include "runtime/frame_tap.hpp"
 #include "runtime/input_feed.hpp"
-#include "runtime/redis_source.hpp"
+#include "runtime/source_kind.hpp"
 #include "runtime/inputs.hpp"
 #include "runtime/latency_budget.hpp"
 #include "runtime/latency_budget_limit.hpp"
@@ -42,7 +42,8 @@ struct SourceSet::Source {
   std::uint32_t id = 0;
   SourceOptions options;
   std::string name;
-  InputKind kind = InputKind::file;
+  const SourceKind* source_kind = nullptr;  // what its URI is (runtime/source_kind.hpp)
+  InputKind kind = InputKind::file;         // the reader family of its inputs
   bool live = false, leaky = false, job = false;
   std::optional<std::int64_t> budget_ns;  // its own latency budget; none: the set's
   // Ring of decoded frames: slots are claimed by a decode thread, filled without the lock, published, and
@@ -66,7 +67,7 @@ struct SourceSet::Source {
   // Inputs of a job (or the one input), handed to decode threads in order.
   std::vector<std::pair<std::string, InputKind>> inputs;
   std::size_t next_input = 0;
-  // A job fed while it runs (redis://): where its inputs come from, and its ear on the pipeline's outcomes.
+  // A job fed while it runs (a fed kind: redis://): where its inputs come from, and its ear on the pipeline's outcomes.
   std::shared_ptr<InputFeed> feed;
   std::shared_ptr<PipelineShared> feed_shared;
   std::uint64_t feed_listener = 0;
@@ -169,9 +170,12 @@ std::uint32_t SourceSet::add_source(SourceOptions options) {
     throw std::invalid_argument("'latency_budget_ms' must be a number in 0..3600000 (milliseconds, 0 = none)");
   if (!(options.stall_timeout_s > 0) || !(options.backoff_initial_s > 0) || options.backoff_max_s < options.backoff_initial_s)
     throw std::invalid_argument("need stall_timeout_s > 0 and 0 < backoff_initial_s <= backoff_max_s");
+  const SourceKind& kind = source_kind_of(options.uri);
+  if (kind.check) kind.check(options.uri);
   auto s = std::make_unique<Source>();
-  s->kind = classify_uri(options.uri);
-  s->live = is_live(s->kind);
+  s->source_kind = &kind;
+  s->kind = kind.reads_as;
+  s->live = kind.live();
   s->leaky = options.leaky.value_or(s->live);
   if (options.latency_budget_ms) s->budget_ns = static_cast<std::int64_t>(*options.latency_budget_ms * 1e6);
   const int threads = std::max(1, options.decode_threads);
@@ -198,7 +202,7 @@ std::uint32_t SourceSet::add_source(SourceOptions options) {
     if (settings_.shared) settings_.shared->inputs.name_source(source.id, source.name);
     source.threads.emplace_back([this, &source] { run_worker(source, 0); });
   }
-  spdlog::info("source {} '{}' added: {} ({}{})", source.id, source.name, source.options.uri, to_string(source.kind),
+  spdlog::info("source {} '{}' added: {} ({}{})", source.id, source.name, source.options.uri, source.source_kind->name,
                source.leaky ? ", leaky" : ", blocking");
   return source.id;
 }
@@ -248,11 +252,12 @@ void SourceSet::run_worker(Source& s, int worker) {
     try {
       std::shared_ptr<InputFeed> feed;
       ExpandedSource expanded;
-      if (is_redis_uri(s.options.uri)) {
-        feed = open_redis_feed(parse_redis_source_uri(s.options.uri));
+      const SourceKind& kind = *s.source_kind;
+      if (kind.fed()) {
+        feed = kind.open_feed(s.options.uri);
         expanded.job = true;
       } else {
-        expanded = expand_source(s.options.uri);
+        expanded = kind.inputs_of(s.options.uri);
       }
       std::lock_guard lock(mu_);
       s.inputs = std::move(expanded.inputs);

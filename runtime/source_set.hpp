@@ -95,7 +95,7 @@ class SourceSet final : public SourceControl {
   void run_worker(Source& s, int worker);
   void run_live(Source& s);
   void run_files(Source& s);
-  // A job whose inputs arrive while it runs (a redis:// source): the next input comes from the source's feed.
+  // A job whose inputs arrive while it runs (a fed source kind, e.g. redis://): the next input comes from the source's feed.
   void run_feed(Source& s);
   // Reads one input to its end; returns false when the source was stopped meanwhile.
   bool read_input(Source& s, const std::string& uri, InputKind kind, bool live, std::string& error,

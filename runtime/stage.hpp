@@ -128,11 +128,8 @@ struct StageInfo {
 
 class StageRegistry {
  public:
-  // The registry with every built-in stage registered.
+  // The registry with every stage kind linked into the program (runtime/stage_registrar.hpp).
   static const StageRegistry& builtin();
-  // Adds a stage kind to builtin() (a library linked into the executable, e.g. the media library's
-  // annotate sink). Call at start, before pipelines are built; a kind already there is left as it is.
-  static void add_builtin(StageInfo info);
   void add(StageInfo info);  // throws std::logic_error on a duplicate kind
   const StageInfo* find(const std::string& kind) const;
   const std::vector<StageInfo>& all() const { return stages_; }  // sources, transforms, sinks; by kind in each

@@ -17,7 +17,7 @@
 #include "kernels/scatter_scores.hpp"
 #include "runtime/errors.hpp"
 #include "runtime/stage_registrar.hpp"
-#include "stages/builtin.hpp"
+#include "stages/infer.hpp"
 #include "stages/preprocess.hpp"
 #if SLUICE_WITH_CUDA
 #include "kernels/roi_crop.cuh"

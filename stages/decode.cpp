@@ -18,9 +18,8 @@
 
 #include "runtime/errors.hpp"
 #include "runtime/frame_tap.hpp"
-#include "runtime/inputs.hpp"
 #include "runtime/job_ledger.hpp"
-#include "runtime/redis_source.hpp"
+#include "runtime/source_kind.hpp"
 #include "runtime/source_set.hpp"
 #include "runtime/stage_registrar.hpp"
 #include "runtime/stats.hpp"
@@ -38,6 +37,13 @@ constexpr Choice<bool> kIdleWaitChoices[] = {{"exit", false}, {"wait", true}};
 
 // `source_policy`: whether a source drops frames when the pipeline is behind; nullopt: by the source's kind.
 constexpr Choice<std::optional<bool>> kLeakyChoices[] = {{"auto", std::nullopt}, {"leaky", true}, {"block", false}};
+
+constexpr Choice<DecoderChoice> kDecoderChoices[] = {{to_string(DecoderChoice::automatic), DecoderChoice::automatic},
+                                                    {to_string(DecoderChoice::gpu), DecoderChoice::gpu},
+                                                    {to_string(DecoderChoice::cpu), DecoderChoice::cpu}};
+
+// `rtsp_transport`: true = udp.
+constexpr Choice<bool> kRtspTransportChoices[] = {{"tcp", false}, {"udp", true}};
 
 // What every decode stage emits: frames of the declared size and format; on a GPU pipeline pinned (for the
 // upload stage to copy) or, with managed sources, in device memory (`frame_memory`).
@@ -239,8 +245,9 @@ SourceOptions source_defaults(const ParamValues& p) {
   o.reader.height = static_cast<int>(p.integer("height"));
   o.reader.fps = p.number("fps");
   o.reader.fourcc = p.string("camera_fourcc");
-  o.reader.decoder = p.string("decoder");
+  o.reader.decoder = p.choice("decoder", kDecoderChoices);
   o.reader.open_timeout_s = p.number("open_timeout_s");
+  o.reader.rtsp_over_udp = p.choice("rtsp_transport", kRtspTransportChoices);
   o.reader.read_timeout_s = p.number("read_timeout_s");
   o.reader.frames = static_cast<std::uint64_t>(p.integer("frames"));
   o.reader.seed = static_cast<std::uint64_t>(p.integer("seed"));
@@ -281,7 +288,7 @@ bool same_settings(const SourceOptions& a, const SourceOptions& b) {
   const auto reading = [](const SourceOptions& o) {
     return std::tie(o.uri, o.leaky, o.rate_limit, o.loop, o.decode_threads, o.stall_timeout_s, o.backoff_initial_s,
                     o.backoff_max_s, o.max_attempts, o.reader.width, o.reader.height, o.reader.fps, o.reader.fourcc,
-                    o.reader.decoder, o.reader.open_timeout_s, o.reader.read_timeout_s, o.reader.frames,
+                    o.reader.decoder, o.reader.open_timeout_s, o.reader.read_timeout_s, o.reader.rtsp_over_udp, o.reader.frames,
                     o.reader.seed, o.reader.animate, o.reader.fit, o.reader.codec_threads);
   };
   return reading(a) == reading(b);
@@ -289,15 +296,12 @@ bool same_settings(const SourceOptions& a, const SourceOptions& b) {
 
 // Streams (cameras, network streams, endless test patterns) go on across a reload. Files and jobs start
 // again in the new generation: their per-input outputs and the job ledger belong to one pipeline.
-bool carries_over(const SourceOptions& o) {
-  const InputKind kind = classify_uri(o.uri);
-  return is_live(kind) || (kind == InputKind::testsrc && o.reader.frames == 0);
-}
+bool carries_over(const SourceOptions& o) { return carries_over_reload(o.uri, o.reader); }
 
-// A directory, a glob pattern or a Redis stream of inputs: a batch job, which keeps a ledger when `resume` is on.
+// A directory, a glob pattern or a fed stream of inputs: a batch job, which keeps a ledger when `resume` is on.
 bool names_a_job(const std::string& uri) {
-  std::error_code ec;
-  return is_redis_uri(uri) || uri.find_first_of("*?[") != std::string::npos || std::filesystem::is_directory(uri, ec);
+  const SourceKind& kind = source_kind_of(uri);
+  return kind.names_job && kind.names_job(uri);
 }
 
 class ManagedSourceStage final : public Stage, public SourceControl {
@@ -319,11 +323,12 @@ class ManagedSourceStage final : public Stage, public SourceControl {
       throw ConfigError("'source_id' is for the directly rendered test pattern; managed sources get ids in order");
     for (const auto& uri : uris_) {
       if (uri.empty()) throw ConfigError("'uri' has an empty entry");
-      if (is_redis_uri(uri)) {  // a job fed from Redis: its options are checked with the file, not at run time
+      // What the kind checks (a fed job's options) is checked with the file, not at run time.
+      if (const SourceKind& kind = source_kind_of(uri); kind.check) {
         try {
-          (void)parse_redis_source_uri(uri);
+          kind.check(uri);
         } catch (const std::invalid_argument& e) {
-          throw ConfigError(std::string("'uri': a redis:// source: ") + e.what());  // the URI may hold a password
+          throw ConfigError(std::string("'uri': ") + e.what());  // the kind's message never echoes a password
         }
       }
     }
@@ -701,6 +706,10 @@ static StageInfo decode_stage() {
               {"backoff_max_s", ParamType::number, "30", "live: longest reconnection delay", 0.01, 86400.0},
               {"max_attempts", ParamType::integer, "0", "live: failed reconnections before giving up; 0 = never", 0.0, {}},
               {"open_timeout_s", ParamType::number, "10", "streams: how long opening may take", 0.1, 600.0},
+              {"rtsp_transport", ParamType::choice, "tcp",
+               "rtsp:// streams: tcp = RTP inside the RTSP connection (nothing lost); udp = RTP over UDP (lower "
+               "latency; a lost packet fails the pictures it damages, up to the next keyframe)",
+               {}, {}, choice_names(kRtspTransportChoices)},
               {"stop_timeout_s", ParamType::number, "5",
                "on stop or reload: how long a source thread may take to end; one stuck longer in a blocking open or "
                "read (a FIFO without a writer, a hung mount) is reported failed and abandoned", 0.05, 600.0},
@@ -717,7 +726,7 @@ static StageInfo decode_stage() {
                ".h264/.264/.h265/.hevc/.265; not rotated videos, fit: letterbox|crop or network streams, which "
                "libavcodec decodes), .jpg/.jpeg images on nvJPEG: auto = the GPU decoder where the codec, the file and "
                "the GPU allow, else the CPU decoder (the reason logged once); gpu = the GPU decoder only (other inputs "
-               "fail with the reason); cpu = never the GPU decoders", {}, {}, {"auto", "gpu", "cpu"}},
+               "fail with the reason); cpu = never the GPU decoders", {}, {}, choice_names(kDecoderChoices)},
           },
           [](const StageInit& init) -> std::unique_ptr<Stage> {
             if (!init.params.strings("uri").empty() || init.params.choice("idle", kIdleWaitChoices))

@@ -19,7 +19,7 @@
 #include "runtime/bounded_file.hpp"
 #include "runtime/errors.hpp"
 #include "runtime/stage_registrar.hpp"
-#include "stages/builtin.hpp"
+#include "stages/infer.hpp"
 #include "stages/infer_detect.hpp"
 #if SLUICE_WITH_CUDA
 #include "kernels/detect.cuh"

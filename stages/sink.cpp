@@ -13,8 +13,8 @@
 #include "runtime/stage_registrar.hpp"
 #include "runtime/stats.hpp"
 #include "stages/sink_npy.hpp"
-#include "stages/sink_outputs.hpp"
-#include "stages/sink_records.hpp"
+#include "runtime/sink_outputs.hpp"
+#include "runtime/sink_records.hpp"
 #include "stages/sink_writers.hpp"
 
 namespace sluice {

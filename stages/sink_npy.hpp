@@ -10,8 +10,8 @@
 
 #include "runtime/batch.hpp"
 #include "runtime/output_lock.hpp"
-#include "stages/sink_outputs.hpp"
-#include "stages/sink_records.hpp"
+#include "runtime/sink_outputs.hpp"
+#include "runtime/sink_records.hpp"
 
 namespace sluice::sinks {
 

@@ -23,8 +23,8 @@
 
 #include "runtime/batch.hpp"
 #include "runtime/input_tracker.hpp"
-#include "stages/sink_outputs.hpp"
-#include "stages/sink_records.hpp"
+#include "runtime/sink_outputs.hpp"
+#include "runtime/sink_records.hpp"
 
 namespace sluice::sinks {
 

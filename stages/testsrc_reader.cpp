@@ -1,13 +1,14 @@
 // testsrc:PATTERN as a source URI: the synthetic patterns through the same per-source machinery as files
-// and cameras (sources added at run time, multi-source batches), with no media library needed.
+// and cameras (sources added at run time, multi-source batches), with no media library needed. Registers its
+// reader and its source kind.
 #include <chrono>
 #include <cstring>
 #include <optional>
 #include <thread>
 #include <vector>
 
+#include "runtime/source_kind.hpp"
 #include "runtime/stats.hpp"
-#include "stages/builtin.hpp"
 #include "stages/testsrc.hpp"
 
 namespace sluice {
@@ -60,10 +61,8 @@ class TestPatternReader final : public FrameReader {
   std::uint64_t next_ = 0;
 };
 
-}  // namespace
-
-void register_testsrc_reader() {
-  ReaderRegistry::global().add(InputKind::testsrc, [](const std::string& uri, const ReaderOptions& options) {
+void register_testsrc_reader(ReaderRegistry& readers) {
+  readers.add(InputKind::testsrc, [](const std::string& uri, const ReaderOptions& options) {
     const std::string name = uri.substr(uri.find(':') + 1);
     const auto pattern = parse_test_pattern(name);
     if (!pattern) {
@@ -77,5 +76,20 @@ void register_testsrc_reader() {
     return std::unique_ptr<FrameReader>(std::make_unique<TestPatternReader>(uri, *pattern, options));
   });
 }
+SLUICE_REGISTER_READERS(register_testsrc_reader);
 
+// testsrc:PATTERN: read by the reader above; endless unless `frames` is set.
+SourceKind testsrc_source_kind() {
+  SourceKind k;
+  k.name = "testsrc";
+  k.claims = [](std::string_view uri) { return starts_with_icase(uri, "testsrc:"); };
+  k.reads_as = InputKind::testsrc;
+  k.reach = SourceReach::anywhere;
+  k.endless_without_frame_count = true;
+  k.default_name = [](const std::string& uri) { return "testsrc-" + sanitize_source_name(uri.substr(uri.find(':') + 1)); };
+  return k;
+}
+SLUICE_REGISTER_SOURCE_KIND(testsrc_source_kind);
+
+}  // namespace
 }  // namespace sluice

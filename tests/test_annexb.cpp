@@ -170,19 +170,19 @@ TEST_CASE("Annex-B files fall back to the CPU file reader when NVDEC cannot serv
   const std::string why = "NVDEC unavailable: this sluiced was built without CUDA";
 #endif
   CHECK_THROWS_WITH(registry.open(InputKind::file, path, options), Catch::Contains(why));
-  options.decoder = "cpu";
+  options.decoder = DecoderChoice::cpu;
   CHECK_THROWS_WITH(registry.open(InputKind::file, path, options), Catch::Contains("decoder: cpu"));
   // With one (the media library): auto and cpu go to it; gpu still fails.
   registry.add(InputKind::file, [](const std::string& uri, const ReaderOptions&) {
     return std::unique_ptr<FrameReader>(std::make_unique<NamedReader>(uri));
   });
-  for (const char* choice : {"auto", "cpu"}) {
+  for (const DecoderChoice choice : {DecoderChoice::automatic, DecoderChoice::cpu}) {
     options.decoder = choice;
     CHECK(registry.open(InputKind::file, path, options)->info().backend == "cpu-fake");
   }
-  options.decoder = "gpu";
+  options.decoder = DecoderChoice::gpu;
   CHECK_THROWS_WITH(registry.open(InputKind::file, path, options), Catch::Contains("decoder: gpu, but " + why));
   // Other extensions never reach the NVDEC reader.
-  options.decoder = "gpu";
+  options.decoder = DecoderChoice::gpu;
   CHECK(registry.open(InputKind::file, "clip.mp4", options)->info().backend == "cpu-fake");
 }

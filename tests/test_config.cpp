@@ -240,7 +240,7 @@ TEST_CASE("a choice parameter maps back through the table its choices came from"
 }
 
 TEST_CASE("a stage kind of the media library, in a process without it, says what is missing", "[config]") {
-  // This test executable does not call register_media(): its kinds are declared but not registered.
+  // This test executable does not link the media library's OpenCV part: its kinds are declared, not registered.
   const std::string yaml = "stages:\n  - kind: decode\n  - kind: annotate\n    path: out\n";
   CHECK_THROWS_WITH(parse_pipeline(yaml, "p.yaml"),
                     Contains("p.yaml:3:11") && Contains("stage kind 'annotate' needs the media library"));

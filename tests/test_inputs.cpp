@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/source_kind.hpp"
 #include "runtime/inputs.hpp"
 #include "temp_dir.hpp"
 

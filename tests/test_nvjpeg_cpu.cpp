@@ -189,7 +189,7 @@ TEST_CASE("jpeg reader: images go through the extension readers and decoder: cpu
   ReaderRegistry registry;
   register_jpeg_reader(registry);
   ReaderOptions cpu;
-  cpu.decoder = "cpu";
+  cpu.decoder = DecoderChoice::cpu;
   // Without a CPU image reader the reason is the error, naming the file.
   try {
     registry.open(InputKind::image, "/nowhere/a.JPG", cpu);
@@ -207,7 +207,7 @@ TEST_CASE("jpeg reader: images go through the extension readers and decoder: cpu
         "cpu-fake");
   // A PNG is no extension reader's: the image factory opens it whatever the decoder.
   ReaderOptions gpu;
-  gpu.decoder = "gpu";
+  gpu.decoder = DecoderChoice::gpu;
   CHECK(registry.open(InputKind::image, test::source_dir() + "/tests/data/nvjpeg/image.png", gpu)->info().backend ==
         "cpu-fake");
 }

@@ -14,6 +14,7 @@
 
 #include "pipeline_helpers.hpp"
 #include "redis_server.hpp"
+#include "runtime/source_kind.hpp"
 #include "runtime/inputs.hpp"
 #include "runtime/redis_client.hpp"
 #include "runtime/redis_group_replies.hpp"
@@ -298,10 +299,10 @@ TEST_CASE("input options: each parsed, checked and written back in one canonical
   CHECK(o.set("decoder", "cpu").empty());
   CHECK(o.text() == "fit=crop decoder=cpu max_frames=12");  // the documented order, not the given one
   ReaderOptions reader;
-  reader.decoder = "gpu";
+  reader.decoder = DecoderChoice::gpu;
   o.apply(reader);
   CHECK(reader.fit == Fit::crop);
-  CHECK(reader.decoder == "cpu");
+  CHECK(reader.decoder == DecoderChoice::cpu);
 
   InputOptions bad;
   CHECK_THAT(bad.set("fit", "sideways"), Contains("'fit' is 'sideways'") && Contains("stretch, letterbox or crop"));

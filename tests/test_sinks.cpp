@@ -34,7 +34,7 @@
 #include "runtime/job_ledger.hpp"
 #include "runtime/stage.hpp"
 #include "runtime/utf8.hpp"
-#include "stages/sink_outputs.hpp"
+#include "runtime/sink_outputs.hpp"
 
 using namespace sluice;
 namespace fs = std::filesystem;

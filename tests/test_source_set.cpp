@@ -21,7 +21,6 @@
 #include "pipeline_helpers.hpp"
 #include "runtime/job_ledger.hpp"
 #include "runtime/source_set.hpp"
-#include "stages/builtin.hpp"
 
 using namespace sluice;
 namespace fs = std::filesystem;
@@ -112,7 +111,6 @@ StuckOpens& stuck_latch(const std::string& uri) {
 
 void register_fakes() {
   static const bool once = [] {
-    register_testsrc_reader();
     ReaderRegistry::global().add(InputKind::stream, [](const std::string& uri, const ReaderOptions&) {
       if (uri.find("dead") != std::string::npos) throw InputError("connection refused");
       if (uri.find("steady") != std::string::npos) g_steady_opens++;

@@ -52,8 +52,8 @@ TEST_CASE("video files in containers decode on libavcodec with ffprobe's timesta
                         Clip{"vfr_160x120.mp4", 160, 120, 40}}) {
     INFO(c.name);
     ReaderOptions options;
-    options.decoder = "cpu";
-    auto reader = open_video_file(clip(c.name), options);
+    options.decoder = DecoderChoice::cpu;
+    auto reader = ReaderRegistry::global().open(InputKind::file, clip(c.name), options);
     CHECK(reader->info().backend.rfind("libavcodec", 0) == 0);
     CHECK(reader->info().width == c.width);
     ReadStatus last{};
@@ -69,13 +69,14 @@ TEST_CASE("without a usable NVDEC, video files go to libavcodec (auto) or fail w
   if (missing.empty()) return;  // NVDEC serves them here: tests/gpu/test_container_gpu.cpp
   const std::string path = clip("h264_320x240.mp4");
   ReaderOptions options;
-  CHECK(open_video_file(path, options)->info().backend == "libavcodec h264");
-  options.decoder = "gpu";
-  CHECK_THROWS_WITH(open_video_file(path, options),
+  const ReaderRegistry& readers = ReaderRegistry::global();
+  CHECK(readers.open(InputKind::file, path, options)->info().backend == "libavcodec h264");
+  options.decoder = DecoderChoice::gpu;
+  CHECK_THROWS_WITH(readers.open(InputKind::file, path, options),
                     Catch::Contains("'" + path + "': decoder: gpu, but NVDEC unavailable: " + missing));
   // A rotated video: turned upright by the CPU decoder.
-  options.decoder = "auto";
-  auto rotated = open_video_file(clip("rot90_160x96.mp4"), options);
+  options.decoder = DecoderChoice::automatic;
+  auto rotated = readers.open(InputKind::file, clip("rot90_160x96.mp4"), options);
   CHECK(rotated->info().width == 96);
   CHECK(rotated->info().height == 160);
 }

@@ -7,7 +7,6 @@
 #include "media/nvdec/annexb.hpp"
 #include "media/nvdec/nvdec_reader.hpp"
 #include "runtime/frame_reader.hpp"
-#include "runtime/utf8.hpp"
 #if SLUICE_WITH_CUDA
 #include "media/nvdec/nvdec_decoder.hpp"
 #endif
@@ -41,28 +40,21 @@ class AnnexBFileSource final : public CodedSource {
 void register_annexb_reader(ReaderRegistry& registry) {
   std::vector<std::string> exts;
   for (const auto e : annexb_extensions()) exts.emplace_back(e);
-  registry.add_for_extensions(
+  registry.add_gpu_for_extensions(
       exts, [](const std::string& uri, const ReaderOptions& options, std::string& why) -> std::unique_ptr<FrameReader> {
-        if (options.decoder == "cpu") {
-          why = "decoder: cpu";
-          return nullptr;
-        }
 #if SLUICE_WITH_CUDA
         if (const std::string reason = nvdec_unavailable_reason(); !reason.empty()) {
           why = "NVDEC unavailable: " + reason;
-          if (options.decoder == "gpu") throw InputError("'" + to_valid_utf8(uri) + "': decoder: gpu, but " + why);
           return nullptr;
         }
         auto file = std::make_unique<AnnexBFile>(uri);
         if (const std::string reason = nvdec_codec_unsupported_reason(file->codec(), 8); !reason.empty()) {
           why = "NVDEC unavailable: " + reason;
-          if (options.decoder == "gpu") throw InputError("'" + to_valid_utf8(uri) + "': decoder: gpu, but " + why);
           return nullptr;
         }
         if (options.fit != Fit::stretch) {
           // The GPU conversion scales each axis on its own; letterbox and crop are the CPU decoder's.
           why = "NVDEC unavailable: fit: " + std::string(to_string(options.fit)) + " is done by the CPU decoder";
-          if (options.decoder == "gpu") throw InputError("'" + to_valid_utf8(uri) + "': decoder: gpu, but " + why);
           return nullptr;
         }
         NvdecReaderOptions o;
@@ -70,11 +62,13 @@ void register_annexb_reader(ReaderRegistry& registry) {
         o.backend = std::string("NVDEC ") + (file->codec() == VideoCodec::hevc ? "HEVC" : "H.264");
         return open_nvdec_reader(uri, std::make_unique<AnnexBFileSource>(std::move(file)), o);
 #else
+        (void)uri;
+        (void)options;
         why = "NVDEC unavailable: this sluiced was built without CUDA";
-        if (options.decoder == "gpu") throw InputError("'" + to_valid_utf8(uri) + "': decoder: gpu, but " + why);
         return nullptr;
 #endif
       });
 }
+SLUICE_REGISTER_READERS(register_annexb_reader);
 
 }  // namespace sluice

@@ -1,12 +1,11 @@
 #pragma once
-// The reader for Annex-B elementary streams (.h264 .264 .h265 .hevc .265), registered in every build: it
-// decodes on NVDEC when the GPU and the codec allow (ReaderOptions::decoder auto|gpu; media/nvdec/nvdec_reader.hpp),
-// else it leaves the file to the file kind's reader (libavcodec, media/video.hpp) or, without one, fails the
-// input with "NVDEC unavailable: <why>".
+// The GPU reader for Annex-B elementary streams (.h264 .264 .h265 .hevc .265), registered in every build: it
+// decodes on NVDEC when the GPU and the codec allow (media/nvdec/nvdec_reader.hpp), else it declines with
+// "NVDEC unavailable: <why>" and the file kind's CPU reader (libavcodec, media/video.cpp) takes the file.
 #include "runtime/frame_reader.hpp"
 
 namespace sluice {
 
-void register_annexb_reader(ReaderRegistry& registry = ReaderRegistry::global());
+void register_annexb_reader(ReaderRegistry& registry);  // registered with SLUICE_REGISTER_READERS; tests add it to their own registry
 
 }  // namespace sluice

@@ -20,16 +20,20 @@ namespace sluice {
 namespace {
 
 // The packets of the demuxed video stream: one access unit each, Annex-B, with its presentation time.
+// A file's read that fails ends it (a truncated end: the pictures held come out); a live stream's is an error of
+// the input (the source reconnects).
 class DemuxedSource final : public CodedSource {
  public:
-  DemuxedSource(std::unique_ptr<Demuxer> demuxer, VideoCodec codec) : demuxer_(std::move(demuxer)), codec_(codec) {}
+  DemuxedSource(std::unique_ptr<Demuxer> demuxer, VideoCodec codec, bool live)
+      : demuxer_(std::move(demuxer)), codec_(codec), live_(live) {}
   VideoCodec codec() const override { return codec_; }
   bool next(CodedChunk& chunk) override {
     while (true) {
       std::string why;
       switch (demuxer_->read(packet_, why)) {
         case DemuxStatus::end: return false;
-        case DemuxStatus::error:  // a file's read that fails ends it (a truncated end): the pictures held come out
+        case DemuxStatus::error:
+          if (live_) throw std::runtime_error(why);
           read_error_ = why;
           return false;
         case DemuxStatus::packet: break;
@@ -37,6 +41,8 @@ class DemuxedSource final : public CodedSource {
       if (packet_.data().empty()) continue;  // nothing to decode (side data only)
       chunk.bytes = packet_.data();
       chunk.pts_ns = packet_.pts_ns;
+      chunk.keyframe = packet_.keyframe;
+      chunk.damaged = packet_.corrupt;
       bytes_ += chunk.bytes.size();
       return true;
     }
@@ -47,6 +53,7 @@ class DemuxedSource final : public CodedSource {
  private:
   std::unique_ptr<Demuxer> demuxer_;
   VideoCodec codec_;
+  bool live_;
   DemuxPacket packet_;
   std::uint64_t bytes_ = 0;
   std::string read_error_;
@@ -72,43 +79,55 @@ std::string unsupported_reason(const Demuxer& demuxer, VideoCodec& codec) {
   return {};
 }
 
-}  // namespace
-
-std::unique_ptr<FrameReader> open_nvdec_container_reader(const std::string& uri, const ReaderOptions& options,
-                                                         std::string& why) {
+// Files and live streams alike: the demuxed video on NVDEC, or nullptr with `why`.
+std::unique_ptr<FrameReader> open_demuxed(const std::string& uri, const ReaderOptions& options, std::string& why,
+                                          bool live) {
   const auto decline = [&](const std::string& reason) -> std::unique_ptr<FrameReader> {
     why = "NVDEC unavailable: " + reason;
-    if (options.decoder == "gpu") throw InputError("'" + to_valid_utf8(uri) + "': decoder: gpu, but " + why);
     return nullptr;
   };
-  if (options.decoder == "cpu") {
-    why = "decoder: cpu";
-    return nullptr;
-  }
   if (const std::string reason = nvdec_unavailable_reason(); !reason.empty()) return decline(reason);
   if (options.fit != Fit::stretch)
     // The GPU conversion scales each axis on its own; letterbox and crop are the CPU decoder's.
     return decline("fit: " + std::string(to_string(options.fit)) + " is done by the CPU decoder");
-  check_readable_file(uri);
+  if (!live) check_readable_file(uri);
   DemuxOptions d;
   d.annex_b = true;
+  d.open_timeout_s = options.open_timeout_s;
+  if (options.rtsp_over_udp) d.format_options["rtsp_transport"] = "udp";
+  d.read_timeout_s = options.read_timeout_s;
   auto demuxer = std::make_unique<Demuxer>(uri, d);  // not a video at all: InputError, as the CPU reader says
   VideoCodec codec = VideoCodec::unknown;
   if (const std::string reason = unsupported_reason(*demuxer, codec); !reason.empty()) return decline(reason);
   NvdecReaderOptions o;
   o.device_frames = options.device_frames;
+  o.live = live;
   o.backend = fmt::format("NVDEC {} ({})", codec == VideoCodec::hevc ? "HEVC" : "H.264", demuxer->container());
   o.fps = demuxer->fps();
-  o.frames_total = demuxer->frames_announced();
-  if (o.frames_total > 0) o.frames_required = o.frames_total - truncation_tolerance(o.frames_total);
+  if (!live) {
+    o.frames_total = demuxer->frames_announced();
+    if (o.frames_total > 0) o.frames_required = o.frames_total - truncation_tolerance(o.frames_total);
+  }
   try {
-    return open_nvdec_reader(uri, std::make_unique<DemuxedSource>(std::move(demuxer), codec), o);
+    return open_nvdec_reader(uri, std::make_unique<DemuxedSource>(std::move(demuxer), codec, live), o);
   } catch (const std::exception& e) {  // the first pictures did not decode on NVDEC: libavcodec may do better
     std::string reason = e.what();
     const std::string prefix = "'" + to_valid_utf8(uri) + "': ";
     if (reason.rfind(prefix, 0) == 0) reason.erase(0, prefix.size());  // the URI is in the caller's message
     return decline("it did not decode: " + reason);
   }
+}
+
+}  // namespace
+
+std::unique_ptr<FrameReader> open_nvdec_container_reader(const std::string& uri, const ReaderOptions& options,
+                                                         std::string& why) {
+  return open_demuxed(uri, options, why, false);
+}
+
+std::unique_ptr<FrameReader> open_nvdec_stream_reader(const std::string& uri, const ReaderOptions& options,
+                                                      std::string& why) {
+  return open_demuxed(uri, options, why, true);
 }
 
 }  // namespace sluice

@@ -79,11 +79,6 @@ Driver& driver() {
   return d;
 }
 
-// Pictures the parser holds back before displaying one, so that mapping a picture (which waits for its
-// decode) overlaps the decoding of the next ones instead of stalling the session on every picture
-// (nvcuvid.h recommends 2..4; 0 is for the lowest latency).
-constexpr int kDisplayDelay = 4;
-
 cudaVideoCodec cuvid_codec(VideoCodec c) { return c == VideoCodec::hevc ? cudaVideoCodec_HEVC : cudaVideoCodec_H264; }
 
 const char* codec_name(VideoCodec c) { return c == VideoCodec::hevc ? "HEVC" : "H.264"; }
@@ -148,7 +143,8 @@ struct NvdecDecoder::Impl {
   CUstream stream = nullptr, convert_stream = nullptr;
   CUevent copied = nullptr;
   CUVIDEOFORMAT format{};  // what the decoder was made for
-  int surface_height = 0, display_width = 0, display_height = 0;
+  int surface_height = 0, display_width = 0, display_height = 0, surfaces = 0;
+  int display_delay = kNvdecFileDisplayDelay;  // the parser's (NvdecDecoder::take)
   struct Buffer {
     CUdeviceptr ptr = 0;
     std::size_t capacity = 0;
@@ -271,13 +267,13 @@ struct NvdecCallbacks {
         fmt.display_area.right > static_cast<int>(fmt.coded_width) ||
         fmt.display_area.bottom > static_cast<int>(fmt.coded_height))
       throw NvdecError("invalid display area in the sequence header");
-    const bool same = m.decoder && fmt.coded_width == m.format.coded_width &&
+    const bool same_format = m.decoder && fmt.coded_width == m.format.coded_width &&
                       fmt.coded_height == m.format.coded_height && fmt.bit_depth_luma_minus8 == m.format.bit_depth_luma_minus8 &&
-                      fmt.min_num_decode_surfaces <= m.format.min_num_decode_surfaces &&
                       width == m.display_width && height == m.display_height;
-    // The stream's DPB needs, plus the pictures held back for display (kDisplayDelay) and one spare; the
-    // decoder takes at most 32.
-    const int surfaces = std::min(32, fmt.min_num_decode_surfaces + kDisplayDelay + 1);
+    // The stream's DPB needs, plus the pictures held back for display and one spare; the decoder takes at
+    // most 32. A reused decoder must have as many.
+    const int surfaces = std::min(32, fmt.min_num_decode_surfaces + m.display_delay + 1);
+    const bool same = same_format && surfaces <= m.surfaces;
     if (!same) {
       // A new format (the first, or a resolution change): a decoder made for it. The parser has displayed
       // every picture of the old sequence by now, and they were converted into buffers of our own.
@@ -307,6 +303,7 @@ struct NvdecCallbacks {
       m.surface_height = height;
       m.display_width = width;
       m.display_height = height;
+      m.surfaces = surfaces;
     }
     if (!same || self.sequence_.count == 0) self.sequence_.count++;  // a reused session's first stream counts too
     self.sequence_.width = width;
@@ -386,12 +383,13 @@ struct NvdecCallbacks {
   }
 };
 
-NvdecDecoder::NvdecDecoder(VideoCodec codec) {
+NvdecDecoder::NvdecDecoder(VideoCodec codec, int display_delay) {
   const Driver& d = driver();
   if (!d.unavailable.empty()) throw NvdecError("NVDEC unavailable: " + d.unavailable);
   if (codec == VideoCodec::unknown) throw NvdecError("NVDEC: not an H.264 or HEVC stream");
   impl_ = std::make_unique<Impl>(d);
   impl_->codec = codec;
+  impl_->display_delay = display_delay;
   ContextScope scope(d);
   try {
     check(d, d.cuvid->cuvidCtxLockCreate(&impl_->lock, d.context), "cuvidCtxLockCreate");
@@ -412,7 +410,7 @@ void NvdecDecoder::create_parser() {
   CUVIDPARSERPARAMS pp{};
   pp.CodecType = cuvid_codec(impl_->codec);
   pp.ulMaxNumDecodeSurfaces = 1;  // the sequence callback tells the real number
-  pp.ulMaxDisplayDelay = kDisplayDelay;
+  pp.ulMaxDisplayDelay = static_cast<unsigned>(impl_->display_delay);
   // Timestamps in ns, as fed (the parser only uses the rate for pictures whose packet had none).
   pp.ulClockRate = 1'000'000'000;
   pp.pUserData = this;
@@ -422,9 +420,10 @@ void NvdecDecoder::create_parser() {
   check(d, d.cuvid->cuvidCreateVideoParser(&impl_->parser, &pp), "cuvidCreateVideoParser");
 }
 
-void NvdecDecoder::restart() {
+void NvdecDecoder::restart(int display_delay) {
   Impl& m = *impl_;
   if (!ready_.empty()) throw NvdecError("restart with decoded frames still queued");
+  m.display_delay = display_delay;
   ContextScope scope(m.d);
   if (m.parser) m.d.cuvid->cuvidDestroyVideoParser(m.parser);
   m.parser = nullptr;
@@ -449,24 +448,27 @@ IdleSessions& idle_sessions() {
 constexpr std::size_t kMaxIdleSessions = 64;
 }  // namespace
 
-std::unique_ptr<NvdecDecoder> NvdecDecoder::take(VideoCodec codec) {
+std::unique_ptr<NvdecDecoder> NvdecDecoder::take(VideoCodec codec, int display_delay) {
+  std::unique_ptr<NvdecDecoder> session;
   {
     IdleSessions& pool = idle_sessions();
     std::lock_guard lock(pool.mu);
     for (auto it = pool.idle.begin(); it != pool.idle.end(); ++it)
       if ((*it)->codec() == codec) {
-        std::unique_ptr<NvdecDecoder> session = std::move(*it);
+        session = std::move(*it);
         pool.idle.erase(it);
-        return session;
+        break;
       }
   }
-  return std::make_unique<NvdecDecoder>(codec);
+  if (!session) return std::make_unique<NvdecDecoder>(codec, display_delay);
+  if (session->impl_->display_delay != display_delay) session->restart(display_delay);
+  return session;
 }
 
 void NvdecDecoder::give_back(std::unique_ptr<NvdecDecoder> session) noexcept {
   if (!session) return;
   try {
-    session->restart();
+    session->restart(session->impl_->display_delay);
   } catch (const std::exception&) {
     return;  // not reusable: destroyed here
   }

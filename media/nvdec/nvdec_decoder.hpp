@@ -36,6 +36,12 @@ std::string nvdec_unavailable_reason();
 // supported, else why not (e.g. "HEVC 4:2:0 10-bit is not supported by this GPU's NVDEC").
 std::string nvdec_codec_unsupported_reason(VideoCodec codec, int bit_depth);
 
+// Pictures the parser holds back before displaying one. Files: 4, so mapping a picture (which waits for its
+// decode) overlaps the decoding of the next ones (nvcuvid.h recommends 2..4). Live streams: 0, each picture out
+// as soon as it is decoded (4 would hold every camera frame back 133 ms at 30 fps).
+inline constexpr int kNvdecFileDisplayDelay = 4;
+inline constexpr int kNvdecLiveDisplayDelay = 0;
+
 struct NvdecError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
@@ -69,7 +75,7 @@ struct NvdecFrame {
 class NvdecDecoder {
  public:
   // Throws NvdecError when NVDEC is unavailable or the session cannot be created.
-  explicit NvdecDecoder(VideoCodec codec);
+  explicit NvdecDecoder(VideoCodec codec, int display_delay = kNvdecFileDisplayDelay);
   ~NvdecDecoder();
   NvdecDecoder(const NvdecDecoder&) = delete;
   NvdecDecoder& operator=(const NvdecDecoder&) = delete;
@@ -87,11 +93,11 @@ class NvdecDecoder {
   // Ready for another stream of the same codec: the parser is made again and the sequence forgotten, while
   // the decoder, its surfaces and the held buffers stay, so a stream of the same format reuses them. Throws
   // NvdecError while frames are still queued.
-  void restart();
+  void restart(int display_delay);
   VideoCodec codec() const noexcept;
   // A session for `codec`: an idle one given back earlier (restarted), else a new one. Throws like the
   // constructor.
-  static std::unique_ptr<NvdecDecoder> take(VideoCodec codec);
+  static std::unique_ptr<NvdecDecoder> take(VideoCodec codec, int display_delay = kNvdecFileDisplayDelay);
   // Keeps a session whose stream ended (all frames popped) for take(); one that cannot restart is destroyed.
   static void give_back(std::unique_ptr<NvdecDecoder> session) noexcept;
 

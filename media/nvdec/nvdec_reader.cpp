@@ -2,6 +2,7 @@
 
 #if SLUICE_WITH_CUDA
 #include <exception>
+#include <set>
 #include <utility>
 
 #include <fmt/format.h>
@@ -18,10 +19,12 @@ constexpr std::uint64_t kMaxBytesBeforeFirstPicture = std::uint64_t{32} << 20;
 class NvdecReader final : public FrameReader {
  public:
   NvdecReader(const std::string& uri, std::unique_ptr<CodedSource> source, const NvdecReaderOptions& options)
-      : source_(std::move(source)), session_(NvdecDecoder::take(source_->codec())), decoder_(*session_),
+      : source_(std::move(source)),
+        session_(NvdecDecoder::take(source_->codec(), options.live ? kNvdecLiveDisplayDelay : kNvdecFileDisplayDelay)),
+        decoder_(*session_),
         options_(options) {
     info_.uri = uri;
-    info_.kind = InputKind::file;
+    info_.kind = options.live ? InputKind::stream : InputKind::file;
     info_.backend = options.backend;
     info_.frames_total = options.frames_total;
     // Up to the first decoded picture, so the size, the frame rate and a decodable stream are known here.
@@ -54,6 +57,11 @@ class NvdecReader final : public FrameReader {
       pts_ns_ = f.pts_ns;
       if (!f.error.empty()) {
         why = f.error;
+        if (options_.live) resync_after(why);
+        return ReadStatus::failed;
+      }
+      if (options_.live && untrusted(f.pts_ns)) {
+        why = "no keyframe since " + resync_reason_ + ": its references are lost";
         return ReadStatus::failed;
       }
       return ReadStatus::frame;
@@ -80,6 +88,7 @@ class NvdecReader final : public FrameReader {
     try {
       CodedChunk chunk;
       if (!eof_ && source_->next(chunk)) {
+        if (options_.live) track_trust(chunk);
         decoder_.feed(chunk.bytes.data(), chunk.bytes.size(), chunk.pts_ns);
         return true;
       }
@@ -94,6 +103,29 @@ class NvdecReader final : public FrameReader {
       eof_ = finished_ = failed_ = true;
       return false;
     }
+  }
+
+  // Live streams: from a damaged packet or a corrupt picture on, access units fed before the next keyframe are
+  // not trusted. Pictures are matched by their presentation time; without one, by count.
+  void resync_after(const std::string& reason) {
+    if (!resyncing_) resync_reason_ = reason;
+    resyncing_ = true;
+  }
+  void track_trust(const CodedChunk& chunk) {
+    if (chunk.keyframe && !chunk.damaged) resyncing_ = false;
+    else if (chunk.damaged) resync_after("a damaged packet");
+    if (!resyncing_) return;
+    if (chunk.pts_ns) {
+      if (untrusted_pts_.size() < kMaxUntrusted) untrusted_pts_.insert(*chunk.pts_ns);
+    } else {
+      ++untrusted_without_pts_;
+    }
+  }
+  bool untrusted(const std::optional<std::int64_t>& pts) {
+    if (pts) return untrusted_pts_.erase(*pts) != 0;
+    if (untrusted_without_pts_ == 0) return false;
+    --untrusted_without_pts_;
+    return true;
   }
 
   // Every picture is out: the end, unless the container announced more pictures than came.
@@ -115,6 +147,11 @@ class NvdecReader final : public FrameReader {
   std::optional<std::int64_t> pts_ns_;
   std::int64_t pictures_ = 0;
   bool eof_ = false, finished_ = false, failed_ = false;
+  static constexpr std::size_t kMaxUntrusted = 4096;  // a stream without keyframes cannot grow it without bound
+  bool resyncing_ = false;
+  std::string resync_reason_;
+  std::set<std::int64_t> untrusted_pts_;
+  std::int64_t untrusted_without_pts_ = 0;
 };
 
 }  // namespace

@@ -22,6 +22,8 @@ namespace sluice {
 struct CodedChunk {
   std::span<const std::uint8_t> bytes;
   std::optional<std::int64_t> pts_ns;
+  bool keyframe = false;  // starts an IDR/IRAP access unit (the container says; Annex-B files: never set)
+  bool damaged = false;   // the demuxer flagged the packet corrupt (data lost in transit)
 };
 
 class CodedSource {
@@ -38,6 +40,10 @@ class CodedSource {
 
 struct NvdecReaderOptions {
   bool device_frames = false;  // ReaderOptions::device_frames
+  // A live stream: no display delay (each picture out once decoded), and after a damaged packet or a picture
+  // the decoder reported corrupt, every picture until the next keyframe fails ("no keyframe since ...": its
+  // references are not to be trusted) instead of going out with smeared blocks.
+  bool live = false;
   std::string backend;         // InputInfo::backend, e.g. "NVDEC H.264 (mov,mp4,...)"
   // What the container says (0 / -1: the stream's own VUI rate; unknown count).
   double fps = 0;

@@ -56,17 +56,11 @@ class NvjpegReader final : public FrameReader {
 std::vector<std::string> jpeg_extensions() { return {".jpg", ".jpeg"}; }
 
 void register_jpeg_reader(ReaderRegistry& registry) {
-  registry.add_for_extensions(
+  registry.add_gpu_for_extensions(
       jpeg_extensions(),
       [](const std::string& uri, const ReaderOptions& options, std::string& why) -> std::unique_ptr<FrameReader> {
-        if (options.decoder == "cpu") {
-          why = "decoder: cpu";
-          return nullptr;
-        }
-        // Declines with `reason`; with decoder: gpu the input fails with it.
         auto decline = [&](const std::string& reason) -> std::unique_ptr<FrameReader> {
           why = reason;
-          if (options.decoder == "gpu") throw InputError("'" + to_valid_utf8(uri) + "': decoder: gpu, but " + why);
           return nullptr;
         };
 #if SLUICE_WITH_CUDA
@@ -95,9 +89,12 @@ void register_jpeg_reader(ReaderRegistry& registry) {
           return decline(std::string("nvJPEG: ") + to_valid_utf8(e.what()));
         }
 #else
+        (void)uri;
+        (void)options;
         return decline("nvJPEG unavailable: this sluiced was built without CUDA");
 #endif
       });
 }
+SLUICE_REGISTER_READERS(register_jpeg_reader);
 
 }  // namespace sluice

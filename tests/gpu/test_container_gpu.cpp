@@ -42,10 +42,6 @@ void require_nvdec() {
   REQUIRE(why.empty());  // a GPU is present (main exits 77 otherwise): NVDEC must work with its driver
 }
 
-void register_readers() {
-  register_annexb_reader();
-  register_video_readers();
-}
 
 struct ReadFrames {
   std::vector<std::vector<std::byte>> frames;
@@ -120,11 +116,10 @@ TEST_CASE("demuxed packets on NVDEC: the Annex-B clip's NV12 frames, with the co
 
 TEST_CASE("the container reader gives the Annex-B reader's frames, with the container's pts", "[gpu][container]") {
   require_nvdec();
-  register_readers();
   for (const Pair& pair : kPairs) {
     INFO(pair.container);
     ReaderOptions options;
-    options.decoder = "gpu";
+    options.decoder = DecoderChoice::gpu;
     auto from_container = ReaderRegistry::global().open(InputKind::file, clip(pair.container), options);
     auto from_annexb = ReaderRegistry::global().open(InputKind::file, clip(pair.annexb), options);
     CHECK(from_container->info().backend.rfind(pair.backend, 0) == 0);
@@ -133,7 +128,7 @@ TEST_CASE("the container reader gives the Annex-B reader's frames, with the cont
     CHECK(from_container->info().height == 240);
     // The container's count and rate, as the CPU decoder reads them.
     ReaderOptions cpu_options;
-    cpu_options.decoder = "cpu";
+    cpu_options.decoder = DecoderChoice::cpu;
     auto cpu = ReaderRegistry::global().open(InputKind::file, clip(pair.container), cpu_options);
     CHECK(from_container->info().frames_total == cpu->info().frames_total);
     CHECK(from_container->info().fps == Approx(cpu->info().fps));
@@ -156,9 +151,8 @@ TEST_CASE("the container reader gives the Annex-B reader's frames, with the cont
 TEST_CASE("the container reader writes device targets under the event protocol, as the host path",
           "[gpu][container][device_frames]") {
   require_nvdec();
-  register_readers();
   ReaderOptions host_options;
-  host_options.decoder = "gpu";
+  host_options.decoder = DecoderChoice::gpu;
   ReaderOptions device_options = host_options;
   device_options.device_frames = true;
   const std::string path = clip("h264_320x240.mp4");
@@ -196,12 +190,11 @@ TEST_CASE("the container reader writes device targets under the event protocol, 
 
 TEST_CASE("a variable-frame-rate MP4 on NVDEC keeps its timestamps and every frame", "[gpu][container][vfr]") {
   require_nvdec();
-  register_readers();
   const std::string path = clip("vfr_160x120.mp4");
   const std::vector<std::int64_t> want = read_pts_ns(clip("vfr_160x120.mp4.pts"));
   REQUIRE(want.size() == 40);
   ReaderOptions options;
-  options.decoder = "gpu";
+  options.decoder = DecoderChoice::gpu;
   auto reader = ReaderRegistry::global().open(InputKind::file, path, options);
   CHECK(reader->info().backend.rfind("NVDEC H.264", 0) == 0);
   const ReadFrames got = read_all(*reader, PixelFormat::gray8, 160, 120);
@@ -209,7 +202,7 @@ TEST_CASE("a variable-frame-rate MP4 on NVDEC keeps its timestamps and every fra
   CHECK(got.last == ReadStatus::end);
   CHECK(got.pts == want);
   // The CPU decoder reads the same times.
-  options.decoder = "cpu";
+  options.decoder = DecoderChoice::cpu;
   auto cpu = ReaderRegistry::global().open(InputKind::file, path, options);
   CHECK(cpu->info().backend.rfind("libavcodec", 0) == 0);
   CHECK(read_all(*cpu, PixelFormat::gray8, 160, 120).pts == want);
@@ -217,7 +210,6 @@ TEST_CASE("a variable-frame-rate MP4 on NVDEC keeps its timestamps and every fra
 
 TEST_CASE("a rotated video goes to the CPU decoder (auto) and fails on decoder: gpu", "[gpu][container][rotation]") {
   require_nvdec();
-  register_readers();
   const std::string path = clip("rot90_160x96.mp4");
   ReaderOptions options;
   auto reader = ReaderRegistry::global().open(InputKind::file, path, options);
@@ -225,7 +217,7 @@ TEST_CASE("a rotated video goes to the CPU decoder (auto) and fails on decoder: 
   CHECK(reader->info().width == 96);  // turned upright by the CPU decoder
   CHECK(reader->info().height == 160);
   CHECK(read_all(*reader, PixelFormat::bgr8, 96, 160).frames.size() == 12);
-  options.decoder = "gpu";
+  options.decoder = DecoderChoice::gpu;
   CHECK_THROWS_WITH(ReaderRegistry::global().open(InputKind::file, path, options),
                     Catch::Contains("decoder: gpu, but NVDEC unavailable") &&
                         Catch::Contains("degrees (display matrix)"));
@@ -233,14 +225,13 @@ TEST_CASE("a rotated video goes to the CPU decoder (auto) and fails on decoder: 
 
 TEST_CASE("decoder: cpu decodes the MP4 with libavcodec into NVDEC's NV12 frames", "[gpu][container][cpu_decoder]") {
   require_nvdec();
-  register_readers();
   const std::string path = clip("h264_320x240.mp4");
   const std::vector<FrameSum> want = read_framehash(clip("h264_320x240.h264.nv12.framehash"));
   ReaderOptions options;
-  options.decoder = "cpu";
+  options.decoder = DecoderChoice::cpu;
   auto cpu = ReaderRegistry::global().open(InputKind::file, path, options);
   REQUIRE(cpu->info().backend == "libavcodec h264");
-  options.decoder = "gpu";
+  options.decoder = DecoderChoice::gpu;
   auto nvdec = ReaderRegistry::global().open(InputKind::file, path, options);
   const ReadFrames c = read_all(*cpu, PixelFormat::nv12, 320, 240);
   const ReadFrames g = read_all(*nvdec, PixelFormat::nv12, 320, 240);
@@ -267,9 +258,8 @@ TEST_CASE("decoder: cpu decodes the MP4 with libavcodec into NVDEC's NV12 frames
 
 TEST_CASE("a truncated MP4 on NVDEC ends short of its frame count with the reason", "[gpu][container][damaged]") {
   require_nvdec();
-  register_readers();
   ReaderOptions options;
-  options.decoder = "gpu";
+  options.decoder = DecoderChoice::gpu;
   auto reader = ReaderRegistry::global().open(InputKind::file, clip("h264_320x240_truncated.mp4"), options);
   CHECK(reader->info().frames_total == 30);
   std::vector<std::byte> frame(image_bytes(PixelFormat::bgr8, 64, 48));
@@ -289,7 +279,6 @@ TEST_CASE("a truncated MP4 on NVDEC ends short of its frame count with the reaso
 
 TEST_CASE("other codecs and 4:4:4 go to libavcodec (auto) and fail with the reason (gpu)", "[gpu][container][fallback]") {
   require_nvdec();
-  register_readers();
   struct Case {
     const char* name;
     const char* reason;
@@ -301,7 +290,7 @@ TEST_CASE("other codecs and 4:4:4 go to libavcodec (auto) and fail with the reas
     auto reader = ReaderRegistry::global().open(InputKind::file, clip(c.name), options);
     CHECK(reader->info().backend.rfind("libavcodec", 0) == 0);
     CHECK(read_all(*reader, PixelFormat::bgr8, 160, 96).frames.size() == 12);
-    options.decoder = "gpu";
+    options.decoder = DecoderChoice::gpu;
     CHECK_THROWS_WITH(ReaderRegistry::global().open(InputKind::file, clip(c.name), options),
                       Catch::Contains("decoder: gpu, but NVDEC unavailable: ") && Catch::Contains(c.reason));
   }
@@ -310,7 +299,6 @@ TEST_CASE("other codecs and 4:4:4 go to libavcodec (auto) and fail with the reas
 TEST_CASE("MP4 and MKV sources on NVDEC through a pipeline (device frames): every frame delivered",
           "[gpu][container][pipeline]") {
   require_nvdec();
-  register_readers();
   const std::string uris = clip("h264_320x240.mp4") + ", " + clip("hevc_320x240.mkv") + ", " +
                            clip("vfr_160x120.mp4") + ", " + clip("h264_320x240.mp4") + ", " + clip("hevc_320x240.mkv");
   const std::string yaml = "name: containers\ndevice: cuda\nbatch_size: 16\nstages:\n"

@@ -205,7 +205,6 @@ TEST_CASE("NVDEC follows a mid-stream resolution change", "[gpu][nvdec]") {
 
 TEST_CASE("NVDEC reader converts into the pipeline's frame layout as the CPU twin does", "[gpu][nvdec][reader]") {
   require_nvdec();
-  register_annexb_reader();
   const std::string path = clip("hevc10_320x240.hevc");
   const Decoded native = decode_native(path, 3);
   REQUIRE(native.native.size() == 3);
@@ -217,7 +216,7 @@ TEST_CASE("NVDEC reader converts into the pipeline's frame layout as the CPU twi
                           Target{PixelFormat::nv12, 640, 480}, Target{PixelFormat::gray8, 100, 50}}) {
     INFO(to_string(t.pixel) << " " << t.width << "x" << t.height);
     ReaderOptions options;
-    options.decoder = "gpu";
+    options.decoder = DecoderChoice::gpu;
     auto reader = ReaderRegistry::global().open(InputKind::file, path, options);
     CHECK(reader->info().backend == "NVDEC HEVC");
     CHECK(reader->info().fps == Approx(30.0));

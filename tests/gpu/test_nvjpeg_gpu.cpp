@@ -55,7 +55,7 @@ void require_nvjpeg() {
 
 ReaderOptions gpu_decoder() {
   ReaderOptions o;
-  o.decoder = "gpu";
+  o.decoder = DecoderChoice::gpu;
   return o;
 }
 
@@ -127,7 +127,6 @@ TEST_CASE("BGR conversion kernel equals its CPU twin on random images, sizes and
 // decode gives exactly what sluice's does (17, mean 3.0): max <= 20, mean <= 4.
 TEST_CASE("nvJPEG decodes JPEGs as a CPU decoder does, within a stated tolerance", "[gpu][nvjpeg]") {
   require_nvjpeg();
-  register_jpeg_reader();
   struct Case {
     const char* name;
     int width, height;
@@ -173,7 +172,6 @@ TEST_CASE("nvJPEG decodes JPEGs as a CPU decoder does, within a stated tolerance
 TEST_CASE("nvJPEG reader converts into the pipeline's layout as the CPU twin does from its own decode",
           "[gpu][nvjpeg][reader]") {
   require_nvjpeg();
-  register_jpeg_reader();
   const std::string path = image("smooth420.jpg");
   const auto native = read_host(path, PixelFormat::bgr8, 80, 60);
   struct Target {
@@ -200,7 +198,6 @@ TEST_CASE("nvJPEG reader converts into the pipeline's layout as the CPU twin doe
 
 TEST_CASE("nvJPEG reader turns images upright by their EXIF orientation, as OpenCV's imread does", "[gpu][nvjpeg][reader]") {
   require_nvjpeg();
-  register_jpeg_reader();
   const auto stored = read_host(image("color444.jpg"), PixelFormat::bgr8, 64, 48);
   for (const auto& [name, orientation] : {std::pair{"exif6.jpg", 6}, std::pair{"exif8.jpg", 8}}) {
     INFO(name);
@@ -223,7 +220,6 @@ TEST_CASE("nvJPEG reader turns images upright by their EXIF orientation, as Open
 
 TEST_CASE("nvJPEG frames written into device memory equal the reader's host frames", "[gpu][nvjpeg][device_frames]") {
   require_nvjpeg();
-  register_jpeg_reader();
   ReaderOptions options = gpu_decoder();
   options.device_frames = true;
   TestStream other;  // stands for the batch copy that last read the slot
@@ -262,7 +258,6 @@ TEST_CASE("nvJPEG frames written into device memory equal the reader's host fram
 // device targets, never makes the host wait.
 TEST_CASE("nvJPEG in steady state: no allocation, no host sync into device targets", "[gpu][nvjpeg][device_frames]") {
   require_nvjpeg();
-  register_jpeg_reader();
   ReaderOptions options = gpu_decoder();
   options.device_frames = true;
   const int w = 96, h = 64;
@@ -299,7 +294,6 @@ TEST_CASE("nvJPEG in steady state: no allocation, no host sync into device targe
 
 TEST_CASE("corrupt, truncated, oversized and non-JPEG files are refused with a reason naming them", "[gpu][nvjpeg]") {
   require_nvjpeg();
-  register_jpeg_reader();
   TempDir dir("sluice-nvjpeg-bad");
   // color444.jpg with its frame header claiming 20000x20000: a well-formed file nvJPEG would have to allocate
   // 1.2 GB for; refused before anything is allocated.
@@ -343,7 +337,6 @@ TEST_CASE("corrupt, truncated, oversized and non-JPEG files are refused with a r
 // build has one, else failed as needing the media library; the device-memory run gives the host run's results.
 TEST_CASE("a directory of JPEGs and a PNG through a GPU pipeline", "[gpu][nvjpeg][pipeline]") {
   require_nvjpeg();
-  register_jpeg_reader();
   TempDir dir("sluice-nvjpeg-job");
   std::filesystem::create_directories(dir.path / "in");
   for (const char* name : {"color444.jpg", "smooth420.jpg", "odd420.jpg", "corrupt.jpg", "truncated.jpg", "image.png"})

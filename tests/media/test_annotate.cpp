@@ -35,7 +35,7 @@ extern "C" {
 #include "runtime/errors.hpp"
 #include "runtime/frame_tap.hpp"
 #include "runtime/stage.hpp"
-#include "stages/sink_outputs.hpp"
+#include "runtime/sink_outputs.hpp"
 #include "../stage_params.hpp"
 
 using namespace sluice;
@@ -341,7 +341,6 @@ TEST_CASE("annotate takes classes or detections and registers itself", "[annotat
   StageInit init{"annotate", params, frames};
   init.shared = std::make_shared<PipelineShared>();
   CHECK_THROWS_AS(annotate_stage().make(init), ConfigError);
-  register_annotate_stage();
   const StageInfo* info = StageRegistry::builtin().find("annotate");
   REQUIRE(info);
   CHECK(info->role == StageRole::sink);

@@ -220,8 +220,8 @@ std::unique_ptr<FrameReader> open_stream_when_up(const std::string& url, const R
 
 }  // namespace
 
-TEST_CASE("register_media registers a reader for every media input kind", "[media][reader]") {
-  register_media();  // idempotent: main already called it
+TEST_CASE("the media library registers a reader for every media input kind", "[media][reader]") {
+  // Linked in, it registers itself (SLUICE_REGISTER_READERS): nothing is called.
   for (InputKind k : {InputKind::file, InputKind::image, InputKind::image_sequence, InputKind::camera,
                       InputKind::stream}) {
     INFO(to_string(k));
@@ -569,10 +569,9 @@ TEST_CASE("an Annex-B .h264 file is read on the CPU (OpenCV) when NVDEC cannot s
 #if SLUICE_WITH_CUDA
   if (nvdec_unavailable_reason().empty()) return;  // NVDEC serves it here: the GPU tests cover that
 #endif
-  register_annexb_reader();  // sluiced registers it with the built-in stages
   const std::string path = std::string(SLUICE_SOURCE_DIR) + "/tests/data/nvdec/h264_320x240.h264";
-  for (const char* choice : {"auto", "cpu"}) {
-    INFO(choice);
+  for (const DecoderChoice choice : {DecoderChoice::automatic, DecoderChoice::cpu}) {
+    INFO(to_string(choice));
     ReaderOptions options;
     options.decoder = choice;
     auto r = open_input(path, options);
@@ -583,6 +582,6 @@ TEST_CASE("an Annex-B .h264 file is read on the CPU (OpenCV) when NVDEC cannot s
     CHECK(got.last == ReadStatus::end);
   }
   ReaderOptions gpu_only;
-  gpu_only.decoder = "gpu";
+  gpu_only.decoder = DecoderChoice::gpu;
   CHECK_THROWS_WITH(open_input(path, gpu_only), Catch::Contains("NVDEC unavailable: "));
 }

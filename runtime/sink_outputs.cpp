@@ -1,4 +1,4 @@
-#include "stages/sink_outputs.hpp"
+#include "runtime/sink_outputs.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>

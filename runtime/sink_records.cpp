@@ -1,4 +1,4 @@
-#include "stages/sink_records.hpp"
+#include "runtime/sink_records.hpp"
 
 #include <algorithm>
 #include <cstdio>
