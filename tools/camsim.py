@@ -340,10 +340,11 @@ class Request:
 
 
 class BadRequest(Exception):
-    def __init__(self, status, reason, close=True):
+    """A request answered with an error status, after which the connection is closed."""
+
+    def __init__(self, status, reason):
         super().__init__(reason)
         self.status = status
-        self.close = close
 
 
 STATUS_TEXT = {200: "OK", 400: "Bad Request", 404: "Not Found", 413: "Request Entity Too Large", 453: "Not Enough Bandwidth",
@@ -369,7 +370,8 @@ class Connection:
         self.last_activity = time.monotonic()
         self.mute = False  # ignore the client from now on (a hostile 'truncated' reply, or closing)
         self.closed = False
-        self.closing_reason = ""
+        self.closing_reason = ""  # set once the connection is being closed after its last reply
+        self.half_closed = False
         self.writing = False
 
     # input
@@ -382,7 +384,7 @@ class Connection:
             self.server.drop(self, f"receive failed: {e.strerror or e}")
             return
         if not data:
-            self.server.drop(self, "closed by the client")
+            self.server.drop(self, self.closing_reason or "closed by the client")
             return
         self.last_activity = time.monotonic()
         if self.mute:
@@ -402,21 +404,19 @@ class Connection:
                     return
                 self.skip = 4 + struct.unpack_from("!H", self.inbuf, 2)[0]
                 continue
-            end = self.inbuf.find(b"\r\n\r\n")
-            sep = 4
-            if end < 0:
-                end, sep = self.inbuf.find(b"\n\n"), 2
-            if end < 0:
+            ends = [(i, n) for i, n in ((self.inbuf.find(b"\r\n\r\n"), 4), (self.inbuf.find(b"\n\n"), 2)) if i >= 0]
+            if not ends:
                 if len(self.inbuf) > MAX_REQUEST_HEAD_BYTES:
                     self.reply_error(BadRequest(431, f"request head over {MAX_REQUEST_HEAD_BYTES} bytes"), {})
                 return
+            end, sep = min(ends)
             if end > MAX_REQUEST_HEAD_BYTES:
                 self.reply_error(BadRequest(431, f"request head over {MAX_REQUEST_HEAD_BYTES} bytes"), {})
                 return
             head = bytes(self.inbuf[:end]).decode("latin-1")
             headers = {}
             try:
-                method, url, headers = parse_request_head(head)
+                method, url, headers = parse_request_head(head, headers)
                 length = content_length(headers)
             except BadRequest as e:
                 self.reply_error(e, headers)
@@ -429,8 +429,7 @@ class Connection:
 
     def reply_error(self, error, headers):
         self.server.respond(self, headers, error.status, body=f"{error}\r\n".encode(), content_type="text/plain")
-        if error.close:
-            self.server.drop(self, f"bad request: {error}", flush_first=True)
+        self.server.drop(self, f"bad request: {error}", flush_first=True)
 
     # output
     def send(self, data):
@@ -464,14 +463,22 @@ class Connection:
             self.writing = want_write
             events = selectors.EVENT_READ | (selectors.EVENT_WRITE if want_write else 0)
             self.server.selector.modify(self.sock, events, self)
-        if not self.out and self.server.closing_after_flush(self):
-            self.server.drop(self, self.closing_reason)
+        if not self.out and self.closing_reason and not self.half_closed:
+            # Lingering close: the client reads the last reply before it sees the end (closing with its bytes
+            # unread would reset the connection and could discard that reply).
+            self.half_closed = True
+            try:
+                self.sock.shutdown(socket.SHUT_WR)
+            except OSError:
+                pass
 
 
 _method = re.compile(r"[A-Z][A-Z_]{0,31}")
 
 
-def parse_request_head(head):
+def parse_request_head(head, headers):
+    """(method, url, headers) of a request head; headers (a dict) is filled as far as they parse, so an error
+    reply can still carry the CSeq."""
     lines = head.replace("\r\n", "\n").split("\n")
     parts = lines[0].split(" ")
     if len(parts) != 3 or not _method.fullmatch(parts[0]):
@@ -479,16 +486,15 @@ def parse_request_head(head):
     method, url, version = parts
     if not version.startswith("RTSP/"):
         raise BadRequest(400, "not an RTSP request line")
-    if version != "RTSP/1.0":
-        raise BadRequest(505, f"version {version[:16]!r} is not RTSP/1.0")
     if len(lines) - 1 > MAX_HEADERS:
         raise BadRequest(431, f"over {MAX_HEADERS} header lines")
-    headers = {}
     for line in lines[1:]:
         name, colon, value = line.partition(":")
         if not colon or not name.strip():
             raise BadRequest(400, "a header line without a name")
         headers[name.strip().lower()] = value.strip()
+    if version != "RTSP/1.0":
+        raise BadRequest(505, f"version {version[:16]!r} is not RTSP/1.0")
     return method, url, headers
 
 
@@ -501,7 +507,7 @@ def content_length(headers):
     return int(text)
 
 
-_camera_path = re.compile(r"^/cam(\d{1,6})(?:/([^/]*))?/?$")
+_camera_path = re.compile(r"^/cam(\d{1,6})(?:/[^/]*)?$")
 
 
 class Server:
@@ -527,7 +533,8 @@ class Server:
             for c in self.select(cam):
                 c.hostile = mode
         self.connections = set()
-        self.to_close = {}
+        self.to_close = {}  # connection -> when it is closed even if the client has not read its last reply
+        self.accept_again_at = None
         self.timers = []  # heap of (due, camera index)
         self.stopping = False
         self.frames_sent = self.packets_sent = self.udp_dropped = 0
@@ -616,8 +623,10 @@ class Server:
                 sock, peer = self.listener.accept()
             except (BlockingIOError, InterruptedError):
                 return
-            except OSError as e:  # out of file descriptors, a reset before accept: keep listening
-                log(f"accept failed: {e.strerror or e}")
+            except OSError as e:  # out of file descriptors: stop accepting for a while instead of spinning
+                log(f"accept failed: {e.strerror or e}; accepting again in 1 s")
+                self.selector.unregister(self.listener)
+                self.accept_again_at = time.monotonic() + 1.0
                 return
             if len(self.connections) >= self.args.max_clients:
                 log(f"client {peer[0]}:{peer[1]} refused: {self.args.max_clients} clients already")
@@ -644,10 +653,11 @@ class Server:
     def drop(self, conn, reason, flush_first=False):
         if conn.closed:
             return
-        if flush_first and conn.out:
+        if flush_first:
             conn.closing_reason = reason
             self.to_close[conn] = time.monotonic() + 2.0
             conn.mute = True
+            conn.flush()
             return
         conn.closed = True
         for s in conn.sessions.values():
@@ -662,10 +672,10 @@ class Server:
         self.to_close.pop(conn, None)
         log(f"client {conn.label} disconnected: {reason} ({conn.packets_sent} RTP packets sent)")
 
-    def closing_after_flush(self, conn):
-        return conn in self.to_close
-
     def housekeeping(self, now):
+        if self.accept_again_at is not None and now >= self.accept_again_at:
+            self.accept_again_at = None
+            self.selector.register(self.listener, selectors.EVENT_READ, "accept")
         for conn in list(self.connections):
             if conn in self.to_close and now >= self.to_close[conn]:
                 self.drop(conn, conn.closing_reason)
@@ -674,15 +684,15 @@ class Server:
 
     # --- RTSP ---------------------------------------------------------------------------------------------------
     def camera_of(self, url):
-        """(camera, track part) for a request URL naming /camK[/track], else (None, None)."""
+        """The camera a request URL names (/camK, /camK/ or /camK/TRACK), else None."""
         try:
             path = urllib.parse.urlsplit(url).path if "://" in url else url
         except ValueError:
-            return None, None
+            return None
         m = _camera_path.match(path)
         if not m or int(m.group(1)) >= len(self.cameras):
-            return None, None
-        return self.cameras[int(m.group(1))], m.group(2)
+            return None
+        return self.cameras[int(m.group(1))]
 
     def respond(self, conn, req_headers, status, headers=None, body=b"", content_type=None, hostile=None):
         lines = [f"RTSP/1.0 {status} {STATUS_TEXT.get(status, 'Error')}"]
@@ -705,7 +715,7 @@ class Server:
         conn.send(data)
 
     def handle(self, conn, req):
-        camera, track = self.camera_of(req.url)
+        camera = self.camera_of(req.url)
         hostile = camera.hostile if camera else None
         method = req.method
         if conn.mute:
@@ -722,7 +732,7 @@ class Server:
             if camera is None:
                 self.respond(conn, req.headers, 404, body=b"no such stream\r\n", content_type="text/plain")
                 return
-            getattr(self, method.lower())(conn, req, camera, track, hostile)
+            getattr(self, method.lower())(conn, req, camera, hostile)
         else:
             self.respond(conn, req.headers, 501, hostile=hostile)
 
@@ -730,7 +740,7 @@ class Server:
         sid = req.headers.get("session", "").split(";")[0].strip()
         return {"Session": f"{sid};timeout={self.session_timeout:g}"} if sid in conn.sessions else {}
 
-    def describe(self, conn, req, camera, track, hostile):
+    def describe(self, conn, req, camera, hostile):
         sdp = self.bad_sdp() if hostile == "bad-sdp" else self.sdp(camera)
         self.respond(conn, req.headers, 200, {"Content-Base": f"{self.base_url}{camera.path}/"}, body=sdp,
                      content_type="application/sdp", hostile=hostile)
@@ -755,7 +765,7 @@ class Server:
                 + b"A" * 8192 + b"\r\na=control:" + b"x/" * 4096 + b"\r\nm=video -1 RTP/AVP 300\r\n"
                 + b"a=rtpmap:300 H264\r\n" + self.rng.randbytes(512) + b"\r\n")
 
-    def setup(self, conn, req, camera, track, hostile):
+    def setup(self, conn, req, camera, hostile):
         sid = req.headers.get("session", "").split(";")[0].strip()
         if sid and sid not in conn.sessions:
             self.respond(conn, req.headers, 454)
@@ -811,7 +821,7 @@ class Server:
                     return "udp", ports[0], ports[1]
         return None
 
-    def play(self, conn, req, camera, track, hostile):
+    def play(self, conn, req, camera, hostile):
         sid = req.headers.get("session", "").split(";")[0].strip()
         session = conn.sessions.get(sid)
         if session is None or session.camera is not camera:
@@ -830,14 +840,14 @@ class Server:
                                               "Range": "npt=0.000-", "RTP-Info": rtp_info}, hostile=hostile)
         log(f"client {conn.label} plays cam{camera.index}")
 
-    def teardown(self, conn, req, camera, track, hostile):
+    def teardown(self, conn, req, camera, hostile):
         sid = req.headers.get("session", "").split(";")[0].strip()
         session = conn.sessions.pop(sid, None)
         if session is None:
             self.respond(conn, req.headers, 454)
             return
-        if session in camera.sessions:
-            camera.sessions.remove(session)
+        if session in session.camera.sessions:
+            session.camera.sessions.remove(session)
         self.respond(conn, req.headers, 200, hostile=hostile)
 
     # --- frames -------------------------------------------------------------------------------------------------
@@ -864,7 +874,10 @@ class Server:
             ts = camera.timestamp(camera.frame)
             for session in list(camera.sessions):
                 if session.playing and not session.connection.closed:
-                    self.send_access_unit(session, au, ts, now)
+                    try:
+                        self.send_access_unit(session, au, ts, now)
+                    except Exception as e:  # a bug must cost one client, never the others
+                        self.drop(session.connection, f"internal error: {type(e).__name__}: {e}")
             self.frames_sent += 1
         camera.frame += 1
         camera.au_index = (camera.au_index + 1) % len(camera.clip.access_units)
