@@ -433,10 +433,11 @@ class Connection:
 
     # output
     def send(self, data):
-        """Queues data; drops the client when its queue is over the limit (it does not read)."""
+        """Queues data; drops the client when data would push its queue, not empty, over the limit (the client
+        does not read). An empty queue takes anything: one reply bigger than the limit is not the client's fault."""
         if self.closed:
             return
-        if self.pending + len(data) > self.server.send_buffer_bytes:
+        if self.pending and self.pending + len(data) > self.server.send_buffer_bytes:
             self.server.drop(self, f"not reading ({self.pending} bytes pending)")
             return
         self.out.append(memoryview(data))
