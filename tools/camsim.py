@@ -303,6 +303,11 @@ class Camera:
     def timestamp_at(self, now):
         return (self.timestamp_base + round((now - self.started_at) * RTP_CLOCK_HZ)) & 0xFFFFFFFF
 
+    def frames_to_next_irap(self):
+        """Frames until the clip's next random-access picture, this one included (a switch meanwhile aside)."""
+        units = self.clip.access_units
+        return next(k for k in range(len(units)) if units[(self.au_index + k) % len(units)].irap)
+
     def due(self, frame):
         return self.started_at + frame / self.fps
 
@@ -836,7 +841,10 @@ class Server:
         session.playing = True
         if session not in camera.sessions:
             camera.sessions.append(session)
-        rtp_info = f"url={session.track_url};seq={session.seq};rtptime={camera.timestamp(camera.frame)}"
+        # The session's first packet is the next random-access picture's: RTP-Info names its timestamp, which
+        # clients take as the stream's time zero.
+        rtp_info = (f"url={session.track_url};seq={session.seq};"
+                    f"rtptime={camera.timestamp(camera.frame + camera.frames_to_next_irap())}")
         self.respond(conn, req.headers, 200, {"Session": f"{session.id};timeout={self.session_timeout:g}",
                                               "Range": "npt=0.000-", "RTP-Info": rtp_info}, hostile=hostile)
         log(f"client {conn.label} plays cam{camera.index}")
