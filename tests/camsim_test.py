@@ -7,10 +7,10 @@
 - H.264 and HEVC over RTP/TCP and RTP/UDP decode with ffmpeg into the file's own frames, bit for bit, in order
   across the loop, paced at the frame rate; camsim_load sees continuous sequence numbers and timestamps;
 - sluiced reading its streams (RTP over TCP: sluice always asks libavformat for TCP): frames flow from H.264 and
-  HEVC cameras; a stall is reported and reconnected, then frames flow again; a resolution change and packet loss
-  keep the source live; every hostile mode leaves sluiced running and the source reported not live, with a
-  reason, and reconnecting; every frame produced is counted delivered, dropped or failed, and each delivered
-  frame has its record on disk.
+  HEVC cameras, their timestamps one period per decoded frame across the file's loops; a stall is reported and
+  reconnected, then frames flow again; a resolution change and packet loss keep the source live; every hostile
+  mode leaves sluiced running and the source reported not live, with a reason, and reconnecting; every frame
+  produced is counted delivered, dropped or failed, and each delivered frame has its record on disk.
 """
 import concurrent.futures
 import glob
@@ -260,15 +260,16 @@ stages:
     check("sluiced: frames go on after the resolution change",
           watch(lambda s: s["switch"]["frames"] > frames_at_switch + 30, 20), seen["switch"][-3:])
     loss_start = sources()["loss"]["frames"]
+    # What the loss costs is not judged here: the CPU decoder conceals damaged pictures and delivers them, and
+    # pictures it never outputs are not counted anywhere (the source's errors stay 0).
     check("sluiced: the camera losing 5% of its packets goes on",
-          watch(lambda s: s["loss"]["frames"] > loss_start + 30, 20), seen["loss"][-3:])
+          watch(lambda s: s["loss"]["frames"] > loss_start + 30 and s["loss"]["state"] == "live", 20),
+          seen["loss"][-3:])
     for mode in HOSTILE:
         check(f"sluiced: hostile '{mode}': reported not live with a reason, and reconnecting",
               watch(lambda s: s[mode]["reconnects"] >= 1 or s[mode]["state"] == "failed", 20) and
               any(state != "live" and reason for state, reason, _, _ in seen[mode]), seen[mode][-3:])
     check("sluiced: still running", daemon.poll() is None, daemon.returncode)
-    log = open(path("sluiced.log"), encoding="utf-8", errors="replace").read()
-    check("sluiced: the lossy camera's decoder errors are logged naming it", names["loss"] in log, log[-3000:])
 
     # Conservation: paused, the frames in flight settle; every produced frame has exactly one fate.
     check("pause", daemon_client.request(sock_path, {"request": "pause"}).get("ok") is True)
