@@ -261,8 +261,8 @@ class Clip:
                              f"{', '.join(missing + ([] if self.access_units else ['pictures']))})")
         if not any(au.irap for au in self.access_units):
             raise InputError(f"{path}: no random-access picture (IDR/IRAP): a client could never start decoding")
-        self.parameter_set_packets = [(nal, False) for k in codec.parameter_set_types.values()
-                                      for nal in [self.parameter_sets[k]]]
+        self.parameter_set_packets = [(p, False) for k in codec.parameter_set_types.values()
+                                      for p in packetise(codec, self.parameter_sets[k], mtu)]
         self.bytes_per_loop = sum(au.nbytes for au in self.access_units)
 
     def _add(self, nals, irap, has_params, mtu):
@@ -338,10 +338,10 @@ class Session:
 
 
 class Request:
-    __slots__ = ("method", "url", "headers", "body")
+    __slots__ = ("method", "url", "headers")
 
-    def __init__(self, method, url, headers, body):
-        self.method, self.url, self.headers, self.body = method, url, headers, body
+    def __init__(self, method, url, headers):
+        self.method, self.url, self.headers = method, url, headers
 
 
 class BadRequest(Exception):
@@ -352,8 +352,8 @@ class BadRequest(Exception):
         self.status = status
 
 
-STATUS_TEXT = {200: "OK", 400: "Bad Request", 404: "Not Found", 413: "Request Entity Too Large", 453: "Not Enough Bandwidth",
-               431: "Request Header Fields Too Large", 454: "Session Not Found",
+STATUS_TEXT = {200: "OK", 400: "Bad Request", 404: "Not Found", 413: "Request Entity Too Large",
+               431: "Request Header Fields Too Large", 453: "Not Enough Bandwidth", 454: "Session Not Found",
                455: "Method Not Valid in This State", 461: "Unsupported Transport", 501: "Not Implemented",
                505: "RTSP Version Not Supported"}
 
@@ -428,9 +428,8 @@ class Connection:
                 return
             if len(self.inbuf) < end + sep + length:
                 return
-            body = bytes(self.inbuf[end + sep:end + sep + length])
-            del self.inbuf[:end + sep + length]
-            self.server.handle(self, Request(method, url, headers, body))
+            del self.inbuf[:end + sep + length]  # a body (SET_PARAMETER's, say) is skipped: no method here reads one
+            self.server.handle(self, Request(method, url, headers))
 
     def reply_error(self, error, headers):
         self.server.respond(self, headers, error.status, body=f"{error}\r\n".encode(), content_type="text/plain")
