@@ -16,8 +16,8 @@ trap 'rm -rf "$work"' EXIT
 clip=$(readlink -f "$clip")
 uris=""
 for i in $(seq 1 "$n"); do
-  ln -s "$clip" "$work/cam$i.mp4"
-  uris+="      - $work/cam$i.mp4"$'\n'
+  ln -s "$clip" "$work/cam$i.${clip##*.}"
+  uris+="      - $work/cam$i.${clip##*.}"$'\n'
 done
 for shape in paced-loop paced-once unpaced-loop unpaced-once; do
   rate=0; loop=false
