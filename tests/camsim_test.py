@@ -348,6 +348,7 @@ stages:
         return status["frames"]["in_flight"] == 0
 
     check("paused: nothing in flight", wait_for(settled, 20), status.get("frames"))
+    sources_at_pause = sources()
     f = status["frames"]
     check("conservation: produced = delivered + dropped + failed",
           f["produced"] > 0 and f["produced"] == f["delivered"] + f["dropped"] + f["failed"], f)
@@ -374,6 +375,9 @@ stages:
                                                       lambda s: s["plain"]["frames"] > 60 and
                                                       s["loss"]["frames"] > 30 and s["loss"]["errors"] > 0)
     f = udp_status["frames"]
+    loss_tcp, loss_udp = seen["loss"][-1], udp_sources["loss"]
+    print(f"lossy camera (5% of RTP packets): over TCP {loss_tcp[2]} frames, {sources_at_pause['loss']['errors']} "
+          f"failed; over UDP {loss_udp['frames']} frames, {loss_udp['errors']} failed", flush=True)
     check("sluiced over UDP: frames flow from both cameras, the lossy one's damaged pictures failed",
           udp_sources["plain"]["frames"] > 60 and udp_sources["loss"]["frames"] > 30 and
           udp_sources["loss"]["errors"] > 0, udp_sources)
