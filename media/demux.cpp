@@ -47,6 +47,11 @@ int rotation_of(const std::uint8_t* matrix, std::size_t size) {
 
 bool valid(AVRational r) { return r.num > 0 && r.den > 0; }
 
+// Probing a network stream: bytes of whole packets kept (FFmpeg: 5 MB; a 4K HEVC keyframe can be a few MB), and
+// stream time analysed (FFmpeg: 5 s; live, that is wall time spent before the first frame).
+constexpr std::int64_t kNetworkProbeBytes = std::int64_t{8} << 20;
+constexpr double kNetworkAnalyzeS = 1.0;
+
 }  // namespace
 
 std::string av_error_text(int err) {
@@ -208,9 +213,25 @@ void Demuxer::open(const std::string& url, const DemuxOptions& options, bool net
   }
   AVDictionary* dict = nullptr;
   for (const auto& [key, value] : options.format_options) av_dict_set(&dict, key.c_str(), value.c_str(), 0);
-  // Over TCP an RTSP camera's frames arrive whole (UDP loses packets on a busy host); OpenCV did the same.
-  if (url.rfind("rtsp://", 0) == 0 && !options.format_options.count("rtsp_transport"))
-    av_dict_set(&dict, "rtsp_transport", "tcp", 0);
+  const auto set_default = [&](const char* key, const std::string& value) {
+    if (!options.format_options.count(key)) av_dict_set(&dict, key, value.c_str(), 0);
+  };
+  if (url.rfind("rtsp://", 0) == 0) {
+    // Over TCP an RTSP camera's frames arrive whole (UDP loses packets on a busy host); OpenCV did the same.
+    set_default("rtsp_transport", "tcp");
+    const auto transport = options.format_options.find("rtsp_transport");
+    const bool tcp = transport == options.format_options.end() || transport->second == "tcp";
+    // The reordering queue is where libavformat checks RTP sequence numbers (a gap is logged, and counted in
+    // DemuxPacket::rtp_packets_lost); a camera drops packets over TCP too when its send buffer is full. Two is
+    // the smallest queue that checks: a gap holds back one packet, an unbroken stream none. Over UDP the queue
+    // holds a datagram (up to 64 KiB) per slot until max_delay: 128 slots bound it at 8 MiB (FFmpeg: 500).
+    set_default("reorder_queue_size", tcp ? "2" : "128");
+  }
+  if (network) {
+    // Probing (avformat_find_stream_info) keeps what it reads: a normal camera is known from its first pictures.
+    set_default("probesize", std::to_string(kNetworkProbeBytes));
+    set_default("analyzeduration", std::to_string(static_cast<std::int64_t>(kNetworkAnalyzeS * 1e6)));
+  }
   arm(options.open_timeout_s);
   int err = avformat_open_input(&format_, memory_ ? "" : url.c_str(), nullptr, &dict);  // frees format_ on failure
   av_dict_free(&dict);
@@ -221,7 +242,16 @@ void Demuxer::open(const std::string& url, const DemuxOptions& options, bool net
                             : "cannot open the stream";
   if (err == AVERROR_EXIT && network) fail(cannot_open, 0);
   if (err < 0) fail(cannot_open, err);
+  // A picture that never ends (a fragmented NAL unit without its last fragment) grows libavformat's parser
+  // buffer at whatever rate the peer sends, and no option bounds that buffer. Reading, the read deadline bounds
+  // it; probing gets the same allowance plus the time it analyses, so either phase holds at most that many
+  // seconds of the peer's bytes (a camera must send a picture within read_timeout_s anyway).
+  const double probe_s = std::min(options.open_timeout_s, kNetworkAnalyzeS + options.read_timeout_s);
+  arm(probe_s);
   err = avformat_find_stream_info(format_, nullptr);
+  // Interrupted, it may still return success (what it read counts as the end of the stream).
+  if (network && (err == AVERROR_EXIT || interrupted(this)))
+    fail(fmt::format("cannot open the stream: its pictures were not known within {:g} s of probing", probe_s), 0);
   if (err < 0) fail(cannot_open, err);
   find_video_stream();
   if (options.annex_b) start_annex_b();
@@ -298,8 +328,11 @@ std::optional<std::int64_t> Demuxer::to_ns(std::int64_t ts) const noexcept {
   return ns;
 }
 
-void Demuxer::fill(DemuxPacket& packet) const noexcept {
+void Demuxer::fill(DemuxPacket& packet) noexcept {
   const AVPacket* p = packet.av();
+  const std::int64_t missed = log_->rtp_packets_missed();
+  packet.rtp_packets_lost = missed - rtp_missed_seen_;
+  rtp_missed_seen_ = missed;
   packet.pts_ns = to_ns(p->pts);
   packet.dts_ns = to_ns(p->dts);
   packet.keyframe = (p->flags & AV_PKT_FLAG_KEY) != 0;

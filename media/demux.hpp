@@ -47,6 +47,9 @@ class DemuxPacket {
   std::optional<std::int64_t> pts_ns, dts_ns;  // on the container's timeline; none where it has none
   bool keyframe = false;
   bool corrupt = false;  // the container flagged it (a short read at a truncated end, a CRC failure)
+  // RTP packets found missing (a sequence gap) while this packet was read: it, or a packet before it, lacks
+  // data. rtsp:// only (both transports: the demuxer checks sequence numbers over TCP too).
+  std::int64_t rtp_packets_lost = 0;
   AVPacket* av() const noexcept { return packet_; }  // for avcodec_send_packet(); timestamps in time_base()
 
  private:
@@ -96,7 +99,7 @@ class Demuxer {
   void arm(double seconds) noexcept;
   static int interrupted(void* self) noexcept;
   DemuxStatus read_video_packet(AVPacket* p, std::string& why) noexcept;
-  void fill(DemuxPacket& packet) const noexcept;
+  void fill(DemuxPacket& packet) noexcept;
 
   std::string uri_;
   std::unique_ptr<LibavLog> log_;
@@ -113,6 +116,7 @@ class Demuxer {
   std::int64_t frames_announced_ = -1;
   double fps_ = 0;
   bool demux_ended_ = false, ended_ = false;
+  std::int64_t rtp_missed_seen_ = 0;  // log_->rtp_packets_missed() when the last packet was filled
 };
 
 // FFmpeg's text for an error code ("Invalid data found when processing input").

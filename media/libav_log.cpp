@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <cstdarg>
+#include <cstring>
 #include <map>
 
 extern "C" {
@@ -34,7 +35,17 @@ LibavLog* owner_of(void* avcl) noexcept {
   return t_current;
 }
 
+// libavformat's RTP demuxer (rtpdec.c) reports a sequence gap with this line and nothing else.
+constexpr const char* kRtpMissedFormat = "RTP: missed %d packets\n";
+
 void on_libav_log(void* avcl, int level, const char* format, va_list args) {
+  if (format != nullptr && std::strcmp(format, kRtpMissedFormat) == 0) {
+    va_list copy;
+    va_copy(copy, args);
+    const int missed = va_arg(copy, int);
+    va_end(copy);
+    if (LibavLog* log = owner_of(avcl); log != nullptr && missed > 0) log->add_rtp_packets_missed(missed);
+  }
   if (level > AV_LOG_WARNING) return;  // info, verbose, debug: never
   const bool error = level <= AV_LOG_ERROR;
   if (!error && !spdlog::should_log(spdlog::level::debug)) return;

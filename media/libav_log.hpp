@@ -7,6 +7,7 @@
 // source's own thread), or, for lines from libavcodec's own frame threads, the decoder context's `opaque`
 // (set to the input's LibavLog by the reader). A line with neither is limited with all such lines of the
 // process, under the name "libav".
+#include <atomic>
 #include <cstdint>
 #include <mutex>
 #include <string>
@@ -27,6 +28,11 @@ class LibavLog {
   // Takes one line (already UTF-8, no newline); `error`: FFmpeg logged it at error level or worse.
   void take(const std::string& line, bool error);
 
+  // RTP packets libavformat found missing (sequence gaps) on this input so far. FFmpeg tells of them only in its
+  // log ("RTP: missed N packets", from its reordering queue), so they are counted where its lines arrive.
+  std::int64_t rtp_packets_missed() const noexcept { return rtp_packets_missed_.load(std::memory_order_relaxed); }
+  void add_rtp_packets_missed(int n) noexcept { rtp_packets_missed_.fetch_add(n, std::memory_order_relaxed); }
+
   // At most this many lines per window are logged for one input (its URI: the allowance outlives one
   // connection, so reconnection attempts share it); the rest are counted and reported with the next line.
   static constexpr int kLinesPerWindow = 5;
@@ -36,6 +42,7 @@ class LibavLog {
   std::string input_;
   mutable std::mutex mu_;  // libavcodec's frame threads log concurrently
   std::string last_error_;
+  std::atomic<std::int64_t> rtp_packets_missed_{0};
 };
 
 // While it lives, what FFmpeg logs on this thread is `log`'s. Nests.

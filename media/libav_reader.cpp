@@ -64,6 +64,11 @@ class LibavReader final : public FrameReader {
       const ReadStatus s = decode_next(error);
       if (s == ReadStatus::frame) {
         stamp();
+        if (live_ && !trusted(why)) {
+          av_frame_unref(frame_);
+          ++frames_read_;
+          return ReadStatus::failed;
+        }
         scaler_.convert(*frame_, demux_->rotation(), fit_, target);
         av_frame_unref(frame_);
         ++frames_read_;
@@ -141,6 +146,7 @@ class LibavReader final : public FrameReader {
         avcodec_send_packet(codec_, nullptr);
         continue;
       }
+      if (live_) note_damage(packet_);
       err = avcodec_send_packet(codec_, packet_.av());
       if (err < 0 && reject(err, why)) return ReadStatus::error;
     }
@@ -154,6 +160,49 @@ class LibavReader final : public FrameReader {
     why = fmt::format("{} packets in a row could not be decoded after frame {} ({})", rejected_in_a_row_,
                       frames_read_, last_rejection_);
     return true;
+  }
+
+  // Live streams: a picture the decoder concealed or decoded without its references fails, and so does every
+  // picture after damage (a lost RTP packet, a packet the container flagged, a failed picture) up to the next
+  // keyframe or intra picture: they predict from what was lost. Judged in output order, so a picture shown
+  // before the keyframe that ends the damage (open GOPs) fails too; one that was already in the decoder when
+  // the damage was found may fail with it.
+  bool trusted(std::string& why) {
+    const bool intra = frame_->key_frame != 0 || frame_->pict_type == AV_PICTURE_TYPE_I;
+    if (const std::string damage = damage_of(*frame_); !damage.empty()) {
+      why = "the decoder found the picture damaged (" + damage + ")";
+      if (!resyncing_) resync_reason_ = "a damaged picture";
+      resyncing_ = true;
+      return false;
+    }
+    if (resyncing_ && intra) resyncing_ = false;
+    if (!resyncing_) return true;
+    why = "no keyframe since " + resync_reason_ + ": its references are lost";
+    return false;
+  }
+
+  void note_damage(const DemuxPacket& packet) {
+    if (packet.rtp_packets_lost == 0 && !packet.corrupt) return;
+    rtp_packets_lost_ += packet.rtp_packets_lost;
+    if (resyncing_) return;
+    resync_reason_ = packet.rtp_packets_lost > 0
+                         ? fmt::format("{} lost RTP packet(s) ({} on this connection)", packet.rtp_packets_lost,
+                                       rtp_packets_lost_)
+                         : std::string("a damaged packet");
+    resyncing_ = true;
+  }
+
+  // What the decoder says is wrong with a picture ("" when nothing).
+  static std::string damage_of(const AVFrame& f) {
+    std::string damage;
+    const auto add = [&](const char* what) { damage += (damage.empty() ? "" : ", ") + std::string(what); };
+    if (f.decode_error_flags & FF_DECODE_ERROR_INVALID_BITSTREAM) add("invalid bitstream");
+    if (f.decode_error_flags & FF_DECODE_ERROR_MISSING_REFERENCE) add("a reference is missing");
+    if (f.decode_error_flags & FF_DECODE_ERROR_CONCEALMENT_ACTIVE) add("errors concealed");
+    if (f.decode_error_flags & FF_DECODE_ERROR_DECODE_SLICES) add("slices missing");
+    if (f.flags & AV_FRAME_FLAG_CORRUPT) add("decoded without its references");
+    if (damage.empty() && f.decode_error_flags != 0) add("decode errors");
+    return damage;
   }
 
   // The frame's time: the decoder's best effort from the container's timestamps; one frame period after the
@@ -205,6 +254,9 @@ class LibavReader final : public FrameReader {
   int rejected_in_a_row_ = 0;
   std::string last_rejection_, read_error_;
   bool flushing_ = false, done_ = false;
+  bool resyncing_ = false;  // live: damage seen, no keyframe since
+  std::string resync_reason_;
+  std::int64_t rtp_packets_lost_ = 0;  // on this connection
 };
 
 }  // namespace

@@ -11,7 +11,12 @@
 // Files: a packet the decoder rejects is skipped (counted in the reason should the file come up short); a
 // file that ends well before the count its container announced (beyond truncation_tolerance) is an error
 // "ended after N of M frames (truncated or corrupt...)"; one from which no frame decodes at all is an error.
-// Streams: a read that fails or finds no data within read_timeout_s is an error (the source reconnects).
+// Streams: a read that fails or finds no data within read_timeout_s is an error (the source reconnects). A
+// picture the decoder reports damaged (concealed, decoded without its references) is ReadStatus::failed with
+// the reason, and so is every picture after damage (that one, a lost RTP packet, a packet the container
+// flagged) up to the next keyframe or intra picture: "no keyframe since ...: its references are lost".
+// Pictures whose packets were all lost never come out of the decoder; the lost RTP packets are named in that
+// reason.
 // read() never throws.
 #include <memory>
 #include <string>

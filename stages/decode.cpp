@@ -705,10 +705,13 @@ static StageInfo decode_stage() {
                0.01, 3600.0},
               {"backoff_max_s", ParamType::number, "30", "live: longest reconnection delay", 0.01, 86400.0},
               {"max_attempts", ParamType::integer, "0", "live: failed reconnections before giving up; 0 = never", 0.0, {}},
-              {"open_timeout_s", ParamType::number, "10", "streams: how long opening may take", 0.1, 600.0},
+              {"open_timeout_s", ParamType::number, "10",
+               "streams: how long opening may take (its probe of the first pictures: 1 s + read_timeout_s at most)",
+               0.1, 600.0},
               {"rtsp_transport", ParamType::choice, "tcp",
-               "rtsp:// streams: tcp = RTP inside the RTSP connection (nothing lost); udp = RTP over UDP (lower "
-               "latency; a lost packet fails the pictures it damages, up to the next keyframe)",
+               "rtsp:// streams: tcp = RTP inside the RTSP connection (the network loses nothing); udp = RTP over UDP "
+               "(lower latency). Either way a lost RTP packet (a sequence gap) fails the pictures it damages, up to "
+               "the next keyframe",
                {}, {}, choice_names(kRtspTransportChoices)},
               {"stop_timeout_s", ParamType::number, "5",
                "on stop or reload: how long a source thread may take to end; one stuck longer in a blocking open or "
