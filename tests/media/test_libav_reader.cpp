@@ -28,6 +28,7 @@ extern "C" {
 #include "media/frame_fit.hpp"
 #include "media/libav_reader.hpp"
 #include "runtime/inputs.hpp"
+#include "runtime/source_kind.hpp"
 #include "tests/temp_dir.hpp"
 
 using namespace sluice;

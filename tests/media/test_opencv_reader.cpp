@@ -37,6 +37,7 @@
 #endif
 #include "media/opencv_reader.hpp"
 #include "runtime/inputs.hpp"
+#include "runtime/source_kind.hpp"
 
 extern char** environ;
 
