@@ -19,7 +19,7 @@
 using namespace sluice;
 using kernels::Detection;
 
-TEST_CASE("fork_join: every task runs once per call, on many calls; errors come back to the caller",
+TEST_CASE("fork_join: every task runs once per call, on many calls, and errors come back to the caller",
           "[track][fork_join]") {
   for (const int threads : {1, 2, 5}) {
     CAPTURE(threads);
@@ -106,7 +106,7 @@ std::vector<std::vector<std::byte>> run_stage(int threads, int sources, int fram
 
 }  // namespace
 
-TEST_CASE("track stage: 1, 2 and 8 threads give the same bytes; a video's frames stay in order across batches",
+TEST_CASE("track stage: 1, 2 and 8 threads give the same bytes, and a video's frames stay in order across batches",
           "[track]") {
   const auto one = run_stage(1, 12, 30, 32, 128);
   CHECK(run_stage(2, 12, 30, 32, 128) == one);
