@@ -10,11 +10,12 @@
 #include <map>
 #include <random>
 
-#include "runtime/pool.hpp"
 #include "stages/track/hungarian.hpp"
 #include "stages/track/kalman.hpp"
 #include "stages/track/tracker.hpp"
-#include "tests/stage_params.hpp"
+#include "tests/track_reference.hpp"
+#include "tests/track_scenes.hpp"
+#include "tests/track_stage_rig.hpp"
 
 using namespace sluice;
 using namespace sluice::track;
@@ -83,6 +84,14 @@ std::vector<std::int32_t> events_of(const Frame& f, kernels::TrackEvent kind) {
   return ids;
 }
 
+// Every pair of a dense rows x cols matrix as candidates, in order.
+std::vector<Candidate> all_pairs(const std::vector<double>& c, int rows, int cols) {
+  std::vector<Candidate> out;
+  for (int r = 0; r < rows; ++r)
+    for (int k = 0; k < cols; ++k) out.push_back({r, k, c[static_cast<std::size_t>(r * cols + k)]});
+  return out;
+}
+
 }  // namespace
 
 TEST_CASE("assign_rows finds the minimum of brute force on random matrices, ties included", "[track]") {
@@ -95,7 +104,8 @@ TEST_CASE("assign_rows finds the minimum of brute force on random matrices, ties
     for (double& x : c)
       x = ties ? std::uniform_int_distribution<int>(0, 3)(rng) : std::uniform_real_distribution<double>(-5, 5)(rng);
     CAPTURE(round, rows, cols, c);
-    const std::vector<int> a = assign_rows(c, rows, cols);
+    Matcher m;
+    const std::vector<int> a = m.assign_rows(c, rows, cols);
     REQUIRE(a.size() == static_cast<std::size_t>(rows));
     std::vector<int> sorted = a;
     std::sort(sorted.begin(), sorted.end());
@@ -107,16 +117,18 @@ TEST_CASE("assign_rows finds the minimum of brute force on random matrices, ties
       sum += c[static_cast<std::size_t>(i * cols + a[static_cast<std::size_t>(i)])];
     }
     CHECK(sum == Approx(rows ? brute_assign(c, rows, cols) : 0.0).margin(1e-9));
-    CHECK(assign_rows(c, rows, cols) == a);  // deterministic
+    CHECK(Matcher().assign_rows(c, rows, cols) == a);  // deterministic
   }
-  CHECK_THROWS_AS(assign_rows({1, 2}, 2, 1), std::invalid_argument);
-  CHECK_THROWS_AS(assign_rows({kInf, kInf}, 1, 2), std::invalid_argument);  // a row with no finite cost
+  Matcher m;
+  CHECK_THROWS_AS(m.assign_rows(std::vector<double>{1, 2}, 2, 1), std::invalid_argument);
+  CHECK_THROWS_AS(m.assign_rows(std::vector<double>{kInf, kInf}, 1, 2), std::invalid_argument);  // no finite cost
 }
 
 TEST_CASE("match_below finds the best partial matching of brute force: rectangular, ties, forbidden pairs",
           "[track]") {
   std::mt19937 rng(11);
   const double limit = 0.8;
+  Matcher m;  // one matcher for every round: its scratch memory carries nothing from one call to the next
   for (int round = 0; round < 600; ++round) {
     const int rows = std::uniform_int_distribution<int>(0, 6)(rng);
     const int cols = std::uniform_int_distribution<int>(0, 6)(rng);
@@ -131,7 +143,7 @@ TEST_CASE("match_below finds the best partial matching of brute force: rectangul
       }
     }
     CAPTURE(round, rows, cols, c);
-    const auto pairs = match_below(c, rows, cols, limit);
+    const auto pairs = m.match_below(all_pairs(c, rows, cols), rows, cols, limit);
     std::vector<char> row_used(static_cast<std::size_t>(rows), 0), col_used(static_cast<std::size_t>(cols), 0);
     double sum = 0;
     for (const auto& [r, k] : pairs) {
@@ -148,10 +160,40 @@ TEST_CASE("match_below finds the best partial matching of brute force: rectangul
     }
     CHECK(std::is_sorted(pairs.begin(), pairs.end()));
     CHECK(sum == Approx(brute_match(c, rows, cols, limit)).margin(1e-9));
-    CHECK(match_below(c, rows, cols, limit) == pairs);
+    CHECK(Matcher().match_below(all_pairs(c, rows, cols), rows, cols, limit) == pairs);
+    // The same pairs as the dense solver of the reference (ties broken alike), also when only some pairs are
+    // listed: leaving out pairs at or above the limit changes nothing.
+    CHECK(pairs == reference::match_below(c, rows, cols, limit));
+    std::vector<Candidate> some;
+    for (const Candidate& e : all_pairs(c, rows, cols))
+      if (e.cost < limit) some.push_back(e);
+    CHECK(m.match_below(some, rows, cols, limit) == pairs);
   }
-  CHECK(match_below({0.1}, 1, 1, kInf).empty());  // a limit that is not a number matches nothing
-  CHECK(match_below({}, 0, 3, 0.5).empty());
+  CHECK(m.match_below(std::vector<Candidate>{{0, 0, 0.1}}, 1, 1, kInf).empty());  // a limit that is not a number
+  CHECK(m.match_below({}, 0, 3, 0.5).empty());
+  // Candidates out of order, repeated or outside rows x cols are refused.
+  CHECK_THROWS_AS(m.match_below(std::vector<Candidate>{{0, 1, 0.1}, {0, 0, 0.1}}, 1, 2, 0.5), std::invalid_argument);
+  CHECK_THROWS_AS(m.match_below(std::vector<Candidate>{{0, 0, 0.1}, {0, 0, 0.1}}, 1, 2, 0.5), std::invalid_argument);
+  CHECK_THROWS_AS(m.match_below(std::vector<Candidate>{{1, 0, 0.1}}, 1, 2, 0.5), std::invalid_argument);
+  CHECK_THROWS_AS(m.match_below(std::vector<Candidate>{{0, -1, 0.1}}, 1, 2, 0.5), std::invalid_argument);
+}
+
+TEST_CASE("match_below gives the dense reference's pairs on large clusters with ties", "[track]") {
+  std::mt19937 rng(13);
+  Matcher m;
+  for (int round = 0; round < 60; ++round) {
+    const int rows = std::uniform_int_distribution<int>(1, 40)(rng);
+    const int cols = std::uniform_int_distribution<int>(1, 40)(rng);
+    const double limit = 0.8;
+    std::vector<double> c(static_cast<std::size_t>(rows * cols));
+    const bool ties = round % 2 == 0;
+    for (double& x : c)
+      x = std::uniform_int_distribution<int>(0, 2)(rng) == 0
+              ? 1.0
+              : (ties ? std::uniform_int_distribution<int>(1, 4)(rng) * 0.2 : std::uniform_real_distribution<double>(0, 1)(rng));
+    CAPTURE(round, rows, cols);
+    CHECK(m.match_below(all_pairs(c, rows, cols), rows, cols, limit) == reference::match_below(c, rows, cols, limit));
+  }
 }
 
 TEST_CASE("the Kalman filter follows a box moving at constant velocity", "[track]") {
@@ -303,6 +345,56 @@ TEST_CASE("tracker: the same frames give the same ids and events (deterministic)
   CHECK(events > 0);
 }
 
+TEST_CASE("tracker: the same ids and events as the reference tracker on random scenes, frame by frame", "[track]") {
+  std::size_t frames_seen = 0, boxes_tracked = 0, events_seen = 0, crowded_frames = 0;
+  for (std::uint32_t seed = 0; seed < 48; ++seed) {
+    test::SceneParams scene;
+    scene.frames = 40;
+    scene.objects = static_cast<int>(seed * 37 % 190);  // 0..200 boxes a frame with false positives
+    scene.crowd = seed % 3 == 0;
+    scene.max_speed = seed % 4 == 0 ? 25.0f : 6.0f;  // fast objects: predictions off, tracks lost and found
+    scene.missed = seed % 5 == 0 ? 0.3f : 0.05f;     // occlusions
+    scene.turnover = seed % 6 == 0 ? 0.1f : 0.01f;   // births and deaths
+    scene.duplicates = static_cast<float>(seed % 4) * 0.05f;
+    scene.quantised = static_cast<float>(seed % 5) * 0.2f;
+    scene.hostile = 0.3f;
+    TrackerParams p;
+    p.min_hits = 1 + static_cast<int>(seed % 3);
+    p.per_class = seed % 7 == 0;
+    p.fuse_score = seed % 5 != 0;
+    p.track_buffer = static_cast<int>(seed % 4) * 5;
+    p.max_tracks = seed % 9 == 0 ? 20 : 2048;
+    if (seed % 11 == 0) p.match_iou = -0.1f;      // outside what the stage takes: every pair a candidate
+    if (seed % 13 == 0) p.low_match_iou = 0.0f;
+    CAPTURE(seed);
+    Tracker fast(p);
+    reference::Tracker slow(p);
+    std::vector<Detection> fast_events, slow_events;
+    const auto frames = test::make_scene(scene, seed);
+    for (std::size_t f = 0; f < frames.size(); ++f) {
+      CAPTURE(f);
+      std::vector<Detection> a = frames[f], b = frames[f];
+      fast_events.clear();
+      slow_events.clear();
+      fast.update(a, fast_events);
+      slow.update(b, slow_events);
+      REQUIRE(fast_events.size() == slow_events.size());
+      REQUIRE((a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(Detection)) == 0));
+      REQUIRE((fast_events.empty() ||
+               std::memcmp(fast_events.data(), slow_events.data(), fast_events.size() * sizeof(Detection)) == 0));
+      REQUIRE(fast.tracks() == slow.tracks());
+      ++frames_seen;
+      crowded_frames += a.size() >= 150;
+      for (const Detection& d : a) boxes_tracked += d.track_id >= 0;
+      events_seen += fast_events.size();
+    }
+  }
+  CHECK(frames_seen == 48 * 40);
+  CHECK(boxes_tracked > 10000);  // the scenes do track things
+  CHECK(events_seen > 1000);
+  CHECK(crowded_frames > 100);
+}
+
 TEST_CASE("tracker: hostile boxes (NaN, Inf, huge, inverted, empty) are not tracked and break nothing", "[track]") {
   const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
   std::vector<Detection> bad = {
@@ -326,85 +418,18 @@ TEST_CASE("tracker: hostile boxes (NaN, Inf, huge, inverted, empty) are not trac
   CHECK(t.tracks() == 1);
 }
 
-namespace {
-
-// The track stage on hand-made batches of detections (host memory), as the runner drives it.
-struct StageRig {
-  static constexpr int kBoxes = 8;
-  PayloadDesc in_desc;
-  std::shared_ptr<PipelineShared> shared = std::make_shared<PipelineShared>();
-  std::unique_ptr<Stage> stage;
-  std::unique_ptr<BatchPool> in_pool, out_pool;
-  StageContext ctx;
-
-  explicit StageRig(const std::map<std::string, std::string>& given = {}) {
-    in_desc.kind = PayloadKind::detections;
-    in_desc.batch = 4;
-    in_desc.channels = kBoxes;
-    in_desc.classes = 2;
-    const StageInfo& info = *StageRegistry::builtin().find("track");
-    const ParamValues params = test::params_of(info, given);
-    StageInit init{"track", params, in_desc};
-    init.shared = shared;
-    stage = info.make(init);
-    in_pool = std::make_unique<BatchPool>("in", in_desc, 1, false);
-    out_pool = std::make_unique<BatchPool>("out", stage->output(), 1, false);
-    ctx.out_pool = out_pool.get();
-  }
-  // One batch: per item its frame and header count, and its boxes (written up to the payload's capacity).
-  struct Item {
-    FrameMeta frame;
-    std::int32_t count;
-    std::vector<Detection> boxes;
-  };
-  // The output items: header and every slot.
-  std::vector<std::pair<kernels::DetectionsHeader, std::vector<Detection>>> process(const std::vector<Item>& items) {
-    BatchLease in = in_pool->acquire(nullptr);
-    in->count = static_cast<int>(items.size());
-    in->frames.clear();
-    for (std::size_t i = 0; i < items.size(); ++i) {
-      in->frames.push_back(items[i].frame);
-      const kernels::DetectionsHeader h{items[i].count, 0, 0, 0};
-      std::byte* item = in->item(static_cast<int>(i));
-      std::memset(item, 0, in_desc.item_bytes());
-      std::memcpy(item, &h, sizeof h);
-      if (!items[i].boxes.empty())
-        std::memcpy(item + sizeof h, items[i].boxes.data(),
-                    sizeof(Detection) * std::min<std::size_t>(items[i].boxes.size(), kBoxes));
-    }
-    BatchLease out = stage->process(in.get(), ctx);
-    REQUIRE(out);
-    std::vector<std::pair<kernels::DetectionsHeader, std::vector<Detection>>> result;
-    for (std::size_t i = 0; i < items.size(); ++i) {
-      kernels::DetectionsHeader h;
-      std::memcpy(&h, out->item(static_cast<int>(i)), sizeof h);
-      std::vector<Detection> slots(static_cast<std::size_t>(out->desc.channels));
-      std::memcpy(slots.data(), out->item(static_cast<int>(i)) + sizeof h, sizeof(Detection) * slots.size());
-      result.emplace_back(h, std::move(slots));
-    }
-    return result;
-  }
-};
-
-FrameMeta frame(std::uint32_t source, std::uint32_t input, std::uint64_t seq) {
-  FrameMeta f;
-  f.source_id = source, f.input = input, f.sequence = seq, f.input_frame = seq;
-  return f;
-}
-
-}  // namespace
 
 TEST_CASE("track stage: per-video state, events after the boxes, dropped once the input is complete", "[track]") {
-  StageRig rig({{"min_hits", "1"}, {"track_buffer", "2"}});
-  CHECK(rig.stage->output().channels == StageRig::kBoxes * kernels::kTrackSlotsPerBox);
+  test::TrackStageRig rig({{"min_hits", "1"}, {"track_buffer", "2"}});
+  CHECK(rig.stage->output().channels == test::TrackStageRig::kBoxes * kernels::kTrackSlotsPerBox);
   InputTracker& inputs = rig.shared->inputs;
   const std::uint32_t a = inputs.begin(1, "a.mp4", InputKind::file, -1), b = inputs.begin(2, "cam", InputKind::file, -1);
   inputs.decoded(a, 100);
   inputs.decoded(b, 100);
   // Two sources in one batch, interleaved: each video has its own ids from 1.
-  auto out = rig.process({{frame(1, a, 0), 1, {box(10, 10, 40, 40)}},
-                          {frame(2, b, 0), 2, {box(300, 10, 40, 40), box(10, 10, 40, 40)}},
-                          {frame(1, a, 1), 1, {box(12, 10, 40, 40)}}});
+  auto out = rig.process({{test::track_frame(1, a, 0), 1, {box(10, 10, 40, 40)}},
+                          {test::track_frame(2, b, 0), 2, {box(300, 10, 40, 40), box(10, 10, 40, 40)}},
+                          {test::track_frame(1, a, 1), 1, {box(12, 10, 40, 40)}}});
   CHECK(out[0].first.count == 1);
   CHECK(out[0].second[0].track_id == 1);
   CHECK(out[0].first.events == 1);  // new #1 after the box
@@ -416,12 +441,12 @@ TEST_CASE("track stage: per-video state, events after the boxes, dropped once th
   CHECK(out[2].second[0].track_id == 1);
   CHECK(out[2].first.events == 0);
   // A batch without source 1 (paused, or just not in this batch) keeps its state: the same id after it.
-  out = rig.process({{frame(2, b, 1), 0, {}}});
-  out = rig.process({{frame(1, a, 2), 1, {box(14, 10, 40, 40)}}});
+  out = rig.process({{test::track_frame(2, b, 1), 0, {}}});
+  out = rig.process({{test::track_frame(1, a, 2), 1, {box(14, 10, 40, 40)}}});
   CHECK(out[0].second[0].track_id == 1);
   CHECK(out[0].first.events == 0);
   // Source 2 empty for 3 frames: both its tracks end (buffer 2), ids in order, last boxes.
-  out = rig.process({{frame(2, b, 2), 0, {}}, {frame(2, b, 3), 0, {}}});
+  out = rig.process({{test::track_frame(2, b, 2), 0, {}}, {test::track_frame(2, b, 3), 0, {}}});
   CHECK(out[1].first.count == 0);
   REQUIRE(out[1].first.events == 2);
   CHECK(out[1].second[0].track_id == 1);
@@ -432,25 +457,25 @@ TEST_CASE("track stage: per-video state, events after the boxes, dropped once th
   // it would start again from id 1 with a new event.
   inputs.end(a);
   std::vector<FrameMeta> settled;
-  for (std::uint64_t i = 0; i < 100; ++i) settled.push_back(frame(1, a, i));
+  for (std::uint64_t i = 0; i < 100; ++i) settled.push_back(test::track_frame(1, a, i));
   inputs.settle(settled, FrameFate::delivered);
-  rig.process({{frame(2, b, 4), 0, {}}});
-  out = rig.process({{frame(1, a, 3), 1, {box(200, 200, 40, 40)}}});
+  rig.process({{test::track_frame(2, b, 4), 0, {}}});
+  out = rig.process({{test::track_frame(1, a, 3), 1, {box(200, 200, 40, 40)}}});
   CHECK(out[0].second[0].track_id == 1);
   CHECK(out[0].first.events == 1);
 }
 
 TEST_CASE("track stage: a hostile header count is bounded by the payload, hostile boxes stay untracked", "[track]") {
-  StageRig rig(std::map<std::string, std::string>{{"min_hits", "1"}});
+  test::TrackStageRig rig(std::map<std::string, std::string>{{"min_hits", "1"}});
   const float nan = std::numeric_limits<float>::quiet_NaN();
-  std::vector<Detection> boxes(StageRig::kBoxes, box(10, 10, 40, 40));
+  std::vector<Detection> boxes(test::TrackStageRig::kBoxes, box(10, 10, 40, 40));
   boxes[1] = {nan, nan, nan, nan, nan, 0, 77, 0};
   boxes[2] = {50, 50, 10, 10, 0.9f, 0, 77, 0};
-  for (const std::int32_t count : {std::numeric_limits<std::int32_t>::max(), -5, StageRig::kBoxes + 1, 3}) {
+  for (const std::int32_t count : {std::numeric_limits<std::int32_t>::max(), -5, test::TrackStageRig::kBoxes + 1, 3}) {
     CAPTURE(count);
-    const auto out = rig.process({{frame(1, 0, 0), count, boxes}});
+    const auto out = rig.process({{test::track_frame(1, 0, 0), count, boxes}});
     const auto& [h, slots] = out[0];
-    CHECK(h.count == std::clamp(count, 0, StageRig::kBoxes));
+    CHECK(h.count == std::clamp(count, 0, test::TrackStageRig::kBoxes));
     CHECK(h.events >= 0);
     CHECK(h.count + h.events <= static_cast<int>(slots.size()));
     if (h.count > 2) {

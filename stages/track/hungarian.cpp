@@ -8,7 +8,7 @@
 
 namespace sluice::track {
 
-std::vector<int> assign_rows(const std::vector<double>& cost, int rows, int cols) {
+const std::vector<int>& Matcher::assign_rows(std::span<const double> cost, int rows, int cols) {
   if (rows < 0 || cols < rows || cost.size() != static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols))
     throw std::invalid_argument("assign_rows: needs rows <= cols and rows * cols costs");
   const auto n = static_cast<std::size_t>(rows), m = static_cast<std::size_t>(cols);
@@ -16,124 +16,157 @@ std::vector<int> assign_rows(const std::vector<double>& cost, int rows, int cols
   auto a = [&](std::size_t i, std::size_t j) { return cost[(i - 1) * m + (j - 1)]; };  // 1-based
   // u, v: potentials of rows and columns; p[j]: the row column j holds (0: none); way[j]: the column before j
   // on the augmenting path. Column 0 is the virtual start of each path.
-  std::vector<double> u(n + 1, 0.0), v(m + 1, 0.0), minv(m + 1);
-  std::vector<std::size_t> p(m + 1, 0), way(m + 1, 0);
-  std::vector<char> used(m + 1);
+  u_.assign(n + 1, 0.0);
+  v_.assign(m + 1, 0.0);
+  minv_.resize(m + 1);
+  p_.assign(m + 1, 0);
+  way_.assign(m + 1, 0);
+  used_.resize(m + 1);
   for (std::size_t i = 1; i <= n; ++i) {
-    p[0] = i;
+    p_[0] = i;
     std::size_t j0 = 0;
-    std::fill(minv.begin(), minv.end(), inf);
-    std::fill(used.begin(), used.end(), 0);
+    std::fill(minv_.begin(), minv_.end(), inf);
+    std::fill(used_.begin(), used_.end(), 0);
     do {
-      used[j0] = 1;
-      const std::size_t i0 = p[j0];
+      used_[j0] = 1;
+      const std::size_t i0 = p_[j0];
       double delta = inf;
       std::size_t j1 = 0;
       for (std::size_t j = 1; j <= m; ++j) {
-        if (used[j]) continue;
-        const double cur = a(i0, j) - u[i0] - v[j];
-        if (cur < minv[j]) minv[j] = cur, way[j] = j0;
-        if (minv[j] < delta) delta = minv[j], j1 = j;
+        if (used_[j]) continue;
+        const double cur = a(i0, j) - u_[i0] - v_[j];
+        if (cur < minv_[j]) minv_[j] = cur, way_[j] = j0;
+        if (minv_[j] < delta) delta = minv_[j], j1 = j;
       }
       if (j1 == 0) throw std::invalid_argument("assign_rows: a cost is not finite");
       for (std::size_t j = 0; j <= m; ++j) {
-        if (used[j]) {
-          u[p[j]] += delta;
-          v[j] -= delta;
+        if (used_[j]) {
+          u_[p_[j]] += delta;
+          v_[j] -= delta;
         } else {
-          minv[j] -= delta;
+          minv_[j] -= delta;
         }
       }
       j0 = j1;
-    } while (p[j0] != 0);
+    } while (p_[j0] != 0);
     do {  // flip the path
-      const std::size_t j1 = way[j0];
-      p[j0] = p[j1];
+      const std::size_t j1 = way_[j0];
+      p_[j0] = p_[j1];
       j0 = j1;
     } while (j0 != 0);
   }
-  std::vector<int> row_col(n, -1);
+  row_col_.assign(n, -1);
   for (std::size_t j = 1; j <= m; ++j)
-    if (p[j] != 0) row_col[p[j] - 1] = static_cast<int>(j - 1);
-  return row_col;
+    if (p_[j] != 0) row_col_[p_[j] - 1] = static_cast<int>(j - 1);
+  return row_col_;
 }
 
-namespace {
-
-struct Parts {  // union-find over rows 0..R-1 and columns R..R+C-1
-  std::vector<int> parent;
-  explicit Parts(int n) : parent(static_cast<std::size_t>(n)) { std::iota(parent.begin(), parent.end(), 0); }
-  int find(int x) {
-    while (parent[static_cast<std::size_t>(x)] != x) {
-      parent[static_cast<std::size_t>(x)] = parent[static_cast<std::size_t>(parent[static_cast<std::size_t>(x)])];
-      x = parent[static_cast<std::size_t>(x)];
-    }
-    return x;
+int Matcher::find(int x) {  // union-find with path halving; a part's root is its lowest member
+  while (parent_[static_cast<std::size_t>(x)] != x) {
+    parent_[static_cast<std::size_t>(x)] = parent_[static_cast<std::size_t>(parent_[static_cast<std::size_t>(x)])];
+    x = parent_[static_cast<std::size_t>(x)];
   }
-  void join(int a, int b) {
-    a = find(a), b = find(b);
-    if (a != b) parent[static_cast<std::size_t>(std::max(a, b))] = std::min(a, b);
-  }
-};
+  return x;
+}
 
-}  // namespace
-
-std::vector<std::pair<int, int>> match_below(const std::vector<double>& cost, int rows, int cols, double limit) {
-  if (rows < 0 || cols < 0 || cost.size() != static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols))
-    throw std::invalid_argument("match_below: needs rows * cols costs");
-  std::vector<std::pair<int, int>> pairs;
-  if (!std::isfinite(limit)) return pairs;
-  const auto at = [&](int r, int c) { return cost[static_cast<std::size_t>(r) * static_cast<std::size_t>(cols) + static_cast<std::size_t>(c)]; };
+const std::vector<std::pair<int, int>>& Matcher::match_below(std::span<const Candidate> candidates, int rows,
+                                                             int cols, double limit) {
+  pairs_.clear();
+  if (rows < 0 || cols < 0) throw std::invalid_argument("match_below: needs rows, cols >= 0");
   // Allowed: below the limit, and cost - limit is a finite number.
-  const auto allowed = [&](int r, int c) {
-    const double x = at(r, c);
-    return x < limit && std::isfinite(x - limit);
-  };
-  Parts parts(rows + cols);
-  for (int r = 0; r < rows; ++r)
-    for (int c = 0; c < cols; ++c)
-      if (allowed(r, c)) parts.join(r, rows + c);
-  std::vector<int> degree(static_cast<std::size_t>(rows + cols), 0);
-  for (int r = 0; r < rows; ++r)
-    for (int c = 0; c < cols; ++c)
-      if (allowed(r, c)) ++degree[static_cast<std::size_t>(r)], ++degree[static_cast<std::size_t>(rows + c)];
-  // Each part with an allowed pair, in the order of its lowest member.
-  std::vector<int> roots;
-  for (int x = 0; x < rows + cols; ++x)
-    if (degree[static_cast<std::size_t>(x)] > 0 && parts.find(x) == x) roots.push_back(x);
-  for (const int root : roots) {
-    std::vector<int> rs, cs;
-    for (int r = 0; r < rows; ++r)
-      if (degree[static_cast<std::size_t>(r)] > 0 && parts.find(r) == root) rs.push_back(r);
-    for (int c = 0; c < cols; ++c)
-      if (degree[static_cast<std::size_t>(rows + c)] > 0 && parts.find(rows + c) == root) cs.push_back(c);
+  allowed_.clear();
+  const Candidate* previous = nullptr;
+  for (const Candidate& c : candidates) {
+    if (c.row < 0 || c.row >= rows || c.col < 0 || c.col >= cols ||
+        (previous && std::pair(previous->row, previous->col) >= std::pair(c.row, c.col)))
+      throw std::invalid_argument("match_below: candidates must be distinct pairs within rows x cols, in order");
+    previous = &c;
+    if (c.cost < limit && std::isfinite(c.cost - limit)) allowed_.push_back(c);
+  }
+  if (allowed_.empty()) return pairs_;
+
+  // Nodes: rows 0..rows-1, then columns rows..rows+cols-1. Parts are numbered in the order of their lowest
+  // node; local_ is a node's place among its part's rows (or columns), in index order.
+  const auto nodes = static_cast<std::size_t>(rows) + static_cast<std::size_t>(cols);
+  parent_.resize(nodes);
+  std::iota(parent_.begin(), parent_.end(), 0);
+  local_.assign(nodes, -1);
+  for (const Candidate& e : allowed_) {
+    const int a = find(e.row), b = find(rows + e.col);
+    if (a != b) parent_[static_cast<std::size_t>(std::max(a, b))] = std::min(a, b);
+    local_[static_cast<std::size_t>(e.row)] = local_[static_cast<std::size_t>(rows + e.col)] = 0;
+  }
+  part_of_.assign(nodes, -1);
+  part_rows_.clear();
+  part_cols_.clear();
+  for (std::size_t x = 0; x < nodes; ++x) {
+    if (local_[x] < 0) continue;  // in no allowed pair
+    const auto root = static_cast<std::size_t>(find(static_cast<int>(x)));
+    if (root == x) {  // the lowest node of its part comes first
+      part_of_[x] = static_cast<int>(part_rows_.size());
+      part_rows_.push_back(0);
+      part_cols_.push_back(0);
+    } else {
+      part_of_[x] = part_of_[root];
+    }
+    const auto p = static_cast<std::size_t>(part_of_[x]);
+    local_[x] = x < static_cast<std::size_t>(rows) ? part_rows_[p]++ : part_cols_[p]++;
+  }
+  const std::size_t parts = part_rows_.size();
+  // Each part's members (rows then columns, in index order) and allowed pairs (by row then column), by
+  // counting sort.
+  part_edges_.assign(parts + 1, 0);
+  for (const Candidate& e : allowed_) ++part_edges_[static_cast<std::size_t>(part_of_[static_cast<std::size_t>(e.row)]) + 1];
+  std::partial_sum(part_edges_.begin(), part_edges_.end(), part_edges_.begin());
+  by_part_.resize(allowed_.size());
+  part_members_.assign(parts + 1, 0);
+  for (std::size_t p = 0; p < parts; ++p) part_members_[p + 1] = part_members_[p] + part_rows_[p] + part_cols_[p];
+  members_.resize(static_cast<std::size_t>(part_members_[parts]));
+  fill_.assign(parts, 0);
+  for (const Candidate& e : allowed_) {
+    const auto p = static_cast<std::size_t>(part_of_[static_cast<std::size_t>(e.row)]);
+    by_part_[static_cast<std::size_t>(part_edges_[p] + fill_[p]++)] = e;
+  }
+  fill_.assign(parts, 0);
+  for (std::size_t x = 0; x < nodes; ++x) {
+    if (part_of_[x] < 0) continue;
+    const auto p = static_cast<std::size_t>(part_of_[x]);
+    members_[static_cast<std::size_t>(part_members_[p] + fill_[p]++)] = static_cast<int>(x);
+  }
+
+  for (std::size_t p = 0; p < parts; ++p) {
+    const std::span<const Candidate> edges(by_part_.data() + part_edges_[p],
+                                           static_cast<std::size_t>(part_edges_[p + 1] - part_edges_[p]));
+    if (edges.size() == 1) {  // one row, one column: matching them gains, leaving them does not
+      pairs_.emplace_back(edges[0].row, edges[0].col);
+      continue;
+    }
+    const int* const member = members_.data() + part_members_[p];
     // The square matrix of lapjv's extend_cost, shifted by -limit: real pairs cost - limit (< 0), a row or a
     // column left alone 0 (its dummy partner), dummy to dummy 0, anything else `big`, more than all real gains
     // together, so that no optimum uses it (leaving everything alone, total 0, is always possible).
-    const std::size_t nr = rs.size(), nc = cs.size(), n = nr + nc;
+    const auto nr = static_cast<std::size_t>(part_rows_[p]), nc = static_cast<std::size_t>(part_cols_[p]);
+    const std::size_t n = nr + nc;
     double gains = 0;
-    for (const int r : rs)
-      for (const int c : cs)
-        if (allowed(r, c)) gains += limit - at(r, c);
+    for (const Candidate& e : edges) gains += limit - e.cost;
     const double big = gains + 1.0;
-    std::vector<double> square(n * n, big);
-    for (std::size_t i = 0; i < nr; ++i) {
-      for (std::size_t j = 0; j < nc; ++j)
-        if (allowed(rs[i], cs[j])) square[i * n + j] = at(rs[i], cs[j]) - limit;
-      square[i * n + nc + i] = 0;
-    }
+    square_.assign(n * n, big);
+    for (const Candidate& e : edges)
+      square_[static_cast<std::size_t>(local_[static_cast<std::size_t>(e.row)]) * n +
+              static_cast<std::size_t>(local_[static_cast<std::size_t>(rows + e.col)])] = e.cost - limit;
+    for (std::size_t i = 0; i < nr; ++i) square_[i * n + nc + i] = 0;
     for (std::size_t j = 0; j < nc; ++j) {
-      square[(nr + j) * n + j] = 0;
-      for (std::size_t k = 0; k < nr; ++k) square[(nr + j) * n + nc + k] = 0;
+      square_[(nr + j) * n + j] = 0;
+      for (std::size_t k = 0; k < nr; ++k) square_[(nr + j) * n + nc + k] = 0;
     }
-    const std::vector<int> chosen = assign_rows(square, static_cast<int>(n), static_cast<int>(n));
+    const std::vector<int>& chosen = assign_rows(square_, static_cast<int>(n), static_cast<int>(n));
     for (std::size_t i = 0; i < nr; ++i) {
       const auto j = static_cast<std::size_t>(chosen[i]);
-      if (j < nc && allowed(rs[i], cs[j])) pairs.emplace_back(rs[i], cs[j]);
+      if (j < nc && square_[i * n + j] < 0) pairs_.emplace_back(member[i], member[nr + j] - rows);
     }
   }
-  std::sort(pairs.begin(), pairs.end());
-  return pairs;
+  std::sort(pairs_.begin(), pairs_.end());
+  return pairs_;
 }
 
 }  // namespace sluice::track

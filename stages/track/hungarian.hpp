@@ -1,23 +1,53 @@
 #pragma once
 // Exact minimum-cost assignment (Kuhn-Munkres with potentials, the shortest-augmenting-path form of
-// Jonker-Volgenant: O(rows^2 * cols)), and the partial matching a tracker needs on top of it.
+// Jonker-Volgenant: O(rows^2 * cols)), and the partial matching a tracker needs on top of it. A Matcher keeps
+// its scratch memory between calls, so that a tracker's frames allocate nothing once sizes have settled.
 #include <cstddef>
+#include <span>
 #include <utility>
 #include <vector>
 
 namespace sluice::track {
 
-// `cost` is rows x cols, row-major, every entry finite, rows <= cols. Returns for each row its column: every
-// row gets a distinct column and the sum of the chosen costs is minimal. Deterministic: the same matrix gives
-// the same answer (among equal-cost answers, the one the fixed scan order reaches first).
-std::vector<int> assign_rows(const std::vector<double>& cost, int rows, int cols);
+// A pair a partial matching may use: row, column and its cost.
+struct Candidate {
+  int row, col;
+  double cost;
+};
 
-// Partial matching with a cost limit (what lap.lapjv(extend_cost=True, cost_limit=limit) gives ByteTrack):
-// a pair (r, c) may be matched only when cost < limit (an entry >= limit, NaN or infinite is forbidden); each
-// row and column is matched at most once; the matching minimises the sum over matched pairs of (cost - limit),
-// i.e. every pair is worth matching and the total is as low as it can be. Rows and columns that share no
-// allowed pair are solved separately (connected parts of the bipartite graph), so the cubic cost is paid per
-// cluster of overlapping boxes, not for the whole frame. Returns the pairs sorted by row.
-std::vector<std::pair<int, int>> match_below(const std::vector<double>& cost, int rows, int cols, double limit);
+class Matcher {
+ public:
+  // `cost` is rows x cols, row-major, every entry finite, rows <= cols. Returns for each row its column: every
+  // row gets a distinct column and the sum of the chosen costs is minimal. Deterministic: the same matrix gives
+  // the same answer (among equal-cost answers, the one the fixed scan order reaches first). Valid until the
+  // next call.
+  const std::vector<int>& assign_rows(std::span<const double> cost, int rows, int cols);
+
+  // Partial matching with a cost limit (what lap.lapjv(extend_cost=True, cost_limit=limit) gives ByteTrack) on
+  // the pairs of `candidates` (sorted by row then column, no pair twice; pairs not listed are forbidden):
+  // a pair may be matched only when its cost < limit (a cost >= limit or NaN is forbidden too); each row and
+  // column is matched at most once; the matching minimises the sum over matched pairs of (cost - limit), i.e.
+  // every pair is worth matching and the total is as low as it can be. Rows and columns that share no allowed
+  // pair are solved separately (connected parts of the bipartite graph), each as the square problem of lapjv's
+  // extend_cost over just its rows and columns, in their order: the cubic cost is paid per cluster of
+  // overlapping boxes, and the answer is the one the whole square problem gives. Returns the pairs sorted by
+  // row; valid until the next call.
+  const std::vector<std::pair<int, int>>& match_below(std::span<const Candidate> candidates, int rows, int cols,
+                                                      double limit);
+
+ private:
+  int find(int x);
+
+  // assign_rows: potentials, the path's columns, row per column.
+  std::vector<double> u_, v_, minv_;
+  std::vector<std::size_t> p_, way_;
+  std::vector<char> used_;
+  std::vector<int> row_col_;
+  // match_below: the allowed pairs, union-find over rows then columns, parts and their members, one square.
+  std::vector<Candidate> allowed_, by_part_;
+  std::vector<int> parent_, part_of_, local_, part_rows_, part_cols_, part_edges_, part_members_, members_, fill_;
+  std::vector<double> square_;
+  std::vector<std::pair<int, int>> pairs_;
+};
 
 }  // namespace sluice::track

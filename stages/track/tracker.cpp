@@ -4,8 +4,6 @@
 #include <cmath>
 #include <limits>
 
-#include "stages/track/hungarian.hpp"
-
 namespace sluice::track {
 namespace {
 
@@ -14,24 +12,9 @@ Box to_box(const kernels::Detection& d) {
   return {d.x1 + w / 2, d.y1 + h / 2, w / h, h};
 }
 
-struct Corners {
-  double x1, y1, x2, y2;
-};
-
 Corners corners(const Box& b) {
   const double w = b.aspect * b.h;
   return {b.cx - w / 2, b.cy - b.h / 2, b.cx + w / 2, b.cy + b.h / 2};
-}
-
-double iou(const Corners& a, const kernels::Detection& d) {
-  const double iw = std::min(a.x2, static_cast<double>(d.x2)) - std::max(a.x1, static_cast<double>(d.x1));
-  const double ih = std::min(a.y2, static_cast<double>(d.y2)) - std::max(a.y1, static_cast<double>(d.y1));
-  if (!(iw > 0) || !(ih > 0)) return 0;
-  const double inter = iw * ih;
-  const double area_a = std::max(0.0, a.x2 - a.x1) * std::max(0.0, a.y2 - a.y1);
-  const double area_d = (static_cast<double>(d.x2) - d.x1) * (static_cast<double>(d.y2) - d.y1);
-  const double uni = area_a + area_d - inter;
-  return uni > 0 ? inter / uni : 0;
 }
 
 bool in_range(float v) { return std::isfinite(v) && std::fabs(v) <= kMaxCoordinate; }
@@ -43,28 +26,38 @@ bool trackable(const kernels::Detection& d) noexcept {
          static_cast<double>(d.x2) - d.x1 >= kMinSide && static_cast<double>(d.y2) - d.y1 >= kMinSide;
 }
 
-std::vector<std::pair<std::size_t, std::size_t>> Tracker::associate(const std::vector<std::size_t>& rows,
-                                                                    const std::vector<std::size_t>& cols,
-                                                                    std::span<const kernels::Detection> boxes,
-                                                                    float min_iou, bool fuse) const {
-  std::vector<std::pair<std::size_t, std::size_t>> out;
-  if (rows.empty() || cols.empty()) return out;
-  constexpr double forbidden = std::numeric_limits<double>::infinity();
-  std::vector<double> cost(rows.size() * cols.size(), forbidden);
+void Tracker::associate(std::span<const std::size_t> rows, std::span<const std::size_t> cols,
+                        std::span<const kernels::Detection> boxes, float min_iou, bool fuse) {
+  if (rows.empty() || cols.empty()) return;
+  const double limit = 1.0 - static_cast<double>(min_iou);
+  // A pair that does not overlap has similarity 0, cost 1: allowed only below a limit above 1 (min_iou < 0,
+  // which the stage refuses); then every pair is a candidate, as in the dense formulation.
+  const bool every_pair = limit > 1.0;
+  if (!every_pair) overlaps_.index(boxes, cols);
+  candidates_.clear();
   for (std::size_t r = 0; r < rows.size(); ++r) {
     const Track& t = tracks_[rows[r]];
-    const Corners c = corners(t.kf.mean());
-    for (std::size_t k = 0; k < cols.size(); ++k) {
-      const kernels::Detection& d = boxes[cols[k]];
+    const Corners& c = predicted_[rows[r]];
+    if (every_pair) {
+      near_.resize(cols.size());
+      for (std::size_t k = 0; k < cols.size(); ++k) near_[k] = static_cast<int>(k);
+    } else {
+      overlaps_.overlapping(c, near_);
+    }
+    for (const int k : near_) {
+      const kernels::Detection& d = boxes[cols[static_cast<std::size_t>(k)]];
       if (p_.per_class && d.class_id != t.last.class_id) continue;
       const double similarity = iou(c, d) * (fuse ? static_cast<double>(d.score) : 1.0);
-      cost[r * cols.size() + k] = 1.0 - similarity;
+      candidates_.push_back({static_cast<int>(r), k, 1.0 - similarity});
     }
   }
-  for (const auto& [r, k] : match_below(cost, static_cast<int>(rows.size()), static_cast<int>(cols.size()),
-                                        1.0 - static_cast<double>(min_iou)))
-    out.emplace_back(rows[static_cast<std::size_t>(r)], cols[static_cast<std::size_t>(k)]);
-  return out;
+  for (const auto& [r, k] : matcher_.match_below(candidates_, static_cast<int>(rows.size()),
+                                                 static_cast<int>(cols.size()), limit)) {
+    const std::size_t t = rows[static_cast<std::size_t>(r)], b = cols[static_cast<std::size_t>(k)];
+    take(tracks_[t], boxes, b);
+    track_used_[t] = 1;
+    box_used_[b] = 1;
+  }
 }
 
 void Tracker::take(Track& t, std::span<const kernels::Detection> boxes, std::size_t b) {
@@ -91,74 +84,67 @@ void Tracker::update(std::span<kernels::Detection> boxes, std::vector<kernels::D
   ++frame_;
   for (kernels::Detection& d : boxes) d.track_id = -1;
   // The boxes the tracker takes, by score (descending) then index.
-  std::vector<std::size_t> high, low;
+  high_.clear();
+  low_.clear();
   for (std::size_t i = 0; i < boxes.size(); ++i) {
     if (!trackable(boxes[i])) continue;
-    if (boxes[i].score >= p_.high_threshold) high.push_back(i);
-    else if (boxes[i].score >= p_.low_threshold) low.push_back(i);
+    if (boxes[i].score >= p_.high_threshold) high_.push_back(i);
+    else if (boxes[i].score >= p_.low_threshold) low_.push_back(i);
   }
   const auto by_score = [&](std::size_t a, std::size_t b) {
     return boxes[a].score != boxes[b].score ? boxes[a].score > boxes[b].score : a < b;
   };
-  std::sort(high.begin(), high.end(), by_score);
-  std::sort(low.begin(), low.end(), by_score);
+  std::sort(high_.begin(), high_.end(), by_score);
+  std::sort(low_.begin(), low_.end(), by_score);
 
-  std::vector<std::size_t> confirmed, tentative;
+  confirmed_.clear();
+  tentative_.clear();
+  predicted_.resize(tracks_.size());
   for (std::size_t t = 0; t < tracks_.size(); ++t) {
     tracks_[t].kf.predict(tracks_[t].state == State::lost);
-    (tracks_[t].state == State::tentative ? tentative : confirmed).push_back(t);
+    predicted_[t] = corners(tracks_[t].kf.mean());
+    (tracks_[t].state == State::tentative ? tentative_ : confirmed_).push_back(t);
   }
-  std::vector<char> box_used(boxes.size(), 0), track_used(tracks_.size(), 0);
-  const auto apply = [&](const std::vector<std::pair<std::size_t, std::size_t>>& pairs) {
-    for (const auto& [t, b] : pairs) {
-      take(tracks_[t], boxes, b);
-      track_used[t] = 1;
-      box_used[b] = 1;
-    }
-  };
-  const auto unused = [](const std::vector<std::size_t>& from, const std::vector<char>& used) {
-    std::vector<std::size_t> out;
-    for (const std::size_t x : from)
-      if (!used[x]) out.push_back(x);
-    return out;
-  };
+  box_used_.assign(boxes.size(), 0);
+  track_used_.assign(tracks_.size(), 0);
 
   // 2. confirmed tracks x high boxes; 3. tracked ones left x low boxes.
-  apply(associate(confirmed, high, boxes, p_.match_iou, p_.fuse_score));
-  std::vector<std::size_t> tracked_left;
-  for (const std::size_t t : confirmed)
-    if (!track_used[t] && tracks_[t].state == State::tracked) tracked_left.push_back(t);
-  apply(associate(tracked_left, low, boxes, p_.low_match_iou, false));
-  for (const std::size_t t : tracked_left)
-    if (!track_used[t]) tracks_[t].state = State::lost;
+  associate(confirmed_, high_, boxes, p_.match_iou, p_.fuse_score);
+  left_.clear();
+  for (const std::size_t t : confirmed_)
+    if (!track_used_[t] && tracks_[t].state == State::tracked) left_.push_back(t);
+  associate(left_, low_, boxes, p_.low_match_iou, false);
+  for (const std::size_t t : left_)
+    if (!track_used_[t]) tracks_[t].state = State::lost;
 
-  // 4. tentative tracks x high boxes left.
-  const std::vector<std::size_t> high_left = unused(high, box_used);
-  apply(associate(tentative, high_left, boxes, p_.tentative_match_iou, p_.fuse_score));
-  for (const std::size_t t : tentative)
-    if (track_used[t] && tracks_[t].hits >= p_.min_hits) confirm(tracks_[t], events);
+  // 4. tentative tracks x high boxes left (high_ keeps its order: step 5 below walks the same boxes).
+  std::erase_if(high_, [&](std::size_t b) { return box_used_[b] != 0; });
+  associate(tentative_, high_, boxes, p_.tentative_match_iou, p_.fuse_score);
+  for (const std::size_t t : tentative_)
+    if (track_used_[t] && tracks_[t].hits >= p_.min_hits) confirm(tracks_[t], events);
 
-  // 6. (before 5, so that the count of tracks frees room) ends of unmatched tentative and long-lost tracks.
-  std::vector<Track> kept;
-  kept.reserve(tracks_.size());
-  std::vector<kernels::Detection> lost;
+  // 6. (before 5, so that the count of tracks frees room) ends of unmatched tentative and long-lost tracks;
+  // the others keep their order.
+  lost_.clear();
+  std::size_t kept = 0;
   for (std::size_t t = 0; t < tracks_.size(); ++t) {
     Track& tr = tracks_[t];
-    if (tr.state == State::tentative && !track_used[t]) continue;
+    if (tr.state == State::tentative && !track_used_[t]) continue;
     if (tr.state == State::lost && frame_ - tr.last_frame > static_cast<std::uint64_t>(p_.track_buffer)) {
       kernels::Detection e = tr.last;
       e.track_id = tr.id;
       e.reserved = static_cast<std::int32_t>(kernels::TrackEvent::track_lost);
-      lost.push_back(e);
+      lost_.push_back(e);
       continue;
     }
-    kept.push_back(std::move(tr));
+    if (kept != t) tracks_[kept] = tr;
+    ++kept;
   }
-  tracks_ = std::move(kept);
+  tracks_.erase(tracks_.begin() + static_cast<std::ptrdiff_t>(kept), tracks_.end());
 
   // 5. new tracks from the high boxes nobody took.
-  for (const std::size_t b : high) {
-    if (box_used[b] || boxes[b].score < p_.new_threshold) continue;
+  for (const std::size_t b : high_) {
+    if (box_used_[b] || boxes[b].score < p_.new_threshold) continue;
     if (tracks_.size() >= static_cast<std::size_t>(p_.max_tracks)) break;
     Track t{Kalman(to_box(boxes[b]))};
     t.hits = 1;
@@ -172,8 +158,8 @@ void Tracker::update(std::span<kernels::Detection> boxes, std::vector<kernels::D
   // Ids on the boxes of this frame's tracked tracks.
   for (const Track& t : tracks_)
     if (t.state == State::tracked && t.last_frame == frame_) boxes[t.box].track_id = t.id;
-  std::sort(lost.begin(), lost.end(), [](const auto& a, const auto& b) { return a.track_id < b.track_id; });
-  events.insert(events.end(), lost.begin(), lost.end());
+  std::sort(lost_.begin(), lost_.end(), [](const auto& a, const auto& b) { return a.track_id < b.track_id; });
+  events.insert(events.end(), lost_.begin(), lost_.end());
 }
 
 }  // namespace sluice::track

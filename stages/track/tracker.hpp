@@ -15,6 +15,10 @@
 //      min_hits is 1), unless the video has max_tracks tracks already;
 //   6. a lost track not matched for track_buffer frames ends (event "lost"); its id does not come back.
 // Ids count from 1 per video; only confirmed tracks' boxes carry one (others keep track_id -1).
+// Cost per frame: IoU only for the pairs whose boxes overlap (overlap.hpp), exact matching per cluster of
+// overlapping boxes (hungarian.hpp), scratch memory kept from frame to frame; the ids and events are those of the
+// dense formulation (every track x every box, one square assignment per cluster in index order), which
+// tests/track_reference.hpp keeps and tests/test_track.cpp compares against.
 // Hostile boxes: a box with a coordinate or score that is not finite, a coordinate beyond +-kMaxCoordinate,
 // x2 - x1 or y2 - y1 below kMinSide (so also x1 > x2) is not tracked: it keeps track_id -1 and touches no track.
 #include <cstdint>
@@ -22,7 +26,9 @@
 #include <vector>
 
 #include "kernels/detect.hpp"
+#include "stages/track/hungarian.hpp"
 #include "stages/track/kalman.hpp"
+#include "stages/track/overlap.hpp"
 
 namespace sluice::track {
 
@@ -69,11 +75,9 @@ class Tracker {
     std::size_t box = 0;  // the index of `last` in its frame
   };
   // Matches tracks `rows` to boxes `cols` (indices into tracks_ and the frame's boxes) on 1 - IoU (times the
-  // score when `fuse`) below 1 - min_iou; returns the pairs as (track, box) indices.
-  std::vector<std::pair<std::size_t, std::size_t>> associate(const std::vector<std::size_t>& rows,
-                                                             const std::vector<std::size_t>& cols,
-                                                             std::span<const kernels::Detection> boxes,
-                                                             float min_iou, bool fuse) const;
+  // score when `fuse`) below 1 - min_iou, and takes each matched box into its track.
+  void associate(std::span<const std::size_t> rows, std::span<const std::size_t> cols,
+                 std::span<const kernels::Detection> boxes, float min_iou, bool fuse);
   void take(Track& t, std::span<const kernels::Detection> boxes, std::size_t b);
   void confirm(Track& t, std::vector<kernels::Detection>& events);
 
@@ -81,6 +85,15 @@ class Tracker {
   std::vector<Track> tracks_;  // in creation order
   std::uint64_t frame_ = 0;
   std::int32_t next_id_ = 1;
+  // Scratch, kept so that a frame allocates nothing once the sizes have settled.
+  std::vector<std::size_t> high_, low_, confirmed_, tentative_, left_;
+  std::vector<char> box_used_, track_used_;
+  std::vector<Corners> predicted_;  // per track, after predict()
+  OverlapSearch overlaps_;
+  std::vector<int> near_;
+  std::vector<Candidate> candidates_;
+  Matcher matcher_;
+  std::vector<kernels::Detection> lost_;
 };
 
 }  // namespace sluice::track

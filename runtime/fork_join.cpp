@@ -1,0 +1,94 @@
+#include "runtime/fork_join.hpp"
+
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+#include "runtime/thread_name.hpp"
+
+namespace sluice {
+
+ForkJoin::ForkJoin(int threads, std::string_view thread_name) {
+  if (threads < 1) throw std::invalid_argument("ForkJoin: needs at least one thread");
+  workers_.reserve(static_cast<std::size_t>(threads - 1));
+  for (int i = 1; i < threads; ++i) workers_.emplace_back([this, name = std::string(thread_name)] {
+      name_this_thread(name);
+      work();
+    });
+}
+
+ForkJoin::~ForkJoin() {
+  {
+    std::lock_guard lock(m_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  for (std::thread& t : workers_) t.join();
+}
+
+void ForkJoin::run_erased(std::size_t tasks, Call call, void* fn) {
+  if (tasks == 0) return;
+  if (workers_.empty() || tasks == 1) {  // nothing to share: no wake-up
+    std::exception_ptr error;
+    for (std::size_t i = 0; i < tasks; ++i) {
+      try {
+        call(fn, i);
+      } catch (...) {
+        if (!error) error = std::current_exception();
+      }
+    }
+    if (error) std::rethrow_exception(error);
+    return;
+  }
+  {
+    std::lock_guard lock(m_);
+    call_ = call, fn_ = fn, tasks_ = tasks;
+    next_.store(0, std::memory_order_relaxed);
+    finished_ = 0;
+    error_ = nullptr;
+    ++generation_;
+  }
+  wake_.notify_all();
+  drain();
+  std::exception_ptr error;
+  {
+    std::unique_lock lock(m_);
+    done_.wait(lock, [&] { return finished_ == tasks_ && active_ == 0; });
+    tasks_ = 0, call_ = nullptr, fn_ = nullptr;  // closed: a worker waking late waits for the next call
+    error = std::exchange(error_, nullptr);
+  }
+  if (error) std::rethrow_exception(error);
+}
+
+void ForkJoin::drain() {
+  for (;;) {
+    const std::size_t i = next_.fetch_add(1, std::memory_order_relaxed);
+    if (i >= tasks_) return;
+    std::exception_ptr error;
+    try {
+      call_(fn_, i);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    std::lock_guard lock(m_);
+    if (error && !error_) error_ = error;
+    if (++finished_ == tasks_) done_.notify_all();
+  }
+}
+
+void ForkJoin::work() {
+  std::uint64_t seen = 0;
+  std::unique_lock lock(m_);
+  for (;;) {
+    wake_.wait(lock, [&] { return stop_ || (tasks_ > 0 && generation_ != seen); });
+    if (stop_) return;
+    seen = generation_;
+    ++active_;
+    lock.unlock();
+    drain();
+    lock.lock();
+    if (--active_ == 0) done_.notify_all();
+  }
+}
+
+}  // namespace sluice
