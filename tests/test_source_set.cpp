@@ -111,6 +111,12 @@ StuckOpens& stuck_latch(const std::string& uri) {
 
 void register_fakes() {
   static const bool once = [] {
+    // Only the fakes read: a GPU reader of this machine (NVDEC) must not take their URIs first.
+    for (const InputKind kind : {InputKind::stream, InputKind::file})
+      ReaderRegistry::global().add_gpu(kind, [](const std::string&, const ReaderOptions&, std::string& why) {
+        why = "fake inputs are read by the fakes";
+        return std::unique_ptr<FrameReader>();
+      });
     ReaderRegistry::global().add(InputKind::stream, [](const std::string& uri, const ReaderOptions&) {
       if (uri.find("dead") != std::string::npos) throw InputError("connection refused");
       if (uri.find("steady") != std::string::npos) g_steady_opens++;

@@ -40,6 +40,16 @@ std::string nvdec_missing() {
 #endif
 }
 
+// A registry of the video readers alone: other tests put fakes into the global one.
+const ReaderRegistry& video_readers() {
+  static const ReaderRegistry* const readers = [] {
+    auto* r = new ReaderRegistry;
+    register_video_readers(*r);
+    return r;
+  }();
+  return *readers;
+}
+
 }  // namespace
 
 TEST_CASE("video files in containers decode on libavcodec with ffprobe's timestamps", "[video]") {
@@ -53,7 +63,7 @@ TEST_CASE("video files in containers decode on libavcodec with ffprobe's timesta
     INFO(c.name);
     ReaderOptions options;
     options.decoder = DecoderChoice::cpu;
-    auto reader = ReaderRegistry::global().open(InputKind::file, clip(c.name), options);
+    auto reader = video_readers().open(InputKind::file, clip(c.name), options);
     CHECK(reader->info().backend.rfind("libavcodec", 0) == 0);
     CHECK(reader->info().width == c.width);
     ReadStatus last{};
@@ -69,7 +79,7 @@ TEST_CASE("without a usable NVDEC, video files go to libavcodec (auto) or fail w
   if (missing.empty()) return;  // NVDEC serves them here: tests/gpu/test_container_gpu.cpp
   const std::string path = clip("h264_320x240.mp4");
   ReaderOptions options;
-  const ReaderRegistry& readers = ReaderRegistry::global();
+  const ReaderRegistry& readers = video_readers();
   CHECK(readers.open(InputKind::file, path, options)->info().backend == "libavcodec h264");
   options.decoder = DecoderChoice::gpu;
   CHECK_THROWS_WITH(readers.open(InputKind::file, path, options),
