@@ -54,6 +54,11 @@ std::string stream_name(const std::string& uri) {
   return port.empty() ? host : host + "-" + port;
 }
 
+// What check says of a live source instead of opening it.
+std::function<std::string(const std::string&)> opened_when_it_connects(const std::string& kind) {
+  return [note = kind + ", decoded when it connects (not opened by check)"](const std::string&) { return note; };
+}
+
 SourceKind stream_source_kind() {
   SourceKind k;
   k.name = "stream";
@@ -64,7 +69,7 @@ SourceKind stream_source_kind() {
   k.reads_as = InputKind::stream;
   k.reach = SourceReach::network;
   k.default_name = stream_name;
-  k.check_note = [](const std::string&) { return std::string("stream, decoded when it connects (not opened by check)"); };
+  k.check_note = opened_when_it_connects(k.name);
   return k;
 }
 SLUICE_REGISTER_SOURCE_KIND(stream_source_kind);
@@ -85,7 +90,7 @@ SourceKind camera_source_kind() {
     const std::string path = starts_with_icase(uri, "v4l2:") ? uri.substr(5) : uri;
     return all_digits(path) ? "video" + path : std::filesystem::path(path).filename().string();
   };
-  k.check_note = [](const std::string&) { return std::string("camera, decoded when it connects (not opened by check)"); };
+  k.check_note = opened_when_it_connects(k.name);
   return k;
 }
 SLUICE_REGISTER_SOURCE_KIND(camera_source_kind);
