@@ -1,5 +1,5 @@
 // Live network streams on NVDEC (media/nvdec/container_reader.hpp, open_nvdec_stream_reader): a camera's MPEG-TS
-// served over TCP by the test itself decodes on NVDEC, through the reader registry as a pipeline opens it, to the
+// served over TCP by the test itself decodes on NVDEC, to the
 // frames NVDEC makes of the same file read as a file; with TS packets lost in transit, the damaged pictures and
 // the ones after them up to the next keyframe fail with the reason, and every picture that goes out is exactly the
 // file's picture of the same time. The clip: tests/data/nvdec/README.md.
@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "media/nvdec/container_reader.hpp"
 #include "media/nvdec/nvdec_decoder.hpp"
 #include "runtime/frame_reader.hpp"
 #include "tests/video_reference.hpp"
@@ -125,7 +126,10 @@ TEST_CASE("a live stream decodes on NVDEC to the frames of the same file", "[gpu
   REQUIRE(want.frames.size() == 90);
 
   OneShotServer server(file_bytes(path));
-  auto reader = ReaderRegistry::global().open(InputKind::stream, server.url(), on_nvdec());
+  std::string declined;
+  auto reader = open_nvdec_stream_reader(server.url(), on_nvdec(), declined);
+  INFO(declined);
+  REQUIRE(reader);
   CHECK_THAT(reader->info().backend, Catch::StartsWith("NVDEC H.264 (mpegts)"));
   CHECK(reader->info().kind == InputKind::stream);
   const Read got = read_all(*reader);
@@ -148,7 +152,10 @@ TEST_CASE("packets lost in a live stream fail the pictures up to the next keyfra
   REQUIRE(want.frames.size() == 90);
 
   OneShotServer server(file_bytes(path), 46, 49);  // inside the fourth picture (a P-picture of the first GOP)
-  auto reader = ReaderRegistry::global().open(InputKind::stream, server.url(), on_nvdec());
+  std::string declined;
+  auto reader = open_nvdec_stream_reader(server.url(), on_nvdec(), declined);
+  INFO(declined);
+  REQUIRE(reader);
   const Read got = read_all(*reader);
   INFO("failed " << got.failed.size() << ", first reason: " << (got.failed.empty() ? "" : got.failed.front()));
   REQUIRE_FALSE(got.failed.empty());

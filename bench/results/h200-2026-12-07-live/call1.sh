@@ -5,7 +5,7 @@ set -u
 O=${OUT:-/tmp/out}; mkdir -p $O/logs
 L=$O/logs
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > $L/gpu.txt; nproc >> $L/gpu.txt
-( time .gpu/run bin/sluice_gpu_tests "[nvdec],[nvjpeg],[container],[pipeline]" ) > $L/gpu_tests.log 2>&1
+( time .gpu/run bin/sluice_gpu_tests "[nvdec],[nvjpeg],[container]" ) > $L/gpu_tests.log 2>&1
 tail -5 $L/gpu_tests.log
 .gpu/run bin/track_bench --sources 64 --frames 100 --repeats 3 --threads 1,8,16 > $L/track_bench.txt 2>&1; tail -6 $L/track_bench.txt
 .gpu/run bin/track_bench --sources 64 --frames 50 --repeats 3 --threads 1,8,16 --crowd > $L/track_bench_crowd.txt 2>&1; tail -6 $L/track_bench_crowd.txt
