@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
-# GPU call 1: GPU readers after the source-kind refactor, NVDEC live streams (TCP test server, camsim RTSP),
-# and where paced looping NVDEC sources spend their time.
+# run-live-gpu.sh (from the checkout's root, on a GPU host, with the bundle in .gpu: bench/README.md): the live
+# path's checks in one run, logs under $OUT (default /tmp/out): the NVDEC/nvJPEG/container GPU tests (the NVDEC
+# stream reader's included), track_bench (typical and crowded scenes, 1/8/16 threads), 4 simulated RTSP cameras
+# (tools/camsim.py, 1080p H.264 from .gpu/cam1080.h264) into sluiced over TCP and UDP with capture-to-sink
+# latency, the NVDEC bound at 32 sources (sluice_nvdec_bench), and bench/live_decode.sh: where paced, looping
+# NVDEC sources spend the decode stage's time (issue 29 part 4), with nvidia-smi dmon beside it.
 set -u
 O=${OUT:-/tmp/out}; mkdir -p $O/logs
 L=$O/logs
