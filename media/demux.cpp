@@ -22,6 +22,14 @@ extern "C" {
 #include "runtime/utf8.hpp"
 
 namespace sluice {
+
+DemuxOptions demux_options(const ReaderOptions& reader) {
+  DemuxOptions d;
+  d.open_timeout_s = reader.open_timeout_s;
+  d.read_timeout_s = reader.read_timeout_s;
+  if (reader.rtsp_over_udp) d.format_options["rtsp_transport"] = "udp";
+  return d;
+}
 namespace {
 
 std::int64_t steady_ns() {

@@ -15,6 +15,7 @@
 #include <string>
 
 #include "media/libav_log.hpp"
+#include "runtime/frame_reader.hpp"
 
 extern "C" {
 struct AVFormatContext;
@@ -34,6 +35,9 @@ struct DemuxOptions {
   // Demuxer and protocol options (AVDictionary), e.g. {"rtsp_transport", "udp"}; rtsp defaults to tcp.
   std::map<std::string, std::string> format_options;
 };
+
+// What a source's reader options ask of the demuxer (deadlines, RTSP transport); both video readers use it.
+DemuxOptions demux_options(const ReaderOptions& reader);
 
 // A demuxed packet; the demuxer reuses it on each read().
 class DemuxPacket {

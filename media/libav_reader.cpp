@@ -27,11 +27,7 @@ constexpr std::int64_t kMaxPixels = 8192LL * 8192LL;
 class LibavReader final : public FrameReader {
  public:
   LibavReader(const std::string& uri, InputKind kind, const ReaderOptions& o) : fit_(o.fit), live_(is_live(kind)) {
-    DemuxOptions d;
-    d.open_timeout_s = o.open_timeout_s;
-    if (o.rtsp_over_udp) d.format_options["rtsp_transport"] = "udp";
-    d.read_timeout_s = o.read_timeout_s;
-    demux_ = std::make_unique<Demuxer>(uri, d);
+    demux_ = std::make_unique<Demuxer>(uri, demux_options(o));
     const LibavLogScope scope(demux_->log());
     open_decoder(uri, o);
     frame_ = av_frame_alloc();

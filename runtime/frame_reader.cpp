@@ -2,9 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
-#include <algorithm>
-#include <cctype>
 
+#include "runtime/inputs.hpp"
 #include "runtime/utf8.hpp"
 
 namespace sluice {
@@ -26,15 +25,6 @@ namespace {
 std::vector<void (*)(ReaderRegistry&)>& registered_readers() {
   static std::vector<void (*)(ReaderRegistry&)> adds;
   return adds;
-}
-
-std::string lower_extension(const std::string& uri) {
-  const auto slash = uri.find_last_of('/');
-  const auto dot = uri.find_last_of('.');
-  if (dot == std::string::npos || (slash != std::string::npos && dot < slash)) return {};
-  std::string ext = uri.substr(dot);
-  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return ext;
 }
 }  // namespace
 
@@ -71,7 +61,7 @@ bool ReaderRegistry::has(InputKind kind) const {
 
 GpuReaderFactory ReaderRegistry::gpu_reader_for(InputKind kind, const std::string& uri) const {
   if (kind == InputKind::file || kind == InputKind::image)
-    if (auto it = gpu_by_extension_.find(lower_extension(uri)); it != gpu_by_extension_.end()) return it->second;
+    if (auto it = gpu_by_extension_.find(extension_of(uri)); it != gpu_by_extension_.end()) return it->second;
   if (auto it = gpu_factories_.find(kind); it != gpu_factories_.end()) return it->second;
   return {};
 }

@@ -91,11 +91,8 @@ std::unique_ptr<FrameReader> open_demuxed(const std::string& uri, const ReaderOp
     // The GPU conversion scales each axis on its own; letterbox and crop are the CPU decoder's.
     return decline("fit: " + std::string(to_string(options.fit)) + " is done by the CPU decoder");
   if (!live) check_readable_file(uri);
-  DemuxOptions d;
+  DemuxOptions d = demux_options(options);
   d.annex_b = true;
-  d.open_timeout_s = options.open_timeout_s;
-  if (options.rtsp_over_udp) d.format_options["rtsp_transport"] = "udp";
-  d.read_timeout_s = options.read_timeout_s;
   auto demuxer = std::make_unique<Demuxer>(uri, d);  // not a video at all: InputError, as the CPU reader says
   VideoCodec codec = VideoCodec::unknown;
   if (const std::string reason = unsupported_reason(*demuxer, codec); !reason.empty()) return decline(reason);
