@@ -38,34 +38,42 @@ struct BenchRun {
   PipelineSnapshot end;
 };
 
-// Runs the pipeline to its end; the window starts once `warmup_frames` reached the sink.
-BenchRun measure(PipelineSpec spec, Execution execution, std::uint64_t warmup_frames, const std::string& trace_path) {
+// Runs the pipeline until `total_frames` reached the sink (then stops it: looping and live sources never end on
+// their own) or until it ends; the window starts once `warmup_frames` reached the sink and closes at the stop.
+BenchRun measure(PipelineSpec spec, Execution execution, std::uint64_t warmup_frames, std::uint64_t total_frames,
+                 const std::string& trace_path) {
   spec.execution = execution;
   Pipeline p(plan_pipeline(spec));
   const bool trace = !trace_path.empty();
   if (trace) p.record_trace(std::chrono::hours(24 * 365));
   p.start();
-  std::optional<PipelineSnapshot> first;
-  double cpu_at_first = 0;
+  std::optional<PipelineSnapshot> first, last;
+  double cpu_at_first = 0, cpu_at_last = 0;
   while (!p.finished()) {
-    if (!first && p.ledger().totals().delivered >= warmup_frames) {
+    const std::uint64_t delivered = p.ledger().totals().delivered;
+    if (!first && delivered >= warmup_frames) {
       first = p.snapshot();
       cpu_at_first = process_cpu_seconds();
     }
+    if (!last && delivered >= total_frames) {
+      last = p.snapshot();
+      cpu_at_last = process_cpu_seconds();
+      p.request_stop();
+    }
     std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
-  const double cpu_at_end = process_cpu_seconds();
+  if (!last) cpu_at_last = process_cpu_seconds();
   p.wait();
   BenchRun run;
   run.execution = to_string(execution);
   run.end = p.snapshot();
   if (!first) throw StageError("the run ended before its warm-up did: raise the source's frames or lower --warmup");
   const PipelineSnapshot& a = *first;
-  const PipelineSnapshot& b = run.end;
+  const PipelineSnapshot& b = last ? *last : run.end;
   run.window_s = b.elapsed_s - a.elapsed_s;
   run.frames = b.frames.delivered - a.frames.delivered;
   run.fps = run.window_s > 0 ? static_cast<double>(run.frames) / run.window_s : 0;
-  run.process_cpu_cores = run.window_s > 0 ? (cpu_at_end - cpu_at_first) / run.window_s : 0;
+  run.process_cpu_cores = run.window_s > 0 ? (cpu_at_last - cpu_at_first) / run.window_s : 0;
   for (std::size_t i = 0; i < b.stages.size(); ++i) {
     const auto &sa = a.stages[i], &sb = b.stages[i];
     StageWindow w;
@@ -150,6 +158,7 @@ int run_bench(const BenchOptions& o) {
   const auto total = static_cast<std::int64_t>(o.warmup + o.batches) * spec.batch_size;
   source.params.set("frames", total, true);
   const auto warmup_frames = static_cast<std::uint64_t>(o.warmup) * static_cast<std::uint64_t>(spec.batch_size);
+  const auto total_frames = static_cast<std::uint64_t>(total);
 
   if (!o.device.empty())
     spec.device = o.device == "cpu" ? DeviceChoice::cpu : o.device == "cuda" ? DeviceChoice::cuda : DeviceChoice::automatic;
@@ -167,7 +176,7 @@ int run_bench(const BenchOptions& o) {
   if (!o.pipelined_only) {
     // Serial runs one stage at a time with a sync after each: its per-stage times are each stage alone on
     // the same data, and 1 / the slowest of them bounds what overlap can reach.
-    serial = measure(spec, Execution::serial, warmup_frames, o.serial_only ? o.trace_path : "");
+    serial = measure(spec, Execution::serial, warmup_frames, total_frames, o.serial_only ? o.trace_path : "");
     const StageWindow& slowest =
         *std::max_element(serial->stages.begin(), serial->stages.end(),
                           [](const StageWindow& x, const StageWindow& y) { return x.ms_per_batch < y.ms_per_batch; });
@@ -180,7 +189,7 @@ int run_bench(const BenchOptions& o) {
     ok = serial->end.frames.in_flight() == 0 && serial->end.frames.failed == 0;
   }
   if (!o.serial_only) {
-    const BenchRun pipelined = measure(spec, Execution::pipelined, warmup_frames, o.trace_path);
+    const BenchRun pipelined = measure(spec, Execution::pipelined, warmup_frames, total_frames, o.trace_path);
     print_run(pipelined);
     report["pipelined"] = to_json(pipelined);
     if (serial) {
