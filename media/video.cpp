@@ -17,15 +17,14 @@ void register_video_readers(ReaderRegistry& readers) {
   readers.add(InputKind::file, open_libav_file_reader);
 #if SLUICE_WITH_CUDA
   readers.add_gpu(InputKind::file, open_nvdec_container_reader);
-  // Network streams on NVDEC (open_nvdec_stream_reader, tests/gpu/test_nvdec_stream_gpu.cpp) are not registered
-  // until they have run on a GPU: no GPU was lent to the session that wrote them. Until then streams decode on
-  // libavcodec whatever `decoder` says.
+  readers.add_gpu(InputKind::stream, open_nvdec_stream_reader);
 #else
   const auto without_cuda = [](const std::string&, const ReaderOptions&, std::string& why) {
     why = "NVDEC unavailable: this sluiced was built without CUDA";
     return std::unique_ptr<FrameReader>();
   };
   readers.add_gpu(InputKind::file, without_cuda);
+  readers.add_gpu(InputKind::stream, without_cuda);
 #endif
   readers.add(InputKind::stream, open_libav_stream_reader);
 }
