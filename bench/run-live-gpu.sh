@@ -1,58 +1,63 @@
 #!/usr/bin/env bash
 # run-live-gpu.sh (from the checkout's root, on a GPU host, with the bundle in .gpu: bench/README.md): the live
-# path's checks in one run, logs under $OUT (default /tmp/out): the NVDEC/nvJPEG/container GPU tests (the NVDEC
-# stream reader's included), track_bench (typical and crowded scenes, 1/8/16 threads), 4 simulated RTSP cameras
-# (tools/camsim.py, 1080p H.264 from .gpu/cam1080.h264) into sluiced over TCP and UDP with capture-to-sink
-# latency, the NVDEC bound at 32 sources (sluice_nvdec_bench), and bench/live_decode.sh: where paced, looping
-# NVDEC sources spend the decode stage's time (issue 29 part 4), with nvidia-smi dmon beside it.
+# path's checks in one run, logs in $OUT/live-gpu.tgz (default OUT=/tmp/out):
+#   - the NVDEC stream reader's GPU tests;
+#   - 4 simulated RTSP cameras (tools/camsim.py, 1080p H.264 from .gpu/cam1080.h264) over TCP and UDP on NVDEC,
+#     and over TCP on libavcodec, through bench/live_density.sh (fps per camera, capture-to-sink latency, CPU);
+#   - bench/live_decode.sh: where paced, looping NVDEC sources spend the decode stage's time (issue 29 part 4);
+#   - the density run at 32 and 64 cameras without a model, and the NVDEC bound (sluice_nvdec_bench);
+#   - track_bench (typical and crowded scenes, 1/8/16 threads);
+#   - with a CUDA PyTorch on the host: the YOLOv8-s-shaped detector (bench/yolov8s_like.py) + track at 32 cameras.
+# Each step has its own time limit, so one that hangs costs only its own share.
 set -u
-O=${OUT:-/tmp/out}; mkdir -p $O/logs
-L=$O/logs
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > $L/gpu.txt; nproc >> $L/gpu.txt
-( time .gpu/run bin/sluice_gpu_tests "[nvdec],[nvjpeg],[container]" ) > $L/gpu_tests.log 2>&1
-tail -5 $L/gpu_tests.log
-.gpu/run bin/track_bench --sources 64 --frames 100 --repeats 3 --threads 1,8,16 > $L/track_bench.txt 2>&1; tail -6 $L/track_bench.txt
-.gpu/run bin/track_bench --sources 64 --frames 50 --repeats 3 --threads 1,8,16 --crowd > $L/track_bench_crowd.txt 2>&1; tail -6 $L/track_bench_crowd.txt
-python3 tools/camsim.py .gpu/cam1080.h264 --streams 4 --port 8554 --ready-file /tmp/camsim.ready > $L/camsim.log 2>&1 &
-CS=$!
-for i in $(seq 50); do [ -f /tmp/camsim.ready ] && break; sleep 0.2; done
-for tr in tcp udp; do
-cat > /tmp/rtsp-$tr.yaml <<Y
-name: rtsp-$tr
-device: cuda
-batch_size: 4
-batch_timeout_ms: 15
+O=${OUT:-/tmp/out}; L=$O/live-gpu; mkdir -p "$L"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader >"$L/gpu.txt"; nproc >>"$L/gpu.txt"
+cat "$L/gpu.txt"
+timeout 90 .gpu/run bin/sluice_gpu_tests "[stream]" >"$L/gpu_stream_tests.log" 2>&1
+echo "gpu stream tests: rc $?"; tail -3 "$L/gpu_stream_tests.log"
+density() {  # NAME N SECONDS TRANSPORT DECODER [MODEL]
+  timeout $(($3 + 40)) bash bench/live_density.sh "$(pwd)/.gpu/run bin/sluiced" .gpu/cam1080.h264 "$2" "$3" "$L/$1" "$4" "$5" ${6:-} 2>&1 |
+    sed "s/^/$1: /"
+}
+density rtsp4-tcp-nvdec 4 12 tcp gpu
+density rtsp4-udp-nvdec 4 12 udp gpu
+density rtsp4-tcp-cpu 4 12 tcp cpu
+nvidia-smi dmon -s u -d 1 >"$L/dmon.txt" 2>&1 & DMON=$!
+timeout 150 bash bench/live_decode.sh "$(pwd)/.gpu/run bin/sluiced" .gpu/cam1080.h264 "$L/decode" 32 120 2>&1 | tee "$L/live_decode.txt"
+density density32 32 20 tcp gpu
+density density64 64 20 tcp gpu
+kill $DMON
+timeout 60 .gpu/run bin/sluice_nvdec_bench .gpu/cam1080.h264 32 2 nv12 >"$L/nvdec_bench32.txt" 2>&1; tail -1 "$L/nvdec_bench32.txt"
+timeout 60 .gpu/run bin/track_bench --sources 64 --frames 100 --repeats 3 --threads 1,8,16 >"$L/track_bench.txt" 2>&1
+timeout 60 .gpu/run bin/track_bench --sources 64 --frames 50 --repeats 3 --threads 1,8,16 --crowd >"$L/track_bench_crowd.txt" 2>&1
+tail -4 "$L/track_bench.txt" "$L/track_bench_crowd.txt"
+
+py=
+for cand in python3 /opt/*/.venv/bin/python3; do
+  "$cand" -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null && { py=$cand; break; }
+done
+if [ -n "$py" ]; then
+  work=$(mktemp -d)
+  # Frames for the detector's calibration: what the camera clip decodes to (1080p BGR), 16 of them.
+  cat >"$work/dump.yaml" <<EOF
+name: dump
+device: cpu
+batch_size: 16
 stages:
   - kind: decode
-    uri: [rtsp://127.0.0.1:8554/cam0, rtsp://127.0.0.1:8554/cam1, rtsp://127.0.0.1:8554/cam2, rtsp://127.0.0.1:8554/cam3]
-    decoder: gpu
-    rtsp_transport: $tr
-    format: nv12
+    uri: $(readlink -f .gpu/cam1080.h264)
+    format: bgr8
     width: 1920
     height: 1080
-  - kind: upload
-  - kind: preprocess
-    width: 640
-    height: 640
-    dtype: f16
-  - kind: download
   - kind: sink
-    type: jsonl
-    path: /tmp/rtsp-$tr.jsonl
-Y
-timeout -s INT 12 .gpu/run bin/sluiced run /tmp/rtsp-$tr.yaml --no-progress > $L/rtsp-$tr.log 2>&1
-echo "rtsp $tr: rc $? records $(wc -l < /tmp/rtsp-$tr.jsonl)"; grep -iE 'NVDEC|decoding on the CPU|delivered|failed' $L/rtsp-$tr.log | head -6
-python3 - /tmp/rtsp-$tr.jsonl <<'P' | tee -a $L/rtsp-$tr.log
-import json,sys
-r=[json.loads(l) for l in open(sys.argv[1])]
-lat=sorted(x.get('latency_ms',0) for x in r)
-if lat: print('latency_ms p50 %.1f p99 %.1f max %.1f n %d'%(lat[len(lat)//2],lat[int(len(lat)*.99)],lat[-1],len(lat)))
-P
-done
-kill $CS
-.gpu/run bin/sluice_nvdec_bench .gpu/cam1080.h264 32 2 nv12 > $L/nvdec_bench32.txt 2>&1; tail -3 $L/nvdec_bench32.txt
-nvidia-smi dmon -s u -d 1 > $L/dmon.txt 2>&1 & DMON=$!
-bash bench/live_decode.sh "$(pwd)/.gpu/run bin/sluiced" .gpu/cam1080.h264 $O/live 32 120 2>&1 | tee $L/live.txt
-kill $DMON
-tar czf $O/live.tgz -C $O live && rm -rf $O/live
-tar czf $O/logs.tgz -C $O logs
+    type: npy
+    path: $work/frames
+EOF
+  timeout 60 .gpu/run bin/sluiced run "$work/dump.yaml" --no-progress >"$L/dump.log" 2>&1
+  timeout 30 "$py" -c "import numpy as np, glob, sys; np.save(sys.argv[1], np.concatenate([np.load(f) for f in sorted(glob.glob(sys.argv[2] + '/batch-*.npy'))])[:16])" \
+    "$work/frames.npy" "$work/frames" >>"$L/dump.log" 2>&1
+  timeout 120 "$py" bench/yolov8s_like.py "$work/yolov8s-like.onnx" "$work/frames.npy" 2>&1 | grep -v Warning | tail -2 | tee "$L/model.log"
+  [ -s "$work/yolov8s-like.onnx" ] && density detect32 32 25 tcp gpu "$work/yolov8s-like.onnx"
+  rm -rf "$work"
+fi
+tar czf "$O/live-gpu.tgz" -C "$O" live-gpu && rm -rf "$L"
