@@ -24,7 +24,7 @@ struct PeerCredentials {
 };
 
 // A request whose arguments have the kinds and bounds of its entry in the request table (protocol.hpp).
-// Unknown keys are ignored.
+// Unknown keys are ignored; a key given twice in any object of the line is refused (never first or last wins).
 struct ControlRequest {
   RequestKind kind = RequestKind::version;
   std::optional<std::string> token;  // arg::token: the TCP shared secret (never logged, never echoed)
@@ -47,7 +47,8 @@ struct ParsedLine {
 };
 
 // One line (without its '\n'). Any bytes: malformed JSON, numbers out of range, invalid UTF-8, wrong types,
-// a missing or unknown `request`, a missing required argument, arguments out of range all give `error`.
+// a missing or unknown `request`, a missing required argument, arguments out of range, a duplicate key all give
+// `error`.
 // Never throws (but bad_alloc).
 ParsedLine parse_request_line(std::string_view line);
 
