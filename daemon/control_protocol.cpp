@@ -28,6 +28,18 @@ std::string read_argument(const json& request, const RequestSpec& spec, const Ar
 
 }  // namespace
 
+std::string_view peer_class_name(PeerClass c) {
+  switch (c) {
+    case PeerClass::tcp:
+      return "tcp peers";
+    case PeerClass::reader:
+      return "local readers";
+    case PeerClass::admin:
+      return "admins";
+  }
+  return "peers";
+}
+
 const json* ControlRequest::find(const Argument& argument, ArgumentKind kind) const {
   const auto& own = request_spec(this->kind).arguments;
   const bool has = std::find(own.begin(), own.end(), &argument) != own.end();

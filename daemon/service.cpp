@@ -116,7 +116,8 @@ class Service {
     control_.emplace(io_, options_.socket, limits,
                      [this](const ControlRequest& r, const PeerCredentials& p, ControlServer::Reply reply) {
                        dispatch(r, p, std::move(reply));
-                     });
+                     },
+                     [this](const PeerCredentials& p) { return policy_->peer_class(p); });
     std::string tcp_address;
     if (!options_.control_tcp.empty()) tcp_address = control_->listen_tcp(options_.control_tcp);
     if (!options_.metrics.empty())
@@ -217,7 +218,7 @@ class Service {
   void dispatch(const ControlRequest& request, const PeerCredentials& peer, ControlServer::Reply reply) {
     const std::string_view name = request_name(request.kind);
     if (auto why = policy_->check_request(peer, request.kind, request.token)) {
-      spdlog::warn("control: {} refused for {}: {}", name, peer.remote, *why);
+      control_->log_refusal(peer, "control: " + std::string(name) + " refused for " + peer.remote + ": " + *why);
       return reply(error(*why));
     }
     if (is_mutating(request.kind)) {

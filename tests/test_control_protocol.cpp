@@ -375,6 +375,24 @@ TEST_CASE("access policy: who may mutate", "[control][policy]") {
   CHECK_FALSE(policy.check_token(tcp_peer(), std::string("0123456789abcdef")));
 }
 
+TEST_CASE("access policy: a connection's class (its client budget)", "[control][policy]") {
+  AccessSettings open_settings;
+  const AccessPolicy open_unix(open_settings);
+  CHECK(open_unix.peer_class(unix_peer(54321)) == PeerClass::admin);  // no allow list: every UNIX peer
+  CHECK(open_unix.peer_class(tcp_peer()) == PeerClass::tcp);
+
+  AccessSettings listed;
+  listed.allow_users = {"no-such-user-xyz"};
+  listed.control_token = "0123456789abcdef";
+  const AccessPolicy policy(listed);
+  CHECK(policy.peer_class(unix_peer(getuid())) == PeerClass::admin);
+  CHECK(policy.peer_class(unix_peer(0)) == PeerClass::admin);
+  CHECK(policy.peer_class(unix_peer(54321)) == PeerClass::reader);  // not listed: reads only
+  CHECK(policy.peer_class(tcp_peer()) == PeerClass::tcp);           // a token grants requests, never a class
+  CHECK(PeerClass::admin > PeerClass::reader);
+  CHECK(PeerClass::reader > PeerClass::tcp);
+}
+
 TEST_CASE("access policy: a request's check follows the table's mutating flag", "[control][policy]") {
   AccessSettings open_settings;
   const AccessPolicy open_tcp(open_settings);  // no token configured: TCP peers may only read
