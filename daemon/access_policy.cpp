@@ -140,6 +140,11 @@ Refusal AccessPolicy::check_token(const PeerCredentials& peer, const std::option
   return std::nullopt;
 }
 
+PeerClass AccessPolicy::peer_class(const PeerCredentials& peer) const {
+  if (peer.tcp) return PeerClass::tcp;
+  return may_mutate(peer, std::nullopt) ? PeerClass::reader : PeerClass::admin;
+}
+
 Refusal AccessPolicy::may_mutate(const PeerCredentials& peer, const std::optional<std::string>& token) const {
   if (peer.tcp) {
     if (!settings_.control_token)

@@ -52,6 +52,9 @@ class AccessPolicy {
   // A TCP request carrying a token that is not the configured one is refused whatever it asks (a guess is
   // never answered as if it were a read).
   Refusal check_token(const PeerCredentials& peer, const std::optional<std::string>& token) const;
+  // A connection's class, when it connects: TCP peers are `tcp` (a token grants changes request by request,
+  // never a slot); UNIX peers that may mutate (may_mutate without a token) are `admin`, the others `reader`.
+  PeerClass peer_class(const PeerCredentials& peer) const;
   // May this peer send a mutating request?
   Refusal may_mutate(const PeerCredentials& peer, const std::optional<std::string>& token) const;
   // `path` (absolute) names the configured file or lies under a config root; `resolved` gets its real

@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <optional>
+#include <set>
 #include <stdexcept>
+#include <vector>
 
 #include "runtime/utf8.hpp"
 
@@ -24,6 +27,18 @@ std::string read_argument(const json& request, const RequestSpec& spec, const Ar
 }
 
 }  // namespace
+
+std::string_view peer_class_name(PeerClass c) {
+  switch (c) {
+    case PeerClass::tcp:
+      return "tcp peers";
+    case PeerClass::reader:
+      return "local readers";
+    case PeerClass::admin:
+      return "admins";
+  }
+  return "peers";
+}
 
 const json* ControlRequest::find(const Argument& argument, ArgumentKind kind) const {
   const auto& own = request_spec(this->kind).arguments;
@@ -61,12 +76,31 @@ std::string safe_message(std::string_view text, std::size_t limit) {
 ParsedLine parse_request_line(std::string_view line) {
   ParsedLine out;
   json request;
+  // A key given twice would otherwise keep its last value ({"request":"status","request":"stop"} stops the
+  // daemon while a filter that reads the first sees a status): every object, at any depth, is checked.
+  std::vector<std::set<std::string>> keys_of_open_objects;
+  std::optional<std::string> duplicate_key;
+  const json::parser_callback_t find_duplicates = [&](int, json::parse_event_t event, json& parsed) {
+    if (event == json::parse_event_t::object_start) {
+      keys_of_open_objects.emplace_back();
+    } else if (event == json::parse_event_t::object_end) {
+      if (!keys_of_open_objects.empty()) keys_of_open_objects.pop_back();
+    } else if (event == json::parse_event_t::key && !keys_of_open_objects.empty() && !duplicate_key) {
+      const auto& key = parsed.get_ref<const std::string&>();
+      if (!keys_of_open_objects.back().insert(key).second) duplicate_key = key;
+    }
+    return true;
+  };
   try {
-    request = json::parse(line.begin(), line.end());
+    request = json::parse(line.begin(), line.end(), find_duplicates);
   } catch (const json::exception& e) {
     // parse_error (syntax, invalid UTF-8), out_of_range (a number too large for a double), ...: the
     // message may quote the offending bytes, so it is made valid UTF-8 and short.
     out.error = "malformed JSON: " + safe_message(e.what());
+    return out;
+  }
+  if (duplicate_key) {
+    out.error = "duplicate key '" + safe_message(*duplicate_key, 64) + "': each key may appear once in a request";
     return out;
   }
   if (!request.is_object()) {

@@ -13,6 +13,13 @@
 
 namespace sluice {
 
+// The class of a connection, decided when it connects (AccessPolicy::peer_class). Each class has its own client
+// budget, so peers of one class never take another's slots, and a lower class never holds what an admin needs
+// (the trace recorder). Ordered from the lowest to the highest.
+enum class PeerClass { tcp, reader, admin };
+// "tcp peers", "local readers", "admins": for messages.
+std::string_view peer_class_name(PeerClass c);
+
 // Who sent a request: SO_PEERCRED on the UNIX socket; TCP peers have only an address.
 struct PeerCredentials {
   bool known = false;  // SO_PEERCRED answered (UNIX socket)
@@ -21,10 +28,11 @@ struct PeerCredentials {
   uid_t uid = 0;
   gid_t gid = 0;
   std::string remote;  // "pid P uid U gid G", or "tcp ADDRESS"
+  PeerClass peer_class = PeerClass::tcp;  // set by the control server when the connection is accepted
 };
 
 // A request whose arguments have the kinds and bounds of its entry in the request table (protocol.hpp).
-// Unknown keys are ignored.
+// Unknown keys are ignored; a key given twice in any object of the line is refused (never first or last wins).
 struct ControlRequest {
   RequestKind kind = RequestKind::version;
   std::optional<std::string> token;  // arg::token: the TCP shared secret (never logged, never echoed)
@@ -47,7 +55,8 @@ struct ParsedLine {
 };
 
 // One line (without its '\n'). Any bytes: malformed JSON, numbers out of range, invalid UTF-8, wrong types,
-// a missing or unknown `request`, a missing required argument, arguments out of range all give `error`.
+// a missing or unknown `request`, a missing required argument, arguments out of range, a duplicate key all give
+// `error`.
 // Never throws (but bad_alloc).
 ParsedLine parse_request_line(std::string_view line);
 

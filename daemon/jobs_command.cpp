@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "daemon/sluicectl/printable.hpp"
 #include "runtime/input_options.hpp"
 #include "runtime/inputs.hpp"
 #include "runtime/redis_client.hpp"
@@ -78,7 +79,8 @@ Target parse_target(const std::string& text, bool group_allowed, bool dead_allow
   return t;
 }
 
-std::string shown(const std::string& s) { return to_valid_utf8(s.substr(0, 300)); }
+// Names from the command line or from Redis (any bytes): escaped for the terminal, at most 300 bytes of them.
+std::string shown(const std::string& s) { return ctl::printable(s.substr(0, 300)); }
 
 // The inputs an argument names, absolute, as the sources read them.
 std::vector<std::string> inputs_of(const std::string& arg) {
@@ -232,14 +234,14 @@ int status(const Target& t, bool as_json) {
   if (groups.empty()) std::printf("no consumer group yet (the first source creates it)\n");
   for (const auto& g : groups) {
     std::printf("group '%s': %lld pending, %lld delivered, %s not yet delivered, %lld done, %lld dead-lettered\n",
-                g["group"].get<std::string>().c_str(), static_cast<long long>(g["pending"].get<std::int64_t>()),
+                shown(g["group"].get<std::string>()).c_str(), static_cast<long long>(g["pending"].get<std::int64_t>()),
                 static_cast<long long>(g["delivered"].get<std::int64_t>()),
                 g["lag"].is_null() ? "?" : std::to_string(g["lag"].get<std::int64_t>()).c_str(),
                 static_cast<long long>(g["done"].get<std::int64_t>()), static_cast<long long>(g["dead"].get<std::int64_t>()));
     if (g["consumers"].empty()) continue;
     std::printf("  %-32s %8s %9s %8s %6s\n", "consumer", "pending", "idle_s", "done", "dead");
     for (const auto& c : g["consumers"])
-      std::printf("  %-32s %8lld %9.1f %8lld %6lld\n", c["consumer"].get<std::string>().c_str(),
+      std::printf("  %-32s %8lld %9.1f %8lld %6lld\n", shown(c["consumer"].get<std::string>()).c_str(),
                   static_cast<long long>(c["pending"].get<std::int64_t>()),
                   static_cast<double>(c["idle_ms"].get<std::int64_t>()) / 1000.0,
                   static_cast<long long>(c["done"].get<std::int64_t>()), static_cast<long long>(c["dead"].get<std::int64_t>()));

@@ -12,6 +12,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <charconv>
@@ -348,11 +349,19 @@ namespace http = beast::http;
 using tcp = net::ip::tcp;
 
 constexpr std::size_t kMaxRequestBytes = 8 * 1024;  // header limit, and body limit
-constexpr auto kDeadline = std::chrono::seconds(10);
+// A request must arrive whole within this of the connection's start (or of the previous reply): one deadline
+// for the request line, headers and body, not moved by bytes arriving, so trickling a header byte by byte
+// (slowloris) holds a connection no longer than an idle one.
+constexpr auto kRequestDeadline = std::chrono::seconds(5);
+constexpr auto kDeadline = std::chrono::seconds(10);  // writing a reply
 constexpr auto kLingerDeadline = std::chrono::seconds(2);
 constexpr std::size_t kLingerMaxBytes = 64 * 1024;
 constexpr std::size_t kMaxSessions = 64;
 constexpr std::string_view kMetricsContentType = "text/plain; version=0.0.4; charset=utf-8";
+
+std::int64_t steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
 
 // The first path segment of a request target, without query or fragment.
 std::string_view target_path(std::string_view target) {
@@ -370,6 +379,9 @@ struct MetricsServer::Impl : std::enable_shared_from_this<MetricsServer::Impl> {
 
   void do_accept();
   void on_accept(beast::error_code ec, tcp::socket socket);
+  // At the connection cap: closes the connection that has waited longest for its request (else the oldest),
+  // so a new scrape is served instead of refused; half-sent requests cannot starve /metrics.
+  void evict_one();
   void do_stop();  // on the acceptor's strand
 
   net::io_context& io;
@@ -404,6 +416,16 @@ class MetricsSession : public std::enable_shared_from_this<MetricsSession> {
     net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->read_request(); });
   }
 
+  // Since when this connection has been waiting for its peer: for the request (reading) or to take the reply.
+  std::int64_t waiting_since_ns() const { return waiting_since_ns_.load(); }
+  bool reading() const { return reading_.load(); }
+  // Evicted (evict_one): it no longer counts against the cap while its close is on its way.
+  bool evicted() const { return evicted_.load(); }
+  void evict() {
+    evicted_.store(true);
+    close_from_server();
+  }
+
   // From stop(): close the connection on the session's own strand.
   void close_from_server() {
     net::post(stream_.get_executor(), [self = shared_from_this()] {
@@ -418,7 +440,9 @@ class MetricsSession : public std::enable_shared_from_this<MetricsSession> {
     parser_.emplace();
     parser_->header_limit(kMaxRequestBytes);
     parser_->body_limit(kMaxRequestBytes);
-    stream_.expires_after(kDeadline);
+    waiting_since_ns_.store(steady_ns());
+    reading_.store(true);
+    stream_.expires_after(kRequestDeadline);
     http::async_read(stream_, buffer_, *parser_,
                      [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_read(ec); });
   }
@@ -504,6 +528,8 @@ class MetricsSession : public std::enable_shared_from_this<MetricsSession> {
   template <class Body>
   void send(http::response<Body>&& msg, bool close, bool linger) {
     auto res = std::make_shared<http::response<Body>>(std::move(msg));
+    waiting_since_ns_.store(steady_ns());
+    reading_.store(false);
     stream_.expires_after(kDeadline);
     http::async_write(stream_, *res,
                       [self = shared_from_this(), res, close, linger](beast::error_code ec, std::size_t) {
@@ -541,6 +567,9 @@ class MetricsSession : public std::enable_shared_from_this<MetricsSession> {
   std::list<std::weak_ptr<MetricsSession>>::iterator self_in_list_;
   bool registered_ = false;
   bool closing_ = false;
+  std::atomic<std::int64_t> waiting_since_ns_{0};
+  std::atomic<bool> reading_{true};
+  std::atomic<bool> evicted_{false};
   std::array<char, 4096> drain_buf_{};
   std::size_t drained_ = 0;
 };
@@ -562,18 +591,24 @@ void MetricsServer::Impl::on_accept(beast::error_code ec, tcp::socket socket) {
     });
     return;
   }
-  std::size_t open = 0;
+  evict_one();
+  std::make_shared<MetricsSession>(std::move(socket), shared_from_this())->start();
+  do_accept();
+}
+
+void MetricsServer::Impl::evict_one() {
+  std::vector<std::shared_ptr<MetricsSession>> open;  // released after the lock: a session's destructor takes it
   {
     std::lock_guard lock(mu);
-    open = sessions.size();
+    for (auto& w : sessions)
+      if (auto s = w.lock(); s && !s->evicted()) open.push_back(std::move(s));
   }
-  if (open < kMaxSessions) {
-    std::make_shared<MetricsSession>(std::move(socket), shared_from_this())->start();
-  } else {
-    beast::error_code ignored;
-    socket.close(ignored);  // over the limit: refuse by closing
-  }
-  do_accept();
+  if (open.size() < kMaxSessions) return;
+  auto older = [](const auto& a, const auto& b) {
+    if (a->reading() != b->reading()) return a->reading();  // one still sending its request goes first
+    return a->waiting_since_ns() < b->waiting_since_ns();
+  };
+  (*std::min_element(open.begin(), open.end(), older))->evict();
 }
 
 void MetricsServer::Impl::do_stop() {

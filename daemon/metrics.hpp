@@ -90,9 +90,12 @@ std::string prometheus_format_value(double v);
 //   other paths        404;  other methods 405 (with Allow: GET, HEAD)
 //   headers > 8 KiB    431 and close;  body > 8 KiB  413 and close;  malformed  400 and close
 //
-// One session object per connection; keep-alive is honoured; every read and write has a 10 s deadline
-// (an idle keep-alive connection is closed after 10 s). At most 64 connections at once; further ones are
-// closed at once. Everything is asynchronous on `io`: a slow client never blocks the io_context.
+// One session object per connection; keep-alive is honoured. A request (line, headers and body) must arrive
+// whole within 5 s of the connection's start or of the previous reply: one deadline, not moved by bytes
+// arriving (a header trickled byte by byte is closed as soon as an idle connection). Writing a reply has 10 s.
+// At most 64 connections at once: a new one evicts the connection that has waited longest for its request
+// (else the oldest), so half-sent requests (slowloris) cannot starve a scrape. Everything is asynchronous on
+// `io`: a slow client never blocks the io_context.
 // render() runs on the io_context thread; if it throws, the reply is 500 with the message.
 //
 // Lifetime: `io` must outlive the server. Destroying the server stops it.

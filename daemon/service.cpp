@@ -21,6 +21,7 @@
 #include "daemon/access_policy.hpp"
 #include "daemon/control_protocol.hpp"
 #include "daemon/control_server.hpp"
+#include "daemon/trace_recorder.hpp"
 #include "daemon/instance_lock.hpp"
 #include "daemon/metrics.hpp"
 #include "daemon/process_stats.hpp"
@@ -116,7 +117,8 @@ class Service {
     control_.emplace(io_, options_.socket, limits,
                      [this](const ControlRequest& r, const PeerCredentials& p, ControlServer::Reply reply) {
                        dispatch(r, p, std::move(reply));
-                     });
+                     },
+                     [this](const PeerCredentials& p) { return policy_->peer_class(p); });
     std::string tcp_address;
     if (!options_.control_tcp.empty()) tcp_address = control_->listen_tcp(options_.control_tcp);
     if (!options_.metrics.empty())
@@ -217,7 +219,7 @@ class Service {
   void dispatch(const ControlRequest& request, const PeerCredentials& peer, ControlServer::Reply reply) {
     const std::string_view name = request_name(request.kind);
     if (auto why = policy_->check_request(peer, request.kind, request.token)) {
-      spdlog::warn("control: {} refused for {}: {}", name, peer.remote, *why);
+      control_->log_refusal(peer, "control: " + std::string(name) + " refused for " + peer.remote + ": " + *why);
       return reply(error(*why));
     }
     if (is_mutating(request.kind)) {
@@ -235,7 +237,7 @@ class Service {
       case RequestKind::sources:
         return reply({{"ok", true}, {"sources", sources_json()}, {"inputs", inputs_json()}});
       case RequestKind::trace:
-        return trace(*request.number(arg::seconds), std::move(reply));
+        return trace(*request.number(arg::seconds), peer.peer_class, std::move(reply));
       case RequestKind::pause:
         pipeline_->set_paused(true);
         state_ = "paused";
@@ -381,22 +383,17 @@ class Service {
   nlohmann::json inputs_json() const { return progress_json(pipeline_->inputs().snapshot(), now_ns()); }
 
   // `trace SECONDS`: records the live pipeline, then replies with the Chrome/Perfetto trace. Only the
-  // requesting connection waits; the pipeline keeps running as before.
-  void trace(double seconds, ControlServer::Reply reply) {  // seconds: within arg::seconds' bounds
+  // requesting connection waits; the pipeline keeps running as before. One trace at a time (trace_recorder.hpp).
+  void trace(double seconds, PeerClass asker, ControlServer::Reply reply) {  // seconds: within arg::seconds' bounds
     if (state_ == "stopping") return reply(error("sluiced is stopping"));
     const std::uint64_t generation = generation_;
-    pipeline_->record_trace(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(seconds)));
-    auto timer = std::make_shared<asio::steady_timer>(
-        io_, std::chrono::duration_cast<asio::steady_timer::duration>(std::chrono::duration<double>(seconds)));
-    timer->async_wait([this, timer, generation, seconds, reply = std::move(reply)](boost::system::error_code) {
-      if (generation_ != generation) return reply(error("the pipeline was reloaded while tracing; trace again"));
-      try {  // this runs on the io_context outside any request: nothing may escape it
-        reply({{"ok", true}, {"seconds", seconds}, {"trace", nlohmann::json::parse(pipeline_->trace_json())}});
-      } catch (const std::exception& e) {
-        spdlog::error("trace: {}", e.what());
-        reply(error(std::string("trace failed: ") + e.what()));
-      }
-    });
+    traces_.record(
+        seconds, asker, [this](std::chrono::nanoseconds duration) { pipeline_->record_trace(duration); },
+        [this, generation, seconds]() -> nlohmann::json {
+          if (generation_ != generation) return error("the pipeline was reloaded while tracing; trace again");
+          return {{"ok", true}, {"seconds", seconds}, {"trace", nlohmann::json::parse(pipeline_->trace_json())}};
+        },
+        std::move(reply));
   }
 
   // Validates first and builds the new pipeline (pools allocated), so any failure leaves the old one
@@ -556,6 +553,7 @@ class Service {
     signals_.cancel();
     tick_.cancel();
     reload_timer_.cancel();
+    traces_.cancel("sluiced is stopping");
     pipeline_->request_stop();
     if (draining_) draining_->pipeline->request_stop();
     drain_deadline_ = std::chrono::steady_clock::now() + drain_timeout();
@@ -748,6 +746,7 @@ class Service {
   std::chrono::steady_clock::time_point started_;
   std::optional<InstanceLock> instance_lock_;
   std::optional<ControlServer> control_;
+  TraceRecorder traces_{io_};
   std::optional<MetricsServer> metrics_;
   ThreadCpuAccount thread_cpu_;  // sluice_thread_cpu_seconds_total, kept between scrapes
   std::optional<AccessPolicy> policy_;

@@ -15,7 +15,7 @@ struct ServiceOptions {
   std::string metrics;              // ADDR:PORT for Prometheus, empty = off
   double drain_timeout_s = 30;      // SIGTERM/stop: frames in flight get this long to reach the sink
   double watchdog_stall_s = 0;      // frames in flight without progress this long = wedged (0: WatchdogSec/2)
-  double client_timeout_s = 30;     // control clients without a complete request are dropped
+  double client_timeout_s = 30;     // a control connection's life, from its connect (ControlLimits)
   std::vector<std::string> allow_users, allow_groups;  // may send mutating requests (empty: anyone who can connect)
   // Access control (daemon/access_policy.hpp, docs/THREAT_MODEL.md); empty: the pipeline file's keys.
   std::string control_token;        // file holding the TCP shared secret (without it TCP is read-only)

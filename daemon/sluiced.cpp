@@ -71,7 +71,8 @@ and watchdog.
   --watchdog-stall S     with WatchdogSec: stop pinging once frames are in flight and no stage has
                          moved one for S seconds (default WatchdogSec/2); an idle source with nothing
                          in flight, or a paused pipeline, is not a stall
-  --client-timeout S     drop control clients that send no complete request for S seconds (default 30)
+  --client-timeout S     close each control connection S seconds after it connected (default 30),
+                         however many requests it sent; a trace adds the time it records (60 s at most)
   --state-dir DIR        where resumable jobs keep their ledgers (default $STATE_DIRECTORY, which
                          systemd's StateDirectory= sets)
   --allow-user NAME, --allow-group NAME

@@ -415,6 +415,7 @@ def run_checks(r):
 
     # --- watch on an 80-column terminal: a long reason is cut with an ellipsis, no line wraps -----------------
     run_watch_width_checks(r)
+    run_hostile_name_checks(r)
 
     # --- trace ----------------------------------------------------------------------------------------------
     run_trace_checks(r)
@@ -545,6 +546,44 @@ def run_checks(r):
 
 def is_number(v):
     return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def run_hostile_name_checks(r):
+    """Names and reasons are any bytes a peer or a file system chose (issue 33): sluicectl prints them escaped,
+    so no ESC sequence reaches the terminal and no newline forges a table row."""
+    esc_name = "cam\x1b[2J\x1b]0;owned\x07"
+    forged = "x\n  99  admin     file live        1000000    30.0        0       0          0"
+    hostile_sources = [dict(SOURCES[0], id=1, name=esc_name, uri="/data/\x1b[31mred.mp4"),
+                       dict(SOURCES[1], id=2, name=forged, reason="refused\r\x1b[1Aup \u202e4pm.exe")]
+    hostile_inputs = [dict(INPUTS[1], source=esc_name, uri="/data/a\nb.mp4", error="")]
+    replies = dict(DEFAULT_REPLIES)
+    replies["sources"] = {"ok": True, "sources": hostile_sources, "inputs": hostile_inputs}
+    replies["pause"] = {"ok": False, "error": "permission denied \x1b[2J\nsluicectl: all good"}
+    status = dict(STATUS, sources=hostile_sources, inputs=hostile_inputs)
+    status["frames"] = dict(STATUS["frames"], errors=["boom\x1b[0m\nfake: line"])
+    replies["status"] = status
+    path = r.sock_path()
+    srv = FakeServer(path, replies)
+    try:
+        for command in (["sources"], ["status"]):
+            p = r.run(["--socket", path] + command)
+            r.check(f"{command[0]} with hostile names: exit 0, no control character printed",
+                    p.returncode == 0 and not any(c in p.stdout for c in "\x1b\x07\r\u202e"), r.show(p))
+            r.check(f"{command[0]}: the names shown escaped", "cam\\x1B[2J\\x1B]0;owned\\x07" in p.stdout,
+                    p.stdout)
+            r.check(f"{command[0]}: a newline in a name forges no row",
+                    not any(l.split()[:2] == ["99", "admin"] for l in p.stdout.splitlines())
+                    and "x\\n  99  admin" in p.stdout, p.stdout)
+        p = r.run(["--socket", path, "sources"])
+        r.check("sources: a reason and a URI shown escaped",
+                "refused\\r\\x1B[1Aup \\u{202E}4pm.exe" in p.stdout and "/data/\\x1B[31mred.mp4" in p.stdout
+                and "/data/a\\nb.mp4" in p.stdout, p.stdout)
+        p = r.run(["--socket", path, "pause"])
+        r.check("a refusal's reason on stderr: escaped, one line",
+                p.returncode == 1 and p.stderr == "sluicectl: daemon: permission denied \\x1B[2J\\nsluicectl: all good\n",
+                r.show(p))
+    finally:
+        srv.close()
 
 
 def run_watch_width_checks(r):

@@ -158,6 +158,23 @@ TEST_CASE("control protocol: typed arguments", "[control][protocol]") {
   CHECK_FALSE(is_mutating(RequestKind::trace));
 }
 
+TEST_CASE("control protocol: a key given twice is refused, whichever value comes last", "[control][protocol]") {
+  // Issue 33: the last value used to win, so this stopped the daemon.
+  CHECK(parse_error(R"({"request":"status","request":"stop"})") ==
+        "duplicate key 'request': each key may appear once in a request");
+  CHECK(parse_error(R"({"request":"trace","seconds":1,"seconds":60})").find("duplicate key 'seconds'") !=
+        std::string::npos);
+  CHECK(parse_error(R"({"request":"stop","token":"a","token":"b"})").find("duplicate key 'token'") != std::string::npos);
+  CHECK(parse_error(R"({"request":"status","extra":{"a":1,"a":2}})").find("duplicate key 'a'") != std::string::npos);
+  // The same key in different objects, or in objects inside an array, is not a duplicate.
+  CHECK(parse_ok(R"({"request":"status","x":{"request":1},"y":[{"a":1},{"a":2}]})").kind == RequestKind::status);
+  // A duplicate key that is not UTF-8 is shown with U+FFFD, and a long one is cut.
+  CHECK(parse_error("{\"request\":\"status\",\"\xe9\":1,\"\xe9\":2}").find("malformed") != std::string::npos);
+  const std::string long_key(500, 'k');
+  const std::string error = parse_error(R"({"request":"status",")" + long_key + R"(":1,")" + long_key + R"(":2})");
+  CHECK(error.size() < 200);
+}
+
 TEST_CASE("request table: names, mutating flags and lookups agree", "[control][protocol]") {
   std::set<std::string_view> names;
   for (const auto& spec : kRequests) {
@@ -356,6 +373,24 @@ TEST_CASE("access policy: who may mutate", "[control][policy]") {
   CHECK_FALSE(policy.may_mutate(tcp_peer(), std::string("0123456789abcdef")));
   CHECK(policy.check_token(tcp_peer(), std::string("wrong")));
   CHECK_FALSE(policy.check_token(tcp_peer(), std::string("0123456789abcdef")));
+}
+
+TEST_CASE("access policy: a connection's class (its client budget)", "[control][policy]") {
+  AccessSettings open_settings;
+  const AccessPolicy open_unix(open_settings);
+  CHECK(open_unix.peer_class(unix_peer(54321)) == PeerClass::admin);  // no allow list: every UNIX peer
+  CHECK(open_unix.peer_class(tcp_peer()) == PeerClass::tcp);
+
+  AccessSettings listed;
+  listed.allow_users = {"no-such-user-xyz"};
+  listed.control_token = "0123456789abcdef";
+  const AccessPolicy policy(listed);
+  CHECK(policy.peer_class(unix_peer(getuid())) == PeerClass::admin);
+  CHECK(policy.peer_class(unix_peer(0)) == PeerClass::admin);
+  CHECK(policy.peer_class(unix_peer(54321)) == PeerClass::reader);  // not listed: reads only
+  CHECK(policy.peer_class(tcp_peer()) == PeerClass::tcp);           // a token grants requests, never a class
+  CHECK(PeerClass::admin > PeerClass::reader);
+  CHECK(PeerClass::reader > PeerClass::tcp);
 }
 
 TEST_CASE("access policy: a request's check follows the table's mutating flag", "[control][policy]") {

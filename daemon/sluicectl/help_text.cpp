@@ -153,6 +153,9 @@ Ask the daemon to record a trace of the running pipeline for SECONDS (a number, 
 https://ui.perfetto.dev or chrome://tracing. The daemon answers only after recording, so the reply
 deadline is SECONDS plus --timeout. FILE is replaced atomically (written to a temporary file in the same
 directory, then renamed); an existing FILE is left alone if anything fails. A summary goes to stderr.
+The daemon records one trace at a time: while another client's trace records, this one is refused at
+once (exit 1, saying how long the other has left), unless this client outranks it (the UNIX socket's
+admins over TCP peers), which ends the other client's trace early with an error.
 
   -o, --output FILE   where to write the trace (required); '-' writes it to stdout
 )";

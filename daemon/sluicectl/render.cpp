@@ -13,11 +13,13 @@
 #include <vector>
 
 #include "daemon/sluicectl/cli.hpp"
+#include "daemon/sluicectl/printable.hpp"
 
 namespace sluice::ctl {
 namespace {
 
-// Formatting a status reply. Every field may be missing or of the wrong type: print '-'.
+// Formatting a status reply. Every field may be missing or of the wrong type: print '-'. Every string from the
+// reply goes through printable() (a name or reason is any bytes a peer or a file system chose).
 
 const json* field(const json& j, const char* key) {
   if (!j.is_object()) return nullptr;
@@ -29,7 +31,7 @@ const json* field(const json& j, const char* key) {
 std::string text(const json& j, const char* key) {
   const json* v = field(j, key);
   if (!v) return "-";
-  if (v->is_string()) return v->get<std::string>();
+  if (v->is_string()) return printable(v->get_ref<const std::string&>());
   if (v->is_boolean()) return v->get<bool>() ? "yes" : "no";
   if (v->is_number()) return v->dump();
   return "-";
@@ -95,14 +97,14 @@ void append_ledger_details(std::string& out, const json& f) {
     if (const json* by = field(f, "late_by_source"); by && by->is_object() && !by->empty()) {
       std::string sources;
       for (const auto& [name, n] : by->items())
-        sources += (sources.empty() ? "" : ", ") + name + " " + (n.is_number() ? n.dump() : std::string("-"));
+        sources += (sources.empty() ? "" : ", ") + printable(name) + " " + (n.is_number() ? n.dump() : std::string("-"));
       out += ": " + sources;
     }
     out += "\n";
   }
   if (const json* reasons = field(f, "drop_reasons"); reasons && reasons->is_object()) {
     for (const auto& [reason, n] : reasons->items())
-      out += "  dropped " + (n.is_number() ? n.dump() : std::string("-")) + ": " + reason + "\n";
+      out += "  dropped " + (n.is_number() ? n.dump() : std::string("-")) + ": " + printable(reason) + "\n";
   }
   if (const json* errors = field(f, "errors"); errors && errors->is_array()) {
     std::size_t shown = 0;
@@ -111,7 +113,7 @@ void append_ledger_details(std::string& out, const json& f) {
         out += "  ... " + std::to_string(errors->size() - shown) + " more errors (status --json for all)\n";
         break;
       }
-      out += "  error: " + (e.is_string() ? e.get<std::string>() : e.dump()) + "\n";
+      out += "  error: " + printable(e.is_string() ? e.get<std::string>() : e.dump()) + "\n";
       ++shown;
     }
   }
@@ -154,9 +156,12 @@ std::string format_duration(std::optional<double> s) {
   return buf;
 }
 
+// At most `max` bytes, cut at a code point (the text is printable(): valid UTF-8).
 std::string shorten(std::string s, std::size_t max) {
-  if (s.size() > max) s = s.substr(0, max - 3) + "...";
-  return s;
+  if (s.size() <= max) return s;
+  std::size_t cut = max - 3;
+  while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;
+  return s.substr(0, cut) + "...";
 }
 
 // The array under `key`, or nullptr when the reply has none (an older daemon).
@@ -180,7 +185,7 @@ std::string source_notes(const json& s) {
   const std::string state = text(s, "state");
   if (state == "stalled" || state == "backoff" || state == "failed") {
     std::string note;
-    if (const json* reason = field(s, "reason"); reason && reason->is_string()) note = reason->get<std::string>();
+    if (const json* reason = field(s, "reason"); reason && reason->is_string()) note = printable(reason->get<std::string>());
     std::string when;
     if (state == "stalled" && number(s, "since_last_frame_s").value_or(-1) >= 0)
       when = "last frame " + format_duration(number(s, "since_last_frame_s")) + " ago";
@@ -227,7 +232,7 @@ void append_sources_table(std::string& out, const json& sources, bool detailed) 
     if (std::string notes = source_notes(s); !notes.empty()) out += "  " + notes;
     out += "\n";
     if (!detailed) continue;
-    if (const json* uri = field(s, "uri"); uri && uri->is_string()) out += "        uri " + uri->get<std::string>() + "\n";
+    if (const json* uri = field(s, "uri"); uri && uri->is_string()) out += "        uri " + printable(uri->get<std::string>()) + "\n";
     if (const std::string decoder = text(s, "decoder"); decoder != "-" && !decoder.empty()) out += "        decoder " + decoder + "\n";
     if (const json* bad = array_field(s, "bad_inputs")) {
       std::size_t shown = 0;
@@ -236,7 +241,7 @@ void append_sources_table(std::string& out, const json& sources, bool detailed) 
           out += "        ... " + std::to_string(bad->size() - shown) + " more bad inputs (sources --json for all)\n";
           break;
         }
-        out += "        bad input: " + (b.is_string() ? b.get<std::string>() : b.dump()) + "\n";
+        out += "        bad input: " + printable(b.is_string() ? b.get<std::string>() : b.dump()) + "\n";
         ++shown;
       }
     }
@@ -289,7 +294,7 @@ void append_inputs_table(std::string& out, const json& inputs) {
                   input_in_progress(*in) ? format_duration(number(*in, "eta_s")).c_str() : "-");
     out += line + text(*in, "uri");
     if (const json* e = field(*in, "error"); e && e->is_string() && !e->get<std::string>().empty())
-      out += " (" + e->get<std::string>() + ")";
+      out += " (" + printable(e->get<std::string>()) + ")";
     out += "\n";
   }
 }
@@ -365,7 +370,7 @@ std::string format_source_added(const json& reply) {
   return "added source " + count(reply, "id") + " '" + text(reply, "name") + "'\n";
 }
 
-std::string format_source_removed(const std::string& which) { return "removed source " + which + "\n"; }
+std::string format_source_removed(const std::string& which) { return "removed source " + printable(which) + "\n"; }
 
 std::string format_sources(const json& r) {
   std::string out;
@@ -546,7 +551,7 @@ TraceText trace_text(const json& reply) {
 std::string format_trace_summary(std::size_t events, double seconds, const std::string& file) {
   char line[128];
   std::snprintf(line, sizeof line, "trace: %zu events over %g s -> ", events, seconds);
-  return line + (file == "-" ? std::string("stdout") : file) + " (open in ui.perfetto.dev)\n";
+  return line + (file == "-" ? std::string("stdout") : printable(file)) + " (open in ui.perfetto.dev)\n";
 }
 
 std::string watch_screen(const std::string& address, double interval_s, const Outcome& outcome, bool tty, bool first) {
@@ -560,9 +565,9 @@ std::string watch_screen(const std::string& address, double interval_s, const Ou
   if (outcome.code == kExitOk)
     body += format_status(outcome.reply);
   else if (outcome.code == kExitRefused)
-    body += "daemon: " + outcome.error + "\n";
+    body += "daemon: " + printable(outcome.error) + "\n";
   else
-    body += outcome.error + "\n(retrying)\n";
+    body += printable(outcome.error) + "\n(retrying)\n";
   // The width is read at every refresh: a resized terminal gets lines that fit it.
   return (tty ? "\x1b[H\x1b[2J" : (first ? "" : "\n")) + fit_screen(body, terminal_columns(tty));
 }

@@ -1,5 +1,7 @@
 #include "daemon/sluicectl/transport.hpp"
 
+#include "daemon/sluicectl/printable.hpp"
+
 #include <fcntl.h>
 #include <grp.h>
 #include <netdb.h>
@@ -296,10 +298,11 @@ Outcome exchange(const Connection& o, const nlohmann::json& request_in, double t
 }
 
 int report_failure(const Outcome& o) {
+  // The daemon's reason (or a reply quoted in a message) is text from outside: escaped, one line.
   if (o.code == kExitRefused)
-    std::fprintf(stderr, "sluicectl: daemon: %s\n", o.error.c_str());
+    std::fprintf(stderr, "sluicectl: daemon: %s\n", printable(o.error).c_str());
   else if (o.code != kExitOk)
-    std::fprintf(stderr, "sluicectl: %s\n", o.error.c_str());
+    std::fprintf(stderr, "sluicectl: %s\n", printable(o.error).c_str());
   return o.code;
 }
 
