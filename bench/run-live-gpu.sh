@@ -19,13 +19,13 @@ density() {  # NAME N SECONDS TRANSPORT DECODER [MODEL]
   timeout $(($3 + 40)) bash bench/live_density.sh "$(pwd)/.gpu/run bin/sluiced" .gpu/cam1080.h264 "$2" "$3" "$L/$1" "$4" "$5" ${6:-} 2>&1 |
     sed "s/^/$1: /"
 }
-density rtsp4-tcp-nvdec 4 12 tcp gpu
-density rtsp4-udp-nvdec 4 12 udp gpu
-density rtsp4-tcp-cpu 4 12 tcp cpu
+density rtsp4-tcp-nvdec 4 10 tcp gpu
+density rtsp4-udp-nvdec 4 10 udp gpu
+density rtsp4-tcp-cpu 4 10 tcp cpu
 nvidia-smi dmon -s u -d 1 >"$L/dmon.txt" 2>&1 & DMON=$!
 timeout 150 bash bench/live_decode.sh "$(pwd)/.gpu/run bin/sluiced" .gpu/cam1080.h264 "$L/decode" 32 120 2>&1 | tee "$L/live_decode.txt"
-density density32 32 20 tcp gpu
-density density64 64 20 tcp gpu
+density density32 32 15 tcp gpu
+density density64 64 15 tcp gpu
 kill $DMON
 timeout 60 .gpu/run bin/sluice_nvdec_bench .gpu/cam1080.h264 32 2 nv12 >"$L/nvdec_bench32.txt" 2>&1; tail -1 "$L/nvdec_bench32.txt"
 timeout 60 .gpu/run bin/track_bench --sources 64 --frames 100 --repeats 3 --threads 1,8,16 >"$L/track_bench.txt" 2>&1
