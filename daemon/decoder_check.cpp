@@ -12,6 +12,8 @@ namespace {
 
 constexpr std::size_t kExtensionsShown = 8;
 
+constexpr const char* kUnreadable = "cannot be read: ";
+
 // "NVDEC H.264, frames stay on the GPU" or "libavcodec h264 (not NVDEC: <why>)", or why it cannot be read.
 std::string decoder_of(const std::string& uri, InputKind kind, const ReaderOptions& options) {
   try {
@@ -22,14 +24,15 @@ std::string decoder_of(const std::string& uri, InputKind kind, const ReaderOptio
     if (!declined.empty()) out += " (not the GPU decoder: " + declined + ")";
     return out;
   } catch (const std::exception& e) {
-    return std::string("cannot be read: ") + e.what();
+    return kUnreadable + std::string(e.what());
   }
 }
 
 }  // namespace
 
-std::string describe_decoders(const PipelineSpec& spec, const PipelinePlan& plan) {
-  std::string out;
+DecoderReport describe_decoders(const PipelineSpec& spec, const PipelinePlan& plan) {
+  DecoderReport report;
+  std::string& out = report.text;
   for (std::size_t i = 0; i < spec.stages.size() && i < plan.stages.size(); ++i) {
     const StageSpec& stage = spec.stages[i];
     if (stage.kind != "decode" || !stage.params.all().count("uri")) continue;
@@ -57,13 +60,16 @@ std::string describe_decoders(const PipelineSpec& spec, const PipelinePlan& plan
       ExpandedSource expanded;
       try {
         expanded = kind.inputs_of(uri);
-      } catch (const std::exception& e) {
-        out += "  " + shown + ": " + e.what() + "\n";
+      } catch (const std::exception& e) {  // a folder or glob that is not there, or holds no media file
+        out += "  " + shown + ": " + kUnreadable + e.what() + "\n";
+        report.unreadable.push_back(shown + ": " + e.what());
         continue;
       }
       if (!expanded.job) {
         const auto& [path, input_kind] = expanded.inputs.front();
-        out += "  " + shown + ": " + decoder_of(path, input_kind, options) + "\n";
+        const std::string decoder = decoder_of(path, input_kind, options);
+        out += "  " + shown + ": " + decoder + "\n";
+        if (decoder.rfind(kUnreadable, 0) == 0) report.unreadable.push_back(shown + ": " + decoder.substr(std::string(kUnreadable).size()));
         continue;
       }
       // A job: one file of each extension stands for the others.
@@ -86,7 +92,7 @@ std::string describe_decoders(const PipelineSpec& spec, const PipelinePlan& plan
       }
     }
   }
-  return out;
+  return report;
 }
 
 }  // namespace sluice

@@ -147,7 +147,8 @@ constexpr CommandHelp kCommandHelp[] = {
                   file (of a directory: the first of each extension) up to its first frame.
                   A sink path that cannot be written here (a missing directory a file output
                   needs, a parent that is not a directory, no write permission) fails the
-                  check (exit 2), naming the stage and the path; nothing is created.
+                  check (exit 2), naming the stage and the path; nothing is created. So does an
+                  input that cannot be read (a missing file, a folder or glob with no media file).
 )"},
     {"inspect", R"(inspect [KIND]  list the stage kinds, or print the parameters of one;
                   inspect pipeline: top-level keys; inspect all: everything
@@ -225,9 +226,14 @@ int cmd_check(const std::string& file, const sluice::PipelineOverrides& override
     for (const auto& p : problems) std::fprintf(stderr, "sluiced: %s\n", p.c_str());
     return 2;
   }
-  std::printf("%s: ok\n%s%s", file.c_str(), sluice::describe_plan(plan).c_str(),
-              sluice::describe_decoders(spec, plan).c_str());
-  return 0;
+  // An input that cannot be read (a missing file, a folder that is not there) would fail in the run: so does the
+  // check. A file of a job that cannot be read is reported, not counted: the job goes on without it.
+  const sluice::DecoderReport decoders = sluice::describe_decoders(spec, plan);
+  if (decoders.unreadable.empty()) std::printf("%s: ok\n", file.c_str());
+  else std::printf("%s: %zu input(s) cannot be read (below)\n", file.c_str(), decoders.unreadable.size());
+  std::printf("%s%s", sluice::describe_plan(plan).c_str(), decoders.text.c_str());
+  for (const auto& u : decoders.unreadable) std::fprintf(stderr, "sluiced: %s: input %s\n", file.c_str(), u.c_str());
+  return decoders.unreadable.empty() ? 0 : 2;
 }
 
 // The default state directory of `sluiced run` outside systemd: $XDG_STATE_HOME/sluice or ~/.local/state/sluice.

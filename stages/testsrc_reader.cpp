@@ -4,11 +4,14 @@
 #include <chrono>
 #include <cstring>
 #include <optional>
+#include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "runtime/source_kind.hpp"
 #include "runtime/stats.hpp"
+#include "runtime/utf8.hpp"
 #include "stages/testsrc.hpp"
 
 namespace sluice {
@@ -61,18 +64,26 @@ class TestPatternReader final : public FrameReader {
   std::uint64_t next_ = 0;
 };
 
+// The pattern a testsrc:PATTERN URI names; empty with `why` saying which patterns there are.
+std::optional<TestPattern> pattern_of(const std::string& uri, std::string& why) {
+  const std::string name = uri.substr(uri.find(':') + 1);
+  const auto pattern = parse_test_pattern(name);
+  if (!pattern) {
+    std::string known;
+    for (const char* p : kTestPatternNames) {
+      if (!known.empty()) known += '|';
+      known += p;
+    }
+    why = "'" + to_valid_utf8(uri) + "': unknown test pattern '" + to_valid_utf8(name) + "' (testsrc:" + known + ")";
+  }
+  return pattern;
+}
+
 void register_testsrc_reader(ReaderRegistry& readers) {
   readers.add(InputKind::testsrc, [](const std::string& uri, const ReaderOptions& options) {
-    const std::string name = uri.substr(uri.find(':') + 1);
-    const auto pattern = parse_test_pattern(name);
-    if (!pattern) {
-      std::string known;
-      for (const char* p : kTestPatternNames) {
-        if (!known.empty()) known += '|';
-        known += p;
-      }
-      throw InputError("'" + uri + "': unknown test pattern '" + name + "' (testsrc:" + known + ")");
-    }
+    std::string why;
+    const auto pattern = pattern_of(uri, why);
+    if (!pattern) throw InputError(why);
     return std::unique_ptr<FrameReader>(std::make_unique<TestPatternReader>(uri, *pattern, options));
   });
 }
@@ -86,6 +97,10 @@ SourceKind testsrc_source_kind() {
   k.reads_as = InputKind::testsrc;
   k.reach = SourceReach::anywhere;
   k.endless_without_frame_count = true;
+  k.check = [](const std::string& uri) {  // at load and at source-add, not at the first frame
+    std::string why;
+    if (!pattern_of(uri, why)) throw std::invalid_argument(why);
+  };
   k.default_name = [](const std::string& uri) { return "testsrc-" + sanitize_source_name(uri.substr(uri.find(':') + 1)); };
   return k;
 }

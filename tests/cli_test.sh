@@ -44,17 +44,22 @@ check run-bad 2 "bad.yaml:3:13" -- "$sluiced" run "$tmp/bad.yaml"
 check check-missing 2 'cannot open pipeline file' -- "$sluiced" check "$tmp/none.yaml"
 
 # check names each source's decoder on this host: an Annex-B file goes to NVDEC where it is usable, else to the
-# CPU decoder with NVDEC's reason; a directory job is described per extension; a missing file is named.
+# CPU decoder with NVDEC's reason; a directory job is described per extension; an input that cannot be read (a
+# missing file, a job's folder that is not there) is named and fails the check, as it would fail the run.
 mkdir -p "$tmp/clips"
 cp "$src/tests/data/nvdec/h264_320x240.h264" "$tmp/clips/a.h264"
 cp "$src/tests/data/nvdec/hevc_320x240.hevc" "$tmp/clips/b.hevc"
 cp "$src/tests/data/nvdec/hevc_320x240.hevc" "$tmp/clips/c.hevc"
-printf 'device: cpu\nstages:\n  - kind: decode\n    uri: [%s, %s, %s]\n  - kind: sink\n' \
-  "$tmp/clips/a.h264" "$tmp/clips" "$tmp/clips/none.h264" >"$tmp/decoders.yaml"
+printf 'device: cpu\nstages:\n  - kind: decode\n    uri: [%s, %s]\n  - kind: sink\n' \
+  "$tmp/clips/a.h264" "$tmp/clips" >"$tmp/decoders.yaml"
 check check-decoders 0 "a.h264: (libavcodec h264 \(not the GPU decoder: NVDEC unavailable|NVDEC H\.264)" -- \
   "$sluiced" check "$tmp/decoders.yaml"
 check check-decoders-job 0 '\.hevc \(2\): (libavcodec hevc|NVDEC HEVC)' -- "$sluiced" check "$tmp/decoders.yaml"
-check check-decoders-missing 0 'none.h264: cannot be read' -- "$sluiced" check "$tmp/decoders.yaml"
+printf 'device: cpu\nstages:\n  - kind: decode\n    uri: [%s, %s]\n  - kind: sink\n' \
+  "$tmp/clips/none.h264" "$tmp/clips/a.h264" >"$tmp/missing-file.yaml"
+check check-decoders-missing 2 'none.h264: cannot be read' -- "$sluiced" check "$tmp/missing-file.yaml"
+printf 'device: cpu\nstages:\n  - kind: decode\n    uri: [%s]\n  - kind: sink\n' "$tmp/no-such-folder/" >"$tmp/missing-dir.yaml"
+check check-job-folder-missing 2 'missing-dir.yaml: 1 input\(s\) cannot be read' -- "$sluiced" check "$tmp/missing-dir.yaml"
 
 # Copies of the default pipeline live in $tmp: point its model paths (relative to the file) at the repo's models.
 default_copy() { sed "s#\.\./\.\./models/#$src/models/#" "$src/config/pipelines/default.yaml" | sed "$@"; }

@@ -120,6 +120,15 @@ TEST_CASE("source kinds: reload carry-over, jobs and default names come from the
   CHECK_THROWS_WITH(redis.check("redis://h/jobs"), Catch::Contains("?group="));
 }
 
+TEST_CASE("source kinds: a test pattern that does not exist is refused with the file and at source-add", "[inputs]") {
+  const SourceKind& testsrc = source_kind_of("testsrc:bogus");
+  REQUIRE(testsrc.name == "testsrc");
+  CHECK_THROWS_WITH(testsrc.check("testsrc:bogus"), Catch::Contains("unknown test pattern 'bogus' (testsrc:"));
+  CHECK_NOTHROW(testsrc.check("testsrc:bars"));
+  const std::string bad = "stages:\n  - kind: decode\n    uri: [\"testsrc:bogus\"]\n  - kind: sink\n    type: null\n";
+  CHECK_THAT(sluice::test::config_error(bad), Catch::Contains("unknown test pattern 'bogus'"));
+}
+
 TEST_CASE("a kind registered beside its code runs a whole pipeline: expanded, named, checked", "[inputs][pipeline]") {
   const int before = g_alias_expansions;
   const std::string yaml =
