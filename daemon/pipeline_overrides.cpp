@@ -121,6 +121,8 @@ std::string join(const std::vector<std::string>& items) {
   return out;
 }
 
+constexpr int kCommandLineAttempts = 5;  // failed (re)connections in a row: at most 15.5 s of default back-off
+
 constexpr const char* kOptions[] = {"--uri", "--model", "--labels", "--top-k", "--batch-size", "--device", "--output"};
 
 }  // namespace
@@ -212,6 +214,9 @@ AppliedOverrides::AppliedOverrides(PipelineSpec& spec, const PipelineOverrides& 
     if (!checked) refuse("--uri", o.uris.front(), error);
     reset_to_defaults(source, {"source", "source_id"});
     source.params.set("uri", *checked, true);
+    // A camera or stream named on the command line that cannot be reached is a typo or a camera that is off:
+    // the run gives up after a few attempts in a row (seconds, with the default back-off) instead of retrying forever.
+    source.params.set("max_attempts", std::int64_t{kCommandLineAttempts}, true);
     for (const auto& uri : o.uris) options_by_stage_[source.name].push_back("--uri " + in_quotes(uri));
   }
 

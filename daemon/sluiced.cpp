@@ -97,7 +97,8 @@ constexpr CommandHelp kCommandHelp[] = {
                     sluiced run --uri clip.mp4 --output -
                   replaces parts of the pipeline for this run:
                   --uri: the sources of its decode stage (repeatable; a file, directory, glob,
-                  image sequence, camera or URL; local paths must be readable now); --model:
+                  image sequence, camera or URL; local paths must be readable now; a camera or
+                  stream gives up after 5 failed connections in a row, 8-16 s); --model:
                   the infer stage's ONNX file, with --labels, else NAME.labels beside NAME.onnx,
                   else no labels; --top-k: classes per frame; --batch-size: frames per batch;
                   --device: where it runs (default: the file's; the default pipeline says auto:

@@ -126,9 +126,11 @@ Demuxer::Demuxer(const std::string& uri, const DemuxOptions& options)
     : uri_(uri), log_(std::make_unique<LibavLog>(to_valid_utf8(uri))) {
   route_libav_logging();
   const LibavLogScope scope(*log_);
+  log_->hold_errors(true);  // a failure to open names FFmpeg's last error line
   try {
     if (is_url(uri)) {
       open(uri, options, true);
+      log_->hold_errors(false);
       return;
     }
     // A path is a file: "file:" keeps a name that looks like a protocol ("http:x", "concat:a|b") one, and a
@@ -136,6 +138,7 @@ Demuxer::Demuxer(const std::string& uri, const DemuxOptions& options)
     DemuxOptions local = options;
     local.format_options.emplace("protocol_whitelist", "file");
     open("file:" + uri, local, false);
+    log_->hold_errors(false);
   } catch (...) {
     close();  // no destructor runs for an object that was never made
     throw;

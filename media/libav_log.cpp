@@ -110,6 +110,18 @@ std::string without_context(const std::string& line) {
   return end == std::string::npos ? line : line.substr(end + 2);
 }
 
+// "Connection to tcp://cam:554?timeout=0 failed" -> "Connection to tcp://cam:554 failed": a URL's query ends
+// at the next space.
+std::string without_url_queries(std::string line) {
+  for (auto scheme = line.find("://"); scheme != std::string::npos; scheme = line.find("://", scheme + 3)) {
+    const auto end = line.find(' ', scheme);
+    const auto query = line.find('?', scheme);
+    if (query != std::string::npos && (end == std::string::npos || query < end))
+      line.erase(query, (end == std::string::npos ? line.size() : end) - query);
+  }
+  return line;
+}
+
 }  // namespace
 
 std::string LibavLog::last_error() const {
@@ -120,7 +132,11 @@ std::string LibavLog::last_error() const {
 void LibavLog::take(const std::string& line, bool error) {
   if (error) {
     std::lock_guard lock(mu_);
-    last_error_ = without_context(line);
+    last_error_ = without_url_queries(without_context(line));
+  }
+  if (error && hold_errors_.load(std::memory_order_relaxed)) {
+    spdlog::debug("FFmpeg ({}): {}", input_, line);
+    return;
   }
   std::uint64_t left_out = 0;
   if (!admit(input_, now_ns(), left_out)) return;

@@ -20,13 +20,18 @@ class LibavLog {
   LibavLog(const LibavLog&) = delete;
   LibavLog& operator=(const LibavLog&) = delete;
 
-  // The last error-level line FFmpeg logged for this input, without its "[tcp @ 0x...]" prefix ("" when none):
-  // the detail a return code lacks ("Connection to tcp://cam:554 failed: Connection refused" behind a plain
-  // "I/O error").
+  // The last error-level line FFmpeg logged for this input, without its "[tcp @ 0x...]" prefix and without the
+  // query of any URL in it (FFmpeg's inner options such as "?timeout=0", or a token of the input's own URL)
+  // ("" when none): the detail a return code lacks ("Connection to tcp://cam:554 failed: Connection refused"
+  // behind a plain "I/O error").
   std::string last_error() const;
 
   // Takes one line (already UTF-8, no newline); `error`: FFmpeg logged it at error level or worse.
   void take(const std::string& line, bool error);
+
+  // While held (opening an input), error lines are kept for last_error() and logged at debug level only: a
+  // failure to open names the last one in its reason, which is logged once, not twice.
+  void hold_errors(bool held) noexcept { hold_errors_.store(held, std::memory_order_relaxed); }
 
   // RTP packets libavformat found missing (sequence gaps) on this input so far. FFmpeg tells of them only in its
   // log ("RTP: missed N packets", from its reordering queue), so they are counted where its lines arrive.
@@ -43,6 +48,7 @@ class LibavLog {
   mutable std::mutex mu_;  // libavcodec's frame threads log concurrently
   std::string last_error_;
   std::atomic<std::int64_t> rtp_packets_missed_{0};
+  std::atomic<bool> hold_errors_{false};
 };
 
 // While it lives, what FFmpeg logs on this thread is `log`'s. Nests.

@@ -158,6 +158,17 @@ oneliner oneliner-model-labels '30 noise ' 0 -- "$sluiced" run --uri "$clip" --o
   --labels "$src/models/testsrc-classifier.labels"
 cp "$src/models/testsrc-classifier.labels" "$tmp/biased.labels"
 oneliner oneliner-model-labels-beside '30 noise ' 0 -- "$sluiced" run --uri "$clip" --output - --model "$tmp/biased.onnx"
+# A camera or stream on the command line that nothing answers: the run gives up after 5 attempts in a row
+# (seconds, not forever), exit 1, the reason once per attempt and no FFmpeg inner URL (its "?timeout=0").
+closed_port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+check oneliner-unreachable-stream 1 "gave up after 5 reconnection attempts" -- \
+  timeout 60 "$sluiced" run --uri "rtsp://127.0.0.1:$closed_port/x" --output "$tmp/unreachable.jsonl" --no-progress
+if grep -q '?timeout=' "$tmp/out" || [ "$(grep -c "Connection refused" "$tmp/out")" -gt 9 ]; then
+  echo "FAIL oneliner-unreachable-stream-lines: FFmpeg's inner URL or a line twice per attempt:"; sed 's/^/  | /' "$tmp/out"
+  fails=$((fails + 1))
+else
+  echo "ok   oneliner-unreachable-stream-lines"
+fi
 # Every bad argument: exit 2, one message naming the option and its value, nothing run.
 check oneliner-missing-uri 2 "^sluiced: --uri '$tmp/none.mp4': No such file or directory" -- \
   "$sluiced" run --uri "$tmp/none.mp4"

@@ -63,7 +63,8 @@ TEST_CASE("FFmpeg's error lines reach sluice's log as warnings, a few per input 
 }
 
 TEST_CASE("a stream that cannot be opened says FFmpeg's reason, not a list of guesses", "[libav][log]") {
-  const std::string uri = "tcp://127.0.0.1:" + std::to_string(sluice::test::free_loopback_port());
+  CapturedLog log;
+  const std::string uri = "tcp://127.0.0.1:" + std::to_string(sluice::test::free_loopback_port()) + "?timeout=0";
   DemuxOptions options;
   options.open_timeout_s = 5;
   try {
@@ -77,5 +78,9 @@ TEST_CASE("a stream that cannot be opened says FFmpeg's reason, not a list of gu
     CHECK(why.find("Connection to tcp://127.0.0.1:") != std::string::npos);  // and the line FFmpeg logged
     CHECK(why.find("[tcp @") == std::string::npos);  // without its context prefix
     CHECK(why.find("nothing answered") == std::string::npos);  // no list of guesses
+    CHECK(why.find("Connection to tcp://127.0.0.1:" + uri.substr(uri.rfind(':') + 1, uri.find('?') - uri.rfind(':') - 1) +
+                   " failed") != std::string::npos);  // FFmpeg's inner options (the URL's query) left out
   }
+  // The reason is logged by whoever gives it (the source's state line); FFmpeg's line is not logged again.
+  CHECK(log.lines_with("warning FFmpeg (").empty());
 }
