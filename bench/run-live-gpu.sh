@@ -7,7 +7,8 @@
 #   - bench/live_decode.sh: where paced, looping NVDEC sources spend the decode stage's time (issue 29 part 4);
 #   - the density run at 32 and 64 cameras without a model, and the NVDEC bound (sluice_nvdec_bench);
 #   - track_bench (typical and crowded scenes, 1/8/16 threads);
-#   - with a CUDA PyTorch on the host: the YOLOv8-s-shaped detector (bench/yolov8s_like.py) + track at 32 cameras.
+#   - with LIVE_DETECT=1 and a CUDA PyTorch on the host: the YOLOv8-s-shaped detector (bench/yolov8s_like.py)
+#     + track at 32 cameras (about 100 s more).
 # Each step has its own time limit, so one that hangs costs only its own share.
 set -u
 O=${OUT:-/tmp/out}; L=$O/live-gpu; mkdir -p "$L"
@@ -33,7 +34,7 @@ timeout 60 .gpu/run bin/track_bench --sources 64 --frames 50 --repeats 3 --threa
 tail -4 "$L/track_bench.txt" "$L/track_bench_crowd.txt"
 
 py=
-for cand in python3 /opt/*/.venv/bin/python3; do
+[ "${LIVE_DETECT:-0}" = 1 ] && for cand in python3 /opt/*/.venv/bin/python3; do
   "$cand" -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null && { py=$cand; break; }
 done
 if [ -n "$py" ]; then
