@@ -10,10 +10,34 @@
 // other too: the one that finds its own pid there (a reload whose old pipeline still drains) waits for it.
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <filesystem>
 #include <string>
 
 namespace sluice {
+
+// A lock taken for a pipeline before it exists or opens its outputs: a reload checks the new generation's outputs
+// and locks them before it replaces the old one, and a service locks its outputs before it builds its pipeline,
+// so that an output another sluiced holds refuses the change (or the start) at once. The sink's OutputLock of
+// the same lock file (the same inode) takes the reservation over instead of waiting on it; one that no sink took
+// over is let go when the reservation is destroyed.
+class OutputLockReservation {
+ public:
+  // Takes the lock without waiting. Held by another process: throws std::runtime_error as OutputLock does
+  // ("<what> is in use by another sluiced (pid N, lock <lock_file>)"). Held by this process (the running
+  // generation writes the same output): reserves nothing (reserved() is false); the sink then waits for the old
+  // generation to let go, as it always did.
+  OutputLockReservation(const std::filesystem::path& lock_file, const std::string& what);
+  OutputLockReservation(OutputLockReservation&& o) noexcept;
+  OutputLockReservation& operator=(OutputLockReservation&&) = delete;
+  OutputLockReservation(const OutputLockReservation&) = delete;
+  OutputLockReservation& operator=(const OutputLockReservation&) = delete;
+  ~OutputLockReservation();
+  bool reserved() const { return token_ != 0; }
+
+ private:
+  std::uint64_t token_ = 0;  // its entry among the reservations; 0: nothing reserved (or moved from)
+};
 
 class OutputLock {
  public:

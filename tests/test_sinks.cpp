@@ -694,6 +694,36 @@ TEST_CASE("a job's sink takes the records of inputs a killed run had started out
   }
 }
 
+// Issue 33: a reload (and a service at start) locks the new pipeline's outputs before anything else; the sink
+// that opens them later takes that lock over instead of waiting for it.
+TEST_CASE("an output lock reserved for a pipeline is taken over by its sink, or let go with the reservation",
+          "[sinks][lock]") {
+  const fs::path dir = fresh_dir("reserved_lock");
+  fs::create_directories(dir);
+  const fs::path lock = OutputLock::for_file(dir / "x.jsonl");
+  {
+    OutputLockReservation reserved(lock, "output 'x.jsonl'");
+    CHECK(reserved.reserved());
+    CHECK(OutputLock::holder_pid(lock) == ::getpid());
+    // Without the reservation this would wait for "another pipeline of this sluiced" (0 ms here) and throw.
+    OutputLock sink(lock, "output 'x.jsonl'", std::chrono::milliseconds(0));
+    CHECK(sink.held());
+    // Held by this process now (the running generation): a new reservation reserves nothing; the sink waits.
+    OutputLockReservation again(lock, "output 'x.jsonl'");
+    CHECK_FALSE(again.reserved());
+    CHECK_THROWS_WITH(OutputLock(lock, "output 'x.jsonl'", std::chrono::milliseconds(0)),
+                      Catch::Contains("in use by another pipeline of this sluiced"));
+  }
+  {
+    OutputLockReservation reserved(lock, "output 'x.jsonl'");  // never taken over: let go when destroyed
+  }
+  const int fd = ::open(lock.c_str(), O_RDWR);
+  REQUIRE(fd >= 0);
+  CHECK(::flock(fd, LOCK_EX | LOCK_NB) == 0);  // free again
+  ::close(fd);
+  fs::remove_all(dir);
+}
+
 TEST_CASE("taking records out keeps every other line byte for byte and drops a torn last line", "[sinks]") {
   const fs::path dir = fresh_dir("drop_records");
   fs::create_directories(dir);
