@@ -724,6 +724,71 @@ TEST_CASE("an output lock reserved for a pipeline is taken over by its sink, or 
   fs::remove_all(dir);
 }
 
+namespace {
+std::string file_text(const fs::path& f) {
+  std::ifstream in(f, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+ino_t inode_of(const fs::path& f) {
+  struct stat st {};
+  REQUIRE(::stat(f.c_str(), &st) == 0);
+  return st.st_ino;
+}
+}  // namespace
+
+// Issue 33: resuming a job on a nearly full disk failed, because taking an interrupted input's records out of a
+// shared file copied the whole file. It is changed in place now: cut back, or its tail saved and written again.
+TEST_CASE("taking records out changes the file in place, without a copy of it", "[sinks][resume]") {
+  const fs::path dir = fresh_dir("drop_in_place");
+  fs::create_directories(dir);
+  const fs::path f = dir / "x.jsonl";
+  const std::string a0 = "{\"input\":\"/in/a.mp4\",\"input_frame\":0}\n", a1 = "{\"input\":\"/in/a.mp4\",\"input_frame\":1}\n";
+  const std::string b0 = "{\"input\":\"/in/b.mp4\",\"input_frame\":0}\n", b1 = "{\"input\":\"/in/b.mp4\",\"input_frame\":1}\n";
+  const std::string live = "{\"source\":3}\n";
+  sinks::WriteRetry retry("sink", 1);
+
+  SECTION("records to go after the last one to keep: cut back") {
+    std::ofstream(f, std::ios::binary) << a0 << live << a1 << b0 << b1 << "{\"input\":\"/in/b.m";
+    const ino_t before = inode_of(f);
+    REQUIRE(sinks::drop_records_of(f, {"/in/b.mp4"}, retry, "sink") == 3);
+    CHECK(file_text(f) == a0 + live + a1);
+    CHECK(inode_of(f) == before);  // the same file, not a copy renamed over it
+  }
+  SECTION("records to go between records to keep: the tail is written again") {
+    std::ofstream(f, std::ios::binary) << a0 << b0 << live << a1 << b1 << a1;
+    const ino_t before = inode_of(f);
+    REQUIRE(sinks::drop_records_of(f, {"/in/b.mp4"}, retry, "sink") == 2);
+    CHECK(file_text(f) == a0 + live + a1 + a1);
+    CHECK(inode_of(f) == before);
+  }
+  SECTION("a redo record left by a run killed half-way is applied at the next open, once") {
+    // Killed after the redo record was committed and the file cut back, before the tail was written again.
+    std::ofstream(f, std::ios::binary) << a0;
+    std::ofstream(dir / ".x.jsonl.sluice-redo", std::ios::binary) << "{\"cut\":" << a0.size() << "}\n" << live << a1;
+    CHECK(sinks::drop_records_of(f, {}, retry, "sink") == 0);
+    CHECK(file_text(f) == a0 + live + a1);
+    CHECK(sinks::drop_records_of(f, {}, retry, "sink") == 0);  // applied once: the record is gone
+    CHECK(file_text(f) == a0 + live + a1);
+    // Killed before the file was touched: applying it gives the same.
+    std::ofstream(f, std::ios::binary) << a0 << b0 << live << a1;
+    std::ofstream(dir / ".x.jsonl.sluice-redo", std::ios::binary) << "{\"cut\":" << a0.size() << "}\n" << live << a1;
+    CHECK(sinks::drop_records_of(f, {"/in/b.mp4"}, retry, "sink") == 0);
+    CHECK(file_text(f) == a0 + live + a1);
+  }
+  SECTION("a redo record that does not fit the file is kept, and the file is not touched") {
+    std::ofstream(f, std::ios::binary) << a0;
+    std::ofstream(dir / ".x.jsonl.sluice-redo", std::ios::binary) << "{\"cut\":100000}\n" << live;
+    CHECK_THROWS_WITH(sinks::drop_records_of(f, {}, retry, "sink"), Catch::Contains("shorter than its redo record"));
+    CHECK(file_text(f) == a0);
+    CHECK(fs::exists(dir / ".x.jsonl.sluice-redo"));
+    fs::remove(dir / ".x.jsonl.sluice-redo");
+  }
+  CHECK_FALSE(fs::exists(dir / ".x.jsonl.sluice-redo"));
+  CHECK_FALSE(fs::exists(dir / ".x.jsonl.sluice-tmp"));
+  CHECK_FALSE(fs::exists(dir / ".x.jsonl.sluice-redo.sluice-tmp"));
+  fs::remove_all(dir);
+}
+
 TEST_CASE("taking records out keeps every other line byte for byte and drops a torn last line", "[sinks]") {
   const fs::path dir = fresh_dir("drop_records");
   fs::create_directories(dir);
