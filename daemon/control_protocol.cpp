@@ -149,13 +149,19 @@ std::string redact_file_excerpts(std::string_view message) {
     break;
   }
   const std::string_view rest = message.substr(keep);
-  // An excerpt may hold quotes itself (a key "it's"), or lack its closing quote, so where it ends cannot be told
-  // from the text: everything from the first quote on goes. Only sluice's own words before it are kept.
+  // An excerpt may hold quotes itself (a key "it's"), so where one ends cannot be told from the text: everything
+  // from the first quote to the last one goes, excerpts and sluice's words between them alike. Every excerpt is
+  // closed by the quote sluice put after it, so the text after the last quote is sluice's own (" (known: ...)").
+  // With an odd number of quotes that cannot be relied on (an excerpt cut short): everything after the first goes.
   const std::size_t from = rest.find_first_of("'\"");
   if (from == std::string_view::npos) return to_valid_utf8(message);
+  const std::size_t to = rest.find_last_of("'\"");
+  std::size_t quotes = 0;
+  for (const char c : rest) quotes += c == '\'' || c == '"';
   std::string out = to_valid_utf8(message.substr(0, keep));
   out += rest.substr(0, from);
   out += "'\xE2\x80\xA6'";  // '…'
+  if (quotes % 2 == 0) out += rest.substr(to + 1);
   return to_valid_utf8(out);
 }
 

@@ -426,7 +426,8 @@ class Service {
     std::optional<PipelineSpec> spec;
     try {
       spec.emplace(load_spec(path));
-      if (auto why = policy_->check_output_paths(*spec)) return error(*why);
+      // Its own words first: a peer's reply keeps only what comes before the path quoted from the file.
+      if (auto why = policy_->check_output_paths(*spec)) return error("refused by --output-root: " + *why);
       // What `sluiced check` refuses is refused here too, before anything is built: an output that cannot be
       // written would fail every frame of the new generation once the working one is gone.
       if (const auto problems = output_problems(*spec); !problems.empty())

@@ -318,7 +318,7 @@ TEST_CASE("control protocol: no part of an excerpt survives redaction, whatever 
     for (const std::string& message :
          {"/etc/sluice/x.yaml:18:1: unknown top-level key '" + e + "' (known: name, stages)",
           "/etc/sluice/x.yaml:4:7: stage \"" + e + "\" (sink): key 'path': expected a string, got '" + e + "'",
-          "cannot build the new pipeline: /etc/sluice/x.yaml:2:3: value '" + e,
+          "cannot build the new pipeline: /etc/sluice/x.yaml:2:3: value '" + e + "': not a number",
           "unknown key '" + e + "'"}) {
       const std::string redacted = redact_file_excerpts(message);
       INFO(message << " -> " << redacted);
@@ -328,9 +328,14 @@ TEST_CASE("control protocol: no part of an excerpt survives redaction, whatever 
       CHECK(valid_utf8(redacted));
     }
   }
-  // The location stays, and sluice's own words before the first quote.
+  // An excerpt cut short (no closing quote) takes everything after it, whatever quotes it holds.
+  for (const std::string& cut : {"value '" + secret, "value 'a'b'" + secret, "value 'it's " + secret + "'x"})
+    CHECK(redact_file_excerpts("/x.yaml:1:1: " + cut).find("3t_") == std::string::npos);
+  // The location stays, and sluice's own words around the quotes (when they pair up).
   CHECK(redact_file_excerpts("/etc/sluice/x.yaml:18:1: unknown top-level key 'it's_" + secret + "' (known: name, stages)") ==
         "/etc/sluice/x.yaml:18:1: unknown top-level key '\xE2\x80\xA6'");
+  CHECK(redact_file_excerpts("/x.yaml:6:5: stage 'infer' (infer): key 'a''b': not a valid ONNX model (truncated?)") ==
+        "/x.yaml:6:5: stage '\xE2\x80\xA6': not a valid ONNX model (truncated?)");
   CHECK(redact_file_excerpts("outputs of the new pipeline: /x.yaml:3:4: stage 'a' (sink): path 'b'") ==
         "outputs of the new pipeline: /x.yaml:3:4: stage '\xE2\x80\xA6'");
   CHECK(redact_file_excerpts("/x.yaml:1:2: bad") == "/x.yaml:1:2: bad");
