@@ -143,6 +143,8 @@ try:
     fifo = os.path.join(job, "b.mp4")
     check("job: exit 1 (an input failed)", rc == 1, (rc, err))
     check("job: the FIFO is named with the reason", fifo in err and "FIFO" in err, err)
+    check("job: a warning says so when it happens",
+          any("warn" in l and fifo in l and "FIFO" in l for l in err.splitlines()), err)
     check("job: the summary counts it failed", "1 failed" in err, err)
     check("job: the good image was delivered", os.path.exists(out) and
           [json.loads(l)["input"] for l in open(out) if l.strip()] == [os.path.join(job, "a.png")])
