@@ -437,8 +437,10 @@ void apply_redo(const fs::path& path, WriteRetry& retry, const std::string& stag
     throw StageError("'" + redo.string() + "' is not a regular file; it is not a redo record sluice wrote");
   const std::string kept_note = " (the records it holds stay in '" + redo.string() + "' for the next open)";
   std::ifstream in(redo, std::ios::binary);
-  std::string header;
-  if (!in || !std::getline(in, header) || header.size() > 256)
+  std::string header;  // {"cut":N}: read a byte at a time, never more than 256 of them
+  char c = 0;
+  while (header.size() <= 256 && in.get(c) && c != '\n') header += c;
+  if (!in || header.size() > 256)
     throw StageError("cannot read the redo record '" + redo.string() + "'" + kept_note);
   const auto h = nlohmann::json::parse(header, nullptr, false);
   if (!h.is_object() || !h.contains("cut") || !h["cut"].is_number_unsigned())

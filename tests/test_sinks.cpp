@@ -781,6 +781,9 @@ TEST_CASE("taking records out changes the file in place, without a copy of it", 
     CHECK_THROWS_WITH(sinks::drop_records_of(f, {}, retry, "sink"), Catch::Contains("shorter than its redo record"));
     CHECK(file_text(f) == a0);
     CHECK(fs::exists(dir / ".x.jsonl.sluice-redo"));
+    std::ofstream(dir / ".x.jsonl.sluice-redo", std::ios::binary) << std::string(100000, '{');  // no header line
+    CHECK_THROWS_WITH(sinks::drop_records_of(f, {}, retry, "sink"), Catch::Contains("cannot read the redo record"));
+    CHECK(file_text(f) == a0);
     fs::remove(dir / ".x.jsonl.sluice-redo");
   }
   CHECK_FALSE(fs::exists(dir / ".x.jsonl.sluice-redo"));
