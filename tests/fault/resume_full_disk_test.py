@@ -3,11 +3,14 @@
 `sluiced run` (cpu build with the media library, a few seconds; mounts a small tmpfs, so it needs root: without
 it the test exits 77, which CTest reports as skipped).
 
-A directory job (many images with long names, then a short video) writes one jsonl per-run file on a 1 MiB tmpfs.
-It is killed (-9) while the video's records are being written; the tmpfs is then filled until less room is left
-than the file takes (what copying it needed) but enough for the video's records. The resumed run must take the
+A directory job (many images with long names, then videos) writes one jsonl per-run file on a 1 MiB tmpfs. It is
+killed (-9) while the last video's records are being written; the tmpfs is then filled until less room is left than
+the file takes (what copying it needed) but enough for that video's records. The resumed run must take the
 interrupted video's records out without that room, finish with every input's records exactly once and leave no
-temporary or redo record behind.
+temporary or redo record behind. Two shapes:
+  cut   one video last: its records are the file's last ones, which is cut back.
+  redo  a short video decoded beside the long one finishes (done) while the long one goes on: records to keep
+        follow the first one to go, so they are saved in a redo record and written again.
 """
 import glob
 import json
@@ -27,8 +30,7 @@ failures = []
 procs = []
 _check = daemon_client.checker(failures)
 wait_for = daemon_client.waiter(20.0, 0.01)
-VIDEO_FRAMES = 40
-IMAGES = 100
+IMAGES = 120
 
 
 def check(name, cond, detail=""):
@@ -54,21 +56,29 @@ def free_bytes(path):
     return st.f_bavail * st.f_frsize
 
 
-try:
-    job = os.path.join(tmp, "job")
+def ffmpeg(args):
+    subprocess.run(["ffmpeg", "-hide_banner", "-nostdin", "-loglevel", "error", "-y", "-f", "lavfi", "-i", *args],
+                   check=True)
+
+
+def scenario(name, videos):
+    """videos: [(file name, frames)], the last one is the one the kill interrupts."""
+    job = os.path.join(tmp, name)
     os.makedirs(job)
-    subprocess.run(["ffmpeg", "-hide_banner", "-nostdin", "-loglevel", "error", "-y", "-f", "lavfi", "-i",
-                    "testsrc2=size=64x48:rate=24", "-frames:v", str(VIDEO_FRAMES), "-c:v", "libx264", "-preset",
-                    "ultrafast", os.path.join(job, "z.mp4")], check=True)
+    for video, frames in videos:
+        ffmpeg(["testsrc2=size=64x48:rate=24", "-frames:v", str(frames), "-c:v", "libx264", "-preset", "ultrafast",
+                os.path.join(job, video)])
     first_png = os.path.join(tmp, "first.png")
-    subprocess.run(["ffmpeg", "-hide_banner", "-nostdin", "-loglevel", "error", "-y", "-f", "lavfi", "-i",
-                    "testsrc2=size=64x48", "-frames:v", "1", first_png], check=True)
+    if not os.path.exists(first_png):
+        ffmpeg(["testsrc2=size=64x48", "-frames:v", "1", first_png])
     for i in range(IMAGES):  # long names: the images' records are most of the file
         with open(first_png, "rb") as src, open(os.path.join(job, f"{i:03d}-" + "x" * 180 + ".png"), "wb") as dst:
             dst.write(src.read())
+    for n in os.listdir(disk):
+        os.remove(os.path.join(disk, n))
     out = os.path.join(disk, "out.jsonl")
-    state = os.path.join(tmp, "state")
-    config = os.path.join(tmp, "job.yaml")
+    state = os.path.join(tmp, name + "-state")
+    config = os.path.join(tmp, name + ".yaml")
     with open(config, "w") as f:
         f.write(f"""name: full
 device: cpu
@@ -87,25 +97,35 @@ stages:
     per: run
     path: {out}
 """)
-    video = os.path.join(job, "z.mp4")
-    run = [sluiced, "run", config, "--state-dir", state, "--no-progress"]
+    last, last_frames = os.path.join(job, videos[-1][0]), videos[-1][1]
+    others = [os.path.join(job, v) for v, _ in videos[:-1]]
 
+    def ledger():
+        return [json.loads(l) for p in glob.glob(os.path.join(state, "jobs", "*.ledger")) for l in open(p) if l.strip()]
+
+    def interrupted_now():
+        done = {r["input"] for r in ledger() if r["status"] == "done"}
+        return all(o in done for o in others) and sum(1 for r in records(out) if r.get("input") == last) >= 6
+
+    run = [sluiced, "run", config, "--state-dir", state, "--no-progress"]
     first = daemon_client.start(procs, run)
-    caught = wait_for(lambda: sum(1 for r in records(out) if r.get("input") == video) >= 6)
+    caught = wait_for(interrupted_now)
     os.kill(first.pid, signal.SIGKILL)
     daemon_client.finish(first, 10)
     got = records(out)
-    check("the first run was killed while the video's records were written",
-          caught and 0 < sum(1 for r in got if r.get("input") == video) < VIDEO_FRAMES, len(got))
-    ledger = [json.loads(l) for p in glob.glob(os.path.join(state, "jobs", "*.ledger")) for l in open(p) if l.strip()]
-    check("the ledger says the video started and not done",
-          [r["status"] for r in ledger if r["input"] == video] == ["started"], ledger[-3:])
+    check(f"{name}: the first run was killed while the last video's records were written",
+          caught and 0 < sum(1 for r in got if r.get("input") == last) < last_frames, len(got))
+    check(f"{name}: the ledger says it started and not done",
+          [r["status"] for r in ledger() if r["input"] == last] == ["started"], ledger()[-3:])
 
-    # Fill the disk: less room than the file (a copy of it cannot be made), enough for the video's records again.
+    # Fill the disk: less room than the file (a copy of it cannot be made), enough for the video's records again
+    # and for the records saved in a redo record.
     size = os.path.getsize(out)
-    per_record = size // max(1, len(got))
-    leave = VIDEO_FRAMES * per_record + 16384
-    check("the test leaves less room than the file takes", leave < size, (leave, size))
+    with open(out, "rb") as f:
+        lines = [l for l in f.read().split(b"\n") if l]
+    video_record = max(len(l) + 1 for l in lines if json.loads(l).get("input") in [last] + others)
+    leave = (last_frames + sum(v for _, v in videos[:-1])) * video_record + 16384
+    check(f"{name}: the test leaves less room than the file takes", leave < size, (leave, size))
     filler = os.open(os.path.join(disk, "filler"), os.O_WRONLY | os.O_CREAT, 0o600)
     try:
         while os.write(filler, b"\0" * 4096) > 0:
@@ -114,19 +134,30 @@ stages:
         pass
     os.ftruncate(filler, max(0, os.fstat(filler).st_size - leave))
     os.close(filler)
-    check("the disk has less room than the file takes", free_bytes(disk) < size, (free_bytes(disk), size))
+    check(f"{name}: the disk has less room than the file takes", free_bytes(disk) < size, (free_bytes(disk), size))
 
     rc, _, err = daemon_client.finish(daemon_client.start(procs, run), 60)
-    check("the resumed run completes (exit 0)", rc == 0, (rc, err))
+    check(f"{name}: the resumed run completes (exit 0)", rc == 0, (rc, err))
+    redone = "completed from its redo record" in err
+    check(f"{name}: " + ("the records to keep were saved in a redo record and written again" if name == "redo"
+                         else "the file was cut back"), redone == (name == "redo"), err)
     by_input = {}
     for r in records(out):
         by_input.setdefault(r.get("input"), []).append(r["input_frame"])
-    check("every image's record is there once", sum(1 for k, v in by_input.items() if k != video and v == [0]) == IMAGES,
-          {k: v for k, v in by_input.items() if v != [0]})
-    check("the video's records are there exactly once", sorted(by_input.get(video, [])) == list(range(VIDEO_FRAMES)),
-          sorted(by_input.get(video, [])))
+    check(f"{name}: every image's record is there once",
+          sum(1 for k, v in by_input.items() if k.endswith(".png") and v == [0]) == IMAGES,
+          {k: v for k, v in by_input.items() if k.endswith(".png") and v != [0]})
+    for video, frames in videos:
+        path = os.path.join(job, video)
+        check(f"{name}: {video}'s records are there exactly once", sorted(by_input.get(path, [])) == list(range(frames)),
+              sorted(by_input.get(path, [])))
     leftovers = [n for n in os.listdir(disk) if ".sluice-tmp" in n or ".sluice-redo" in n]
-    check("no temporary or redo record is left", leftovers == [], leftovers)
+    check(f"{name}: no temporary or redo record is left", leftovers == [], leftovers)
+
+
+try:
+    scenario("cut", [("z.mp4", 40)])
+    scenario("redo", [("y.mp4", 20), ("z.mp4", 60)])
 except Exception as e:
     check("no step failed", False, repr(e))
 finally:
