@@ -58,10 +58,31 @@ ReadyOutputs prepare_outputs(const PipelineSpec& spec) {
         if (ec) throw ConfigError("output directory " + shown(output->path) + ": cannot create it: " + ec.message());
         ready.locks.emplace_back(OutputLock::for_directory(output->path), "output directory " + shown(output->path));
       }
-    } catch (const ConfigError& e) {
+    } catch (const OutputInUse& e) {
+      throw OutputInUse(where(stage) + e.what());
+    } catch (const std::runtime_error& e) {  // ConfigError, or a lock file that cannot be opened
       throw ConfigError(where(stage) + e.what());
-    } catch (const std::runtime_error& e) {  // held by another process
-      throw OutputsInUse(where(stage) + e.what());
+    }
+  }
+  return ready;
+}
+
+ReadyOutputs lock_outputs(const PipelineSpec& spec) {
+  ReadyOutputs ready;
+  for (const auto& stage : spec.stages) {
+    const auto output = stage_output(stage.kind, stage.params);
+    if (!output) continue;
+    const fs::path dir = output->is_file ? fs::path(output->path).parent_path() : fs::path(output->path);
+    std::error_code ec;
+    if (!fs::is_directory(dir.empty() ? fs::path(".") : dir, ec)) continue;  // the sink says what is wrong
+    try {
+      if (output->is_file)
+        ready.locks.emplace_back(OutputLock::for_file(output->path), "output " + shown(output->path));
+      else
+        ready.locks.emplace_back(OutputLock::for_directory(output->path), "output directory " + shown(output->path));
+    } catch (const OutputInUse& e) {
+      throw OutputInUse(where(stage) + e.what());
+    } catch (const std::runtime_error&) {  // cannot be taken here (no write access, ...): the sink reports it
     }
   }
   return ready;

@@ -4,7 +4,6 @@
 // is created, a file output opened to append, and each output's lock taken (runtime/output_lock.hpp) and held
 // until the new pipeline's sink takes it over. An output that cannot be written, or that another sluiced holds,
 // refuses the change at once with the reason, instead of the new pipeline failing every frame at its sink.
-#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -13,20 +12,19 @@
 
 namespace sluice {
 
-// Outputs another process holds (std::runtime_error: the daemon exits 1 at start, a reload is refused).
-class OutputsInUse : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
 // The locks of a pipeline's outputs, held for it until its sinks open (or until this is destroyed).
 struct ReadyOutputs {
   std::vector<OutputLockReservation> locks;
 };
 
-// Throws ConfigError with one line per output that cannot be written (what `check` says), or OutputsInUse
-// naming the output and the pid that holds it. Outputs the running generation of this process holds are only
-// checked: the new generation's sink waits for the old one to let go of them.
+// Throws ConfigError with one line per output that cannot be written (what `check` says, or an open that
+// fails), or OutputInUse naming the output and the pid that holds it. Outputs the running generation of this
+// process holds are only checked: the new generation's sink waits for the old one to let go of them.
 ReadyOutputs prepare_outputs(const PipelineSpec& spec);
+
+// The locks alone (`sluiced run`): an output another sluiced holds throws OutputInUse naming its pid, so the run
+// stops before anything is built. An output whose lock cannot be taken yet (its directory missing) is left to its
+// sink, which reports it as the run goes, as it always did; nothing is created here.
+ReadyOutputs lock_outputs(const PipelineSpec& spec);
 
 }  // namespace sluice

@@ -133,7 +133,7 @@ class Service {
     // another sluiced writes (the same config on another socket) stops the start naming its pid (exit 1).
     try {
       ready_outputs_ = prepare_outputs(spec);
-    } catch (const OutputsInUse& e) {
+    } catch (const OutputInUse& e) {
       throw std::runtime_error(std::string(e.what()) + "; not starting");
     }
     start_pipeline(plan_pipeline(spec));  // requests are served from io_.run() on: the pipeline exists then

@@ -85,7 +85,7 @@ OutputLockReservation::OutputLockReservation(const fs::path& lock_file, const st
       throw std::runtime_error(what + ": cannot lock '" + lock_file.string() + "': " + std::strerror(err));
     const long pid = OutputLock::holder_pid(lock_file);
     if (pid == static_cast<long>(::getpid())) return;  // the running generation's: its sink waits for it
-    throw std::runtime_error(in_use_message(what, lock_file, pid, false));
+    throw OutputInUse(in_use_message(what, lock_file, pid, false));
   }
   const auto inode = inode_of(fd);
   if (!inode) {
@@ -157,7 +157,7 @@ OutputLock::OutputLock(const fs::path& lock_file, const std::string& what, std::
     const bool stopping = stop && stop->load(std::memory_order_relaxed);
     if (!ours || stopping || std::chrono::steady_clock::now() >= give_up) {
       release();
-      throw std::runtime_error(in_use_message(what, lock_file, pid, ours));
+      throw OutputInUse(in_use_message(what, lock_file, pid, ours));
     }
     if (!said) {
       spdlog::info("{}: waiting for the pipeline of this process that still holds it to finish", what);

@@ -5,8 +5,8 @@
   reload   a reload (`reload FILE` from a peer, and SIGHUP after the started file was rewritten) to a pipeline whose
            sink cannot open (its directory is missing) is refused with the reason; the working generation goes on
            untouched: same generation, still delivering, no frame failed, every delivered frame on disk.
-  second   a second service on the same config but another socket fails at once (exit 1), names the first one's
-           pid, and touches none of its outputs.
+  second   a second service on the same config but another socket, and a `sluiced run` of it, fail at once (exit 1),
+           name the first one's pid, and touch none of its outputs.
 """
 import json
 import os
@@ -124,6 +124,12 @@ try:
           err[-1500:])
     check("second: it started no pipeline", "ready" not in err, err[-1500:])
     keeps_working("second", sock, generation)
+    # `sluiced run` of the same pipeline likewise (it ran on, failing every frame, before).
+    started = time.monotonic()
+    rc, out, err = daemon_client.finish(daemon_client.start(procs, [sluiced, "run", config, "--no-progress"]), 15)
+    check("second: `sluiced run` on the same outputs fails at once, naming the first one's pid",
+          rc == 1 and time.monotonic() - started < 15 and f"pid {first.pid}" in err, (rc, err[-1500:]))
+    keeps_working("second (run)", sock, generation)
 
     # Every frame the first service counted delivered is on disk, once.
     request(sock, {"request": "pause"})
