@@ -57,10 +57,22 @@ int take_reserved(int fd) {
 }
 
 void write_pid(int fd, const std::string& what, const fs::path& lock_file) {
-  // A failure here only costs the name in the other side's message.
+  // Written over the old pid, then cut to length: a reader never finds the file empty (holder_pid stops at the
+  // '\n'), only the old pid or the new one. A failure here only costs the name in the other side's message.
   const std::string pid = std::to_string(::getpid()) + "\n";
-  if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size()))
+  if (::pwrite(fd, pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size()) ||
+      ::ftruncate(fd, static_cast<off_t>(pid.size())) != 0)
     spdlog::warn("{}: cannot write the pid into '{}': {}", what, lock_file.string(), std::strerror(errno));
+}
+
+// The holder's pid; a lock taken a moment ago may not have it written yet (a new lock file), so an empty one is
+// read again for a little while before it counts as unknown (0).
+long holder_pid_settled(const fs::path& lock_file) {
+  for (int tries = 0;; ++tries) {
+    const long pid = OutputLock::holder_pid(lock_file);
+    if (pid != 0 || tries == 20) return pid;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
 }
 
 std::string in_use_message(const std::string& what, const fs::path& lock_file, long pid, bool ours) {
@@ -83,7 +95,7 @@ OutputLockReservation::OutputLockReservation(const fs::path& lock_file, const st
     ::close(fd);
     if (err != EWOULDBLOCK)
       throw std::runtime_error(what + ": cannot lock '" + lock_file.string() + "': " + std::strerror(err));
-    const long pid = OutputLock::holder_pid(lock_file);
+    const long pid = holder_pid_settled(lock_file);
     if (pid == static_cast<long>(::getpid())) return;  // the running generation's: its sink waits for it
     throw OutputInUse(in_use_message(what, lock_file, pid, false));
   }
@@ -152,7 +164,7 @@ OutputLock::OutputLock(const fs::path& lock_file, const std::string& what, std::
       release();
       throw std::runtime_error(what + ": cannot lock '" + lock_file.string() + "': " + std::strerror(err));
     }
-    const long pid = holder_pid(lock_file);
+    const long pid = holder_pid_settled(lock_file);
     const bool ours = pid == static_cast<long>(::getpid());
     const bool stopping = stop && stop->load(std::memory_order_relaxed);
     if (!ours || stopping || std::chrono::steady_clock::now() >= give_up) {
