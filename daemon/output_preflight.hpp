@@ -24,7 +24,7 @@ ReadyOutputs prepare_outputs(const PipelineSpec& spec);
 
 // The locks alone (`sluiced run`): an output another sluiced holds throws OutputInUse naming its pid, so the run
 // stops before anything is built. An output whose lock cannot be taken yet (its directory missing) is left to its
-// sink, which reports it as the run goes, as it always did; nothing is created here.
+// sink, which reports it as the run goes, as it always did; nothing but lock files is created here.
 ReadyOutputs lock_outputs(const PipelineSpec& spec);
 
 }  // namespace sluice
