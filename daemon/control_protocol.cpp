@@ -167,34 +167,35 @@ std::string serialize_reply(const json& reply) {
 }
 
 std::string redact_file_excerpts(std::string_view message) {
-  // Keep the location prefix ("PATH:LINE:COL: ") as it is: the path is the peer's own request.
+  // The location prefix ("PATH:LINE:COL: ") stays as it is: the path is the peer's own request. Only a prefix
+  // before any quote counts: "LINE:COL:" inside an excerpt must not make the excerpt part of the prefix.
+  const std::size_t first_quote = message.find_first_of("'\"");
   std::size_t keep = 0;
-  for (std::size_t i = 0; i < message.size(); ++i) {
+  for (std::size_t i = 0; i < message.size() && i < first_quote; ++i) {
     if (message[i] != ':') continue;
     std::size_t j = i + 1, line_digits = 0, col_digits = 0;
     while (j < message.size() && message[j] >= '0' && message[j] <= '9') ++j, ++line_digits;
     if (line_digits == 0 || j >= message.size() || message[j] != ':') continue;
     ++j;
     while (j < message.size() && message[j] >= '0' && message[j] <= '9') ++j, ++col_digits;
-    if (col_digits == 0 || j >= message.size() || message[j] != ':') continue;
+    if (col_digits == 0 || j >= message.size() || message[j] != ':' || j >= first_quote) continue;
     keep = j + 1;
     break;
   }
-  std::string out = to_valid_utf8(message.substr(0, keep));
   const std::string_view rest = message.substr(keep);
-  for (std::size_t i = 0; i < rest.size(); ++i) {
-    const char c = rest[i];
-    if (c != '\'' && c != '"') {
-      out += c;
-      continue;
-    }
-    const std::size_t end = rest.find(c, i + 1);
-    out += c;
-    out += "\xE2\x80\xA6";  // …
-    out += c;
-    if (end == std::string_view::npos) break;
-    i = end;
-  }
+  // An excerpt may hold quotes itself (a key "it's"), so where one ends cannot be told from the text: everything
+  // from the first quote to the last one goes, excerpts and sluice's words between them alike. Every excerpt is
+  // closed by the quote sluice put after it, so the text after the last quote is sluice's own (" (known: ...)").
+  // With an odd number of quotes that cannot be relied on (an excerpt cut short): everything after the first goes.
+  const std::size_t from = rest.find_first_of("'\"");
+  if (from == std::string_view::npos) return to_valid_utf8(message);
+  const std::size_t to = rest.find_last_of("'\"");
+  std::size_t quotes = 0;
+  for (const char c : rest) quotes += c == '\'' || c == '"';
+  std::string out = to_valid_utf8(message.substr(0, keep));
+  out += rest.substr(0, from);
+  out += "'\xE2\x80\xA6'";  // '…'
+  if (quotes % 2 == 0) out += rest.substr(to + 1);
   return to_valid_utf8(out);
 }
 

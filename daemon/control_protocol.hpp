@@ -73,7 +73,9 @@ std::string safe_message(std::string_view text, std::size_t limit = 300);
 
 // A configuration error for a peer that asked to reload a file: keeps "path:line:col: problem" but drops
 // every quoted excerpt ('...' and "...": words taken from the file), so a file that is not a pipeline is
-// never disclosed through the reply. The full message goes to the journal only.
+// never disclosed through the reply. An excerpt may hold quotes itself, so everything from the first quote to the
+// last is replaced by one '…' (to the end when the quotes do not pair up: an excerpt cut short); only sluice's
+// words before and after stay. The full message goes to the journal.
 std::string redact_file_excerpts(std::string_view message);
 
 }  // namespace sluice

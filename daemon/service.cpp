@@ -24,6 +24,8 @@
 #include "daemon/trace_recorder.hpp"
 #include "daemon/instance_lock.hpp"
 #include "daemon/metrics.hpp"
+#include "daemon/output_check.hpp"
+#include "daemon/output_preflight.hpp"
 #include "daemon/process_stats.hpp"
 #include "daemon/thread_cpu.hpp"
 #include "daemon/progress.hpp"
@@ -82,6 +84,12 @@ class RateWindows {
   std::deque<Sample> samples_;
 };
 
+std::string join_lines(const std::vector<std::string>& lines) {
+  std::string all;
+  for (const auto& l : lines) all += (all.empty() ? "" : "; ") + l;
+  return all;
+}
+
 nlohmann::json source_json(const SourceReport& r) {
   return {{"id", r.id}, {"name", r.name}, {"uri", r.uri}, {"kind", to_string(r.kind)}, {"state", to_string(r.state)},
           {"reason", r.reason}, {"leaky", r.leaky}, {"frames", r.frames}, {"dropped", r.dropped},
@@ -123,6 +131,13 @@ class Service {
     if (!options_.control_tcp.empty()) tcp_address = control_->listen_tcp(options_.control_tcp);
     if (!options_.metrics.empty())
       metrics_.emplace(io_, options_.metrics, [this] { return render_metrics(); });
+    // The outputs too: one that cannot be written is a configuration error (exit 2, as `check` says), one that
+    // another sluiced writes (the same config on another socket) stops the start naming its pid (exit 1).
+    try {
+      ready_outputs_ = prepare_outputs(spec);
+    } catch (const OutputInUse& e) {
+      throw std::runtime_error(std::string(e.what()) + "; not starting");
+    }
     start_pipeline(plan_pipeline(spec));  // requests are served from io_.run() on: the pipeline exists then
     setup_watchdog();
     state_ = "running";
@@ -405,13 +420,19 @@ class Service {
   nlohmann::json reload(const std::string& path) {
     if (auto busy = reload_refusal()) return error(*busy);
     std::optional<PipelinePlan> plan;
+    std::optional<PipelineSpec> spec;
     try {
-      const PipelineSpec spec = load_spec(path);
-      if (auto why = policy_->check_output_paths(spec)) return error(*why);
-      if (!(spec.service == settings_))
+      spec.emplace(load_spec(path));
+      // Its own words first: a peer's reply keeps only what comes before the path quoted from the file.
+      if (auto why = policy_->check_output_paths(*spec)) return error("refused by --output-root: " + *why);
+      // What `sluiced check` refuses is refused here too, before anything is built: an output that cannot be
+      // written would fail every frame of the new generation once the working one is gone.
+      if (const auto problems = output_problems(*spec); !problems.empty())
+        return error("an output of the new pipeline cannot be written: " + join_lines(problems));
+      if (!(spec->service == settings_))
         spdlog::warn("reload {}: control_socket/control_tcp/metrics/control_allow_* changed; they apply at the next start",
                      path);
-      plan.emplace(plan_pipeline(spec));
+      plan.emplace(plan_pipeline(*spec));
     } catch (const std::exception& e) {
       return error(e.what());
     }
@@ -433,6 +454,15 @@ class Service {
     if (next->snapshot().warmup_ns > 0)
       spdlog::info("reload {}: the new pipeline warmed up in {:.3f} s while the old one served", path,
                    std::chrono::duration<double>(std::chrono::steady_clock::now() - warm_start).count());
+    // Last, so that nothing can refuse the reload after it: the new outputs are made and locked for the new
+    // generation (held until its sinks open), or the reload is refused and the old generation goes on untouched.
+    ReadyOutputs outputs;
+    try {
+      outputs = prepare_outputs(*spec);
+    } catch (const std::exception& e) {
+      next->request_stop();
+      return error(std::string("the outputs of the new pipeline are not ready: ") + e.what());
+    }
     if (pipeline_->paused()) next->set_paused(true);
     // Streams whose settings did not change go on in the new generation without reconnecting, and sources
     // added at run time carry over; when the stages cannot hand over (another frame size), the old sources
@@ -449,6 +479,7 @@ class Service {
     draining_.emplace(Draining{std::move(pipeline_), generation_, std::chrono::steady_clock::now(),
                                std::chrono::steady_clock::now() + drain_timeout()});
     pipeline_ = std::move(next);
+    ready_outputs_ = std::move(outputs);  // the old generation's reservations were taken over or are not needed
     config_path_ = path;
     plan_name_ = pipeline_->plan().name;
     ++generation_;
@@ -751,6 +782,7 @@ class Service {
   ThreadCpuAccount thread_cpu_;  // sluice_thread_cpu_seconds_total, kept between scrapes
   std::optional<AccessPolicy> policy_;
   std::unique_ptr<Pipeline> pipeline_;
+  ReadyOutputs ready_outputs_;  // the current generation's output locks, held for its sinks until they open
   std::string config_path_, plan_name_, state_ = "starting";
   ServiceSettings settings_;  // from the file read at start
   std::uint64_t generation_ = 0;

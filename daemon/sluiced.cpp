@@ -21,6 +21,7 @@
 #include "daemon/decoder_check.hpp"
 #include "daemon/model_tool.hpp"
 #include "daemon/output_check.hpp"
+#include "daemon/output_preflight.hpp"
 #include "daemon/pipeline_overrides.hpp"
 #include "daemon/progress.hpp"
 #include "daemon/service.hpp"
@@ -108,7 +109,9 @@ constexpr CommandHelp kCommandHelp[] = {
                   file's; an error names the option. sluiced check takes the same options.
                   SIGINT/SIGTERM drains; what is still in flight after S seconds (default 30)
                   is counted failed ("drain timeout") and it exits 1. Exit 1 also when a
-                  source failed or an input could not be read.
+                  source failed or an input could not be read. Its sinks' outputs are locked
+                  before anything runs: outputs another sluiced writes stop it at once,
+                  naming that one's pid (exit 1).
                   On a terminal, a progress bar per file being processed (frames done/total,
                   rate, ETA) and a line per source, on stderr; none when a sink writes records
                   to stdout and stdout is that same terminal. Directory/glob jobs keep their
@@ -274,6 +277,14 @@ int cmd_run(const std::string& file, const sluice::PipelineOverrides& overrides,
   const sluice::AppliedOverrides applied(spec, overrides);
   if (!state_dir.empty()) spec.state_dir = state_dir;
   if (spec.state_dir.empty()) spec.state_dir = user_state_dir();
+  // Outputs locked before anything is built: a run over outputs another sluiced writes fails at once naming its
+  // pid (exit 1) instead of failing every frame at its sink. (One that cannot be written fails its frames there.)
+  sluice::ReadyOutputs outputs;
+  try {
+    outputs = sluice::lock_outputs(spec);
+  } catch (const sluice::OutputInUse& e) {
+    throw std::runtime_error(std::string(e.what()) + "; not starting");
+  }
   sluice::Pipeline pipeline(applied.plan(spec));
   spdlog::info("pipeline '{}' starting: {} stages on {} ({})", spec.name, spec.stages.size(),
                sluice::to_string(pipeline.plan().device), sluice::to_string(pipeline.plan().execution));

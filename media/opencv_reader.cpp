@@ -17,6 +17,8 @@
 #include <spdlog/spdlog.h>
 
 #include "media/file_checks.hpp"
+#include "media/image_sequence.hpp"
+#include "runtime/bounded_file.hpp"
 #include "media/frame_fit.hpp"
 
 namespace sluice {
@@ -91,52 +93,71 @@ class CaptureReader : public FrameReader {
   bool direct_ = true;
 };
 
-// Image sequences through CAP_IMAGES: they end when the images run out, and one that stops before the last
-// image it counted is reported.
-class SequenceReader final : public CaptureReader {
+// Reads one image file into a Mat through a descriptor opened without blocking (runtime/bounded_file.hpp): a
+// FIFO, device or socket put where an image was is refused by what it is, never read, and nothing past
+// kMaxImageFileBytes is read. imgcodecs decodes from memory. Throws InputError ("'PATH': why").
+cv::Mat read_image_file(const std::string& path, int flags) {
+  std::string bytes;
+  try {
+    bytes = BoundedFile(path, "image", kMaxImageFileBytes).read_all();
+  } catch (const FileReadError& e) {
+    throw InputError(e.what());
+  }
+  if (bytes.empty()) fail(path, "empty file (0 bytes), not an image");
+  cv::Mat image;
+  try {
+    image = cv::imdecode(cv::Mat(1, static_cast<int>(bytes.size()), CV_8U, bytes.data()), flags);
+  } catch (const cv::Exception& e) {
+    fail(path, std::string("not an image OpenCV can decode: ") + e.what());
+  }
+  if (image.empty()) fail(path, "not an image OpenCV can decode (unsupported or corrupt)");
+  return image;
+}
+
+// Image sequences: the files are found first with stat only (media/image_sequence.hpp: a FIFO among them refuses
+// the sequence at open, naming it), then each is read through read_image_file as it comes. The sequence ends
+// after the last file found; an image that cannot be read or decoded ends it with the reason.
+class SequenceReader final : public FrameReader {
  public:
-  SequenceReader(const std::string& uri, const ReaderOptions& o) {
-    fit_ = o.fit;
-    if (!cap_.open(uri, cv::CAP_IMAGES))
-      fail(uri, "no image of the sequence exists (looked for the pattern numbered from 0 and from 1)");
-    fill_info(uri, InputKind::image_sequence);
-    const double count = cap_.get(cv::CAP_PROP_FRAME_COUNT);
-    info_.frames_total = std::isfinite(count) && count > 0 ? static_cast<std::int64_t>(std::llround(count)) : -1;
+  SequenceReader(const std::string& uri, const ReaderOptions& o) : files_(uri), fit_(o.fit) {
+    // The first image gives the size (it is kept for the first read).
+    try {
+      next_ = read_image_file(files_.path(0), cv::IMREAD_UNCHANGED);
+    } catch (const InputError& e) {
+      fail(uri, std::string("image 1 of ") + std::to_string(files_.count()) + ": " + e.what());
+    }
+    info_.uri = uri;
+    info_.kind = InputKind::image_sequence;
+    info_.frames_total = files_.count();
+    info_.width = next_.cols;
+    info_.height = next_.rows;
     info_.fps = 0;
+    info_.backend = "imgcodecs";
   }
 
   ReadStatus read(const FrameTarget& target, std::string& why) override {
-    if (done_) return ReadStatus::end;
-    // CAP_IMAGES counted the files that exist; reading past the last one only logs a warning.
-    if (info_.frames_total > 0 && frames_read_ >= info_.frames_total) {
-      done_ = true;
-      return ReadStatus::end;
-    }
+    if (done_ || frames_read_ >= files_.count()) return ReadStatus::end;
+    const std::int64_t index = frames_read_;
     try {
-      if (decode_into(target)) {
-        ++frames_read_;
-        return ReadStatus::frame;
-      }
-    } catch (const std::exception& e) {  // cv::Exception, or a target the converter refuses
+      if (next_.empty()) next_ = read_image_file(files_.path(index), cv::IMREAD_UNCHANGED);
+      converter_.convert(next_, target, fit_);
+    } catch (const std::exception& e) {  // InputError, cv::Exception, or a target the converter refuses
       done_ = true;
-      why = "frame " + std::to_string(frames_read_ + 1) + ": " + e.what();
+      why = "image " + std::to_string(index + 1) + " of " + std::to_string(files_.count()) + ": " + e.what();
       return ReadStatus::error;
     }
-    done_ = true;
-    const std::int64_t total = info_.frames_total;
-    if (total > 0 && frames_read_ < total) {
-      why = "ended after " + std::to_string(frames_read_) + " of " + std::to_string(total) + " images (image " +
-            std::to_string(frames_read_ + 1) + " is unreadable or corrupt)";
-      return ReadStatus::error;
-    }
-    if (frames_read_ == 0) {
-      why = "no image of the sequence could be decoded";
-      return ReadStatus::error;
-    }
-    return ReadStatus::end;
+    next_.release();
+    ++frames_read_;
+    return ReadStatus::frame;
   }
+  const InputInfo& info() const override { return info_; }
 
  private:
+  ImageSequenceFiles files_;
+  Fit fit_;
+  InputInfo info_;
+  FrameConverter converter_;
+  cv::Mat next_;  // read, not yet handed out
   std::int64_t frames_read_ = 0;
   bool done_ = false;
 };
@@ -144,9 +165,8 @@ class SequenceReader final : public CaptureReader {
 class ImageReader final : public FrameReader {
  public:
   ImageReader(const std::string& uri, const ReaderOptions& o) : fit_(o.fit) {
-    check_readable_file(uri);
-    image_ = cv::imread(uri, cv::IMREAD_COLOR);
-    if (image_.empty()) fail(uri, "not an image OpenCV can decode (unsupported or corrupt)");
+    check_readable_file(uri);  // says what a path that is no image file is, before anything is opened
+    image_ = read_image_file(uri, cv::IMREAD_COLOR);
     info_.uri = uri;
     info_.kind = InputKind::image;
     info_.frames_total = 1;

@@ -26,6 +26,7 @@ inline constexpr std::size_t kMaxNpyHeaderBytes = std::size_t{64} << 10;    // 6
 // protobuf cannot parse a message of 2 GiB or more; larger models keep their weights in external data.
 inline constexpr std::size_t kMaxModelFileBytes = (std::size_t{2} << 30) - 1;
 inline constexpr std::size_t kMaxExternalDataBytes = std::size_t{16} << 30;  // 16 GiB per external data file
+inline constexpr std::size_t kMaxImageFileBytes = std::size_t{1} << 30;      // 1 GiB: an image read on the CPU
 
 // "a directory", "a FIFO", "a character device", ... for a st_mode that is not a regular file.
 std::string file_kind(unsigned mode);

@@ -61,8 +61,11 @@ ExpandedSource expand_directory(const std::string& uri) {
     const fs::path& path = it->path();
     const std::string name = path.filename().string();
     std::error_code type_ec;
-    // Hidden files (.complete markers, macOS ._clip.mp4 companions) and subdirectories are not inputs.
-    if (name.empty() || name[0] == '.' || !it->is_regular_file(type_ec)) continue;
+    // Hidden files (.complete markers, macOS ._clip.mp4 companions) and subdirectories are not inputs. Other
+    // entries that are not regular files (a FIFO, socket or device named clip.mp4, a dangling link) are: their
+    // reader refuses them without opening them, so each is a failed input with the reason, counted and recorded
+    // in the job's ledger instead of vanishing from the job.
+    if (name.empty() || name[0] == '.' || it->is_directory(type_ec)) continue;
     const std::string p = path.string();
     if (has_extension_in(p, video_extensions()) || has_extension_in(p, image_extensions()))
       out.inputs.emplace_back(p, kind_of_found_file(p));
@@ -92,12 +95,13 @@ ExpandedSource expand_glob(const std::string& pattern) {
   out.job = true;
   for (std::size_t i = 0; i < g.gl_pathc; ++i) {
     const std::string p = g.gl_pathv[i];
+    // Directories are not inputs; anything else is (a FIFO or device fails as an input, as in a directory job).
     struct stat st {};
-    if (::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode)) out.inputs.emplace_back(p, kind_of_found_file(p));
+    if (::stat(p.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) out.inputs.emplace_back(p, kind_of_found_file(p));
   }
   if (out.inputs.empty())
-    throw InputError("'" + pattern + "' matches no regular files (only " + std::to_string(g.gl_pathc) +
-                     " director" + (g.gl_pathc == 1 ? "y" : "ies") + " or other non-files)");
+    throw InputError("'" + pattern + "' matches no files (only " + std::to_string(g.gl_pathc) + " director" +
+                     (g.gl_pathc == 1 ? "y" : "ies") + ")");
   std::sort(out.inputs.begin(), out.inputs.end());
   return out;
 }

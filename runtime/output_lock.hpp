@@ -10,10 +10,43 @@
 // other too: the one that finds its own pid there (a reload whose old pipeline still drains) waits for it.
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <filesystem>
+#include <stdexcept>
 #include <string>
 
 namespace sluice {
+
+// The output is locked by another process (or, past the wait, another pipeline of this one): "<what> is in use
+// by another sluiced (pid N, lock <lock_file>)". Other failures (the lock file cannot be opened) are plain
+// std::runtime_error.
+class OutputInUse : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// A lock taken for a pipeline before it exists or opens its outputs: a reload checks the new generation's outputs
+// and locks them before it replaces the old one, and a service locks its outputs before it builds its pipeline,
+// so that an output another sluiced holds refuses the change (or the start) at once. The sink's OutputLock of
+// the same lock file (the same inode) takes the reservation over instead of waiting on it; one that no sink took
+// over is let go when the reservation is destroyed.
+class OutputLockReservation {
+ public:
+  // Takes the lock without waiting. Held by another process: throws OutputInUse as OutputLock does
+  // ("<what> is in use by another sluiced (pid N, lock <lock_file>)"); std::runtime_error when it cannot be taken. Held by this process (the running
+  // generation writes the same output): reserves nothing (reserved() is false); the sink then waits for the old
+  // generation to let go, as it always did.
+  OutputLockReservation(const std::filesystem::path& lock_file, const std::string& what);
+  OutputLockReservation(OutputLockReservation&& o) noexcept;
+  OutputLockReservation& operator=(OutputLockReservation&&) = delete;
+  OutputLockReservation(const OutputLockReservation&) = delete;
+  OutputLockReservation& operator=(const OutputLockReservation&) = delete;
+  ~OutputLockReservation();
+  bool reserved() const { return token_ != 0; }
+
+ private:
+  std::uint64_t token_ = 0;  // its entry among the reservations; 0: nothing reserved (or moved from)
+};
 
 class OutputLock {
  public:
@@ -24,7 +57,7 @@ class OutputLock {
 
   OutputLock() = default;
   // Takes the lock in `lock_file` (its directory must exist). Held by another process: throws
-  // std::runtime_error at once, "<what> is in use by another sluiced (pid N, lock <lock_file>)". Held by this
+  // OutputInUse at once, "<what> is in use by another sluiced (pid N, lock <lock_file>)". Held by this
   // process: waits up to `same_process_wait` (or until `*stop` is set), then throws likewise.
   OutputLock(const std::filesystem::path& lock_file, const std::string& what,
              std::chrono::milliseconds same_process_wait = std::chrono::seconds(60),

@@ -379,34 +379,164 @@ std::string record_input(std::string_view line) {
 
 }  // namespace
 
+namespace {
+
+// Taking records out of a shared line file needs no copy of it. When every record to go comes after the last one
+// to keep (one input decoded at a time), the file is cut back with ftruncate: atomic, no space. Otherwise the
+// records to keep that follow the first one to go (the "tail": usually a small part of the file) are written to a
+// redo record `.<name>.sluice-redo` (a temporary fsync'ed and renamed into place), and only then is the file cut
+// back to that first record and the tail written again after it. Applying a redo record is idempotent (cut to
+// the same length, write the same bytes), so a crash at any point leaves the file as it was (no redo record yet)
+// or a redo record that the next open applies again; the records it holds are never lost.
+fs::path redo_path(const fs::path& path) {
+  const fs::path dir = path.parent_path().empty() ? fs::path(".") : path.parent_path();
+  return dir / ("." + path.filename().string() + ".sluice-redo");
+}
+
+// An open descriptor of `path` for writing, refused when it is not a regular file (O_NONBLOCK: never waits).
+int open_regular_for_writing(const fs::path& path) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  if (fd < 0) throw StageError("cannot open '" + path.string() + "' for writing: " + errno_text(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw StageError("'" + path.string() + "' is not a regular file");
+  }
+  return fd;
+}
+
+// Cuts `fd` (the file `path`) to `size` bytes and fsyncs it.
+void cut_to(int fd, const fs::path& path, std::uint64_t size, WriteRetry& retry) {
+  retry.run("cutting back", path.string(), [&] { return ::ftruncate(fd, static_cast<off_t>(size)) == 0 ? 0 : errno; });
+  retry.run("syncing", path.string(), [&] { return ::fsync(fd) == 0 ? 0 : errno; });
+}
+
+void write_at(int fd, const fs::path& path, std::string_view bytes, std::uint64_t offset, WriteRetry& retry) {
+  std::size_t done = 0;
+  retry.run("writing", path.string(), [&] {
+    while (done < bytes.size()) {
+      const ssize_t n = ::pwrite(fd, bytes.data() + done, bytes.size() - done, static_cast<off_t>(offset + done));
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return errno;
+      }
+      done += static_cast<std::size_t>(n);
+    }
+    return 0;
+  });
+}
+
+// Applies the redo record of `path` if there is one (left by a run that was killed or failed while taking records
+// out), then removes it. StageError when it cannot: the record is then kept for the next open.
+void apply_redo(const fs::path& path, WriteRetry& retry, const std::string& stage) {
+  const fs::path redo = redo_path(path);
+  std::error_code ec;
+  const fs::file_status status = fs::symlink_status(redo, ec);
+  if (!fs::exists(status)) return;
+  if (!fs::is_regular_file(status))  // never opened: a FIFO there must not block the sink
+    throw StageError("'" + redo.string() + "' is not a regular file; it is not a redo record sluice wrote");
+  const std::string kept_note = " (the records it holds stay in '" + redo.string() + "' for the next open)";
+  std::ifstream in(redo, std::ios::binary);
+  std::string header;  // {"cut":N}: read a byte at a time, never more than 256 of them
+  char c = 0;
+  while (header.size() <= 256 && in.get(c) && c != '\n') header += c;
+  if (!in || header.size() > 256)
+    throw StageError("cannot read the redo record '" + redo.string() + "'" + kept_note);
+  const auto h = nlohmann::json::parse(header, nullptr, false);
+  if (!h.is_object() || !h.contains("cut") || !h["cut"].is_number_unsigned())
+    throw StageError("the redo record '" + redo.string() + "' is not one sluice wrote" + kept_note);
+  const std::uint64_t cut = h["cut"].get<std::uint64_t>();
+  const int fd = open_regular_for_writing(path);
+  struct Close {
+    int fd;
+    ~Close() { ::close(fd); }
+  } close_later{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || static_cast<std::uint64_t>(st.st_size) < cut)
+    throw StageError("'" + path.string() + "' is shorter than its redo record says (" + std::to_string(cut) +
+                     " bytes); it was changed by something else" + kept_note);
+  try {
+    cut_to(fd, path, cut, retry);
+    std::vector<char> buf(std::size_t{1} << 20);
+    std::uint64_t at = cut;
+    while (in) {
+      in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+      const auto got = static_cast<std::size_t>(in.gcount());
+      write_at(fd, path, std::string_view(buf.data(), got), at, retry);
+      at += got;
+    }
+    if (in.bad()) throw StageError("reading the redo record '" + redo.string() + "' failed");
+    retry.run("syncing", path.string(), [&] { return ::fsync(fd) == 0 ? 0 : errno; });
+  } catch (const StageError& e) {
+    throw StageError(std::string(e.what()) + kept_note);
+  }
+  if (!fs::remove(redo, ec) && ec) throw StageError("cannot remove '" + redo.string() + "': " + ec.message());
+  sync_directory(redo.parent_path(), retry);
+  spdlog::info("stage '{}': '{}' completed from its redo record", stage, path.string());
+}
+
+}  // namespace
+
 std::size_t drop_records_of(const fs::path& path, const std::set<std::string>& inputs, WriteRetry& retry,
                             const std::string& stage) {
+  apply_redo(path, retry, stage);  // a run that stopped half-way through this: finish it first
   if (inputs.empty()) return 0;
   auto dropped = [&](std::string_view text, bool terminated) {
     return !terminated || inputs.count(record_input(text)) > 0;
   };
+  // Where the first record to go starts, and how many bytes of records to keep follow it.
   std::size_t drop = 0;
-  if (!for_each_line(path, [&](std::string_view text, bool terminated) { drop += dropped(text, terminated); }))
+  std::uint64_t offset = 0, first_drop = 0, tail_bytes = 0;
+  if (!for_each_line(path, [&](std::string_view text, bool terminated) {
+        const std::uint64_t length = text.size() + (terminated ? 1 : 0);
+        if (dropped(text, terminated)) {
+          if (drop++ == 0) first_drop = offset;
+        } else if (drop > 0) {
+          tail_bytes += length;
+        }
+        offset += length;
+      }))
     return 0;
   if (drop == 0) return 0;
-  const fs::path dir = path.parent_path().empty() ? fs::path(".") : path.parent_path();
-  const fs::path temp = temp_path(dir, path.filename().string());
-  OutputFile out;
-  out.open(temp.string(), OutputFile::Mode::truncate, retry);
-  std::string kept;
-  for_each_line(path, [&](std::string_view text, bool terminated) {
-    if (dropped(text, terminated)) return;
-    kept.append(text);
-    kept += '\n';
-    if (kept.size() >= (std::size_t{1} << 20)) {
-      out.append(kept, retry);
-      kept.clear();
+  if (tail_bytes > 0) {
+    // The tail to keep goes to the redo record first (the only extra space this needs), then it is applied.
+    const fs::path redo = redo_path(path);
+    const fs::path temp = temp_path(redo.parent_path(), redo.filename().string());
+    try {
+      OutputFile out;
+      out.open(temp.string(), OutputFile::Mode::truncate, retry);
+      std::string pending = nlohmann::json{{"cut", first_drop}}.dump() + "\n";
+      std::uint64_t at = 0;
+      for_each_line(path, [&](std::string_view text, bool terminated) {
+        const std::uint64_t length = text.size() + (terminated ? 1 : 0);
+        if (at > first_drop && !dropped(text, terminated)) {
+          pending.append(text);
+          pending += '\n';
+          if (pending.size() >= (std::size_t{1} << 20)) {
+            out.append(pending, retry);
+            pending.clear();
+          }
+        }
+        at += length;
+      });
+      out.append(pending, retry);
+      out.sync(retry);
+      out.close();
+      commit_rename(temp, redo, retry);
+    } catch (...) {
+      std::error_code ec;
+      fs::remove(temp, ec);  // nothing was changed yet: no temporary stays behind
+      throw;
     }
-  });
-  out.append(kept, retry);
-  out.sync(retry);
-  out.close();
-  commit_rename(temp, path, retry);
+    apply_redo(path, retry, stage);
+  } else {
+    const int fd = open_regular_for_writing(path);
+    struct Close {
+      int fd;
+      ~Close() { ::close(fd); }
+    } close_later{fd};
+    cut_to(fd, path, first_drop, retry);
+  }
   spdlog::info("stage '{}': took {} records of inputs that an interrupted run had started out of '{}' (they are "
                "done again)",
                stage, drop, path.string());

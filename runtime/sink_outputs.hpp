@@ -141,9 +141,13 @@ std::size_t remove_stale_temps(const std::filesystem::path& dir, const std::stri
 // Takes the records of interrupted inputs out of a line file that several inputs share (jsonl per run or
 // source, npy's index.jsonl) before the job redoes them, so that each input's records are there once: every
 // line whose "input" (or "input_hex") names one of `inputs` (keys as JobLedger::key gives them), and a torn
-// last line, go. The rest is written to a temporary, fsync'ed and renamed over `path` (a crash leaves the old
-// file or the new one). Does nothing (returns 0) when no line matches or the file does not exist; returns how
-// many lines went. StageError when the file cannot be read or replaced, or holds a line over kMaxRecordBytes.
+// last line, go. The file is changed in place and never copied: cut back (ftruncate) when every line to go comes
+// after the last one to keep; otherwise the lines to keep after the first one to go are first saved in a redo
+// record `.<name>.sluice-redo` (fsync'ed, renamed into place), then the file is cut back to that first line and
+// they are written again. A crash leaves the file as it was or a redo record, which the next call for `path`
+// applies first (also with no `inputs`). Only that tail ever needs extra space; a temporary that could not be
+// completed is removed. Does nothing (returns 0) when no line matches or the file does not exist; returns how
+// many lines went. StageError when the file cannot be read or changed, or holds a line over kMaxRecordBytes.
 std::size_t drop_records_of(const std::filesystem::path& path, const std::set<std::string>& inputs,
                             WriteRetry& retry, const std::string& stage);
 inline constexpr std::size_t kMaxRecordBytes = std::size_t{64} << 20;

@@ -314,6 +314,52 @@ TEST_CASE("control protocol: a reload error keeps path:line:col but no excerpt o
   CHECK(valid_utf8(redact_file_excerpts("/x/\xE9.yaml:1:1: bad")));
 }
 
+// Issue 33: an excerpt holding a quote ended the redaction early and the rest of it came back to the peer.
+TEST_CASE("control protocol: no part of an excerpt survives redaction, whatever quotes it holds", "[control][protocol]") {
+  const std::string secret = "s3cr3t_LEAKED";
+  // Each shape is a value or key taken from the file, as the config loader quotes it.
+  const std::vector<std::string> excerpts = {
+      "it's_" + secret,                       // one quote inside
+      "a'b'" + secret,                         // two: balanced pairs that are not the excerpt's
+      secret + "'",                            // a quote at the end
+      "'" + secret,                            // and at the start
+      "x\" " + secret + " \"y",                // the other quote kind inside
+      "mixed'\"" + secret + "\"'",             // both kinds
+      "it\\'s_" + secret,                      // backslash-escaped quote
+      "esc\\\\'" + secret,                     // an escaped backslash, then a quote
+      "a' (known: name, stages) '" + secret,   // what looks like sluice's own words
+      "p.yaml:9:9: '" + secret,                // what looks like a location prefix
+      "\xE9'" + secret + "\xFF",               // not UTF-8 around a quote
+  };
+  for (const std::string& e : excerpts) {
+    for (const std::string& message :
+         {"/etc/sluice/x.yaml:18:1: unknown top-level key '" + e + "' (known: name, stages)",
+          "/etc/sluice/x.yaml:4:7: stage \"" + e + "\" (sink): key 'path': expected a string, got '" + e + "'",
+          "cannot build the new pipeline: /etc/sluice/x.yaml:2:3: value '" + e + "': not a number",
+          "unknown key '" + e + "'"}) {
+      const std::string redacted = redact_file_excerpts(message);
+      INFO(message << " -> " << redacted);
+      CHECK(redacted.find("LEAKED") == std::string::npos);
+      CHECK(redacted.find("s3cr") == std::string::npos);
+      CHECK(redacted.find(secret.substr(4)) == std::string::npos);
+      CHECK(valid_utf8(redacted));
+    }
+  }
+  // An excerpt cut short (no closing quote) takes everything after it, whatever quotes it holds.
+  for (const std::string& cut : {"value '" + secret, "value 'a'b'" + secret, "value 'it's " + secret + "'x"})
+    CHECK(redact_file_excerpts("/x.yaml:1:1: " + cut).find("3t_") == std::string::npos);
+  // The location stays, and sluice's own words around the quotes (when they pair up).
+  CHECK(redact_file_excerpts("/etc/sluice/x.yaml:18:1: unknown top-level key 'it's_" + secret + "' (known: name, stages)") ==
+        "/etc/sluice/x.yaml:18:1: unknown top-level key '\xE2\x80\xA6'");
+  CHECK(redact_file_excerpts("/x.yaml:6:5: stage 'infer' (infer): key 'a''b': not a valid ONNX model (truncated?)") ==
+        "/x.yaml:6:5: stage '\xE2\x80\xA6': not a valid ONNX model (truncated?)");
+  CHECK(redact_file_excerpts("outputs of the new pipeline: /x.yaml:3:4: stage 'a' (sink): path 'b'") ==
+        "outputs of the new pipeline: /x.yaml:3:4: stage '\xE2\x80\xA6'");
+  CHECK(redact_file_excerpts("/x.yaml:1:2: bad") == "/x.yaml:1:2: bad");
+  // A location-like text inside an excerpt is not taken for the prefix.
+  CHECK(redact_file_excerpts("unknown key 'a:1:2:" + secret + "'").find("a:1:2") == std::string::npos);
+}
+
 TEST_CASE("metrics: label values that are not UTF-8 are shown with U+FFFD", "[control][metrics]") {
   CHECK(prometheus_escape_label("caf\xE9\"") == "caf" + kReplacement + "\\\"");
   CHECK(valid_utf8(prometheus_escape_help("x\xFF")));

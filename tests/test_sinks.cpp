@@ -694,6 +694,104 @@ TEST_CASE("a job's sink takes the records of inputs a killed run had started out
   }
 }
 
+// Issue 33: a reload (and a service at start) locks the new pipeline's outputs before anything else; the sink
+// that opens them later takes that lock over instead of waiting for it.
+TEST_CASE("an output lock reserved for a pipeline is taken over by its sink, or let go with the reservation",
+          "[sinks][lock]") {
+  const fs::path dir = fresh_dir("reserved_lock");
+  fs::create_directories(dir);
+  const fs::path lock = OutputLock::for_file(dir / "x.jsonl");
+  {
+    OutputLockReservation reserved(lock, "output 'x.jsonl'");
+    CHECK(reserved.reserved());
+    CHECK(OutputLock::holder_pid(lock) == ::getpid());
+    // Without the reservation this would wait for "another pipeline of this sluiced" (0 ms here) and throw.
+    OutputLock sink(lock, "output 'x.jsonl'", std::chrono::milliseconds(0));
+    CHECK(sink.held());
+    // Held by this process now (the running generation): a new reservation reserves nothing; the sink waits.
+    OutputLockReservation again(lock, "output 'x.jsonl'");
+    CHECK_FALSE(again.reserved());
+    CHECK_THROWS_WITH(OutputLock(lock, "output 'x.jsonl'", std::chrono::milliseconds(0)),
+                      Catch::Contains("in use by another pipeline of this sluiced"));
+  }
+  {
+    OutputLockReservation reserved(lock, "output 'x.jsonl'");  // never taken over: let go when destroyed
+  }
+  const int fd = ::open(lock.c_str(), O_RDWR);
+  REQUIRE(fd >= 0);
+  CHECK(::flock(fd, LOCK_EX | LOCK_NB) == 0);  // free again
+  ::close(fd);
+  fs::remove_all(dir);
+}
+
+namespace {
+std::string file_text(const fs::path& f) {
+  std::ifstream in(f, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+ino_t inode_of(const fs::path& f) {
+  struct stat st {};
+  REQUIRE(::stat(f.c_str(), &st) == 0);
+  return st.st_ino;
+}
+}  // namespace
+
+// Issue 33: resuming a job on a nearly full disk failed, because taking an interrupted input's records out of a
+// shared file copied the whole file. It is changed in place now: cut back, or its tail saved and written again.
+TEST_CASE("taking records out changes the file in place, without a copy of it", "[sinks][resume]") {
+  const fs::path dir = fresh_dir("drop_in_place");
+  fs::create_directories(dir);
+  const fs::path f = dir / "x.jsonl";
+  const std::string a0 = "{\"input\":\"/in/a.mp4\",\"input_frame\":0}\n", a1 = "{\"input\":\"/in/a.mp4\",\"input_frame\":1}\n";
+  const std::string b0 = "{\"input\":\"/in/b.mp4\",\"input_frame\":0}\n", b1 = "{\"input\":\"/in/b.mp4\",\"input_frame\":1}\n";
+  const std::string live = "{\"source\":3}\n";
+  sinks::WriteRetry retry("sink", 1);
+
+  SECTION("records to go after the last one to keep: cut back") {
+    std::ofstream(f, std::ios::binary) << a0 << live << a1 << b0 << b1 << "{\"input\":\"/in/b.m";
+    const ino_t before = inode_of(f);
+    REQUIRE(sinks::drop_records_of(f, {"/in/b.mp4"}, retry, "sink") == 3);
+    CHECK(file_text(f) == a0 + live + a1);
+    CHECK(inode_of(f) == before);  // the same file, not a copy renamed over it
+  }
+  SECTION("records to go between records to keep: the tail is written again") {
+    std::ofstream(f, std::ios::binary) << a0 << b0 << live << a1 << b1 << a1;
+    const ino_t before = inode_of(f);
+    REQUIRE(sinks::drop_records_of(f, {"/in/b.mp4"}, retry, "sink") == 2);
+    CHECK(file_text(f) == a0 + live + a1 + a1);
+    CHECK(inode_of(f) == before);
+  }
+  SECTION("a redo record left by a run killed half-way is applied at the next open, once") {
+    // Killed after the redo record was committed and the file cut back, before the tail was written again.
+    std::ofstream(f, std::ios::binary) << a0;
+    std::ofstream(dir / ".x.jsonl.sluice-redo", std::ios::binary) << "{\"cut\":" << a0.size() << "}\n" << live << a1;
+    CHECK(sinks::drop_records_of(f, {}, retry, "sink") == 0);
+    CHECK(file_text(f) == a0 + live + a1);
+    CHECK(sinks::drop_records_of(f, {}, retry, "sink") == 0);  // applied once: the record is gone
+    CHECK(file_text(f) == a0 + live + a1);
+    // Killed before the file was touched: applying it gives the same.
+    std::ofstream(f, std::ios::binary) << a0 << b0 << live << a1;
+    std::ofstream(dir / ".x.jsonl.sluice-redo", std::ios::binary) << "{\"cut\":" << a0.size() << "}\n" << live << a1;
+    CHECK(sinks::drop_records_of(f, {"/in/b.mp4"}, retry, "sink") == 0);
+    CHECK(file_text(f) == a0 + live + a1);
+  }
+  SECTION("a redo record that does not fit the file is kept, and the file is not touched") {
+    std::ofstream(f, std::ios::binary) << a0;
+    std::ofstream(dir / ".x.jsonl.sluice-redo", std::ios::binary) << "{\"cut\":100000}\n" << live;
+    CHECK_THROWS_WITH(sinks::drop_records_of(f, {}, retry, "sink"), Catch::Contains("shorter than its redo record"));
+    CHECK(file_text(f) == a0);
+    CHECK(fs::exists(dir / ".x.jsonl.sluice-redo"));
+    std::ofstream(dir / ".x.jsonl.sluice-redo", std::ios::binary) << std::string(100000, '{');  // no header line
+    CHECK_THROWS_WITH(sinks::drop_records_of(f, {}, retry, "sink"), Catch::Contains("cannot read the redo record"));
+    CHECK(file_text(f) == a0);
+    fs::remove(dir / ".x.jsonl.sluice-redo");
+  }
+  CHECK_FALSE(fs::exists(dir / ".x.jsonl.sluice-redo"));
+  CHECK_FALSE(fs::exists(dir / ".x.jsonl.sluice-tmp"));
+  CHECK_FALSE(fs::exists(dir / ".x.jsonl.sluice-redo.sluice-tmp"));
+  fs::remove_all(dir);
+}
+
 TEST_CASE("taking records out keeps every other line byte for byte and drops a torn last line", "[sinks]") {
   const fs::path dir = fresh_dir("drop_records");
   fs::create_directories(dir);

@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <spawn.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -459,6 +460,30 @@ TEST_CASE("an image sequence reads every image then ends", "[media][reader]") {
   REQUIRE(single->read(b.target, why) == ReadStatus::frame);
   CHECK(a.bytes == b.bytes);
   REQUIRE_THROWS_WITH(open_input(input("seq/nothing_%03d.png")), Catch::Contains("no image of the sequence"));
+}
+
+// Issue 33: a FIFO among a sequence's files blocked the source forever (CAP_IMAGES opened it to count the
+// sequence). The files are found with stat only now, and one that is not a regular file refuses the sequence.
+TEST_CASE("an image sequence with a FIFO among its files is refused naming it, without blocking", "[media][reader]") {
+  const fs::path dir = fs::temp_directory_path() / ("sluice-seq-fifo-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  for (int i = 1; i <= 3; ++i)
+    fs::copy_file(input("seq/frame_000" + std::to_string(i) + ".png"), dir / ("f_" + std::to_string(i) + ".png"));
+  // Numbered from 1 (no image 0), %d without a width, to the first missing number.
+  auto r = open_input((dir / "f_%d.png").string());
+  CHECK(r->info().frames_total == 3);
+  Frame f(160, 120, PixelFormat::bgr8);
+  CHECK(read_all(*r, f.target).frames == 3);
+  fs::remove(dir / "f_2.png");
+  REQUIRE(::mkfifo((dir / "f_2.png").c_str(), 0600) == 0);
+  const auto start = Clock::now();
+  CHECK_THROWS_WITH(open_input((dir / "f_%d.png").string()),
+                    Catch::Contains((dir / "f_2.png").string()) && Catch::Contains("FIFO"));
+  CHECK(Clock::now() - start < std::chrono::seconds(5));
+  // A second conversion or another '%' is refused, not handed to printf.
+  CHECK_THROWS_WITH(open_input((dir / "f_%d_%s.png").string()), Catch::Contains("exactly one number conversion"));
+  fs::remove_all(dir);
 }
 
 TEST_CASE("a job directory expands to its files and the good ones read fully", "[media][reader]") {
