@@ -9,7 +9,8 @@
 #   - track_bench (typical and crowded scenes, 1/8/16 threads);
 #   - with LIVE_DETECT=1 and a CUDA PyTorch on the host: the YOLOv8-s-shaped detector (bench/yolov8s_like.py)
 #     + track at 32 cameras (about 100 s more).
-# Each step has its own time limit, so one that hangs costs only its own share.
+# Each step has its own time limit, so one that hangs costs only its own share. Shorter runs: RTSP_S (seconds of
+# each 4-camera run, default 10), DENSITY_S (each density run, 15), DECODE_BATCHES (live_decode's, 120).
 set -u
 O=${OUT:-/tmp/out}; L=$O/live-gpu; mkdir -p "$L"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader >"$L/gpu.txt"; nproc >>"$L/gpu.txt"
@@ -20,13 +21,13 @@ density() {  # NAME N SECONDS TRANSPORT DECODER [MODEL]
   timeout $(($3 + 40)) bash bench/live_density.sh "$(pwd)/.gpu/run bin/sluiced" .gpu/cam1080.h264 "$2" "$3" "$L/$1" "$4" "$5" ${6:-} 2>&1 |
     sed "s/^/$1: /"
 }
-density rtsp4-tcp-nvdec 4 10 tcp gpu
-density rtsp4-udp-nvdec 4 10 udp gpu
-density rtsp4-tcp-cpu 4 10 tcp cpu
+density rtsp4-tcp-nvdec 4 "${RTSP_S:-10}" tcp gpu
+density rtsp4-udp-nvdec 4 "${RTSP_S:-10}" udp gpu
+density rtsp4-tcp-cpu 4 "${RTSP_S:-10}" tcp cpu
 nvidia-smi dmon -s u -d 1 >"$L/dmon.txt" 2>&1 & DMON=$!
-timeout 150 bash bench/live_decode.sh "$(pwd)/.gpu/run bin/sluiced" .gpu/cam1080.h264 "$L/decode" 32 120 2>&1 | tee "$L/live_decode.txt"
-density density32 32 15 tcp gpu
-density density64 64 15 tcp gpu
+timeout 150 bash bench/live_decode.sh "$(pwd)/.gpu/run bin/sluiced" .gpu/cam1080.h264 "$L/decode" 32 "${DECODE_BATCHES:-120}" 2>&1 | tee "$L/live_decode.txt"
+density density32 32 "${DENSITY_S:-15}" tcp gpu
+density density64 64 "${DENSITY_S:-15}" tcp gpu
 kill $DMON
 timeout 60 .gpu/run bin/sluice_nvdec_bench .gpu/cam1080.h264 32 2 nv12 >"$L/nvdec_bench32.txt" 2>&1; tail -1 "$L/nvdec_bench32.txt"
 timeout 60 .gpu/run bin/track_bench --sources 64 --frames 100 --repeats 3 --threads 1,8,16 >"$L/track_bench.txt" 2>&1
