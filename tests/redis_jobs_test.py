@@ -131,12 +131,22 @@ missing = os.path.join(tmp, "no-such-dir", "gone.mp4")
 POISONED_FILES = 2  # broken.ppm and truncated.mp4, submitted with the directory
 
 
-def pipeline(name, stream, consumer, out, state, result_stream=None):
-    """A worker's pipeline: results to the directory `out`, or with result_stream to that Redis stream."""
+def pipeline(name, stream, consumer, out, state, result_stream=None, claim_idle_s=4, tee_stream=None):
+    """A worker's pipeline: results to the directory `out`, or with result_stream to that Redis stream; with
+    tee_stream to both `out` and that stream (a tee; the redis sink gives up on a batch after 1 s)."""
     sink = (f"type: redis\n    path: redis://127.0.0.1:{port}/{result_stream}" if result_stream
             else f"type: directory\n    path: {out}")
+    if tee_stream:
+        sink = f"""type: directory
+        name: files
+        path: {out}
+    - - kind: sink
+        name: records
+        type: redis
+        path: redis://127.0.0.1:{port}/{tee_stream}
+        write_retry_s: 1"""
     uri = (f"redis://127.0.0.1:{port}/{stream}?group=workers&consumer={consumer}&until_empty=true"
-           f"&claim_idle_s=4&count=2")
+           f"&claim_idle_s={claim_idle_s}&count=2")
     path = os.path.join(tmp, name + ".yaml")
     with open(path, "w") as f:
         f.write(f"""name: {name}
@@ -156,9 +166,13 @@ stages:
     width: 16
     height: 16
   - kind: download
-  - kind: sink
+""" + (f"""  - kind: tee
+    branches:
+    - - kind: sink
+        {sink}
+""" if tee_stream else f"""  - kind: sink
     {sink}
-""")
+"""))
     return [sluiced, "run", path, "--state-dir", state, "--no-progress"]
 
 
@@ -354,6 +368,56 @@ check("b: each directory result holds as many frames as its video", not wrong_fr
 g = (job_status("jobs-b").get("groups") or [{}])[0]
 check("b: every entry acknowledged exactly once: 240 done, 2 dead-lettered, none pending",
       (g.get("done"), g.get("dead"), g.get("pending")) == (N, POISONED_FILES, 0), g)
+
+# --- (e) an outage longer than claim_idle_s and write_retry_s, no kill (issue 33, items 9 and 10) -------------
+# Every worker is cut off at once while holding entries; when the server is back their entries are idle past
+# claim_idle_s. A worker must not take over entries that live workers still process (nor commit one it lost),
+# and a redis sink whose batches failed in the outage must not write an input's records twice when the input
+# is redone. Each worker writes a result file per input and, through a tee, a record per frame to one stream.
+E = 60
+e_inputs = valid[:E]
+rc = subprocess.run([sluicectl, "jobs", "submit", f"redis://127.0.0.1:{port}/jobs-e"] + e_inputs,
+                    capture_output=True, text=True)
+check("e: submit", rc.returncode == 0, rc.stdout + rc.stderr)
+e_outs = [os.path.join(tmp, f"e-out{k}") for k in range(3)]
+e_states = [os.path.join(tmp, f"e-state{k}") for k in range(3)]
+e_workers = [daemon_client.start(procs, pipeline(f"e{k}", "jobs-e", f"w{k}", e_outs[k], e_states[k], claim_idle_s=2,
+                                                 tee_stream="results-e")) for k in range(3)]
+
+
+def e_count():
+    return sum(1 for o in e_outs for i in results(o))
+
+
+reached = wait_for(lambda: e_count() >= 12, 90, 0.02)
+check(f"e: the outage comes mid-job ({e_count()} of {E} results then)", reached and e_count() < E, e_count())
+stop_redis()
+time.sleep(5)  # longer than claim_idle_s (2 s) and write_retry_s (1 s): held entries go idle, batches give up
+start_redis()
+e_ends = [daemon_client.finish(w, 180, killed_rc=True) for w in e_workers]
+for k in range(3):
+    check(f"e: worker w{k} ends by itself with exit 0 (every input it took ended delivered)", e_ends[k][0] == 0,
+          (e_ends[k][0], e_ends[k][2][-2500:]))
+e_files = [results(o) for o in e_outs]
+e_count_per_input = {i: sum(len(f.get(i, [])) for f in e_files) for i in e_inputs}
+check("e: every input has exactly one result file among the three workers",
+      all(n == 1 for n in e_count_per_input.values()), {i: n for i, n in e_count_per_input.items() if n != 1})
+e_stream = stream_results("results-e")
+e_twice = {i: sorted(e_stream.get(i, [])) for i in e_inputs if sorted(e_stream.get(i, [])) != list(range(expected_frames[i]))}
+check("e: the stream holds each frame of each input once (a redo does not write a record again)",
+      not e_twice, list(e_twice.items())[:5])
+e_done_lines = {}
+for st in e_states:
+    for path in glob.glob(os.path.join(st, "jobs", "*.ledger")):
+        for line in open(path):
+            entry = json.loads(line)
+            if entry["status"] == "done":
+                e_done_lines[entry["input"]] = e_done_lines.get(entry["input"], 0) + 1
+check("e: one ledger `done` line per input among the three workers",
+      all(e_done_lines.get(i) == 1 for i in e_inputs), {i: e_done_lines.get(i) for i in e_inputs if e_done_lines.get(i) != 1})
+g = (job_status("jobs-e").get("groups") or [{}])[0]
+check(f"e: every entry acknowledged once: {E} done, none dead, none pending",
+      (g.get("done"), g.get("dead"), g.get("pending")) == (E, 0, 0), g)
 
 # --- (d) per-input options: honoured, recorded, told apart; refused ones dead-lettered, not requeued -----------
 d_inputs = valid[:6]  # 2, 3, 4, 2, 3, 4 frames
