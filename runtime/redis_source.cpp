@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <deque>
+#include <future>
 #include <map>
 #include <mutex>
 #include <set>
@@ -81,6 +82,22 @@ if redis.call('XACK', KEYS[1], ARGV[1], ARGV[2]) == 1 then
 end
 return 0)";
 
+// Before an input's outputs are committed: the entry is still pending on this consumer? Then its idle time is
+// reset (XCLAIM JUSTID, the delivery count unchanged), so nobody can take it over for claim_idle_s: the time
+// the commit and the acknowledgement have. 0: another consumer took it over, or it was acknowledged elsewhere.
+constexpr const char* kKeepIfOursScript = R"(-- sluice: keep an entry for its commit if it is still ours
+local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[2], ARGV[2], 1)
+if #p == 1 and p[1][2] == ARGV[3] then
+  redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[3], 0, ARGV[2], 'JUSTID')
+  return 1
+end
+return 0)";
+
+// The longest a live worker goes between two attempts to reach a lost server (the client's reconnection backoff
+// is at most 2 s, the feed's pause after an error reply such as LOADING at most this): after an outage, workers
+// cut off with this one are back within it.
+constexpr double kMaxRetryDelayS = 5.0;
+
 class RedisFeed final : public InputFeed {
  public:
   explicit RedisFeed(RedisSourceOptions o)
@@ -95,6 +112,7 @@ class RedisFeed final : public InputFeed {
     }
     wake_.notify_all();
     ready_.notify_all();
+    answered_.notify_all();
     thread_.join();
   }
 
@@ -119,6 +137,11 @@ class RedisFeed final : public InputFeed {
       if (it == in_flight_.end()) return;  // not one of ours (or settled already)
       Held h = std::move(it->second);
       in_flight_.erase(it);
+      if (h.lost) {
+        spdlog::info("{}: entry {} ('{}') is left to the consumer that took it over", client_.describe(), h.id,
+                     shown(h.input));
+        return;
+      }
       switch (r.outcome) {
         case InputOutcome::done: outbox_.push_back({h.id, h.input, {}, h.deliveries, false}); break;
         case InputOutcome::failed:
@@ -133,6 +156,25 @@ class RedisFeed final : public InputFeed {
       }
     }
     wake_.notify_all();
+  }
+
+  // Asks the feed's thread (the connection is its own) to check the entry and keep it for the commit.
+  bool still_ours(const std::string& uri, const std::string& options) override {
+    auto ask = std::make_shared<Confirmation>();
+    {
+      std::unique_lock lock(mu_);
+      auto it = in_flight_.find(std::make_pair(uri, options));
+      if (it == in_flight_.end()) return true;  // not one of ours
+      if (it->second.lost) return false;
+      ask->id = it->second.id;
+      confirmations_.push_back(ask);
+    }
+    wake_.notify_all();
+    std::unique_lock lock(mu_);
+    // While the server is away this waits (the commit waits, like the acknowledgements); a stop answers no:
+    // the input is then not committed and is done again.
+    answered_.wait(lock, [&] { return ask->answered || stop_ || thread_done_; });
+    return ask->answered && ask->ours;
   }
 
   std::string trouble() const override {
@@ -150,6 +192,11 @@ class RedisFeed final : public InputFeed {
     InputKind kind = InputKind::file;
     std::int64_t deliveries = 1;
     InputOptions options;  // the entry's fields besides `input`
+    bool lost = false;     // another consumer took it over, or acknowledged it: not ours to commit
+  };
+  struct Confirmation {  // still_ours() waiting for the feed's thread (fields under mu_)
+    std::string id;
+    bool answered = false, ours = false;
   };
   struct Settle {
     std::string id, input, reason;
@@ -164,22 +211,28 @@ class RedisFeed final : public InputFeed {
     const double interval_s = std::max(0.05, o_.claim_idle_s / 4);
     std::int64_t next_heartbeat = 0, next_claim = 0;
     bool group_ready = false, history_done = false, warned = false;
+    std::int64_t outage_since = 0;  // when the server was lost (0: it is there)
     double retry_delay = 0.1;
     while (!stopping()) {
       try {
         if (!client_.connected()) {
           group_ready = false;
+          const std::int64_t tried = now_ns();
           if (!client_.connect_with_backoff(std::chrono::steady_clock::time_point::max(), &stop_flag_)) break;
+          if (outage_since == 0 && now_ns() - tried > 1'000'000'000) outage_since = tried;  // waited for it
         }
         if (!group_ready) {
           create_group();
           group_ready = true;
           next_heartbeat = 0;  // after an outage, the held entries' idle time is reset first
+          if (outage_since != 0) after_outage((now_ns() - outage_since) / 1e9);
+          outage_since = 0;
           if (warned) spdlog::info("{}: connected again", client_.describe());
           warned = false;
           retry_delay = 0.1;
           set_trouble({});
         }
+        answer_confirmations();
         flush_outbox();
         if (!history_done) {
           read_history();
@@ -191,7 +244,7 @@ class RedisFeed final : public InputFeed {
           next_heartbeat = now + static_cast<std::int64_t>(interval_s * 1e9);
         }
         bool got = false;
-        if (room() > 0 && now >= next_claim) {
+        if (room() > 0 && now >= next_claim && now >= claim_not_before_) {
           got = claim(room()) || got;
           next_claim = now + static_cast<std::int64_t>(std::max(0.05, o_.claim_idle_s / 2) * 1e9);
         }
@@ -201,7 +254,8 @@ class RedisFeed final : public InputFeed {
         if (room() > 0) got = read_new(room(), busy ? 0 : o_.block_ms) || got;
         if (busy && !got) {
           std::unique_lock lock(mu_);
-          wake_.wait_for(lock, std::chrono::milliseconds(50), [&] { return stop_ || !outbox_.empty(); });
+          wake_.wait_for(lock, std::chrono::milliseconds(50),
+                         [&] { return stop_ || !outbox_.empty() || !confirmations_.empty(); });
         }
         if (o_.until_empty && !got && !holding() && outbox_size() == 0 && group_pending() == 0) {
           spdlog::info("{}: group '{}' has no new or pending entries: the job is done", client_.describe(),
@@ -212,6 +266,7 @@ class RedisFeed final : public InputFeed {
         }
       } catch (const RedisError& e) {
         client_.disconnect();
+        if (outage_since == 0) outage_since = now_ns();
         if (e.kind() == RedisError::Kind::server && is_permanent(e.what())) {
           give_up(e.what());
           break;
@@ -221,7 +276,7 @@ class RedisFeed final : public InputFeed {
         set_trouble(e.what());
         if (e.kind() != RedisError::Kind::connection) {  // connection errors wait in connect_with_backoff
           sleep_for(retry_delay);
-          retry_delay = std::min(retry_delay * 2, 5.0);
+          retry_delay = std::min(retry_delay * 2, kMaxRetryDelayS);
         }
       } catch (const std::exception& e) {
         give_up(std::string("redis source: ") + e.what());
@@ -235,7 +290,70 @@ class RedisFeed final : public InputFeed {
       spdlog::warn("{}: {} acknowledgement(s) not sent at stop ({}); those entries are taken over after {} s",
                    client_.describe(), outbox_size(), e.what(), o_.claim_idle_s);
     }
+    {
+      std::lock_guard lock(mu_);
+      thread_done_ = true;  // nobody answers still_ours() any more
+    }
     ready_.notify_all();
+    answered_.notify_all();
+  }
+
+  // Back after an outage of `outage_s`: every entry held anywhere went idle meanwhile, also those of workers
+  // that were merely cut off along with this one. Those reconnect within the outage's length (they retry as
+  // this one did) plus their longest pause between attempts, and keep their entries alive at once; entries
+  // still idle after that are a dead worker's. Until then, nothing is taken over.
+  void after_outage(double outage_s) {
+    const double grace_s = std::min(outage_s, o_.claim_idle_s) + kMaxRetryDelayS;
+    claim_not_before_ = now_ns() + static_cast<std::int64_t>(grace_s * 1e9);
+    if (outage_s >= o_.claim_idle_s)
+      spdlog::info("{}: the server was away {:.1f} s (claim_idle_s {} s): idle entries are taken over only after "
+                   "{:.1f} s more, once workers cut off with this one had the time to come back",
+                   client_.describe(), outage_s, o_.claim_idle_s, grace_s);
+  }
+
+  // still_ours() questions: each entry is checked and, when still ours, kept for its commit (one round trip).
+  void answer_confirmations() {
+    std::vector<std::shared_ptr<Confirmation>> asked;
+    {
+      std::lock_guard lock(mu_);
+      asked = confirmations_;
+    }
+    if (asked.empty()) return;
+    std::vector<std::vector<std::string>> commands;
+    for (const auto& a : asked)
+      commands.push_back({"EVAL", kKeepIfOursScript, "1", o_.uri.stream, o_.group, a->id, o_.consumer});
+    const auto replies = client_.pipeline(commands);
+    std::vector<bool> ours(asked.size());
+    for (std::size_t i = 0; i < asked.size(); ++i) {
+      if (replies[i].is(Reply::Type::error))
+        throw RedisError(RedisError::Kind::server, client_.describe() + ": checking entry " + asked[i]->id +
+                                                       " before its commit: " + shown(replies[i].str));
+      if (!replies[i].is(Reply::Type::integer) || (replies[i].integer != 0 && replies[i].integer != 1))
+        client_.wrong_type(replies[i], "0 or 1", "EVAL (XPENDING, XCLAIM)");
+      ours[i] = replies[i].integer == 1;
+    }
+    {
+      std::lock_guard lock(mu_);
+      for (std::size_t i = 0; i < asked.size(); ++i) {
+        asked[i]->answered = true;
+        asked[i]->ours = ours[i];
+        if (!ours[i]) {
+          mark_lost(asked[i]->id);
+          spdlog::warn("{}: entry {} was taken over by another consumer (or acknowledged elsewhere) while held "
+                       "here: its outputs are not committed here", client_.describe(), asked[i]->id);
+        }
+      }
+      confirmations_.erase(confirmations_.begin(), confirmations_.begin() + static_cast<std::ptrdiff_t>(asked.size()));
+    }
+    answered_.notify_all();
+  }
+
+  // An entry held here is another consumer's now: one not started yet is dropped, one in progress is finished
+  // but not committed (still_ours() says no). mu_ held.
+  void mark_lost(const std::string& id) {
+    std::erase_if(buffered_, [&](const Held& h) { return h.id == id; });
+    for (auto& [key, h] : in_flight_)
+      if (h.id == id) h.lost = true;
   }
 
   static bool is_permanent(std::string_view what) {
@@ -390,10 +508,20 @@ class RedisFeed final : public InputFeed {
     for (std::size_t i = 0; i < ids.size(); ++i) {
       if (replies[i].is(Reply::Type::error)) continue;
       const auto p = redis::parse_xpending_entries(replies[i], client_.describe() + ": XPENDING");
-      if (!p.empty() && p.front().consumer == o_.consumer) claim.push_back(ids[i]);
-      else if (!p.empty() && warned_stolen_.insert(ids[i]).second)
-        spdlog::warn("{}: entry {} was taken over by consumer '{}' while held here (stalled past claim_idle_s?)",
-                     client_.describe(), ids[i], shown(p.front().consumer));
+      if (!p.empty() && p.front().consumer == o_.consumer) {
+        claim.push_back(ids[i]);
+        continue;
+      }
+      // Taken over (this worker stalled, or was cut off, past claim_idle_s) or acknowledged by another: theirs.
+      {
+        std::lock_guard lock(mu_);
+        mark_lost(ids[i]);
+      }
+      if (warned_stolen_.insert(ids[i]).second)
+        spdlog::warn("{}: entry {} was {} while held here (cut off or stalled past claim_idle_s?); it is left to them",
+                     client_.describe(), ids[i],
+                     p.empty() ? std::string("acknowledged by another consumer")
+                               : "taken over by consumer '" + shown(p.front().consumer) + "'");
     }
     if (claim.size() == 5) return;
     claim.push_back("JUSTID");
@@ -486,8 +614,11 @@ class RedisFeed final : public InputFeed {
   std::multimap<std::pair<std::string, std::string>, Held> in_flight_;
   std::deque<Settle> outbox_;                  // outcomes to acknowledge
   std::map<std::string, std::string> failures_;  // entry id -> why its last attempt here was not committed
+  std::vector<std::shared_ptr<Confirmation>> confirmations_;  // still_ours() questions not answered yet
+  std::condition_variable answered_;
+  std::int64_t claim_not_before_ = 0;  // the feed thread's: no XAUTOCLAIM before this (after an outage)
   std::string trouble_, failure_;
-  bool stop_ = false, ended_ = false;
+  bool stop_ = false, ended_ = false, thread_done_ = false;
   std::atomic<bool> stop_flag_{false};  // for connect_with_backoff
   std::thread thread_;
 };

@@ -266,7 +266,9 @@ void SourceSet::run_worker(Source& s, int worker) {
         s.feed = feed;
         s.feed_shared = settings_.shared;
         if (s.feed_shared)
-          s.feed_listener = s.feed_shared->outcomes.listen(s.id, [feed](const InputResult& r) { feed->settled(r); });
+          s.feed_listener = s.feed_shared->outcomes.listen(
+              s.id, [feed](const InputResult& r) { feed->settled(r); },
+              [feed](const InputResult& r) { return feed->still_ours(r.uri, r.options); });
       }
       const int extra = s.feed ? s.options.decode_threads - 1
                         : s.job ? std::min<int>(s.options.decode_threads, static_cast<int>(s.inputs.size())) - 1
