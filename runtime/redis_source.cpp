@@ -93,10 +93,36 @@ if #p == 1 and p[1][2] == ARGV[3] then
 end
 return 0)";
 
+// Trims the job stream below the oldest entry any of its consumer groups still needs: a group's smallest pending
+// id, or, with nothing pending, its last delivered id (kept, so the group's position stays an entry). Entries
+// below are delivered to every group and acknowledged; pending and undelivered ones are never trimmed. One
+// script, so no group delivers or claims between the look and the trim. Ids compare as numbers of any length.
+constexpr const char* kTrimScript = R"(-- sluice: trim what every group acknowledged
+local function before(a, b)
+  local am, as = string.match(a, '^(%d+)-(%d+)$')
+  local bm, bs = string.match(b, '^(%d+)-(%d+)$')
+  if #am ~= #bm then return #am < #bm end
+  if am ~= bm then return am < bm end
+  if #as ~= #bs then return #as < #bs end
+  return as < bs
+end
+local keep
+for _, g in ipairs(redis.call('XINFO', 'GROUPS', KEYS[1])) do
+  local f = {}
+  for i = 1, #g, 2 do f[g[i]] = g[i + 1] end
+  local need = f['last-delivered-id']
+  if f['pending'] > 0 then need = redis.call('XPENDING', KEYS[1], f['name'])[2] end
+  if not keep or before(need, keep) then keep = need end
+end
+if not keep then return 0 end
+return redis.call('XTRIM', KEYS[1], 'MINID', keep))";
+
 // The longest a live worker goes between two attempts to reach a lost server (the client's reconnection backoff
 // is at most 2 s, the feed's pause after an error reply such as LOADING at most this): after an outage, workers
 // cut off with this one are back within it.
 constexpr double kMaxRetryDelayS = 5.0;
+// Trimming after acknowledgements, at most this often.
+constexpr std::int64_t kTrimIntervalNs = 1'000'000'000;
 
 class RedisFeed final : public InputFeed {
  public:
@@ -212,6 +238,8 @@ class RedisFeed final : public InputFeed {
     std::int64_t next_heartbeat = 0, next_claim = 0;
     bool group_ready = false, history_done = false, warned = false;
     std::int64_t outage_since = 0;  // when the server was lost (0: it is there)
+    std::int64_t next_trim = 0;
+    bool untrimmed = false;  // acknowledged since the last trim
     double retry_delay = 0.1;
     while (!stopping()) {
       try {
@@ -233,7 +261,12 @@ class RedisFeed final : public InputFeed {
           set_trouble({});
         }
         answer_confirmations();
-        flush_outbox();
+        untrimmed = flush_outbox() || untrimmed;
+        if (untrimmed && now_ns() >= next_trim) {
+          trim();
+          untrimmed = false;
+          next_trim = now_ns() + kTrimIntervalNs;
+        }
         if (!history_done) {
           read_history();
           history_done = true;
@@ -260,6 +293,7 @@ class RedisFeed final : public InputFeed {
         if (o_.until_empty && !got && !holding() && outbox_size() == 0 && group_pending() == 0) {
           spdlog::info("{}: group '{}' has no new or pending entries: the job is done", client_.describe(),
                        shown(o_.group));
+          if (untrimmed) trim();
           std::lock_guard lock(mu_);
           ended_ = true;
           break;
@@ -528,13 +562,14 @@ class RedisFeed final : public InputFeed {
     client_.checked(claim);
   }
 
-  void flush_outbox() {
+  // Acknowledges the outcomes known; true when it acknowledged any.
+  bool flush_outbox() {
     std::vector<Settle> batch;
     {
       std::lock_guard lock(mu_);
       batch.assign(outbox_.begin(), outbox_.end());
     }
-    if (batch.empty()) return;
+    if (batch.empty()) return false;
     std::vector<std::vector<std::string>> commands;
     for (const Settle& s : batch) {
       if (s.dead)
@@ -556,6 +591,16 @@ class RedisFeed final : public InputFeed {
     std::lock_guard lock(mu_);
     outbox_.erase(outbox_.begin(), outbox_.begin() + static_cast<std::ptrdiff_t>(batch.size()));
     for (const Settle& s : batch) failures_.erase(s.id);
+    return true;
+  }
+
+  // The stream would otherwise keep every entry ever submitted (about 80 bytes each).
+  void trim() {
+    const Reply r = client_.command({"EVAL", kTrimScript, "1", o_.uri.stream});
+    if (r.is(Reply::Type::error))  // not worth failing the job for: the next acknowledgement tries again
+      spdlog::warn("{}: trimming acknowledged entries: {}", client_.describe(), shown(r.str));
+    else if (!r.is(Reply::Type::integer))
+      client_.wrong_type(r, "an integer", "EVAL (XTRIM MINID)");
   }
 
   std::int64_t group_pending() {

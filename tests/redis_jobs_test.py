@@ -418,6 +418,8 @@ check("e: one ledger `done` line per input among the three workers",
 g = (job_status("jobs-e").get("groups") or [{}])[0]
 check(f"e: every entry acknowledged once: {E} done, none dead, none pending",
       (g.get("done"), g.get("dead"), g.get("pending")) == (E, 0, 0), g)
+check("e: the job stream was trimmed to its last delivered entry (issue 33 item 12)", cli("XLEN", "jobs-e") == "1",
+      cli("XLEN", "jobs-e"))
 
 # --- (d) per-input options: honoured, recorded, told apart; refused ones dead-lettered, not requeued -----------
 d_inputs = valid[:6]  # 2, 3, 4, 2, 3, 4 frames

@@ -290,6 +290,47 @@ TEST_CASE("redis feed: a dead consumer's entries are taken over but a live one's
   CHECK(hash(c, "jobs:sluice-stats:g").at("done:w1") == "2");
 }
 
+TEST_CASE("redis feed: the job stream is trimmed below what every group still needs, never a pending or undelivered entry") {
+  ::unsetenv("SLUICE_REDIS_PASSWORD");
+  test::RedisServer server;
+  redis::Client c(server.endpoint());
+  std::vector<std::string> ids;
+  for (int i = 0; i < 6; ++i) ids.push_back(c.checked({"XADD", "jobs", "*", "input", "/jobs/t" + std::to_string(i) + ".mp4"}).str);
+  // A slow consumer holds t1 (t0 it acknowledged); a second group has read nothing yet from the other stream.
+  c.checked({"XGROUP", "CREATE", "jobs", "g", "0", "MKSTREAM"});
+  c.checked({"XREADGROUP", "GROUP", "g", "slow", "COUNT", "2", "STREAMS", "jobs", ">"});
+  c.checked({"XACK", "jobs", "g", ids[0]});
+  auto length = [&](const char* stream) { return c.checked({"XLEN", stream}).integer; };
+  auto settle_all = [&](InputFeed& feed, int n) {
+    for (int i = 0; i < n; ++i) {
+      const std::string input = next_input(feed);
+      REQUIRE_FALSE(input.empty());
+      feed.settled({1, input, InputOutcome::done, {}});
+    }
+  };
+  auto within = [](auto pred) {
+    for (int i = 0; i < 100 && !pred(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    return pred();
+  };
+  auto feed = open_redis_feed(parse_redis_source_uri(server.uri("jobs") + "?group=g&consumer=w1&claim_idle_s=60"));
+  settle_all(*feed, 4);  // t2..t5 done: t0 goes, t1 (pending on slow) and what follows it stay
+  CHECK(within([&] { return length("jobs") == 5; }));
+  CHECK(c.checked({"XRANGE", "jobs", "-", "+", "COUNT", "1"}).elements.at(0).elements.at(0).str == ids[1]);
+  c.checked({"XACK", "jobs", "g", ids[1]});  // the slow one is done too; the next acknowledgement trims to the end
+  c.checked({"XADD", "jobs", "*", "input", "/jobs/t6.mp4"});
+  settle_all(*feed, 1);
+  CHECK(within([&] { return length("jobs") == 1; }));  // the group's last delivered entry stays
+  feed.reset();
+
+  for (int i = 0; i < 3; ++i) c.checked({"XADD", "other", "*", "input", "/jobs/o" + std::to_string(i) + ".mp4"});
+  c.checked({"XGROUP", "CREATE", "other", "idle-group", "0"});  // delivered nothing yet: needs every entry
+  auto other = open_redis_feed(parse_redis_source_uri(server.uri("other") + "?group=g&consumer=w1&until_empty=true"));
+  settle_all(*other, 3);
+  CHECK(ended_within(*other, std::chrono::seconds(20)));
+  other.reset();
+  CHECK(length("other") == 3);
+}
+
 TEST_CASE("input options: each parsed, checked and written back in one canonical text") {
   InputOptions o;
   CHECK(o.empty());
