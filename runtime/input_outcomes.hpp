@@ -26,6 +26,7 @@ struct InputResult {
   InputOutcome outcome = InputOutcome::retry;
   std::string reason;  // failed and retry: why
   std::string options;  // the input's own options (InputOptions::text()), "" when none
+  bool earlier = false;  // done: in an earlier run (the job ledger says so), not done again now
 
   void fail(std::string why) {
     outcome = InputOutcome::failed;

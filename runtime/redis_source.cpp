@@ -58,12 +58,21 @@ std::string default_consumer() {
   return std::string(host) + "-" + std::to_string(::getpid());
 }
 
-// XACK; only when that took the entry off the pending list: count it (and for a dead letter, XADD it). A
-// retry after a lost reply finds the entry acknowledged already and does nothing.
+// XACK; only when that took the entry off the pending list: count it (and for a dead letter, XADD it) and
+// forget its attempts. A retry after a lost reply finds the entry acknowledged already and does nothing.
+// ARGV[4]: `done`, or `skipped` for an input done in an earlier run (not counted done again). The first and the
+// latest done (server time) give `sluicectl jobs status` its rate.
 constexpr const char* kAckScript = R"(-- sluice: acknowledge a done input
 if redis.call('XACK', KEYS[1], ARGV[1], ARGV[2]) == 1 then
-  redis.call('HINCRBY', KEYS[2], 'done', 1)
-  redis.call('HINCRBY', KEYS[2], 'done:' .. ARGV[3], 1)
+  redis.call('HINCRBY', KEYS[2], ARGV[4], 1)
+  redis.call('HINCRBY', KEYS[2], ARGV[4] .. ':' .. ARGV[3], 1)
+  redis.call('HDEL', KEYS[3], ARGV[2])
+  if ARGV[4] == 'done' then
+    local t = redis.call('TIME')
+    local ms = t[1] .. string.format('%03d', math.floor(tonumber(t[2]) / 1000))
+    redis.call('HSETNX', KEYS[2], 'first_done_ms', ms)
+    redis.call('HSET', KEYS[2], 'last_done_ms', ms)
+  end
   return 1
 end
 return 0)";
@@ -78,6 +87,66 @@ if redis.call('XACK', KEYS[1], ARGV[1], ARGV[2]) == 1 then
   redis.call(unpack(f))
   redis.call('HINCRBY', KEYS[2], 'dead', 1)
   redis.call('HINCRBY', KEYS[2], 'dead:' .. ARGV[3], 1)
+  redis.call('HDEL', KEYS[4], ARGV[2])
+  return 1
+end
+return 0)";
+
+// An attempt begins (ARGV[2] `run`: the count goes up, stamped with the server's time and the consumer) or was
+// left for a retry (`left`). max_deliveries counts these, not deliveries: an entry read ahead by a worker that
+// died before starting it was delivered but never attempted. Value: "N MS STATE CONSUMER".
+constexpr const char* kAttemptScript = R"(-- sluice: count an attempt
+local v = redis.call('HGET', KEYS[1], ARGV[1])
+local n = 0
+if v then n = tonumber(string.match(v, '^(%d+) ')) or 0 end
+if ARGV[2] == 'run' then
+  n = n + 1
+  local t = redis.call('TIME')
+  local ms = t[1] .. string.format('%03d', math.floor(tonumber(t[2]) / 1000))
+  redis.call('HSET', KEYS[1], ARGV[1], n .. ' ' .. ms .. ' run ' .. ARGV[3])
+elseif v then
+  redis.call('HSET', KEYS[1], ARGV[1], (string.gsub(v, ' run ', ' left ', 1)))
+end
+return n)";
+
+// A consumer's heartbeat: when it was last heard from (server time) and the silence allowed it, in ms.
+constexpr const char* kHeartbeatScript = R"(-- sluice: heartbeat
+local t = redis.call('TIME')
+redis.call('HSET', KEYS[1], ARGV[1], t[1] .. string.format('%03d', math.floor(tonumber(t[2]) / 1000)) .. ' ' .. ARGV[2])
+return 1)";
+
+// Consumers of the group that are dead (no heartbeat for longer than the silence they allowed themselves, nor
+// any command for as long) and hold nothing are removed from it (their counts stay in the stats). ARGV: group,
+// this consumer (never removed here), this one's claim_idle_s in ms (for a consumer without a heartbeat), the
+// margin in ms. Checked and removed in one script: an entry delivered meanwhile cannot be lost with it.
+constexpr const char* kForgetDeadScript = R"(-- sluice: forget dead consumers that hold nothing
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local gone = 0
+for _, c in ipairs(redis.call('XINFO', 'CONSUMERS', KEYS[1], ARGV[1])) do
+  local f = {}
+  for i = 1, #c, 2 do f[c[i]] = c[i + 1] end
+  if f['pending'] == 0 and f['name'] ~= ARGV[2] then
+    local allowed, silent = tonumber(ARGV[3]), f['idle']
+    local beat = redis.call('HGET', KEYS[2], f['name'])
+    if beat then
+      local seen, idle = string.match(beat, '^(%d+) (%d+)$')
+      if seen then silent, allowed = now - tonumber(seen), tonumber(idle) end
+    end
+    if silent > allowed + tonumber(ARGV[4]) and f['idle'] > allowed then
+      redis.call('XGROUP', 'DELCONSUMER', KEYS[1], ARGV[1], f['name'])
+      redis.call('HDEL', KEYS[2], f['name'])
+      gone = gone + 1
+    end
+  end
+end
+return gone)";
+
+// A consumer ending cleanly leaves the group if it holds nothing (and takes its heartbeat out).
+constexpr const char* kLeaveScript = R"(-- sluice: leave the group
+redis.call('HDEL', KEYS[2], ARGV[2])
+if #redis.call('XPENDING', KEYS[1], ARGV[1], '-', '+', 1, ARGV[2]) == 0 then
+  redis.call('XGROUP', 'DELCONSUMER', KEYS[1], ARGV[1], ARGV[2])
   return 1
 end
 return 0)";
@@ -120,7 +189,7 @@ return redis.call('XTRIM', KEYS[1], 'MINID', keep))";
 // The longest a live worker goes between two attempts to reach a lost server (the client's reconnection backoff
 // is at most 2 s, the feed's pause after an error reply such as LOADING at most this): after an outage, workers
 // cut off with this one are back within it.
-constexpr double kMaxRetryDelayS = 5.0;
+constexpr double kMaxRetryDelayS = redis::kMaxRetryDelayMs / 1000.0;
 // Trimming after acknowledgements, at most this often.
 constexpr std::int64_t kTrimIntervalNs = 1'000'000'000;
 
@@ -149,6 +218,8 @@ class RedisFeed final : public InputFeed {
       Held h = std::move(buffered_.front());
       buffered_.pop_front();
       input = {h.input, h.kind, h.options};
+      ++h.deliveries;
+      attempt_marks_.emplace_back(h.id, "run");  // counted before it runs (one that kills the worker counts too)
       in_flight_.emplace(std::make_pair(h.input, h.options.text()), h);
       wake_.notify_all();  // room to read more
       return Poll::input;
@@ -169,13 +240,19 @@ class RedisFeed final : public InputFeed {
         return;
       }
       switch (r.outcome) {
-        case InputOutcome::done: outbox_.push_back({h.id, h.input, {}, h.deliveries, false}); break;
+        case InputOutcome::done: {
+          Settle done{h.id, h.input, {}, h.deliveries, false};
+          done.skipped = r.earlier;
+          outbox_.push_back(std::move(done));
+          break;
+        }
         case InputOutcome::failed:
           outbox_.push_back({h.id, h.input, r.reason, h.deliveries, true, h.options.text()});
           break;
         case InputOutcome::retry:
           // Left pending and no longer kept alive: after claim_idle_s a consumer of the group takes it again.
           remember_failure(h.id, r.reason);
+          attempt_marks_.emplace_back(h.id, "left");
           spdlog::warn("{}: entry {} ('{}') not committed ({}); left pending for a retry after {} s",
                        client_.describe(), h.id, shown(h.input), shown(r.reason), o_.claim_idle_s);
           break;
@@ -216,7 +293,7 @@ class RedisFeed final : public InputFeed {
   struct Held {
     std::string id, input;
     InputKind kind = InputKind::file;
-    std::int64_t deliveries = 1;
+    std::int64_t deliveries = 0;  // attempts before this one
     InputOptions options;  // the entry's fields besides `input`
     bool lost = false;     // another consumer took it over, or acknowledged it: not ours to commit
   };
@@ -230,6 +307,7 @@ class RedisFeed final : public InputFeed {
     bool dead = false;
     std::string options;            // dead letters: the entry's options (InputOptions::text(), or as given)
     bool options_rejected = false;  // dead letters: the options were the reason
+    bool skipped = false;           // done in an earlier run: acknowledged, counted as skipped
   };
 
   void run() {
@@ -238,7 +316,7 @@ class RedisFeed final : public InputFeed {
     std::int64_t next_heartbeat = 0, next_claim = 0;
     bool group_ready = false, history_done = false, warned = false;
     std::int64_t outage_since = 0;  // when the server was lost (0: it is there)
-    std::int64_t next_trim = 0;
+    std::int64_t next_trim = 0, next_forget = 0;
     bool untrimmed = false;  // acknowledged since the last trim
     double retry_delay = 0.1;
     while (!stopping()) {
@@ -260,6 +338,7 @@ class RedisFeed final : public InputFeed {
           retry_delay = 0.1;
           set_trouble({});
         }
+        record_attempts();
         answer_confirmations();
         untrimmed = flush_outbox() || untrimmed;
         if (untrimmed && now_ns() >= next_trim) {
@@ -277,9 +356,15 @@ class RedisFeed final : public InputFeed {
           next_heartbeat = now + static_cast<std::int64_t>(interval_s * 1e9);
         }
         bool got = false;
+        // Looked for often (claim_idle_s/10), so a dead worker's entries are taken over soon after they went
+        // idle for claim_idle_s: failover within 1.1 claim_idle_s (plus block_ms while this one was idle).
         if (room() > 0 && now >= next_claim && now >= claim_not_before_) {
           got = claim(room()) || got;
-          next_claim = now + static_cast<std::int64_t>(std::max(0.05, o_.claim_idle_s / 2) * 1e9);
+          next_claim = now + static_cast<std::int64_t>(std::max(0.05, o_.claim_idle_s / 10) * 1e9);
+          if (now >= next_forget) {
+            forget_dead_consumers();
+            next_forget = now + static_cast<std::int64_t>(o_.claim_idle_s * 1e9);
+          }
         }
         // While inputs are out, no blocking read: an outcome is acknowledged the moment it is known (the
         // shorter that gap, the less a kill -9 leaves committed but unacknowledged, to be redone elsewhere).
@@ -317,9 +402,15 @@ class RedisFeed final : public InputFeed {
         break;
       }
     }
-    // Stopping: what is settled already is acknowledged now if the server is there (one try).
+    // Stopping: what is settled already is acknowledged now if the server is there (one try); holding nothing,
+    // this consumer leaves the group (its counts stay in the stats).
     try {
-      if (client_.connected() && outbox_size() > 0) flush_outbox();
+      if (client_.connected()) {
+        record_attempts();
+        if (outbox_size() > 0) flush_outbox();
+        if (outbox_size() == 0 && !holding())
+          client_.checked({"EVAL", kLeaveScript, "2", o_.uri.stream, alive_key_, o_.group, o_.consumer});
+      }
     } catch (const std::exception& e) {
       spdlog::warn("{}: {} acknowledgement(s) not sent at stop ({}); those entries are taken over after {} s",
                    client_.describe(), outbox_size(), e.what(), o_.claim_idle_s);
@@ -434,49 +525,85 @@ class RedisFeed final : public InputFeed {
     return true;
   }
 
-  // Entries idle longer than claim_idle_s on any consumer (a dead one's, or ours left for a retry).
+  // Entries idle longer than claim_idle_s on any consumer (a dead one's, or ours left for a retry): found by the
+  // server's filter over the whole pending list (XPENDING IDLE), then claimed with the same minimum idle time
+  // (XCLAIM checks it again: an entry kept alive meanwhile stays where it is).
   bool claim(std::size_t n) {
-    const auto idle_ms = static_cast<std::int64_t>(o_.claim_idle_s * 1000);
-    const Reply r = client_.checked({"XAUTOCLAIM", o_.uri.stream, o_.group, o_.consumer, std::to_string(idle_ms),
-                                     claim_cursor_, "COUNT", std::to_string(n)});
-    redis::AutoClaim c = redis::parse_xautoclaim(r, client_.describe() + ": XAUTOCLAIM");
-    claim_cursor_ = c.cursor;
-    for (const auto& id : c.deleted)
-      spdlog::warn("{}: pending entry {} was deleted from the stream; dropped from the group", client_.describe(), id);
-    if (c.entries.empty()) return false;
-    spdlog::info("{}: took over {} entr{} idle for more than {} s", client_.describe(), c.entries.size(),
-                 c.entries.size() == 1 ? "y" : "ies", o_.claim_idle_s);
-    admit(std::move(c.entries), /*fresh=*/false);
+    const std::string idle_ms = std::to_string(static_cast<std::int64_t>(o_.claim_idle_s * 1000));
+    const auto idle = redis::parse_xpending_entries(
+        client_.checked({"XPENDING", o_.uri.stream, o_.group, "IDLE", idle_ms, "-", "+", std::to_string(n)}),
+        client_.describe() + ": XPENDING IDLE");
+    if (idle.empty()) return false;
+    std::vector<std::string> xclaim{"XCLAIM", o_.uri.stream, o_.group, o_.consumer, idle_ms};
+    for (const auto& e : idle) xclaim.push_back(e.id);
+    auto entries = redis::parse_entries(client_.checked(xclaim), client_.describe() + ": XCLAIM");
+    if (entries.empty()) return false;
+    spdlog::info("{}: took over {} entr{} idle for more than {} s", client_.describe(), entries.size(),
+                 entries.size() == 1 ? "y" : "ies", o_.claim_idle_s);
+    admit(std::move(entries), /*fresh=*/false);
     return true;
+  }
+
+  void forget_dead_consumers() {
+    const Reply r = client_.command({"EVAL", kForgetDeadScript, "2", o_.uri.stream, alive_key_, o_.group, o_.consumer,
+                                     std::to_string(static_cast<std::int64_t>(o_.claim_idle_s * 1000)),
+                                     std::to_string(redis::kMaxRetryDelayMs)});
+    if (r.is(Reply::Type::error)) {  // housekeeping: the job goes on without it
+      spdlog::warn("{}: removing dead consumers: {}", client_.describe(), shown(r.str));
+      return;
+    }
+    if (!r.is(Reply::Type::integer)) client_.wrong_type(r, "an integer", "EVAL (XGROUP DELCONSUMER)");
+    if (r.integer > 0)
+      spdlog::info("{}: removed {} dead consumer(s) that held nothing from group '{}'", client_.describe(), r.integer,
+                   shown(o_.group));
+  }
+
+  // Attempts begun and left since the last call, counted on the server in order (one round trip).
+  void record_attempts() {
+    std::vector<std::pair<std::string, std::string>> marks;
+    {
+      std::lock_guard lock(mu_);
+      marks.assign(attempt_marks_.begin(), attempt_marks_.end());
+    }
+    if (marks.empty()) return;
+    std::vector<std::vector<std::string>> commands;
+    for (const auto& [id, state] : marks)
+      commands.push_back({"EVAL", kAttemptScript, "1", attempts_key_, id, state, o_.consumer});
+    const auto replies = client_.pipeline(commands);
+    for (std::size_t i = 0; i < replies.size(); ++i)
+      if (replies[i].is(Reply::Type::error))
+        throw RedisError(RedisError::Kind::server, client_.describe() + ": counting an attempt of entry " +
+                                                       marks[i].first + ": " + shown(replies[i].str));
+    std::lock_guard lock(mu_);
+    attempt_marks_.erase(attempt_marks_.begin(), attempt_marks_.begin() + static_cast<std::ptrdiff_t>(marks.size()));
   }
 
   // New entries (fresh: delivered once) or re-delivered ones (their delivery count asked for): held for the
   // decode threads, or dead-lettered (too many deliveries, no usable input).
   void admit(std::vector<redis::StreamEntry> entries, bool fresh) {
-    std::vector<std::int64_t> deliveries(entries.size(), 1);
-    if (!fresh) {
-      std::vector<std::vector<std::string>> queries;
-      for (const auto& e : entries) queries.push_back({"XPENDING", o_.uri.stream, o_.group, e.id, e.id, "1"});
-      const auto replies = client_.pipeline(queries);
-      for (std::size_t i = 0; i < entries.size(); ++i) {
-        if (replies[i].is(Reply::Type::error))
-          throw RedisError(RedisError::Kind::server, client_.describe() + ": XPENDING: " + shown(replies[i].str));
-        const auto p = redis::parse_xpending_entries(replies[i], client_.describe() + ": XPENDING");
-        if (!p.empty()) deliveries[i] = p.front().deliveries;
-      }
+    // Attempts made so far (0 for a fresh entry): an entry read ahead and never started does not count.
+    std::vector<std::int64_t> attempts(entries.size(), 0);
+    if (!fresh && !entries.empty()) {
+      std::vector<std::string> hmget{"HMGET", attempts_key_};
+      for (const auto& e : entries) hmget.push_back(e.id);
+      const Reply r = client_.checked(hmget);
+      if (!r.is(Reply::Type::array) || r.elements.size() != entries.size())
+        client_.wrong_type(r, "an array of one value per entry", "HMGET");
+      for (std::size_t i = 0; i < entries.size(); ++i)
+        if (r.elements[i].is(Reply::Type::string))
+          if (const auto a = redis::parse_attempt(r.elements[i].str)) attempts[i] = a->count;
     }
     std::lock_guard lock(mu_);
     for (std::size_t i = 0; i < entries.size(); ++i) {
       auto& e = entries[i];
       if (holds(e.id)) continue;  // ours already (history after a reconnect)
-      Held h{e.id, {}, InputKind::file, deliveries[i]};
+      Held h{e.id, {}, InputKind::file, attempts[i]};
       const std::string* input = e.field("input");
       if (input) h.input = *input;
       const std::string bad_options = read_options(e, h.options);
       std::optional<std::string> why;
-      if (h.deliveries > o_.max_deliveries) {
-        why = "delivered " + std::to_string(h.deliveries) + " times, more than max_deliveries " +
-              std::to_string(o_.max_deliveries);
+      if (h.deliveries >= o_.max_deliveries) {
+        why = "attempted " + std::to_string(h.deliveries) + " times, max_deliveries " + std::to_string(o_.max_deliveries);
         if (auto f = failures_.find(e.id); f != failures_.end()) *why += " (last attempt: " + f->second + ")";
       } else if (!input) {
         why = "the entry has no field 'input' (the path or URL of the input)";
@@ -528,6 +655,10 @@ class RedisFeed final : public InputFeed {
   // Keeps the entries held here from going idle (they are not taken over while this consumer lives); an entry
   // another consumer took meanwhile (this one stalled past claim_idle_s) is left to it.
   void heartbeat() {
+    // The silence allowed before others call it dead: a heartbeat comes every claim_idle_s/4, or after a
+    // blocking read of block_ms when there is nothing to do.
+    const auto allowed_ms = std::max<std::int64_t>(static_cast<std::int64_t>(o_.claim_idle_s * 1000), o_.block_ms);
+    client_.checked({"EVAL", kHeartbeatScript, "1", alive_key_, o_.consumer, std::to_string(allowed_ms)});
     std::vector<std::string> ids;
     {
       std::lock_guard lock(mu_);
@@ -573,11 +704,12 @@ class RedisFeed final : public InputFeed {
     std::vector<std::vector<std::string>> commands;
     for (const Settle& s : batch) {
       if (s.dead)
-        commands.push_back({"EVAL", kDeadScript, "3", o_.uri.stream, o_.stats_key(), o_.dead, o_.group, s.id,
-                            o_.consumer, s.input, s.reason, std::to_string(s.deliveries), s.options,
+        commands.push_back({"EVAL", kDeadScript, "4", o_.uri.stream, o_.stats_key(), o_.dead, attempts_key_, o_.group,
+                            s.id, o_.consumer, s.input, s.reason, std::to_string(s.deliveries), s.options,
                             s.options_rejected ? "1" : "0"});
       else
-        commands.push_back({"EVAL", kAckScript, "2", o_.uri.stream, o_.stats_key(), o_.group, s.id, o_.consumer});
+        commands.push_back({"EVAL", kAckScript, "3", o_.uri.stream, o_.stats_key(), attempts_key_, o_.group, s.id,
+                            o_.consumer, s.skipped ? "skipped" : "done"});
     }
     const auto replies = client_.pipeline(commands);
     for (std::size_t i = 0; i < replies.size(); ++i) {
@@ -650,7 +782,8 @@ class RedisFeed final : public InputFeed {
 
   RedisSourceOptions o_;
   redis::Client client_;  // the feed thread's only
-  std::string claim_cursor_ = "0-0";
+  std::string attempts_key_ = redis::job_attempts_key(o_.uri.stream, o_.group);
+  std::string alive_key_ = redis::job_alive_key(o_.uri.stream, o_.group);
   std::set<std::string> warned_stolen_;
   mutable std::mutex mu_;
   std::condition_variable wake_, ready_;
@@ -660,6 +793,7 @@ class RedisFeed final : public InputFeed {
   std::deque<Settle> outbox_;                  // outcomes to acknowledge
   std::map<std::string, std::string> failures_;  // entry id -> why its last attempt here was not committed
   std::vector<std::shared_ptr<Confirmation>> confirmations_;  // still_ours() questions not answered yet
+  std::deque<std::pair<std::string, std::string>> attempt_marks_;  // entry id, run|left: to count on the server
   std::condition_variable answered_;
   std::int64_t claim_not_before_ = 0;  // the feed thread's: no XAUTOCLAIM before this (after an outage)
   std::string trouble_, failure_;

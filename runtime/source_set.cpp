@@ -378,7 +378,7 @@ void SourceSet::run_feed(Source& s) {
     const std::string options = input.options.text();
     if (job) {
       if (const auto finished = job->finished_unchanged(input.uri, options); finished && !finished->failed) {
-        s.feed->settled({s.id, input.uri, InputOutcome::done, {}, options});
+        s.feed->settled({s.id, input.uri, InputOutcome::done, {}, options, /*earlier=*/true});
         std::lock_guard lock(mu_);
         s.inputs_skipped++;
         continue;
