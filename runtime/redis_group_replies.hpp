@@ -32,6 +32,13 @@ inline std::string job_attempts_key(const std::string& stream, const std::string
 inline std::string job_alive_key(const std::string& stream, const std::string& group) {
   return stream + ":sluice-alive:" + group;
 }
+// The hash of inputs the group has done: input_identity (runtime/input_identity.hpp) -> "SIZE MTIME_NS" of the
+// file when it was done ("-" for a URL). An entry for an input done already, unchanged, is acknowledged as
+// skipped by whichever worker reads it (resubmitting a directory redoes nothing another worker finished).
+inline std::string job_done_key(const std::string& stream, const std::string& group) {
+  return stream + ":sluice-done:" + group;
+}
+
 // The longest a live worker goes between two attempts to reach a lost server.
 inline constexpr std::int64_t kMaxRetryDelayMs = 5000;
 

@@ -1,5 +1,6 @@
 #include "runtime/redis_source.hpp"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -16,6 +17,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "runtime/input_identity.hpp"
 #include "runtime/inputs.hpp"
 #include "runtime/source_kind.hpp"
 #include "runtime/redis_group_replies.hpp"
@@ -61,12 +63,17 @@ std::string default_consumer() {
 // XACK; only when that took the entry off the pending list: count it (and for a dead letter, XADD it) and
 // forget its attempts. A retry after a lost reply finds the entry acknowledged already and does nothing.
 // ARGV[4]: `done`, or `skipped` for an input done in an earlier run (not counted done again). The first and the
-// latest done (server time) give `sluicectl jobs status` its rate.
+// latest done (server time) give `sluicectl jobs status` its rate. A done input is recorded for the group
+// (KEYS[4]: ARGV[5] its identity, ARGV[6] the file's stamp; kept 30 days after the group's latest).
 constexpr const char* kAckScript = R"(-- sluice: acknowledge a done input
 if redis.call('XACK', KEYS[1], ARGV[1], ARGV[2]) == 1 then
   redis.call('HINCRBY', KEYS[2], ARGV[4], 1)
   redis.call('HINCRBY', KEYS[2], ARGV[4] .. ':' .. ARGV[3], 1)
   redis.call('HDEL', KEYS[3], ARGV[2])
+  if ARGV[4] == 'done' and ARGV[5] ~= '' then
+    redis.call('HSET', KEYS[4], ARGV[5], ARGV[6])
+    redis.call('EXPIRE', KEYS[4], 2592000)
+  end
   if ARGV[4] == 'done' then
     local t = redis.call('TIME')
     local ms = t[1] .. string.format('%03d', math.floor(tonumber(t[2]) / 1000))
@@ -241,7 +248,7 @@ class RedisFeed final : public InputFeed {
       }
       switch (r.outcome) {
         case InputOutcome::done: {
-          Settle done{h.id, h.input, {}, h.deliveries, false};
+          Settle done{h.id, h.input, {}, h.deliveries, false, h.options.text()};
           done.skipped = r.earlier;
           outbox_.push_back(std::move(done));
           break;
@@ -305,7 +312,7 @@ class RedisFeed final : public InputFeed {
     std::string id, input, reason;
     std::int64_t deliveries = 1;
     bool dead = false;
-    std::string options;            // dead letters: the entry's options (InputOptions::text(), or as given)
+    std::string options;            // the entry's options (InputOptions::text(); dead letters: or as given)
     bool options_rejected = false;  // dead letters: the options were the reason
     bool skipped = false;           // done in an earlier run: acknowledged, counted as skipped
   };
@@ -578,9 +585,45 @@ class RedisFeed final : public InputFeed {
     attempt_marks_.erase(attempt_marks_.begin(), attempt_marks_.begin() + static_cast<std::ptrdiff_t>(marks.size()));
   }
 
+  // "SIZE MTIME_NS" of a local file, "-" for a URL, "" when it cannot be read (then it is not known done).
+  static std::string file_stamp(const std::string& input) {
+    if (input.empty() || input.front() != '/') return "-";
+    struct stat st{};
+    if (::stat(input.c_str(), &st) != 0) return {};
+    return std::to_string(st.st_size) + " " +
+           std::to_string(static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec);
+  }
+
+  // Which entries name an input the group has done already, unchanged since (their identity recorded with the
+  // file's stamp then and now the same).
+  std::vector<bool> done_by_group(const std::vector<redis::StreamEntry>& entries) {
+    std::vector<bool> done(entries.size(), false);
+    std::vector<std::size_t> asked;
+    std::vector<std::string> hmget{"HMGET", done_key_};
+    for (std::size_t i = 0; i < entries.size(); ++i) {
+      const std::string* input = entries[i].field("input");
+      InputOptions options;
+      if (!input || !read_options(entries[i], options).empty()) continue;  // dead-lettered below
+      asked.push_back(i);
+      hmget.push_back(input_identity(*input, options.text()));
+    }
+    if (asked.empty()) return done;
+    const Reply r = client_.checked(hmget);
+    if (!r.is(Reply::Type::array) || r.elements.size() != asked.size())
+      client_.wrong_type(r, "an array of one value per input", "HMGET");
+    for (std::size_t k = 0; k < asked.size(); ++k) {
+      if (!r.elements[k].is(Reply::Type::string)) continue;
+      const std::string stamp = file_stamp(*entries[asked[k]].field("input"));
+      done[asked[k]] = !stamp.empty() && r.elements[k].str == stamp;
+    }
+    return done;
+  }
+
   // New entries (fresh: delivered once) or re-delivered ones (their delivery count asked for): held for the
-  // decode threads, or dead-lettered (too many deliveries, no usable input).
+  // decode threads, or dead-lettered (too many deliveries, no usable input), or acknowledged as skipped (done
+  // by the group already).
   void admit(std::vector<redis::StreamEntry> entries, bool fresh) {
+    const std::vector<bool> done = done_by_group(entries);
     // Attempts made so far (0 for a fresh entry): an entry read ahead and never started does not count.
     std::vector<std::int64_t> attempts(entries.size(), 0);
     if (!fresh && !entries.empty()) {
@@ -621,6 +664,14 @@ class RedisFeed final : public InputFeed {
           dead.options_rejected = true;
         }
         outbox_.push_back(std::move(dead));
+        continue;
+      }
+      if (done[i]) {
+        spdlog::info("{}: entry {} ('{}') was done by the group already (same file, same options): acknowledged as "
+                     "skipped", client_.describe(), e.id, shown(h.input));
+        Settle skipped{h.id, h.input, {}, h.deliveries, false, h.options.text()};
+        skipped.skipped = true;
+        outbox_.push_back(std::move(skipped));
         continue;
       }
       buffered_.push_back(std::move(h));
@@ -708,8 +759,9 @@ class RedisFeed final : public InputFeed {
                             s.id, o_.consumer, s.input, s.reason, std::to_string(s.deliveries), s.options,
                             s.options_rejected ? "1" : "0"});
       else
-        commands.push_back({"EVAL", kAckScript, "3", o_.uri.stream, o_.stats_key(), attempts_key_, o_.group, s.id,
-                            o_.consumer, s.skipped ? "skipped" : "done"});
+        commands.push_back({"EVAL", kAckScript, "4", o_.uri.stream, o_.stats_key(), attempts_key_, done_key_, o_.group,
+                            s.id, o_.consumer, s.skipped ? "skipped" : "done", input_identity(s.input, s.options),
+                            file_stamp(s.input)});
     }
     const auto replies = client_.pipeline(commands);
     for (std::size_t i = 0; i < replies.size(); ++i) {
@@ -784,6 +836,7 @@ class RedisFeed final : public InputFeed {
   redis::Client client_;  // the feed thread's only
   std::string attempts_key_ = redis::job_attempts_key(o_.uri.stream, o_.group);
   std::string alive_key_ = redis::job_alive_key(o_.uri.stream, o_.group);
+  std::string done_key_ = redis::job_done_key(o_.uri.stream, o_.group);
   std::set<std::string> warned_stolen_;
   mutable std::mutex mu_;
   std::condition_variable wake_, ready_;

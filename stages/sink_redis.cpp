@@ -17,11 +17,10 @@
 #include <optional>
 #include <random>
 
-#include <openssl/sha.h>
-
 #include <spdlog/spdlog.h>
 
 #include "runtime/errors.hpp"
+#include "runtime/input_identity.hpp"
 #include "runtime/redis_client.hpp"
 #include "runtime/utf8.hpp"
 #include "stages/sink_writers.hpp"
@@ -152,14 +151,7 @@ return out)";
 
   // <stream>:sluice-written:<SHA-256 of the input's path and options>[:<chunk>] (a bitmap holds 2^32 bits).
   std::string input_mark_key(const std::string& input, const std::string& options, std::uint64_t chunk) const {
-    std::string identity = input;
-    identity.push_back('\0');
-    identity += options;
-    unsigned char digest[SHA256_DIGEST_LENGTH];
-    SHA256(reinterpret_cast<const unsigned char*>(identity.data()), identity.size(), digest);
-    static constexpr char kHex[] = "0123456789abcdef";
-    std::string key = stream_ + ":sluice-written:";
-    for (unsigned char b : digest) key += {kHex[b >> 4], kHex[b & 15]};
+    std::string key = stream_ + ":sluice-written:" + input_identity(input, options);
     if (chunk > 0) key += ":" + std::to_string(chunk);
     return key;
   }

@@ -430,6 +430,20 @@ check("e: status: the three workers ended and left the group, their done counts 
       sum(c["done"] for c in e_consumers.values()) == E and g.get("in_progress") == 0 and g.get("read_ahead") == 0
       and g.get("in_progress_inputs") == [] and g.get("rate_per_s") is not None, g)
 
+# Resubmitted: a new worker (its own ledger empty) redoes none of the inputs the others finished.
+rc = subprocess.run([sluicectl, "jobs", "submit", f"redis://127.0.0.1:{port}/jobs-e"] + e_inputs,
+                    capture_output=True, text=True)
+check("e: resubmit", rc.returncode == 0, rc.stdout + rc.stderr)
+w = daemon_client.start(procs, pipeline("e3", "jobs-e", "w3", os.path.join(tmp, "e-out3"), os.path.join(tmp, "e-state3"),
+                                        claim_idle_s=2, tee_stream="results-e"))
+rc_e3, _, err_e3 = daemon_client.finish(w, 120, killed_rc=True)
+check("e: a new worker ends by itself", rc_e3 == 0, (rc_e3, err_e3[-1500:]))
+check("e: it redid none of the inputs the group had done", not results(os.path.join(tmp, "e-out3")),
+      sorted(results(os.path.join(tmp, "e-out3")))[:5])
+g = (job_status("jobs-e").get("groups") or [{}])[0]
+check(f"e: the resubmitted entries are counted skipped, not done again: {E} done, {E} skipped",
+      (g.get("done"), g.get("skipped"), g.get("pending")) == (E, E, 0), g)
+
 # --- (d) per-input options: honoured, recorded, told apart; refused ones dead-lettered, not requeued -----------
 d_inputs = valid[:6]  # 2, 3, 4, 2, 3, 4 frames
 d_out, d_state = os.path.join(tmp, "d-out"), os.path.join(tmp, "d-state")
