@@ -21,6 +21,7 @@
 #include "runtime/inputs.hpp"
 #include "runtime/source_kind.hpp"
 #include "runtime/redis_group_replies.hpp"
+#include "runtime/redis_job_scripts.hpp"
 #include "runtime/stats.hpp"
 #include "runtime/thread_name.hpp"
 #include "runtime/utf8.hpp"
@@ -59,139 +60,6 @@ std::string default_consumer() {
   if (::gethostname(host, sizeof host - 1) != 0 || !host[0]) std::snprintf(host, sizeof host, "host");
   return std::string(host) + "-" + std::to_string(::getpid());
 }
-
-// XACK; only when that took the entry off the pending list: count it (and for a dead letter, XADD it) and
-// forget its attempts. A retry after a lost reply finds the entry acknowledged already and does nothing.
-// ARGV[4]: `done`, or `skipped` for an input done in an earlier run (not counted done again). The first and the
-// latest done (server time) give `sluicectl jobs status` its rate. A done input is recorded for the group
-// (KEYS[4]: ARGV[5] its identity, ARGV[6] the file's stamp; kept 30 days after the group's latest).
-constexpr const char* kAckScript = R"(-- sluice: acknowledge a done input
-if redis.call('XACK', KEYS[1], ARGV[1], ARGV[2]) == 1 then
-  redis.call('HINCRBY', KEYS[2], ARGV[4], 1)
-  redis.call('HINCRBY', KEYS[2], ARGV[4] .. ':' .. ARGV[3], 1)
-  redis.call('HDEL', KEYS[3], ARGV[2])
-  if ARGV[4] == 'done' and ARGV[5] ~= '' then
-    redis.call('HSET', KEYS[4], ARGV[5], ARGV[6])
-    redis.call('EXPIRE', KEYS[4], 2592000)
-  end
-  if ARGV[4] == 'done' then
-    local t = redis.call('TIME')
-    local ms = t[1] .. string.format('%03d', math.floor(tonumber(t[2]) / 1000))
-    redis.call('HSETNX', KEYS[2], 'first_done_ms', ms)
-    redis.call('HSET', KEYS[2], 'last_done_ms', ms)
-  end
-  return 1
-end
-return 0)";
-// The dead letter keeps the entry's options (their text) so that a requeue runs the input as asked; options that
-// were themselves the reason are marked rejected (a requeue leaves such a letter where it is).
-constexpr const char* kDeadScript = R"(-- sluice: dead-letter an input
-if redis.call('XACK', KEYS[1], ARGV[1], ARGV[2]) == 1 then
-  local f = {'XADD', KEYS[3], '*', 'input', ARGV[4], 'reason', ARGV[5], 'entry', ARGV[2], 'stream', KEYS[1],
-             'group', ARGV[1], 'consumer', ARGV[3], 'deliveries', ARGV[6]}
-  if ARGV[7] ~= '' then f[#f + 1] = 'options'; f[#f + 1] = ARGV[7] end
-  if ARGV[8] == '1' then f[#f + 1] = 'options_rejected'; f[#f + 1] = '1' end
-  redis.call(unpack(f))
-  redis.call('HINCRBY', KEYS[2], 'dead', 1)
-  redis.call('HINCRBY', KEYS[2], 'dead:' .. ARGV[3], 1)
-  redis.call('HDEL', KEYS[4], ARGV[2])
-  return 1
-end
-return 0)";
-
-// An attempt begins (ARGV[2] `run`: the count goes up, stamped with the server's time and the consumer) or was
-// left for a retry (`left`). max_deliveries counts these, not deliveries: an entry read ahead by a worker that
-// died before starting it was delivered but never attempted. Value: "N MS STATE CONSUMER".
-constexpr const char* kAttemptScript = R"(-- sluice: count an attempt
-local v = redis.call('HGET', KEYS[1], ARGV[1])
-local n = 0
-if v then n = tonumber(string.match(v, '^(%d+) ')) or 0 end
-if ARGV[2] == 'run' then
-  n = n + 1
-  local t = redis.call('TIME')
-  local ms = t[1] .. string.format('%03d', math.floor(tonumber(t[2]) / 1000))
-  redis.call('HSET', KEYS[1], ARGV[1], n .. ' ' .. ms .. ' run ' .. ARGV[3])
-elseif v then
-  redis.call('HSET', KEYS[1], ARGV[1], (string.gsub(v, ' run ', ' left ', 1)))
-end
-return n)";
-
-// A consumer's heartbeat: when it was last heard from (server time) and the silence allowed it, in ms.
-constexpr const char* kHeartbeatScript = R"(-- sluice: heartbeat
-local t = redis.call('TIME')
-redis.call('HSET', KEYS[1], ARGV[1], t[1] .. string.format('%03d', math.floor(tonumber(t[2]) / 1000)) .. ' ' .. ARGV[2])
-return 1)";
-
-// Consumers of the group that are dead (no heartbeat for longer than the silence they allowed themselves, nor
-// any command for as long) and hold nothing are removed from it (their counts stay in the stats). ARGV: group,
-// this consumer (never removed here), this one's claim_idle_s in ms (for a consumer without a heartbeat), the
-// margin in ms. Checked and removed in one script: an entry delivered meanwhile cannot be lost with it.
-constexpr const char* kForgetDeadScript = R"(-- sluice: forget dead consumers that hold nothing
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local gone = 0
-for _, c in ipairs(redis.call('XINFO', 'CONSUMERS', KEYS[1], ARGV[1])) do
-  local f = {}
-  for i = 1, #c, 2 do f[c[i]] = c[i + 1] end
-  if f['pending'] == 0 and f['name'] ~= ARGV[2] then
-    local allowed, silent = tonumber(ARGV[3]), f['idle']
-    local beat = redis.call('HGET', KEYS[2], f['name'])
-    if beat then
-      local seen, idle = string.match(beat, '^(%d+) (%d+)$')
-      if seen then silent, allowed = now - tonumber(seen), tonumber(idle) end
-    end
-    if silent > allowed + tonumber(ARGV[4]) and f['idle'] > allowed then
-      redis.call('XGROUP', 'DELCONSUMER', KEYS[1], ARGV[1], f['name'])
-      redis.call('HDEL', KEYS[2], f['name'])
-      gone = gone + 1
-    end
-  end
-end
-return gone)";
-
-// A consumer ending cleanly leaves the group if it holds nothing (and takes its heartbeat out).
-constexpr const char* kLeaveScript = R"(-- sluice: leave the group
-redis.call('HDEL', KEYS[2], ARGV[2])
-if #redis.call('XPENDING', KEYS[1], ARGV[1], '-', '+', 1, ARGV[2]) == 0 then
-  redis.call('XGROUP', 'DELCONSUMER', KEYS[1], ARGV[1], ARGV[2])
-  return 1
-end
-return 0)";
-
-// Before an input's outputs are committed: the entry is still pending on this consumer? Then its idle time is
-// reset (XCLAIM JUSTID, the delivery count unchanged), so nobody can take it over for claim_idle_s: the time
-// the commit and the acknowledgement have. 0: another consumer took it over, or it was acknowledged elsewhere.
-constexpr const char* kKeepIfOursScript = R"(-- sluice: keep an entry for its commit if it is still ours
-local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[2], ARGV[2], 1)
-if #p == 1 and p[1][2] == ARGV[3] then
-  redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[3], 0, ARGV[2], 'JUSTID')
-  return 1
-end
-return 0)";
-
-// Trims the job stream below the oldest entry any of its consumer groups still needs: a group's smallest pending
-// id, or, with nothing pending, its last delivered id (kept, so the group's position stays an entry). Entries
-// below are delivered to every group and acknowledged; pending and undelivered ones are never trimmed. One
-// script, so no group delivers or claims between the look and the trim. Ids compare as numbers of any length.
-constexpr const char* kTrimScript = R"(-- sluice: trim what every group acknowledged
-local function before(a, b)
-  local am, as = string.match(a, '^(%d+)-(%d+)$')
-  local bm, bs = string.match(b, '^(%d+)-(%d+)$')
-  if #am ~= #bm then return #am < #bm end
-  if am ~= bm then return am < bm end
-  if #as ~= #bs then return #as < #bs end
-  return as < bs
-end
-local keep
-for _, g in ipairs(redis.call('XINFO', 'GROUPS', KEYS[1])) do
-  local f = {}
-  for i = 1, #g, 2 do f[g[i]] = g[i + 1] end
-  local need = f['last-delivered-id']
-  if f['pending'] > 0 then need = redis.call('XPENDING', KEYS[1], f['name'])[2] end
-  if not keep or before(need, keep) then keep = need end
-end
-if not keep then return 0 end
-return redis.call('XTRIM', KEYS[1], 'MINID', keep))";
 
 // The longest a live worker goes between two attempts to reach a lost server (the client's reconnection backoff
 // is at most 2 s, the feed's pause after an error reply such as LOADING at most this): after an outage, workers
@@ -416,7 +284,7 @@ class RedisFeed final : public InputFeed {
         record_attempts();
         if (outbox_size() > 0) flush_outbox();
         if (outbox_size() == 0 && !holding())
-          client_.checked({"EVAL", kLeaveScript, "2", o_.uri.stream, alive_key_, o_.group, o_.consumer});
+          client_.checked({"EVAL", redis_job::kLeaveScript, "2", o_.uri.stream, alive_key_, o_.group, o_.consumer});
       }
     } catch (const std::exception& e) {
       spdlog::warn("{}: {} acknowledgement(s) not sent at stop ({}); those entries are taken over after {} s",
@@ -453,7 +321,7 @@ class RedisFeed final : public InputFeed {
     if (asked.empty()) return;
     std::vector<std::vector<std::string>> commands;
     for (const auto& a : asked)
-      commands.push_back({"EVAL", kKeepIfOursScript, "1", o_.uri.stream, o_.group, a->id, o_.consumer});
+      commands.push_back({"EVAL", redis_job::kKeepIfOursScript, "1", o_.uri.stream, o_.group, a->id, o_.consumer});
     const auto replies = client_.pipeline(commands);
     std::vector<bool> ours(asked.size());
     for (std::size_t i = 0; i < asked.size(); ++i) {
@@ -552,7 +420,7 @@ class RedisFeed final : public InputFeed {
   }
 
   void forget_dead_consumers() {
-    const Reply r = client_.command({"EVAL", kForgetDeadScript, "2", o_.uri.stream, alive_key_, o_.group, o_.consumer,
+    const Reply r = client_.command({"EVAL", redis_job::kForgetDeadScript, "2", o_.uri.stream, alive_key_, o_.group, o_.consumer,
                                      std::to_string(static_cast<std::int64_t>(o_.claim_idle_s * 1000)),
                                      std::to_string(redis::kMaxRetryDelayMs)});
     if (r.is(Reply::Type::error)) {  // housekeeping: the job goes on without it
@@ -575,7 +443,7 @@ class RedisFeed final : public InputFeed {
     if (marks.empty()) return;
     std::vector<std::vector<std::string>> commands;
     for (const auto& [id, state] : marks)
-      commands.push_back({"EVAL", kAttemptScript, "1", attempts_key_, id, state, o_.consumer});
+      commands.push_back({"EVAL", redis_job::kAttemptScript, "1", attempts_key_, id, state, o_.consumer});
     const auto replies = client_.pipeline(commands);
     for (std::size_t i = 0; i < replies.size(); ++i)
       if (replies[i].is(Reply::Type::error))
@@ -709,7 +577,7 @@ class RedisFeed final : public InputFeed {
     // The silence allowed before others call it dead: a heartbeat comes every claim_idle_s/4, or after a
     // blocking read of block_ms when there is nothing to do.
     const auto allowed_ms = std::max<std::int64_t>(static_cast<std::int64_t>(o_.claim_idle_s * 1000), o_.block_ms);
-    client_.checked({"EVAL", kHeartbeatScript, "1", alive_key_, o_.consumer, std::to_string(allowed_ms)});
+    client_.checked({"EVAL", redis_job::kHeartbeatScript, "1", alive_key_, o_.consumer, std::to_string(allowed_ms)});
     std::vector<std::string> ids;
     {
       std::lock_guard lock(mu_);
@@ -755,11 +623,11 @@ class RedisFeed final : public InputFeed {
     std::vector<std::vector<std::string>> commands;
     for (const Settle& s : batch) {
       if (s.dead)
-        commands.push_back({"EVAL", kDeadScript, "4", o_.uri.stream, o_.stats_key(), o_.dead, attempts_key_, o_.group,
+        commands.push_back({"EVAL", redis_job::kDeadScript, "4", o_.uri.stream, o_.stats_key(), o_.dead, attempts_key_, o_.group,
                             s.id, o_.consumer, s.input, s.reason, std::to_string(s.deliveries), s.options,
                             s.options_rejected ? "1" : "0"});
       else
-        commands.push_back({"EVAL", kAckScript, "4", o_.uri.stream, o_.stats_key(), attempts_key_, done_key_, o_.group,
+        commands.push_back({"EVAL", redis_job::kAckScript, "4", o_.uri.stream, o_.stats_key(), attempts_key_, done_key_, o_.group,
                             s.id, o_.consumer, s.skipped ? "skipped" : "done", input_identity(s.input, s.options),
                             file_stamp(s.input)});
     }
@@ -780,7 +648,7 @@ class RedisFeed final : public InputFeed {
 
   // The stream would otherwise keep every entry ever submitted (about 80 bytes each).
   void trim() {
-    const Reply r = client_.command({"EVAL", kTrimScript, "1", o_.uri.stream});
+    const Reply r = client_.command({"EVAL", redis_job::kTrimScript, "1", o_.uri.stream});
     if (r.is(Reply::Type::error))  // not worth failing the job for: the next acknowledgement tries again
       spdlog::warn("{}: trimming acknowledged entries: {}", client_.describe(), shown(r.str));
     else if (!r.is(Reply::Type::integer))
