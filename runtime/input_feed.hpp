@@ -42,6 +42,9 @@ class InputFeed {
     (void)uri, (void)options;
     return true;
   }
+  // The source is stopping (shutdown, removal): a still_ours() that would wait for a server that is away answers
+  // no at once instead (the input is not committed and is done again), so a drain is not held up by it.
+  virtual void stopping() {}
   // Empty while the feed is healthy, else why it cannot reach its inputs now (it keeps trying).
   virtual std::string trouble() const = 0;
   // Set once the feed gave up for good (ended because of it).

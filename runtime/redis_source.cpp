@@ -149,10 +149,18 @@ class RedisFeed final : public InputFeed {
     }
     wake_.notify_all();
     std::unique_lock lock(mu_);
-    // While the server is away this waits (the commit waits, like the acknowledgements); a stop answers no:
-    // the input is then not committed and is done again.
-    answered_.wait(lock, [&] { return ask->answered || stop_ || thread_done_; });
+    // While the server is away this waits (the commit waits, like the acknowledgements), unless the source is
+    // stopping: then it answers no (the input is not committed and is done again) rather than hold up a drain.
+    answered_.wait(lock, [&] { return ask->answered || stop_ || thread_done_ || (stopping_ && !trouble_.empty()); });
     return ask->answered && ask->ours;
+  }
+
+  void stopping() override {
+    {
+      std::lock_guard lock(mu_);
+      stopping_ = true;
+    }
+    answered_.notify_all();
   }
 
   std::string trouble() const override {
@@ -194,7 +202,7 @@ class RedisFeed final : public InputFeed {
     std::int64_t next_trim = 0, next_forget = 0;
     bool untrimmed = false;  // acknowledged since the last trim
     double retry_delay = 0.1;
-    while (!stopping()) {
+    while (!stop_requested()) {
       try {
         if (!client_.connected()) {
           group_ready = false;
@@ -687,13 +695,16 @@ class RedisFeed final : public InputFeed {
     std::lock_guard lock(mu_);
     return outbox_.size();
   }
-  bool stopping() const {
+  bool stop_requested() const {
     std::lock_guard lock(mu_);
     return stop_;
   }
   void set_trouble(std::string why) {
-    std::lock_guard lock(mu_);
-    trouble_ = std::move(why);
+    {
+      std::lock_guard lock(mu_);
+      trouble_ = std::move(why);
+    }
+    answered_.notify_all();  // a stopping still_ours() does not wait for a server that is away
   }
   void sleep_for(double seconds) {
     std::unique_lock lock(mu_);
@@ -719,6 +730,7 @@ class RedisFeed final : public InputFeed {
   std::int64_t claim_not_before_ = 0;  // the feed thread's: no XAUTOCLAIM before this (after an outage)
   std::string trouble_, failure_;
   bool stop_ = false, ended_ = false, thread_done_ = false;
+  bool stopping_ = false;  // the source is stopping (stopping())
   std::atomic<bool> stop_flag_{false};  // for connect_with_backoff
   std::thread thread_;
 };

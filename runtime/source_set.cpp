@@ -133,6 +133,7 @@ void SourceSet::stop_all() {
   stopping_ = true;
   for (auto& s : sources_) {
     s->stop = true;
+    if (s->feed) s->feed->stopping();
     s->wake.notify_all();
   }
   space_free_.notify_all();
@@ -217,6 +218,7 @@ bool SourceSet::remove_source(const std::string& id_or_name) {
       continue;  // a later source may carry the name now
     }
     s->stop = true;
+    if (s->feed) s->feed->stopping();
     s->state = SourceState::removed;
     s->reason = "removed at run time";
     s->removed_ns = now_ns();
@@ -729,6 +731,7 @@ void SourceSet::retain(const std::function<bool(const SourceOptions&, std::uint3
     const bool running = s->running > 0 && s->state != SourceState::failed;
     if (keep(s->options, s->id, running)) continue;
     s->stop = true;
+    if (s->feed) s->feed->stopping();
     s->state = SourceState::removed;
     s->reason = why;
     s->removed_ns = now_ns();

@@ -6,6 +6,7 @@
 
 #include <stdlib.h>
 
+#include <atomic>
 #include <chrono>
 #include <map>
 #include <string>
@@ -355,6 +356,27 @@ TEST_CASE("redis feed: an input is committed only while its entry is still this 
   const auto left = redis::parse_xpending_entries(c.checked({"XPENDING", "jobs", "g", "-", "+", "10"}), "t");
   REQUIRE(left.size() == 1);  // the stolen one stays the thief's: not acknowledged here
   CHECK(left[0].consumer == "thief");
+}
+
+TEST_CASE("redis feed: the ownership check waits for a lost server, but not once the source is stopping") {
+  ::unsetenv("SLUICE_REDIS_PASSWORD");
+  test::RedisServer server;
+  redis::Client c(server.endpoint());
+  c.checked({"XADD", "jobs", "*", "input", "/jobs/a.mp4"});
+  auto feed = open_redis_feed(parse_redis_source_uri(server.uri("jobs") + "?group=g&consumer=w1&claim_idle_s=60"));
+  REQUIRE(next_input(*feed) == "/jobs/a.mp4");
+  server.stop();
+  std::atomic<int> answer{-1};
+  std::thread commit([&] { answer = feed->still_ours("/jobs/a.mp4", "") ? 1 : 0; });
+  for (int i = 0; i < 100 && feed->trouble().empty(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  CHECK_FALSE(feed->trouble().empty());
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  CHECK(answer == -1);  // waits: the server may come back and say it is still ours
+  feed->stopping();  // answered at once: not committed, done again later
+  for (int i = 0; i < 100 && answer == -1; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  CHECK(answer == 0);
+  feed.reset();  // (ends the wait also where stopping() did not)
+  commit.join();
 }
 
 TEST_CASE("redis feed: the job stream is trimmed below what every group still needs, never a pending or undelivered entry") {
