@@ -636,8 +636,9 @@ class RedisFeed final : public InputFeed {
                             s.options_rejected ? "1" : "0"});
       else
         commands.push_back({"EVAL", redis_job::kAckScript, "4", o_.uri.stream, o_.stats_key(), attempts_key_, done_key_, o_.group,
-                            s.id, o_.consumer, s.skipped ? "skipped" : "done", input_identity(s.input, s.options),
-                            file_stamp(s.input)});
+                            s.id, o_.consumer, s.skipped ? "skipped" : "done",
+                            s.skipped ? std::string() : input_identity(s.input, s.options),
+                            s.skipped ? std::string() : file_stamp(s.input)});
     }
     const auto replies = client_.pipeline(commands);
     for (std::size_t i = 0; i < replies.size(); ++i) {

@@ -24,6 +24,12 @@ without `input`), submitted with `sluicectl jobs submit`; three `sluiced run` pr
     honoured and recorded in the result and the job ledger; an unknown option or a bad value is a dead letter
     naming it, which requeue-dead leaves; the same input with the same options again is not redone, without
     them it is (another request), its result replaced.
+(e) redis-server stopped for longer than claim_idle_s and the redis sink's write_retry_s while three live workers
+    hold entries (issue 33): each writes result files and, through a tee, records to a stream. Every input has
+    one result file and one ledger `done` line among them (nobody takes over a live worker's entries after the
+    outage, nobody commits an entry it lost), the stream holds each frame once (a redo appends only what is
+    missing), every worker exits 0, the job stream is trimmed, and `sluicectl jobs status` shows the workers gone
+    with their counts. Resubmitted, the inputs are skipped by a new worker (done by the group), not redone.
 No timing assertions: waits are bounded, the rate limit only keeps the job long enough to be cut mid-way.
 """
 import glob
