@@ -1,5 +1,5 @@
 // How many records a redis-server takes from N sinks at once: N threads, each a redis sink writer on its own
-// connection (records of RECORD_BYTES, BATCH records per MULTI/EXEC round trip, as the sink writes a batch),
+// connection (records of RECORD_BYTES, BATCH records per script round trip, as the sink writes a batch),
 // for SECONDS; prints records/s in total and per writer. Models N sluiced writing results to one stream.
 //   redis_sink_bench redis://127.0.0.1:6379/bench WRITERS BATCH SECONDS [RECORD_BYTES=400]
 #include <cstdio>

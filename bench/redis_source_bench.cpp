@@ -1,6 +1,7 @@
 // How many job entries a redis-server hands out and takes acknowledgements for, from N Redis sources at once:
 // ENTRIES entries (`input` paths) are XADDed first, then N feeds (runtime/redis_source, each its own
-// connection and consumer in one group, `count` COUNT, until_empty) take them, each settled done at once
+// connection and consumer in one group, `count` COUNT, until_empty) take them, each checked as still its own
+// (as before a commit) and settled done at once
 // (XACK script) as a worker with infinitely fast inputs would. Prints entries/s in total and per feed, from
 // the start to the last input handed out (the acknowledgements of the last inputs follow within a round trip):
 // the Redis side's ceiling for one stream and group (docs/scale-out.md).
@@ -47,12 +48,14 @@ int main(int argc, char** argv) {
         auto feed = sluice::open_redis_feed(sluice::parse_redis_source_uri(
             uri + "?group=bench&consumer=bench" + std::to_string(f) + "&until_empty=true&count=" + std::to_string(count)));
         for (;;) {
-          std::string input;
-          sluice::InputKind kind{};
-          const auto poll = feed->next(input, kind, std::chrono::milliseconds(100));
+          sluice::FedInput input;
+          const auto poll = feed->next(input, std::chrono::milliseconds(100));
           if (poll == sluice::InputFeed::Poll::ended) break;
           if (poll != sluice::InputFeed::Poll::input) continue;
-          feed->settled({0, input, sluice::InputOutcome::done, {}});
+          // As a worker commits: the entry checked (and kept) as still this consumer's, then settled.
+          const bool ours = feed->still_ours(input.uri, input.options.text());
+          feed->settled({0, input.uri, ours ? sluice::InputOutcome::done : sluice::InputOutcome::retry, {},
+                         input.options.text()});
           ++taken[static_cast<std::size_t>(f)];
           last[static_cast<std::size_t>(f)] = std::chrono::steady_clock::now();
         }

@@ -345,8 +345,15 @@ int cmd_run(const std::string& file, const sluice::PipelineOverrides& overrides,
     return 1;
   }
   const auto inputs = pipeline.inputs().totals();
-  if (inputs.with_errors > 0)
-    spdlog::error("{} of {} inputs could not be read completely (see the sources above)", inputs.with_errors, inputs.inputs);
+  // A shared job (Redis) takes back the inputs it could not finish here and does them again (here or on another
+  // worker): their failed frames and errors were not their final outcome. What is left is this run's own.
+  const std::uint64_t inputs_with_errors = inputs.with_errors - std::min(inputs.with_errors, inputs.handed_back_with_errors);
+  const std::uint64_t frames_failed = f.failed - std::min(f.failed, inputs.handed_back_failed_frames);
+  if (inputs.handed_back > 0)
+    spdlog::info("{} input(s) went back to the job to be done again ({} frames failed in those attempts)",
+                 inputs.handed_back, inputs.handed_back_failed_frames);
+  if (inputs_with_errors > 0)
+    spdlog::error("{} of {} inputs could not be read completely (see the sources above)", inputs_with_errors, inputs.inputs);
   // A resumed job skips the inputs that failed before: say them again, so the job does not look clean.
   std::size_t failed_before = 0;
   if (const auto& job = pipeline.plan().shared->job) {
@@ -358,14 +365,18 @@ int cmd_run(const std::string& file, const sluice::PipelineOverrides& overrides,
     failed_before = failed.size();
   }
   // A stage that could not open (an output or job locked by another sluiced) fails the run even without frames.
+  // Errors that failed frames or an input's outputs are judged by those frames and inputs (above).
   std::uint64_t stage_errors = 0;
   for (const auto& st : snap.stages) stage_errors += st.errors;
+  stage_errors -= std::min(stage_errors, pipeline.errors_of_frames());
   // A source that failed as a whole (a stream that gave up, a FIFO refused, a path that is not there) may
   // have no input record at all: it counts like an input that could not be read.
   std::size_t sources_failed = 0;
   for (const auto& r : source_reports(pipeline)) sources_failed += r.state == sluice::SourceState::failed ? 1 : 0;
   if (sources_failed > 0) spdlog::error("{} source(s) failed (see the sources above)", sources_failed);
-  return f.failed == 0 && inputs.with_errors == 0 && failed_before == 0 && stage_errors == 0 && sources_failed == 0 ? 0 : 1;
+  return frames_failed == 0 && inputs_with_errors == 0 && failed_before == 0 && stage_errors == 0 && sources_failed == 0
+             ? 0
+             : 1;
 }
 
 // Walks the options of one command: the current option, its value, and checked numbers.

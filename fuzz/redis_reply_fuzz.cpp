@@ -88,6 +88,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   } catch (const redis::RedisError& e) {
     if (e.kind() != redis::RedisError::Kind::protocol) std::abort();
   }
+  // The job's attempt and heartbeat hashes are anyone's to write: their values parse or are refused.
+  if (const auto a = redis::parse_attempt(bytes); a && (a->count < 0 || a->started_ms < 0 || a->consumer.empty()))
+    std::abort();
+  if (const auto h = redis::parse_heartbeat(bytes); h && (h->seen_ms < 0 || h->allowed_ms < 0)) std::abort();
   try {
     const auto uri = redis::parse_redis_uri(std::string(bytes));
     if (uri.stream.empty() || uri.endpoint.host.empty() || uri.endpoint.port < 1 || uri.endpoint.port > 65535)

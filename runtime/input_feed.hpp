@@ -34,6 +34,17 @@ class InputFeed {
   // and options name it. Also called by the source for an input its job ledger lists as finished already with
   // the same options (not processed again).
   virtual void settled(const InputResult& result) = 0;
+  // Asked on the sink's thread before the outputs of an input next() handed out are committed: is it still
+  // this worker's? A feed shared with other workers checks with its server (and keeps the input for the
+  // commit), waiting while the server is away; false when another worker took it over (then the input is
+  // neither committed nor recorded here: settled() hears it as a retry) or the feed is stopping.
+  virtual bool still_ours(const std::string& uri, const std::string& options) {
+    (void)uri, (void)options;
+    return true;
+  }
+  // The source is stopping (shutdown, removal): a still_ours() that would wait for a server that is away answers
+  // no at once instead (the input is not committed and is done again), so a drain is not held up by it.
+  virtual void stopping() {}
   // Empty while the feed is healthy, else why it cannot reach its inputs now (it keeps trying).
   virtual std::string trouble() const = 0;
   // Set once the feed gave up for good (ended because of it).

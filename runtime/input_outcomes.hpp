@@ -9,6 +9,7 @@
 #include <mutex>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace sluice {
 
@@ -25,6 +26,7 @@ struct InputResult {
   InputOutcome outcome = InputOutcome::retry;
   std::string reason;  // failed and retry: why
   std::string options;  // the input's own options (InputOptions::text()), "" when none
+  bool earlier = false;  // done: in an earlier run (the job ledger says so), not done again now
 
   void fail(std::string why) {
     outcome = InputOutcome::failed;
@@ -35,11 +37,17 @@ struct InputResult {
 class InputOutcomes {
  public:
   using Listener = std::function<void(const InputResult&)>;
+  // Asked on the sink's thread before an input's outputs are committed (`result` names it; its outcome is not
+  // known yet): is it still this worker's to commit? A source that shares its inputs with other workers (the
+  // Redis source) asks its server and may block meanwhile; false: another worker took it over, so it is
+  // neither committed nor recorded here.
+  using Owner = std::function<bool(const InputResult&)>;
   // `fn` hears of every input of source `source_id` from now on, until unlisten(); it is called on the sink's
-  // thread and must return promptly (queue the work, never block on a network).
-  std::uint64_t listen(std::uint32_t source_id, Listener fn) {
+  // thread and must return promptly (queue the work, never block on a network). `owner`, when given, answers
+  // still_ours() for the source's inputs.
+  std::uint64_t listen(std::uint32_t source_id, Listener fn, Owner owner = {}) {
     std::lock_guard lock(mu_);
-    listeners_.emplace(++next_token_, std::make_pair(source_id, std::move(fn)));
+    listeners_.emplace(++next_token_, Entry{source_id, std::move(fn), std::move(owner)});
     return next_token_;
   }
   // After it returns, the listener is never called again.
@@ -47,16 +55,39 @@ class InputOutcomes {
     std::lock_guard lock(mu_);
     listeners_.erase(token);
   }
-  void notify(const InputResult& r) const {
+  // True when some listener heard it (the input's source answers for it outside).
+  bool notify(const InputResult& r) const {
     std::lock_guard lock(mu_);
+    bool heard = false;
     for (const auto& [token, listener] : listeners_)
-      if (listener.first == r.source_id) listener.second(r);
+      if (listener.source_id == r.source_id) {
+        listener.fn(r);
+        heard = true;
+      }
+    return heard;
+  }
+  // True unless the owner of the input's source says another worker took it over (true without an owner).
+  bool still_ours(const InputResult& r) const {
+    std::vector<Owner> owners;
+    {
+      std::lock_guard lock(mu_);
+      for (const auto& [token, listener] : listeners_)
+        if (listener.source_id == r.source_id && listener.owner) owners.push_back(listener.owner);
+    }
+    for (const Owner& owner : owners)  // outside the lock: an owner may wait for its server
+      if (!owner(r)) return false;
+    return true;
   }
 
  private:
+  struct Entry {
+    std::uint32_t source_id;
+    Listener fn;
+    Owner owner;
+  };
   mutable std::mutex mu_;
   std::uint64_t next_token_ = 0;
-  std::map<std::uint64_t, std::pair<std::uint32_t, Listener>> listeners_;
+  std::map<std::uint64_t, Entry> listeners_;
 };
 
 }  // namespace sluice

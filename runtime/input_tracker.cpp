@@ -94,7 +94,8 @@ void InputTracker::maybe_complete(InputProgress& p) {
   p.completed_ns = now_ns();
   totals_.complete++;
   // A cut stream connection is the source's business (it reconnects); a file that could not be read is not.
-  if ((!p.error.empty() && !p.interrupted && !is_live(p.kind)) || p.failed > 0) totals_.with_errors++;
+  p.with_errors = (!p.error.empty() && !p.interrupted && !is_live(p.kind)) || p.failed > 0;
+  if (p.with_errors) totals_.with_errors++;
   completed_.push_back(p);
   done_.push_back(p);
   while (done_.size() > 64) done_.pop_front();
@@ -112,6 +113,13 @@ void InputTracker::output_failed(std::uint32_t input, const std::string& reason)
     return;
   }
   totals_.with_errors++;  // no longer in the recent list: still counted
+}
+
+void InputTracker::handed_back(const InputProgress& input, bool counted_with_errors) {
+  std::lock_guard lock(mu_);
+  totals_.handed_back++;
+  if (counted_with_errors) totals_.handed_back_with_errors++;
+  totals_.handed_back_failed_frames += input.failed;
 }
 
 std::vector<InputProgress> InputTracker::take_completed() {

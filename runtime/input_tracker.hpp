@@ -42,7 +42,9 @@ struct InputProgress {
   std::string error;      // why it ended early; empty when it ended normally
   bool interrupted = false;  // stopped before its end (shutdown, source removed): redo it, record nothing
   bool removed = false;      // interrupted because its source was removed at run time
+  bool taken_over = false;   // interrupted because another worker of a shared job took it over (not ours to commit)
   bool complete = false;  // ended and every decoded frame settled
+  bool with_errors = false;  // counted in Totals::with_errors when it completed
   std::int64_t started_ns = 0, ended_ns = 0, completed_ns = 0;  // steady clock
 
   std::uint64_t settled() const { return delivered + dropped + failed; }
@@ -75,6 +77,10 @@ class InputTracker {
   // records are on disk, kept aside by the sink.
   void output_failed(std::uint32_t input, const std::string& reason);
 
+  // A complete input went back to its job to be done again (a Redis job: here or by another worker), so its
+  // failed frames and errors are not its final outcome; `counted_with_errors`: it was counted in with_errors.
+  void handed_back(const InputProgress& input, bool counted_with_errors);
+
   // Inputs that became complete since the last call, in completion order (the sink thread finishes them).
   std::vector<InputProgress> take_completed();
   std::optional<InputProgress> get(std::uint32_t input) const;
@@ -84,6 +90,9 @@ class InputTracker {
   struct Totals {
     std::uint64_t inputs = 0, complete = 0;
     std::uint64_t with_errors = 0;  // files that could not be read completely, or inputs with failed frames
+    // Inputs handed back to their job to be done again (handed_back()), and of them: those among with_errors,
+    // and their failed frames.
+    std::uint64_t handed_back = 0, handed_back_with_errors = 0, handed_back_failed_frames = 0;
   };
   Totals totals() const;
 

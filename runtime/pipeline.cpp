@@ -174,6 +174,7 @@ void Pipeline::dispatch(BatchLease out) {
   }
   if (pick == n) {
     rt.counters.errors++;
+    errors_of_frames_.fetch_add(1);
     settle(0, out->frames, FrameFate::failed, "every replica is down (" + replica_down(0) + ")");
     return;
   }
@@ -420,7 +421,10 @@ void Pipeline::fail_frames(std::size_t i, const Batch* in, const std::string& wh
   const auto& ps = plan_.stages[i];
   rt_[i]->counters.errors++;
   const std::string msg = "stage '" + ps.name + "' (" + ps.kind + ")" + first_frame(in) + ": " + what;
-  if (in && in->count > 0) settle(i, in->frames, FrameFate::failed, msg);
+  if (in && in->count > 0) {
+    errors_of_frames_.fetch_add(1);  // its frames count failed
+    settle(i, in->frames, FrameFate::failed, msg);
+  }
   spdlog::error("{}", msg);
 }
 
@@ -484,10 +488,20 @@ void Pipeline::finish_inputs(std::size_t sink) {
   auto& shared = *plan_.shared;
   auto& rt = *rt_[sink];
   std::vector<std::shared_ptr<Finishing>> mine;
+  std::vector<InputProgress> completed = shared.inputs.take_completed();
+  for (InputProgress& p : completed) {
+    // An input of a job shared with other workers is committed only while it is still ours: one another
+    // worker took over (this one was cut off past claim_idle_s) is theirs to commit, not committed twice.
+    if (p.interrupted || shared.outcomes.still_ours({p.source_id, p.uri, InputOutcome::retry, {}, p.options})) continue;
+    spdlog::warn("input '{}' ({}): taken over by another worker of the job; its outputs are not committed here",
+                 p.uri, p.source);
+    p.interrupted = p.taken_over = true;
+    p.error = "taken over by another worker of the job";
+  }
   {
     // Whichever sink takes the completed inputs hands each to every sink (one, without a tee).
     std::lock_guard lock(finish_mu_);
-    for (InputProgress& p : shared.inputs.take_completed()) {
+    for (InputProgress& p : completed) {
       auto f = std::make_shared<Finishing>();
       f->progress = std::move(p);
       f->pending = sinks_;
@@ -505,6 +519,7 @@ void Pipeline::finish_inputs(std::size_t sink) {
         outputs = plan_.stages[sink].stage->finish_input(p, rt.ctx);
       } catch (const std::exception& e) {
         rt.counters.errors++;
+        errors_of_frames_.fetch_add(1);  // the input counts as one with errors
         spdlog::error("stage '{}': finishing the outputs of '{}' failed: {}", plan_.stages[sink].name, p.uri, e.what());
         error = std::string("finishing its outputs failed: ") + e.what();
       }
@@ -526,13 +541,21 @@ void Pipeline::conclude_input(const Finishing& f) {
   const InputProgress& p = f.progress;
   // What the input's source hears at the end (a Redis source acknowledges done and failed ones only).
   InputResult result{p.source_id, p.uri, InputOutcome::retry, {}, p.options};
+  // An input left to be done again that a feed heard of is handed back to the job, which does it again (here or
+  // on another worker): its failed frames and errors are not this run's final word on it.
   struct Tell {
+    InputTracker& inputs;
     const InputOutcomes& outcomes;
     const InputResult& result;
-    ~Tell() { outcomes.notify(result); }
-  } tell{shared.outcomes, result};
+    const InputProgress& progress;
+    bool counted_with_errors;
+    ~Tell() {
+      if (outcomes.notify(result) && result.outcome == InputOutcome::retry)
+        inputs.handed_back(progress, counted_with_errors);
+    }
+  } tell{shared.inputs, shared.outcomes, result, p, p.with_errors || !f.error.empty()};  // output_failed() counted it
   if (p.interrupted) {
-    result.reason = "interrupted";
+    result.reason = p.taken_over ? p.error : "interrupted";
     return;
   }
   if (!f.error.empty()) {

@@ -118,6 +118,9 @@ class Pipeline {
   // threads are ignored. Returns how many frames that failed. The pipeline must then never be destroyed
   // (its threads may still run); the caller leaks it on purpose.
   std::uint64_t abandon(const std::string& reason) { return ledger_.abandon(reason); }
+  // Stage errors that failed frames or an input's outputs (so counted among failed frames or inputs with
+  // errors too); the others (a stage that could not open or close) are errors of the run itself.
+  std::uint64_t errors_of_frames() const noexcept { return errors_of_frames_.load(); }
 
   PipelineSnapshot snapshot() const;
   // The recording as Chrome/Perfetto trace events (JSON). Safe while running.
@@ -219,6 +222,7 @@ class Pipeline {
   std::int64_t warm_begin_ns_ = 0;
   std::string warm_error_;
   std::atomic<std::int64_t> warmup_ns_{0};
+  std::atomic<std::uint64_t> errors_of_frames_{0};
   std::atomic<bool> stop_{false};
   std::atomic<bool> paused_{false};  // also read by sources while they make a batch (StageContext::pausing)
   // The pause gate: a paused source sleeps on gate_cv_. source_held_ (under gate_mu_): it waits at the gate or

@@ -29,7 +29,46 @@ std::string text_of(const Reply& r, const std::string& what, const char* part) {
   return r.str;
 }
 
+// A decimal number of 1 to 18 digits at the front of `s`, taken off it with the space after it (when `last` is
+// false, a space must follow).
+std::optional<std::int64_t> take_number(std::string_view& s, bool last) {
+  std::size_t n = 0;
+  std::int64_t v = 0;
+  while (n < s.size() && n < 19 && s[n] >= '0' && s[n] <= '9') v = v * 10 + (s[n++] - '0');
+  if (n == 0 || n > 18) return std::nullopt;
+  if (last) {
+    if (n != s.size()) return std::nullopt;
+    s.remove_prefix(n);
+    return v;
+  }
+  if (n >= s.size() || s[n] != ' ') return std::nullopt;
+  s.remove_prefix(n + 1);
+  return v;
+}
+
 }  // namespace
+
+std::optional<Attempt> parse_attempt(std::string_view value) {
+  Attempt a;
+  const auto count = take_number(value, false);
+  const auto started = count ? take_number(value, false) : std::nullopt;
+  if (!started) return std::nullopt;
+  if (value.rfind("run ", 0) == 0) a.running = true;
+  else if (value.rfind("left ", 0) != 0) return std::nullopt;
+  value.remove_prefix(a.running ? 4 : 5);
+  if (value.empty()) return std::nullopt;
+  a.count = *count;
+  a.started_ms = *started;
+  a.consumer = std::string(value);
+  return a;
+}
+
+std::optional<Heartbeat> parse_heartbeat(std::string_view value) {
+  const auto seen = take_number(value, false);
+  const auto idle = seen ? take_number(value, true) : std::nullopt;
+  if (!idle) return std::nullopt;
+  return Heartbeat{*seen, *idle};
+}
 
 AutoClaim parse_xautoclaim(const Reply& r, const std::string& what) {
   array_of(r, what, "the reply");

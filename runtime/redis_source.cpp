@@ -1,5 +1,6 @@
 #include "runtime/redis_source.hpp"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -7,6 +8,7 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <deque>
+#include <future>
 #include <map>
 #include <mutex>
 #include <set>
@@ -15,9 +17,11 @@
 
 #include <spdlog/spdlog.h>
 
+#include "runtime/input_identity.hpp"
 #include "runtime/inputs.hpp"
 #include "runtime/source_kind.hpp"
 #include "runtime/redis_group_replies.hpp"
+#include "runtime/redis_job_scripts.hpp"
 #include "runtime/stats.hpp"
 #include "runtime/thread_name.hpp"
 #include "runtime/utf8.hpp"
@@ -57,29 +61,12 @@ std::string default_consumer() {
   return std::string(host) + "-" + std::to_string(::getpid());
 }
 
-// XACK; only when that took the entry off the pending list: count it (and for a dead letter, XADD it). A
-// retry after a lost reply finds the entry acknowledged already and does nothing.
-constexpr const char* kAckScript = R"(-- sluice: acknowledge a done input
-if redis.call('XACK', KEYS[1], ARGV[1], ARGV[2]) == 1 then
-  redis.call('HINCRBY', KEYS[2], 'done', 1)
-  redis.call('HINCRBY', KEYS[2], 'done:' .. ARGV[3], 1)
-  return 1
-end
-return 0)";
-// The dead letter keeps the entry's options (their text) so that a requeue runs the input as asked; options that
-// were themselves the reason are marked rejected (a requeue leaves such a letter where it is).
-constexpr const char* kDeadScript = R"(-- sluice: dead-letter an input
-if redis.call('XACK', KEYS[1], ARGV[1], ARGV[2]) == 1 then
-  local f = {'XADD', KEYS[3], '*', 'input', ARGV[4], 'reason', ARGV[5], 'entry', ARGV[2], 'stream', KEYS[1],
-             'group', ARGV[1], 'consumer', ARGV[3], 'deliveries', ARGV[6]}
-  if ARGV[7] ~= '' then f[#f + 1] = 'options'; f[#f + 1] = ARGV[7] end
-  if ARGV[8] == '1' then f[#f + 1] = 'options_rejected'; f[#f + 1] = '1' end
-  redis.call(unpack(f))
-  redis.call('HINCRBY', KEYS[2], 'dead', 1)
-  redis.call('HINCRBY', KEYS[2], 'dead:' .. ARGV[3], 1)
-  return 1
-end
-return 0)";
+// The longest a live worker goes between two attempts to reach a lost server (the client's reconnection backoff
+// is at most 2 s, the feed's pause after an error reply such as LOADING at most this): after an outage, workers
+// cut off with this one are back within it.
+constexpr double kMaxRetryDelayS = redis::kMaxRetryDelayMs / 1000.0;
+// Trimming after acknowledgements, at most this often.
+constexpr std::int64_t kTrimIntervalNs = 1'000'000'000;
 
 class RedisFeed final : public InputFeed {
  public:
@@ -95,6 +82,7 @@ class RedisFeed final : public InputFeed {
     }
     wake_.notify_all();
     ready_.notify_all();
+    answered_.notify_all();
     thread_.join();
   }
 
@@ -105,6 +93,8 @@ class RedisFeed final : public InputFeed {
       Held h = std::move(buffered_.front());
       buffered_.pop_front();
       input = {h.input, h.kind, h.options};
+      ++h.deliveries;
+      attempt_marks_.emplace_back(h.id, "run");  // counted before it runs (one that kills the worker counts too)
       in_flight_.emplace(std::make_pair(h.input, h.options.text()), h);
       wake_.notify_all();  // room to read more
       return Poll::input;
@@ -119,20 +109,58 @@ class RedisFeed final : public InputFeed {
       if (it == in_flight_.end()) return;  // not one of ours (or settled already)
       Held h = std::move(it->second);
       in_flight_.erase(it);
+      if (h.lost) {
+        spdlog::info("{}: entry {} ('{}') is left to the consumer that took it over", client_.describe(), h.id,
+                     shown(h.input));
+        return;
+      }
       switch (r.outcome) {
-        case InputOutcome::done: outbox_.push_back({h.id, h.input, {}, h.deliveries, false}); break;
+        case InputOutcome::done: {
+          Settle done{h.id, h.input, {}, h.deliveries, false, h.options.text()};
+          done.skipped = r.earlier;
+          outbox_.push_back(std::move(done));
+          break;
+        }
         case InputOutcome::failed:
           outbox_.push_back({h.id, h.input, r.reason, h.deliveries, true, h.options.text()});
           break;
         case InputOutcome::retry:
           // Left pending and no longer kept alive: after claim_idle_s a consumer of the group takes it again.
           remember_failure(h.id, r.reason);
+          attempt_marks_.emplace_back(h.id, "left");
           spdlog::warn("{}: entry {} ('{}') not committed ({}); left pending for a retry after {} s",
                        client_.describe(), h.id, shown(h.input), shown(r.reason), o_.claim_idle_s);
           break;
       }
     }
     wake_.notify_all();
+  }
+
+  // Asks the feed's thread (the connection is its own) to check the entry and keep it for the commit.
+  bool still_ours(const std::string& uri, const std::string& options) override {
+    auto ask = std::make_shared<Confirmation>();
+    {
+      std::unique_lock lock(mu_);
+      auto it = in_flight_.find(std::make_pair(uri, options));
+      if (it == in_flight_.end()) return true;  // not one of ours
+      if (it->second.lost) return false;
+      ask->id = it->second.id;
+      confirmations_.push_back(ask);
+    }
+    wake_.notify_all();
+    std::unique_lock lock(mu_);
+    // While the server is away this waits (the commit waits, like the acknowledgements), unless the source is
+    // stopping: then it answers no (the input is not committed and is done again) rather than hold up a drain.
+    answered_.wait(lock, [&] { return ask->answered || stop_ || thread_done_ || (stopping_ && !trouble_.empty()); });
+    return ask->answered && ask->ours;
+  }
+
+  void stopping() override {
+    {
+      std::lock_guard lock(mu_);
+      stopping_ = true;
+    }
+    answered_.notify_all();
   }
 
   std::string trouble() const override {
@@ -148,15 +176,21 @@ class RedisFeed final : public InputFeed {
   struct Held {
     std::string id, input;
     InputKind kind = InputKind::file;
-    std::int64_t deliveries = 1;
+    std::int64_t deliveries = 0;  // attempts before this one
     InputOptions options;  // the entry's fields besides `input`
+    bool lost = false;     // another consumer took it over, or acknowledged it: not ours to commit
+  };
+  struct Confirmation {  // still_ours() waiting for the feed's thread (fields under mu_)
+    std::string id;
+    bool answered = false, ours = false;
   };
   struct Settle {
     std::string id, input, reason;
     std::int64_t deliveries = 1;
     bool dead = false;
-    std::string options;            // dead letters: the entry's options (InputOptions::text(), or as given)
+    std::string options;            // the entry's options (InputOptions::text(); dead letters: or as given)
     bool options_rejected = false;  // dead letters: the options were the reason
+    bool skipped = false;           // done in an earlier run: acknowledged, counted as skipped
   };
 
   void run() {
@@ -164,23 +198,37 @@ class RedisFeed final : public InputFeed {
     const double interval_s = std::max(0.05, o_.claim_idle_s / 4);
     std::int64_t next_heartbeat = 0, next_claim = 0;
     bool group_ready = false, history_done = false, warned = false;
+    std::int64_t outage_since = 0;  // when the server was lost (0: it is there)
+    std::int64_t next_trim = 0, next_forget = 0;
+    bool untrimmed = false;  // acknowledged since the last trim
     double retry_delay = 0.1;
-    while (!stopping()) {
+    while (!stop_requested()) {
       try {
         if (!client_.connected()) {
           group_ready = false;
+          const std::int64_t tried = now_ns();
           if (!client_.connect_with_backoff(std::chrono::steady_clock::time_point::max(), &stop_flag_)) break;
+          if (outage_since == 0 && now_ns() - tried > 1'000'000'000) outage_since = tried;  // waited for it
         }
         if (!group_ready) {
           create_group();
           group_ready = true;
           next_heartbeat = 0;  // after an outage, the held entries' idle time is reset first
+          if (outage_since != 0) after_outage((now_ns() - outage_since) / 1e9);
+          outage_since = 0;
           if (warned) spdlog::info("{}: connected again", client_.describe());
           warned = false;
           retry_delay = 0.1;
           set_trouble({});
         }
-        flush_outbox();
+        record_attempts();
+        answer_confirmations();
+        untrimmed = flush_outbox() || untrimmed;
+        if (untrimmed && now_ns() >= next_trim) {
+          trim();
+          untrimmed = false;
+          next_trim = now_ns() + kTrimIntervalNs;
+        }
         if (!history_done) {
           read_history();
           history_done = true;
@@ -191,9 +239,15 @@ class RedisFeed final : public InputFeed {
           next_heartbeat = now + static_cast<std::int64_t>(interval_s * 1e9);
         }
         bool got = false;
-        if (room() > 0 && now >= next_claim) {
+        // Looked for often (claim_idle_s/10), so a dead worker's entries are taken over soon after they went
+        // idle for claim_idle_s: failover within 1.1 claim_idle_s (plus block_ms while this one was idle).
+        if (room() > 0 && now >= next_claim && now >= claim_not_before_) {
           got = claim(room()) || got;
-          next_claim = now + static_cast<std::int64_t>(std::max(0.05, o_.claim_idle_s / 2) * 1e9);
+          next_claim = now + static_cast<std::int64_t>(std::max(0.05, o_.claim_idle_s / 10) * 1e9);
+          if (now >= next_forget) {
+            forget_dead_consumers();
+            next_forget = now + static_cast<std::int64_t>(o_.claim_idle_s * 1e9);
+          }
         }
         // While inputs are out, no blocking read: an outcome is acknowledged the moment it is known (the
         // shorter that gap, the less a kill -9 leaves committed but unacknowledged, to be redone elsewhere).
@@ -201,17 +255,20 @@ class RedisFeed final : public InputFeed {
         if (room() > 0) got = read_new(room(), busy ? 0 : o_.block_ms) || got;
         if (busy && !got) {
           std::unique_lock lock(mu_);
-          wake_.wait_for(lock, std::chrono::milliseconds(50), [&] { return stop_ || !outbox_.empty(); });
+          wake_.wait_for(lock, std::chrono::milliseconds(50),
+                         [&] { return stop_ || !outbox_.empty() || !confirmations_.empty(); });
         }
         if (o_.until_empty && !got && !holding() && outbox_size() == 0 && group_pending() == 0) {
           spdlog::info("{}: group '{}' has no new or pending entries: the job is done", client_.describe(),
                        shown(o_.group));
+          if (untrimmed) trim();
           std::lock_guard lock(mu_);
           ended_ = true;
           break;
         }
       } catch (const RedisError& e) {
         client_.disconnect();
+        if (outage_since == 0) outage_since = now_ns();
         if (e.kind() == RedisError::Kind::server && is_permanent(e.what())) {
           give_up(e.what());
           break;
@@ -221,21 +278,90 @@ class RedisFeed final : public InputFeed {
         set_trouble(e.what());
         if (e.kind() != RedisError::Kind::connection) {  // connection errors wait in connect_with_backoff
           sleep_for(retry_delay);
-          retry_delay = std::min(retry_delay * 2, 5.0);
+          retry_delay = std::min(retry_delay * 2, kMaxRetryDelayS);
         }
       } catch (const std::exception& e) {
         give_up(std::string("redis source: ") + e.what());
         break;
       }
     }
-    // Stopping: what is settled already is acknowledged now if the server is there (one try).
+    // Stopping: what is settled already is acknowledged now if the server is there (one try); holding nothing,
+    // this consumer leaves the group (its counts stay in the stats).
     try {
-      if (client_.connected() && outbox_size() > 0) flush_outbox();
+      if (client_.connected()) {
+        record_attempts();
+        if (outbox_size() > 0) flush_outbox();
+        if (outbox_size() == 0 && !holding())
+          client_.checked({"EVAL", redis_job::kLeaveScript, "2", o_.uri.stream, alive_key_, o_.group, o_.consumer});
+      }
     } catch (const std::exception& e) {
       spdlog::warn("{}: {} acknowledgement(s) not sent at stop ({}); those entries are taken over after {} s",
                    client_.describe(), outbox_size(), e.what(), o_.claim_idle_s);
     }
+    {
+      std::lock_guard lock(mu_);
+      thread_done_ = true;  // nobody answers still_ours() any more
+    }
     ready_.notify_all();
+    answered_.notify_all();
+  }
+
+  // Back after an outage of `outage_s`: every entry held anywhere went idle meanwhile, also those of workers
+  // that were merely cut off along with this one. Those reconnect within the outage's length (they retry as
+  // this one did) plus their longest pause between attempts, and keep their entries alive at once; entries
+  // still idle after that are a dead worker's. Until then, nothing is taken over.
+  void after_outage(double outage_s) {
+    const double grace_s = std::min(outage_s, o_.claim_idle_s) + kMaxRetryDelayS;
+    claim_not_before_ = now_ns() + static_cast<std::int64_t>(grace_s * 1e9);
+    if (outage_s >= o_.claim_idle_s)
+      spdlog::info("{}: the server was away {:.1f} s (claim_idle_s {} s): idle entries are taken over only after "
+                   "{:.1f} s more, once workers cut off with this one had the time to come back",
+                   client_.describe(), outage_s, o_.claim_idle_s, grace_s);
+  }
+
+  // still_ours() questions: each entry is checked and, when still ours, kept for its commit (one round trip).
+  void answer_confirmations() {
+    std::vector<std::shared_ptr<Confirmation>> asked;
+    {
+      std::lock_guard lock(mu_);
+      asked = confirmations_;
+    }
+    if (asked.empty()) return;
+    std::vector<std::vector<std::string>> commands;
+    for (const auto& a : asked)
+      commands.push_back({"EVAL", redis_job::kKeepIfOursScript, "1", o_.uri.stream, o_.group, a->id, o_.consumer});
+    const auto replies = client_.pipeline(commands);
+    std::vector<bool> ours(asked.size());
+    for (std::size_t i = 0; i < asked.size(); ++i) {
+      if (replies[i].is(Reply::Type::error))
+        throw RedisError(RedisError::Kind::server, client_.describe() + ": checking entry " + asked[i]->id +
+                                                       " before its commit: " + shown(replies[i].str));
+      if (!replies[i].is(Reply::Type::integer) || (replies[i].integer != 0 && replies[i].integer != 1))
+        client_.wrong_type(replies[i], "0 or 1", "EVAL (XPENDING, XCLAIM)");
+      ours[i] = replies[i].integer == 1;
+    }
+    {
+      std::lock_guard lock(mu_);
+      for (std::size_t i = 0; i < asked.size(); ++i) {
+        asked[i]->answered = true;
+        asked[i]->ours = ours[i];
+        if (!ours[i]) {
+          mark_lost(asked[i]->id);
+          spdlog::warn("{}: entry {} was taken over by another consumer (or acknowledged elsewhere) while held "
+                       "here: its outputs are not committed here", client_.describe(), asked[i]->id);
+        }
+      }
+      confirmations_.erase(confirmations_.begin(), confirmations_.begin() + static_cast<std::ptrdiff_t>(asked.size()));
+    }
+    answered_.notify_all();
+  }
+
+  // An entry held here is another consumer's now: one not started yet is dropped, one in progress is finished
+  // but not committed (still_ours() says no). mu_ held.
+  void mark_lost(const std::string& id) {
+    std::erase_if(buffered_, [&](const Held& h) { return h.id == id; });
+    for (auto& [key, h] : in_flight_)
+      if (h.id == id) h.lost = true;
   }
 
   static bool is_permanent(std::string_view what) {
@@ -282,49 +408,121 @@ class RedisFeed final : public InputFeed {
     return true;
   }
 
-  // Entries idle longer than claim_idle_s on any consumer (a dead one's, or ours left for a retry).
+  // Entries idle longer than claim_idle_s on any consumer (a dead one's, or ours left for a retry): found by the
+  // server's filter over the whole pending list (XPENDING IDLE), then claimed with the same minimum idle time
+  // (XCLAIM checks it again: an entry kept alive meanwhile stays where it is).
   bool claim(std::size_t n) {
-    const auto idle_ms = static_cast<std::int64_t>(o_.claim_idle_s * 1000);
-    const Reply r = client_.checked({"XAUTOCLAIM", o_.uri.stream, o_.group, o_.consumer, std::to_string(idle_ms),
-                                     claim_cursor_, "COUNT", std::to_string(n)});
-    redis::AutoClaim c = redis::parse_xautoclaim(r, client_.describe() + ": XAUTOCLAIM");
-    claim_cursor_ = c.cursor;
-    for (const auto& id : c.deleted)
-      spdlog::warn("{}: pending entry {} was deleted from the stream; dropped from the group", client_.describe(), id);
-    if (c.entries.empty()) return false;
-    spdlog::info("{}: took over {} entr{} idle for more than {} s", client_.describe(), c.entries.size(),
-                 c.entries.size() == 1 ? "y" : "ies", o_.claim_idle_s);
-    admit(std::move(c.entries), /*fresh=*/false);
+    const std::string idle_ms = std::to_string(static_cast<std::int64_t>(o_.claim_idle_s * 1000));
+    const auto idle = redis::parse_xpending_entries(
+        client_.checked({"XPENDING", o_.uri.stream, o_.group, "IDLE", idle_ms, "-", "+", std::to_string(n)}),
+        client_.describe() + ": XPENDING IDLE");
+    if (idle.empty()) return false;
+    std::vector<std::string> xclaim{"XCLAIM", o_.uri.stream, o_.group, o_.consumer, idle_ms};
+    for (const auto& e : idle) xclaim.push_back(e.id);
+    auto entries = redis::parse_entries(client_.checked(xclaim), client_.describe() + ": XCLAIM");
+    if (entries.empty()) return false;
+    spdlog::info("{}: took over {} entr{} idle for more than {} s", client_.describe(), entries.size(),
+                 entries.size() == 1 ? "y" : "ies", o_.claim_idle_s);
+    admit(std::move(entries), /*fresh=*/false);
     return true;
   }
 
+  void forget_dead_consumers() {
+    const Reply r = client_.command({"EVAL", redis_job::kForgetDeadScript, "2", o_.uri.stream, alive_key_, o_.group, o_.consumer,
+                                     std::to_string(static_cast<std::int64_t>(o_.claim_idle_s * 1000)),
+                                     std::to_string(redis::kMaxRetryDelayMs)});
+    if (r.is(Reply::Type::error)) {  // housekeeping: the job goes on without it
+      spdlog::warn("{}: removing dead consumers: {}", client_.describe(), shown(r.str));
+      return;
+    }
+    if (!r.is(Reply::Type::integer)) client_.wrong_type(r, "an integer", "EVAL (XGROUP DELCONSUMER)");
+    if (r.integer > 0)
+      spdlog::info("{}: removed {} dead consumer(s) that held nothing from group '{}'", client_.describe(), r.integer,
+                   shown(o_.group));
+  }
+
+  // Attempts begun and left since the last call, counted on the server in order (one round trip).
+  void record_attempts() {
+    std::vector<std::pair<std::string, std::string>> marks;
+    {
+      std::lock_guard lock(mu_);
+      marks.assign(attempt_marks_.begin(), attempt_marks_.end());
+    }
+    if (marks.empty()) return;
+    std::vector<std::vector<std::string>> commands;
+    for (const auto& [id, state] : marks)
+      commands.push_back({"EVAL", redis_job::kAttemptScript, "1", attempts_key_, id, state, o_.consumer});
+    const auto replies = client_.pipeline(commands);
+    for (std::size_t i = 0; i < replies.size(); ++i)
+      if (replies[i].is(Reply::Type::error))
+        throw RedisError(RedisError::Kind::server, client_.describe() + ": counting an attempt of entry " +
+                                                       marks[i].first + ": " + shown(replies[i].str));
+    std::lock_guard lock(mu_);
+    attempt_marks_.erase(attempt_marks_.begin(), attempt_marks_.begin() + static_cast<std::ptrdiff_t>(marks.size()));
+  }
+
+  // "SIZE MTIME_NS" of a local file, "-" for a URL, "" when it cannot be read (then it is not known done).
+  static std::string file_stamp(const std::string& input) {
+    if (input.empty() || input.front() != '/') return "-";
+    struct stat st{};
+    if (::stat(input.c_str(), &st) != 0) return {};
+    return std::to_string(st.st_size) + " " +
+           std::to_string(static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec);
+  }
+
+  // Which entries name an input the group has done already, unchanged since (their identity recorded with the
+  // file's stamp then and now the same).
+  std::vector<bool> done_by_group(const std::vector<redis::StreamEntry>& entries) {
+    std::vector<bool> done(entries.size(), false);
+    std::vector<std::size_t> asked;
+    std::vector<std::string> hmget{"HMGET", done_key_};
+    for (std::size_t i = 0; i < entries.size(); ++i) {
+      const std::string* input = entries[i].field("input");
+      InputOptions options;
+      if (!input || !read_options(entries[i], options).empty()) continue;  // dead-lettered below
+      asked.push_back(i);
+      hmget.push_back(input_identity(*input, options.text()));
+    }
+    if (asked.empty()) return done;
+    const Reply r = client_.checked(hmget);
+    if (!r.is(Reply::Type::array) || r.elements.size() != asked.size())
+      client_.wrong_type(r, "an array of one value per input", "HMGET");
+    for (std::size_t k = 0; k < asked.size(); ++k) {
+      if (!r.elements[k].is(Reply::Type::string)) continue;
+      const std::string stamp = file_stamp(*entries[asked[k]].field("input"));
+      done[asked[k]] = !stamp.empty() && r.elements[k].str == stamp;
+    }
+    return done;
+  }
+
   // New entries (fresh: delivered once) or re-delivered ones (their delivery count asked for): held for the
-  // decode threads, or dead-lettered (too many deliveries, no usable input).
+  // decode threads, or dead-lettered (too many deliveries, no usable input), or acknowledged as skipped (done
+  // by the group already).
   void admit(std::vector<redis::StreamEntry> entries, bool fresh) {
-    std::vector<std::int64_t> deliveries(entries.size(), 1);
-    if (!fresh) {
-      std::vector<std::vector<std::string>> queries;
-      for (const auto& e : entries) queries.push_back({"XPENDING", o_.uri.stream, o_.group, e.id, e.id, "1"});
-      const auto replies = client_.pipeline(queries);
-      for (std::size_t i = 0; i < entries.size(); ++i) {
-        if (replies[i].is(Reply::Type::error))
-          throw RedisError(RedisError::Kind::server, client_.describe() + ": XPENDING: " + shown(replies[i].str));
-        const auto p = redis::parse_xpending_entries(replies[i], client_.describe() + ": XPENDING");
-        if (!p.empty()) deliveries[i] = p.front().deliveries;
-      }
+    const std::vector<bool> done = done_by_group(entries);
+    // Attempts made so far (0 for a fresh entry): an entry read ahead and never started does not count.
+    std::vector<std::int64_t> attempts(entries.size(), 0);
+    if (!fresh && !entries.empty()) {
+      std::vector<std::string> hmget{"HMGET", attempts_key_};
+      for (const auto& e : entries) hmget.push_back(e.id);
+      const Reply r = client_.checked(hmget);
+      if (!r.is(Reply::Type::array) || r.elements.size() != entries.size())
+        client_.wrong_type(r, "an array of one value per entry", "HMGET");
+      for (std::size_t i = 0; i < entries.size(); ++i)
+        if (r.elements[i].is(Reply::Type::string))
+          if (const auto a = redis::parse_attempt(r.elements[i].str)) attempts[i] = a->count;
     }
     std::lock_guard lock(mu_);
     for (std::size_t i = 0; i < entries.size(); ++i) {
       auto& e = entries[i];
       if (holds(e.id)) continue;  // ours already (history after a reconnect)
-      Held h{e.id, {}, InputKind::file, deliveries[i]};
+      Held h{e.id, {}, InputKind::file, attempts[i]};
       const std::string* input = e.field("input");
       if (input) h.input = *input;
       const std::string bad_options = read_options(e, h.options);
       std::optional<std::string> why;
-      if (h.deliveries > o_.max_deliveries) {
-        why = "delivered " + std::to_string(h.deliveries) + " times, more than max_deliveries " +
-              std::to_string(o_.max_deliveries);
+      if (h.deliveries >= o_.max_deliveries) {
+        why = "attempted " + std::to_string(h.deliveries) + " times, max_deliveries " + std::to_string(o_.max_deliveries);
         if (auto f = failures_.find(e.id); f != failures_.end()) *why += " (last attempt: " + f->second + ")";
       } else if (!input) {
         why = "the entry has no field 'input' (the path or URL of the input)";
@@ -342,6 +540,14 @@ class RedisFeed final : public InputFeed {
           dead.options_rejected = true;
         }
         outbox_.push_back(std::move(dead));
+        continue;
+      }
+      if (done[i]) {
+        spdlog::info("{}: entry {} ('{}') was done by the group already (same file, same options): acknowledged as "
+                     "skipped", client_.describe(), e.id, shown(h.input));
+        Settle skipped{h.id, h.input, {}, h.deliveries, false, h.options.text()};
+        skipped.skipped = true;
+        outbox_.push_back(std::move(skipped));
         continue;
       }
       buffered_.push_back(std::move(h));
@@ -376,6 +582,10 @@ class RedisFeed final : public InputFeed {
   // Keeps the entries held here from going idle (they are not taken over while this consumer lives); an entry
   // another consumer took meanwhile (this one stalled past claim_idle_s) is left to it.
   void heartbeat() {
+    // The silence allowed before others call it dead: a heartbeat comes every claim_idle_s/4, or after a
+    // blocking read of block_ms when there is nothing to do.
+    const auto allowed_ms = std::max<std::int64_t>(static_cast<std::int64_t>(o_.claim_idle_s * 1000), o_.block_ms);
+    client_.checked({"EVAL", redis_job::kHeartbeatScript, "1", alive_key_, o_.consumer, std::to_string(allowed_ms)});
     std::vector<std::string> ids;
     {
       std::lock_guard lock(mu_);
@@ -390,31 +600,45 @@ class RedisFeed final : public InputFeed {
     for (std::size_t i = 0; i < ids.size(); ++i) {
       if (replies[i].is(Reply::Type::error)) continue;
       const auto p = redis::parse_xpending_entries(replies[i], client_.describe() + ": XPENDING");
-      if (!p.empty() && p.front().consumer == o_.consumer) claim.push_back(ids[i]);
-      else if (!p.empty() && warned_stolen_.insert(ids[i]).second)
-        spdlog::warn("{}: entry {} was taken over by consumer '{}' while held here (stalled past claim_idle_s?)",
-                     client_.describe(), ids[i], shown(p.front().consumer));
+      if (!p.empty() && p.front().consumer == o_.consumer) {
+        claim.push_back(ids[i]);
+        continue;
+      }
+      // Taken over (this worker stalled, or was cut off, past claim_idle_s) or acknowledged by another: theirs.
+      {
+        std::lock_guard lock(mu_);
+        mark_lost(ids[i]);
+      }
+      if (warned_stolen_.insert(ids[i]).second)
+        spdlog::warn("{}: entry {} was {} while held here (cut off or stalled past claim_idle_s?); it is left to them",
+                     client_.describe(), ids[i],
+                     p.empty() ? std::string("acknowledged by another consumer")
+                               : "taken over by consumer '" + shown(p.front().consumer) + "'");
     }
     if (claim.size() == 5) return;
     claim.push_back("JUSTID");
     client_.checked(claim);
   }
 
-  void flush_outbox() {
+  // Acknowledges the outcomes known; true when it acknowledged any.
+  bool flush_outbox() {
     std::vector<Settle> batch;
     {
       std::lock_guard lock(mu_);
       batch.assign(outbox_.begin(), outbox_.end());
     }
-    if (batch.empty()) return;
+    if (batch.empty()) return false;
     std::vector<std::vector<std::string>> commands;
     for (const Settle& s : batch) {
       if (s.dead)
-        commands.push_back({"EVAL", kDeadScript, "3", o_.uri.stream, o_.stats_key(), o_.dead, o_.group, s.id,
-                            o_.consumer, s.input, s.reason, std::to_string(s.deliveries), s.options,
+        commands.push_back({"EVAL", redis_job::kDeadScript, "4", o_.uri.stream, o_.stats_key(), o_.dead, attempts_key_, o_.group,
+                            s.id, o_.consumer, s.input, s.reason, std::to_string(s.deliveries), s.options,
                             s.options_rejected ? "1" : "0"});
       else
-        commands.push_back({"EVAL", kAckScript, "2", o_.uri.stream, o_.stats_key(), o_.group, s.id, o_.consumer});
+        commands.push_back({"EVAL", redis_job::kAckScript, "4", o_.uri.stream, o_.stats_key(), attempts_key_, done_key_, o_.group,
+                            s.id, o_.consumer, s.skipped ? "skipped" : "done",
+                            s.skipped ? std::string() : input_identity(s.input, s.options),
+                            s.skipped ? std::string() : file_stamp(s.input)});
     }
     const auto replies = client_.pipeline(commands);
     for (std::size_t i = 0; i < replies.size(); ++i) {
@@ -428,6 +652,16 @@ class RedisFeed final : public InputFeed {
     std::lock_guard lock(mu_);
     outbox_.erase(outbox_.begin(), outbox_.begin() + static_cast<std::ptrdiff_t>(batch.size()));
     for (const Settle& s : batch) failures_.erase(s.id);
+    return true;
+  }
+
+  // The stream would otherwise keep every entry ever submitted (about 80 bytes each).
+  void trim() {
+    const Reply r = client_.command({"EVAL", redis_job::kTrimScript, "1", o_.uri.stream});
+    if (r.is(Reply::Type::error))  // not worth failing the job for: the next acknowledgement tries again
+      spdlog::warn("{}: trimming acknowledged entries: {}", client_.describe(), shown(r.str));
+    else if (!r.is(Reply::Type::integer))
+      client_.wrong_type(r, "an integer", "EVAL (XTRIM MINID)");
   }
 
   std::int64_t group_pending() {
@@ -462,13 +696,16 @@ class RedisFeed final : public InputFeed {
     std::lock_guard lock(mu_);
     return outbox_.size();
   }
-  bool stopping() const {
+  bool stop_requested() const {
     std::lock_guard lock(mu_);
     return stop_;
   }
   void set_trouble(std::string why) {
-    std::lock_guard lock(mu_);
-    trouble_ = std::move(why);
+    {
+      std::lock_guard lock(mu_);
+      trouble_ = std::move(why);
+    }
+    answered_.notify_all();  // a stopping still_ours() does not wait for a server that is away
   }
   void sleep_for(double seconds) {
     std::unique_lock lock(mu_);
@@ -477,7 +714,9 @@ class RedisFeed final : public InputFeed {
 
   RedisSourceOptions o_;
   redis::Client client_;  // the feed thread's only
-  std::string claim_cursor_ = "0-0";
+  std::string attempts_key_ = redis::job_attempts_key(o_.uri.stream, o_.group);
+  std::string alive_key_ = redis::job_alive_key(o_.uri.stream, o_.group);
+  std::string done_key_ = redis::job_done_key(o_.uri.stream, o_.group);
   std::set<std::string> warned_stolen_;
   mutable std::mutex mu_;
   std::condition_variable wake_, ready_;
@@ -486,8 +725,13 @@ class RedisFeed final : public InputFeed {
   std::multimap<std::pair<std::string, std::string>, Held> in_flight_;
   std::deque<Settle> outbox_;                  // outcomes to acknowledge
   std::map<std::string, std::string> failures_;  // entry id -> why its last attempt here was not committed
+  std::vector<std::shared_ptr<Confirmation>> confirmations_;  // still_ours() questions not answered yet
+  std::deque<std::pair<std::string, std::string>> attempt_marks_;  // entry id, run|left: to count on the server
+  std::condition_variable answered_;
+  std::int64_t claim_not_before_ = 0;  // the feed thread's: no XAUTOCLAIM before this (after an outage)
   std::string trouble_, failure_;
-  bool stop_ = false, ended_ = false;
+  bool stop_ = false, ended_ = false, thread_done_ = false;
+  bool stopping_ = false;  // the source is stopping (stopping())
   std::atomic<bool> stop_flag_{false};  // for connect_with_backoff
   std::thread thread_;
 };

@@ -15,9 +15,12 @@
 // ledger recorded it) or failed (the ledger recorded why; the entry then goes to the dead-letter stream with the
 // reason and the options' text). An entry whose input was not committed (frames failed in a stage, the sink could not finish, an
 // interruption) stays pending: after `claim_idle_s` any consumer of the group (this one too) takes it over
-// with XAUTOCLAIM, and once delivered more than `max_deliveries` times it goes to the dead-letter stream.
+// (XPENDING IDLE, XCLAIM), and once attempted `max_deliveries` times it goes to the dead-letter stream
+// (attempts are counted on the server when an input starts: entries only read ahead do not count).
 // While held, an entry's idle time is reset every claim_idle_s/4 (XCLAIM JUSTID), so a slow input on a live
-// consumer is never taken over; a dead consumer's entries are.
+// consumer is never taken over; a dead consumer's entries are. Before an input is committed the sink asks
+// still_ours(): an entry another consumer took over is theirs, not committed here. After an outage nothing is
+// taken over until workers cut off along with this one had the time to come back.
 // Acknowledging runs a small Lua script (XACK, and only if that removed the entry from the pending list:
 // count it in `STREAM:sluice-stats:GROUP`, and for a dead letter XADD it), so a retry after a lost
 // connection never counts or dead-letters twice. A lost server is reconnected with growing delays; held
@@ -42,10 +45,10 @@ struct RedisSourceOptions {
   int count = 4;           // entries read (and held ahead of the decode threads) at most
   int block_ms = 2000;     // how long one XREADGROUP waits for new entries
   double claim_idle_s = 60;
-  int max_deliveries = 5;
+  int max_deliveries = 5;  // attempts (inputs started) before an entry is dead-lettered
   bool until_empty = false;
 
-  std::string stats_key() const;  // STREAM:sluice-stats:GROUP, a hash: done, dead, done:CONSUMER, dead:CONSUMER
+  std::string stats_key() const;  // STREAM:sluice-stats:GROUP, a hash: done, skipped, dead, and per consumer
 };
 
 bool is_redis_uri(std::string_view uri);

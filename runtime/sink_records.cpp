@@ -33,6 +33,7 @@ const Origin& Origins::of(const FrameMeta& f) {
         o.options = p->options;
         o.source = p->source;
         o.live = is_live(p->kind);
+        o.tracked = true;
       }
     if (o.source.empty()) o.source = source_name(f.source_id);
     if (o.uri.empty()) o.uri = "input" + std::to_string(f.input);  // not known to the tracker: still distinct

@@ -22,6 +22,7 @@ struct Origin {
   std::string uri;     // the input (a file path, a camera, a URL); empty for frames without one
   std::string options;  // the input's own options (a Redis job entry's), "" when none
   bool live = false;   // the input is a camera or stream connection (not a file a job redoes)
+  bool tracked = false;  // `uri` and `options` are the input's own (from the pipeline's input tracker)
 };
 
 // Names of sources and inputs from the pipeline's InputTracker, looked up once per input and kept until

@@ -133,6 +133,7 @@ void SourceSet::stop_all() {
   stopping_ = true;
   for (auto& s : sources_) {
     s->stop = true;
+    if (s->feed) s->feed->stopping();
     s->wake.notify_all();
   }
   space_free_.notify_all();
@@ -217,6 +218,7 @@ bool SourceSet::remove_source(const std::string& id_or_name) {
       continue;  // a later source may carry the name now
     }
     s->stop = true;
+    if (s->feed) s->feed->stopping();
     s->state = SourceState::removed;
     s->reason = "removed at run time";
     s->removed_ns = now_ns();
@@ -266,7 +268,9 @@ void SourceSet::run_worker(Source& s, int worker) {
         s.feed = feed;
         s.feed_shared = settings_.shared;
         if (s.feed_shared)
-          s.feed_listener = s.feed_shared->outcomes.listen(s.id, [feed](const InputResult& r) { feed->settled(r); });
+          s.feed_listener = s.feed_shared->outcomes.listen(
+              s.id, [feed](const InputResult& r) { feed->settled(r); },
+              [feed](const InputResult& r) { return feed->still_ours(r.uri, r.options); });
       }
       const int extra = s.feed ? s.options.decode_threads - 1
                         : s.job ? std::min<int>(s.options.decode_threads, static_cast<int>(s.inputs.size())) - 1
@@ -378,7 +382,7 @@ void SourceSet::run_feed(Source& s) {
     const std::string options = input.options.text();
     if (job) {
       if (const auto finished = job->finished_unchanged(input.uri, options); finished && !finished->failed) {
-        s.feed->settled({s.id, input.uri, InputOutcome::done, {}, options});
+        s.feed->settled({s.id, input.uri, InputOutcome::done, {}, options, /*earlier=*/true});
         std::lock_guard lock(mu_);
         s.inputs_skipped++;
         continue;
@@ -729,6 +733,7 @@ void SourceSet::retain(const std::function<bool(const SourceOptions&, std::uint3
     const bool running = s->running > 0 && s->state != SourceState::failed;
     if (keep(s->options, s->id, running)) continue;
     s->stop = true;
+    if (s->feed) s->feed->stopping();
     s->state = SourceState::removed;
     s->reason = why;
     s->removed_ns = now_ns();

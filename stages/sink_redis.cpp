@@ -1,12 +1,16 @@
 // The sink's redis writer: each frame's record appended to a Redis stream with XADD (fields `record`: the
-// jsonl record, `writer`: this run's id), a batch at a time in one MULTI/EXEC sent pipelined (one round trip),
-// so a batch lands whole or not at all. A frame counts as delivered once EXEC's reply came back: the server
-// has the record (durable on its disk as far as its appendfsync policy makes it).
+// jsonl record, `writer`: this run's id), a batch at a time in one Lua script (one round trip, atomic on the
+// server). A frame counts as delivered once the script's reply came back: the server has the record (durable on
+// its disk as far as its appendfsync policy makes it).
+//
+// Each record is written at most once, however often it is sent: the script appends a record only if its mark
+// is not set yet, and sets the mark with it. A job input's frame is marked in a bitmap per input (its path and
+// options, bit input_frame), so a redo of the input (after failed batches, a takeover by another worker, a
+// resumed job) appends only the frames not in the stream yet; a frame without a job input (a camera, a
+// stream) by this writer's greatest sequence number per source. A lost reply is therefore simply sent again.
 //
 // A lost connection is retried (reconnect with growing delays, the sink blocks and the pipeline backs up) until
-// write_retry_s; then the batch's frames fail with the reason. Exactly once across a reconnect: the same
-// MULTI sets `<stream>:sluice-writer:<writer id>` to the batch's number, so after a connection lost while
-// waiting for EXEC's reply the writer reads it back and resends only a batch the server did not apply.
+// write_retry_s; then the batch's frames fail with the reason.
 #include <unistd.h>
 
 #include <cstdlib>
@@ -16,6 +20,7 @@
 #include <spdlog/spdlog.h>
 
 #include "runtime/errors.hpp"
+#include "runtime/input_identity.hpp"
 #include "runtime/redis_client.hpp"
 #include "runtime/utf8.hpp"
 #include "stages/sink_writers.hpp"
@@ -37,7 +42,7 @@ class RedisWriter final : public RecordWriter {
   RedisWriter(redis::RedisUri uri, std::uint64_t maxlen, WriteRetry& retry, std::string stage)
       : client_(uri.endpoint, uri.stream), stream_(uri.stream), maxlen_(maxlen), retry_(retry),
         stage_(std::move(stage)), writer_id_(make_writer_id()),
-        marker_key_(uri.stream + ":sluice-writer:" + writer_id_) {}
+        marker_prefix_(uri.stream + ":sluice-writer:" + writer_id_ + ":") {}
 
   void open(const std::set<std::string>&) override {
     // A server that is not there yet is waited for at the first batch; one that refuses us fails now.
@@ -53,38 +58,41 @@ class RedisWriter final : public RecordWriter {
     }
   }
 
-  void add(const FrameMeta&, const Origin&, std::string_view record) override { pending_.emplace_back(record); }
+  void add(const FrameMeta& f, const Origin& origin, std::string_view record) override {
+    Pending p;
+    if (f.input != 0 && origin.tracked && !origin.live) {  // a job's input: a redo of it may send this frame again
+      p.mark_key = input_mark_key(origin.uri, origin.options, f.input_frame >> 32);
+      p.kind = "f";
+      p.position = std::to_string(f.input_frame & 0xffffffffu);
+    } else {
+      p.mark_key = marker_prefix_ + std::to_string(f.source_id);
+      p.kind = "s";
+      p.position = std::to_string(f.sequence);
+    }
+    p.record = record;
+    pending_.push_back(std::move(p));
+  }
 
   void discard_pending() noexcept override { pending_.clear(); }
 
   void flush() override {
     if (pending_.empty()) return;
-    const std::uint64_t batch = ++batch_no_;
-    std::vector<std::vector<std::string>> commands;
-    commands.reserve(pending_.size() + 3);
-    commands.push_back({"MULTI"});
-    for (auto& record : pending_) {
-      std::vector<std::string> xadd{"XADD", stream_};
-      if (maxlen_ > 0) xadd.insert(xadd.end(), {"MAXLEN", "~", std::to_string(maxlen_)});
-      xadd.insert(xadd.end(), {"*", "record", std::move(record), "writer", writer_id_});
-      commands.push_back(std::move(xadd));
-    }
+    std::vector<std::string> eval{"EVAL", kAppendOnceScript, std::to_string(pending_.size() + 1), stream_};
+    eval.reserve(4 + pending_.size() * 4 + 4);
+    for (const Pending& p : pending_) eval.push_back(p.mark_key);
+    eval.insert(eval.end(), {writer_id_, std::to_string(maxlen_), std::to_string(kInputMarkTtlS),
+                             std::to_string(kWriterMarkTtlS)});
+    for (Pending& p : pending_) eval.insert(eval.end(), {p.kind, p.position, std::move(p.record)});
+    const std::size_t records = pending_.size();
     pending_.clear();
-    commands.push_back({"SET", marker_key_, std::to_string(batch), "EX", "86400"});
-    commands.push_back({"EXEC"});
 
     // The retry policy is the file sinks' (WriteRetry): a lost server blocks the sink and is retried until
-    // write_retry_s; an error reply (a key of another type, NOAUTH) fails the batch at once.
-    bool uncertain = false;  // sent, connection lost before EXEC's reply: it may have been applied
+    // write_retry_s; an error reply (a key of another type, NOAUTH) fails the batch at once. Sending the batch
+    // again after a lost reply is safe: records already there are not appended again.
     retry_.run_attempts("writing", client_.describe(), [&]() -> std::optional<WriteRetry::Failure> {
       try {
-        if (uncertain && applied(batch)) return std::nullopt;
-        uncertain = false;
         client_.connect();
-        uncertain = true;
-        const auto replies = client_.pipeline(commands);
-        uncertain = false;
-        check_exec(replies, commands.size() - 3);
+        check_reply(client_.command(eval), records);
         return std::nullopt;
       } catch (const redis::RedisError& e) {
         return WriteRetry::Failure{!e.transient(), e.what()};
@@ -97,35 +105,67 @@ class RedisWriter final : public RecordWriter {
   void close() override { client_.disconnect(); }
 
  private:
-  // After a reconnect: did the server apply batch `batch` (its marker says so)?
-  bool applied(std::uint64_t batch) {
-    client_.connect();
-    const redis::Reply r = client_.checked({"GET", marker_key_});
-    if (r.is(redis::Reply::Type::nil)) return false;
-    if (!r.is(redis::Reply::Type::string)) client_.wrong_type(r, "a bulk string", "GET");
-    return r.str == std::to_string(batch);
+  struct Pending {
+    std::string mark_key, kind, position, record;
+  };
+
+  // Appends each record unless its mark says it is in the stream already; sets the mark with it (GETBIT before
+  // XADD before SETBIT: a script cut short by an error never leaves a mark without its record). KEYS: the
+  // stream, then each record's mark key; ARGV: writer id, maxlen (0: none), the input marks' and the writer
+  // marks' lifetimes in s, then per record: kind (f: bit POSITION of an input's bitmap, s: a sequence number
+  // above the writer's mark), position, record. Returns per record its new entry id, or "" when it was there.
+  static constexpr const char* kAppendOnceScript = R"(-- sluice: append records once each
+local out = {}
+for r = 2, #KEYS do
+  local key, at = KEYS[r], 5 + (r - 2) * 3
+  local kind, pos, rec = ARGV[at], ARGV[at + 1], ARGV[at + 2]
+  local fresh
+  if kind == 'f' then
+    fresh = redis.call('GETBIT', key, pos) == 0
+  else
+    local mark = redis.call('GET', key)
+    fresh = (not mark) or #pos > #mark or (#pos == #mark and pos > mark)
+  end
+  if fresh then
+    local id
+    if ARGV[2] == '0' then
+      id = redis.call('XADD', KEYS[1], '*', 'record', rec, 'writer', ARGV[1])
+    else
+      id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[2], '*', 'record', rec, 'writer', ARGV[1])
+    end
+    if kind == 'f' then
+      redis.call('SETBIT', key, pos, 1)
+      redis.call('EXPIRE', key, ARGV[3])
+    else
+      redis.call('SET', key, pos, 'EX', ARGV[4])
+    end
+    out[#out + 1] = id
+  else
+    out[#out + 1] = ''
+  end
+end
+return out)";
+  // How long marks outlive their last write: an input redone within a week appends only what is missing; a
+  // writer's marks only matter while it runs (a retry of its own batch).
+  static constexpr std::int64_t kInputMarkTtlS = 7 * 86400, kWriterMarkTtlS = 86400;
+
+  // <stream>:sluice-written:<SHA-256 of the input's path and options>[:<chunk>] (a bitmap holds 2^32 bits).
+  std::string input_mark_key(const std::string& input, const std::string& options, std::uint64_t chunk) const {
+    std::string key = stream_ + ":sluice-written:" + input_identity(input, options);
+    if (chunk > 0) key += ":" + std::to_string(chunk);
+    return key;
   }
 
-  // MULTI's +OK, a +QUEUED per command, then EXEC's array: an entry id per XADD and SET's +OK.
-  void check_exec(const std::vector<redis::Reply>& replies, std::size_t records) {
-    for (std::size_t i = 0; i + 1 < replies.size(); ++i)
-      if (replies[i].is(redis::Reply::Type::error))
-        throw redis::RedisError(redis::RedisError::Kind::server,
-                                client_.describe() + ": XADD: " + to_valid_utf8(replies[i].str.substr(0, 200)));
-    const redis::Reply& exec = replies.back();
-    if (exec.is(redis::Reply::Type::error))
+  // The script's reply: one entry id (appended now) or "" (there already) per record.
+  void check_reply(const redis::Reply& reply, std::size_t records) {
+    if (reply.is(redis::Reply::Type::error))
       throw redis::RedisError(redis::RedisError::Kind::server,
-                              client_.describe() + ": EXEC: " + to_valid_utf8(exec.str.substr(0, 200)));
-    if (!exec.is(redis::Reply::Type::array) || exec.elements.size() != records + 1)
-      client_.wrong_type(exec, "an array of one reply per command", "EXEC");
-    for (std::size_t i = 0; i < records; ++i) {
-      const redis::Reply& id = exec.elements[i];
-      if (id.is(redis::Reply::Type::error))
-        throw redis::RedisError(redis::RedisError::Kind::server,
-                                client_.describe() + ": XADD: " + to_valid_utf8(id.str.substr(0, 200)));
-      if (!id.is(redis::Reply::Type::string) || !redis::valid_entry_id(id.str))
-        client_.wrong_type(id, "an entry id", "XADD");
-    }
+                              client_.describe() + ": XADD: " + to_valid_utf8(reply.str.substr(0, 200)));
+    if (!reply.is(redis::Reply::Type::array) || reply.elements.size() != records)
+      client_.wrong_type(reply, "an array of one reply per record", "EVAL (XADD)");
+    for (const redis::Reply& id : reply.elements)
+      if (!id.is(redis::Reply::Type::string) || (!id.str.empty() && !redis::valid_entry_id(id.str)))
+        client_.wrong_type(id, "an entry id", "EVAL (XADD)");
   }
 
   redis::Client client_;
@@ -133,9 +173,8 @@ class RedisWriter final : public RecordWriter {
   std::uint64_t maxlen_;
   WriteRetry& retry_;
   std::string stage_;
-  std::string writer_id_, marker_key_;
-  std::uint64_t batch_no_ = 0;
-  std::vector<std::string> pending_;
+  std::string writer_id_, marker_prefix_;
+  std::vector<Pending> pending_;
 };
 
 }  // namespace

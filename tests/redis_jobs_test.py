@@ -24,6 +24,12 @@ without `input`), submitted with `sluicectl jobs submit`; three `sluiced run` pr
     honoured and recorded in the result and the job ledger; an unknown option or a bad value is a dead letter
     naming it, which requeue-dead leaves; the same input with the same options again is not redone, without
     them it is (another request), its result replaced.
+(e) redis-server stopped for longer than claim_idle_s and the redis sink's write_retry_s while three live workers
+    hold entries (issue 33): each writes result files and, through a tee, records to a stream. Every input has
+    one result file and one ledger `done` line among them (nobody takes over a live worker's entries after the
+    outage, nobody commits an entry it lost), the stream holds each frame once (a redo appends only what is
+    missing), every worker exits 0, the job stream is trimmed, and `sluicectl jobs status` shows the workers gone
+    with their counts. Resubmitted, the inputs are skipped by a new worker (done by the group), not redone.
 No timing assertions: waits are bounded, the rate limit only keeps the job long enough to be cut mid-way.
 """
 import glob
@@ -131,12 +137,22 @@ missing = os.path.join(tmp, "no-such-dir", "gone.mp4")
 POISONED_FILES = 2  # broken.ppm and truncated.mp4, submitted with the directory
 
 
-def pipeline(name, stream, consumer, out, state, result_stream=None):
-    """A worker's pipeline: results to the directory `out`, or with result_stream to that Redis stream."""
+def pipeline(name, stream, consumer, out, state, result_stream=None, claim_idle_s=4, tee_stream=None):
+    """A worker's pipeline: results to the directory `out`, or with result_stream to that Redis stream; with
+    tee_stream to both `out` and that stream (a tee; the redis sink gives up on a batch after 1 s)."""
     sink = (f"type: redis\n    path: redis://127.0.0.1:{port}/{result_stream}" if result_stream
             else f"type: directory\n    path: {out}")
+    if tee_stream:
+        sink = f"""type: directory
+        name: files
+        path: {out}
+    - - kind: sink
+        name: records
+        type: redis
+        path: redis://127.0.0.1:{port}/{tee_stream}
+        write_retry_s: 1"""
     uri = (f"redis://127.0.0.1:{port}/{stream}?group=workers&consumer={consumer}&until_empty=true"
-           f"&claim_idle_s=4&count=2")
+           f"&claim_idle_s={claim_idle_s}&count=2")
     path = os.path.join(tmp, name + ".yaml")
     with open(path, "w") as f:
         f.write(f"""name: {name}
@@ -156,9 +172,13 @@ stages:
     width: 16
     height: 16
   - kind: download
-  - kind: sink
+""" + (f"""  - kind: tee
+    branches:
+    - - kind: sink
+        {sink}
+""" if tee_stream else f"""  - kind: sink
     {sink}
-""")
+"""))
     return [sluiced, "run", path, "--state-dir", state, "--no-progress"]
 
 
@@ -243,6 +263,10 @@ def run_workers(tag, stream, cut, result_stream=None):
 
 # --- (a) kill -9 of one worker ----------------------------------------------------------------------------------
 start_redis()
+rc = subprocess.run([sluicectl, "jobs", "status", f"redis://127.0.0.1:{port}/jobs?group=workers"], capture_output=True,
+                    text=True)
+check("status before the job exists: exit 0, no such job yet", rc.returncode == 0 and "no such job yet" in rc.stdout,
+      (rc.returncode, rc.stdout, rc.stderr))
 submit("jobs")
 cli("XADD", "jobs", "*", "input", missing)
 cli("XADD", "jobs", "*", "input", "relative/clip.mp4")
@@ -355,6 +379,77 @@ g = (job_status("jobs-b").get("groups") or [{}])[0]
 check("b: every entry acknowledged exactly once: 240 done, 2 dead-lettered, none pending",
       (g.get("done"), g.get("dead"), g.get("pending")) == (N, POISONED_FILES, 0), g)
 
+# --- (e) an outage longer than claim_idle_s and write_retry_s, no kill (issue 33, items 9 and 10) -------------
+# Every worker is cut off at once while holding entries; when the server is back their entries are idle past
+# claim_idle_s. A worker must not take over entries that live workers still process (nor commit one it lost),
+# and a redis sink whose batches failed in the outage must not write an input's records twice when the input
+# is redone. Each worker writes a result file per input and, through a tee, a record per frame to one stream.
+E = 60
+e_inputs = valid[:E]
+rc = subprocess.run([sluicectl, "jobs", "submit", f"redis://127.0.0.1:{port}/jobs-e"] + e_inputs,
+                    capture_output=True, text=True)
+check("e: submit", rc.returncode == 0, rc.stdout + rc.stderr)
+e_outs = [os.path.join(tmp, f"e-out{k}") for k in range(3)]
+e_states = [os.path.join(tmp, f"e-state{k}") for k in range(3)]
+e_workers = [daemon_client.start(procs, pipeline(f"e{k}", "jobs-e", f"w{k}", e_outs[k], e_states[k], claim_idle_s=2,
+                                                 tee_stream="results-e")) for k in range(3)]
+
+
+def e_count():
+    return sum(1 for o in e_outs for i in results(o))
+
+
+reached = wait_for(lambda: e_count() >= 12, 90, 0.02)
+check(f"e: the outage comes mid-job ({e_count()} of {E} results then)", reached and e_count() < E, e_count())
+stop_redis()
+time.sleep(5)  # longer than claim_idle_s (2 s) and write_retry_s (1 s): held entries go idle, batches give up
+start_redis()
+e_ends = [daemon_client.finish(w, 180, killed_rc=True) for w in e_workers]
+for k in range(3):
+    check(f"e: worker w{k} ends by itself with exit 0 (every input it took ended delivered)", e_ends[k][0] == 0,
+          (e_ends[k][0], e_ends[k][2][-2500:]))
+e_files = [results(o) for o in e_outs]
+e_count_per_input = {i: sum(len(f.get(i, [])) for f in e_files) for i in e_inputs}
+check("e: every input has exactly one result file among the three workers",
+      all(n == 1 for n in e_count_per_input.values()), {i: n for i, n in e_count_per_input.items() if n != 1})
+e_stream = stream_results("results-e")
+e_twice = {i: sorted(e_stream.get(i, [])) for i in e_inputs if sorted(e_stream.get(i, [])) != list(range(expected_frames[i]))}
+check("e: the stream holds each frame of each input once (a redo does not write a record again)",
+      not e_twice, list(e_twice.items())[:5])
+e_done_lines = {}
+for st in e_states:
+    for path in glob.glob(os.path.join(st, "jobs", "*.ledger")):
+        for line in open(path):
+            entry = json.loads(line)
+            if entry["status"] == "done":
+                e_done_lines[entry["input"]] = e_done_lines.get(entry["input"], 0) + 1
+check("e: one ledger `done` line per input among the three workers",
+      all(e_done_lines.get(i) == 1 for i in e_inputs), {i: e_done_lines.get(i) for i in e_inputs if e_done_lines.get(i) != 1})
+g = (job_status("jobs-e").get("groups") or [{}])[0]
+check(f"e: every entry acknowledged once: {E} done, none dead, none pending",
+      (g.get("done"), g.get("dead"), g.get("pending")) == (E, 0, 0), g)
+check("e: the job stream was trimmed to its last delivered entry (issue 33 item 12)", cli("XLEN", "jobs-e") == "1",
+      cli("XLEN", "jobs-e"))
+e_consumers = {c["consumer"]: c for c in g.get("consumers", [])}
+check("e: status: the three workers ended and left the group, their done counts add up, nothing in progress",
+      sorted(e_consumers) == ["w0", "w1", "w2"] and all(c["state"] == "gone" for c in e_consumers.values()) and
+      sum(c["done"] for c in e_consumers.values()) == E and g.get("in_progress") == 0 and g.get("read_ahead") == 0
+      and g.get("in_progress_inputs") == [] and g.get("rate_per_s") is not None, g)
+
+# Resubmitted: a new worker (its own ledger empty) redoes none of the inputs the others finished.
+rc = subprocess.run([sluicectl, "jobs", "submit", f"redis://127.0.0.1:{port}/jobs-e"] + e_inputs,
+                    capture_output=True, text=True)
+check("e: resubmit", rc.returncode == 0, rc.stdout + rc.stderr)
+w = daemon_client.start(procs, pipeline("e3", "jobs-e", "w3", os.path.join(tmp, "e-out3"), os.path.join(tmp, "e-state3"),
+                                        claim_idle_s=2, tee_stream="results-e"))
+rc_e3, _, err_e3 = daemon_client.finish(w, 120, killed_rc=True)
+check("e: a new worker ends by itself", rc_e3 == 0, (rc_e3, err_e3[-1500:]))
+check("e: it redid none of the inputs the group had done", not results(os.path.join(tmp, "e-out3")),
+      sorted(results(os.path.join(tmp, "e-out3")))[:5])
+g = (job_status("jobs-e").get("groups") or [{}])[0]
+check(f"e: the resubmitted entries are counted skipped, not done again: {E} done, {E} skipped",
+      (g.get("done"), g.get("skipped"), g.get("pending")) == (E, E, 0), g)
+
 # --- (d) per-input options: honoured, recorded, told apart; refused ones dead-lettered, not requeued -----------
 d_inputs = valid[:6]  # 2, 3, 4, 2, 3, 4 frames
 d_out, d_state = os.path.join(tmp, "d-out"), os.path.join(tmp, "d-state")
@@ -420,8 +515,8 @@ check("d: without the options it is another request: done again, all its frames,
       len(redone) == 1 and redone[0].get("options") is None and redone[0].get("frames") == expected_frames[d_inputs[2]],
       redone)
 g = (job_status("jobs-d").get("groups") or [{}])[0]
-check("d: every entry acknowledged: 10 done, 2 dead-lettered, none pending",
-      (g.get("done"), g.get("dead"), g.get("pending")) == (10, 2, 0), g)
+check("d: every entry acknowledged: 7 done, 3 skipped (done before, not counted done again), 2 dead-lettered, none "
+      "pending", (g.get("done"), g.get("skipped"), g.get("dead"), g.get("pending")) == (7, 3, 2, 0), g)
 
 daemon_client.end_all(procs)
 stop_redis()

@@ -93,9 +93,9 @@ class FakeServer {
   std::thread thread_;
 };
 
-// A relay to a redis-server that cuts the first connection whose client sends EXEC, at one of two moments:
-// `request` forwards everything before EXEC and drops EXEC (the server discards the queued transaction);
-// `reply` forwards EXEC, lets the server apply it, and drops the reply. Both sides are then closed; later
+// A relay to a redis-server that cuts the first connection whose client sends EVAL (the sink's batch), at one of
+// two moments: `request` forwards everything before the EVAL command and drops it (the server never sees the
+// batch); `reply` forwards it, lets the server apply it, and drops the reply. Both sides are then closed; later
 // connections are relayed untouched.
 class CuttingProxy {
  public:
@@ -134,7 +134,7 @@ class CuttingProxy {
       return;
     }
     std::vector<char> buf(1 << 20);
-    const std::string exec = "$4\r\nEXEC\r\n";
+    const std::string eval = "$4\r\nEVAL\r\n";
     while (!stop_) {
       pollfd p[2] = {{client, POLLIN, 0}, {server, POLLIN, 0}};
       if (::poll(p, 2, 50) <= 0) continue;
@@ -142,14 +142,15 @@ class CuttingProxy {
         const ssize_t n = ::read(client, buf.data(), buf.size());
         if (n <= 0) break;
         std::string_view chunk(buf.data(), static_cast<std::size_t>(n));
-        const std::size_t at = cut_done_ ? std::string_view::npos : chunk.find(exec);
+        const std::size_t at = cut_done_ ? std::string_view::npos : chunk.find(eval);
         if (at == std::string_view::npos) {
           if (!write_all(server, chunk)) break;
           continue;
         }
         cut_done_ = true;
         if (cut_ == Cut::request) {
-          write_all(server, chunk.substr(0, at >= 4 ? at - 4 : 0));  // without "*1\r\n$4\r\nEXEC\r\n"
+          const std::size_t command = chunk.rfind('*', at);  // where "*N\r\n$4\r\nEVAL..." starts
+          write_all(server, chunk.substr(0, command == std::string_view::npos ? 0 : command));
         } else {
           write_all(server, chunk);
           std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the server applies it; its reply is dropped
@@ -188,6 +189,18 @@ struct SinkRig : test::SinkRig {
     test::ClassesBatch batch(desc, frames);
     stage->process(&batch.b, ctx);
   }
+  // One batch of 4 frames of tracker input `input`, its frames first..first+3.
+  void deliver_input(std::uint32_t input, std::uint64_t first) {
+    std::vector<FrameMeta> frames(4);
+    for (std::uint64_t i = 0; i < 4; ++i) {
+      frames[i].sequence = next_sequence++;
+      frames[i].input = input;
+      frames[i].input_frame = first + i;
+    }
+    test::ClassesBatch batch(desc, frames);
+    stage->process(&batch.b, ctx);
+  }
+  std::uint64_t next_sequence = 0;
 };
 
 // The `record` fields of every entry of `stream`, parsed.
@@ -441,14 +454,46 @@ TEST_CASE("the redis sink fails a batch with the server and reason once write_re
   CHECK(records[0]["sequence"] == 8);
 }
 
-TEST_CASE("a batch whose connection was cut around EXEC lands exactly once", "[redis][sinks]") {
+TEST_CASE("a redone input's records are appended once each, by any writer; other options are another request", "[redis][sinks]") {
+  test::RedisServer server;
+  const std::map<std::string, std::string> given{{"type", "redis"}, {"path", server.uri("out")}};
+  SinkRig first(given), second(given);  // two workers
+  first.stage->open(first.ctx);
+  second.stage->open(second.ctx);
+  const std::uint32_t a = first.shared->inputs.begin(0, "/videos/a.mp4", InputKind::file, 8);
+  first.deliver_input(a, 0);  // frames 0..3; then the attempt failed (its next batch did not land)
+  // Redone here: all 8 frames again; only 4..7 are appended.
+  const std::uint32_t again = first.shared->inputs.begin(0, "/videos/a.mp4", InputKind::file, 8);
+  first.deliver_input(again, 0);
+  first.deliver_input(again, 4);
+  // Redone by another worker (taken over): nothing new.
+  const std::uint32_t elsewhere = second.shared->inputs.begin(0, "/videos/a.mp4", InputKind::file, 8);
+  second.deliver_input(elsewhere, 0);
+  second.deliver_input(elsewhere, 4);
+  // The same file with other options is another request: its frames are appended.
+  const std::uint32_t cropped = second.shared->inputs.begin(0, "/videos/a.mp4", InputKind::file, 8, "fit=crop");
+  second.deliver_input(cropped, 0);
+  const auto records = records_of(server, "out");
+  std::map<std::string, std::vector<int>> frames;  // options -> input_frame of each record
+  for (const auto& r : records) {
+    CHECK(r["input"] == "/videos/a.mp4");
+    frames[r.value("input_options", std::string())].push_back(r["input_frame"].get<int>());
+  }
+  CHECK(frames[""] == std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7});
+  CHECK(frames["fit=crop"] == std::vector<int>{0, 1, 2, 3});
+  CHECK(frames.size() == 2);
+  first.stage->close(first.ctx);
+  second.stage->close(second.ctx);
+}
+
+TEST_CASE("a batch whose connection was cut around its sending lands exactly once", "[redis][sinks]") {
   test::RedisServer server;
   for (const auto cut : {CuttingProxy::Cut::request, CuttingProxy::Cut::reply}) {
     const std::string stream = cut == CuttingProxy::Cut::request ? "cut-request" : "cut-reply";
     CuttingProxy proxy(server.port(), cut);
     SinkRig rig({{"type", "redis"}, {"path", proxy.uri(stream)}});
     rig.stage->open(rig.ctx);
-    rig.deliver(0);  // cut, then reconnected: resent only when the server did not apply it
+    rig.deliver(0);  // cut, then reconnected and resent: records the server has already are not appended again
     CHECK(proxy.cut_done());
     rig.deliver(4);
     const auto records = records_of(server, stream);

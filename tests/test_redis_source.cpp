@@ -6,6 +6,7 @@
 
 #include <stdlib.h>
 
+#include <atomic>
 #include <chrono>
 #include <map>
 #include <string>
@@ -201,6 +202,19 @@ TEST_CASE("consumer-group replies: shapes checked, bad ones refused as protocol 
   CHECK(info[0].at("pending") == "2");
   CHECK(info[0].at("lag") == "");
   CHECK_THROWS_AS(redis::parse_info_list(one_reply("*1\r\n*2\r\n" + bulk("name") + "*0\r\n"), "t"), RedisError);
+
+  // Values of the attempt and heartbeat hashes (anyone can write them): parsed, or nullopt.
+  const auto a = redis::parse_attempt("3 1700000000123 run host-1 pid 7");
+  REQUIRE(a);
+  CHECK((a->count == 3 && a->started_ms == 1700000000123 && a->running && a->consumer == "host-1 pid 7"));
+  CHECK_FALSE(redis::parse_attempt("2 5 left w")->running);
+  for (const char* bad : {"", "3", "3 5", "3 5 run ", "3 5 walk w", "-1 5 run w", "x 5 run w", "3 5run w",
+                          "1234567890123456789 5 run w"})
+    CHECK_FALSE(redis::parse_attempt(bad));
+  const auto h = redis::parse_heartbeat("1700000000123 60000");
+  REQUIRE(h);
+  CHECK((h->seen_ms == 1700000000123 && h->allowed_ms == 60000));
+  for (const char* bad : {"", "5", "5 ", "5 6 7", "5 x", " 5 6", "5 6\n"}) CHECK_FALSE(redis::parse_heartbeat(bad));
 }
 
 TEST_CASE("redis feed: acknowledged on a durable outcome, dead letters with the reason, retries up to max_deliveries") {
@@ -245,7 +259,7 @@ TEST_CASE("redis feed: acknowledged on a durable outcome, dead letters with the 
   }
   REQUIRE(reasons.size() == 5);
   CHECK(reasons.at("/jobs/b.mp4") == "b.mp4: not a video");
-  CHECK_THAT(reasons.at("/jobs/c.mp4"), Contains("more than max_deliveries 2") && Contains("3 frames failed"));
+  CHECK_THAT(reasons.at("/jobs/c.mp4"), Contains("attempted 2 times, max_deliveries 2") && Contains("3 frames failed"));
   CHECK_THAT(reasons.at("not/absolute.mp4"), Contains("not an absolute path"));
   CHECK_THAT(reasons.at("/jobs/d.mp4"), Contains("unknown option 'rate_limit'") && Contains("fit, decoder, max_frames"));
   CHECK_THAT(reasons.at("/jobs/e.mp4"), Contains("option 'fit' is 'sideways', not stretch, letterbox or crop"));
@@ -288,6 +302,122 @@ TEST_CASE("redis feed: a dead consumer's entries are taken over but a live one's
   const auto pending = redis::parse_xpending_summary(c.checked({"XPENDING", "jobs", "g"}), "t");
   CHECK(pending.count == 0);
   CHECK(hash(c, "jobs:sluice-stats:g").at("done:w1") == "2");
+}
+
+TEST_CASE("redis feed: max_deliveries counts attempts, not entries read ahead by workers that never started them") {
+  ::unsetenv("SLUICE_REDIS_PASSWORD");
+  test::RedisServer server;
+  redis::Client c(server.endpoint());
+  c.checked({"XADD", "jobs", "*", "input", "/jobs/read-ahead.mp4"});
+  c.checked({"XGROUP", "CREATE", "jobs", "g", "0", "MKSTREAM"});
+  // Delivered four times to workers that died with it read ahead, none of them started it.
+  const Reply read = c.checked({"XREADGROUP", "GROUP", "g", "gone1", "COUNT", "1", "STREAMS", "jobs", ">"});
+  const std::string id = redis::parse_xreadgroup(read, "t").at(0).id;
+  for (const char* gone : {"gone2", "gone3", "gone4"}) c.checked({"XCLAIM", "jobs", "g", gone, "0", id});
+  auto feed = open_redis_feed(parse_redis_source_uri(server.uri("jobs") +
+                                                     "?group=g&consumer=w1&claim_idle_s=0.2&max_deliveries=2&until_empty=true"));
+  CHECK(next_input(*feed) == "/jobs/read-ahead.mp4");  // attempted 0 times: run, not dead-lettered
+  feed->settled({1, "/jobs/read-ahead.mp4", InputOutcome::done, {}});
+  CHECK(ended_within(*feed, std::chrono::seconds(20)));
+  feed.reset();
+  const auto stats = hash(c, "jobs:sluice-stats:g");
+  CHECK(stats.at("done") == "1");
+  CHECK(stats.count("dead") == 0);
+  CHECK(hash(c, "jobs:sluice-attempts:g").empty());  // forgotten once acknowledged
+}
+
+TEST_CASE("redis feed: an input is committed only while its entry is still this consumer's") {
+  ::unsetenv("SLUICE_REDIS_PASSWORD");
+  test::RedisServer server;
+  redis::Client c(server.endpoint());
+  c.checked({"XADD", "jobs", "*", "input", "/jobs/kept.mp4"});
+  c.checked({"XADD", "jobs", "*", "input", "/jobs/stolen.mp4"});
+  auto feed = open_redis_feed(parse_redis_source_uri(server.uri("jobs") + "?group=g&consumer=w1&count=2&claim_idle_s=60"));
+  std::map<std::string, std::string> ids;
+  for (int i = 0; i < 2; ++i) REQUIRE_FALSE(next_input(*feed).empty());
+  for (const auto& p : redis::parse_xpending_entries(c.checked({"XPENDING", "jobs", "g", "-", "+", "10"}), "t"))
+    ids[*redis::parse_entries(c.checked({"XRANGE", "jobs", p.id, p.id}), "t").at(0).field("input")] = p.id;
+  // Another consumer takes one over (as after this one was cut off past claim_idle_s).
+  c.checked({"XCLAIM", "jobs", "g", "thief", "0", ids.at("/jobs/stolen.mp4")});
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  CHECK(feed->still_ours("/jobs/kept.mp4", ""));
+  CHECK_FALSE(feed->still_ours("/jobs/stolen.mp4", ""));
+  // The kept one's idle time was reset for its commit.
+  const auto kept = redis::parse_xpending_entries(
+      c.checked({"XPENDING", "jobs", "g", ids.at("/jobs/kept.mp4"), ids.at("/jobs/kept.mp4"), "1"}), "t");
+  REQUIRE(kept.size() == 1);
+  CHECK(kept[0].consumer == "w1");
+  CHECK(kept[0].idle_ms < 250);
+  feed->settled({1, "/jobs/kept.mp4", InputOutcome::done, {}});
+  feed->settled({1, "/jobs/stolen.mp4", InputOutcome::retry, "taken over by another worker of the job"});
+  feed.reset();
+  const auto stats = hash(c, "jobs:sluice-stats:g");
+  CHECK(stats.at("done") == "1");
+  const auto left = redis::parse_xpending_entries(c.checked({"XPENDING", "jobs", "g", "-", "+", "10"}), "t");
+  REQUIRE(left.size() == 1);  // the stolen one stays the thief's: not acknowledged here
+  CHECK(left[0].consumer == "thief");
+}
+
+TEST_CASE("redis feed: the ownership check waits for a lost server, but not once the source is stopping") {
+  ::unsetenv("SLUICE_REDIS_PASSWORD");
+  test::RedisServer server;
+  redis::Client c(server.endpoint());
+  c.checked({"XADD", "jobs", "*", "input", "/jobs/a.mp4"});
+  auto feed = open_redis_feed(parse_redis_source_uri(server.uri("jobs") + "?group=g&consumer=w1&claim_idle_s=60"));
+  REQUIRE(next_input(*feed) == "/jobs/a.mp4");
+  server.stop();
+  std::atomic<int> answer{-1};
+  std::thread commit([&] { answer = feed->still_ours("/jobs/a.mp4", "") ? 1 : 0; });
+  for (int i = 0; i < 100 && feed->trouble().empty(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  CHECK_FALSE(feed->trouble().empty());
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  CHECK(answer == -1);  // waits: the server may come back and say it is still ours
+  feed->stopping();  // answered at once: not committed, done again later
+  for (int i = 0; i < 100 && answer == -1; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  CHECK(answer == 0);
+  feed.reset();  // (ends the wait also where stopping() did not)
+  commit.join();
+}
+
+TEST_CASE("redis feed: the job stream is trimmed below what every group still needs, never a pending or undelivered entry") {
+  ::unsetenv("SLUICE_REDIS_PASSWORD");
+  test::RedisServer server;
+  redis::Client c(server.endpoint());
+  std::vector<std::string> ids;
+  for (int i = 0; i < 6; ++i) ids.push_back(c.checked({"XADD", "jobs", "*", "input", "/jobs/t" + std::to_string(i) + ".mp4"}).str);
+  // A slow consumer holds t1 (t0 it acknowledged); a second group has read nothing yet from the other stream.
+  c.checked({"XGROUP", "CREATE", "jobs", "g", "0", "MKSTREAM"});
+  c.checked({"XREADGROUP", "GROUP", "g", "slow", "COUNT", "2", "STREAMS", "jobs", ">"});
+  c.checked({"XACK", "jobs", "g", ids[0]});
+  auto length = [&](const char* stream) { return c.checked({"XLEN", stream}).integer; };
+  auto settle_all = [&](InputFeed& feed, int n) {
+    for (int i = 0; i < n; ++i) {
+      const std::string input = next_input(feed);
+      REQUIRE_FALSE(input.empty());
+      feed.settled({1, input, InputOutcome::done, {}});
+    }
+  };
+  auto within = [](auto pred) {
+    for (int i = 0; i < 100 && !pred(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    return pred();
+  };
+  auto feed = open_redis_feed(parse_redis_source_uri(server.uri("jobs") + "?group=g&consumer=w1&claim_idle_s=60"));
+  settle_all(*feed, 4);  // t2..t5 done: t0 goes, t1 (pending on slow) and what follows it stay
+  CHECK(within([&] { return length("jobs") == 5; }));
+  CHECK(c.checked({"XRANGE", "jobs", "-", "+", "COUNT", "1"}).elements.at(0).elements.at(0).str == ids[1]);
+  c.checked({"XACK", "jobs", "g", ids[1]});  // the slow one is done too; the next acknowledgement trims to the end
+  c.checked({"XADD", "jobs", "*", "input", "/jobs/t6.mp4"});
+  settle_all(*feed, 1);
+  CHECK(within([&] { return length("jobs") == 1; }));  // the group's last delivered entry stays
+  feed.reset();
+
+  for (int i = 0; i < 3; ++i) c.checked({"XADD", "other", "*", "input", "/jobs/o" + std::to_string(i) + ".mp4"});
+  c.checked({"XGROUP", "CREATE", "other", "idle-group", "0"});  // delivered nothing yet: needs every entry
+  auto other = open_redis_feed(parse_redis_source_uri(server.uri("other") + "?group=g&consumer=w1&until_empty=true"));
+  settle_all(*other, 3);
+  CHECK(ended_within(*other, std::chrono::seconds(20)));
+  other.reset();
+  CHECK(length("other") == 3);
 }
 
 TEST_CASE("input options: each parsed, checked and written back in one canonical text") {
