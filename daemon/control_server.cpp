@@ -69,7 +69,16 @@ class ControlServer::Session : public std::enable_shared_from_this<Session> {
   }
 
   // One deadline for the whole connection, counted from its connect: reading, the handler's reply and writing
-  // it all fall under it, and a request does not restart it. Only a trace moves it (by its seconds).
+  // it all fall under it, and a request does not restart it (a peer cannot keep its slot by asking often). Only a
+  // trace moves it (by its seconds). Admins are the exception: they have a budget of their own, so a monitor
+  // that keeps one connection and asks every few seconds takes nothing from anyone; an admin's deadline
+  // restarts with each reply it gets (renew_for_admin).
+  void renew_for_admin() {
+    if (peer_.peer_class != PeerClass::admin) return;
+    deadline_ = std::chrono::steady_clock::now() + server_.limits_.client_timeout;
+    arm_deadline();
+  }
+
   void arm_deadline() {
     timer_.expires_at(deadline_);
     timer_.async_wait([self = shared_from_this()](boost::system::error_code ec) {
@@ -175,6 +184,7 @@ class ControlServer::Session : public std::enable_shared_from_this<Session> {
     asio::async_write(socket_, asio::buffer(out_),
                       [self = shared_from_this(), then_close](boost::system::error_code ec, std::size_t) {
                         if (ec || then_close) return self->close();
+                        self->renew_for_admin();
                         self->read();
                       });
   }

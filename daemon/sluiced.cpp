@@ -73,7 +73,9 @@ and watchdog.
                          moved one for S seconds (default WatchdogSec/2); an idle source with nothing
                          in flight, or a paused pipeline, is not a stall
   --client-timeout S     close each control connection S seconds after it connected (default 30),
-                         however many requests it sent; a trace adds the time it records (60 s at most)
+                         however many requests it sent; a trace adds the time it records (60 s at most);
+                         an admin's connection (UNIX socket, allowed to change things) has S seconds
+                         from its last reply instead
   --state-dir DIR        where resumable jobs keep their ledgers (default $STATE_DIRECTORY, which
                          systemd's StateDirectory= sets)
   --allow-user NAME, --allow-group NAME

@@ -197,6 +197,22 @@ TEST_CASE("control server: the deadline counts from the connect, not from the la
   CHECK(closed);
 }
 
+TEST_CASE("control server: an admin that keeps asking keeps its connection (its own budget, its own deadline)",
+          "[control][availability]") {
+  ControlLimits limits;
+  limits.client_timeout = 400ms;
+  Server server(limits);
+  Client monitor = Client::unix_socket(server.socket_path());
+  const auto start = std::chrono::steady_clock::now();
+  bool open = true;
+  while (open && std::chrono::steady_clock::now() - start < 1600ms) {  // four times the client timeout
+    open = monitor.ask(R"({"request":"status"})", 1s).has_value();
+    std::this_thread::sleep_for(100ms);
+  }
+  CHECK(open);
+  CHECK(monitor.closed_within(3s));  // and once it goes quiet, the deadline closes it
+}
+
 TEST_CASE("control server: a trace moves the deadline by its seconds, within the connection's allowance",
           "[control][availability]") {
   ControlLimits limits;
