@@ -454,7 +454,7 @@ TEST_CASE("the redis sink fails a batch with the server and reason once write_re
   CHECK(records[0]["sequence"] == 8);
 }
 
-TEST_CASE("a redone input's records are appended once each, by any writer; other options are another request", "[redis][sinks]") {
+TEST_CASE("a redone input's records are appended once each, by any writer, and other options are another request", "[redis][sinks]") {
   test::RedisServer server;
   const std::map<std::string, std::string> given{{"type", "redis"}, {"path", server.uri("out")}};
   SinkRig first(given), second(given);  // two workers
