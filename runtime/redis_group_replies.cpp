@@ -34,8 +34,9 @@ std::string text_of(const Reply& r, const std::string& what, const char* part) {
 std::optional<std::int64_t> take_number(std::string_view& s, bool last) {
   std::size_t n = 0;
   std::int64_t v = 0;
-  while (n < s.size() && n < 19 && s[n] >= '0' && s[n] <= '9') v = v * 10 + (s[n++] - '0');
-  if (n == 0 || n > 18) return std::nullopt;
+  const auto digit = [&](std::size_t i) { return i < s.size() && s[i] >= '0' && s[i] <= '9'; };
+  while (n < 18 && digit(n)) v = v * 10 + (s[n++] - '0');  // 18 digits fit; a 19th is refused, never multiplied in
+  if (n == 0 || digit(n)) return std::nullopt;
   if (last) {
     if (n != s.size()) return std::nullopt;
     s.remove_prefix(n);
