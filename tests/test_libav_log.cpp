@@ -2,7 +2,6 @@
 // FFmpeg's error text.
 #include <catch2/catch.hpp>
 
-#include <spdlog/sinks/ringbuffer_sink.h>
 #include <spdlog/spdlog.h>
 
 extern "C" {
@@ -13,35 +12,13 @@ extern "C" {
 #include "media/libav_log.hpp"
 #include "runtime/frame_reader.hpp"
 #include "server_process.hpp"
+#include "captured_log.hpp"
 
 using namespace sluice;
 
-namespace {
-
-struct CapturedLog {
-  std::shared_ptr<spdlog::sinks::ringbuffer_sink_mt> sink = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(512);
-  std::shared_ptr<spdlog::logger> previous = spdlog::default_logger();
-  CapturedLog() {
-    auto logger = std::make_shared<spdlog::logger>("captured", sink);
-    logger->set_pattern("%l %v");
-    spdlog::set_default_logger(logger);
-  }
-  ~CapturedLog() { spdlog::set_default_logger(previous); }
-  std::vector<std::string> lines_with(const std::string& word) const {
-    std::vector<std::string> out;
-    for (std::string line : sink->last_formatted()) {
-      while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.pop_back();
-      if (line.find(word) != std::string::npos) out.push_back(line);
-    }
-    return out;
-  }
-};
-
-}  // namespace
-
 TEST_CASE("FFmpeg's error lines reach sluice's log as warnings, a few per input per window, the rest counted",
           "[libav][log]") {
-  CapturedLog log;
+  sluice::test::CapturedLog log("%l %v");
   route_libav_logging();
   LibavLog cam("rtsp://cam/1"), other("rtsp://cam/2");
   {
@@ -63,7 +40,7 @@ TEST_CASE("FFmpeg's error lines reach sluice's log as warnings, a few per input 
 }
 
 TEST_CASE("a stream that cannot be opened says FFmpeg's reason, not a list of guesses", "[libav][log]") {
-  CapturedLog log;
+  sluice::test::CapturedLog log("%l %v");
   const std::string uri = "tcp://127.0.0.1:" + std::to_string(sluice::test::free_loopback_port()) + "?timeout=0";
   DemuxOptions options;
   options.open_timeout_s = 5;

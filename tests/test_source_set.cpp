@@ -15,12 +15,12 @@
 #include <set>
 #include <thread>
 
-#include <spdlog/sinks/ringbuffer_sink.h>
 #include <spdlog/spdlog.h>
 
 #include "pipeline_helpers.hpp"
 #include "runtime/job_ledger.hpp"
 #include "runtime/source_set.hpp"
+#include "captured_log.hpp"
 
 using namespace sluice;
 namespace fs = std::filesystem;
@@ -460,26 +460,8 @@ TEST_CASE("a live source reconnects with backoff after its stream is cut", "[sou
   h.set->remove_source(std::to_string(id));
 }
 
-// The log lines written while it lives (the default logger's, restored at the end).
-struct CapturedLog {
-  std::shared_ptr<spdlog::sinks::ringbuffer_sink_mt> sink = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(256);
-  std::shared_ptr<spdlog::logger> previous = spdlog::default_logger();
-  CapturedLog() {
-    auto logger = std::make_shared<spdlog::logger>("captured", sink);
-    logger->set_pattern("%v");
-    spdlog::set_default_logger(logger);
-  }
-  ~CapturedLog() { spdlog::set_default_logger(previous); }
-  std::vector<std::string> lines_with(const std::string& word) const {
-    std::vector<std::string> out;
-    for (const auto& line : sink->last_formatted())
-      if (line.find(word) != std::string::npos) out.push_back(line);
-    return out;
-  }
-};
-
 TEST_CASE("a source that recovers after a cut logs one line saying so, with how long it was down", "[sources]") {
-  CapturedLog log;
+  sluice::test::CapturedLog log;
   Harness h;
   g_flaky_opens = 0;
   SourceOptions o;

@@ -1,7 +1,6 @@
 // Log lines a peer can cause at will, rate-limited (daemon/throttled_log.hpp, issue 33).
 #include <catch2/catch.hpp>
 
-#include <spdlog/sinks/ringbuffer_sink.h>
 #include <spdlog/spdlog.h>
 
 #include <chrono>
@@ -10,34 +9,14 @@
 #include <vector>
 
 #include "daemon/throttled_log.hpp"
+#include "captured_log.hpp"
 
 using namespace sluice;
 using namespace std::chrono_literals;
 namespace asio = boost::asio;
 
-namespace {
-
-struct CapturedLog {
-  std::shared_ptr<spdlog::sinks::ringbuffer_sink_mt> sink = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(512);
-  std::shared_ptr<spdlog::logger> previous = spdlog::default_logger();
-  CapturedLog() {
-    auto logger = std::make_shared<spdlog::logger>("captured", sink);
-    logger->set_pattern("%v");
-    spdlog::set_default_logger(logger);
-  }
-  ~CapturedLog() { spdlog::set_default_logger(previous); }
-  std::vector<std::string> lines_with(const std::string& word) const {
-    std::vector<std::string> out;
-    for (std::string line : sink->last_formatted())
-      if (line.find(word) != std::string::npos) out.push_back(line);
-    return out;
-  }
-};
-
-}  // namespace
-
 TEST_CASE("throttled log: a few lines per window, then one line with the count", "[control][availability][log]") {
-  CapturedLog log;
+  sluice::test::CapturedLog log;
   asio::io_context io;
   {
     ThrottledLog throttled(io, "refusals", spdlog::level::warn, 200ms, 3);
