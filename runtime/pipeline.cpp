@@ -49,6 +49,7 @@ struct Pipeline::Finishing {
 
 namespace {
 constexpr int kTimerSlots = 64;
+constexpr int kPieceTimerSlots = 1024;  // a source's: one pair per frame copied, several batches in flight
 
 // An NVTX range that closes on every way out of its scope, exceptions included.
 class ScopedRange {
@@ -87,7 +88,9 @@ Pipeline::Pipeline(PipelinePlan plan) : plan_(std::move(plan)) {
     if (gpu && ps.stage->uses_gpu()) {
       if (!serial) rt->stream = Stream::create();
       rt->ctx.stream = serial ? shared.get() : rt->stream.get();
-      rt->timer = GpuTimer(kTimerSlots);
+      const bool times_pieces = ps.role == StageRole::source;
+      rt->timer = GpuTimer(times_pieces ? kPieceTimerSlots : kTimerSlots);
+      if (times_pieces) rt->ctx.piece_timer = &rt->timer;
     }
     if (ps.pool_slots > 0) {
       // Readers with their own released events: each replica reading the source's batches (on its own GPU), or
@@ -642,10 +645,12 @@ BatchLease Pipeline::run_stage(std::size_t i, BatchLease& in, StepTimes& times, 
   BatchLease out;
   try {
     const ScopedRange range(ps.name.c_str());
-    if (s) rt.timer.begin(s, first_sequence, in ? in->count : 0);
+    const bool pieces = rt.ctx.piece_timer != nullptr;
+    if (s && !pieces) rt.timer.begin(s, first_sequence, in ? in->count : 0);
     out = ps.stage->process(in.get(), rt.ctx);
     if (s) {
-      rt.timer.end(s);
+      if (pieces) rt.timer.close_batch();
+      else rt.timer.end(s);
       rt.counters.gpu_ns = rt.timer.total_ns();
       rt.counters.gpu_batches = rt.timer.timed_batches();
       keep_gpu_slices(rt);

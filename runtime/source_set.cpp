@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "runtime/frame_tap.hpp"
+#include "runtime/gpu_timer.hpp"
 #include "runtime/input_feed.hpp"
 #include "runtime/source_kind.hpp"
 #include "runtime/inputs.hpp"
@@ -661,11 +662,15 @@ FrameTarget SourceSet::slot_target(Source& s, int slot, bool device) {
   return t;
 }
 
-void SourceSet::enqueue_device_copy(std::byte* dst, Source& from, int slot, gpu::StreamHandle stream) {
+void SourceSet::enqueue_device_copy(std::byte* dst, Source& from, int slot, gpu::StreamHandle stream,
+                                    GpuTimer* timer) {
   const auto i = static_cast<std::size_t>(slot);
   const std::byte* src = (from.slot_on_device[i] ? from.device_ring : from.ring).data() + frame_bytes_ * i;
   if (from.slot_on_device[i]) gpu::stream_wait_event(stream, from.written[i].get());
+  // Timed after the wait: the decoder's conversion on the source's own stream is not this stage's work.
+  if (timer) timer->begin(stream, from.slot_meta[i].sequence, 1);
   gpu::copy_async(dst, src, frame_bytes_, stream);
+  if (timer) timer->end(stream, false);
   gpu::event_record(from.read[i].get(), stream);
   from.read_recorded[i] = 1;
   // Free at once: the next writer orders itself after `read` (slot_target), not the host after the copy.
@@ -749,7 +754,7 @@ void SourceSet::set_latency_budget(std::int64_t ns) {
 }
 
 int SourceSet::take(Batch& batch, std::int64_t batch_timeout_ns, const std::atomic<bool>& stop, bool wait_when_idle,
-                    std::int64_t* waited_ns, gpu::StreamHandle stream, std::int64_t downstream_ns) {
+                    std::int64_t* waited_ns, gpu::StreamHandle stream, std::int64_t downstream_ns, GpuTimer* timer) {
   const bool device_batch = batch.memory.kind() == MemoryKind::device;
   if (device_batch && !stream) throw std::logic_error("SourceSet::take: a device batch needs a stream");
   int added = 0;
@@ -783,7 +788,7 @@ int SourceSet::take(Batch& batch, std::int64_t batch_timeout_ns, const std::atom
       batch.count++;
       if (added++ == 0) deadline = now_ns() + batch_timeout_ns;
       if (device_batch) {
-        enqueue_device_copy(dst, *from, slot, stream);
+        enqueue_device_copy(dst, *from, slot, stream, timer);
         space_free_.notify_all();
         continue;
       }

@@ -30,6 +30,8 @@
 
 namespace sluice {
 
+class GpuTimer;
+
 struct SourceSetSettings {
   int width = 0, height = 0;
   PixelFormat pixel = PixelFormat::bgr8;
@@ -62,8 +64,10 @@ class SourceSet final : public SourceControl {
   // taken, but no longer waited for. Returns the number of frames added; adds the time spent waiting
   // for frames to *waited_ns.
   // Device batches need `stream`: the copies are enqueued on it and the batch is ready once its work is.
+  // With `timer`, each frame's copy is timed on its own (GpuTimer::end(stream, false)).
   int take(Batch& batch, std::int64_t batch_timeout_ns, const std::atomic<bool>& stop, bool wait_when_idle,
-           std::int64_t* waited_ns = nullptr, gpu::StreamHandle stream = nullptr, std::int64_t downstream_ns = 0);
+           std::int64_t* waited_ns = nullptr, gpu::StreamHandle stream = nullptr, std::int64_t downstream_ns = 0,
+           GpuTimer* timer = nullptr);
   // The budget of sources without their own (a reload whose file changed it); frames published from now on.
   void set_latency_budget(std::int64_t ns);
   // Stops every source's decoding (what is already decoded can still be taken).
@@ -116,7 +120,8 @@ class SourceSet final : public SourceControl {
   // opens. Throws with "cannot set up its frame slots on the GPU: <why>".
   void prepare_device_slots(Source& s, bool device_ring);
   // A device batch's frame: one async copy on `stream`, ordered after the writer's and before the next writer's.
-  void enqueue_device_copy(std::byte* dst, Source& from, int slot, gpu::StreamHandle stream);  // mu_ held
+  void enqueue_device_copy(std::byte* dst, Source& from, int slot, gpu::StreamHandle stream,
+                           GpuTimer* timer);  // mu_ held
   // The slot's memory for a reader, waiting for (host) or ordering after (device) the last copy out of it.
   FrameTarget slot_target(Source& s, int slot, bool device);
   struct CopyJob {

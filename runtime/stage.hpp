@@ -20,6 +20,8 @@
 
 namespace sluice {
 
+class GpuTimer;
+
 enum class StageRole { source, transform, sink };
 enum class Device { cpu, cuda };
 
@@ -46,6 +48,9 @@ struct StageContext {
   BatchPool* out_pool = nullptr;       // where the stage takes output batches (null if it forwards or sinks)
   const std::atomic<bool>* stop = nullptr;  // sources end their stream once this is set
   const std::atomic<bool>* pause = nullptr;  // set while the pipeline is paused: sources cut the batch short
+  // Set for a source with a stream: it times each piece of GPU work it enqueues (GpuTimer::end(s, false)), since
+  // it enqueues them as frames arrive and a pair around process() would count the waits between them.
+  GpuTimer* piece_timer = nullptr;
 
   // Waiting is not work: the runner moves these out of the stage's host time.
   std::int64_t acquire_wait_ns = 0;  // blocked in acquire(): back-pressure from downstream

@@ -426,7 +426,7 @@ class ManagedSourceStage final : public Stage, public SourceControl {
       }
       // Waiting for frames is not work: the runner keeps it out of the stage's host time.
       sources_->take(*batch, batch_timeout_ns_, stopping ? never : *ctx.stop, idle_wait_ && !stopping,
-                     &ctx.pacing_wait_ns, ctx.stream, shared_->downstream.ns());
+                     &ctx.pacing_wait_ns, ctx.stream, shared_->downstream.ns(), ctx.piece_timer);
       if (batch->count > 0) return batch;
       if (ctx.pausing()) return {};  // nothing made: the runner waits at its pause gate, then calls again
       // A source thread stuck in a blocking open or read must not hold the stop up: past stop_timeout_s

@@ -7,6 +7,8 @@
 
 #include "../pipeline_helpers.hpp"
 #include "runtime/gpu.hpp"
+#include "runtime/gpu_handles.hpp"
+#include "runtime/gpu_timer.hpp"
 #include "runtime/source_control.hpp"
 
 using namespace sluice;
@@ -138,4 +140,37 @@ TEST_CASE("GPU chain over several managed sources matches the CPU chain per sour
   }
   std::remove(gpu_path.c_str());
   std::remove(cpu_path.c_str());
+}
+
+TEST_CASE("a source's GPU time is its copies, not the waits between them (GpuTimer pieces)", "[gpu][pipeline][timer]") {
+  const Stream stream = Stream::create();
+  constexpr std::size_t kBytes = std::size_t(8) << 20;
+  void* a = gpu::device_alloc(kBytes);
+  void* b = gpu::device_alloc(kBytes);
+  GpuTimer timer(64);
+  // One batch of three copies with 30 ms of waiting for frames between them, then a batch with none.
+  for (int piece = 0; piece < 3; ++piece) {
+    timer.begin(stream.get(), static_cast<std::uint64_t>(piece), 1);
+    gpu::copy_async(b, a, kBytes, stream.get());
+    timer.end(stream.get(), false);
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  }
+  timer.close_batch();
+  timer.close_batch();
+  gpu::stream_synchronize(stream.get());
+  timer.collect(true);
+  CHECK(timer.timed_batches() == 2);
+  // Three 8 MiB device copies take well under a millisecond each; the 60 ms of waiting between them is not counted.
+  CHECK(timer.total_ns() > 0);
+  CHECK(timer.total_ns() < 10'000'000);
+  // The runner's way for other stages: one pair around the batch.
+  GpuTimer whole(8);
+  whole.begin(stream.get(), 0, 1);
+  gpu::copy_async(b, a, kBytes, stream.get());
+  whole.end(stream.get());
+  gpu::stream_synchronize(stream.get());
+  whole.collect(true);
+  CHECK(whole.timed_batches() == 1);
+  gpu::device_free(a);
+  gpu::device_free(b);
 }
