@@ -214,11 +214,17 @@ AppliedOverrides::AppliedOverrides(PipelineSpec& spec, const PipelineOverrides& 
     if (!checked) refuse("--uri", o.uris.front(), error);
     reset_to_defaults(source, {"source", "source_id"});
     source.params.set("uri", *checked, true);
+    // A one-liner over a folder processes every input each time it runs; --resume makes it a job that skips
+    // what an earlier run finished (its ledger: docs/running.md).
+    source.params.set("resume", o.resume, true);
     // A camera or stream named on the command line that cannot be reached is a typo or a camera that is off:
     // the run gives up after a few attempts in a row (seconds, with the default back-off) instead of retrying forever.
     source.params.set("max_attempts", std::int64_t{kCommandLineAttempts}, true);
     for (const auto& uri : o.uris) options_by_stage_[source.name].push_back("--uri " + in_quotes(uri));
   }
+
+  if (o.resume && o.uris.empty())
+    throw std::invalid_argument("--resume makes the --uri inputs a resumable job; without --uri the file's `resume` applies");
 
   if (o.model || o.labels || o.top_k) {
     const std::string option = o.model ? "--model" : o.labels ? "--labels" : "--top-k";
@@ -254,6 +260,12 @@ AppliedOverrides::AppliedOverrides(PipelineSpec& spec, const PipelineOverrides& 
       refuse("--output", *o.output, "the pipeline's last stage is '" + sink.name + "' (" + sink.kind +
                                         "), not a sink stage");
     const std::string path = *o.output == "-" ? "-" : absolute(*o.output);
+    // Records of an earlier run are never overwritten, and not added to without a word: --resume says so.
+    std::error_code ec;
+    if (path != "-" && !o.resume && fs::is_regular_file(path, ec) && fs::file_size(path, ec) > 0 && !ec)
+      refuse("--output", *o.output, "it holds " + std::to_string(fs::file_size(path, ec)) +
+                                        " bytes of an earlier run: remove it or name another file (--resume adds "
+                                        "this run's records to it)");
     reset_to_defaults(sink, {"per", "rotate_mb", "rotate_s"});
     set(sink, "type", "--output", *o.output, "jsonl");
     set(sink, "per", "--output", *o.output, "run");

@@ -90,7 +90,7 @@ struct CommandHelp {
 };
 constexpr CommandHelp kCommandHelp[] = {
     {"run", R"(run [FILE] [--uri URI]... [--model M.onnx] [--labels L] [--top-k K] [--batch-size N]
-                  [--device auto|cpu|cuda] [--output PATH|-] [--state-dir DIR] [--no-progress]
+                  [--device auto|cpu|cuda] [--output PATH|-] [--resume] [--state-dir DIR] [--no-progress]
                   [--drain-timeout S]
                   run the pipeline in FILE until its sources end, then print a summary and each
                   source's outcome (frames, drops, errors, bad inputs with their reasons).
@@ -107,7 +107,10 @@ constexpr CommandHelp kCommandHelp[] = {
                   --device: where it runs (default: the file's; the default pipeline says auto:
                   the GPU when one is usable, else the CPU); --output: its sink writes one
                   JSON line per frame to PATH (- for stdout; without it the file's sink, the
-                  default's: a text line per frame on stdout). Values are checked as the
+                  default's: a text line per frame on stdout; a PATH that holds records of an
+                  earlier run is refused unless --resume). --resume: a folder or glob of --uri
+                  is a job that skips the inputs an earlier run finished (its ledger) and adds
+                  to --output; without it every input is processed each time. Values are checked as the
                   file's; an error names the option. sluiced check takes the same options.
                   SIGINT/SIGTERM drains; what is still in flight after S seconds (default 30)
                   is counted failed ("drain timeout") and it exits 1. Exit 1 also when a
@@ -486,6 +489,7 @@ struct PipelineArgs {
   bool take(OptionReader& r, const std::string& command) {
     const std::string& a = r.option();
     if (a == "--device") return overrides.take(a, r.choice({"auto", "cpu", "cuda"}));
+    if (a == "--resume") return overrides.resume = true;
     if (sluice::PipelineOverrides::is_option(a)) return overrides.take(a, r.value());
     if (!a.empty() && a[0] == '-') return false;
     if (!file.empty()) throw std::invalid_argument(command + " takes one pipeline FILE (got '" + file + "' and '" + a + "')");

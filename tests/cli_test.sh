@@ -133,6 +133,27 @@ check oneliner-to-file 0 'delivered 30 \+ dropped 0' -- "$sluiced" run --uri "$c
 [ "$(cat "$tmp/text-lines")" = 30 ] && echo "ok   oneliner-default-sink" ||
   { echo "FAIL oneliner-default-sink: $(cat "$tmp/text-lines") text lines (want 30)"; fails=$((fails + 1)); }
 check oneliner-check 0 'h264_320x240.mp4: libavcodec h264|NVDEC H\.264' -- "$sluiced" check --uri "$clip"
+# A one-liner run over a folder is not a resumable job unless asked: run twice, it delivers every input twice;
+# an --output that holds records is refused (never overwritten, not added to without a word); with --resume
+# the second run skips what the first finished and adds to the file.
+mkdir -p "$tmp/folder"
+cp "$clip" "$tmp/folder/a.mp4"
+for run in 1 2; do
+  check "oneliner-folder-run-$run" 0 'delivered 30 \+ dropped 0' -- \
+    "$sluiced" run --uri "$tmp/folder" --output - --state-dir "$tmp/state" --no-progress
+done
+check oneliner-output-exists 2 "^sluiced: --output '$tmp/out.jsonl': it holds [0-9]+ bytes of an earlier run" -- \
+  "$sluiced" run --uri "$clip" --output "$tmp/out.jsonl"
+[ "$(wc -l <"$tmp/out.jsonl")" = 30 ] && echo "ok   oneliner-output-untouched" ||
+  { echo "FAIL oneliner-output-untouched: $(wc -l <"$tmp/out.jsonl") lines"; fails=$((fails + 1)); }
+check oneliner-resume-first 0 'delivered 30 \+ dropped 0' -- \
+  "$sluiced" run --uri "$tmp/folder" --output "$tmp/resumed.jsonl" --resume --state-dir "$tmp/state" --no-progress
+check oneliner-resume-again 0 'produced 0 = delivered 0' -- \
+  "$sluiced" run --uri "$tmp/folder" --output "$tmp/resumed.jsonl" --resume --state-dir "$tmp/state" --no-progress
+[ "$(wc -l <"$tmp/resumed.jsonl")" = 30 ] && echo "ok   oneliner-resume-records" ||
+  { echo "FAIL oneliner-resume-records: $(wc -l <"$tmp/resumed.jsonl") lines (want 30)"; fails=$((fails + 1)); }
+check oneliner-resume-without-uri 2 '^sluiced: --resume makes the --uri inputs a resumable job' -- \
+  "$sluiced" run --resume
 # An installed sluiced finds the default pipeline in PREFIX/share/sluice (cmake/install.cmake's layout), and the
 # pipeline its model beside it (../../models/).
 mkdir -p "$tmp/prefix/bin" "$tmp/prefix/share/sluice/config/pipelines" "$tmp/prefix/share/sluice/models"
