@@ -69,6 +69,37 @@ int Matcher::find(int x) {  // union-find with path halving; a part's root is it
   return x;
 }
 
+bool Matcher::take_strict_minima(std::span<const Candidate> edges, int rows, const int* member, std::size_t nr,
+                                 std::size_t nc) {
+  // Every matching costs at least the sum over its rows of each row's cheapest pair (all pairs gain, cost -
+  // limit < 0, so a row left alone costs more than any of its pairs); when each row's cheapest pair is strictly
+  // cheapest and they use different columns, that bound is reached by them alone: the only optimum, which the
+  // assignment finds too. The same holds with columns for rows. Most parts of a frame (a few boxes near a
+  // few tracks) are solved so, without the cubic assignment.
+  const auto solve = [&](bool by_row) {
+    const std::size_t n = by_row ? nr : nc, m = by_row ? nc : nr;
+    best_cost_.assign(n, std::numeric_limits<double>::infinity());
+    best_at_.assign(n, -1);
+    tie_.assign(n, 0);
+    for (const Candidate& e : edges) {
+      const auto i = static_cast<std::size_t>(local_[static_cast<std::size_t>(by_row ? e.row : rows + e.col)]);
+      if (e.cost < best_cost_[i]) best_cost_[i] = e.cost, best_at_[i] = by_row ? e.col : e.row, tie_[i] = 0;
+      else if (e.cost == best_cost_[i]) tie_[i] = 1;
+    }
+    taken_.assign(m, 0);
+    for (std::size_t i = 0; i < n; ++i) {
+      const auto j = static_cast<std::size_t>(local_[static_cast<std::size_t>(by_row ? rows + best_at_[i] : best_at_[i])]);
+      if (tie_[i] || taken_[j]) return false;
+      taken_[j] = 1;
+    }
+    for (std::size_t i = 0; i < n; ++i)
+      if (by_row) pairs_.emplace_back(member[i], best_at_[i]);
+      else pairs_.emplace_back(best_at_[i], member[nr + i] - rows);
+    return true;
+  };
+  return solve(true) || solve(false);
+}
+
 const std::vector<std::pair<int, int>>& Matcher::match_below(std::span<const Candidate> candidates, int rows,
                                                              int cols, double limit) {
   pairs_.clear();
@@ -142,27 +173,39 @@ const std::vector<std::pair<int, int>>& Matcher::match_below(std::span<const Can
       continue;
     }
     const int* const member = members_.data() + part_members_[p];
-    // The square matrix of lapjv's extend_cost, shifted by -limit: real pairs cost - limit (< 0), a row or a
-    // column left alone 0 (its dummy partner), dummy to dummy 0, anything else `big`, more than all real gains
-    // together, so that no optimum uses it (leaving everything alone, total 0, is always possible).
+    if (take_strict_minima(edges, rows, member, static_cast<std::size_t>(part_rows_[p]),
+                           static_cast<std::size_t>(part_cols_[p])))
+      continue;
+    // lapjv's extend_cost, shifted by -limit: real pairs cost - limit (< 0), a row or a column left alone 0
+    // (its dummy partner), dummy to dummy 0, anything else `big`, more than all real gains together, so that
+    // no optimum uses it (leaving everything alone, total 0, is always possible). The square problem's dummy
+    // rows (one per column) come after the real rows, and any assignment of the real rows completes at cost 0:
+    // the real rows' optimum is found before them, and they move real rows only between optima of equal cost.
+    // In crowded scenes they are 96% of the work, so they are left out when the part's costs are all distinct
+    // (an optimum then is unique save for sums that tie exactly); equal costs (duplicate boxes, whole-pixel
+    // boxes) keep the square and its choice among equal optima.
     const auto nr = static_cast<std::size_t>(part_rows_[p]), nc = static_cast<std::size_t>(part_cols_[p]);
     const std::size_t n = nr + nc;
+    costs_.clear();
     double gains = 0;
-    for (const Candidate& e : edges) gains += limit - e.cost;
+    for (const Candidate& e : edges) gains += limit - e.cost, costs_.push_back(e.cost);
+    std::sort(costs_.begin(), costs_.end());
+    const bool square = std::adjacent_find(costs_.begin(), costs_.end()) != costs_.end();
+    const std::size_t solved_rows = square ? n : nr;
     const double big = gains + 1.0;
-    square_.assign(n * n, big);
+    costs_.assign(solved_rows * n, big);
     for (const Candidate& e : edges)
-      square_[static_cast<std::size_t>(local_[static_cast<std::size_t>(e.row)]) * n +
-              static_cast<std::size_t>(local_[static_cast<std::size_t>(rows + e.col)])] = e.cost - limit;
-    for (std::size_t i = 0; i < nr; ++i) square_[i * n + nc + i] = 0;
-    for (std::size_t j = 0; j < nc; ++j) {
-      square_[(nr + j) * n + j] = 0;
-      for (std::size_t k = 0; k < nr; ++k) square_[(nr + j) * n + nc + k] = 0;
+      costs_[static_cast<std::size_t>(local_[static_cast<std::size_t>(e.row)]) * n +
+             static_cast<std::size_t>(local_[static_cast<std::size_t>(rows + e.col)])] = e.cost - limit;
+    for (std::size_t i = 0; i < nr; ++i) costs_[i * n + nc + i] = 0;
+    for (std::size_t j = 0; square && j < nc; ++j) {
+      costs_[(nr + j) * n + j] = 0;
+      for (std::size_t k = 0; k < nr; ++k) costs_[(nr + j) * n + nc + k] = 0;
     }
-    const std::vector<int>& chosen = assign_rows(square_, static_cast<int>(n), static_cast<int>(n));
+    const std::vector<int>& chosen = assign_rows(costs_, static_cast<int>(solved_rows), static_cast<int>(n));
     for (std::size_t i = 0; i < nr; ++i) {
       const auto j = static_cast<std::size_t>(chosen[i]);
-      if (j < nc && square_[i * n + j] < 0) pairs_.emplace_back(member[i], member[nr + j] - rows);
+      if (j < nc && costs_[i * n + j] < 0) pairs_.emplace_back(member[i], member[nr + j] - rows);
     }
   }
   std::sort(pairs_.begin(), pairs_.end());

@@ -28,25 +28,34 @@ class Matcher {
   // a pair may be matched only when its cost < limit (a cost >= limit or NaN is forbidden too); each row and
   // column is matched at most once; the matching minimises the sum over matched pairs of (cost - limit), i.e.
   // every pair is worth matching and the total is as low as it can be. Rows and columns that share no allowed
-  // pair are solved separately (connected parts of the bipartite graph), each as the square problem of lapjv's
-  // extend_cost over just its rows and columns, in their order: the cubic cost is paid per cluster of
-  // overlapping boxes, and the answer is the one the whole square problem gives. Returns the pairs sorted by
-  // row; valid until the next call.
+  // pair are solved separately (connected parts of the bipartite graph), each as lapjv's extend_cost problem
+  // over just its rows and columns, in their order: the cubic cost is paid per cluster of overlapping boxes.
+  // The answer is the one the square problem of all of them gives. Returns the pairs sorted by row; valid
+  // until the next call.
   const std::vector<std::pair<int, int>>& match_below(std::span<const Candidate> candidates, int rows, int cols,
                                                       double limit);
 
  private:
   int find(int x);
+  // A part solved without an assignment when its rows (or columns) each have a strictly cheapest pair, all
+  // distinct (see the .cpp); appends them to pairs_ and returns true, or returns false and appends nothing.
+  bool take_strict_minima(std::span<const Candidate> edges, int rows, const int* member, std::size_t nr,
+                          std::size_t nc);
 
   // assign_rows: potentials, the path's columns, row per column.
   std::vector<double> u_, v_, minv_;
   std::vector<std::size_t> p_, way_;
   std::vector<char> used_;
   std::vector<int> row_col_;
-  // match_below: the allowed pairs, union-find over rows then columns, parts and their members, one square.
+  // match_below: the allowed pairs, union-find over rows then columns, parts and their members, one part's
+  // cost matrix.
   std::vector<Candidate> allowed_, by_part_;
   std::vector<int> parent_, part_of_, local_, part_rows_, part_cols_, part_edges_, part_members_, members_, fill_;
-  std::vector<double> square_;
+  std::vector<double> costs_;  // a part's costs, sorted; then its cost matrix
+  // take_strict_minima: per row (or column) of a part, its cheapest pair's cost and partner, tied or not.
+  std::vector<double> best_cost_;
+  std::vector<int> best_at_;
+  std::vector<char> tie_, taken_;
   std::vector<std::pair<int, int>> pairs_;
 };
 
