@@ -1,16 +1,21 @@
 #!/usr/bin/env bash
-# live_density.sh SLUICED CLIP N SECONDS OUT_DIR [tcp|udp] [gpu|cpu] [MODEL.onnx]: the density benchmark's run
-# (issue 29 part 8): N simulated RTSP cameras (tools/camsim.py serving CLIP, an Annex-B H.264 file without
-# B-frames, at 30 fps) -> decode (NVDEC or libavcodec, NV12 1080p) -> 640x640 letterbox f16 -> [MODEL as a
-# YOLO-style detector f16 -> NMS -> track] -> JSON lines, `sluiced run` for SECONDS. Writes OUT_DIR/run.log (the
-# daemon's summary), OUT_DIR/camsim.log and OUT_DIR/summary.json, and prints the summary: per-camera delivered
-# frames/s over the steady window (the last SECONDS - 5 s), capture-to-sink latency p50/p99/max over that window,
-# drops and failures, and the host CPU of sluiced (cores in all and per camera).
+# live_density.sh SLUICED CLIP N SECONDS OUT_DIR [tcp|udp] [gpu|cpu] [MODEL.onnx [detect|classify]]: the density
+# benchmark's run (issue 29 part 8): N simulated RTSP cameras (tools/camsim.py serving CLIP, an Annex-B H.264 file
+# without B-frames, at 30 fps) -> decode (NVDEC or libavcodec, NV12 1080p) -> then
+#   no MODEL:        640x640 letterbox f16 -> JSON lines of the tensor (the sink bounds this one: a check of
+#                    the path, not a density figure);
+#   MODEL detect:    640x640 letterbox f16 -> MODEL as a YOLO-style detector f16 -> NMS -> track -> JSON lines;
+#   MODEL classify:  224x224 RGB f16 -> MODEL as a classifier f16 -> top-5 -> JSON lines;
+# `sluiced run` for SECONDS. Writes OUT_DIR/run.log (the daemon's summary), OUT_DIR/camsim.log and
+# OUT_DIR/summary.json, and prints the summary: per-camera delivered frames/s over the steady window (the last
+# SECONDS - 5 s), capture-to-sink latency p50/p99/max over that window and p99 over each camera's first second
+# (warm-up), drops and failures, the host CPU of sluiced (cores in all and per camera) and its busiest threads
+# (cores by thread name, summed over threads of one name).
 # SLUICED may be a command of several words (".gpu/run bin/sluiced").
 set -uo pipefail
 sluiced=${1:?usage: live_density.sh SLUICED CLIP N SECONDS OUT_DIR [tcp|udp] [gpu|cpu] [MODEL.onnx]}
 clip=${2:?clip}; n=${3:?cameras}; seconds=${4:?seconds}; out=${5:?out}
-transport=${6:-tcp}; decoder=${7:-gpu}; model=${8:-}
+transport=${6:-tcp}; decoder=${7:-gpu}; model=${8:-}; head=${9:-detect}
 here=$(cd "$(dirname "$0")/.." && pwd)
 mkdir -p "$out"
 work=$(mktemp -d)
@@ -41,15 +46,31 @@ port=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["port"])'
   echo "    height: 1080"
   echo "  - kind: upload"
   echo "  - kind: preprocess"
-  echo "    width: 640"
-  echo "    height: 640"
-  echo "    letterbox: true"
-  echo "    pad_value: 114"
-  echo "    layout: nchw"
-  echo "    dtype: f16"
-  echo "    mean: [0, 0, 0]"
-  echo "    std: [1, 1, 1]"
-  if [ -n "$model" ]; then
+  if [ -n "$model" ] && [ "$head" = classify ]; then
+    echo "    width: 224"
+    echo "    height: 224"
+    echo "    order: rgb"
+    echo "    layout: nhwc"
+    echo "    dtype: f16"
+    echo "  - kind: infer"
+    echo "    model: $(readlink -f "$model")"
+    echo "    precision: f16"
+    echo "    output: classes"
+    echo "    top_k: 5"
+    echo "  - kind: download"
+  else
+    echo "    width: 640"
+    echo "    height: 640"
+    echo "    letterbox: true"
+    echo "    pad_value: 114"
+    echo "    layout: nchw"
+    echo "    dtype: f16"
+    echo "    mean: [0, 0, 0]"
+    echo "    std: [1, 1, 1]"
+  fi
+  if [ -n "$model" ] && [ "$head" = classify ]; then
+    :
+  elif [ -n "$model" ]; then
     echo "  - kind: infer"
     echo "    model: $(readlink -f "$model")"
     echo "    precision: f16"
@@ -70,24 +91,47 @@ cp "$work/density.yaml" "$out/pipeline.yaml"
 $sluiced run "$work/density.yaml" --no-progress >"$out/run.log" 2>&1 &
 pid=$!
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
+# Per thread: "name ticks" lines (the name is /proc's comm, without spaces: sluice names its threads).
+thread_ticks() {
+  for t in /proc/$1/task/*; do
+    printf '%s %s\n' "$(tr ' ' _ <"$t/comm" 2>/dev/null)" "$(sed 's/.*) //' "$t/stat" 2>/dev/null | awk '{print $12 + $13}')"
+  done >"$2"
+}
 target=$pid  # .gpu/run execs sluiced
 sleep 5
-t0=$(date +%s.%N); c0=$(cpu_ticks "$target")
+t0=$(date +%s.%N); c0=$(cpu_ticks "$target"); thread_ticks "$target" "$work/threads0"
 sleep $((seconds - 5))
-t1=$(date +%s.%N); c1=$(cpu_ticks "$target")
+t1=$(date +%s.%N); c1=$(cpu_ticks "$target"); thread_ticks "$target" "$work/threads1"
 kill -INT "$target" 2>/dev/null
 wait "$pid"; rc=$?
-python3 - "$work/records.jsonl" "$n" "$t0" "$t1" "$c0" "$c1" "$(getconf CLK_TCK)" "$out/summary.json" "$rc" <<'PY'
+python3 - "$work/records.jsonl" "$n" "$t0" "$t1" "$c0" "$c1" "$(getconf CLK_TCK)" "$out/summary.json" "$rc" \
+  "$work/threads0" "$work/threads1" <<'PY'
 import json, sys, collections, datetime
-path, n, t0, t1, c0, c1, tck, out, rc = sys.argv[1:]
+path, n, t0, t1, c0, c1, tck, out, rc, th0, th1 = sys.argv[1:]
 n = int(n); t0, t1 = float(t0), float(t1)
 per = collections.Counter(); lat = []
+first = {}; early = []; boxes = 0  # each camera's first record time; latencies of its first second
 for line in open(path):
     r = json.loads(line)
     when = datetime.datetime.strptime(r["time"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=datetime.timezone.utc).timestamp()
+    name = r["source_name"]
+    first.setdefault(name, when)
+    if when < first[name] + 1.0:
+        early.append(r["latency_ms"])
     if t0 <= when < t1:
-        per[r["source_name"]] += 1
+        per[name] += 1
         lat.append(r["latency_ms"])
+        boxes += len(r.get("detections", []))
+def ticks(f):
+    by = collections.Counter()
+    for line in open(f):
+        parts = line.split()
+        if len(parts) == 2 and parts[1].isdigit():
+            by[parts[0]] += int(parts[1])
+    return by
+a, b = ticks(th0), ticks(th1)
+threads = {k: round((b[k] - a.get(k, 0)) / float(tck) / (t1 - t0), 3) for k in b}
+threads = dict(sorted(((k, v) for k, v in threads.items() if v >= 0.01), key=lambda kv: -kv[1])[:12])
 window = t1 - t0
 fps = sorted(per.get(k, 0) / window for k in per) + [0.0] * (n - len(per))
 fps.sort()
@@ -97,7 +141,10 @@ cores = (float(c1) - float(c0)) / float(tck) / window
 s = {"cameras": n, "window_s": round(window, 2), "fps_total": round(sum(fps), 1),
      "fps_per_camera_min": round(fps[0], 2), "fps_per_camera_median": round(fps[len(fps) // 2], 2),
      "latency_ms_p50": round(q(0.5), 1), "latency_ms_p99": round(q(0.99), 1), "latency_ms_max": round(lat[-1], 1) if lat else None,
-     "records": len(lat), "sluiced_cores": round(cores, 2), "cores_per_camera": round(cores / n, 4), "rc": int(rc)}
+     "first_second_p99_ms": round(sorted(early)[min(len(early) - 1, int(0.99 * len(early)))], 1) if early else None,
+     "boxes_per_frame": round(boxes / len(lat), 1) if lat else None,
+     "records": len(lat), "sluiced_cores": round(cores, 2), "cores_per_camera": round(cores / n, 4),
+     "threads_cores": threads, "rc": int(rc)}
 json.dump(s, open(out, "w"), indent=1)
 print(json.dumps(s))
 PY

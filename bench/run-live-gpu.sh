@@ -8,15 +8,15 @@
 #   - the density run at 32 and 64 cameras without a model, and the NVDEC bound (sluice_nvdec_bench);
 #   - track_bench (typical and crowded scenes, 1/8/16 threads);
 #   - with LIVE_DETECT=1 and a CUDA PyTorch on the host: the YOLOv8-s-shaped detector (bench/yolov8s_like.py)
-#     + track at 32 cameras (about 100 s more).
+#     + track at 32 cameras (about 100 s more; bench/run-density-gpu.sh runs the whole density table).
 # Each step has its own time limit, so one that hangs costs only its own share. Shorter runs: RTSP_S (seconds of
 # each 4-camera run, default 10), DENSITY_S (each density run, 15), DECODE_BATCHES (live_decode's, 120).
 set -u
 O=${OUT:-/tmp/out}; L=$O/live-gpu; mkdir -p "$L"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader >"$L/gpu.txt"; nproc >>"$L/gpu.txt"
 cat "$L/gpu.txt"
-timeout 90 .gpu/run bin/sluice_gpu_tests "[stream]" >"$L/gpu_stream_tests.log" 2>&1
-echo "gpu stream tests: rc $?"; tail -3 "$L/gpu_stream_tests.log"
+timeout 90 .gpu/run bin/sluice_gpu_tests "[stream],[timer]" >"$L/gpu_stream_tests.log" 2>&1
+echo "gpu stream+timer tests: rc $?"; tail -3 "$L/gpu_stream_tests.log"
 density() {  # NAME N SECONDS TRANSPORT DECODER [MODEL]
   timeout $(($3 + 40)) bash bench/live_density.sh "$(pwd)/.gpu/run bin/sluiced" .gpu/cam1080.h264 "$2" "$3" "$L/$1" "$4" "$5" ${6:-} 2>&1 |
     sed "s/^/$1: /"
@@ -32,34 +32,12 @@ kill $DMON
 timeout 60 .gpu/run bin/sluice_nvdec_bench .gpu/cam1080.h264 32 2 nv12 >"$L/nvdec_bench32.txt" 2>&1; tail -1 "$L/nvdec_bench32.txt"
 timeout 60 .gpu/run bin/track_bench --sources 64 --frames 100 --repeats 3 --threads 1,8,16 >"$L/track_bench.txt" 2>&1
 timeout 60 .gpu/run bin/track_bench --sources 64 --frames 50 --repeats 3 --threads 1,8,16 --crowd >"$L/track_bench_crowd.txt" 2>&1
-tail -4 "$L/track_bench.txt" "$L/track_bench_crowd.txt"
+tail -q -n 5 "$L/track_bench.txt" "$L/track_bench_crowd.txt"
 
-py=
-[ "${LIVE_DETECT:-0}" = 1 ] && for cand in python3 /opt/*/.venv/bin/python3; do
-  "$cand" -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null && { py=$cand; break; }
-done
-if [ -n "$py" ]; then
-  work=$(mktemp -d)
-  # Frames for the detector's calibration: what the camera clip decodes to (1080p BGR), 16 of them.
-  cat >"$work/dump.yaml" <<EOF
-name: dump
-device: cpu
-batch_size: 16
-stages:
-  - kind: decode
-    uri: $(readlink -f .gpu/cam1080.h264)
-    format: bgr8
-    width: 1920
-    height: 1080
-  - kind: sink
-    type: npy
-    path: $work/frames
-EOF
-  timeout 60 .gpu/run bin/sluiced run "$work/dump.yaml" --no-progress >"$L/dump.log" 2>&1
-  timeout 30 "$py" -c "import numpy as np, glob, sys; np.save(sys.argv[1], np.concatenate([np.load(f) for f in sorted(glob.glob(sys.argv[2] + '/batch-*.npy'))])[:16])" \
-    "$work/frames.npy" "$work/frames" >>"$L/dump.log" 2>&1
-  timeout 120 "$py" bench/yolov8s_like.py "$work/yolov8s-like.onnx" "$work/frames.npy" 2>&1 | grep -v Warning | tail -2 | tee "$L/model.log"
-  [ -s "$work/yolov8s-like.onnx" ] && density detect32 32 25 tcp gpu "$work/yolov8s-like.onnx"
-  rm -rf "$work"
+if [ "${LIVE_DETECT:-0}" = 1 ]; then
+  models=$(mktemp -d)
+  bash bench/prepare_live_models.sh "$(pwd)/.gpu/run bin/sluiced" .gpu/cam1080.h264 "$models" 2>&1 | tee "$L/model.log"
+  [ -s "$models/yolov8s-like.onnx" ] && density detect32 32 25 tcp gpu "$models/yolov8s-like.onnx"
+  rm -rf "$models"
 fi
 tar czf "$O/live-gpu.tgz" -C "$O" live-gpu && rm -rf "$L"
