@@ -4,7 +4,8 @@
 #   - N simulated RTSP cameras (1080p30 H.264 from .gpu/cam1080.h264, RTP over TCP) -> NVDEC -> the
 #     YOLOv8-s-shaped detector f16 -> NMS -> track -> JSON lines, for N in DETECT_N (default "32 64 96 128"),
 #     and once at 32 with CUDA's spinning host waits (SLUICE_CUDA_WAIT=spin, the default before) to compare;
-#   - the same cameras -> ResNet-50 f16 -> top-5, for N in CLASSIFY_N (default "32 64 128");
+#   - the same cameras -> ResNet-50 f16 -> top-5, for N in CLASSIFY_N (default "32 64 128"), and at 128 with
+#     spinning waits;
 #   - track_bench (typical and crowded scenes).
 # Each run lasts DENSITY_S seconds (default 20; the first 5 are warm-up and not in the window).
 set -u
@@ -25,6 +26,7 @@ if [ -s "$models/yolov8s-like.onnx" ]; then
 fi
 if [ -s "$models/resnet50.onnx" ]; then
   for n in ${CLASSIFY_N:-32 64 128}; do density "resnet$n" "$n" "$models/resnet50.onnx" classify; done
+  density resnet128-spin 128 "$models/resnet50.onnx" classify SLUICE_CUDA_WAIT=spin
 fi
 kill $DMON
 timeout 60 .gpu/run bin/track_bench --sources 64 --frames 100 --repeats 3 --threads 1,8,16 >"$L/track_bench.txt" 2>&1
