@@ -363,7 +363,7 @@ int cmd_run(const std::string& file, const sluice::PipelineOverrides& overrides,
   std::size_t failed_before = 0;
   if (const auto& job = pipeline.plan().shared->job) {
     const auto failed = job->failed_inputs();
-    for (const auto& i : failed) std::fprintf(stderr, "failed input: %s: %s\n", i.input.c_str(), i.reason.c_str());
+    for (const auto& i : failed) std::fprintf(stderr, "failed input: %s: %s\n", sluice::shown_uri(i.input).c_str(), i.reason.c_str());
     if (!failed.empty())
       spdlog::error("{} inputs of this job are recorded as failed in {} (fix or replace them to redo them)",
                     failed.size(), job->path().string());

@@ -18,16 +18,21 @@ extern "C" {
 #include <libavutil/log.h>
 }
 
+#include "media/file_checks.hpp"
 #include "runtime/frame_reader.hpp"
 #include "runtime/utf8.hpp"
 
 namespace sluice {
 
-DemuxOptions demux_options(const ReaderOptions& reader) {
+DemuxOptions demux_options(const ReaderOptions& reader, const std::string& uri, bool whole_file) {
   DemuxOptions d;
   d.open_timeout_s = reader.open_timeout_s;
   d.read_timeout_s = reader.read_timeout_s;
   if (reader.rtsp_over_udp) d.format_options["rtsp_transport"] = "udp";
+  if (whole_file && is_http_url(uri)) {
+    d.remote_file = true;
+    d.remote_max_bytes = reader.url_max_bytes;
+  }
   return d;
 }
 namespace {
@@ -123,7 +128,7 @@ struct Demuxer::Memory {
 };
 
 Demuxer::Demuxer(const std::string& uri, const DemuxOptions& options)
-    : uri_(uri), log_(std::make_unique<LibavLog>(to_valid_utf8(uri))) {
+    : uri_(uri), log_(std::make_unique<LibavLog>(shown_uri(uri))) {
   route_libav_logging();
   const LibavLogScope scope(*log_);
   log_->hold_errors(true);  // a failure to open names FFmpeg's last error line
@@ -146,7 +151,7 @@ Demuxer::Demuxer(const std::string& uri, const DemuxOptions& options)
 }
 
 Demuxer::Demuxer(std::span<const std::uint8_t> bytes, const std::string& name, const DemuxOptions& options)
-    : uri_(name), log_(std::make_unique<LibavLog>(to_valid_utf8(name))) {
+    : uri_(name), log_(std::make_unique<LibavLog>(shown_uri(name))) {
   route_libav_logging();
   const LibavLogScope scope(*log_);
   memory_ = std::make_unique<Memory>();
@@ -178,11 +183,13 @@ void Demuxer::close() noexcept {
 
 void Demuxer::fail(const std::string& what, int err) const {
   std::string why = what;
-  if (err == AVERROR_EXIT && deadline_ns_ != 0)
+  if (err == AVERROR_EXIT && too_large())
+    why += fmt::format(" (it is larger than {} bytes: url_max_mb)", max_bytes_);
+  else if (err == AVERROR_EXIT && deadline_ns_ != 0)
     why += " (no answer in time)";
   else if (err != 0)
     why += ": " + av_error_text(err);
-  throw InputError("'" + to_valid_utf8(uri_) + "': " + with_libav_detail(why));
+  throw InputError("'" + shown_uri(uri_) + "': " + with_libav_detail(why));
 }
 
 std::string Demuxer::with_libav_detail(const std::string& why) const {
@@ -205,8 +212,13 @@ void Demuxer::arm(double seconds) noexcept {
   deadline_ns_ = network_ ? steady_ns() + static_cast<std::int64_t>(std::clamp(seconds, 0.001, 86400.0) * 1e9) : 0;
 }
 
+bool Demuxer::too_large() const noexcept {
+  return max_bytes_ > 0 && format_ != nullptr && format_->pb != nullptr && format_->pb->bytes_read > max_bytes_;
+}
+
 int Demuxer::interrupted(void* self) noexcept {
   const auto* d = static_cast<const Demuxer*>(self);
+  if (d->too_large()) return 1;  // a remote file past its limit: whatever step it is in ends
   return d->deadline_ns_ != 0 && steady_ns() > d->deadline_ns_ ? 1 : 0;
 }
 
@@ -238,6 +250,17 @@ void Demuxer::open(const std::string& url, const DemuxOptions& options, bool net
     // holds a datagram (up to 64 KiB) per slot until max_delay: 128 slots bound it at 8 MiB (FFmpeg: 500).
     set_default("reorder_queue_size", tcp ? "2" : "128");
   }
+  const bool remote = network && options.remote_file;
+  if (remote) {
+    // A file on a web server (a job's input; every byte and every redirect hostile): nothing but HTTP(S) may be
+    // opened, not even by a playlist it serves (HLS would open file:// or data: URLs), each socket operation has
+    // its own deadline besides the demuxer's, and ICY (internet radio) metadata is not asked for.
+    set_default("protocol_whitelist", "http,https,tls,tcp");
+    set_default("rw_timeout", std::to_string(static_cast<std::int64_t>(options.read_timeout_s * 1e6)));
+    set_default("icy", "0");
+    max_bytes_ = options.remote_max_bytes;
+    remote_ = true;
+  }
   if (network) {
     // Probing (avformat_find_stream_info) keeps what it reads: a normal camera is known from its first pictures.
     set_default("probesize", std::to_string(kNetworkProbeBytes));
@@ -247,11 +270,16 @@ void Demuxer::open(const std::string& url, const DemuxOptions& options, bool net
   int err = avformat_open_input(&format_, memory_ ? "" : url.c_str(), nullptr, &dict);  // frees format_ on failure
   av_dict_free(&dict);
   // A stream's reason is FFmpeg's error (with its logged detail); a timeout says how long it waited.
-  const std::string cannot_open =
-      !network ? "not a video FFmpeg can decode (unsupported or corrupt)"
-      : err == AVERROR_EXIT ? fmt::format("cannot open the stream: nothing answered within {:g} s", options.open_timeout_s)
-                            : "cannot open the stream";
-  if (err == AVERROR_EXIT && network) fail(cannot_open, 0);
+  const char* const not_a_video = "not a video FFmpeg can decode (unsupported or corrupt)";
+  const char* const cannot = remote ? "cannot fetch it" : "cannot open the stream";
+  std::string cannot_open = !network ? not_a_video
+                            : err == AVERROR_EXIT && !too_large()
+                                ? fmt::format("{}: nothing answered within {:g} s", cannot, options.open_timeout_s)
+                                : cannot;
+  if (remote && err == AVERROR_INVALIDDATA) cannot_open = not_a_video;  // it was fetched: its bytes are no video
+  if (remote && err == AVERROR(EINVAL))  // how FFmpeg's http protocol refuses a redirect to another scheme
+    cannot_open += " (FFmpeg refuses so a redirect to anything but http(s)://, such as file://)";
+  if (err == AVERROR_EXIT && network && !too_large()) fail(cannot_open, 0);
   if (err < 0) fail(cannot_open, err);
   // A picture that never ends (a fragmented NAL unit without its last fragment) grows libavformat's parser
   // buffer at whatever rate the peer sends, and no option bounds that buffer. Reading, the read deadline bounds
@@ -261,8 +289,11 @@ void Demuxer::open(const std::string& url, const DemuxOptions& options, bool net
   arm(probe_s);
   err = avformat_find_stream_info(format_, nullptr);
   // Interrupted, it may still return success (what it read counts as the end of the stream).
+  if (too_large()) fail(std::string(remote ? "cannot fetch it" : "cannot open the stream"), AVERROR_EXIT);
   if (network && (err == AVERROR_EXIT || interrupted(this)))
-    fail(fmt::format("cannot open the stream: its pictures were not known within {:g} s of probing", probe_s), 0);
+    fail(fmt::format("{}: its pictures were not known within {:g} s of probing",
+                     remote ? "cannot fetch it" : "cannot open the stream", probe_s),
+         0);
   if (err < 0) fail(cannot_open, err);
   find_video_stream();
   if (options.annex_b) start_annex_b();
@@ -360,11 +391,15 @@ DemuxStatus Demuxer::read_video_packet(AVPacket* p, std::string& why) noexcept {
     if (err < 0 || p->stream_index == stream_) break;
   }
   deadline_ns_ = 0;
+  if (too_large()) err = AVERROR_EXIT;  // the end of a file cut short by its limit is no end
   if (err == AVERROR_EOF) return DemuxStatus::end;
   if (err < 0) {
     av_packet_unref(p);
-    why = err == AVERROR_EXIT && network_ ? fmt::format("no data within {:g} s", read_timeout_s_)
-                                          : with_libav_detail("reading failed: " + av_error_text(err));
+    if (remote_ && err != AVERROR_INVALIDDATA) cut_off_ = true;
+    why = err == AVERROR_EXIT && too_large()
+              ? fmt::format("it is larger than {} bytes (url_max_mb): not read further", max_bytes_)
+          : err == AVERROR_EXIT && network_ ? fmt::format("no data within {:g} s", read_timeout_s_)
+                                            : with_libav_detail("reading failed: " + av_error_text(err));
     return DemuxStatus::error;
   }
   return DemuxStatus::packet;

@@ -34,10 +34,17 @@ struct DemuxOptions {
   bool annex_b = false;
   // Demuxer and protocol options (AVDictionary), e.g. {"rtsp_transport", "udp"}; rtsp defaults to tcp.
   std::map<std::string, std::string> format_options;
+  // An http(s):// URL read as a whole file (a job's input), not as a stream: only the http, https, tls and tcp
+  // protocols may be opened (a playlist it serves included; FFmpeg itself refuses a redirect to anything but
+  // http(s)://, file:// included), each socket read or write gives up after read_timeout_s (rw_timeout) as well
+  // as each demux step, and at most `remote_max_bytes` are read (0: no limit). Reasons say "cannot fetch it".
+  bool remote_file = false;
+  std::int64_t remote_max_bytes = 0;
 };
 
-// What a source's reader options ask of the demuxer (deadlines, RTSP transport); both video readers use it.
-DemuxOptions demux_options(const ReaderOptions& reader);
+// What a source's reader options ask of the demuxer (deadlines, RTSP transport, the size limit of a remote
+// file); both video readers use it. `uri`: the input; an http(s):// URL of a file input is a remote file.
+DemuxOptions demux_options(const ReaderOptions& reader, const std::string& uri = {}, bool whole_file = false);
 
 // A demuxed packet; the demuxer reuses it on each read().
 class DemuxPacket {
@@ -65,7 +72,7 @@ enum class DemuxStatus : std::uint8_t { packet, end, error };
 class Demuxer {
  public:
   // A URL (scheme://...), or else a local file path (read through the file protocol only). Throws InputError
-  // "'URI': reason".
+  // "'URI': reason" (the URI as shown_uri() shows it: a URL's query and user info hidden).
   Demuxer(const std::string& uri, const DemuxOptions& options);
   // Bytes in memory (tests, the fuzzer); `name` stands for the URI in messages. The bytes must outlive it.
   Demuxer(std::span<const std::uint8_t> bytes, const std::string& name, const DemuxOptions& options);
@@ -77,6 +84,9 @@ class Demuxer {
   DemuxStatus read(DemuxPacket& packet, std::string& why) noexcept;
 
   const std::string& uri() const noexcept { return uri_; }
+  // A remote file (DemuxOptions::remote_file) whose read failed for want of its bytes (a deadline, url_max_mb, a
+  // connection lost), not for what they hold: it is incomplete, and fails, whatever frames came before.
+  bool cut_off() const noexcept { return cut_off_; }
   // What FFmpeg logs for this input (media/libav_log.hpp): a decoder of its packets logs here too.
   LibavLog& log() noexcept { return *log_; }
   // The video stream's parameters (after the Annex-B filter in Annex-B mode: extradata is then Annex-B too).
@@ -110,6 +120,9 @@ class Demuxer {
   double read_timeout_s_ = 0;
   bool network_ = false;
   std::int64_t deadline_ns_ = 0;  // 0: none
+  std::int64_t max_bytes_ = 0;    // a remote file's limit (0: none)
+  bool remote_ = false, cut_off_ = false;
+  bool too_large() const noexcept;
   std::unique_ptr<Memory> memory_;
   AVFormatContext* format_ = nullptr;
   AVBSFContext* bsf_ = nullptr;

@@ -34,6 +34,10 @@ void check_readable_file(const std::string& uri) {
   if (fs::file_size(uri, ec) == 0 && !ec) fail(uri, "empty file (0 bytes), not a video or image");
 }
 
+bool is_http_url(std::string_view uri) noexcept {
+  return uri.rfind("http://", 0) == 0 || uri.rfind("https://", 0) == 0;
+}
+
 std::int64_t truncation_tolerance(std::int64_t frames_announced) noexcept {
   return std::max<std::int64_t>(2, frames_announced / 50);  // 2 frames or 2%
 }

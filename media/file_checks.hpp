@@ -2,6 +2,7 @@
 // Checks of a local input: before any decoder touches it, and whether it ended complete.
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace sluice {
 
@@ -9,6 +10,10 @@ namespace sluice {
 // Anything but a regular file could block a decode thread forever (a FIFO waits for a writer) or never end
 // (/dev/zero).
 void check_readable_file(const std::string& uri);
+
+// An http:// or https:// URL: as a file input (a job's), a file on a web server that the demuxer fetches
+// (DemuxOptions::remote_file), not a local path to check.
+bool is_http_url(std::string_view uri) noexcept;
 
 // A video that ends this many frames short of what its container announced is still complete (containers
 // without a frame index estimate the count from duration x rate); beyond it, the file is reported truncated.

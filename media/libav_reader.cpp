@@ -27,7 +27,7 @@ constexpr std::int64_t kMaxPixels = 8192LL * 8192LL;
 class LibavReader final : public FrameReader {
  public:
   LibavReader(const std::string& uri, InputKind kind, const ReaderOptions& o) : fit_(o.fit), live_(is_live(kind)) {
-    demux_ = std::make_unique<Demuxer>(uri, demux_options(o));
+    demux_ = std::make_unique<Demuxer>(uri, demux_options(o, uri, !is_live(kind)));
     const LibavLogScope scope(demux_->log());
     open_decoder(uri, o);
     frame_ = av_frame_alloc();
@@ -87,7 +87,7 @@ class LibavReader final : public FrameReader {
 
  private:
   [[noreturn]] static void fail(const std::string& uri, const std::string& why) {
-    throw InputError("'" + to_valid_utf8(uri) + "': " + why);
+    throw InputError("'" + shown_uri(uri) + "': " + why);
   }
 
   void open_decoder(const std::string& uri, const ReaderOptions& o) {
@@ -221,6 +221,10 @@ class LibavReader final : public FrameReader {
                         details.empty() ? "" : ": " + details);
       return ReadStatus::error;
     }
+    if (demux_->cut_off()) {  // a remote file that did not come whole
+      why = fmt::format("fetching it stopped after {} frames: {}", frames_read_, details);
+      return ReadStatus::error;
+    }
     const std::int64_t total = info_.frames_total;
     if (total > 0 && frames_read_ + truncation_tolerance(total) < total) {
       why = fmt::format("ended after {} of {} frames (truncated or corrupt{})", frames_read_, total,
@@ -258,7 +262,7 @@ class LibavReader final : public FrameReader {
 }  // namespace
 
 std::unique_ptr<FrameReader> open_libav_file_reader(const std::string& uri, const ReaderOptions& options) {
-  check_readable_file(uri);
+  if (!is_http_url(uri)) check_readable_file(uri);  // a URL is fetched by the demuxer (a remote file)
   return std::make_unique<LibavReader>(uri, InputKind::file, options);
 }
 

@@ -60,7 +60,8 @@ bool ReaderRegistry::has(InputKind kind) const {
 }
 
 GpuReaderFactory ReaderRegistry::gpu_reader_for(InputKind kind, const std::string& uri) const {
-  if (kind == InputKind::file || kind == InputKind::image)
+  // By extension only for local files: the readers so chosen (Annex-B, nvJPEG) read a path, not a URL.
+  if ((kind == InputKind::file || kind == InputKind::image) && uri.find("://") == std::string::npos)
     if (auto it = gpu_by_extension_.find(extension_of(uri)); it != gpu_by_extension_.end()) return it->second;
   if (auto it = gpu_factories_.find(kind); it != gpu_factories_.end()) return it->second;
   return {};
@@ -81,10 +82,10 @@ std::unique_ptr<FrameReader> ReaderRegistry::open(InputKind kind, const std::str
       why.clear();
       if (auto reader = gpu(uri, options, why)) return reader;
       if (options.decoder == DecoderChoice::gpu)
-        throw InputError("'" + to_valid_utf8(uri) + "': decoder: gpu, but " + why);
+        throw InputError("'" + shown_uri(uri) + "': decoder: gpu, but " + why);
     }
     if (declined) *declined = why;
-    if (!factory) throw InputError("'" + to_valid_utf8(uri) + "': " + why);
+    if (!factory) throw InputError("'" + shown_uri(uri) + "': " + why);
     bool first = false;
     {
       std::lock_guard lock(mu_);
@@ -99,7 +100,7 @@ std::unique_ptr<FrameReader> ReaderRegistry::open(InputKind kind, const std::str
         : kind == InputKind::image || kind == InputKind::image_sequence
             ? "OpenCV imgcodecs; this sluiced was built without it (SLUICE_GPU_HOST leaves OpenCV out)"
             : "the FFmpeg readers (media/video.cpp), which this program did not link";
-    throw InputError("'" + to_valid_utf8(uri) + "' is " + (kind == InputKind::image ? "an " : "a ") +
+    throw InputError("'" + shown_uri(uri) + "' is " + (kind == InputKind::image ? "an " : "a ") +
                      std::string(to_string(kind)) + " input, which needs " + needs);
   }
   return factory(uri, options);

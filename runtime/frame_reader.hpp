@@ -102,8 +102,11 @@ struct ReaderOptions {
   // Video files and streams: libavcodec's decoding threads per source; 0 = one per core, up to 16 for files
   // and 4 for streams (each frame thread holds a frame back: latency).
   int codec_threads = 0;
-  // Network streams: how long opening and one read may block before they count as failed.
+  // Network streams and http(s):// file inputs: how long opening and one read may block before they count as
+  // failed.
   double open_timeout_s = 10, read_timeout_s = 5;
+  // http(s):// file inputs (a job's): at most this many bytes are read from the server (0: no limit).
+  std::int64_t url_max_bytes = std::int64_t{4} << 30;
   // rtsp:// streams: RTP interleaved in the RTSP connection (tcp: no loss, the default) or over UDP (udp: lower
   // latency; lost packets fail the pictures they damage).
   bool rtsp_over_udp = false;

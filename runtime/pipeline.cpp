@@ -10,6 +10,7 @@
 #include "runtime/job_ledger.hpp"
 #include "runtime/latency_budget.hpp"
 #include "runtime/thread_name.hpp"
+#include "runtime/utf8.hpp"
 
 namespace sluice {
 
@@ -497,7 +498,7 @@ void Pipeline::finish_inputs(std::size_t sink) {
     // worker took over (this one was cut off past claim_idle_s) is theirs to commit, not committed twice.
     if (p.interrupted || shared.outcomes.still_ours({p.source_id, p.uri, InputOutcome::retry, {}, p.options})) continue;
     spdlog::warn("input '{}' ({}): taken over by another worker of the job; its outputs are not committed here",
-                 p.uri, p.source);
+                 shown_uri(p.uri), p.source);
     p.interrupted = p.taken_over = true;
     p.error = "taken over by another worker of the job";
   }
@@ -523,7 +524,7 @@ void Pipeline::finish_inputs(std::size_t sink) {
       } catch (const std::exception& e) {
         rt.counters.errors++;
         errors_of_frames_.fetch_add(1);  // the input counts as one with errors
-        spdlog::error("stage '{}': finishing the outputs of '{}' failed: {}", plan_.stages[sink].name, p.uri, e.what());
+        spdlog::error("stage '{}': finishing the outputs of '{}' failed: {}", plan_.stages[sink].name, shown_uri(p.uri), e.what());
         error = std::string("finishing its outputs failed: ") + e.what();
       }
     }
@@ -566,7 +567,7 @@ void Pipeline::conclude_input(const Finishing& f) {
     return;
   }
   const std::vector<std::string>& outputs = f.outputs;
-  if (!p.error.empty()) spdlog::warn("input '{}' ({}): {}", p.uri, p.source, p.error);
+  if (!p.error.empty()) spdlog::warn("input '{}' ({}): {}", shown_uri(p.uri), p.source, p.error);
   const bool input_failed = !p.error.empty();
   if (p.failed > 0 && !input_failed) result.reason = std::to_string(p.failed) + " frames failed in a stage";
   if (!shared.job || is_live(p.kind)) {  // no ledger: committed once the sinks finished it
@@ -582,7 +583,7 @@ void Pipeline::conclude_input(const Finishing& f) {
       shared.job->done(p.uri, p.delivered, outputs, p.options);
       result.outcome = InputOutcome::done;
     } else {
-      spdlog::warn("input '{}': {} frames failed; not recorded as done, a restart does it again", p.uri, p.failed);
+      spdlog::warn("input '{}': {} frames failed; not recorded as done, a restart does it again", shown_uri(p.uri), p.failed);
     }
   } catch (const std::exception& e) {
     spdlog::error("job ledger {}: {}", shared.job->path().string(), e.what());

@@ -111,7 +111,7 @@ class RedisFeed final : public InputFeed {
       in_flight_.erase(it);
       if (h.lost) {
         spdlog::info("{}: entry {} ('{}') is left to the consumer that took it over", client_.describe(), h.id,
-                     shown(h.input));
+                     shown(shown_uri(h.input)));
         return;
       }
       switch (r.outcome) {
@@ -129,7 +129,7 @@ class RedisFeed final : public InputFeed {
           remember_failure(h.id, r.reason);
           attempt_marks_.emplace_back(h.id, "left");
           spdlog::warn("{}: entry {} ('{}') not committed ({}); left pending for a retry after {} s",
-                       client_.describe(), h.id, shown(h.input), shown(r.reason), o_.claim_idle_s);
+                       client_.describe(), h.id, shown(shown_uri(h.input)), shown(r.reason), o_.claim_idle_s);
           break;
       }
     }
@@ -533,7 +533,7 @@ class RedisFeed final : public InputFeed {
       }
       if (why) {
         spdlog::warn("{}: entry {} ('{}') goes to the dead letters '{}': {}", client_.describe(), e.id,
-                     shown(h.input), shown(o_.dead), *why);
+                     shown(shown_uri(h.input)), shown(o_.dead), *why);
         Settle dead{h.id, h.input, *why, h.deliveries, true, h.options.text()};
         if (!bad_options.empty()) {
           dead.options = given_options(e);
@@ -544,7 +544,7 @@ class RedisFeed final : public InputFeed {
       }
       if (done[i]) {
         spdlog::info("{}: entry {} ('{}') was done by the group already (same file, same options): acknowledged as "
-                     "skipped", client_.describe(), e.id, shown(h.input));
+                     "skipped", client_.describe(), e.id, shown(shown_uri(h.input)));
         Settle skipped{h.id, h.input, {}, h.deliveries, false, h.options.text()};
         skipped.skipped = true;
         outbox_.push_back(std::move(skipped));

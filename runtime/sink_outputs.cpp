@@ -563,14 +563,16 @@ std::string safe_name(std::string_view s) {
 
 std::string uri_stem(const std::string& uri) {
   std::string s = uri;
-  if (const auto scheme = s.find("://"); scheme != std::string::npos) {
-    s.erase(0, scheme + 3);
+  const bool url = s.find("://") != std::string::npos;
+  if (url) {
+    s.erase(0, s.find("://") + 3);
     if (const auto q = s.find_first_of("?#"); q != std::string::npos) s.erase(q);
   }
   while (s.size() > 1 && s.back() == '/') s.pop_back();
   const fs::path p(s);
   std::string stem = p.stem().string();
-  if (stem.find_first_of("%*?[") != std::string::npos)  // an image-sequence pattern: name it after its folder
+  // An image-sequence pattern: name it after its folder. In a URL a '%' is an escape (my%20clip.mp4), not one.
+  if (!url && stem.find_first_of("%*?[") != std::string::npos)
     stem = p.parent_path().filename().string();
   return safe_name(stem);
 }

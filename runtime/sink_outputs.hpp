@@ -157,7 +157,8 @@ std::filesystem::path temp_path(const std::filesystem::path& dir, const std::str
 // Names of per-input outputs, stable across runs (resuming a job must write the same names).
 //
 // An input's name is its file stem (the parent directory's name for an image-sequence pattern such as
-// frames/%05d.png), with characters outside [A-Za-z0-9._+-] replaced by '_', no leading '.', at most 100
+// frames/%05d.png; a URL's is the last segment of its path, without query, escapes such as %20 left as they
+// are), with characters outside [A-Za-z0-9._+-] replaced by '_', no leading '.', at most 100
 // characters; "input" if nothing is left. The first input to claim a name keeps it; another input with the
 // same stem gets `<stem>-<h>`, h = 8 hex digits of the FNV-1a 64 hash of its full URI (then `-2`, `-3`.. in
 // the unlikely case that is taken too). Claims are appended to `<dir>/.sluice-names` (one JSON line each,

@@ -337,7 +337,7 @@ void SourceSet::run_files(Source& s) {
 
 void SourceSet::count_input(Source& s, const std::string& uri, const std::string& error) {
   // Said when it happens (a service's job may run for days before its summary), not only counted.
-  if (!error.empty()) spdlog::warn("source '{}': input {} failed: {}", s.name, to_valid_utf8(uri), to_valid_utf8(error));
+  if (!error.empty()) spdlog::warn("source '{}': input {} failed: {}", s.name, shown_uri(uri), to_valid_utf8(error));
   std::lock_guard lock(mu_);
   if (error.empty()) {
     s.inputs_done++;
@@ -345,7 +345,7 @@ void SourceSet::count_input(Source& s, const std::string& uri, const std::string
   }
   s.inputs_failed++;
   s.errors++;
-  s.reason = to_valid_utf8(uri) + ": " + error;
+  s.reason = shown_uri(uri) + ": " + error;
   if (s.bad_inputs.size() < kBadInputsShown) s.bad_inputs.push_back(s.reason);
 }
 

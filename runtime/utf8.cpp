@@ -92,4 +92,24 @@ std::optional<std::string> from_hex(std::string_view hex) {
   return out;
 }
 
+std::string shown_uri(std::string_view uri) {
+  const std::size_t scheme = uri.find("://");
+  if (scheme == std::string_view::npos) return to_valid_utf8(uri);
+  const std::size_t start = scheme + 3;
+  std::size_t authority_end = uri.find_first_of("/?#", start);
+  if (authority_end == std::string_view::npos) authority_end = uri.size();
+  std::string out(uri.substr(0, start));
+  const std::string_view authority = uri.substr(start, authority_end - start);
+  if (const std::size_t at = authority.rfind('@'); at != std::string_view::npos) {
+    out += "***";
+    out += authority.substr(at);
+  } else {
+    out += authority;
+  }
+  const std::size_t hidden = uri.find_first_of("?#", authority_end);
+  out += uri.substr(authority_end, (hidden == std::string_view::npos ? uri.size() : hidden) - authority_end);
+  if (hidden != std::string_view::npos) out += "?***";
+  return to_valid_utf8(out);
+}
+
 }  // namespace sluice

@@ -20,4 +20,9 @@ std::string to_valid_utf8(std::string_view s);
 std::string to_hex(std::string_view bytes);
 std::optional<std::string> from_hex(std::string_view hex);
 
+// An input's URI as logs and reasons show it: to_valid_utf8, and for a URL (scheme://...) its user info and its
+// query and fragment hidden, which may hold credentials or tokens (a signed URL's):
+// https://user:pw@host/a.mp4?sig=x#t -> https://***@host/a.mp4?***. A path is only made valid UTF-8.
+std::string shown_uri(std::string_view uri);
+
 }  // namespace sluice

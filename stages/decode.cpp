@@ -249,6 +249,7 @@ SourceOptions source_defaults(const ParamValues& p) {
   o.reader.open_timeout_s = p.number("open_timeout_s");
   o.reader.rtsp_over_udp = p.choice("rtsp_transport", kRtspTransportChoices);
   o.reader.read_timeout_s = p.number("read_timeout_s");
+  o.reader.url_max_bytes = p.integer("url_max_mb") << 20;
   o.reader.frames = static_cast<std::uint64_t>(p.integer("frames"));
   o.reader.seed = static_cast<std::uint64_t>(p.integer("seed"));
   o.reader.animate = p.boolean("animate");
@@ -289,7 +290,7 @@ bool same_settings(const SourceOptions& a, const SourceOptions& b) {
     return std::tie(o.uri, o.leaky, o.rate_limit, o.loop, o.decode_threads, o.stall_timeout_s, o.backoff_initial_s,
                     o.backoff_max_s, o.max_attempts, o.reader.width, o.reader.height, o.reader.fps, o.reader.fourcc,
                     o.reader.decoder, o.reader.open_timeout_s, o.reader.read_timeout_s, o.reader.rtsp_over_udp, o.reader.frames,
-                    o.reader.seed, o.reader.animate, o.reader.fit, o.reader.codec_threads);
+                    o.reader.seed, o.reader.animate, o.reader.fit, o.reader.codec_threads, o.reader.url_max_bytes);
   };
   return reading(a) == reading(b);
 }
@@ -706,7 +707,8 @@ static StageInfo decode_stage() {
               {"backoff_max_s", ParamType::number, "30", "live: longest reconnection delay", 0.01, 86400.0},
               {"max_attempts", ParamType::integer, "0", "live: failed reconnections before giving up; 0 = never", 0.0, {}},
               {"open_timeout_s", ParamType::number, "10",
-               "streams: how long opening may take (its probe of the first pictures: 1 s + read_timeout_s at most)",
+               "streams and http(s) job inputs: how long opening may take (its probe of the first pictures: 1 s + "
+               "read_timeout_s at most)",
                0.1, 600.0},
               {"rtsp_transport", ParamType::choice, "tcp",
                "rtsp:// streams: tcp = RTP inside the RTSP connection (the network loses nothing); udp = RTP over UDP "
@@ -716,7 +718,11 @@ static StageInfo decode_stage() {
               {"stop_timeout_s", ParamType::number, "5",
                "on stop or reload: how long a source thread may take to end; one stuck longer in a blocking open or "
                "read (a FIFO without a writer, a hung mount) is reported failed and abandoned", 0.05, 600.0},
-              {"read_timeout_s", ParamType::number, "5", "streams: how long one read may block", 0.1, 600.0},
+              {"read_timeout_s", ParamType::number, "5", "streams and http(s) job inputs: how long one read may block",
+               0.1, 600.0},
+              {"url_max_mb", ParamType::integer, "4096",
+               "redis jobs: an http(s):// input larger than this many MiB fails (what is read of it counts)", 1.0,
+               1048576.0},
               {"camera_fourcc", ParamType::string, "", "cameras: pixel format to request (MJPG, YUYV, ...); empty: its default"},
               {"frame_memory", ParamType::choice, "auto",
                "GPU pipelines: where the stage's batches live. device: each frame goes into the batch by one async "

@@ -239,6 +239,27 @@ TEST_CASE("inputs sharing a stem get distinct names that the next run reuses", "
   fs::remove_all(dir);
 }
 
+TEST_CASE("an http(s) input is named after its path's last segment, never escaping the directory", "[sinks]") {
+  CHECK(sinks::uri_stem("https://media.example/x/clip.mp4?sig=abc&exp=9") == "clip");
+  CHECK(sinks::uri_stem("http://h:8080/dir/..%2F..%2Fescape.mp4") == "_2F.._2Fescape");
+  CHECK(sinks::uri_stem("http://h/a/..") == "input");
+  CHECK(sinks::uri_stem("http://h/") == "h");
+  CHECK(sinks::uri_stem("https://user:pw@h/.hidden.mp4") == "hidden");
+  CHECK(sinks::uri_stem("http://h/%2e%2e") == "_2e_2e");
+  CHECK(sinks::uri_stem("https://h/v/my%20clip.mp4") == "my_20clip");  // an escape, not an image-sequence pattern
+}
+
+TEST_CASE("shown_uri hides a URL's user info, query and fragment, and leaves paths alone", "[sinks]") {
+  CHECK(shown_uri("https://user:pw@media.example:8443/a/b.mp4?sig=x&t=1#frag") ==
+        "https://***@media.example:8443/a/b.mp4?***");
+  CHECK(shown_uri("http://h/a.mp4#t=10") == "http://h/a.mp4?***");
+  CHECK(shown_uri("http://h?token=x") == "http://h?***");
+  CHECK(shown_uri("http://h/a.mp4") == "http://h/a.mp4");
+  CHECK(shown_uri("rtsp://admin:secret@cam/1") == "rtsp://***@cam/1");
+  CHECK(shown_uri("/data/a?b.mp4") == "/data/a?b.mp4");  // a path: a '?' is part of its name
+  CHECK(shown_uri(std::string("/data/\xff.mp4")) == "/data/\xef\xbf\xbd.mp4");
+}
+
 TEST_CASE("directory sink writes one result per input and names untracked frames after their source", "[sinks]") {
   const fs::path dir = fresh_dir("directory");
   {

@@ -21,7 +21,7 @@ namespace {
 
 // The packets of the demuxed video stream: one access unit each, Annex-B, with its presentation time.
 // A file's read that fails ends it (a truncated end: the pictures held come out); a live stream's is an error of
-// the input (the source reconnects).
+// the input (the source reconnects), and so is a remote file's cut off (Demuxer::cut_off).
 class DemuxedSource final : public CodedSource {
  public:
   DemuxedSource(std::unique_ptr<Demuxer> demuxer, VideoCodec codec, bool live)
@@ -34,6 +34,7 @@ class DemuxedSource final : public CodedSource {
         case DemuxStatus::end: return false;
         case DemuxStatus::error:
           if (live_) throw std::runtime_error(why);
+          if (demuxer_->cut_off()) throw std::runtime_error("fetching it stopped: " + why);  // a remote file, incomplete
           read_error_ = why;
           return false;
         case DemuxStatus::packet: break;
@@ -90,8 +91,8 @@ std::unique_ptr<FrameReader> open_demuxed(const std::string& uri, const ReaderOp
   if (options.fit != Fit::stretch)
     // The GPU conversion scales each axis on its own; letterbox and crop are the CPU decoder's.
     return decline("fit: " + std::string(to_string(options.fit)) + " is done by the CPU decoder");
-  if (!live) check_readable_file(uri);
-  DemuxOptions d = demux_options(options);
+  if (!live && !is_http_url(uri)) check_readable_file(uri);  // a URL is fetched by the demuxer (a remote file)
+  DemuxOptions d = demux_options(options, uri, !live);
   d.annex_b = true;
   auto demuxer = std::make_unique<Demuxer>(uri, d);  // not a video at all: InputError, as the CPU reader says
   VideoCodec codec = VideoCodec::unknown;
@@ -109,7 +110,7 @@ std::unique_ptr<FrameReader> open_demuxed(const std::string& uri, const ReaderOp
     return open_nvdec_reader(uri, std::make_unique<DemuxedSource>(std::move(demuxer), codec, live), o);
   } catch (const std::exception& e) {  // the first pictures did not decode on NVDEC: libavcodec may do better
     std::string reason = e.what();
-    const std::string prefix = "'" + to_valid_utf8(uri) + "': ";
+    const std::string prefix = "'" + shown_uri(uri) + "': ";
     if (reason.rfind(prefix, 0) == 0) reason.erase(0, prefix.size());  // the URI is in the caller's message
     return decline("it did not decode: " + reason);
   }

@@ -30,12 +30,12 @@ class NvdecReader final : public FrameReader {
     // Up to the first decoded picture, so the size, the frame rate and a decodable stream are known here.
     std::string why;
     while (!decoder_.has_frame() && !eof_) {
-      if (!feed_next(why)) throw InputError("'" + to_valid_utf8(uri) + "': " + why);
+      if (!feed_next(why)) throw InputError("'" + shown_uri(uri) + "': " + why);
       if (source_->bytes_read() > kMaxBytesBeforeFirstPicture && !decoder_.has_frame())
-        throw InputError("'" + to_valid_utf8(uri) + "': no decodable picture in its first 32 MiB");
+        throw InputError("'" + shown_uri(uri) + "': no decodable picture in its first 32 MiB");
     }
     if (!decoder_.has_frame() && decoder_.sequence().count == 0)
-      throw InputError("'" + to_valid_utf8(uri) + "': no " + std::string(to_string(source_->codec())) +
+      throw InputError("'" + shown_uri(uri) + "': no " + std::string(to_string(source_->codec())) +
                        " sequence header (SPS) in the stream");
     info_.width = decoder_.sequence().width;
     info_.height = decoder_.sequence().height;

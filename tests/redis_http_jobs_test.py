@@ -1,0 +1,335 @@
+#!/usr/bin/env python3
+"""redis_http_jobs_test.py SLUICED SLUICECTL: http(s):// entries of a Redis job (issue 33 item 11).
+
+A real redis-server on a free loopback port, and web servers in this process: one serving small real videos (and
+a 404, a redirect to file://, an endless body), one that accepts connections and never answers, and a port with
+nothing listening. One `sluiced run` worker (decode `uri: redis://...?group=workers&until_empty=true`,
+open_timeout_s and read_timeout_s 2, url_max_mb 1, a directory sink) takes the entries:
+
+- the good URLs are fetched by FFmpeg and done once each, with every frame of their video; two URLs whose paths
+  end in the same file name get two result files, and a URL whose path holds `..%2F` names its result inside
+  the output directory;
+- a 404, a server that never answers, a refused connection, a redirect to file:// and a body past url_max_mb
+  each fail with a reason naming the URL (its query hidden: no token in any reason or log line), go to the dead
+  letters and the job ledger as failed, and the worker ends by itself (never a hang);
+- submitted again, the good URLs are acknowledged as skipped by a second worker (done by the group: a URL is
+  its identity), their results untouched.
+No timing assertions: waits are bounded.
+"""
+import glob
+import http.server
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # tests/
+import daemon_client  # noqa: E402
+
+sluiced, sluicectl = sys.argv[1:3]
+tmp = tempfile.mkdtemp(prefix="sluice-http-jobs-")
+failures = []
+procs = []
+check = daemon_client.checker(failures)
+wait_for = daemon_client.waiter(60.0, 0.05)
+SECRET = "s3cr3t-t0ken"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# --- inputs: tiny real videos made by ffmpeg ------------------------------------------------------------------
+def make_clip(name, frames, fmt="mp4", seed=0):
+    path = os.path.join(tmp, name)
+    made = subprocess.run(["ffmpeg", "-hide_banner", "-loglevel", "error", "-nostdin", "-f", "lavfi", "-i",
+                           f"testsrc=size=64x48:rate=25,noise=alls=40:allf=t+u:all_seed={seed},format=yuv420p",
+                           "-frames:v", str(frames), "-c:v", "libx264", "-preset", "ultrafast", "-g", "1", "-f", fmt,
+                           path], capture_output=True, text=True)
+    if made.returncode != 0:
+        raise SystemExit("ffmpeg could not make the test videos: " + made.stderr[-2000:])
+    with open(path, "rb") as fh:
+        return path, fh.read()
+
+
+clip_a, bytes_a = make_clip("a.mp4", 4, seed=1)
+_, bytes_a2 = make_clip("a2.mp4", 3, seed=2)
+_, bytes_b = make_clip("b.mp4", 2, seed=3)
+_, bytes_d = make_clip("d.mp4", 5, seed=4)
+_, bytes_ts = make_clip("loop.ts", 25, fmt="mpegts", seed=5)
+local_target = clip_a  # what the redirect points at: a readable local video, never to be read through a URL
+
+served = {  # path (without the query) -> (bytes, frames)
+    "/clips/a.mp4": (bytes_a, 4),
+    "/other/a.mp4": (bytes_a2, 3),
+    "/signed/b.mp4": (bytes_b, 2),
+    "/dir/..%2F..%2Fescape.mp4": (bytes_d, 5),
+}
+requests_seen = []
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self):
+        requests_seen.append(self.path)
+        path = self.path.split("?", 1)[0]
+        if path == "/redirect.mp4":
+            self.send_response(302)
+            self.send_header("Location", "file://" + local_target)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        if path == "/endless.ts":  # a body that never ends (no length, the same clip over and over)
+            self.send_response(200)
+            self.send_header("Content-Type", "video/mp2t")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            try:
+                while True:
+                    self.wfile.write(bytes_ts)
+            except OSError:
+                return
+        if path not in served:
+            body = b"not here\n"
+            self.send_response(404)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return
+        data = served[path][0]
+        start, end = 0, len(data) - 1
+        rng = self.headers.get("Range")
+        if rng and rng.startswith("bytes="):
+            lo, _, hi = rng[6:].partition("-")
+            start = int(lo or 0)
+            end = min(int(hi), end) if hi else end
+        if start > end:
+            self.send_response(416)
+            self.send_header("Content-Range", f"bytes */{len(data)}")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        self.send_response(206 if rng else 200)
+        self.send_header("Content-Type", "video/mp4")
+        self.send_header("Accept-Ranges", "bytes")
+        if rng:
+            self.send_header("Content-Range", f"bytes {start}-{end}/{len(data)}")
+        self.send_header("Content-Length", str(end - start + 1))
+        self.end_headers()
+        try:
+            self.wfile.write(data[start:end + 1])
+        except OSError:
+            pass
+
+
+web = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+web.daemon_threads = True
+threading.Thread(target=web.serve_forever, daemon=True).start()
+web_port = web.server_address[1]
+
+# A server that accepts and never answers: connections are held open, nothing is ever sent.
+silent = socket.socket()
+silent.bind(("127.0.0.1", 0))
+silent.listen(16)
+held = []
+
+
+def hold():
+    while True:
+        try:
+            conn, _ = silent.accept()
+        except OSError:
+            return
+        held.append(conn)
+
+
+threading.Thread(target=hold, daemon=True).start()
+silent_port = silent.getsockname()[1]
+closed_port = free_port()  # nothing listens here
+
+base = f"http://127.0.0.1:{web_port}"
+good = {
+    f"{base}/clips/a.mp4": 4,
+    f"{base}/other/a.mp4": 3,  # the same file name as the first
+    f"{base}/signed/b.mp4?token={SECRET}&expires=9": 2,
+    f"{base}/dir/..%2F..%2Fescape.mp4": 5,
+}
+bad = {  # URL -> what its reason must say
+    f"{base}/missing.mp4?token={SECRET}": ["'" + f"{base}/missing.mp4?***'", "404"],
+    f"http://127.0.0.1:{silent_port}/never.mp4": ["nothing answered within 2 s"],
+    f"http://127.0.0.1:{closed_port}/refused.mp4": ["Connection refused"],
+    f"{base}/redirect.mp4": ["cannot fetch it", "redirect", "file://"],
+    f"{base}/endless.ts": ["larger than 1048576 bytes"],
+}
+
+# --- redis ------------------------------------------------------------------------------------------------------
+port = free_port()
+redis_dir = os.path.join(tmp, "redis")
+os.makedirs(redis_dir)
+redis_proc = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--dir", redis_dir, "--save",
+                               "", "--appendonly", "no", "--daemonize", "no", "--logfile",
+                               os.path.join(redis_dir, "redis.log")])
+
+
+def cli(*args, json_out=False):
+    cmd = ["redis-cli", "-p", str(port)] + (["-2", "--json"] if json_out else ["--raw"]) + [str(a) for a in args]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    return json.loads(out) if json_out else out.strip()
+
+
+def redis_up():
+    return subprocess.run(["redis-cli", "-p", str(port), "PING"], capture_output=True, text=True).stdout.strip() == "PONG"
+
+
+if not wait_for(redis_up, 20, 0.05):
+    raise SystemExit("redis-server did not come up")
+
+
+def pipeline(name, consumer, out, state):
+    uri = f"redis://127.0.0.1:{port}/jobs?group=workers&consumer={consumer}&until_empty=true&claim_idle_s=30"
+    path = os.path.join(tmp, name + ".yaml")
+    with open(path, "w") as f:
+        f.write(f"""name: {name}
+device: cpu
+batch_size: 4
+batch_timeout_ms: 5
+stages:
+  - kind: decode
+    uri: ["{uri}"]
+    width: 32
+    height: 24
+    format: bgr8
+    decode_threads: 2
+    open_timeout_s: 2
+    read_timeout_s: 2
+    url_max_mb: 1
+  - kind: upload
+  - kind: preprocess
+    width: 16
+    height: 16
+  - kind: download
+  - kind: sink
+    type: directory
+    path: {out}
+""")
+    return [sluiced, "run", path, "--state-dir", state, "--no-progress"]
+
+
+def results(out):
+    got = {}
+    for path in glob.glob(os.path.join(out, "*.json")):
+        with open(path) as fh:
+            r = json.load(fh)
+        got.setdefault(r["input"], []).append((os.path.basename(path), r))
+    return got
+
+
+def ledger(state):
+    last = {}
+    for path in glob.glob(os.path.join(state, "jobs", "*.ledger")):
+        for line in open(path):
+            e = json.loads(line)
+            if e["status"] in ("done", "failed"):
+                last[e["input"]] = e
+    return last
+
+
+def dead_letters():
+    return [dict(zip(f[0::2], f[1::2])) for _, f in cli("XRANGE", "jobs:dead", "-", "+", json_out=True)]
+
+
+def group_status():
+    rc = subprocess.run([sluicectl, "jobs", "status", f"redis://127.0.0.1:{port}/jobs?group=workers", "--json"],
+                        capture_output=True, text=True)
+    check("sluicectl jobs status answers", rc.returncode == 0, rc.stderr)
+    return ((json.loads(rc.stdout).get("groups") or [{}])[0]) if rc.returncode == 0 else {}
+
+
+try:
+    for url in list(good) + list(bad):
+        cli("XADD", "jobs", "*", "input", url)
+
+    out, state = os.path.join(tmp, "out"), os.path.join(tmp, "state")
+    rc, _, err = daemon_client.finish(daemon_client.start(procs, pipeline("web", "w0", out, state)), 180)
+    check("the worker ends by itself (until_empty), exit 1 for its failed inputs: no hang", rc == 1,
+          (rc, err[-3000:]))
+
+    got = results(out)
+    for url, frames in good.items():
+        rs = got.get(url, [])
+        check(f"{url}: done once, every frame ({frames})",
+              len(rs) == 1 and rs[0][1].get("frames") == rs[0][1].get("delivered") == frames, (rs, err[-2000:]))
+    names = [name for rs in got.values() for name, _ in rs]
+    check("two URLs with the same file name get two result files", len(set(names)) == len(names) >= 2, names)
+    escape = [n for n, _ in got.get(f"{base}/dir/..%2F..%2Fescape.mp4", [])]
+    check("a URL's result is named after the last segment of its path, escapes kept as they are",
+          escape == ["_2F.._2Fescape.json"], escape)
+    check("every result lies in the output directory (no path from the URL escapes it)",
+          all(os.path.dirname(os.path.realpath(p)) == os.path.realpath(out)
+              for p in glob.glob(os.path.join(out, "**", "*.json"), recursive=True)) and
+          not os.path.exists(os.path.join(tmp, "escape.json")), sorted(os.listdir(out)) if os.path.isdir(out) else None)
+    check("a failed URL's result file says its error; none but the endless body's holds a frame",
+          all(len(got.get(u, [])) == 1 and got[u][0][1].get("error") and
+              (got[u][0][1].get("delivered") == 0 or u.endswith("/endless.ts")) for u in bad),
+          {u: got.get(u) for u in bad})
+
+    dead = {d.get("input"): d for d in dead_letters()}
+    for url, says in bad.items():
+        reason = dead.get(url, {}).get("reason", "")
+        check(f"{url}: a dead letter whose reason says {says}", all(s in reason for s in says), reason or dead)
+    check("no reason holds the URL's query (its token)", not any(SECRET in d.get("reason", "") for d in dead.values()),
+          [d.get("reason") for d in dead.values()])
+    check("the worker's log never shows the token", SECRET not in err,
+          [line for line in err.splitlines() if SECRET in line][:3])
+    check("the redirect was asked for once, and its local file was never read: no record",
+          requests_seen.count("/redirect.mp4") == 1 and
+          not any(r.get("records") for _, r in got.get(f"{base}/redirect.mp4", [])), requests_seen)
+
+    led = ledger(state)
+    check("the job ledger: the good URLs done, the bad ones failed with their reason",
+          all(led.get(u, {}).get("status") == "done" for u in good) and
+          all(led.get(u, {}).get("status") == "failed" and led[u].get("reason") for u in bad),
+          {u: led.get(u, {}).get("status") for u in list(good) + list(bad)})
+    g = group_status()
+    check(f"every entry acknowledged: {len(good)} done, {len(bad)} dead-lettered, none pending",
+          (g.get("done"), g.get("dead"), g.get("pending")) == (len(good), len(bad), 0), g)
+
+    # --- submitted again: the group did them; a second worker skips them, their results untouched ----------------
+    stamps = {p: os.stat(p).st_mtime_ns for p in glob.glob(os.path.join(out, "*.json"))}
+    for url in good:
+        cli("XADD", "jobs", "*", "input", url)
+    out2, state2 = os.path.join(tmp, "out2"), os.path.join(tmp, "state2")
+    before = len(requests_seen)
+    rc, _, err2 = daemon_client.finish(daemon_client.start(procs, pipeline("web2", "w1", out2, state2)), 120)
+    check("submitted again: the second worker ends with exit 0", rc == 0, (rc, err2[-2000:]))
+    check("submitted again: nothing fetched again, no new result", len(requests_seen) == before and not results(out2),
+          (requests_seen[before:], results(out2)))
+    check("the first results untouched",
+          {p: os.stat(p).st_mtime_ns for p in glob.glob(os.path.join(out, "*.json"))} == stamps)
+    g = group_status()
+    check(f"submitted again: {len(good)} skipped (done by the group), none pending",
+          (g.get("skipped"), g.get("pending")) == (len(good), 0), g)
+finally:
+    daemon_client.end_all(procs)
+    redis_proc.terminate()
+    redis_proc.wait(timeout=30)
+    web.shutdown()
+    silent.close()
+    for c in held:
+        c.close()
+
+if failures:
+    print(f"{len(failures)} check(s) failed; files kept in {tmp}")
+    sys.exit(1)
+shutil.rmtree(tmp, ignore_errors=True)
+print("all checks passed")
