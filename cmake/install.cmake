@@ -57,15 +57,17 @@ install(FILES "${_sluice_src}/systemd/sluice.tmpfiles" DESTINATION ${SLUICE_TMPF
 install(FILES "${_sluice_src}/config/sluice.yaml" DESTINATION ${_sluice_confdest})
 # The shipped pipelines that run as installed, in /usr/share/sluice/config/pipelines: everything they name (models,
 # the clip) is installed with them, and each passes `sluiced check` in a fresh root (tests/package/deb_test.sh).
-set(SLUICE_INSTALLED_PIPELINES default cameras camera-leaky multi-gpu tee throughput-1080p
-    bench-1080p-4sources bench-1080p-bgr8 bench-1080p-nv12)
+set(SLUICE_INSTALLED_PIPELINES default detect cameras camera-leaky multi-gpu tee throughput-1080p)
 foreach(_p IN LISTS SLUICE_INSTALLED_PIPELINES)
-  install(FILES "${_sluice_src}/config/pipelines/${_p}.yaml" DESTINATION ${CMAKE_INSTALL_DATADIR}/sluice/config/pipelines)
+  if(NOT _p STREQUAL "detect")  # installed from the copy made below
+    install(FILES "${_sluice_src}/config/pipelines/${_p}.yaml" DESTINATION ${CMAKE_INSTALL_DATADIR}/sluice/config/pipelines)
+  endif()
 endforeach()
 # Examples that need something only the user has, in /usr/share/sluice/config/examples (their model paths,
 # ../../models/, resolve there as in the source tree): directory-job (a folder of videos, /srv/video/incoming, and
 # one for the results), detect-yolov8 (a YOLO model exported to /usr/share/sluice/models/yolov8n.onnx); the top of
-# each file says so. Not installed: bench-1080p-resnet50/-yolov8s, whose models bench/ scripts write.
+# each file says so. Not installed: the bench-*.yaml pipelines (device: cuda, GPU measurements that belong with
+# bench/ in the source tree; resnet50 and yolov8s also need models that bench/ scripts write).
 install(FILES "${_sluice_src}/config/pipelines/directory-job.yaml" "${_sluice_src}/config/pipelines/detect-yolov8.yaml"
         DESTINATION ${CMAKE_INSTALL_DATADIR}/sluice/config/examples)
 # detect.yaml names its clip relative to the repository root (where sluiced runs from a checkout); the installed
@@ -193,6 +195,8 @@ if(SLUICE_WITH_CUDA)
   set(SLUICE_CUDA_DEB_DEPENDS
       "cuda-cudart-${_sluice_cuda_xy}, libcublas-${_sluice_cuda_xy}, libcudnn${_sluice_cudnn_major}-cuda-${CUDAToolkit_VERSION_MAJOR}")
   set(CPACK_DEBIAN_PACKAGE_DEPENDS "${SLUICE_CUDA_DEB_DEPENDS}")  # dpkg-shlibdeps' list is appended
+  # nvJPEG (GPU JPEG decoding) is dlopen()ed when present: recommended, from the same repository.
+  set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "systemd, libnvjpeg-${_sluice_cuda_xy}")
   set(CPACK_DEBIAN_PACKAGE_SUGGESTS "cuda-drivers | nvidia-driver | nvidia-open")
   set(CPACK_DEBIAN_PACKAGE_DESCRIPTION "${_sluice_description}
 .
