@@ -6,8 +6,9 @@
 #            unit, service, fault and media test and the 2-minute soak; the same tree builds the fuzz harnesses.
 #   tsan     ThreadSanitizer, no CUDA, no media library: only sluice_tests, and of it only the concurrency tests
 #            (queue, pipeline, source set, control protocol, the service with many control clients; `ctest --preset tsan`).
-#   package  the Debian package (`deb` preset: CPU build under /usr), installed with apt into a fresh Debian 12
-#            root made by mmdebstrap, where sluiced checks and runs the default pipeline (tests/package/deb_test.sh).
+#   package  the Debian packages, sluice (`deb` preset: CPU build under /usr) and sluice-cuda (cpack in the release
+#            tree), installed with apt into a fresh Debian 12 root made by mmdebstrap, where sluiced checks and runs
+#            the installed pipelines and the README's service quick start (tests/package/deb_test.sh).
 #   fuzz     every libFuzzer harness (fuzz/*_fuzz.cpp) for FUZZ_SECONDS (default 60) each, two at a time, on a
 #            scratch copy of its corpus (scripts/fuzz.sh), built in the asan tree.
 # Every phase runs even when an earlier one failed; a timing line per phase, a summary at the end; exit status 1
@@ -62,7 +63,13 @@ for phase in $phases; do
       step "fuzz" env FUZZ_PRESET=asan bash scripts/fuzz.sh "${FUZZ_SECONDS:-60}"
       ;;
     package)
-      step "package build" bash scripts/build.sh deb && step "package test" bash tests/package/deb_test.sh build/deb
+      # sluice-cuda comes from the release tree (CUDA, prefix /usr) that the release phase built and tested: the
+      # package phase adds no CUDA build of its own. Without that tree only the CPU package is tested (said so).
+      cuda_tree=()
+      if [ -x build/release/sluiced ]; then cuda_tree=(build/release); else
+        echo "package: build/release/sluiced not built (the release phase did not run): sluice-cuda is not tested"; fi
+      step "package build" bash scripts/build.sh deb &&
+        step "package test" bash tests/package/deb_test.sh build/deb "${cuda_tree[@]}"
       ;;
     *) echo "test.sh: unknown phase '$phase' (release, asan, tsan, fuzz, package)" >&2; exit 2 ;;
   esac
