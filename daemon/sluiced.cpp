@@ -116,12 +116,13 @@ constexpr CommandHelp kCommandHelp[] = {
                   to --output; without it every input is processed each time. Values are checked as the
                   file's; an error names the option. sluiced check takes the same options.
                   SIGINT/SIGTERM drains, says what was not done ("interrupted by ...") and
-                  exits 130 (SIGINT) or 143 (SIGTERM); what is still in flight after S seconds
-                  (default 30) is counted failed ("drain timeout") and it exits 1. Exit 1 also
-                  when a source failed, an input could not be read, or the sink could not
-                  write (the run stops at its first failure, naming the sink, path and error). Its sinks' outputs are locked
-                  before anything runs: outputs another sluiced writes stop it at once,
-                  naming that one's pid (exit 1).
+                  exits 130 (SIGINT) or 143 (SIGTERM), 1 when something failed; what is still
+                  in flight after S seconds (default 30) is counted failed ("drain timeout")
+                  and it exits 1. Exit 1 also when a source failed, an input could not be
+                  read, or the sink could not write (the run stops at its first failure,
+                  naming the sink, path and error). Its sinks' outputs are locked before
+                  anything runs: outputs another sluiced writes stop it at once, naming that
+                  one's pid (exit 1).
                   On a terminal, a progress bar per file being processed (frames done/total,
                   rate, ETA) and a line per source, on stderr; none when a sink writes records
                   to stdout and stdout is that same terminal. Directory/glob jobs keep their
@@ -174,7 +175,7 @@ constexpr CommandHelp kCommandHelp[] = {
 constexpr const char* kExitStatusHelp = R"(
 exit status: 0 success; 1 frames failed, an input could not be read (missing, corrupt, truncated), or
 the pipeline could not run; 2 usage or configuration error; run: 130 (SIGINT) or 143 (SIGTERM)
-when a signal stopped it before its sources ended (twice: at once, 130).
+when a signal stopped it and nothing failed (a second signal: at once, 130).
 )";
 
 std::string full_help() {
@@ -404,12 +405,12 @@ int cmd_run(const std::string& file, const sluice::PipelineOverrides& overrides,
   std::size_t sources_failed = 0;
   for (const auto& r : source_reports(pipeline)) sources_failed += r.state == sluice::SourceState::failed ? 1 : 0;
   if (sources_failed > 0) spdlog::error("{} source(s) failed (see the sources above)", sources_failed);
-  // Stopped by a signal, the run did not do all it was asked to: 128 + the signal (130 for SIGINT), as a shell
-  // reports a command it interrupted, whatever the frames' fates (the summary says them).
-  if (stopped_by != 0) return 128 + stopped_by;
-  return frames_failed == 0 && inputs_with_errors == 0 && failed_before == 0 && stage_errors == 0 && sources_failed == 0
-             ? 0
-             : 1;
+  // A failure (frames, inputs, sources) is exit 1 whether or not a signal stopped the run; a run a signal stopped
+  // without one did not do all it was asked to: 128 + the signal (130 for SIGINT), as a shell reports it.
+  const bool clean = frames_failed == 0 && inputs_with_errors == 0 && failed_before == 0 && stage_errors == 0 &&
+                     sources_failed == 0;
+  if (!clean) return 1;
+  return stopped_by != 0 ? 128 + stopped_by : 0;
 }
 
 // Walks the options of one command: the current option, its value, and checked numbers.
