@@ -106,7 +106,8 @@ constexpr CommandHelp kCommandHelp[] = {
                   the infer stage's ONNX file, with --labels, else NAME.labels beside NAME.onnx,
                   else no labels; frames are scaled to the size its input fixes (a model that
                   leaves it open is refused: re-export it with a size); --size WxH: the
-                  preprocess size (refused when it differs from the model's); --top-k: classes per frame; --batch-size: frames per batch;
+                  preprocess size (refused when it differs from the model's); --top-k:
+                  classes per frame; --batch-size: frames per batch;
                   --device: where it runs (default: the file's; the default pipeline says auto:
                   the GPU when one is usable, else the CPU); --output: its sink writes one
                   JSON line per frame to PATH (- for stdout; without it the file's sink, the
