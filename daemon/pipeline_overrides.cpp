@@ -14,6 +14,8 @@
 
 #include "config/plan.hpp"
 #include "daemon/output_check.hpp"
+#include "nn/graph.hpp"
+#include "nn/onnx_loader.hpp"
 #include "runtime/bounded_file.hpp"
 #include "runtime/errors.hpp"
 #include "runtime/gpu.hpp"
@@ -123,7 +125,32 @@ std::string join(const std::vector<std::string>& items) {
 
 constexpr int kCommandLineAttempts = 5;  // failed (re)connections in a row: at most 15.5 s of default back-off
 
-constexpr const char* kOptions[] = {"--uri", "--model", "--labels", "--top-k", "--batch-size", "--device", "--output"};
+constexpr const char* kOptions[] = {"--uri",    "--model",  "--labels", "--top-k",
+                                    "--batch-size", "--device", "--output", "--size"};
+
+// "WxH" -> {W, H} as written (the preprocess stage's declaration checks the range); nullopt when it is not that.
+std::optional<std::pair<std::string, std::string>> split_size(const std::string& text) {
+  const auto x = text.find('x');
+  const auto digits = [](std::string_view s) {
+    return !s.empty() && s.size() <= 9 && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+  };
+  if (x == std::string::npos || !digits(std::string_view(text).substr(0, x)) || !digits(std::string_view(text).substr(x + 1)))
+    return std::nullopt;
+  return std::make_pair(text.substr(0, x), text.substr(x + 1));
+}
+
+// The height and width a model's only input fixes (NCHW), each -1 where the file leaves it open; nullopt when
+// the file cannot be read as a model of one image input (the infer stage then says why, naming --model).
+std::optional<std::pair<std::int64_t, std::int64_t>> model_input_size(const std::string& path, std::string& input) {
+  try {
+    const nn::Graph graph = nn::load_onnx(path);
+    if (graph.inputs.size() != 1 || graph.inputs[0].shape.size() != 4) return std::nullopt;
+    input = "'" + graph.inputs[0].name + "' is " + nn::to_string(graph.inputs[0].shape);
+    return std::make_pair(graph.inputs[0].shape[2], graph.inputs[0].shape[3]);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
 
 }  // namespace
 
@@ -145,6 +172,7 @@ bool PipelineOverrides::take(const std::string& option, const std::string& value
                                       : option == "--batch-size" ? &batch_size
                                       : option == "--device"     ? &device
                                       : option == "--output"     ? &output
+                                      : option == "--size"       ? &size
                                                                  : nullptr;
   if (!field) return false;
   if (*field) throw std::invalid_argument(option + " is given twice");
@@ -249,6 +277,34 @@ AppliedOverrides::AppliedOverrides(PipelineSpec& spec, const PipelineOverrides& 
       infer.params.set("labels", fs::is_regular_file(beside, ec) ? beside.string() : std::string(), true);
     }
     if (o.top_k) set(infer, "top_k", "--top-k", *o.top_k, *o.top_k);
+  }
+
+  // The frame size the model takes: its input's height and width when the file fixes them, else --size WxH
+  // (a model with an open size); the preprocess stage scales every frame to it.
+  if (o.model || o.size) {
+    std::optional<std::pair<std::string, std::string>> wanted;
+    if (o.size && !(wanted = split_size(*o.size))) refuse("--size", *o.size, "expected WIDTHxHEIGHT, e.g. 224x224");
+    std::string input;
+    const auto fixed = o.model ? model_input_size(absolute(*o.model), input) : std::nullopt;
+    if (fixed && fixed->first > 0 && fixed->second > 0) {
+      const std::string model_size = std::to_string(fixed->second) + "x" + std::to_string(fixed->first);
+      if (wanted && *o.size != model_size)
+        refuse("--size", *o.size, "the model " + shown(*o.model) + " takes " + model_size + " frames (its input " +
+                                      input + "); leave --size out");
+      wanted = std::make_pair(std::to_string(fixed->second), std::to_string(fixed->first));
+    } else if (fixed) {
+      // sluice's engine binds every dimension but the batch when it loads a model (nn/onnx_loader): say so now.
+      refuse("--model", *o.model, "its input " + input + ": the frame size is left open, and sluice runs models " +
+                                      "of a fixed size only; re-export it with one (e.g. 224x224)");
+    }
+    if (wanted) {
+      const std::string option = o.size ? "--size" : "--model", text = o.size ? *o.size : *o.model;
+      StageSpec& preprocess = only_stage_of_kind(spec, "preprocess", option, text);
+      set(preprocess, "width", option, text, wanted->first);
+      set(preprocess, "height", option, text, wanted->second);
+      // A size the model does not take fails at the infer stage: its error names the option too.
+      if (o.size) pipeline_options_.push_back("--size " + in_quotes(*o.size));
+    }
   }
 
   if (o.output) {

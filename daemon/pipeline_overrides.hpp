@@ -20,10 +20,11 @@ struct PipelineOverrides {
   std::optional<std::string> batch_size;         // --batch-size: the pipeline's `batch_size`
   std::optional<std::string> device;             // --device auto|cpu|cuda
   std::optional<std::string> output;             // --output PATH|-: the sink writes JSON lines there
+  std::optional<std::string> size;               // --size WxH: the frame size the model takes (preprocess)
   bool resume = false;                           // --resume: a folder or glob of --uri is a resumable job
 
   bool empty() const {
-    return uris.empty() && !model && !labels && !top_k && !batch_size && !device && !output && !resume;
+    return uris.empty() && !model && !labels && !top_k && !batch_size && !device && !output && !size && !resume;
   }
   // Reads the override option at `option` (one of the names above) with its value. False: not an override.
   bool take(const std::string& option, const std::string& value);

@@ -76,7 +76,13 @@ std::string fixed1(double v) {
   return buf;
 }
 
-std::string fps_text(double fps) { return fixed1(fps) + " fps"; }
+// A rate below 0.05 keeps two significant digits: a slow source that did deliver is not shown as 0.0.
+std::string fps_text(double fps) {
+  if (!(fps > 0 && fps < 0.05)) return fixed1(fps) + " fps";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2g", fps);
+  return std::string(buf) + " fps";
+}
 
 // 0:02, 12:34, 1:02:03
 std::string duration_text(double seconds) {
@@ -101,6 +107,27 @@ std::string display_name(const InputProgress& p) {
 
 bool is_job(const SourceReport& s) { return s.inputs_total > 0; }
 
+bool has_ended(const SourceReport& s) {
+  return s.state == SourceState::eos || s.state == SourceState::failed || s.state == SourceState::removed;
+}
+
+// The rate a source line shows: the current window's while it runs; once it ended, or while the run is too short
+// for a window, its frames over the time it ran (never 0.0 for a source that delivered frames). None: it has
+// frames but too little time to rate them.
+std::optional<double> source_rate(const SourceReport& s) {
+  const bool window = !has_ended(s) && (s.fps > 0 || s.frames == 0 || s.state != SourceState::live);
+  if (window) return s.fps;
+  if (s.frames == 0) return 0.0;
+  return s.mean_fps;
+}
+
+std::string rate_text(std::optional<double> fps) { return fps ? fps_text(*fps) : "- fps"; }
+
+// "stopped" for a source that a stop (SIGINT, sluicectl stop) ended before its end; its state otherwise.
+std::string state_text(const SourceReport& s) {
+  return s.stopped && s.state == SourceState::eos ? "stopped" : std::string(to_string(s.state));
+}
+
 std::uint64_t files_finished(const SourceReport& s) {
   return std::min<std::uint64_t>(s.inputs_total, s.inputs_done + s.inputs_failed + s.inputs_skipped);
 }
@@ -124,7 +151,7 @@ std::string fit(std::string line, int columns) {
 
 std::string source_line(const SourceReport& s, int name_w, int columns) {
   std::vector<std::string> parts;
-  parts.push_back(pad_left(fps_text(s.fps), 10));
+  parts.push_back(pad_left(rate_text(source_rate(s)), 10));
   if (is_job(s)) {
     parts.push_back("files " + std::to_string(files_finished(s)) + "/" + std::to_string(s.inputs_total));
     if (s.inputs_failed > 0) parts.push_back(std::to_string(s.inputs_failed) + " failed");
@@ -139,8 +166,8 @@ std::string source_line(const SourceReport& s, int name_w, int columns) {
     if (s.state == SourceState::backoff && s.next_attempt_in_s >= 0)
       reason += std::string(reason.empty() ? "" : "; ") + "retry in " + fixed1(s.next_attempt_in_s) + " s";
   }
-  const std::string state = pad_right(std::string(to_string(s.state)), 10);
-  std::string name = s.name.empty() ? "source " + std::to_string(s.id) : s.name;
+  const std::string state = pad_right(state_text(s), 10);
+  std::string name = s.name.empty() ? unnamed_source(s.id) : s.name;
   std::string rest = join(parts);
   if (columns > 0) {
     // The name gets what it needs up to its column; the reason gets what is left, then is shortened.
@@ -234,7 +261,7 @@ std::string overall_line(const std::vector<InputProgress>& inputs, const std::ve
     failed += s.inputs_failed;
     skipped += s.inputs_skipped;
     frames += s.frames;
-    rate += s.fps;
+    rate += source_rate(s).value_or(0);
   }
   auto of_job = [&](const InputProgress& p) {
     return std::find(job_ids.begin(), job_ids.end(), p.source_id) != job_ids.end();
@@ -306,7 +333,7 @@ std::string render_progress(const std::vector<InputProgress>& inputs, const std:
                             std::int64_t now_ns, int columns) {
   std::string out;
   int name_w = 0;
-  for (const auto& s : sources) name_w = std::max(name_w, width(s.name.empty() ? "source 0" : s.name));
+  for (const auto& s : sources) name_w = std::max(name_w, width(s.name.empty() ? unnamed_source(s.id) : s.name));
   name_w = std::min(name_w, columns > 0 ? std::max(8, columns / 4) : 24);
   for (const auto& s : sources) out += source_line(s, name_w, columns) + "\n";
 

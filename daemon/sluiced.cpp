@@ -24,6 +24,7 @@
 #include "daemon/output_preflight.hpp"
 #include "daemon/pipeline_overrides.hpp"
 #include "daemon/progress.hpp"
+#include "daemon/run_report.hpp"
 #include "daemon/service.hpp"
 #include "nn/graph.hpp"
 #include "runtime/job_ledger.hpp"
@@ -89,9 +90,9 @@ struct CommandHelp {
   const char* text;  // "NAME ARGS" then the description, indented as in the full help; ends with '\n'
 };
 constexpr CommandHelp kCommandHelp[] = {
-    {"run", R"(run [FILE] [--uri URI]... [--model M.onnx] [--labels L] [--top-k K] [--batch-size N]
-                  [--device auto|cpu|cuda] [--output PATH|-] [--resume] [--state-dir DIR] [--no-progress]
-                  [--drain-timeout S]
+    {"run", R"(run [FILE] [--uri URI]... [--model M.onnx] [--size WxH] [--labels L] [--top-k K]
+                  [--batch-size N] [--device auto|cpu|cuda] [--output PATH|-] [--resume] [--state-dir DIR]
+                  [--no-progress] [--drain-timeout S]
                   run the pipeline in FILE until its sources end, then print a summary and each
                   source's outcome (frames, drops, errors, bad inputs with their reasons).
                   Without FILE: the shipped default pipeline (config/pipelines/default.yaml;
@@ -103,7 +104,10 @@ constexpr CommandHelp kCommandHelp[] = {
                   image sequence, camera or URL; local paths must be readable now; a camera or
                   stream gives up after 5 failed connections in a row, 8-16 s); --model:
                   the infer stage's ONNX file, with --labels, else NAME.labels beside NAME.onnx,
-                  else no labels; --top-k: classes per frame; --batch-size: frames per batch;
+                  else no labels; frames are scaled to the size its input fixes (a model that
+                  leaves it open is refused: re-export it with a size); --size WxH: the
+                  preprocess size (refused when it differs from the model's); --top-k:
+                  classes per frame; --batch-size: frames per batch;
                   --device: where it runs (default: the file's; the default pipeline says auto:
                   the GPU when one is usable, else the CPU); --output: its sink writes one
                   JSON line per frame to PATH (- for stdout; without it the file's sink, the
@@ -112,11 +116,14 @@ constexpr CommandHelp kCommandHelp[] = {
                   is a job that skips the inputs an earlier run finished (its ledger) and adds
                   to --output; without it every input is processed each time. Values are checked as the
                   file's; an error names the option. sluiced check takes the same options.
-                  SIGINT/SIGTERM drains; what is still in flight after S seconds (default 30)
-                  is counted failed ("drain timeout") and it exits 1. Exit 1 also when a
-                  source failed or an input could not be read. Its sinks' outputs are locked
-                  before anything runs: outputs another sluiced writes stop it at once,
-                  naming that one's pid (exit 1).
+                  SIGINT/SIGTERM drains, says what was not done ("interrupted by ...") and
+                  exits 130 (SIGINT) or 143 (SIGTERM), 1 when something failed; what is still
+                  in flight after S seconds (default 30) is counted failed ("drain timeout")
+                  and it exits 1. Exit 1 also when a source failed, an input could not be
+                  read, or the sink could not write (the run stops at its first failure,
+                  naming the sink, path and error). Its sinks' outputs are locked before
+                  anything runs: outputs another sluiced writes stop it at once, naming that
+                  one's pid (exit 1).
                   On a terminal, a progress bar per file being processed (frames done/total,
                   rate, ETA) and a line per source, on stderr; none when a sink writes records
                   to stdout and stdout is that same terminal. Directory/glob jobs keep their
@@ -168,7 +175,8 @@ constexpr CommandHelp kCommandHelp[] = {
 
 constexpr const char* kExitStatusHelp = R"(
 exit status: 0 success; 1 frames failed, an input could not be read (missing, corrupt, truncated), or
-the pipeline could not run; 2 usage or configuration error; 130 interrupted twice.
+the pipeline could not run; 2 usage or configuration error; run: 130 (SIGINT) or 143 (SIGTERM)
+when a signal stopped it and nothing failed (a second signal: at once, 130).
 )";
 
 std::string full_help() {
@@ -299,9 +307,18 @@ int cmd_run(const std::string& file, const sluice::PipelineOverrides& overrides,
   // overwrite result lines. Then no progress (the summary still comes at the end).
   const bool records_on_this_terminal = writes_to_stdout(spec) && sluice::ProgressDisplay::same_terminal(stdout, stderr);
   if (progress && !records_on_this_terminal && sluice::ProgressDisplay::wanted(stderr)) display.emplace(stderr);
-  int interrupts = 0;
+  int interrupts = 0, stopped_by = 0;  // stopped_by: the first SIGINT/SIGTERM (the run then exits 128 + it)
+  std::string sink_failed;             // why a sink failed frames: the run stops, it could deliver no more
   std::int64_t next_draw = 0, drain_deadline = 0;
   while (!pipeline.finished()) {
+    if (sink_failed.empty() && interrupts == 0) {
+      sink_failed = pipeline.sink_failure();
+      if (!sink_failed.empty()) {
+        if (display) display->clear();
+        spdlog::error("stopping the run: the sink cannot write (above); frames not written are counted failed");
+        pipeline.request_stop();
+      }
+    }
     if (interrupts > 0 && sluice::now_ns() > drain_deadline) {
       // A stage or source stuck in a blocking call: what is in flight is counted failed, not waited for.
       const std::uint64_t failed = pipeline.abandon("drain timeout: the pipeline did not drain within " +
@@ -324,6 +341,7 @@ int cmd_run(const std::string& file, const sluice::PipelineOverrides& overrides,
     if (sig <= 0) continue;
     if (display) display->clear();  // the message goes above the progress block, not under it
     if (++interrupts == 1) {
+      stopped_by = sig;
       spdlog::info("{}: stopping sources and draining (again to exit at once)", strsignal(sig));
       pipeline.request_stop();
       drain_deadline = sluice::now_ns() + static_cast<std::int64_t>(drain_timeout_s * 1e9);
@@ -344,6 +362,11 @@ int cmd_run(const std::string& file, const sluice::PipelineOverrides& overrides,
   std::fprintf(stderr, "%s", sluice::format_summary(snap).c_str());
   if (auto reports = source_reports(pipeline); !reports.empty())
     std::fprintf(stderr, "%s", sluice::render_progress({}, reports, sluice::now_ns(), 1000).c_str());
+  if (stopped_by != 0) {
+    std::fprintf(stderr, "%s", sluice::describe_interruption(strsignal(stopped_by), snap.frames, source_reports(pipeline),
+                                                             pipeline.inputs().snapshot(64))
+                                   .c_str());
+  }
   const auto& f = snap.frames;
   if (f.in_flight() != 0) {
     spdlog::critical("frame conservation violated: {} frames unaccounted for", f.in_flight());
@@ -357,8 +380,12 @@ int cmd_run(const std::string& file, const sluice::PipelineOverrides& overrides,
   if (inputs.handed_back > 0)
     spdlog::info("{} input(s) went back to the job to be done again ({} frames failed in those attempts)",
                  inputs.handed_back, inputs.handed_back_failed_frames);
-  if (inputs_with_errors > 0)
-    spdlog::error("{} of {} inputs could not be read completely (see the sources above)", inputs_with_errors, inputs.inputs);
+  // Blame what failed: an input that could not be read, or the sink that could not write what was read.
+  if (inputs.unreadable > 0)
+    spdlog::error("{} of {} inputs could not be read completely (see the sources above)", inputs.unreadable, inputs.inputs);
+  if (!sink_failed.empty() && frames_failed > 0)
+    spdlog::error("{} frames failed, not delivered: the sink could not write them ({}); its output holds the {} delivered",
+                  frames_failed, sink_failed, f.delivered);
   // A resumed job skips the inputs that failed before: say them again, so the job does not look clean.
   std::size_t failed_before = 0;
   if (const auto& job = pipeline.plan().shared->job) {
@@ -379,9 +406,12 @@ int cmd_run(const std::string& file, const sluice::PipelineOverrides& overrides,
   std::size_t sources_failed = 0;
   for (const auto& r : source_reports(pipeline)) sources_failed += r.state == sluice::SourceState::failed ? 1 : 0;
   if (sources_failed > 0) spdlog::error("{} source(s) failed (see the sources above)", sources_failed);
-  return frames_failed == 0 && inputs_with_errors == 0 && failed_before == 0 && stage_errors == 0 && sources_failed == 0
-             ? 0
-             : 1;
+  // A failure (frames, inputs, sources) is exit 1 whether or not a signal stopped the run; a run a signal stopped
+  // without one did not do all it was asked to: 128 + the signal (130 for SIGINT), as a shell reports it.
+  const bool clean = frames_failed == 0 && inputs_with_errors == 0 && failed_before == 0 && stage_errors == 0 &&
+                     sources_failed == 0;
+  if (!clean) return 1;
+  return stopped_by != 0 ? 128 + stopped_by : 0;
 }
 
 // Walks the options of one command: the current option, its value, and checked numbers.

@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "runtime/source_control.hpp"
 #include "runtime/stats.hpp"
 
 namespace sluice {
@@ -28,7 +29,7 @@ void InputTracker::name_source(std::uint32_t source_id, std::string name) {
 std::string InputTracker::source_name(std::uint32_t source_id) const {
   std::lock_guard lock(mu_);
   if (auto it = source_names_.find(source_id); it != source_names_.end()) return it->second;
-  return "source" + std::to_string(source_id);
+  return unnamed_source(source_id);
 }
 
 std::uint32_t InputTracker::begin(std::uint32_t source_id, std::string uri, InputKind kind, std::int64_t frames_total,
@@ -96,6 +97,7 @@ void InputTracker::maybe_complete(InputProgress& p) {
   // A cut stream connection is the source's business (it reconnects); a file that could not be read is not.
   p.with_errors = (!p.error.empty() && !p.interrupted && !is_live(p.kind)) || p.failed > 0;
   if (p.with_errors) totals_.with_errors++;
+  if (!p.error.empty() && !p.interrupted && !is_live(p.kind)) totals_.unreadable++;
   completed_.push_back(p);
   done_.push_back(p);
   while (done_.size() > 64) done_.pop_front();

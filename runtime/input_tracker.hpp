@@ -90,6 +90,7 @@ class InputTracker {
   struct Totals {
     std::uint64_t inputs = 0, complete = 0;
     std::uint64_t with_errors = 0;  // files that could not be read completely, or inputs with failed frames
+    std::uint64_t unreadable = 0;   // of them: files that could not be read completely (the input's fault)
     // Inputs handed back to their job to be done again (handed_back()), and of them: those among with_errors,
     // and their failed frames.
     std::uint64_t handed_back = 0, handed_back_with_errors = 0, handed_back_failed_frames = 0;

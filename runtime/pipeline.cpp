@@ -39,6 +39,10 @@ struct Pipeline::StageRuntime {
   mutable std::mutex trace_mu;  // the stage thread appends while a reader may copy
   std::vector<TraceSlice> gpu_trace, host_trace;  // the current recording, up to their capacity
   bool opened = false;
+  // The last failure logged and how many times it came again since (not logged: a full disk fails every batch).
+  mutable std::mutex failure_mu;
+  std::string last_failure;
+  std::uint64_t failure_repeats = 0;
 };
 
 struct Pipeline::Finishing {
@@ -398,6 +402,12 @@ void Pipeline::close_stage(std::size_t i) noexcept {
         if (rt.opened) finish_inputs(i);
       }
     }
+    {
+      std::lock_guard lock(rt.failure_mu);
+      if (rt.failure_repeats > 0)
+        spdlog::error("stage '{}' ({}): the failure before failed {} more batch(es)", name, plan_.stages[i].kind,
+                      std::exchange(rt.failure_repeats, 0));
+    }
     if (rt.opened) plan_.stages[i].stage->close(rt.ctx);
     if (rt.ctx.stream) {
       gpu::stream_synchronize(rt.ctx.stream);  // shutdown: finish the timing events
@@ -421,15 +431,39 @@ void Pipeline::keep_gpu_slices(StageRuntime& rt) {
   });
 }
 
+std::string Pipeline::sink_failure() const {
+  for (std::size_t i = 0; i < rt_.size(); ++i) {
+    if (plan_.stages[i].role != StageRole::sink) continue;
+    std::lock_guard lock(rt_[i]->failure_mu);
+    if (!rt_[i]->last_failure.empty())
+      return "stage '" + plan_.stages[i].name + "' (" + plan_.stages[i].kind + "): " + rt_[i]->last_failure;
+  }
+  return {};
+}
+
 void Pipeline::fail_frames(std::size_t i, const Batch* in, const std::string& what) {
   const auto& ps = plan_.stages[i];
-  rt_[i]->counters.errors++;
-  const std::string msg = "stage '" + ps.name + "' (" + ps.kind + ")" + first_frame(in) + ": " + what;
+  auto& rt = *rt_[i];
+  rt.counters.errors++;
+  // The frames' reason leaves the frame out: one cause (a full disk) failing many batches is one reason in the
+  // summary. The log names the first frame it failed, once per cause; a repeat is counted, said when it changes.
+  const std::string reason = "stage '" + ps.name + "' (" + ps.kind + "): " + what;
   if (in && in->count > 0) {
     errors_of_frames_.fetch_add(1);  // its frames count failed
-    settle(i, in->frames, FrameFate::failed, msg);
+    settle(i, in->frames, FrameFate::failed, reason);
   }
-  spdlog::error("{}", msg);
+  std::uint64_t repeats = 0;
+  {
+    std::lock_guard lock(rt.failure_mu);
+    if (rt.last_failure == what) {
+      rt.failure_repeats++;
+      return;
+    }
+    repeats = std::exchange(rt.failure_repeats, 0);
+    rt.last_failure = what;
+  }
+  if (repeats > 0) spdlog::error("stage '{}' ({}): the failure before failed {} more batch(es)", ps.name, ps.kind, repeats);
+  spdlog::error("stage '{}' ({}){}: {}", ps.name, ps.kind, first_frame(in), what);
 }
 
 void Pipeline::settle(std::size_t i, std::span<const FrameMeta> frames, FrameFate fate, const std::string& reason,

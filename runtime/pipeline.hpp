@@ -121,6 +121,9 @@ class Pipeline {
   // Stage errors that failed frames or an input's outputs (so counted among failed frames or inputs with
   // errors too); the others (a stage that could not open or close) are errors of the run itself.
   std::uint64_t errors_of_frames() const noexcept { return errors_of_frames_.load(); }
+  // What a sink last failed frames for ("stage 'sink' (sink): writing '/out/x.jsonl' failed: No space left on
+  // device"); "" while no sink failed any. `sluiced run` stops on it: the rest could not be delivered either.
+  std::string sink_failure() const;
 
   PipelineSnapshot snapshot() const;
   // The recording as Chrome/Perfetto trace events (JSON). Safe while running.

@@ -74,7 +74,9 @@ std::string WriteRetry::health() const {
   return health_;
 }
 
-bool WriteRetry::fails_fast(int err) { return err == ENOSPC || err == EDQUOT || err == EIO || err == EROFS; }
+bool WriteRetry::fails_fast(int err) {
+  return err == ENOSPC || err == EDQUOT || err == EFBIG || err == EIO || err == EROFS;
+}
 
 void WriteRetry::run(std::string_view what, const std::string& path, const std::function<int()>& attempt) {
   run_attempts(what, path, [&]() -> std::optional<Failure> {

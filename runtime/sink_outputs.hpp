@@ -24,7 +24,8 @@
 namespace sluice::sinks {
 
 // A write that fails is handled by what failed:
-//  - the disk cannot take it (ENOSPC, EDQUOT), the device fails (EIO) or the filesystem is read-only (EROFS):
+//  - the disk cannot take it (ENOSPC, EDQUOT; EFBIG: the file size limit), the device fails (EIO) or the
+//    filesystem is read-only (EROFS):
 //    the operation fails at once with StageError naming the path and the errno text, so the batch's frames (or
 //    the input) are counted failed with that reason instead of every batch waiting out the retry. The stage's
 //    health says "failing: ..." from the first such error until a write succeeds again (then delivery resumes).

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kernels/half.hpp"
+#include "runtime/source_control.hpp"
 #include "runtime/stats.hpp"
 #include "runtime/utf8.hpp"
 
@@ -15,7 +16,7 @@ namespace sluice::sinks {
 
 std::string Origins::source_name(std::uint32_t source_id) const {
   std::string name = shared_ ? shared_->inputs.source_name(source_id) : std::string();
-  return name.empty() ? "source" + std::to_string(source_id) : name;
+  return name.empty() ? unnamed_source(source_id) : name;
 }
 
 const Origin& Origins::of(const FrameMeta& f) {
@@ -197,13 +198,13 @@ std::string RecordFormatter::json(const Batch& b, int i, const Origin& origin, s
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-std::string RecordFormatter::text(const Batch& b, int i, std::int64_t now) const {
+std::string RecordFormatter::text(const Batch& b, int i, const Origin& origin, std::int64_t now) const {
   const FrameMeta& f = b.frames[static_cast<std::size_t>(i)];
   char buf[256];
-  std::snprintf(buf, sizeof buf, "source %u seq %llu pts %.3fs latency %.2fms ", f.source_id,
+  std::snprintf(buf, sizeof buf, " seq %llu pts %.3fs latency %.2fms ",
                 static_cast<unsigned long long>(f.sequence), static_cast<double>(f.pts_ns) / 1e9,
                 static_cast<double>(now - f.capture_ns) / 1e6);
-  std::string out = buf;
+  std::string out = "source " + to_valid_utf8(origin.source) + buf;
   if (b.desc.kind == PayloadKind::classes) {
     const char* separator = "";
     for (const kernels::ClassScore& c : class_scores(b.desc, b.item(i))) {

@@ -78,8 +78,9 @@ class RecordFormatter {
   //   "new" | "lost", track, box, class, label, score}, ...] after a track stage on frames that have any, or
   //   payload {shape, mean, min, max}.
   std::string json(const Batch& b, int i, const Origin& origin, std::int64_t now) const;
-  // Item `i` as the stdout sink's text line (with a newline).
-  std::string text(const Batch& b, int i, std::int64_t now) const;
+  // Item `i` as the stdout sink's text line (with a newline): "source NAME seq N pts ..." with the source's
+  // name, as the summary and the sources view call it.
+  std::string text(const Batch& b, int i, const Origin& origin, std::int64_t now) const;
 
  private:
   std::vector<std::string> names_;

@@ -32,6 +32,18 @@ struct SourceOptions {
   ReaderOptions reader;             // camera mode, stream timeouts, test pattern settings
 };
 
+// The name of a source that has none of its own (no configured name, none derived from its URI): the one form
+// every report, record and log line uses, so that a source is never called three things.
+inline std::string unnamed_source(std::uint32_t id) { return "source" + std::to_string(id); }
+
+// Frames over the time from `start_ns` to `last_ns` (steady clock): a true rate however short the run. None
+// without a frame, or when that time is too short to divide by (below 1 ms).
+inline std::optional<double> mean_rate(std::uint64_t frames, std::int64_t start_ns, std::int64_t last_ns) {
+  constexpr std::int64_t kShortestNs = 1'000'000;
+  if (frames == 0 || start_ns == 0 || last_ns - start_ns < kShortestNs) return std::nullopt;
+  return static_cast<double>(frames) * 1e9 / static_cast<double>(last_ns - start_ns);
+}
+
 struct SourceReport {
   std::uint32_t id = 0;
   std::string name, uri;
@@ -45,6 +57,10 @@ struct SourceReport {
   std::uint64_t reconnects = 0;
   std::uint64_t inputs_total = 0, inputs_done = 0, inputs_failed = 0, inputs_skipped = 0;  // files of a job
   double fps = 0;                   // decoded frames per second over the last few seconds
+  // Frames over the time it ran (its start to its last frame): the rate of a run too short for `fps` to have
+  // a window, and of a source that ended. None before a frame, or when that time is too short to divide by.
+  std::optional<double> mean_fps;
+  bool stopped = false;             // eos because the pipeline was stopped (SIGINT, stop), not at its own end
   double since_last_frame_s = -1;   // -1 before the first frame
   double next_attempt_in_s = -1;    // backoff: seconds until the next attempt
   std::vector<std::string> bad_inputs;  // "path: reason" for the first few bad files

@@ -87,6 +87,8 @@ struct SourceSet::Source {
   std::uint64_t fps_frames = 0;
   std::int64_t fps_at_ns = 0;
   double fps = 0;
+  std::int64_t started_ns = 0;  // when it was added: mean_fps counts from here
+  bool stopped = false;         // ended by stop_all(), not at its own end
   std::int64_t removed_ns = 0;
   // Since when it is down (stalled, backing off; 0: it is not) and why, for the line that says it recovered.
   std::int64_t down_since_ns = 0;
@@ -199,12 +201,13 @@ std::uint32_t SourceSet::add_source(SourceOptions options) {
         break;
       }
     source.name = name;
+    source.started_ns = now_ns();
     source.running = 1;
     sources_.push_back(std::move(s));
     if (settings_.shared) settings_.shared->inputs.name_source(source.id, source.name);
     source.threads.emplace_back([this, &source] { run_worker(source, 0); });
   }
-  spdlog::info("source {} '{}' added: {} ({}{})", source.id, source.name, source.options.uri, source.source_kind->name,
+  spdlog::info("source '{}' (id {}) added: {} ({}{})", source.name, source.id, source.options.uri, source.source_kind->name,
                source.leaky ? ", leaky" : ", blocking");
   return source.id;
 }
@@ -225,7 +228,7 @@ bool SourceSet::remove_source(const std::string& id_or_name) {
     s->removed_ns = now_ns();
     s->wake.notify_all();
     space_free_.notify_all();
-    spdlog::info("source {} '{}' removed; frames it decoded still flow", s->id, s->name);
+    spdlog::info("source '{}' (id {}) removed; frames it decoded still flow", s->name, s->id);
     return true;
   }
   return false;
@@ -299,6 +302,7 @@ void SourceSet::run_worker(Source& s, int worker) {
       s.state = SourceState::failed;  // its one input could not be read; reason already set
     } else {
       s.state = SourceState::eos;
+      s.stopped = s.stop.load();  // a removal is state removed; a stop of the whole set ends it early
       if (s.job)
         s.reason = std::to_string(s.inputs_done) + " done, " + std::to_string(s.inputs_failed) + " failed, " +
                    std::to_string(s.inputs_skipped) + " skipped (done in an earlier run)";
@@ -743,7 +747,7 @@ void SourceSet::retain(const std::function<bool(const SourceOptions&, std::uint3
     s->reason = why;
     s->removed_ns = now_ns();
     s->wake.notify_all();
-    spdlog::info("source {} '{}' stopped: {}", s->id, s->name, why);
+    spdlog::info("source '{}' (id {}) stopped: {}", s->name, s->id, why);
   }
   space_free_.notify_all();
 }
@@ -884,7 +888,9 @@ SourceReport SourceSet::report(const Source& s, std::int64_t now) const {
   r.inputs_failed = s.inputs_failed;
   r.inputs_skipped = s.inputs_skipped;
   r.fps = s.fps;
+  r.stopped = s.stopped;
   const std::int64_t last = s.last_frame_ns;
+  r.mean_fps = mean_rate(s.frames, s.started_ns, last);
   r.since_last_frame_s = last ? static_cast<double>(now - last) / 1e9 : -1;
   if (s.state == SourceState::backoff) r.next_attempt_in_s = std::max(0.0, static_cast<double>(s.next_attempt_ns - now) / 1e9);
   r.bad_inputs = s.bad_inputs;

@@ -1,6 +1,7 @@
 #include "runtime/stats.hpp"
 
 #include "runtime/batch.hpp"
+#include "runtime/source_control.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -181,7 +182,7 @@ std::string format_late(const PipelineSnapshot& s) {
   std::string sources;
   for (const auto& [id, n] : f.sources) {
     if (!n.late) continue;
-    std::string name = id == FrameLedger::kOtherSources ? "(other sources)" : "source " + std::to_string(id);
+    std::string name = id == FrameLedger::kOtherSources ? "(other sources)" : unnamed_source(id);
     if (auto it = s.source_names.find(id); it != s.source_names.end() && !it->second.empty()) name = it->second;
     sources += (sources.empty() ? "" : ", ") + name + " " + std::to_string(n.late);
   }
@@ -207,8 +208,11 @@ std::string format_summary(const PipelineSnapshot& s) {
     char queue[32] = "-";
     if (st.queue_capacity) std::snprintf(queue, sizeof queue, "%zu/%zu", st.queue_high_water, st.queue_capacity);
     const std::string name = display_name(st);
-    std::snprintf(line, sizeof line, "%-12s %-10s %9llu %8.1f %9.3f %9s %6s %8.0fms %7.0fms %9s %7llu %7llu\n",
-                  name.c_str(), st.kind.c_str(), static_cast<unsigned long long>(st.frames), st.fps,
+    // A stage that moved frames slowly (a sink retrying for minutes) shows two significant digits, not 0.0.
+    char fps[32];
+    std::snprintf(fps, sizeof fps, st.fps > 0 && st.fps < 0.05 ? "%.2g" : "%.1f", st.fps);
+    std::snprintf(line, sizeof line, "%-12s %-10s %9llu %8s %9.3f %9s %6s %8.0fms %7.0fms %9s %7llu %7llu\n",
+                  name.c_str(), st.kind.c_str(), static_cast<unsigned long long>(st.frames), fps,
                   st.host_ms_per_batch, gpu, busy, st.wait_in_ms, st.wait_out_ms, queue,
                   static_cast<unsigned long long>(st.dropped), static_cast<unsigned long long>(st.errors));
     out += line;
@@ -225,7 +229,7 @@ std::string format_summary(const PipelineSnapshot& s) {
                   "failed", "in flight");
     out += line;
     for (const auto& [id, n] : f.sources) {
-      std::string name = id == FrameLedger::kOtherSources ? "(other sources)" : "source " + std::to_string(id);
+      std::string name = id == FrameLedger::kOtherSources ? "(other sources)" : unnamed_source(id);
       if (auto it = s.source_names.find(id); it != s.source_names.end() && !it->second.empty()) name = it->second;
       if (name.size() > 24) name = name.substr(0, 21) + "...";
       std::snprintf(line, sizeof line, "  %-24s %10llu %10llu %10llu %10llu %10llu\n", name.c_str(),

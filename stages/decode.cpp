@@ -90,7 +90,9 @@ class TestSourceStage final : public Stage, public SourceControl {
   void open(StageContext& ctx) override {
     renderer_.emplace(pattern_, desc_.pixel, desc_.width, desc_.height, seed_);
     rendered_.assign(static_cast<std::size_t>(ctx.out_pool->slots() * desc_.batch), false);
-    start_ns_ = now_ns();
+    start_ns_ = opened_ns_ = now_ns();
+    // Records, the frame ledger's summary and the sources view call it by one name: the stage's.
+    if (shared_) shared_->inputs.name_source(source_id_, name_);
   }
 
   // One source, not managed: listed for status, but nothing can be added to or removed from it.
@@ -108,6 +110,8 @@ class TestSourceStage final : public Stage, public SourceControl {
     // The rate over the last window; none once it ended, or while nothing came for a while (paused).
     const bool current = last && now - last < 2 * kFpsWindowNs;
     r.fps = ended_ || !current ? 0.0 : measured_fps_.load();
+    r.mean_fps = mean_rate(produced_, opened_ns_, last);
+    r.stopped = stopped_;
     return {r};
   }
   std::uint32_t add_source(SourceOptions) override {
@@ -118,8 +122,12 @@ class TestSourceStage final : public Stage, public SourceControl {
 
   BatchLease process(Batch*, StageContext& ctx) override {
     BatchLease batch = produce(ctx);
-    if (batch) count_frames(static_cast<std::uint64_t>(batch->count));
-    else if (!ctx.pausing()) ended_ = true;
+    if (batch) {
+      count_frames(static_cast<std::uint64_t>(batch->count));
+    } else if (!ctx.pausing()) {
+      stopped_ = ctx.stopping() && !(frames_ && next_ >= frames_);  // stopped before its last frame
+      ended_ = true;
+    }
     return batch;
   }
 
@@ -212,6 +220,8 @@ class TestSourceStage final : public Stage, public SourceControl {
   std::int64_t fps_window_ns_ = 0;  // the stage's thread only
   std::uint64_t fps_window_frames_ = 0;
   std::atomic<bool> ended_{false};
+  std::atomic<bool> stopped_{false};
+  std::atomic<std::int64_t> opened_ns_{0};  // when it opened (start_ns_ moves with pacing; read by sources())
   TestPattern pattern_;
   std::uint32_t source_id_;
   std::uint64_t seed_;

@@ -104,7 +104,8 @@ class SinkStage final : public Stage {
     }
     const std::int64_t now = now_ns();
     if (type_ == SinkType::stdout_) {
-      for (int i = 0; i < in->count; ++i) std::cout << records_.text(*in, i, now);
+      for (int i = 0; i < in->count; ++i)
+        std::cout << records_.text(*in, i, origins_.of(in->frames[static_cast<std::size_t>(i)]), now);
       if (!std::cout) throw StageError("writing to stdout failed");
       return {};
     }

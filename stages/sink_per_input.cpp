@@ -13,6 +13,7 @@
 
 #include "runtime/errors.hpp"
 #include "runtime/frame_reader.hpp"
+#include "runtime/source_control.hpp"
 #include "stages/sink_writers.hpp"
 
 namespace sluice::sinks {
@@ -78,7 +79,7 @@ class PerInputWriter : public RecordWriter {
     if (it == entries_.end()) {  // none of its frames reached this sink: its output says so
       it = entries_.emplace(input.id, Entry{}).first;
       it->second.tracked = true;
-      it->second.source = !input.source.empty() ? input.source : "source" + std::to_string(input.source_id);
+      it->second.source = !input.source.empty() ? input.source : unnamed_source(input.source_id);
       it->second.uri = input.uri;
     }
     Entry& e = it->second;

@@ -65,10 +65,26 @@ check check-job-folder-missing 2 'missing-dir.yaml: 1 input\(s\) cannot be read'
 default_copy() { sed "s#\.\./\.\./models/#$src/models/#" "$src/config/pipelines/default.yaml" | sed "$@"; }
 default_copy 's/type: stdout/type: "null"/; s/frames: 64/frames: 40/' >"$tmp/default.yaml"
 check run-default 0 'produced 40 = delivered 40 \+ dropped 0 \+ failed 0' -- "$sluiced" run "$tmp/default.yaml"
+# Issue 33 (a): a short run reports a true rate, never 0.0 fps for frames it delivered; (d) its source has one name
+# (the decode stage's, for the directly rendered pattern) in the ledger and the source line.
+check run-short-rate 0 '^decode +eos +[0-9]*[1-9][0-9]*\.[0-9] fps' -- "$sluiced" run "$tmp/default.yaml"
+check run-one-source-name 0 '^  decode +40 +40 ' -- "$sluiced" run "$tmp/default.yaml"
 
 # A sink that cannot write: the run reports the stage and exits 1 with every frame accounted for.
 default_copy 's#type: stdout#type: jsonl\n    path: /nonexistent/x.jsonl#' >"$tmp/nowrite.yaml"
-check run-sink-fails 1 "failed 64 \+ in flight 0" -- "$sluiced" run "$tmp/nowrite.yaml"
+check run-sink-fails 1 "failed [0-9]+ \+ in flight 0" -- "$sluiced" run "$tmp/nowrite.yaml"
+# Issue 33 (f): a sink that fails mid-run (a file size limit: EFBIG) is logged once with its path and error, the
+# run stops at once (exit 1), the input is not blamed, and the file holds exactly the frames counted delivered.
+(trap '' XFSZ; ulimit -f 4; exec "$sluiced" run --output "$tmp/full.jsonl") >"$tmp/full.out" 2>&1; status=$?
+delivered=$(sed -nE 's/.*= delivered ([0-9]+) .*/\1/p' "$tmp/full.out")
+if [ $status -eq 1 ] && [ "$(grep -c "on frame .*full.jsonl' failed: File too large" "$tmp/full.out")" = 1 ] &&
+   ! grep -q 'could not be read' "$tmp/full.out" && [ -n "$delivered" ] && [ "$(wc -l <"$tmp/full.jsonl")" = "$delivered" ] &&
+   grep -q 'stopping the run' "$tmp/full.out"; then
+  echo "ok   sink-fails-mid-run"
+else
+  echo "FAIL sink-fails-mid-run: exit $status (want 1), $(wc -l <"$tmp/full.jsonl") records for delivered '$delivered'"
+  grep -v '^\(decode\|upload\|preprocess\|infer\|download\) ' "$tmp/full.out" | sed 's/^/  | /' | tail -20; fails=$((fails + 1))
+fi
 
 # check refuses a sink path that cannot be written here, naming the place, the stage and the path; a directory
 # output that can be created passes, and check creates nothing.
@@ -86,7 +102,7 @@ check check-sink-creatable 0 'creatable.yaml: ok' -- "$sluiced" check "$tmp/crea
 
 
 # The default pipeline prints the shipped model's predictions: the source draws shapes.
-check run-default-predicts 0 'seq 0 .* shapes 0\.[0-9]+' -- "$sluiced" run "$src/config/pipelines/default.yaml"
+check run-default-predicts 0 '^source decode seq 0 .* shapes 0\.[0-9]+' -- "$sluiced" run "$src/config/pipelines/default.yaml"
 
 # The one-liner: the shipped default pipeline (found above the executable) with its source, model, sink and keys
 # replaced from the command line. records FILE SOURCE_NAME... prints "COUNT LABEL,..." of a JSON-lines file
@@ -129,10 +145,15 @@ oneliner oneliner-top-k '30 .* k=4' 0 -- "$sluiced" run --uri "$clip" --output -
 check oneliner-to-file 0 'delivered 30 \+ dropped 0' -- "$sluiced" run --uri "$clip" --output "$tmp/out.jsonl"
 [ "$(records "$tmp/out.jsonl" h264_320x240 | cut -d' ' -f1)" = 30 ] && ! grep -q '"sequence"' "$tmp/out" &&
   echo "ok   oneliner-file-records" || { echo "FAIL oneliner-file-records: $(wc -l <"$tmp/out.jsonl") lines in the file"; fails=$((fails + 1)); }
-"$sluiced" run --uri "$clip" 2>/dev/null | grep -cE '^source 1 seq [0-9]+ .* [a-z]+ 0\.[0-9]+' >"$tmp/text-lines"
+"$sluiced" run --uri "$clip" 2>/dev/null | grep -cE '^source h264_320x240 seq [0-9]+ .* [a-z]+ 0\.[0-9]+' >"$tmp/text-lines"
 [ "$(cat "$tmp/text-lines")" = 30 ] && echo "ok   oneliner-default-sink" ||
   { echo "FAIL oneliner-default-sink: $(cat "$tmp/text-lines") text lines (want 30)"; fails=$((fails + 1)); }
 check oneliner-check 0 'h264_320x240.mp4: libavcodec h264|NVDEC H\.264' -- "$sluiced" check --uri "$clip"
+# Issue 33 (g): check on a job whose folder does not exist fails (exit 2), from a file and from --uri.
+check oneliner-check-folder-missing 2 "^sluiced: --uri '$tmp/no-such-folder/': No such file" -- "$sluiced" check --uri "$tmp/no-such-folder/"
+# Issue 33 (a): the one-liner's last lines give the source's true rate, not 0.0 fps.
+check oneliner-rate 0 '^total +files 1/1 +30 frames +[0-9]*[1-9][0-9]*\.[0-9] fps +done' -- \
+  "$sluiced" run --uri "$clip" --output "$tmp/rate.jsonl"
 # A one-liner run over a folder is not a resumable job unless asked: run twice, it delivers every input twice;
 # an --output that holds records is refused (never overwritten, not added to without a word); with --resume
 # the second run skips what the first finished and adds to the file.
@@ -291,7 +312,26 @@ check check-fixed-batch 2 "fixed batch of 8 but the pipeline's batch_size is 4" 
 check oneliner-file-fixed-batch 2 "fixed batch of 8 but the pipeline's batch_size is 4 \(set by --model '$tmp/fixed8.onnx'\)" -- \
   "$sluiced" check "$tmp/default.yaml" --model "$tmp/fixed8.onnx" --batch-size 4
 
-# SIGINT on an endless source: sources stop, frames in flight drain, exit 0.
+# Issue 33 (c): --model with another input size: frames are scaled to the size the model fixes (96x96 here; the
+# shipped model pools globally, so it runs at any size); a model that leaves the size open is refused by --model.
+/usr/bin/python3 - "$src/models/testsrc-classifier.onnx" "$tmp" <<'PY'
+import sys, onnx
+for name, dims in (("m96", (96, 96)), ("open-size", ("h", "w"))):
+    m = onnx.load(sys.argv[1])
+    d = m.graph.input[0].type.tensor_type.shape.dim
+    for dim, v in zip((d[2], d[3]), dims):
+        if isinstance(v, int): dim.dim_value = v
+        else: dim.dim_param = v
+    onnx.save(m, f"{sys.argv[2]}/{name}.onnx")
+PY
+check oneliner-model-96 0 'delivered 30 \+ dropped 0 \+ failed 0' -- "$sluiced" run --uri "$clip" --model "$tmp/m96.onnx" --output "$tmp/m96.jsonl"
+check oneliner-model-open-size 2 "^sluiced: --model '$tmp/open-size.onnx': its input 'image' is \[\?,3,\?,\?\]: the frame size is left open" -- \
+  "$sluiced" run --uri "$clip" --model "$tmp/open-size.onnx"
+check oneliner-size-conflict 2 "^sluiced: --size '32x32': the model .*m96.onnx takes 96x96 frames" -- \
+  "$sluiced" run --uri "$clip" --model "$tmp/m96.onnx" --size 32x32
+
+# SIGINT on an endless source: sources stop, frames in flight drain; issue 33 (b): the summary says the run was
+# interrupted and what was not done, and it exits 130.
 default_copy 's/frames: 64/frames: 0/; s/type: stdout/type: "null"/' >"$tmp/endless.yaml"
 "$sluiced" run "$tmp/endless.yaml" >"$tmp/endless.out" 2>&1 &
 pid=$!
@@ -300,7 +340,9 @@ pid=$!
 # ran forever).
 for _ in $(seq 300); do grep -q "starting:" "$tmp/endless.out" && break; sleep 0.1; done
 sleep 0.5; kill -INT $pid; wait $pid; status=$?
-if [ $status -eq 0 ] && grep -qE 'draining' "$tmp/endless.out" && grep -qE '\+ failed 0 \+ in flight 0' "$tmp/endless.out"; then
+if [ $status -eq 130 ] && grep -qE 'draining' "$tmp/endless.out" && grep -qE '\+ failed 0 \+ in flight 0' "$tmp/endless.out" &&
+   grep -qE '^interrupted by Interrupt: [0-9]+ frames delivered' "$tmp/endless.out" &&
+   grep -qE '^  decode: stopped after [0-9]+ frames, before its end' "$tmp/endless.out"; then
   echo "ok   sigint-drains"
 else
   echo "FAIL sigint-drains: exit $status"; sed 's/^/  | /' "$tmp/endless.out"; fails=$((fails + 1))

@@ -193,14 +193,28 @@ TEST_CASE("progress: a job shows files per source and an overall line with an ET
     const auto lines = lines_of(render_progress({input(8, "/d/open.mp4", -1, 100, 2.0)}, {job}, kNow, 120));
     REQUIRE_THAT(lines.back(), Catch::EndsWith("ETA -:--"));
   }
-  SECTION("all files finished") {
+  SECTION("all files finished: the rate over the time it ran, not the idle window's 0.0") {
     job.inputs_done = 7;
     job.fps = 0;
+    job.mean_fps = 41.13;
     job.state = SourceState::eos;
     const auto lines = lines_of(render_progress({}, {job}, kNow, 120));
     REQUIRE(lines.size() == 2);
-    REQUIRE(lines[0] == "clips  eos            0.0 fps  files 10/10  1 failed  2 skipped");
-    REQUIRE(lines[1] == "total  files 10/10  1 failed  2 skipped  1234 frames  0.0 fps  done");
+    REQUIRE(lines[0] == "clips  eos           41.1 fps  files 10/10  1 failed  2 skipped");
+    REQUIRE(lines[1] == "total  files 10/10  1 failed  2 skipped  1234 frames  41.1 fps  done");
+  }
+  SECTION("frames in too short a time to rate: said, not 0.0") {
+    job.inputs_done = 7;
+    job.fps = 0;
+    job.state = SourceState::eos;
+    REQUIRE(lines_of(render_progress({}, {job}, kNow, 120))[0] == "clips  eos              - fps  files 10/10  1 failed  2 skipped");
+  }
+  SECTION("a source a stop ended before its end says stopped") {
+    job.fps = 0;
+    job.mean_fps = 0.02;
+    job.state = SourceState::eos;
+    job.stopped = true;
+    REQUIRE_THAT(lines_of(render_progress({}, {job}, kNow, 120))[0], Catch::StartsWith("clips  stopped       0.02 fps"));
   }
   SECTION("live sources alone get no overall line") {
     REQUIRE(lines_of(render_progress({}, {source(2, "cam", SourceState::live, 30)}, kNow, 120)).size() == 1);
