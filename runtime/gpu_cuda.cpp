@@ -1,8 +1,5 @@
 // gpu.hpp on top of the CUDA runtime.
 #include <atomic>
-#include <cstdlib>
-#include <stdexcept>
-#include <string>
 
 #include <nvtx3/nvToolsExt.h>
 
@@ -31,34 +28,7 @@ int device_count() noexcept {
   return n;
 }
 
-namespace {
-// How a host thread waits for the GPU (cudaEventSynchronize, cudaStreamSynchronize, NVDEC's map): CUDA's
-// default spins a core per waiting thread while the process has fewer contexts than cores, so a pipeline of a
-// dozen stage, source and decoder threads burned cores waiting. Blocking costs a wake-up (tens of
-// microseconds) per wait. SLUICE_CUDA_WAIT=spin|yield|block (default block) chooses; read once.
-unsigned host_wait_flags() {
-  static const unsigned flags = [] {
-    const char* v = std::getenv("SLUICE_CUDA_WAIT");
-    const std::string mode = v ? v : "block";
-    if (mode == "block") return static_cast<unsigned>(cudaDeviceScheduleBlockingSync);
-    if (mode == "spin") return static_cast<unsigned>(cudaDeviceScheduleSpin);
-    if (mode == "yield") return static_cast<unsigned>(cudaDeviceScheduleYield);
-    throw std::runtime_error("SLUICE_CUDA_WAIT=" + mode.substr(0, 32) + ": expected block, spin or yield");
-  }();
-  return flags;
-}
-}  // namespace
-
-// The flags belong to the device's primary context, shared by every thread and by NVDEC: set on the first
-// set_device of each device (they replace whatever initialised the context first).
-void set_device(int index) {
-  static std::atomic<std::uint64_t> flagged{0};  // devices 0-63 whose flags are set
-  CUDA_CHECK(cudaSetDevice(index));
-  const std::uint64_t bit = index >= 0 && index < 64 ? std::uint64_t{1} << index : 0;
-  if (bit && (flagged.load(std::memory_order_acquire) & bit)) return;
-  CUDA_CHECK(cudaSetDeviceFlags(host_wait_flags()));
-  flagged.fetch_or(bit, std::memory_order_acq_rel);
-}
+void set_device(int index) { CUDA_CHECK(cudaSetDevice(index)); }
 
 int current_device() {
   int index = 0;
