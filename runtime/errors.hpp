@@ -31,4 +31,12 @@ class StageError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A sink's write failed in a way no wait fixes (the disk or quota full, the file size limit, a read-only or
+// failing device): `sluiced run` stops on it, where failures a retry may fix (a network sink's outage) only
+// fail their frames and inputs, which a job redoes.
+class StorageFullError : public StageError {
+ public:
+  using StageError::StageError;
+};
+
 }  // namespace sluice

@@ -43,6 +43,7 @@ struct Pipeline::StageRuntime {
   mutable std::mutex failure_mu;
   std::string last_failure;
   std::uint64_t failure_repeats = 0;
+  std::string storage_failure;  // the first StorageFullError of a sink, for sink_failure()
 };
 
 struct Pipeline::Finishing {
@@ -435,13 +436,13 @@ std::string Pipeline::sink_failure() const {
   for (std::size_t i = 0; i < rt_.size(); ++i) {
     if (plan_.stages[i].role != StageRole::sink) continue;
     std::lock_guard lock(rt_[i]->failure_mu);
-    if (!rt_[i]->last_failure.empty())
-      return "stage '" + plan_.stages[i].name + "' (" + plan_.stages[i].kind + "): " + rt_[i]->last_failure;
+    if (!rt_[i]->storage_failure.empty())
+      return "stage '" + plan_.stages[i].name + "' (" + plan_.stages[i].kind + "): " + rt_[i]->storage_failure;
   }
   return {};
 }
 
-void Pipeline::fail_frames(std::size_t i, const Batch* in, const std::string& what) {
+void Pipeline::fail_frames(std::size_t i, const Batch* in, const std::string& what, bool storage_full) {
   const auto& ps = plan_.stages[i];
   auto& rt = *rt_[i];
   rt.counters.errors++;
@@ -455,6 +456,7 @@ void Pipeline::fail_frames(std::size_t i, const Batch* in, const std::string& wh
   std::uint64_t repeats = 0;
   {
     std::lock_guard lock(rt.failure_mu);
+    if (storage_full && rt.storage_failure.empty()) rt.storage_failure = what;
     if (rt.last_failure == what) {
       rt.failure_repeats++;
       return;
@@ -699,7 +701,7 @@ BatchLease Pipeline::run_stage(std::size_t i, BatchLease& in, StepTimes& times, 
       } catch (const std::exception&) {
       }
     }
-    fail_frames(i, in.get(), e.what());
+    fail_frames(i, in.get(), e.what(), dynamic_cast<const StorageFullError*>(&e) != nullptr);
     failed = true;
     return {};
   }

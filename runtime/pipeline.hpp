@@ -121,8 +121,9 @@ class Pipeline {
   // Stage errors that failed frames or an input's outputs (so counted among failed frames or inputs with
   // errors too); the others (a stage that could not open or close) are errors of the run itself.
   std::uint64_t errors_of_frames() const noexcept { return errors_of_frames_.load(); }
-  // What a sink last failed frames for ("stage 'sink' (sink): writing '/out/x.jsonl' failed: No space left on
-  // device"); "" while no sink failed any. `sluiced run` stops on it: the rest could not be delivered either.
+  // The first failure no wait fixes a sink failed frames for ("stage 'sink' (sink): writing '/out/x.jsonl'
+  // failed: No space left on device", a StorageFullError); "" while there is none. `sluiced run` stops on it:
+  // the rest could not be delivered either. A failure a retry may fix (a network sink's outage) is not one.
   std::string sink_failure() const;
 
   PipelineSnapshot snapshot() const;
@@ -183,7 +184,8 @@ class Pipeline {
   struct Finishing;
   void conclude_input(const Finishing& f);
   void keep_gpu_slices(StageRuntime& rt);
-  void fail_frames(std::size_t i, const Batch* in, const std::string& what);
+  // `storage_full`: the failure was a StorageFullError (what sink_failure() reports).
+  void fail_frames(std::size_t i, const Batch* in, const std::string& what, bool storage_full = false);
   void finish_inputs(std::size_t sink);  // on the sink's thread: commit completed inputs, record the job
 
   PipelinePlan plan_;

@@ -107,7 +107,7 @@ void WriteRetry::run_attempts(std::string_view what, const std::string& path,
       spdlog::error("stage '{}': {}; frames fail until a write succeeds", stage_, reason);
     }
     set_health("failing: " + reason + " since " + failing_since_ + " (frames fail until a write succeeds)");
-    throw StageError(reason);
+    throw StorageFullError(reason);
   }
   using clock = std::chrono::steady_clock;
   const auto start = clock::now();
@@ -144,7 +144,7 @@ void WriteRetry::run_attempts(std::string_view what, const std::string& path,
       const std::string reason = op + " failed: " + failure->text;
       if (failing_since_.empty()) failing_since_ = utc_iso_now();
       set_health("failing: " + reason + " since " + failing_since_ + " (frames fail until a write succeeds)");
-      throw StageError(reason);
+      throw StorageFullError(reason);
     }
   }
 }
