@@ -291,8 +291,19 @@ class RedisFeed final : public InputFeed {
       if (client_.connected()) {
         record_attempts();
         if (outbox_size() > 0) flush_outbox();
-        if (outbox_size() == 0 && !holding())
-          client_.checked({"EVAL", redis_job::kLeaveScript, "2", o_.uri.stream, alive_key_, o_.group, o_.consumer});
+        if (outbox_size() == 0 && !holding()) {
+          const Reply left =
+              client_.checked({"EVAL", redis_job::kLeaveScript, "2", o_.uri.stream, alive_key_, o_.group, o_.consumer});
+          if (!(left.is(Reply::Type::integer) && left.integer == 1))
+            spdlog::info("{}: consumer '{}' stays in group '{}': entries are still pending on it", client_.describe(),
+                         shown(o_.consumer), shown(o_.group));
+        } else {
+          spdlog::info("{}: consumer '{}' stays in group '{}': {} acknowledgement(s) unsent, {} entr(ies) held",
+                       client_.describe(), shown(o_.consumer), shown(o_.group), outbox_size(), holding() ? "some" : "no");
+        }
+      } else {
+        spdlog::info("{}: consumer '{}' stays in group '{}': the server is not connected at stop", client_.describe(),
+                     shown(o_.consumer), shown(o_.group));
       }
     } catch (const std::exception& e) {
       spdlog::warn("{}: {} acknowledgement(s) not sent at stop ({}); those entries are taken over after {} s",

@@ -82,7 +82,7 @@ void WriteRetry::run(std::string_view what, const std::string& path, const std::
   run_attempts(what, path, [&]() -> std::optional<Failure> {
     const int err = attempt();
     if (err == 0) return std::nullopt;
-    return Failure{fails_fast(err), errno_text(err)};
+    return Failure{fails_fast(err), errno_text(err), true};
   });
 }
 
@@ -107,7 +107,8 @@ void WriteRetry::run_attempts(std::string_view what, const std::string& path,
       spdlog::error("stage '{}': {}; frames fail until a write succeeds", stage_, reason);
     }
     set_health("failing: " + reason + " since " + failing_since_ + " (frames fail until a write succeeds)");
-    throw StorageFullError(reason);
+    if (failure->storage) throw StorageFullError(reason);
+    throw StageError(reason);
   }
   using clock = std::chrono::steady_clock;
   const auto start = clock::now();
@@ -144,7 +145,8 @@ void WriteRetry::run_attempts(std::string_view what, const std::string& path,
       const std::string reason = op + " failed: " + failure->text;
       if (failing_since_.empty()) failing_since_ = utc_iso_now();
       set_health("failing: " + reason + " since " + failing_since_ + " (frames fail until a write succeeds)");
-      throw StorageFullError(reason);
+      if (failure->storage) throw StorageFullError(reason);
+      throw StageError(reason);
     }
   }
 }

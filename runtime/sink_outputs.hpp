@@ -55,6 +55,7 @@ class WriteRetry {
   struct Failure {
     bool fails_fast = false;
     std::string text;
+    bool storage = false;  // the local disk or device (an errno of run()): a fast one is a StorageFullError
   };
   void run_attempts(std::string_view what, const std::string& path,
                     const std::function<std::optional<Failure>()>& attempt);
