@@ -11,7 +11,10 @@
 # SECONDS - 5 s), capture-to-sink latency p50/p99/max over that window and p99 over each camera's first second
 # (warm-up), drops and failures, the host CPU of sluiced (cores in all and per camera) and its busiest threads
 # (cores by thread name, summed over threads of one name).
-# SLUICED may be a command of several words (".gpu/run bin/sluiced").
+# SLUICED may be a command of several words (".gpu/run bin/sluiced"). LATENCY_BUDGET_MS (environment) sets the
+# pipeline's latency_budget_ms; the summary then counts the frames delivered past it ("late", from the run's report).
+# THREAD_SAMPLE=S samples where sluiced's threads are for S seconds of the window (tools/thread_sample.py) into
+# OUT_DIR/threads.txt.
 set -uo pipefail
 sluiced=${1:?usage: live_density.sh SLUICED CLIP N SECONDS OUT_DIR [tcp|udp] [gpu|cpu] [MODEL.onnx]}
 clip=${2:?clip}; n=${3:?cameras}; seconds=${4:?seconds}; out=${5:?out}
@@ -35,6 +38,7 @@ port=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["port"])'
   echo "device: auto"
   echo "batch_size: 64"
   echo "batch_timeout_ms: 15"
+  [ -n "${LATENCY_BUDGET_MS:-}" ] && echo "latency_budget_ms: $LATENCY_BUDGET_MS"
   echo "stages:"
   echo "  - kind: decode"
   echo "    uri:"
@@ -100,6 +104,7 @@ thread_ticks() {
 target=$pid  # .gpu/run execs sluiced
 sleep 5
 t0=$(date +%s.%N); c0=$(cpu_ticks "$target"); thread_ticks "$target" "$work/threads0"
+[ -n "${THREAD_SAMPLE:-}" ] && python3 "$here/tools/thread_sample.py" "$target" "$THREAD_SAMPLE" >"$out/threads.txt" 2>&1 &
 sleep $((seconds - 5))
 t1=$(date +%s.%N); c1=$(cpu_ticks "$target"); thread_ticks "$target" "$work/threads1"
 kill -INT "$target" 2>/dev/null
@@ -145,6 +150,9 @@ s = {"cameras": n, "window_s": round(window, 2), "fps_total": round(sum(fps), 1)
      "boxes_per_frame": round(boxes / len(lat), 1) if lat else None,
      "records": len(lat), "sluiced_cores": round(cores, 2), "cores_per_camera": round(cores / n, 4),
      "threads_cores": threads, "rc": int(rc)}
+import re, os
+late = re.search(r"late: (\d+) delivered past their latency budget", open(os.path.join(os.path.dirname(out), "run.log")).read())
+if late: s["late_frames"] = int(late.group(1))
 json.dump(s, open(out, "w"), indent=1)
 print(json.dumps(s))
 PY

@@ -43,6 +43,7 @@ void* device_alloc(std::size_t bytes);
 void device_free(void* p) noexcept;
 
 void copy_async(void* dst, const void* src, std::size_t bytes, StreamHandle s);  // direction inferred
+void zero_async(void* device, std::size_t bytes, StreamHandle s);  // set-up only (warm-up's scratch)
 
 // NVTX ranges, for people looking at the pipeline in Nsight Systems.
 void range_push(const char* name) noexcept;

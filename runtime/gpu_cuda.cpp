@@ -125,6 +125,8 @@ void copy_async(void* dst, const void* src, std::size_t bytes, StreamHandle s) {
   CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s));
 }
 
+void zero_async(void* device, std::size_t bytes, StreamHandle s) { CUDA_CHECK(cudaMemsetAsync(device, 0, bytes, s)); }
+
 void range_push(const char* name) noexcept { nvtxRangePushA(name); }
 void range_pop() noexcept { nvtxRangePop(); }
 

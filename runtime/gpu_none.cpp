@@ -30,6 +30,7 @@ void pinned_free(void*) noexcept {}
 void* device_alloc(std::size_t) { no_cuda("device_alloc"); }
 void device_free(void*) noexcept {}
 void copy_async(void*, const void*, std::size_t, StreamHandle) { no_cuda("copy_async"); }
+void zero_async(void*, std::size_t, StreamHandle) { no_cuda("zero_async"); }
 void range_push(const char*) noexcept {}
 void range_pop() noexcept {}
 CallCounts call_counts() noexcept { return {}; }

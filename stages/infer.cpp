@@ -245,7 +245,14 @@ class InferStage final : public Stage {
   }
 
   std::string warm_up_plan() const override {
-    if (on_gpu_ || warm_counts_.empty()) return {};  // the CUDA engine prepares itself (see docs/running.md)
+    if (on_gpu_) {
+      std::string what = "the CUDA engine";
+      what += fixed_batch_ ? " for batches of " + std::to_string(batch_) : " for each batch size 1.." + std::to_string(batch_);
+      what += cuda_graph_ ? ": plans, kernels and a CUDA graph per size" : ": plans and kernels per size";
+      if (detections_ || classes_) what += ", and the output head";
+      return what + " (sizes a layer cannot run fewer items of are left out)";
+    }
+    if (warm_counts_.empty()) return {};
     std::string what = "the CPU engine";
     if (warm_counts_.size() == 1) what += " for batches of " + std::to_string(warm_counts_.front());
     else what += " for each batch size 1.." + std::to_string(warm_counts_.back());
@@ -254,8 +261,15 @@ class InferStage final : public Stage {
     return what;
   }
 
-  // Partial batches are common under a latency budget: each size's engine is made here, not by its first batch.
-  void warm_up(StageContext&) override {
+  // Partial batches are common under a latency budget: each size's engine (CPU) or plans and graph (GPU) are
+  // made here, not by its first batch.
+  void warm_up([[maybe_unused]] StageContext& ctx) override {
+#if SLUICE_WITH_CUDA
+    if (on_gpu_) {
+      warm_up_gpu(ctx);
+      return;
+    }
+#endif
     const std::size_t item = static_cast<std::size_t>(in_.channels) * in_.width * in_.height;
     const std::vector<float> zeros(item * static_cast<std::size_t>(batch_), 0.0f);
     std::vector<std::vector<float>> results;
@@ -370,6 +384,40 @@ class InferStage final : public Stage {
     if (!all && !fixed_batch_) warm_note_ = "partial sizes are prepared by their first batch: one engine per size would copy the weights " + std::to_string(batch_ - 1) + " more times";
     for (int count = all ? 1 : batch_; count <= batch_; ++count) warm_counts_.push_back(count);
   }
+
+#if SLUICE_WITH_CUDA
+  // The engine at every count a batch can have, then the output head once on a zero batch (its kernels load
+  // lazily), into scratch memory: the stage's pool buffers belong to the runner's event protocol.
+  void warm_up_gpu(StageContext& ctx) {
+    std::vector<int> counts = gpu_engine_->run_counts();
+    if (fixed_batch_) counts = {batch_};
+    gpu_engine_->warm_up(counts);
+    if (!detections_ && !classes_) return;
+    const Memory input(MemoryKind::device, in_.batch_bytes());
+    const Memory output(MemoryKind::device, out_.batch_bytes());
+    gpu::zero_async(input.data(), input.bytes(), ctx.stream);
+    if (detections_) {
+      std::vector<nn::TensorBinding> outputs;
+      kernels::DetectInputs head;
+      for (std::size_t i = 0; i < head_device_.size(); ++i) {
+        outputs.push_back({head_device_[i].data(), DType::f32, Layout::nchw});
+        head.outputs[i] = reinterpret_cast<const float*>(head_device_[i].data());
+      }
+      gpu_engine_->enqueue({{input.data(), in_.dtype, in_.layout}}, outputs, batch_, ctx.stream);
+      kernels::DetectParams d = detect_;
+      d.items = batch_;
+      kernels::detect_gpu(d, head, output.data(), *detect_gpu_, ctx.stream);
+    } else {
+      gpu_engine_->enqueue({{input.data(), in_.dtype, in_.layout}}, {{logits_.data(), DType::f32, Layout::nchw}},
+                           batch_, ctx.stream);
+      kernels::TopKParams t = topk_;
+      t.items = batch_;
+      kernels::topk_gpu(t, reinterpret_cast<const float*>(logits_.data()),
+                        reinterpret_cast<kernels::ClassScore*>(output.data()), ctx.stream);
+    }
+    gpu::stream_synchronize(ctx.stream);  // before the scratch memory goes
+  }
+#endif
 
   // Partial batches (stream end, batch timeout) run an engine prepared for exactly that count (made on first use;
   // the full batch's is made in open()).

@@ -330,7 +330,8 @@ void ConvLayer::select_algorithm(ConvSelection& sel) {
   sel.cache.put(key, ConvChoice{mode_, algo});
 }
 
-void ConvLayer::prepare(int count) {
+void ConvLayer::prepare(int count, cudnnHandle_t cudnn) {
+  cudnn_ = cudnn;
   if (per_count_.count(count)) return;
   PerCount& pc = per_count_[count];
   describe_tensors(pc, count);

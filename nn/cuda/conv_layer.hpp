@@ -41,7 +41,7 @@ class ConvLayer : public Layer {
   void select_algorithm(ConvSelection& sel);
   bool from_cache() const { return from_cache_; }
 
-  void prepare(int count) override;
+  void prepare(int count, cudnnHandle_t cudnn) override;
   void run(const RunContext& ctx) override;
   std::string kernel() const override;
   std::size_t workspace_bytes() const override { return workspace_; }

@@ -116,7 +116,8 @@ class ConvTransposeLayer : public Layer {
     workspace_ = full.workspace;
   }
 
-  void prepare(int count) override {
+  void prepare(int count, cudnnHandle_t cudnn) override {
+    cudnn_ = cudnn;
     if (per_count_.count(count)) return;
     PerCount& pc = per_count_[count];
     describe_tensors(pc, count);

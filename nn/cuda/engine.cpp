@@ -3,10 +3,11 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <list>
+#include <chrono>
 #include <map>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include <spdlog/spdlog.h>
 
@@ -34,13 +35,14 @@ std::string_view to_string(Precision p) noexcept {
 namespace {
 
 constexpr std::size_t kCublasWorkspace = std::size_t(32) << 20;  // cuBLAS' advice for Hopper
-constexpr std::size_t kGraphCacheSize = 8;  // graph executables kept (a pool's buffers are a few)
 // A capture can be invalidated from outside: another thread's call that synchronises the device (creating or
-// destroying an NVDEC session, freeing device or pinned memory) while this thread captures. That happens at
-// start-up, when sources open; so a failed capture is tried again after kCaptureBackoff runs layer by layer,
-// and only kCaptureAttempts failures in a row turn graphs off.
+// destroying an NVDEC session, freeing device or pinned memory) while this thread captures. warm_up() captures
+// before sources open and tries again at once; a capture that fails on the way (no warm-up, or a count warm-up
+// left out) is tried again after kCaptureBackoff runs layer by layer, and only kCaptureAttempts failures in a row
+// turn graphs off.
 constexpr int kCaptureAttempts = 4;
 constexpr int kCaptureBackoff = 32;
+constexpr int kWarmCaptureAttempts = 6;  // per batch size at warm-up, 10, 20, ... ms apart
 
 DType dtype_of(Precision p) { return p == Precision::f32 ? DType::f32 : p == Precision::f16 ? DType::f16 : DType::bf16; }
 
@@ -77,13 +79,6 @@ View binding_view(const Shape& shape, Layout layout) {
   return v;
 }
 
-struct GraphKey {
-  int count = 0;
-  std::vector<void*> pointers;
-  std::vector<int> formats;  // dtype * 2 + layout per binding
-  bool operator==(const GraphKey&) const = default;
-};
-
 }  // namespace
 
 struct CudaEngine::State {
@@ -110,9 +105,11 @@ struct CudaEngine::State {
   std::vector<void*> base_ptr, run_ptr;
   std::string partial_problem;
   std::set<int> prepared_counts, eager_counts;
-  std::list<std::pair<GraphKey, cudaGraphExec_t>> graphs;  // most recently used first
-  GraphKey key;                                            // reused: no host allocation per run either
+  // One graph per count, of the layers alone on the engine's own buffers (graph_by_count[count], null: none yet):
+  // the caller's memory is copied in and out around the launch, so a pool's buffers share one graph.
+  std::vector<cudaGraphExec_t> graph_by_count;
   bool graphs_work = true;
+  int captures = 0;           // graphs made, in all
   int capture_failures = 0;   // in a row
   int runs_until_capture = 0;  // layer-by-layer runs left before the next capture attempt
   std::string graph_note;
@@ -122,16 +119,24 @@ struct CudaEngine::State {
       : graph(std::move(g)), options(o), type(dtype_of(o.precision)), values(type, 0) {}
 
   ~State() {
-    for (auto& [k, exec] : graphs) cudaGraphExecDestroy(exec);
+    for (cudaGraphExec_t exec : graph_by_count)
+      if (exec) cudaGraphExecDestroy(exec);
   }
 
   void build();
   void prepare(int count);
-  void bind(const std::vector<TensorBinding>& in, const std::vector<TensorBinding>& out, int count);
+  void bind(const std::vector<TensorBinding>& in, const std::vector<TensorBinding>& out, bool in_place);
+  void copy_in(const std::vector<TensorBinding>& in, int count, cudaStream_t s);
+  void run_layers(int count, cudaStream_t s);
+  void copy_out(const std::vector<TensorBinding>& out, int count, cudaStream_t s);
   void run_all(const std::vector<TensorBinding>& in, const std::vector<TensorBinding>& out, int count,
                cudaStream_t s);
+  void run_after_failed_capture(const std::vector<TensorBinding>& in, const std::vector<TensorBinding>& out, int count,
+                                cudaStream_t s);
   RunContext context(int count, cudaStream_t s);
-  cudaGraphExec_t capture(const std::vector<TensorBinding>& in, const std::vector<TensorBinding>& out, int count);
+  cudaGraphExec_t capture(int count);
+  bool try_capture(int count);
+  void renew_library_handles();
 };
 
 void CudaEngine::State::build() {
@@ -150,6 +155,7 @@ void CudaEngine::State::build() {
   }());
   stream = Stream::create();
   capture_stream = Stream::create();
+  graph_by_count.assign(static_cast<std::size_t>(batch) + 1, nullptr);
 
   // Values: constants first (uploaded when a layer asks), then activations with their lifetimes.
   for (const auto& [name, t] : graph.constants) {
@@ -315,7 +321,7 @@ void CudaEngine::State::build() {
 
 void CudaEngine::State::prepare(int count) {
   if (prepared_counts.count(count)) return;
-  for (auto& l : layers) l->prepare(count);
+  for (auto& l : layers) l->prepare(count, cudnn.get());
   prepared_counts.insert(count);
 }
 
@@ -337,10 +343,11 @@ RunContext CudaEngine::State::context(int count, cudaStream_t s) {
   return ctx;
 }
 
-// Points bound inputs/outputs that need no conversion at the caller's memory; the rest use the arena.
-void CudaEngine::State::bind(const std::vector<TensorBinding>& in, const std::vector<TensorBinding>& out, int count) {
-  (void)count;
+// Points every value at the engine's own memory, then (`in_place`) the bound inputs/outputs that need no
+// conversion at the caller's memory.
+void CudaEngine::State::bind(const std::vector<TensorBinding>& in, const std::vector<TensorBinding>& out, bool in_place) {
   std::copy(base_ptr.begin(), base_ptr.end(), run_ptr.begin());
+  if (!in_place) return;
   for (std::size_t i = 0; i < inputs.size(); ++i)
     if (binds_in_place(in[i], type, values.slot(inputs[i]))) run_ptr[static_cast<std::size_t>(inputs[i])] = in[i].data;
   for (std::size_t i = 0; i < outputs.size(); ++i) {
@@ -353,9 +360,7 @@ void CudaEngine::State::bind(const std::vector<TensorBinding>& in, const std::ve
   }
 }
 
-void CudaEngine::State::run_all(const std::vector<TensorBinding>& in, const std::vector<TensorBinding>& out, int count,
-                                cudaStream_t s) {
-  const RunContext ctx = context(count, s);
+void CudaEngine::State::copy_in(const std::vector<TensorBinding>& in, int count, cudaStream_t s) {
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     const int id = inputs[i];
     if (run_ptr[static_cast<std::size_t>(id)] == in[i].data) continue;
@@ -363,7 +368,14 @@ void CudaEngine::State::run_all(const std::vector<TensorBinding>& in, const std:
     order_by_destination(dst, src);
     remap_copy(type, run_ptr[static_cast<std::size_t>(id)], dst, in[i].dtype, in[i].data, src, s);
   }
+}
+
+void CudaEngine::State::run_layers(int count, cudaStream_t s) {
+  const RunContext ctx = context(count, s);
   for (auto& l : layers) l->run(ctx);
+}
+
+void CudaEngine::State::copy_out(const std::vector<TensorBinding>& out, int count, cudaStream_t s) {
   for (std::size_t i = 0; i < outputs.size(); ++i) {
     const int id = outputs[i];
     if (run_ptr[static_cast<std::size_t>(id)] == out[i].data) continue;
@@ -373,13 +385,20 @@ void CudaEngine::State::run_all(const std::vector<TensorBinding>& in, const std:
   }
 }
 
-cudaGraphExec_t CudaEngine::State::capture(const std::vector<TensorBinding>& in, const std::vector<TensorBinding>& out,
-                                           int count) {
+void CudaEngine::State::run_all(const std::vector<TensorBinding>& in, const std::vector<TensorBinding>& out, int count,
+                                cudaStream_t s) {
+  copy_in(in, count, s);
+  run_layers(count, s);
+  copy_out(out, count, s);
+}
+
+// Captures the layers at `count` on the engine's own buffers (run_ptr == base_ptr).
+cudaGraphExec_t CudaEngine::State::capture(int count) {
   cudaStream_t s = capture_stream.get();
   CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
   cudaGraph_t g = nullptr;
   try {
-    run_all(in, out, count, s);
+    run_layers(count, s);
     CUDA_CHECK(cudaStreamEndCapture(s, &g));
     cudaGraphExec_t exec = nullptr;
     CUDA_CHECK(cudaGraphInstantiate(&exec, g, 0));
@@ -400,6 +419,51 @@ cudaGraphExec_t CudaEngine::State::capture(const std::vector<TensorBinding>& in,
   }
 }
 
+// A capture that failed inside cuDNN can leave its handle failing later calls (seen on the H100: cudnnSetStream
+// INTERNAL_ERROR after one, a crash after two): the libraries' handles are made again, as at construction.
+void CudaEngine::State::renew_library_handles() {
+  cudnn = CudnnHandle();
+  cublas = CublasHandle();
+  CUBLAS_CHECK(cublasSetWorkspace(cublas.get(), cublas_workspace.data(), kCublasWorkspace));
+  CUBLAS_CHECK(cublasSetMathMode(cublas.get(), CUBLAS_DEFAULT_MATH));  // f32 stays f32 (no TF32)
+  for (auto& l : layers)
+    for (const int count : prepared_counts) l->prepare(count, cudnn.get());
+}
+
+// Captures `count`'s graph; on failure, counts it, renews the handles and says so (describe(), the log).
+bool CudaEngine::State::try_capture(int count) {
+  try {
+    graph_by_count[static_cast<std::size_t>(count)] = capture(count);
+    ++captures;
+    capture_failures = 0;
+    return true;
+  } catch (const std::exception& e) {
+    graphs_work = ++capture_failures < kCaptureAttempts;
+    runs_until_capture = kCaptureBackoff;
+    graph_note = std::string("CUDA graph capture failed ") + std::to_string(capture_failures) +
+                 (graphs_work ? " time(s), trying again after " + std::to_string(kCaptureBackoff) + " runs: "
+                              : " times in a row, running layer by layer: ") +
+                 e.what();
+    spdlog::warn("{}: {}", graph.source, graph_note);
+    renew_library_handles();
+    return false;
+  }
+}
+
+void CudaEngine::State::run_after_failed_capture(const std::vector<TensorBinding>& in,
+                                                 const std::vector<TensorBinding>& out, int count, cudaStream_t s) {
+  try {
+    run_all(in, out, count, s);
+  } catch (const std::exception&) {
+    // Seen on the H200 with cuDNN 9 while NVDEC sessions run: a capture that failed inside cuDNN leaves the next
+    // launch on this thread failing once (EXECUTION_FAILED_CUDART). The inputs are untouched, so the batch runs
+    // once more from them; a second failure is real and goes to the caller.
+    cudaGetLastError();
+    CUDA_CHECK(cudaStreamSynchronize(s));
+    run_all(in, out, count, s);
+  }
+}
+
 CudaEngine::CudaEngine(const Graph& prepared, const CudaEngineOptions& options)
     : state_(std::make_unique<State>(prepared, options)) {
   state_->build();
@@ -408,6 +472,57 @@ CudaEngine::CudaEngine(const Graph& prepared, const CudaEngineOptions& options)
 CudaEngine::~CudaEngine() = default;
 
 const Graph& CudaEngine::graph() const { return state_->graph; }
+
+std::vector<int> CudaEngine::run_counts() const {
+  std::vector<int> counts;
+  const int batch = static_cast<int>(state_->batch);
+  for (int count = state_->partial_problem.empty() ? 1 : batch; count <= batch; ++count) counts.push_back(count);
+  return counts;
+}
+
+void CudaEngine::warm_up(const std::vector<int>& counts) {
+  State& st = *state_;
+  const bool graphs = st.options.cuda_graph;
+  for (const int count : counts) {
+    if (count < 1 || count > st.batch)
+      throw ModelError(st.graph.source + ": warm-up count " + std::to_string(count) + " is outside 1.." +
+                       std::to_string(st.batch));
+    if (count < st.batch && !st.partial_problem.empty()) continue;
+    // Layer by layer first: the libraries load their kernels and make their plans outside any capture.
+    st.prepare(count);
+    st.bind({}, {}, false);
+    st.run_layers(count, st.stream.get());
+    st.eager_counts.insert(count);
+  }
+  CUDA_CHECK(cudaStreamSynchronize(st.stream.get()));
+  if (!graphs) return;
+  for (const int count : counts) {
+    if (count < st.batch && !st.partial_problem.empty()) continue;
+    // Nothing interferes before the sources open, but a reload warms up while the old pipeline's sources run:
+    // a failed capture is tried again after a pause; one that keeps failing is left to the runs (see enqueue).
+    for (int attempt = 1; !st.graph_by_count[static_cast<std::size_t>(count)]; ++attempt) {
+      try {
+        st.graph_by_count[static_cast<std::size_t>(count)] = st.capture(count);
+        ++st.captures;
+      } catch (const std::exception& e) {
+        st.renew_library_handles();
+        if (attempt == kWarmCaptureAttempts) {
+          spdlog::warn("{}: no CUDA graph for batches of {} at warm-up ({} attempts; the last: {}): its runs capture "
+                       "it later",
+                       st.graph.source, count, attempt, e.what());
+          break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(10 * attempt));
+      }
+    }
+  }
+  st.runs_until_capture = 0;
+  // A replay of each graph, so that nothing about a first launch is left to the first batch.
+  for (const int count : counts)
+    if (cudaGraphExec_t exec = st.graph_by_count[static_cast<std::size_t>(count)])
+      CUDA_CHECK(cudaGraphLaunch(exec, st.stream.get()));
+  CUDA_CHECK(cudaStreamSynchronize(st.stream.get()));
+}
 
 void CudaEngine::enqueue(const std::vector<TensorBinding>& inputs, const std::vector<TensorBinding>& outputs,
                          int count, gpu::StreamHandle stream) {
@@ -428,67 +543,30 @@ void CudaEngine::enqueue(const std::vector<TensorBinding>& inputs, const std::ve
         throw ModelError(src + ": bindings need device memory of f32, f16 or bf16");
   if (!stream) throw GpuError("CudaEngine::enqueue: the legacy default stream is not used; pass a stream");
   st.prepare(count);
-  st.bind(inputs, outputs, count);
 
   const bool use_graph = st.options.cuda_graph && st.graphs_work;
-  if (use_graph && st.runs_until_capture > 0) {
-    --st.runs_until_capture;
-    st.run_all(inputs, outputs, count, stream);
-    return;
-  }
-  if (!use_graph || !st.eager_counts.count(count)) {
-    // The first run at a count goes layer by layer: libraries load their kernels outside any capture.
-    st.run_all(inputs, outputs, count, stream);
-    st.eager_counts.insert(count);
-    return;
-  }
-  GraphKey& key = st.key;
-  key.count = count;
-  key.pointers.clear();
-  key.formats.clear();
-  for (const auto* list : {&inputs, &outputs})
-    for (const auto& b : *list) {
-      key.pointers.push_back(b.data);
-      key.formats.push_back(static_cast<int>(b.dtype) * 2 + static_cast<int>(b.layout));
-    }
-  auto it = std::find_if(st.graphs.begin(), st.graphs.end(), [&](const auto& e) { return e.first == key; });
-  if (it == st.graphs.end()) {
-    cudaGraphExec_t exec = nullptr;
-    try {
-      exec = st.capture(inputs, outputs, count);
-    } catch (const std::exception& e) {
-      // Serve this run layer by layer; try the capture again later, or give up on graphs and say so in describe().
-      st.graphs_work = ++st.capture_failures < kCaptureAttempts;
-      st.runs_until_capture = kCaptureBackoff;
-      st.graph_note = std::string("CUDA graph capture failed ") + std::to_string(st.capture_failures) +
-                      (st.graphs_work ? " time(s), trying again after " + std::to_string(kCaptureBackoff) + " runs: "
-                                      : " times in a row, running layer by layer: ") +
-                      e.what();
-      spdlog::warn("{}: {}", src, st.graph_note);
-      try {
-        st.run_all(inputs, outputs, count, stream);
-      } catch (const std::exception&) {
-        // Seen on the H200 with cuDNN 9 while NVDEC sessions run: a capture that failed inside cuDNN leaves the
-        // next launch on this thread failing once (EXECUTION_FAILED_CUDART). The inputs are untouched, so the
-        // batch runs once more from them; a second failure is real and goes to the caller.
-        cudaGetLastError();
-        CUDA_CHECK(cudaStreamSynchronize(stream));
-        st.run_all(inputs, outputs, count, stream);
-      }
+  // A graph runs on the engine's own buffers; layer by layer, bindings that need no conversion are used in place.
+  st.bind(inputs, outputs, !use_graph);
+  cudaGraphExec_t exec = use_graph ? st.graph_by_count[static_cast<std::size_t>(count)] : nullptr;
+  if (use_graph && !exec) {
+    if (st.runs_until_capture > 0) {
+      --st.runs_until_capture;
+    } else if (!st.eager_counts.count(count)) {
+      st.eager_counts.insert(count);  // the first run at a count goes layer by layer, outside any capture
+    } else if (st.try_capture(count)) {
+      exec = st.graph_by_count[static_cast<std::size_t>(count)];
+    } else {
+      st.run_after_failed_capture(inputs, outputs, count, stream);
       return;
     }
-    st.capture_failures = 0;
-    st.graphs.emplace_front(key, exec);
-    if (st.graphs.size() > kGraphCacheSize) {
-      cudaGraphExecDestroy(st.graphs.back().second);
-      st.graphs.pop_back();
-    }
-    it = st.graphs.begin();
-  } else if (it != st.graphs.begin()) {
-    st.graphs.splice(st.graphs.begin(), st.graphs, it);
-    it = st.graphs.begin();
   }
-  CUDA_CHECK(cudaGraphLaunch(it->second, stream));
+  if (!exec) {
+    st.run_all(inputs, outputs, count, stream);
+    return;
+  }
+  st.copy_in(inputs, count, stream);
+  CUDA_CHECK(cudaGraphLaunch(exec, stream));
+  st.copy_out(outputs, count, stream);
 }
 
 std::string CudaEngine::describe() const {
@@ -517,7 +595,11 @@ std::string CudaEngine::describe() const {
     << megabytes(st.scratch.bytes()) << ", cuBLAS workspace " << megabytes(st.cublas_workspace.bytes()) << "\n";
   s << "convolution algorithms: " << st.convs_measured << " measured, " << st.convs_cached << " from the cache"
     << (st.options.algo_cache.empty() ? " (no cache file)" : " (" + st.options.algo_cache + ")") << "\n";
-  s << "CUDA graph: " << (!st.options.cuda_graph ? "off" : st.graphs_work ? "on" : st.graph_note) << "\n";
+  s << "CUDA graph: "
+    << (!st.options.cuda_graph ? "off"
+        : st.graphs_work       ? "on (" + std::to_string(st.captures) + " captured, one per batch size)"
+                               : st.graph_note)
+    << "\n";
   s << "partial batches: " << (st.partial_problem.empty() ? "yes" : "no (" + st.partial_problem + ")") << "\n";
   return s.str();
 }

@@ -4,9 +4,10 @@
 //
 // Construction does all the slow work: weights converted once (KRSC for convolutions), every activation placed
 // in one arena by liveness, convolution algorithms measured (or read from the algorithm cache file), one shared
-// workspace. enqueue() allocates nothing and never synchronises: the first run at a given count runs layer by
-// layer and later runs replay a CUDA graph captured for (count, bound pointers and formats); a small LRU of
-// graph executables covers a pool's few buffers.
+// workspace. enqueue() allocates nothing and never synchronises. With CUDA graphs, a run copies the caller's inputs
+// into the engine's buffers, replays the graph of its count (the layers alone) and copies the outputs out, so one
+// graph per count serves every buffer of a pool; warm_up() makes those graphs ahead (else the first run at a count
+// goes layer by layer and the second captures). Without graphs, bindings that need no conversion are used in place.
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -64,6 +65,13 @@ class CudaEngine {
   // Runs share the engine's memory: runs on different streams must be ordered by the caller.
   void enqueue(const std::vector<TensorBinding>& inputs, const std::vector<TensorBinding>& outputs, int count,
                gpu::StreamHandle stream);
+  // The counts a run may have: 1..batch, or the batch alone where a layer cannot run fewer items.
+  std::vector<int> run_counts() const;
+  // Everything a first run at each of `counts` would do (per-count plans, the libraries' lazy kernel loading, the
+  // graph capture and first launch), on the engine's own stream and buffers, so that no batch pays for it.
+  // Synchronises; call before runs start (runs on other streams are not ordered with it). Counts a layer cannot
+  // run are skipped; a count outside 1..batch throws ModelError.
+  void warm_up(const std::vector<int>& counts);
   std::string describe() const;  // per layer: kernel/algorithm, workspace, precision
   // Per-layer GPU time (median over `iterations`), for profiles in notes and `sluiced model --profile`.
   // Synchronises; runs at the full batch on internal buffers.

@@ -214,7 +214,7 @@ class LinearLayer : public Layer {
     return total;
   }
 
-  void prepare(int count) override {
+  void prepare(int count, cudnnHandle_t) override {
     if (plans_.count(count)) return;
     Plan& p = plans_[count];
     const std::int64_t m = element_count(values_.shape_at(x_, count)) / k_;
@@ -250,7 +250,7 @@ class LinearLayer : public Layer {
   }
 
   void run(const RunContext& ctx) override {
-    prepare(ctx.count);
+    prepare(ctx.count, ctx.cudnn);
     const Plan& p = plans_.at(ctx.count);
     const DType t = values_.type();
     const std::int64_t m = element_count(values_.shape_at(x_, ctx.count)) / k_;

@@ -116,8 +116,9 @@ class Layer {
   virtual ~Layer() = default;
   const std::string& name() const { return name_; }
   const std::string& op() const { return op_; }
-  // Host-only setup for runs of `count` items (descriptors, algorithm fit), before the first such run.
-  virtual void prepare(int /*count*/) {}
+  // Host-only setup for runs of `count` items (descriptors, algorithm fit), before the first such run. `cudnn` is
+  // the engine's handle now (it renews its handles after a failed capture): a layer keeps no older one.
+  virtual void prepare(int /*count*/, cudnnHandle_t /*cudnn*/) {}
   virtual void run(const RunContext& ctx) = 0;
   virtual std::string kernel() const = 0;  // what runs: kernel or library algorithm
   virtual std::size_t workspace_bytes() const { return 0; }  // of the shared convolution workspace

@@ -234,6 +234,47 @@ TEST_CASE("CUDA engine replays without allocating or synchronising", "[nn][nn_cu
   CHECK(engine.describe().find("CUDA graph: on") != std::string::npos);
 }
 
+// warm_up() makes every count's graph ahead; later runs capture nothing, whichever buffers they bind (a pool's),
+// and each buffer's own contents are what is computed (a graph that kept the first buffer's address would not).
+TEST_CASE("CUDA engine warmed up runs one graph per count for every buffer", "[nn][nn_cuda][engine]") {
+  const Graph g = small_net(4);
+  CudaEngine engine(g, CudaEngineOptions{});
+  REQUIRE(engine.run_counts() == std::vector<int>{1, 2, 3, 4});
+  CHECK_THROWS_AS(engine.warm_up({0}), ModelError);
+  CHECK_THROWS_AS(engine.warm_up({5}), ModelError);
+  engine.warm_up(engine.run_counts());
+  INFO(engine.describe());
+  REQUIRE(engine.describe().find("CUDA graph: on (4 captured") != std::string::npos);
+
+  constexpr int kBuffers = 3;
+  std::vector<std::vector<float>> inputs, want;
+  std::vector<std::unique_ptr<sluice::test::DeviceBuffer>> in, out;
+  for (int b = 0; b < kBuffers; ++b) {
+    inputs.push_back(random_inputs(g, 20 + static_cast<std::uint32_t>(b))[0]);
+    want.push_back(run_cpu(g, {inputs.back()})[0]);
+    in.push_back(std::make_unique<sluice::test::DeviceBuffer>(inputs.back().size() * sizeof(float)));
+    sluice::test::copy_to_device(in.back()->get(), inputs.back().data(), inputs.back().size() * sizeof(float));
+    out.push_back(std::make_unique<sluice::test::DeviceBuffer>(40 * sizeof(float)));
+  }
+  TestStream stream;
+  const gpu::CallCounts before = gpu::call_counts();
+  for (int count : {4, 3, 1, 2, 4, 1})
+    for (int b = 0; b < kBuffers; ++b) {
+      engine.enqueue({{in[static_cast<std::size_t>(b)]->get(), DType::f32, Layout::nchw}},
+                     {{out[static_cast<std::size_t>(b)]->get(), DType::f32, Layout::nchw}}, count, stream.get());
+      CUDA_CHECK(cudaStreamSynchronize(stream.get()));
+      std::vector<float> got(static_cast<std::size_t>(count) * 10);
+      CUDA_CHECK(cudaMemcpy(got.data(), out[static_cast<std::size_t>(b)]->get(), got.size() * sizeof(float),
+                            cudaMemcpyDeviceToHost));
+      INFO("count " << count << ", buffer " << b);
+      const auto& w = want[static_cast<std::size_t>(b)];
+      CHECK(relative_error(got, std::vector<float>(w.begin(), w.begin() + count * 10)) <= tolerance(Precision::f16));
+    }
+  const gpu::CallCounts after = gpu::call_counts();
+  CHECK(after.device_allocs == before.device_allocs);
+  CHECK(engine.describe().find("CUDA graph: on (4 captured") != std::string::npos);
+}
+
 // Another thread that synchronises the device (NVDEC sessions opening, memory freed) can invalidate a capture in
 // progress. The run whose capture failed still gives the right result, and graphs come back once it stops.
 TEST_CASE("CUDA engine survives captures invalidated by another thread", "[nn][nn_cuda][engine]") {
