@@ -239,7 +239,8 @@ std::string render_prometheus(const PipelineSnapshot& s, const MetricsInfo& info
       {"sluice_stage_host_seconds_total", "counter", "Wall time spent inside the stage's process() on its thread.",
        [](const StageSnapshot& st) { return st.host_ms_total / 1e3; }},
       {"sluice_stage_cpu_seconds_total", "counter",
-       "CPU time of the stage's process() calls (thread CPU clock); every thread's CPU is in "
+       "CPU time of the stage's steps (its thread's CPU clock around process() and the runner's work for each "
+       "batch) plus its worker threads' CPU for them (the track stage's crew); every thread's CPU is in "
        "sluice_thread_cpu_seconds_total.",
        [](const StageSnapshot& st) { return st.cpu_ms_total / 1e3; }},
       {"sluice_stage_input_wait_seconds_total", "counter", "Time the stage was blocked waiting for input.",

@@ -701,6 +701,7 @@ class Service {
                         {"fps_10s", windows_.fps(i, 10).value_or(0)}, {"fps_60s", windows_.fps(i, 60).value_or(0)},
                         {"gpu_ms_per_batch", st.gpu_ms_per_batch},
                         {"busy", windows_.busy(i, 10).value_or(st.gpu_busy)}, {"host_ms_per_batch", st.host_ms_per_batch},
+                        {"cpu_ms_per_batch", st.cpu_ms_per_batch},
                         {"queue_depth", st.queue_depth}, {"queue_capacity", st.queue_capacity},
                         {"dropped", st.dropped}, {"late", st.late}, {"errors", st.errors}, {"health", st.health}});
       if (st.replica >= 0)  // a replica's stage (gpus:): which one, on which GPU, and why it is down

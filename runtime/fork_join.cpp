@@ -4,6 +4,7 @@
 #include <string>
 #include <utility>
 
+#include "runtime/stats.hpp"
 #include "runtime/thread_name.hpp"
 
 namespace sluice {
@@ -76,9 +77,17 @@ void ForkJoin::drain() {
   }
 }
 
+std::int64_t ForkJoin::helpers_cpu_ns() const {
+  std::lock_guard lock(m_);
+  return helpers_cpu_ns_;
+}
+
 void ForkJoin::work() {
   std::uint64_t seen = 0;
   std::unique_lock lock(m_);
+  // From one call's end to the next's: the wake-up and the tasks count for the call; the wait before it costs
+  // no CPU (a sleep).
+  std::int64_t cpu_from = thread_cpu_ns();
   for (;;) {
     wake_.wait(lock, [&] { return stop_ || (tasks_ > 0 && generation_ != seen); });
     if (stop_) return;
@@ -87,6 +96,9 @@ void ForkJoin::work() {
     lock.unlock();
     drain();
     lock.lock();
+    const std::int64_t cpu_to = thread_cpu_ns();
+    helpers_cpu_ns_ += cpu_to - cpu_from;  // before active_ drops: the caller's run() returns after this
+    cpu_from = cpu_to;
     if (--active_ == 0) done_.notify_all();
   }
 }

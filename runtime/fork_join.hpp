@@ -26,6 +26,10 @@ class ForkJoin {
   ForkJoin& operator=(const ForkJoin&) = delete;
 
   int threads() const { return static_cast<int>(workers_.size()) + 1; }
+  // CPU time (thread CPU clock) the threads other than the caller spent in calls so far, their wake-ups
+  // included: what a stage adds to its own thread's CPU (StageContext::helper_cpu_ns). Complete for every call
+  // that has returned.
+  std::int64_t helpers_cpu_ns() const;
 
   // Calls task(i) for each i in [0, tasks), returns when every call has returned. The first exception a task
   // throws is thrown here once all tasks are done (the other tasks still run). One run() at a time.
@@ -40,7 +44,7 @@ class ForkJoin {
   void work();
   void drain();
 
-  std::mutex m_;
+  mutable std::mutex m_;
   std::condition_variable wake_, done_;
   std::vector<std::thread> workers_;
   // The open call (tasks_ > 0), set and closed under m_ while no worker is in it.
@@ -51,6 +55,7 @@ class ForkJoin {
   std::size_t finished_ = 0;     // under m_
   int active_ = 0;               // workers inside the open call, under m_
   std::uint64_t generation_ = 0;  // calls opened so far, under m_
+  std::int64_t helpers_cpu_ns_ = 0;  // under m_
   bool stop_ = false;
   std::exception_ptr error_;
 };

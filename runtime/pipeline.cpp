@@ -676,6 +676,7 @@ BatchLease Pipeline::run_stage(std::size_t i, BatchLease& in, StepTimes& times, 
   const gpu::StreamHandle s = rt.ctx.stream;
   times.begin = now_ns();
   times.cpu_begin = thread_cpu_ns();
+  times.helper_cpu_before = rt.ctx.helper_cpu_ns;
   times.acquire_wait_before = rt.ctx.acquire_wait_ns;
   times.pacing_wait_before = rt.ctx.pacing_wait_ns;
   const std::uint64_t first_sequence = in && !in->frames.empty() ? in->frames.front().sequence : 0;
@@ -783,7 +784,8 @@ void Pipeline::account(std::size_t i, Batch* in, const Batch* out, const StepTim
     settle(i, in->frames, FrameFate::delivered, {}, times.end, &done);
     finish_inputs(i);
   }
-  rt.counters.cpu_ns += static_cast<std::uint64_t>(thread_cpu_ns() - times.cpu_begin);
+  const std::int64_t helpers = rt.ctx.helper_cpu_ns - times.helper_cpu_before;  // its crew's threads, if any
+  rt.counters.cpu_ns += static_cast<std::uint64_t>(thread_cpu_ns() - times.cpu_begin + helpers);
 }
 
 void Pipeline::push_downstream(std::size_t i, BatchLease out) {
@@ -984,6 +986,7 @@ PipelineSnapshot Pipeline::snapshot() const {
     st.fps = s.elapsed_s > 0 ? static_cast<double>(st.frames) / s.elapsed_s : 0;
     const double batches = std::max<double>(1, static_cast<double>(st.batches));
     st.host_ms_per_batch = static_cast<double>(c.host_ns) / 1e6 / batches;
+    st.cpu_ms_per_batch = static_cast<double>(c.cpu_ns) / 1e6 / batches;
     st.gpu_ms_per_batch = c.gpu_batches ? static_cast<double>(c.gpu_ns) / 1e6 / static_cast<double>(c.gpu_batches) : 0;
     st.host_ms_total = static_cast<double>(c.host_ns) / 1e6;
     st.gpu_ms_total = static_cast<double>(c.gpu_ns) / 1e6;

@@ -146,7 +146,8 @@ class Pipeline {
   void close_stage(std::size_t i) noexcept;
   // One step of stage i: wait for the input, run the stage, hand the batches on, account for it.
   struct StepTimes {
-    std::int64_t begin = 0, end = 0, cpu_begin = 0, acquire_wait_before = 0, pacing_wait_before = 0;
+    std::int64_t begin = 0, end = 0, cpu_begin = 0, helper_cpu_before = 0, acquire_wait_before = 0,
+                 pacing_wait_before = 0;
   };
   BatchLease step(std::size_t i, BatchLease& in);
   Batch* wait_for_input(std::size_t i, Batch* in);

@@ -5,9 +5,10 @@
 #include <cstring>
 #include <limits>
 
-#include <nlohmann/json.hpp>
+#include <optional>
 
 #include "kernels/half.hpp"
+#include "runtime/json_text.hpp"
 #include "runtime/source_control.hpp"
 #include "runtime/stats.hpp"
 #include "runtime/utf8.hpp"
@@ -127,75 +128,217 @@ std::string item_shape(const PayloadDesc& d) {
   return s.substr(0, s.find(" x"));  // drop the batch and memory suffix
 }
 
-std::string RecordFormatter::json(const Batch& b, int i, const Origin& origin, std::int64_t now) const {
+RecordFormatter::RecordFormatter(std::vector<std::string> stage_names, int index)
+    : names_(std::move(stage_names)), index_(index) {
+  // stage_ms: the stages before the sink, keys sorted; a name given twice keeps the later stage's time.
+  const std::size_t before = std::min(names_.size(), static_cast<std::size_t>(std::max(index_, 0)));
+  for (std::size_t st = 0; st < before; ++st) stage_keys_.push_back({{}, st});
+  std::stable_sort(stage_keys_.begin(), stage_keys_.end(),
+                   [&](const StageKey& a, const StageKey& b) { return names_[a.stage] < names_[b.stage]; });
+  std::vector<StageKey> kept;
+  for (std::size_t k = 0; k < stage_keys_.size(); ++k)
+    if (k + 1 == stage_keys_.size() || names_[stage_keys_[k + 1].stage] != names_[stage_keys_[k].stage])
+      kept.push_back(stage_keys_[k]);
+  stage_keys_ = std::move(kept);
+  for (StageKey& key : stage_keys_) {
+    json_text::append_string(key.text, names_[key.stage]);
+    key.text += ':';
+  }
+}
+
+namespace {
+using json_text::append_integer;
+using json_text::append_number;
+using json_text::append_string;
+
+// A class's label when `labels` names it, else "class N", as a JSON string.
+void append_label(std::string& out, const std::shared_ptr<const std::vector<std::string>>& labels, std::int32_t index) {
+  if (labels && index >= 0 && static_cast<std::size_t>(index) < labels->size()) {
+    append_string(out, (*labels)[static_cast<std::size_t>(index)]);
+    return;
+  }
+  out += "\"class ";
+  append_integer(out, index);
+  out += '"';
+}
+
+// {"index":..,"label":..,"score":..}
+void append_class_score(std::string& out, const std::shared_ptr<const std::vector<std::string>>& labels,
+                        const kernels::ClassScore& c) {
+  out += "{\"index\":";
+  append_integer(out, c.index);
+  out += ",\"label\":";
+  append_label(out, labels, c.index);
+  out += ",\"score\":";
+  append_number(out, c.score);
+  out += '}';
+}
+
+// Attributes in key order: names sorted, each with its places in d.attributes, the last first (a name given twice:
+// the later attribute that looked at the box wins, as assigning the key twice did).
+struct AttributeKeys {
+  std::vector<std::size_t> order;  // attribute indices, by name, then later first
+  explicit AttributeKeys(const PayloadDesc& d) {
+    for (std::size_t a = 0; a < d.attributes.size(); ++a) order.push_back(a);
+    std::sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) {
+      return d.attributes[x].name != d.attributes[y].name ? d.attributes[x].name < d.attributes[y].name : x > y;
+    });
+  }
+};
+
+// "attributes":{name:[...],...}, for the attributes that looked at box `slot`; nothing when none did.
+void append_attributes(std::string& out, const PayloadDesc& d, const std::byte* item, std::size_t slot,
+                       const AttributeKeys& keys) {
+  bool any = false;
+  for (std::size_t k = 0; k < keys.order.size();) {
+    const std::string& name = d.attributes[keys.order[k]].name;
+    std::size_t chosen = keys.order.size();
+    for (; k < keys.order.size() && d.attributes[keys.order[k]].name == name; ++k)
+      if (chosen == keys.order.size() && attribute_scores(d, item, keys.order[k], slot).front().index >= 0)
+        chosen = k;
+    if (chosen == keys.order.size()) continue;  // no model with this name looked at the box
+    const std::size_t a = keys.order[chosen];
+    out += any ? "," : "\"attributes\":{";
+    any = true;
+    append_string(out, name);
+    out += ":[";
+    const char* separator = "";
+    for (const kernels::ClassScore& c : attribute_scores(d, item, a, slot)) {
+      out += separator;
+      append_class_score(out, d.attributes[a].labels, c);
+      separator = ",";
+    }
+    out += ']';
+  }
+  if (any) out += "},";
+}
+
+// A box's fields after its attributes: "box":[x1,y1,x2,y2],"class":..,["event":..,]"label":..,"score":..[,"track":..]
+void append_box(std::string& out, const PayloadDesc& desc, const kernels::Detection& d, const char* event) {
+  out += "\"box\":[";
+  append_number(out, d.x1);
+  out += ',';
+  append_number(out, d.y1);
+  out += ',';
+  append_number(out, d.x2);
+  out += ',';
+  append_number(out, d.y2);
+  out += "],\"class\":";
+  append_integer(out, d.class_id);
+  if (event) {
+    out += ",\"event\":";
+    append_string(out, event);
+  }
+  out += ",\"label\":";
+  append_label(out, desc.labels, d.class_id);
+  out += ",\"score\":";
+  append_number(out, d.score);
+  if (d.track_id >= 0) {
+    out += ",\"track\":";
+    append_integer(out, d.track_id);
+  }
+}
+}  // namespace
+
+void RecordFormatter::append_json(const Batch& b, int i, const Origin& origin, std::int64_t now,
+                                  std::string& out) const {
+  // Keys in nlohmann's order (sorted), so that records read as they did when a json tree printed them.
   const FrameMeta& f = b.frames[static_cast<std::size_t>(i)];
-  nlohmann::json j;
-  j["source"] = f.source_id;
-  j["source_name"] = origin.source;
-  if (f.input != 0) {
-    j["input"] = origin.uri;
-    if (!valid_utf8(origin.uri)) j["input_hex"] = to_hex(origin.uri);  // "input" shows U+FFFD for such bytes
-    j["input_frame"] = f.input_frame;
-    if (!origin.options.empty()) j["input_options"] = origin.options;
-  }
-  j["sequence"] = f.sequence;
-  j["pts_ns"] = f.pts_ns;
-  if (f.wall_ns) j["time"] = format_utc_ms(f.wall_ns);  // when it was decoded (captured), UTC
-  // Per-stage time: from capture (or the previous stage's finish) to this stage's finish, in ms.
-  nlohmann::json stages = nlohmann::json::object();
-  std::int64_t prev = f.capture_ns;
-  for (int st = 0; st < index_ && static_cast<std::size_t>(st) < names_.size(); ++st) {
-    const std::int64_t done = b.stage_done_ns[static_cast<std::size_t>(st)];
-    stages[names_[static_cast<std::size_t>(st)]] = static_cast<double>(done - prev) / 1e6;
-    prev = done;
-  }
-  j["stage_ms"] = std::move(stages);
-  j["latency_ms"] = static_cast<double>(now - f.capture_ns) / 1e6;
+  const std::byte* item = b.item(i);
+  out += '{';
   if (b.desc.kind == PayloadKind::classes) {
-    nlohmann::json best = nlohmann::json::array();
-    for (const kernels::ClassScore& c : class_scores(b.desc, b.item(i)))
-      best.push_back({{"index", c.index}, {"label", class_name(b.desc, c.index)}, {"score", c.score}});
-    j["classes"] = std::move(best);
+    out += "\"classes\":[";
+    const char* separator = "";
+    for (const kernels::ClassScore& c : class_scores(b.desc, item)) {
+      out += separator;
+      append_class_score(out, b.desc.labels, c);
+      separator = ",";
+    }
+    out += "],";
   } else if (b.desc.kind == PayloadKind::detections) {
-    const auto box_json = [&](const kernels::Detection& d) {
-      nlohmann::json box = {{"box", {d.x1, d.y1, d.x2, d.y2}}, {"class", d.class_id},
-                            {"label", class_name(b.desc, d.class_id)}, {"score", d.score}};
-      if (d.track_id >= 0) box["track"] = d.track_id;
-      return box;
-    };
-    nlohmann::json boxes = nlohmann::json::array();
-    const auto found = detections(b.desc, b.item(i));
+    out += "\"detections\":[";
+    const auto found = detections(b.desc, item);
+    const std::optional<AttributeKeys> keys =
+        b.desc.attributes.empty() ? std::nullopt : std::optional<AttributeKeys>(std::in_place, b.desc);
     for (std::size_t slot = 0; slot < found.size(); ++slot) {
-      nlohmann::json box = box_json(found[slot]);
-      nlohmann::json attributes = nlohmann::json::object();
-      for (std::size_t a = 0; a < b.desc.attributes.size(); ++a) {
-        const auto scores = attribute_scores(b.desc, b.item(i), a, slot);
-        if (scores.front().index < 0) continue;  // the model did not look at this box
-        nlohmann::json best = nlohmann::json::array();
-        for (const kernels::ClassScore& c : scores)
-          best.push_back({{"index", c.index}, {"label", label_of(b.desc.attributes[a].labels, c.index)}, {"score", c.score}});
-        attributes[b.desc.attributes[a].name] = std::move(best);
-      }
-      if (!attributes.empty()) box["attributes"] = std::move(attributes);
-      boxes.push_back(std::move(box));
+      out += slot ? ",{" : "{";
+      if (keys) append_attributes(out, b.desc, item, slot, *keys);
+      append_box(out, b.desc, found[slot], nullptr);
+      out += '}';
     }
-    j["detections"] = std::move(boxes);
-    const auto events = track_events(b.desc, b.item(i));
-    if (!events.empty()) {
-      nlohmann::json list = nlohmann::json::array();
-      for (const kernels::Detection& e : events) {
-        nlohmann::json event = box_json(e);
-        event["event"] = track_event_name(e.reserved);
-        list.push_back(std::move(event));
-      }
-      j["track_events"] = std::move(list);
-    }
-  } else {
-    const PayloadSummary s = summarise(b.desc, b.item(i));
-    j["payload"] = {{"shape", item_shape(b.desc)}, {"mean", s.mean}, {"min", s.min}, {"max", s.max}};
+    out += "],";
   }
-  // Input paths are not always UTF-8: replace what is not instead of throwing.
-  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  if (f.input != 0) {
+    out += "\"input\":";
+    append_string(out, origin.uri);
+    out += ",\"input_frame\":";
+    append_integer(out, f.input_frame);
+    if (!valid_utf8(origin.uri)) {  // "input" shows U+FFFD for such bytes
+      out += ",\"input_hex\":";
+      append_string(out, to_hex(origin.uri));
+    }
+    if (!origin.options.empty()) {
+      out += ",\"input_options\":";
+      append_string(out, origin.options);
+    }
+    out += ',';
+  }
+  out += "\"latency_ms\":";
+  append_number(out, static_cast<double>(now - f.capture_ns) / 1e6);
+  if (b.desc.kind != PayloadKind::classes && b.desc.kind != PayloadKind::detections) {
+    const PayloadSummary s = summarise(b.desc, item);
+    out += ",\"payload\":{\"max\":";
+    append_number(out, s.max);
+    out += ",\"mean\":";
+    append_number(out, s.mean);
+    out += ",\"min\":";
+    append_number(out, s.min);
+    out += ",\"shape\":";
+    append_string(out, item_shape(b.desc));
+    out += '}';
+  }
+  out += ",\"pts_ns\":";
+  append_integer(out, f.pts_ns);
+  out += ",\"sequence\":";
+  append_integer(out, f.sequence);
+  out += ",\"source\":";
+  append_integer(out, f.source_id);
+  out += ",\"source_name\":";
+  append_string(out, origin.source);
+  // Per-stage time: from capture (or the previous stage's finish) to this stage's finish, in ms.
+  out += ",\"stage_ms\":{";
+  const char* separator = "";
+  for (const StageKey& key : stage_keys_) {
+    const std::int64_t from = key.stage == 0 ? f.capture_ns : b.stage_done_ns[key.stage - 1];
+    out += separator;
+    out += key.text;
+    append_number(out, static_cast<double>(b.stage_done_ns[key.stage] - from) / 1e6);
+    separator = ",";
+  }
+  out += '}';
+  if (f.wall_ns) {  // when it was decoded (captured), UTC
+    out += ",\"time\":";
+    append_string(out, format_utc_ms(f.wall_ns));
+  }
+  if (b.desc.kind == PayloadKind::detections) {
+    const auto events = track_events(b.desc, item);
+    if (!events.empty()) {
+      out += ",\"track_events\":[";
+      for (std::size_t e = 0; e < events.size(); ++e) {
+        out += e ? ",{" : "{";
+        append_box(out, b.desc, events[e], track_event_name(events[e].reserved).c_str());
+        out += '}';
+      }
+      out += ']';
+    }
+  }
+  out += '}';
+}
+
+std::string RecordFormatter::json(const Batch& b, int i, const Origin& origin, std::int64_t now) const {
+  std::string out;
+  append_json(b, i, origin, now, out);
+  return out;
 }
 
 std::string RecordFormatter::text(const Batch& b, int i, const Origin& origin, std::int64_t now) const {

@@ -66,8 +66,7 @@ std::string item_shape(const PayloadDesc& d);
 class RecordFormatter {
  public:
   // `stage_names` and `index`: the pipeline's stages and the sink's position (for stage_ms).
-  RecordFormatter(std::vector<std::string> stage_names, int index)
-      : names_(std::move(stage_names)), index_(index) {}
+  RecordFormatter(std::vector<std::string> stage_names, int index);
 
   // Item `i` of `b` as one JSON object on one line (no newline):
   //   source (id), source_name, input and input_frame (frames of an input only), sequence, pts_ns,
@@ -76,8 +75,10 @@ class RecordFormatter {
   //   label, score, track (once a track stage confirmed its track), attributes {name: [{index, label, score},
   //   ...]} (the classify_boxes stages that looked at it)}, ...] best first, with track_events [{event
   //   "new" | "lost", track, box, class, label, score}, ...] after a track stage on frames that have any, or
-  //   payload {shape, mean, min, max}.
+  //   payload {shape, mean, min, max}. Keys in sorted order (as nlohmann::json prints them).
   std::string json(const Batch& b, int i, const Origin& origin, std::int64_t now) const;
+  // The same record appended to `out`: a sink reuses one buffer for every record.
+  void append_json(const Batch& b, int i, const Origin& origin, std::int64_t now, std::string& out) const;
   // Item `i` as the stdout sink's text line (with a newline): "source NAME seq N pts ..." with the source's
   // name, as the summary and the sources view call it.
   std::string text(const Batch& b, int i, const Origin& origin, std::int64_t now) const;
@@ -85,6 +86,11 @@ class RecordFormatter {
  private:
   std::vector<std::string> names_;
   int index_;
+  struct StageKey {
+    std::string text;   // the stage's name as a JSON key, with its colon
+    std::size_t stage;  // its place in names_
+  };
+  std::vector<StageKey> stage_keys_;  // stage_ms's keys in print order
 };
 
 }  // namespace sluice::sinks

@@ -55,6 +55,9 @@ struct StageContext {
   // Waiting is not work: the runner moves these out of the stage's host time.
   std::int64_t acquire_wait_ns = 0;  // blocked in acquire(): back-pressure from downstream
   std::int64_t pacing_wait_ns = 0;   // a source waiting for its next frame to be due
+  // CPU time threads other than the stage's own spent on its batches (a ForkJoin crew's workers), so far: the
+  // runner adds what it grew by during a step to the stage's CPU time.
+  std::int64_t helper_cpu_ns = 0;
 
   bool stopping() const { return stop && stop->load(std::memory_order_relaxed); }
   bool pausing() const { return pause && pause->load(std::memory_order_relaxed); }

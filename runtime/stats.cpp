@@ -196,8 +196,9 @@ std::string format_summary(const PipelineSnapshot& s) {
   std::snprintf(line, sizeof line, "pipeline '%s': device %s, execution %s, %.2f s\n", s.name.c_str(),
                 s.device.c_str(), s.execution.c_str(), s.elapsed_s);
   out += line;
-  std::snprintf(line, sizeof line, "%-12s %-10s %9s %8s %9s %9s %6s %9s %9s %9s %7s %7s\n", "stage", "kind", "frames",
-                "fps", "host ms/b", "gpu ms/b", "busy", "wait in", "wait out", "queue", "drops", "errors");
+  std::snprintf(line, sizeof line, "%-12s %-10s %9s %8s %9s %9s %9s %6s %9s %9s %9s %7s %7s\n", "stage", "kind",
+                "frames", "fps", "host ms/b", "cpu ms/b", "gpu ms/b", "busy", "wait in", "wait out", "queue", "drops",
+                "errors");
   out += line;
   for (const auto& st : s.stages) {
     char gpu[32] = "-", busy[16] = "-";
@@ -211,9 +212,9 @@ std::string format_summary(const PipelineSnapshot& s) {
     // A stage that moved frames slowly (a sink retrying for minutes) shows two significant digits, not 0.0.
     char fps[32];
     std::snprintf(fps, sizeof fps, st.fps > 0 && st.fps < 0.05 ? "%.2g" : "%.1f", st.fps);
-    std::snprintf(line, sizeof line, "%-12s %-10s %9llu %8s %9.3f %9s %6s %8.0fms %7.0fms %9s %7llu %7llu\n",
+    std::snprintf(line, sizeof line, "%-12s %-10s %9llu %8s %9.3f %9.3f %9s %6s %8.0fms %7.0fms %9s %7llu %7llu\n",
                   name.c_str(), st.kind.c_str(), static_cast<unsigned long long>(st.frames), fps,
-                  st.host_ms_per_batch, gpu, busy, st.wait_in_ms, st.wait_out_ms, queue,
+                  st.host_ms_per_batch, st.cpu_ms_per_batch, gpu, busy, st.wait_in_ms, st.wait_out_ms, queue,
                   static_cast<unsigned long long>(st.dropped), static_cast<unsigned long long>(st.errors));
     out += line;
   }

@@ -92,7 +92,9 @@ struct StageCounters {
   std::atomic<std::uint64_t> wait_in_ns{0};        // blocked waiting for input
   std::atomic<std::uint64_t> wait_out_ns{0};       // blocked on a full output queue or an empty pool
   std::atomic<std::uint64_t> dropped{0};           // frames dropped by this stage's output queue
-  std::atomic<std::uint64_t> cpu_ns{0};            // CPU time the stage's work took (thread CPU clock)
+  // CPU time of the stage's steps (process() and the runner's work around it, thread CPU clock), with what its
+  // helper threads spent for it (StageContext::helper_cpu_ns).
+  std::atomic<std::uint64_t> cpu_ns{0};
   std::atomic<std::uint64_t> late{0};              // late frames whose time went mostly to this stage
 };
 
@@ -103,7 +105,7 @@ struct StageSnapshot {
   std::string down;  // its replica is down: why
   std::uint64_t frames = 0, batches = 0, errors = 0, dropped = 0;
   std::uint64_t late = 0;  // late frames whose time went mostly to this stage
-  double fps = 0, host_ms_per_batch = 0, gpu_ms_per_batch = 0, wait_in_ms = 0, wait_out_ms = 0;
+  double fps = 0, host_ms_per_batch = 0, cpu_ms_per_batch = 0, gpu_ms_per_batch = 0, wait_in_ms = 0, wait_out_ms = 0;
   bool on_gpu = false;
   // Totals since start, for windows computed from two snapshots.
   double host_ms_total = 0, gpu_ms_total = 0, cpu_ms_total = 0;

@@ -113,7 +113,9 @@ class SinkStage final : public Stage {
       for (int i = 0; i < in->count; ++i) {
         const FrameMeta& f = in->frames[static_cast<std::size_t>(i)];
         const sinks::Origin& origin = origins_.of(f);
-        writer_->add(f, origin, records_.json(*in, i, origin, now));
+        record_.clear();
+        records_.append_json(*in, i, origin, now, record_);
+        writer_->add(f, origin, record_);
       }
     } catch (...) {
       writer_->discard_pending();
@@ -177,6 +179,7 @@ class SinkStage final : public Stage {
   std::unique_ptr<sinks::RecordWriter> writer_;  // jsonl, directory
   std::optional<sinks::NpyWriter> npy_;
   std::set<std::uint32_t> started_;  // FrameMeta::input ids marked started in the job ledger
+  std::string record_;               // one frame's record; its memory kept from batch to batch
 };
 
 }  // namespace

@@ -120,6 +120,7 @@ class TrackStage final : public Stage {
     crew_.run(batch_videos_.size(), [&](std::size_t g) {
       for (std::size_t k = group_begin_[g]; k < group_begin_[g + 1]; ++k) track_item(*in, *out, group_items_[k], *batch_videos_[g]);
     });
+    ctx.helper_cpu_ns = crew_.helpers_cpu_ns();  // the crew's CPU counts as the stage's
     forget_complete();
     return out;
   }

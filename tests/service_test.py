@@ -106,6 +106,9 @@ try:
     # Frames flow; after a second the 1 s window has a rate.
     check("frames flow", wait_for(lambda: request({"request": "status"})["frames"]["delivered"] > 50))
     check("fps windows", wait_for(lambda: request({"request": "status"})["stages"][0]["fps_1s"] > 50, 5))
+    # The source's stage makes its frames on its thread: CPU per batch, beside its wall time.
+    check("stage cpu", all("cpu_ms_per_batch" in s for s in request({"request": "status"})["stages"]) and
+          wait_for(lambda: request({"request": "status"})["stages"][0]["cpu_ms_per_batch"] > 0, 5))
 
     # Pause: the source stops (produced stays put once in-flight frames drain); resume: it goes on.
     check("pause", request({"request": "pause"}) == {"ok": True, "state": "paused"})

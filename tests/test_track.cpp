@@ -12,6 +12,7 @@
 
 #include "stages/track/hungarian.hpp"
 #include "stages/track/kalman.hpp"
+#include "stages/track/overlap.hpp"
 #include "stages/track/tracker.hpp"
 #include "tests/track_reference.hpp"
 #include "tests/track_scenes.hpp"
@@ -193,6 +194,49 @@ TEST_CASE("match_below gives the dense reference's pairs on large clusters with 
               : (ties ? std::uniform_int_distribution<int>(1, 4)(rng) * 0.2 : std::uniform_real_distribution<double>(0, 1)(rng));
     CAPTURE(round, rows, cols);
     CHECK(m.match_below(all_pairs(c, rows, cols), rows, cols, limit) == reference::match_below(c, rows, cols, limit));
+  }
+}
+
+TEST_CASE("the overlap search finds exactly the boxes of positive intersection, as a scan of every box does",
+          "[track]") {
+  // Clusters, equal x1s, one box much wider than the rest, whole-pixel and extreme coordinates, and queries
+  // beyond the boxes on either side or with NaN corners.
+  std::mt19937 rng(29);
+  const auto uniform = [&](double lo, double hi) { return std::uniform_real_distribution<double>(lo, hi)(rng); };
+  OverlapSearch search;
+  std::vector<int> scratch, found, want;
+  for (int round = 0; round < 300; ++round) {
+    std::vector<Detection> boxes;
+    const int n = std::uniform_int_distribution<int>(0, 60)(rng);
+    const double extent = round % 5 == 0 ? 1e7 : 2000;
+    for (int i = 0; i < n; ++i) {
+      float x1 = static_cast<float>(uniform(-extent, extent)), y1 = static_cast<float>(uniform(-extent, extent));
+      if (i % 7 == 3 && !boxes.empty()) x1 = boxes.back().x1;  // the same x1 as another box
+      if (round % 3 == 0) x1 = std::round(x1), y1 = std::round(y1);
+      const float w = static_cast<float>(i == 0 && round % 2 ? uniform(500, 3000) : uniform(1, 200));
+      boxes.push_back({x1, y1, x1 + w, y1 + static_cast<float>(uniform(1, 300)), 0.9f, 0, -1, 0});
+    }
+    std::vector<std::size_t> cols;
+    for (std::size_t i = 0; i < boxes.size(); ++i)
+      if (i % 4 != 1) cols.push_back(i);  // a subset, in an order of its own
+    std::shuffle(cols.begin(), cols.end(), rng);
+    search.index(boxes, cols);
+    for (int q = 0; q < 40; ++q) {
+      const double x1 = uniform(-1.2 * extent, 1.2 * extent), y1 = uniform(-1.2 * extent, 1.2 * extent);
+      Corners a{x1, y1, x1 + uniform(0.5, 400), y1 + uniform(0.5, 400)};
+      if (q == 0) a.x1 = std::numeric_limits<double>::quiet_NaN();
+      if (q == 1) a = {-kInf, -kInf, kInf, kInf};
+      const std::span<const int> near = search.overlapping(a, scratch);
+      found.assign(near.begin(), near.end());
+      want.clear();
+      for (std::size_t k = 0; k < cols.size(); ++k) {
+        const Detection& d = boxes[cols[k]];
+        if (a.x1 < a.x2 && a.y1 < a.y2 && d.x1 < a.x2 && d.x2 > a.x1 && d.y1 < a.y2 && d.y2 > a.y1)
+          want.push_back(static_cast<int>(k));
+      }
+      INFO("round " << round << " query " << q);
+      REQUIRE(found == want);
+    }
   }
 }
 

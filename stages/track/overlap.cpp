@@ -4,17 +4,6 @@
 
 namespace sluice::track {
 
-double iou(const Corners& a, const kernels::Detection& d) {
-  const double iw = std::min(a.x2, static_cast<double>(d.x2)) - std::max(a.x1, static_cast<double>(d.x1));
-  const double ih = std::min(a.y2, static_cast<double>(d.y2)) - std::max(a.y1, static_cast<double>(d.y1));
-  if (!(iw > 0) || !(ih > 0)) return 0;
-  const double inter = iw * ih;
-  const double area_a = std::max(0.0, a.x2 - a.x1) * std::max(0.0, a.y2 - a.y1);
-  const double area_d = (static_cast<double>(d.x2) - d.x1) * (static_cast<double>(d.y2) - d.y1);
-  const double uni = area_a + area_d - inter;
-  return uni > 0 ? inter / uni : 0;
-}
-
 void OverlapSearch::index(std::span<const kernels::Detection> boxes, std::span<const std::size_t> cols) {
   by_x1_.clear();
   widest_ = 0;
@@ -24,27 +13,49 @@ void OverlapSearch::index(std::span<const kernels::Detection> boxes, std::span<c
     widest_ = std::max(widest_, static_cast<double>(d.x2) - d.x1);
   }
   std::sort(by_x1_.begin(), by_x1_.end(), [](const Entry& a, const Entry& b) { return a.x1 < b.x1; });
+  // Bucket of x: floor((x - lowest_) * per_unit_), which never decreases as x grows, so that every box in an
+  // earlier bucket than x's has x1 < x; the lookup then only steps forward within x's bucket.
+  const std::size_t n = by_x1_.size();
+  bucket_start_.assign(n + 1, static_cast<std::uint32_t>(n));
+  if (n == 0) return;
+  lowest_ = by_x1_.front().x1;
+  const double span = by_x1_.back().x1 - lowest_;
+  per_unit_ = span > 0 ? static_cast<double>(n) / span : 0;
+  for (std::size_t i = n; i-- > 0;) {
+    const auto b = std::min(static_cast<std::size_t>((by_x1_[i].x1 - lowest_) * per_unit_), n);
+    bucket_start_[b] = static_cast<std::uint32_t>(i);
+  }
+  for (std::size_t b = n; b-- > 0;) bucket_start_[b] = std::min(bucket_start_[b], bucket_start_[b + 1]);
 }
 
-void OverlapSearch::overlapping(const Corners& a, std::vector<int>& out) const {
-  out.clear();
+std::size_t OverlapSearch::first_at_or_after(double x) const {
+  const std::size_t n = by_x1_.size();
+  if (n == 0 || !(x > lowest_)) return 0;  // also x NaN: the scan's own tests leave every box out then
+  const double at = (x - lowest_) * per_unit_;
+  std::size_t i = at < static_cast<double>(n) ? bucket_start_[static_cast<std::size_t>(at)] : bucket_start_[n];
+  while (i < n && by_x1_[i].x1 < x) ++i;
+  return i;
+}
+
+std::span<const int> OverlapSearch::overlapping(const Corners& a, std::vector<int>& scratch) const {
   // A positive intersection needs a.x1 < a.x2 and a.y1 < a.y2 (false for NaN), and x1 < a.x2, x2 > a.x1,
   // y1 < a.y2, y2 > a.y1 of the box. Its x1 is then above a.x1 - widest_; the margin of one pixel covers the
   // rounding of that bound (indexed coordinates are within +-1e7, where a double's step is below 1e-8).
-  if (!(a.x1 < a.x2) || !(a.y1 < a.y2)) return;
-  const double from = a.x1 - widest_ - 1;
-  auto it = std::lower_bound(by_x1_.begin(), by_x1_.end(), from, [](const Entry& e, double x) { return e.x1 < x; });
+  if (!(a.x1 < a.x2) || !(a.y1 < a.y2)) return {};
+  const std::size_t begin = first_at_or_after(a.x1 - widest_ - 1), end = first_at_or_after(a.x2);
+  if (end <= begin) return {};
+  if (scratch.size() < end - begin) scratch.resize(by_x1_.size());
   // Without branches on the outcome (a box overlaps or not about as often as not in the window; a branch per
   // box mispredicts): every box in the window is written, and counted only when it overlaps.
-  const auto end = std::lower_bound(it, by_x1_.end(), a.x2, [](const Entry& e, double x) { return e.x1 < x; });
-  out.resize(static_cast<std::size_t>(end - it));
+  int* const out = scratch.data();
   std::size_t n = 0;
-  for (; it != end; ++it) {
-    out[n] = it->k;
-    n += static_cast<std::size_t>((it->x2 > a.x1) & (it->y1 < a.y2) & (it->y2 > a.y1));
+  for (std::size_t i = begin; i < end; ++i) {
+    const Entry& e = by_x1_[i];
+    out[n] = e.k;
+    n += static_cast<std::size_t>((e.x2 > a.x1) & (e.y1 < a.y2) & (e.y2 > a.y1));
   }
-  out.resize(n);
-  std::sort(out.begin(), out.end());
+  std::sort(out, out + n);
+  return {out, n};
 }
 
 }  // namespace sluice::track

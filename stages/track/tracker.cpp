@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 namespace sluice::track {
@@ -19,7 +20,24 @@ Corners corners(const Box& b) {
 
 bool in_range(float v) { return std::isfinite(v) && std::fabs(v) <= kMaxCoordinate; }
 
+// A finite score's bits as an unsigned number in the scores' order (-0 taken as +0, as comparing them does).
+std::uint32_t ordered_bits(float score) {
+  std::uint32_t u;
+  const float f = score + 0.0f;  // -0 + 0 = +0
+  std::memcpy(&u, &f, sizeof u);
+  return (u & 0x80000000u) != 0 ? ~u : (u | 0x80000000u);
+}
+
 }  // namespace
+
+void Tracker::sort_by_score(std::vector<std::size_t>& list, std::span<const kernels::Detection> boxes) {
+  // Keys in place of a comparison that reads the boxes: score descending in the high half, index in the low.
+  score_keys_.clear();
+  for (const std::size_t i : list)
+    score_keys_.push_back(std::uint64_t{~ordered_bits(boxes[i].score)} << 32 | static_cast<std::uint32_t>(i));
+  std::sort(score_keys_.begin(), score_keys_.end());
+  for (std::size_t k = 0; k < list.size(); ++k) list[k] = static_cast<std::uint32_t>(score_keys_[k]);
+}
 
 bool trackable(const kernels::Detection& d) noexcept {
   return in_range(d.x1) && in_range(d.y1) && in_range(d.x2) && in_range(d.y2) && std::isfinite(d.score) &&
@@ -38,17 +56,21 @@ void Tracker::associate(std::span<const std::size_t> rows, std::span<const std::
   for (std::size_t r = 0; r < rows.size(); ++r) {
     const Track& t = tracks_[rows[r]];
     const Corners& c = predicted_[rows[r]];
+    std::span<const int> near;
     if (every_pair) {
       near_.resize(cols.size());
       for (std::size_t k = 0; k < cols.size(); ++k) near_[k] = static_cast<int>(k);
+      near = near_;
     } else {
-      overlaps_.overlapping(c, near_);
+      near = overlaps_.overlapping(c, near_);
     }
-    for (const int k : near_) {
+    for (const int k : near) {
       const kernels::Detection& d = boxes[cols[static_cast<std::size_t>(k)]];
       if (p_.per_class && d.class_id != t.last.class_id) continue;
       const double similarity = iou(c, d) * (fuse ? static_cast<double>(d.score) : 1.0);
-      candidates_.push_back({static_cast<int>(r), k, 1.0 - similarity});
+      // Only pairs the matching may use (match_below would leave the others out): most that overlap do not.
+      const double cost = 1.0 - similarity;
+      if (cost < limit) candidates_.push_back({static_cast<int>(r), k, cost});
     }
   }
   for (const auto& [r, k] : matcher_.match_below(candidates_, static_cast<int>(rows.size()),
@@ -91,11 +113,8 @@ void Tracker::update(std::span<kernels::Detection> boxes, std::vector<kernels::D
     if (boxes[i].score >= p_.high_threshold) high_.push_back(i);
     else if (boxes[i].score >= p_.low_threshold) low_.push_back(i);
   }
-  const auto by_score = [&](std::size_t a, std::size_t b) {
-    return boxes[a].score != boxes[b].score ? boxes[a].score > boxes[b].score : a < b;
-  };
-  std::sort(high_.begin(), high_.end(), by_score);
-  std::sort(low_.begin(), low_.end(), by_score);
+  sort_by_score(high_, boxes);
+  sort_by_score(low_, boxes);
 
   confirmed_.clear();
   tentative_.clear();

@@ -80,6 +80,9 @@ class Tracker {
                  std::span<const kernels::Detection> boxes, float min_iou, bool fuse);
   void take(Track& t, std::span<const kernels::Detection> boxes, std::size_t b);
   void confirm(Track& t, std::vector<kernels::Detection>& events);
+  // Sorts box indices by score (descending), then index; scores are finite (trackable boxes), indices below 2^32
+  // (a frame's boxes are counted in an int).
+  void sort_by_score(std::vector<std::size_t>& list, std::span<const kernels::Detection> boxes);
 
   TrackerParams p_;
   std::vector<Track> tracks_;  // in creation order
@@ -87,6 +90,7 @@ class Tracker {
   std::int32_t next_id_ = 1;
   // Scratch, kept so that a frame allocates nothing once the sizes have settled.
   std::vector<std::size_t> high_, low_, confirmed_, tentative_, left_;
+  std::vector<std::uint64_t> score_keys_;
   std::vector<char> box_used_, track_used_;
   std::vector<Corners> predicted_;  // per track, after predict()
   OverlapSearch overlaps_;
