@@ -20,29 +20,18 @@ import glob
 import http.server
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # tests/
 import daemon_client  # noqa: E402
+import redis_fixture  # noqa: E402
 
 sluiced, sluicectl = sys.argv[1:3]
-tmp = tempfile.mkdtemp(prefix="sluice-http-jobs-")
-failures = []
-procs = []
-check = daemon_client.checker(failures)
-wait_for = daemon_client.waiter(60.0, 0.05)
+tmp, failures, procs, check, wait_for = daemon_client.session("sluice-http-jobs-", 60.0)
 SECRET = "s3cr3t-t0ken"
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 # --- inputs: tiny real videos made by ffmpeg ------------------------------------------------------------------
@@ -155,7 +144,7 @@ def hold():
 
 threading.Thread(target=hold, daemon=True).start()
 silent_port = silent.getsockname()[1]
-closed_port = free_port()  # nothing listens here
+closed_port = daemon_client.free_port()  # nothing listens here
 
 base = f"http://127.0.0.1:{web_port}"
 good = {
@@ -173,56 +162,18 @@ bad = {  # URL -> what its reason must say
 }
 
 # --- redis ------------------------------------------------------------------------------------------------------
-port = free_port()
-redis_dir = os.path.join(tmp, "redis")
-os.makedirs(redis_dir)
-redis_proc = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--dir", redis_dir, "--save",
-                               "", "--appendonly", "no", "--daemonize", "no", "--logfile",
-                               os.path.join(redis_dir, "redis.log")])
-
-
-def cli(*args, json_out=False):
-    cmd = ["redis-cli", "-p", str(port)] + (["-2", "--json"] if json_out else ["--raw"]) + [str(a) for a in args]
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-    return json.loads(out) if json_out else out.strip()
-
-
-def redis_up():
-    return subprocess.run(["redis-cli", "-p", str(port), "PING"], capture_output=True, text=True).stdout.strip() == "PONG"
-
-
-if not wait_for(redis_up, 20, 0.05):
-    raise SystemExit("redis-server did not come up")
+redis = redis_fixture.RedisServer(os.path.join(tmp, "redis")).start()
+cli = redis.cli
 
 
 def pipeline(name, consumer, out, state):
-    uri = f"redis://127.0.0.1:{port}/jobs?group=workers&consumer={consumer}&until_empty=true&claim_idle_s=30"
-    path = os.path.join(tmp, name + ".yaml")
-    with open(path, "w") as f:
-        f.write(f"""name: {name}
-device: cpu
-batch_size: 4
-batch_timeout_ms: 5
-stages:
-  - kind: decode
-    uri: ["{uri}"]
-    width: 32
-    height: 24
-    format: bgr8
-    decode_threads: 2
-    open_timeout_s: 2
-    read_timeout_s: 2
-    url_max_mb: 1
-  - kind: upload
-  - kind: preprocess
-    width: 16
-    height: 16
-  - kind: download
-  - kind: sink
-    type: directory
-    path: {out}
-""")
-    return [sluiced, "run", path, "--state-dir", state, "--no-progress"]
+    uri = redis.uri(f"jobs?group=workers&consumer={consumer}&until_empty=true&claim_idle_s=30")
+    daemon_client.write_pipeline(
+        os.path.join(tmp, name + ".yaml"), name,
+        {"uri": [uri], "width": 32, "height": 24, "format": "bgr8", "decode_threads": 2, "open_timeout_s": 2,
+         "read_timeout_s": 2, "url_max_mb": 1},
+        {"type": "directory", "path": out})
+    return [sluiced, "run", os.path.join(tmp, name + ".yaml"), "--state-dir", state, "--no-progress"]
 
 
 def results(out):
@@ -245,14 +196,11 @@ def ledger(state):
 
 
 def dead_letters():
-    return [dict(zip(f[0::2], f[1::2])) for _, f in cli("XRANGE", "jobs:dead", "-", "+", json_out=True)]
+    return redis.entries("jobs:dead")
 
 
 def group_status():
-    rc = subprocess.run([sluicectl, "jobs", "status", f"redis://127.0.0.1:{port}/jobs?group=workers", "--json"],
-                        capture_output=True, text=True)
-    check("sluicectl jobs status answers", rc.returncode == 0, rc.stderr)
-    return ((json.loads(rc.stdout).get("groups") or [{}])[0]) if rc.returncode == 0 else {}
+    return (redis_fixture.job_status(sluicectl, redis.uri("jobs?group=workers"), check, "").get("groups") or [{}])[0]
 
 
 try:
@@ -321,15 +269,10 @@ try:
           (g.get("skipped"), g.get("pending")) == (len(good), 0), g)
 finally:
     daemon_client.end_all(procs)
-    redis_proc.terminate()
-    redis_proc.wait(timeout=30)
+    redis.stop()
     web.shutdown()
     silent.close()
     for c in held:
         c.close()
 
-if failures:
-    print(f"{len(failures)} check(s) failed; files kept in {tmp}")
-    sys.exit(1)
-shutil.rmtree(tmp, ignore_errors=True)
-print("all checks passed")
+daemon_client.conclude(failures, tmp)
