@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <mutex>
@@ -181,7 +182,7 @@ void Demuxer::close() noexcept {
   memory_.reset();
 }
 
-void Demuxer::fail(const std::string& what, int err) const {
+void Demuxer::fail(const std::string& what, int err, bool transient) const {
   std::string why = what;
   if (err == AVERROR_EXIT && too_large())
     why += fmt::format(" (it is larger than {} bytes: url_max_mb)", max_bytes_);
@@ -189,7 +190,25 @@ void Demuxer::fail(const std::string& what, int err) const {
     why += " (no answer in time)";
   else if (err != 0)
     why += ": " + av_error_text(err);
-  throw InputError("'" + shown_uri(uri_) + "': " + with_libav_detail(why));
+  why = with_libav_detail(why);
+  // FFmpeg's text for most HTTP errors names only the status's class ("Server returned 5XX Server Error reply").
+  if ((err == AVERROR_HTTP_OTHER_4XX || err == AVERROR_HTTP_SERVER_ERROR) && log_->http_status() != 0)
+    why += fmt::format(" (HTTP {})", log_->http_status());
+  throw InputError("'" + shown_uri(uri_) + "': " + why, transient);
+}
+
+// Whether a remote file's failure with FFmpeg's code `err` may pass if it is fetched again later: the network or
+// the server failed for now (a refused, reset or timed-out connection, an HTTP 5xx reply, 408 Request Timeout,
+// 429 Too Many Requests), not the file (404 and the other 4xx, a refused redirect, bytes that are no video,
+// url_max_mb). A deadline (AVERROR_EXIT) is judged where it is known (the caller).
+bool Demuxer::transient_fetch_error(int err) const noexcept {
+  if (!remote_) return false;
+  for (const int e : {ECONNREFUSED, ECONNRESET, ECONNABORTED, ETIMEDOUT, EPIPE, EHOSTUNREACH, ENETUNREACH, ENETDOWN, EAGAIN})
+    if (err == AVERROR(e)) return true;
+  const int status = log_->http_status();
+  if (err == AVERROR_HTTP_SERVER_ERROR) return true;
+  if (err == AVERROR_HTTP_OTHER_4XX || err == AVERROR(EIO)) return status == 408 || status == 429 || (status >= 500 && status <= 599);
+  return false;
 }
 
 std::string Demuxer::with_libav_detail(const std::string& why) const {
@@ -279,8 +298,9 @@ void Demuxer::open(const std::string& url, const DemuxOptions& options, bool net
   if (remote && err == AVERROR_INVALIDDATA) cannot_open = not_a_video;  // it was fetched: its bytes are no video
   if (remote && err == AVERROR(EINVAL))  // how FFmpeg's http protocol refuses a redirect to another scheme
     cannot_open += " (FFmpeg refuses so a redirect to anything but http(s)://, such as file://)";
-  if (err == AVERROR_EXIT && network && !too_large()) fail(cannot_open, 0);
-  if (err < 0) fail(cannot_open, err);
+  // A deadline passed: the server may answer another time.
+  if (err == AVERROR_EXIT && network && !too_large()) fail(cannot_open, 0, remote);
+  if (err < 0) fail(cannot_open, err, transient_fetch_error(err));
   // A picture that never ends (a fragmented NAL unit without its last fragment) grows libavformat's parser
   // buffer at whatever rate the peer sends, and no option bounds that buffer. Reading, the read deadline bounds
   // it; probing gets the same allowance plus the time it analyses, so either phase holds at most that many
@@ -293,8 +313,8 @@ void Demuxer::open(const std::string& url, const DemuxOptions& options, bool net
   if (network && (err == AVERROR_EXIT || interrupted(this)))
     fail(fmt::format("{}: its pictures were not known within {:g} s of probing",
                      remote ? "cannot fetch it" : "cannot open the stream", probe_s),
-         0);
-  if (err < 0) fail(cannot_open, err);
+         0, remote);
+  if (err < 0) fail(cannot_open, err, transient_fetch_error(err));
   find_video_stream();
   if (options.annex_b) start_annex_b();
   deadline_ns_ = 0;
@@ -395,7 +415,12 @@ DemuxStatus Demuxer::read_video_packet(AVPacket* p, std::string& why) noexcept {
   if (err == AVERROR_EOF) return DemuxStatus::end;
   if (err < 0) {
     av_packet_unref(p);
-    if (remote_ && err != AVERROR_INVALIDDATA) cut_off_ = true;
+    if (remote_ && err != AVERROR_INVALIDDATA) {
+      cut_off_ = true;
+      // A deadline or a lost connection may pass; url_max_mb will not. A body that stops early (the server
+      // closed it: FFmpeg's EIO) was being served, so the file is there.
+      cut_off_transiently_ = (err == AVERROR_EXIT && !too_large()) || err == AVERROR(EIO) || transient_fetch_error(err);
+    }
     why = err == AVERROR_EXIT && too_large()
               ? fmt::format("it is larger than {} bytes (url_max_mb): not read further", max_bytes_)
           : err == AVERROR_EXIT && network_ ? fmt::format("no data within {:g} s", read_timeout_s_)

@@ -87,6 +87,9 @@ class Demuxer {
   // A remote file (DemuxOptions::remote_file) whose read failed for want of its bytes (a deadline, url_max_mb, a
   // connection lost), not for what they hold: it is incomplete, and fails, whatever frames came before.
   bool cut_off() const noexcept { return cut_off_; }
+  // Cut off for a reason that may pass if it is fetched again later (a deadline, a lost connection, an HTTP 5xx
+  // reply to a range request), not url_max_mb. Opening such a file throws InputError with `transient` set.
+  bool cut_off_transiently() const noexcept { return cut_off_transiently_; }
   // What FFmpeg logs for this input (media/libav_log.hpp): a decoder of its packets logs here too.
   LibavLog& log() noexcept { return *log_; }
   // The video stream's parameters (after the Annex-B filter in Annex-B mode: extradata is then Annex-B too).
@@ -108,7 +111,8 @@ class Demuxer {
   void close() noexcept;
   void find_video_stream();
   void start_annex_b();
-  [[noreturn]] void fail(const std::string& what, int err) const;
+  [[noreturn]] void fail(const std::string& what, int err, bool transient = false) const;
+  bool transient_fetch_error(int err) const noexcept;
   std::string with_libav_detail(const std::string& why) const;
   void arm(double seconds) noexcept;
   static int interrupted(void* self) noexcept;
@@ -121,7 +125,7 @@ class Demuxer {
   bool network_ = false;
   std::int64_t deadline_ns_ = 0;  // 0: none
   std::int64_t max_bytes_ = 0;    // a remote file's limit (0: none)
-  bool remote_ = false, cut_off_ = false;
+  bool remote_ = false, cut_off_ = false, cut_off_transiently_ = false;
   bool too_large() const noexcept;
   std::unique_ptr<Memory> memory_;
   AVFormatContext* format_ = nullptr;

@@ -37,6 +37,9 @@ LibavLog* owner_of(void* avcl) noexcept {
 
 // libavformat's RTP demuxer (rtpdec.c) reports a sequence gap with this line and nothing else.
 constexpr const char* kRtpMissedFormat = "RTP: missed %d packets\n";
+// libavformat's http protocol (http.c, check_http_code) logs an error reply's status with this line; its return
+// code says only the status's class.
+constexpr const char* kHttpErrorFormat = "HTTP error %d %s\n";
 
 void on_libav_log(void* avcl, int level, const char* format, va_list args) {
   if (format != nullptr && std::strcmp(format, kRtpMissedFormat) == 0) {
@@ -45,6 +48,13 @@ void on_libav_log(void* avcl, int level, const char* format, va_list args) {
     const int missed = va_arg(copy, int);
     va_end(copy);
     if (LibavLog* log = owner_of(avcl); log != nullptr && missed > 0) log->add_rtp_packets_missed(missed);
+  }
+  if (format != nullptr && std::strcmp(format, kHttpErrorFormat) == 0) {
+    va_list copy;
+    va_copy(copy, args);
+    const int status = va_arg(copy, int);
+    va_end(copy);
+    if (LibavLog* log = owner_of(avcl); log != nullptr && status >= 100 && status <= 999) log->set_http_status(status);
   }
   if (level > AV_LOG_WARNING) return;  // info, verbose, debug: never
   const bool error = level <= AV_LOG_ERROR;

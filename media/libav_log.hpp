@@ -38,6 +38,12 @@ class LibavLog {
   std::int64_t rtp_packets_missed() const noexcept { return rtp_packets_missed_.load(std::memory_order_relaxed); }
   void add_rtp_packets_missed(int n) noexcept { rtp_packets_missed_.fetch_add(n, std::memory_order_relaxed); }
 
+  // The status of the last HTTP error reply FFmpeg's http protocol got for this input (0 when none). FFmpeg's
+  // error code tells only its class (AVERROR_HTTP_OTHER_4XX, AVERROR_HTTP_SERVER_ERROR); the status itself is
+  // in its log line ("HTTP error 429 Too Many Requests"), so it is read where its lines arrive.
+  int http_status() const noexcept { return http_status_.load(std::memory_order_relaxed); }
+  void set_http_status(int status) noexcept { http_status_.store(status, std::memory_order_relaxed); }
+
   // At most this many lines per window are logged for one input (its URI: the allowance outlives one
   // connection, so reconnection attempts share it); the rest are counted and reported with the next line.
   static constexpr int kLinesPerWindow = 5;
@@ -48,6 +54,7 @@ class LibavLog {
   mutable std::mutex mu_;  // libavcodec's frame threads log concurrently
   std::string last_error_;
   std::atomic<std::int64_t> rtp_packets_missed_{0};
+  std::atomic<int> http_status_{0};
   std::atomic<bool> hold_errors_{false};
 };
 

@@ -51,6 +51,7 @@ class LibavReader final : public FrameReader {
 
   const InputInfo& info() const override { return info_; }
   std::optional<std::int64_t> pts_ns() const override { return pts_ns_; }
+  bool failed_transiently() const override { return transient_; }
 
   ReadStatus read(const FrameTarget& target, std::string& why) override {
     if (done_) return ReadStatus::end;
@@ -223,6 +224,7 @@ class LibavReader final : public FrameReader {
     }
     if (demux_->cut_off()) {  // a remote file that did not come whole
       why = fmt::format("fetching it stopped after {} frames: {}", frames_read_, details);
+      transient_ = demux_->cut_off_transiently();
       return ReadStatus::error;
     }
     const std::int64_t total = info_.frames_total;
@@ -254,6 +256,7 @@ class LibavReader final : public FrameReader {
   int rejected_in_a_row_ = 0;
   std::string last_rejection_, read_error_;
   bool flushing_ = false, done_ = false;
+  bool transient_ = false;  // the error read() returned may pass if the input is fetched again (a remote file cut off)
   bool resyncing_ = false;  // live: damage seen, no keyframe since
   std::string resync_reason_;
   std::int64_t rtp_packets_lost_ = 0;  // on this connection

@@ -139,11 +139,18 @@ class FrameReader {
   // True when this reader decodes on the GPU and takes device targets (ReaderOptions::device_frames was set):
   // its frames then never cross PCIe raw.
   virtual bool writes_device_memory() const { return false; }
+  // After read() returned error: whether that failure may pass if the input is tried again later (a remote
+  // file cut off by a lost connection or a deadline), rather than lie in the input itself.
+  virtual bool failed_transiently() const { return false; }
 };
 
-// Thrown by a factory that cannot open its input; the message is the reason (shown per source).
+// Thrown by a factory that cannot open its input; the message is the reason (shown per source). `transient`:
+// the failure may pass if the input is tried again later (a remote file's server refused the connection, timed
+// out or answered HTTP 5xx, 408 or 429), rather than lie in the input itself.
 struct InputError : std::runtime_error {
-  using std::runtime_error::runtime_error;
+  explicit InputError(const std::string& what, bool transient_failure = false)
+      : std::runtime_error(what), transient(transient_failure) {}
+  bool transient = false;
 };
 
 // A reader on the CPU: opens its input or throws InputError.

@@ -42,6 +42,13 @@ class InputFeed {
     (void)uri, (void)options;
     return true;
   }
+  // Asked on the sink's thread when an input next() handed out failed transiently (its server refused, timed out,
+  // answered 5xx): true when the feed will hand it out again later (then settled() hears it as a retry), false
+  // when it will not (it is failed for good). Returns at once.
+  virtual bool retries(const std::string& uri, const std::string& options) {
+    (void)uri, (void)options;
+    return false;
+  }
   // The source is stopping (shutdown, removal): a still_ours() that would wait for a server that is away answers
   // no at once instead (the input is not committed and is done again), so a drain is not held up by it.
   virtual void stopping() {}

@@ -27,6 +27,9 @@ struct InputResult {
   std::string reason;  // failed and retry: why
   std::string options;  // the input's own options (InputOptions::text()), "" when none
   bool earlier = false;  // done: in an earlier run (the job ledger says so), not done again now
+  // failed and retry: the failure may pass if the input is tried again later (a remote file's fetch failed for
+  // want of its server or the network: InputProgress::transient). Failed so: its source would not try it again.
+  bool transient = false;
 
   void fail(std::string why) {
     outcome = InputOutcome::failed;
@@ -42,12 +45,15 @@ class InputOutcomes {
   // Redis source) asks its server and may block meanwhile; false: another worker took it over, so it is
   // neither committed nor recorded here.
   using Owner = std::function<bool(const InputResult&)>;
+  // Asked on the sink's thread when an input failed transiently (`result` names it, outcome not decided yet):
+  // will its source try it again later (the Redis source: attempts left under max_deliveries)? Returns at once.
+  using Retries = std::function<bool(const InputResult&)>;
   // `fn` hears of every input of source `source_id` from now on, until unlisten(); it is called on the sink's
   // thread and must return promptly (queue the work, never block on a network). `owner`, when given, answers
-  // still_ours() for the source's inputs.
-  std::uint64_t listen(std::uint32_t source_id, Listener fn, Owner owner = {}) {
+  // still_ours() for the source's inputs, `retries` retries().
+  std::uint64_t listen(std::uint32_t source_id, Listener fn, Owner owner = {}, Retries retries = {}) {
     std::lock_guard lock(mu_);
-    listeners_.emplace(++next_token_, Entry{source_id, std::move(fn), std::move(owner)});
+    listeners_.emplace(++next_token_, Entry{source_id, std::move(fn), std::move(owner), std::move(retries)});
     return next_token_;
   }
   // After it returns, the listener is never called again.
@@ -78,12 +84,20 @@ class InputOutcomes {
       if (!owner(r)) return false;
     return true;
   }
+  // True when a listener of the input's source will try it again after a transient failure (false without one).
+  bool retries(const InputResult& r) const {
+    std::lock_guard lock(mu_);
+    for (const auto& [token, listener] : listeners_)
+      if (listener.source_id == r.source_id && listener.retries && listener.retries(r)) return true;
+    return false;
+  }
 
  private:
   struct Entry {
     std::uint32_t source_id;
     Listener fn;
     Owner owner;
+    Retries retries;
   };
   mutable std::mutex mu_;
   std::uint64_t next_token_ = 0;

@@ -55,11 +55,12 @@ void InputTracker::decoded(std::uint32_t input, std::uint64_t n) {
   if (auto it = open_.find(input); it != open_.end()) it->second.decoded += n;
 }
 
-void InputTracker::end(std::uint32_t input, std::string error) {
+void InputTracker::end(std::uint32_t input, std::string error, bool transient) {
   std::lock_guard lock(mu_);
   auto it = open_.find(input);
   if (it == open_.end() || it->second.ended) return;
   it->second.ended = true;
+  it->second.transient = transient && !error.empty();
   it->second.error = std::move(error);
   it->second.ended_ns = now_ns();
   maybe_complete(it->second);

@@ -40,6 +40,7 @@ struct InputProgress {
   std::uint64_t decoded = 0, delivered = 0, dropped = 0, failed = 0;
   bool ended = false;     // the reader finished (end of file, error, removal, stop)
   std::string error;      // why it ended early; empty when it ended normally
+  bool transient = false;  // the error may pass if the input is tried again later (InputError::transient)
   bool interrupted = false;  // stopped before its end (shutdown, source removed): redo it, record nothing
   bool removed = false;      // interrupted because its source was removed at run time
   bool taken_over = false;   // interrupted because another worker of a shared job took it over (not ours to commit)
@@ -64,7 +65,8 @@ class InputTracker {
                       std::string options = {});
   void decoded(std::uint32_t input, std::uint64_t n = 1);
   // The input has no more frames: normal end (`error` empty) or an early end with the reason.
-  void end(std::uint32_t input, std::string error = {});
+  // `transient`: the error may pass if the input is tried again later (a remote file's fetch failed).
+  void end(std::uint32_t input, std::string error = {}, bool transient = false);
   // The input was stopped before its end (shutdown, removal): it completes once settled, marked interrupted
   // (and removed when its source was removed at run time).
   void interrupt(std::uint32_t input, bool source_removed = false);

@@ -605,6 +605,16 @@ void Pipeline::conclude_input(const Finishing& f) {
   const std::vector<std::string>& outputs = f.outputs;
   if (!p.error.empty()) spdlog::warn("input '{}' ({}): {}", shown_uri(p.uri), p.source, p.error);
   const bool input_failed = !p.error.empty();
+  if (input_failed && p.transient) {
+    // A failure that may pass (a remote file's server refused, timed out, answered 5xx): an input whose source
+    // tries it again later is handed back to its job, not recorded failed; otherwise it fails as any other.
+    result.transient = true;
+    if (shared.outcomes.retries({p.source_id, p.uri, InputOutcome::retry, {}, p.options})) {
+      result.reason = p.error;
+      spdlog::info("input '{}' ({}): the failure may pass; its job tries it again later", shown_uri(p.uri), p.source);
+      return;
+    }
+  }
   if (p.failed > 0 && !input_failed) result.reason = std::to_string(p.failed) + " frames failed in a stage";
   if (!shared.job || is_live(p.kind)) {  // no ledger: committed once the sinks finished it
     if (input_failed) result.fail(p.error);

@@ -121,15 +121,22 @@ class RedisFeed final : public InputFeed {
           outbox_.push_back(std::move(done));
           break;
         }
-        case InputOutcome::failed:
-          outbox_.push_back({h.id, h.input, r.reason, h.deliveries, true, h.options.text()});
+        case InputOutcome::failed: {
+          std::string reason = r.reason;
+          if (r.transient)  // it may have passed, but no attempt is left (retries() said so)
+            reason += " (attempt " + std::to_string(h.deliveries) + " of max_deliveries " +
+                      std::to_string(o_.max_deliveries) + ")";
+          outbox_.push_back({h.id, h.input, std::move(reason), h.deliveries, true, h.options.text()});
           break;
+        }
         case InputOutcome::retry:
-          // Left pending and no longer kept alive: after claim_idle_s a consumer of the group takes it again.
+          // Left pending and no longer kept alive: once idle for its retry wait a consumer of the group takes it
+          // again (claim()).
           remember_failure(h.id, r.reason);
           attempt_marks_.emplace_back(h.id, "left");
-          spdlog::warn("{}: entry {} ('{}') not committed ({}); left pending for a retry after {} s",
-                       client_.describe(), h.id, shown(shown_uri(h.input)), shown(r.reason), o_.claim_idle_s);
+          spdlog::warn("{}: entry {} ('{}') not committed ({}); left pending for a retry after {:g} s (attempt {} of "
+                       "max_deliveries {})", client_.describe(), h.id, shown(shown_uri(h.input)), shown(r.reason),
+                       retry_wait_ms(h.deliveries) / 1000.0, h.deliveries, o_.max_deliveries);
           break;
       }
     }
@@ -153,6 +160,13 @@ class RedisFeed final : public InputFeed {
     // stopping: then it answers no (the input is not committed and is done again) rather than hold up a drain.
     answered_.wait(lock, [&] { return ask->answered || stop_ || thread_done_ || (stopping_ && !trouble_.empty()); });
     return ask->answered && ask->ours;
+  }
+
+  // A transient failure of an input in progress: tried again while attempts are left (max_deliveries).
+  bool retries(const std::string& uri, const std::string& options) override {
+    std::lock_guard lock(mu_);
+    auto it = in_flight_.find(std::make_pair(uri, options));
+    return it != in_flight_.end() && !it->second.lost && it->second.deliveries < o_.max_deliveries;
   }
 
   void stopping() override {
@@ -419,17 +433,41 @@ class RedisFeed final : public InputFeed {
     return true;
   }
 
+  // How long an entry left for a retry after `attempts` attempts stays idle before it is taken again: claim_idle_s,
+  // doubling with each further attempt (a server that fails for a while is asked less and less often), at most
+  // 64 times claim_idle_s.
+  std::int64_t retry_wait_ms(std::int64_t attempts) const {
+    const int doublings = static_cast<int>(std::clamp<std::int64_t>(attempts - 1, 0, 6));
+    return static_cast<std::int64_t>(o_.claim_idle_s * 1000) << doublings;
+  }
+
   // Entries idle longer than claim_idle_s on any consumer (a dead one's, or ours left for a retry): found by the
   // server's filter over the whole pending list (XPENDING IDLE), then claimed with the same minimum idle time
-  // (XCLAIM checks it again: an entry kept alive meanwhile stays where it is).
+  // (XCLAIM checks it again: an entry kept alive meanwhile stays where it is). An entry left for a retry after
+  // more than one attempt waits longer (retry_wait_ms: its attempts say how many); a dead worker's entry (its
+  // attempt still `run`) does not. A wider window than `n` is looked at, so entries waiting out their retry wait
+  // do not hide the others.
   bool claim(std::size_t n) {
     const std::string idle_ms = std::to_string(static_cast<std::int64_t>(o_.claim_idle_s * 1000));
     const auto idle = redis::parse_xpending_entries(
-        client_.checked({"XPENDING", o_.uri.stream, o_.group, "IDLE", idle_ms, "-", "+", std::to_string(n)}),
+        client_.checked({"XPENDING", o_.uri.stream, o_.group, "IDLE", idle_ms, "-", "+",
+                         std::to_string(std::max<std::size_t>(n, 64))}),
         client_.describe() + ": XPENDING IDLE");
     if (idle.empty()) return false;
+    std::vector<std::string> hmget{"HMGET", attempts_key_};
+    for (const auto& e : idle) hmget.push_back(e.id);
+    const Reply attempts = client_.checked(hmget);
+    if (!attempts.is(Reply::Type::array) || attempts.elements.size() != idle.size())
+      client_.wrong_type(attempts, "an array of one value per entry", "HMGET");
     std::vector<std::string> xclaim{"XCLAIM", o_.uri.stream, o_.group, o_.consumer, idle_ms};
-    for (const auto& e : idle) xclaim.push_back(e.id);
+    for (std::size_t i = 0; i < idle.size() && xclaim.size() - 5 < n; ++i) {
+      if (attempts.elements[i].is(Reply::Type::string))
+        if (const auto a = redis::parse_attempt(attempts.elements[i].str);
+            a && !a->running && idle[i].idle_ms < retry_wait_ms(a->count))
+          continue;  // left for a retry, still waiting
+      xclaim.push_back(idle[i].id);
+    }
+    if (xclaim.size() == 5) return false;
     auto entries = redis::parse_entries(client_.checked(xclaim), client_.describe() + ": XCLAIM");
     if (entries.empty()) return false;
     spdlog::info("{}: took over {} entr{} idle for more than {} s", client_.describe(), entries.size(),

@@ -14,9 +14,12 @@
 // An entry is acknowledged (XACK) only when its input's outcome is durable: done (outputs committed and the
 // ledger recorded it) or failed (the ledger recorded why; the entry then goes to the dead-letter stream with the
 // reason and the options' text). An entry whose input was not committed (frames failed in a stage, the sink could not finish, an
-// interruption) stays pending: after `claim_idle_s` any consumer of the group (this one too) takes it over
-// (XPENDING IDLE, XCLAIM), and once attempted `max_deliveries` times it goes to the dead-letter stream
-// (attempts are counted on the server when an input starts: entries only read ahead do not count).
+// interruption, a URL whose fetch failed in a way that may pass: InputError::transient) stays pending: once idle
+// for `claim_idle_s` after its first attempt, twice that after its second and so on (at most 64 times), any
+// consumer of the group (this one too) takes it over (XPENDING IDLE, XCLAIM), and once attempted
+// `max_deliveries` times it goes to the dead-letter stream (attempts are counted on the server when an input
+// starts: entries only read ahead do not count; a transient failure of the last attempt is dead-lettered at once
+// with its reason).
 // While held, an entry's idle time is reset every claim_idle_s/4 (XCLAIM JUSTID), so a slow input on a live
 // consumer is never taken over; a dead consumer's entries are. Before an input is committed the sink asks
 // still_ours(): an entry another consumer took over is theirs, not committed here. After an outage nothing is

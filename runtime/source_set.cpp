@@ -274,7 +274,8 @@ void SourceSet::run_worker(Source& s, int worker) {
         if (s.feed_shared)
           s.feed_listener = s.feed_shared->outcomes.listen(
               s.id, [feed](const InputResult& r) { feed->settled(r); },
-              [feed](const InputResult& r) { return feed->still_ours(r.uri, r.options); });
+              [feed](const InputResult& r) { return feed->still_ours(r.uri, r.options); },
+              [feed](const InputResult& r) { return feed->retries(r.uri, r.options); });
       }
       const int extra = s.feed ? s.options.decode_threads - 1
                         : s.job ? std::min<int>(s.options.decode_threads, static_cast<int>(s.inputs.size())) - 1
@@ -461,7 +462,9 @@ bool SourceSet::read_input(Source& s, const std::string& uri, InputKind kind, bo
     if (device_batches) prepare_device_slots(s, device_target);
   } catch (const std::exception& e) {
     error = e.what();
-    if (!live) tracker->end(tracker->begin(s.id, uri, kind, 0, options_text), error);  // listed, recorded failed by a job
+    const auto* input_error = dynamic_cast<const InputError*>(&e);
+    if (!live)  // listed, recorded failed by a job (or tried again by its feed, when the failure may pass)
+      tracker->end(tracker->begin(s.id, uri, kind, 0, options_text), error, input_error && input_error->transient);
     return !s.stop;
   }
   const InputInfo& info = reader->info();
@@ -477,7 +480,7 @@ bool SourceSet::read_input(Source& s, const std::string& uri, InputKind kind, bo
   const double rate = s.options.rate_limit;
   const std::int64_t period_ns = rate > 0 ? static_cast<std::int64_t>(1e9 / rate) : 0;
   const double native_fps = info.fps > 0 ? info.fps : 30.0;
-  bool ended = false;
+  bool ended = false, transient = false;
   for (std::uint64_t index = 0; !s.stop; ++index) {
     if (options.max_frames && index >= options.max_frames) {  // the input's own limit: done here
       ended = true;
@@ -501,7 +504,10 @@ bool SourceSet::read_input(Source& s, const std::string& uri, InputKind kind, bo
     if (status != ReadStatus::frame && status != ReadStatus::failed) {
       release_slot(s, slot);
       ended = true;
-      if (status == ReadStatus::error) error = why;
+      if (status == ReadStatus::error) {
+        error = why;
+        transient = reader->failed_transiently();
+      }
       break;
     }
     {
@@ -563,7 +569,7 @@ bool SourceSet::read_input(Source& s, const std::string& uri, InputKind kind, bo
     publish(s, slot, meta, epoch);
   }
   if (ended) {
-    tracker->end(input, error);
+    tracker->end(input, error, transient);
   } else {  // stopped (shutdown, removal) before its end
     bool removed;
     {

@@ -5,10 +5,30 @@ Where the tests' copies differed in behaviour, the difference is a parameter her
 """
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
+import sys
+import tempfile
 import time
+
+
+def session(prefix, wait_timeout, wait_step=0.05, flush=True):
+    """What a test sets up first: (tmp, failures, procs, check, wait_for): a scratch directory named after
+    `prefix`, the list of failed checks' names, the list of processes it starts (for end_all), checker(failures,
+    flush) and waiter(wait_timeout, wait_step)."""
+    failures = []
+    return tempfile.mkdtemp(prefix=prefix), failures, [], checker(failures, flush), waiter(wait_timeout, wait_step)
+
+
+def conclude(failures, tmp):
+    """A test's last word: exit 1 saying how many checks failed, tmp kept for a look; else tmp removed, exit 0."""
+    if failures:
+        print(f"{len(failures)} check(s) failed; files kept in {tmp}")
+        sys.exit(1)
+    shutil.rmtree(tmp, ignore_errors=True)
+    print("all checks passed")
 
 
 def checker(failures, flush=True):
@@ -65,6 +85,43 @@ def request(sock_path, obj, timeout=5.0, raw=None):
         s.connect(sock_path)
         s.sendall(raw if raw is not None else (json.dumps(obj) + "\n").encode())
         return json.loads(read_line(s).decode())
+
+
+def free_port():
+    """A TCP port on 127.0.0.1 that nothing listened on a moment ago."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def stage(kind, keys=None):
+    """One stage of a pipeline's YAML: `  - kind: KIND` and its keys (a dict, in order), each value as JSON writes it
+    (JSON is YAML: numbers as they are, strings quoted, lists in brackets)."""
+    return f"  - kind: {kind}\n" + "".join(f"    {k}: {json.dumps(v)}\n" for k, v in (keys or {}).items())
+
+
+def preprocess(width=16, height=16):
+    """The stages between decode and sink that most tests' pipelines have: upload, preprocess to width x height,
+    download."""
+    return stage("upload") + stage("preprocess", {"width": width, "height": height}) + stage("download")
+
+
+def pipeline_yaml(name, decode, sink, middle=None, batch_size=4, top=None):
+    """The text of a CPU pipeline: `name`, device cpu, `batch_size`, batch_timeout_ms 5 and the `top` keys (a
+    dict), then a decode stage with the `decode` keys (a dict), `middle` (stages as text; default preprocess()),
+    and a sink stage with the `sink` keys (a dict), or `sink` as text: the stages that end the pipeline as
+    written (a tee, an annotate stage)."""
+    head = f"name: {name}\ndevice: cpu\nbatch_size: {batch_size}\nbatch_timeout_ms: 5\n"
+    head += "".join(f"{k}: {json.dumps(v)}\n" for k, v in (top or {}).items())
+    end = stage("sink", sink) if isinstance(sink, dict) else sink
+    return head + "stages:\n" + stage("decode", decode) + (preprocess() if middle is None else middle) + end
+
+
+def write_pipeline(path, *args, **kw):
+    """Writes pipeline_yaml(*args, **kw) to path; returns path."""
+    with open(path, "w") as f:
+        f.write(pipeline_yaml(*args, **kw))
+    return path
 
 
 def start(procs, args, **kw):

@@ -2,16 +2,20 @@
 """redis_http_jobs_test.py SLUICED SLUICECTL: http(s):// entries of a Redis job (issue 33 item 11).
 
 A real redis-server on a free loopback port, and web servers in this process: one serving small real videos (and
-a 404, a redirect to file://, an endless body), one that accepts connections and never answers, and a port with
-nothing listening. One `sluiced run` worker (decode `uri: redis://...?group=workers&until_empty=true`,
-open_timeout_s and read_timeout_s 2, url_max_mb 1, a directory sink) takes the entries:
+a 404, a redirect to file://, an endless body, 503s and a 429), one that accepts connections and never answers,
+and a port with nothing listening. One `sluiced run` worker (decode `uri: redis://...?group=workers&until_empty=true
+&claim_idle_s=1&max_deliveries=3`, open_timeout_s and read_timeout_s 2, url_max_mb 1, a directory sink) takes the
+entries:
 
 - the good URLs are fetched by FFmpeg and done once each, with every frame of their video; two URLs whose paths
   end in the same file name get two result files, and a URL whose path holds `..%2F` names its result inside
   the output directory;
-- a 404, a server that never answers, a refused connection, a redirect to file:// and a body past url_max_mb
-  each fail with a reason naming the URL (its query hidden: no token in any reason or log line), go to the dead
-  letters and the job ledger as failed, and the worker ends by itself (never a hang);
+- transient failures are tried again: a URL answered 503 twice and then served, and one answered 429 once, are
+  done once with every frame, never recorded failed; a URL always answered 503, a server that never answers and
+  a refused connection are attempted max_deliveries (3) times, then dead-lettered with the last attempt's reason;
+- permanent failures are not: a 404, a redirect to file:// and a body past url_max_mb are asked for once;
+- every failed URL fails with a reason naming the URL (its query hidden: no token in any reason or log line),
+  goes to the dead letters and the job ledger as failed, and the worker ends by itself (never a hang);
 - submitted again, the good URLs are acknowledged as skipped by a second worker (done by the group: a URL is
   its identity), their results untouched.
 No timing assertions: waits are bounded.
@@ -20,29 +24,18 @@ import glob
 import http.server
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # tests/
 import daemon_client  # noqa: E402
+import redis_fixture  # noqa: E402
 
 sluiced, sluicectl = sys.argv[1:3]
-tmp = tempfile.mkdtemp(prefix="sluice-http-jobs-")
-failures = []
-procs = []
-check = daemon_client.checker(failures)
-wait_for = daemon_client.waiter(60.0, 0.05)
+tmp, failures, procs, check, wait_for = daemon_client.session("sluice-http-jobs-", 60.0)
 SECRET = "s3cr3t-t0ken"
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 # --- inputs: tiny real videos made by ffmpeg ------------------------------------------------------------------
@@ -72,6 +65,10 @@ served = {  # path (without the query) -> (bytes, frames)
     "/dir/..%2F..%2Fescape.mp4": (bytes_d, 5),
 }
 requests_seen = []
+# path -> how many requests it answers with that status before it serves its file (None: every request)
+failing = {"/flaky.mp4": (503, 2), "/busy.mp4": (503, None), "/throttled.mp4": (429, 1)}
+served["/flaky.mp4"] = (bytes_b, 2)
+served["/throttled.mp4"] = (bytes_a2, 3)
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
@@ -83,6 +80,17 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
         requests_seen.append(self.path)
         path = self.path.split("?", 1)[0]
+        if path in failing:
+            status, times = failing[path]
+            if times is None or requests_seen.count(self.path) <= times:
+                body = b"try again later\n"
+                self.send_response(status)
+                self.send_header("Content-Length", str(len(body)))
+                if status == 429:
+                    self.send_header("Retry-After", "1")
+                self.end_headers()
+                self.wfile.write(body)
+                return
         if path == "/redirect.mp4":
             self.send_response(302)
             self.send_header("Location", "file://" + local_target)
@@ -155,7 +163,7 @@ def hold():
 
 threading.Thread(target=hold, daemon=True).start()
 silent_port = silent.getsockname()[1]
-closed_port = free_port()  # nothing listens here
+closed_port = daemon_client.free_port()  # nothing listens here
 
 base = f"http://127.0.0.1:{web_port}"
 good = {
@@ -163,66 +171,34 @@ good = {
     f"{base}/other/a.mp4": 3,  # the same file name as the first
     f"{base}/signed/b.mp4?token={SECRET}&expires=9": 2,
     f"{base}/dir/..%2F..%2Fescape.mp4": 5,
+    f"{base}/flaky.mp4": 2,  # 503 twice, then served
+    f"{base}/throttled.mp4": 3,  # 429 once, then served
 }
+retried_good = [f"{base}/flaky.mp4", f"{base}/throttled.mp4"]
+ATTEMPTS = "attempt 3 of max_deliveries 3"
 bad = {  # URL -> what its reason must say
     f"{base}/missing.mp4?token={SECRET}": ["'" + f"{base}/missing.mp4?***'", "404"],
-    f"http://127.0.0.1:{silent_port}/never.mp4": ["nothing answered within 2 s"],
-    f"http://127.0.0.1:{closed_port}/refused.mp4": ["Connection refused"],
+    f"http://127.0.0.1:{silent_port}/never.mp4": ["nothing answered within 2 s", ATTEMPTS],
+    f"http://127.0.0.1:{closed_port}/refused.mp4": ["Connection refused", ATTEMPTS],
+    f"{base}/busy.mp4": ["cannot fetch it", "HTTP 503", ATTEMPTS],
     f"{base}/redirect.mp4": ["cannot fetch it", "redirect", "file://"],
     f"{base}/endless.ts": ["larger than 1048576 bytes"],
 }
+permanent = [f"{base}/missing.mp4?token={SECRET}", f"{base}/redirect.mp4", f"{base}/endless.ts"]
 
 # --- redis ------------------------------------------------------------------------------------------------------
-port = free_port()
-redis_dir = os.path.join(tmp, "redis")
-os.makedirs(redis_dir)
-redis_proc = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--dir", redis_dir, "--save",
-                               "", "--appendonly", "no", "--daemonize", "no", "--logfile",
-                               os.path.join(redis_dir, "redis.log")])
-
-
-def cli(*args, json_out=False):
-    cmd = ["redis-cli", "-p", str(port)] + (["-2", "--json"] if json_out else ["--raw"]) + [str(a) for a in args]
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-    return json.loads(out) if json_out else out.strip()
-
-
-def redis_up():
-    return subprocess.run(["redis-cli", "-p", str(port), "PING"], capture_output=True, text=True).stdout.strip() == "PONG"
-
-
-if not wait_for(redis_up, 20, 0.05):
-    raise SystemExit("redis-server did not come up")
+redis = redis_fixture.RedisServer(os.path.join(tmp, "redis")).start()
+cli = redis.cli
 
 
 def pipeline(name, consumer, out, state):
-    uri = f"redis://127.0.0.1:{port}/jobs?group=workers&consumer={consumer}&until_empty=true&claim_idle_s=30"
-    path = os.path.join(tmp, name + ".yaml")
-    with open(path, "w") as f:
-        f.write(f"""name: {name}
-device: cpu
-batch_size: 4
-batch_timeout_ms: 5
-stages:
-  - kind: decode
-    uri: ["{uri}"]
-    width: 32
-    height: 24
-    format: bgr8
-    decode_threads: 2
-    open_timeout_s: 2
-    read_timeout_s: 2
-    url_max_mb: 1
-  - kind: upload
-  - kind: preprocess
-    width: 16
-    height: 16
-  - kind: download
-  - kind: sink
-    type: directory
-    path: {out}
-""")
-    return [sluiced, "run", path, "--state-dir", state, "--no-progress"]
+    uri = redis.uri(f"jobs?group=workers&consumer={consumer}&until_empty=true&claim_idle_s=1&max_deliveries=3")
+    daemon_client.write_pipeline(
+        os.path.join(tmp, name + ".yaml"), name,
+        {"uri": [uri], "width": 32, "height": 24, "format": "bgr8", "decode_threads": 2, "open_timeout_s": 2,
+         "read_timeout_s": 2, "url_max_mb": 1},
+        {"type": "directory", "path": out})
+    return [sluiced, "run", os.path.join(tmp, name + ".yaml"), "--state-dir", state, "--no-progress"]
 
 
 def results(out):
@@ -234,25 +210,20 @@ def results(out):
     return got
 
 
+def ledger_lines(state):
+    return [json.loads(line) for path in glob.glob(os.path.join(state, "jobs", "*.ledger")) for line in open(path)]
+
+
 def ledger(state):
-    last = {}
-    for path in glob.glob(os.path.join(state, "jobs", "*.ledger")):
-        for line in open(path):
-            e = json.loads(line)
-            if e["status"] in ("done", "failed"):
-                last[e["input"]] = e
-    return last
+    return {e["input"]: e for e in ledger_lines(state) if e["status"] in ("done", "failed")}
 
 
 def dead_letters():
-    return [dict(zip(f[0::2], f[1::2])) for _, f in cli("XRANGE", "jobs:dead", "-", "+", json_out=True)]
+    return redis.entries("jobs:dead")
 
 
 def group_status():
-    rc = subprocess.run([sluicectl, "jobs", "status", f"redis://127.0.0.1:{port}/jobs?group=workers", "--json"],
-                        capture_output=True, text=True)
-    check("sluicectl jobs status answers", rc.returncode == 0, rc.stderr)
-    return ((json.loads(rc.stdout).get("groups") or [{}])[0]) if rc.returncode == 0 else {}
+    return (redis_fixture.job_status(sluicectl, redis.uri("jobs?group=workers"), check, "").get("groups") or [{}])[0]
 
 
 try:
@@ -294,12 +265,24 @@ try:
     check("the redirect was asked for once, and its local file was never read: no record",
           requests_seen.count("/redirect.mp4") == 1 and
           not any(r.get("records") for _, r in got.get(f"{base}/redirect.mp4", [])), requests_seen)
+    check("a permanent failure (404, a refused redirect, a body past url_max_mb) is not tried again",
+          all(requests_seen.count(u[len(base):]) == 1 for u in permanent) and
+          not any("attempt" in dead.get(u, {}).get("reason", "") for u in permanent),
+          {u: requests_seen.count(u[len(base):]) for u in permanent})
+    check("503 twice, then served: asked for until it was served (two 503s, then the file)",
+          requests_seen.count("/flaky.mp4") >= 3, requests_seen)
+    check("429 once, then served: the 429 was tried again", requests_seen.count("/throttled.mp4") >= 2, requests_seen)
+    check("always 503: asked for once per attempt (3)", requests_seen.count("/busy.mp4") == 3, requests_seen)
+    check("the server that never answers: one connection per attempt (3)", len(held) == 3, len(held))
 
     led = ledger(state)
     check("the job ledger: the good URLs done, the bad ones failed with their reason",
           all(led.get(u, {}).get("status") == "done" for u in good) and
           all(led.get(u, {}).get("status") == "failed" and led[u].get("reason") for u in bad),
           {u: led.get(u, {}).get("status") for u in list(good) + list(bad)})
+    check("a transient failure that was tried again is never recorded failed (the URLs done after 503 or 429)",
+          not any(e["input"] in retried_good and e["status"] == "failed" for e in ledger_lines(state)),
+          [e for e in ledger_lines(state) if e["input"] in retried_good])
     g = group_status()
     check(f"every entry acknowledged: {len(good)} done, {len(bad)} dead-lettered, none pending",
           (g.get("done"), g.get("dead"), g.get("pending")) == (len(good), len(bad), 0), g)
@@ -321,15 +304,10 @@ try:
           (g.get("skipped"), g.get("pending")) == (len(good), 0), g)
 finally:
     daemon_client.end_all(procs)
-    redis_proc.terminate()
-    redis_proc.wait(timeout=30)
+    redis.stop()
     web.shutdown()
     silent.close()
     for c in held:
         c.close()
 
-if failures:
-    print(f"{len(failures)} check(s) failed; files kept in {tmp}")
-    sys.exit(1)
-shutil.rmtree(tmp, ignore_errors=True)
-print("all checks passed")
+daemon_client.conclude(failures, tmp)

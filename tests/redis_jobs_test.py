@@ -35,60 +35,24 @@ No timing assertions: waits are bounded, the rate limit only keeps the job long 
 import glob
 import json
 import os
-import shutil
-import signal
-import socket
 import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # tests/
 import daemon_client  # noqa: E402
+import redis_fixture  # noqa: E402
 
 sluiced, sluicectl = sys.argv[1:3]
-tmp = tempfile.mkdtemp(prefix="sluice-redis-jobs-")
-failures = []
-procs = []
-check = daemon_client.checker(failures)
-wait_for = daemon_client.waiter(60.0, 0.05)
+tmp, failures, procs, check, wait_for = daemon_client.session("sluice-redis-jobs-", 60.0)
 N = 240
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-port = free_port()
-redis_dir = os.path.join(tmp, "redis")
-os.makedirs(redis_dir)
-redis_proc = None
-
-
-def cli(*args, json_out=False):
-    cmd = ["redis-cli", "-p", str(port)] + (["-2", "--json"] if json_out else ["--raw"]) + [str(a) for a in args]
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-    return json.loads(out) if json_out else out.strip()
-
-
-def start_redis():
-    global redis_proc
-    redis_proc = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--dir", redis_dir,
-                                   "--save", "", "--appendonly", "yes", "--appendfsync", "always", "--daemonize",
-                                   "no", "--logfile", os.path.join(redis_dir, "redis.log")])
-
-    def up():
-        return subprocess.run(["redis-cli", "-p", str(port), "PING"], capture_output=True, text=True).stdout.strip() == "PONG"
-
-    if not wait_for(up, 20, 0.05):
-        raise SystemExit("redis-server did not come up")
-
-
-def stop_redis():
-    redis_proc.terminate()  # SIGTERM: it finishes the append-only file and exits
-    redis_proc.wait(timeout=30)
+redis = redis_fixture.RedisServer(os.path.join(tmp, "redis"), appendonly=True)
+port = redis.port
+cli = redis.cli
+start_redis = redis.start
+stop_redis = redis.stop
 
 
 # --- inputs: tiny real videos, a corrupt image and a truncated video ----------------------------------------
@@ -140,45 +104,25 @@ POISONED_FILES = 2  # broken.ppm and truncated.mp4, submitted with the directory
 def pipeline(name, stream, consumer, out, state, result_stream=None, claim_idle_s=4, tee_stream=None):
     """A worker's pipeline: results to the directory `out`, or with result_stream to that Redis stream; with
     tee_stream to both `out` and that stream (a tee; the redis sink gives up on a batch after 1 s)."""
-    sink = (f"type: redis\n    path: redis://127.0.0.1:{port}/{result_stream}" if result_stream
-            else f"type: directory\n    path: {out}")
+    sink = ({"type": "redis", "path": redis.uri(result_stream)} if result_stream
+            else {"type": "directory", "path": out})
     if tee_stream:
-        sink = f"""type: directory
+        sink = f"""  - kind: tee
+    branches:
+    - - kind: sink
+        type: directory
         name: files
         path: {out}
     - - kind: sink
         name: records
         type: redis
-        path: redis://127.0.0.1:{port}/{tee_stream}
-        write_retry_s: 1"""
-    uri = (f"redis://127.0.0.1:{port}/{stream}?group=workers&consumer={consumer}&until_empty=true"
-           f"&claim_idle_s={claim_idle_s}&count=2")
-    path = os.path.join(tmp, name + ".yaml")
-    with open(path, "w") as f:
-        f.write(f"""name: {name}
-device: cpu
-batch_size: 4
-batch_timeout_ms: 5
-stages:
-  - kind: decode
-    uri: ["{uri}"]
-    width: 32
-    height: 24
-    format: bgr8
-    rate_limit: 40
-    decode_threads: 2
-  - kind: upload
-  - kind: preprocess
-    width: 16
-    height: 16
-  - kind: download
-""" + (f"""  - kind: tee
-    branches:
-    - - kind: sink
-        {sink}
-""" if tee_stream else f"""  - kind: sink
-    {sink}
-"""))
+        path: {redis.uri(tee_stream)}
+        write_retry_s: 1
+"""
+    uri = redis.uri(f"{stream}?group=workers&consumer={consumer}&until_empty=true&claim_idle_s={claim_idle_s}&count=2")
+    path = daemon_client.write_pipeline(
+        os.path.join(tmp, name + ".yaml"), name,
+        {"uri": [uri], "width": 32, "height": 24, "format": "bgr8", "rate_limit": 40, "decode_threads": 2}, sink)
     return [sluiced, "run", path, "--state-dir", state, "--no-progress"]
 
 
@@ -195,8 +139,8 @@ def results(out):
 def stream_results(stream):
     """input path -> the input_frame of each record the redis sinks wrote to `stream` (one record per frame)."""
     got = {}
-    for _, fields in cli("XRANGE", stream, "-", "+", json_out=True):
-        record = json.loads(dict(zip(fields[0::2], fields[1::2]))["record"])
+    for fields in redis.entries(stream):
+        record = json.loads(fields["record"])
         got.setdefault(record["input"], []).append(record["input_frame"])
     return got
 
@@ -219,18 +163,11 @@ def submit(stream):
 
 
 def job_status(stream):
-    rc = subprocess.run([sluicectl, "jobs", "status", f"redis://127.0.0.1:{port}/{stream}?group=workers", "--json"],
-                        capture_output=True, text=True)
-    check(f"{stream}: sluicectl jobs status answers", rc.returncode == 0, rc.stderr)
-    return json.loads(rc.stdout) if rc.returncode == 0 else {}
+    return redis_fixture.job_status(sluicectl, redis.uri(f"{stream}?group=workers"), check, f"{stream}: ")
 
 
 def dead_letters(stream):
-    entries = cli("XRANGE", stream + ":dead", "-", "+", json_out=True)
-    out = []
-    for _, fields in entries:
-        out.append(dict(zip(fields[0::2], fields[1::2])))
-    return out
+    return redis.entries(stream + ":dead")
 
 
 def ended_well(end):
@@ -520,8 +457,4 @@ check("d: every entry acknowledged: 7 done, 3 skipped (done before, not counted 
 
 daemon_client.end_all(procs)
 stop_redis()
-if failures:
-    print(f"{len(failures)} check(s) failed; files kept in {tmp}")
-    sys.exit(1)
-shutil.rmtree(tmp, ignore_errors=True)
-print("all checks passed")
+daemon_client.conclude(failures, tmp)

@@ -30,28 +30,10 @@ wait_for = daemon_client.waiter(10.0, 0.05, errors=())  # an error in pred fails
 read_line = daemon_client.read_line
 
 
-def pipeline(name, fps, pattern="bars", extra=""):
-    path = os.path.join(tmp, name + ".yaml")
-    with open(path, "w") as f:
-        f.write(f"""name: {name}
-device: cpu
-batch_size: 4
-batch_timeout_ms: 5
-stages:
-  - kind: decode
-    pattern: {pattern}
-    width: 64
-    height: 48
-    fps: {fps}
-{extra}  - kind: upload
-  - kind: preprocess
-    width: 32
-    height: 32
-  - kind: download
-  - kind: sink
-    type: "null"
-""")
-    return path
+def pipeline(name, fps, pattern="bars"):
+    return daemon_client.write_pipeline(
+        os.path.join(tmp, name + ".yaml"), name, {"pattern": pattern, "width": 64, "height": 48, "fps": fps},
+        {"type": "null"}, middle=daemon_client.preprocess(32, 32))
 
 
 def request(obj, raw=None, timeout=5.0):

@@ -39,6 +39,24 @@ TEST_CASE("FFmpeg's error lines reach sluice's log as warnings, a few per input 
   CHECK(other.last_error() == "Connection refused");
 }
 
+TEST_CASE("the status of an HTTP error reply is read from FFmpeg's line (its return code names only the class)",
+          "[libav][log]") {
+  route_libav_logging();
+  LibavLog web("https://media.example/a.mp4");
+  CHECK(web.http_status() == 0);
+  {
+    const LibavLogScope scope(web);
+    av_log(nullptr, AV_LOG_WARNING, "HTTP error %d %s\n", 429, "Too Many Requests");
+  }
+  CHECK(web.http_status() == 429);
+  {
+    const LibavLogScope scope(web);
+    av_log(nullptr, AV_LOG_WARNING, "HTTP error %d %s\n", 50000, "hostile");  // not a status: ignored
+    av_log(nullptr, AV_LOG_WARNING, "HTTP error 503 in a line of another shape\n");
+  }
+  CHECK(web.http_status() == 429);
+}
+
 TEST_CASE("a stream that cannot be opened says FFmpeg's reason, not a list of guesses", "[libav][log]") {
   sluice::test::CapturedLog log("%l %v");
   const std::string uri = "tcp://127.0.0.1:" + std::to_string(sluice::test::free_loopback_port()) + "?timeout=0";
@@ -55,6 +73,7 @@ TEST_CASE("a stream that cannot be opened says FFmpeg's reason, not a list of gu
     CHECK(why.find("Connection to tcp://127.0.0.1:") != std::string::npos);  // and the line FFmpeg logged
     CHECK(why.find("[tcp @") == std::string::npos);  // without its context prefix
     CHECK(why.find("nothing answered") == std::string::npos);  // no list of guesses
+    CHECK_FALSE(e.transient);  // a stream, not a job's remote file: never tried again by a job
     CHECK(why.find("Connection to tcp://127.0.0.1:" + uri.substr(uri.rfind(':') + 1, uri.find('?') - uri.rfind(':') - 1) +
                    " failed") != std::string::npos);  // FFmpeg's inner options (the URL's query) left out
   }

@@ -272,6 +272,39 @@ TEST_CASE("redis feed: acknowledged on a durable outcome, dead letters with the 
   CHECK(pending.count == 0);
 }
 
+TEST_CASE("redis feed: a transient failure is retried while attempts are left, each wait longer; the last is dead-lettered with its reason") {
+  ::unsetenv("SLUICE_REDIS_PASSWORD");
+  test::RedisServer server;
+  redis::Client c(server.endpoint());
+  c.checked({"XADD", "jobs", "*", "input", "https://media.example/busy.mp4"});
+  auto feed = open_redis_feed(parse_redis_source_uri(server.uri("jobs") +
+                                                     "?group=g&consumer=w1&claim_idle_s=0.3&max_deliveries=3&until_empty=true"));
+  const std::string url = "https://media.example/busy.mp4";
+  const std::string why = "'https://media.example/busy.mp4': cannot fetch it: Server returned 5XX Server Error reply (HTTP 503)";
+  std::vector<std::chrono::steady_clock::time_point> handed;
+  for (int attempt = 1; attempt <= 3; ++attempt) {
+    REQUIRE(next_input(*feed) == url);
+    handed.push_back(std::chrono::steady_clock::now());
+    const bool again = feed->retries(url, "");
+    CHECK(again == (attempt < 3));  // attempts 1 and 2 of max_deliveries 3 are tried again, the third is not
+    InputResult r{1, url, again ? InputOutcome::retry : InputOutcome::failed, why};
+    r.transient = true;
+    feed->settled(r);
+  }
+  // Left after one attempt it waits claim_idle_s (0.3 s), after two twice that: a lower bound, never an upper one.
+  CHECK(handed[1] - handed[0] >= std::chrono::milliseconds(300));
+  CHECK(handed[2] - handed[1] >= std::chrono::milliseconds(600));
+  CHECK(ended_within(*feed, std::chrono::seconds(20)));
+  CHECK_FALSE(feed->retries("/jobs/not-held.mp4", ""));  // not one of its inputs
+  feed.reset();
+  const auto dead = redis::parse_entries(c.checked({"XRANGE", "jobs:dead", "-", "+"}), "dead");
+  REQUIRE(dead.size() == 1);
+  CHECK(*dead[0].field("input") == url);
+  CHECK(*dead[0].field("reason") == why + " (attempt 3 of max_deliveries 3)");
+  CHECK(*dead[0].field("deliveries") == "3");
+  CHECK(hash(c, "jobs:sluice-stats:g").at("dead") == "1");
+}
+
 TEST_CASE("redis feed: a dead consumer's entries are taken over but a live one's held entries are not") {
   ::unsetenv("SLUICE_REDIS_PASSWORD");
   test::RedisServer server;

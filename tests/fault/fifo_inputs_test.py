@@ -13,10 +13,7 @@ import glob
 import json
 import os
 import struct
-import subprocess
 import sys
-import tempfile
-import threading
 import time
 import zlib
 
@@ -24,11 +21,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 import daemon_client  # noqa: E402
 
 sluiced, sluicectl = sys.argv[1:3]
-tmp = tempfile.mkdtemp(prefix="sluice-fifo-inputs-")
-failures = []
-procs = []
-_check = daemon_client.checker(failures)
-wait_for = daemon_client.waiter(15.0, 0.05)
+tmp, failures, procs, _check, wait_for = daemon_client.session("sluice-fifo-inputs-", 15.0)
 request = daemon_client.request
 
 
@@ -61,24 +54,11 @@ def opened_fifos(paths):
 
 
 def pipeline(path, uris, sink_path, idle=False):
-    uri_list = ", ".join(json.dumps(u) for u in uris)
-    with open(path, "w") as f:
-        f.write(f"""name: fifo
-device: cpu
-batch_size: 2
-batch_timeout_ms: 5
-stages:
-  - kind: decode
-    uri: [{uri_list}]
-    width: 32
-    height: 24
-    format: bgr8
-{"    idle: wait" + chr(10) if idle else ""}  - kind: sink
-    type: jsonl
-    per: run
-    path: {sink_path}
-""")
-    return path
+    decode = {"uri": list(uris), "width": 32, "height": 24, "format": "bgr8"}
+    if idle:
+        decode["idle"] = "wait"
+    return daemon_client.write_pipeline(path, "fifo", decode, {"type": "jsonl", "per": "run", "path": sink_path},
+                                        middle="", batch_size=2)
 
 
 def run(args, timeout=30):

@@ -22,7 +22,6 @@ import random
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -42,12 +41,6 @@ rng = random.Random(int(os.environ.get("SLUICE_TEST_SEED", "11")))
 check = daemon_client.checker(failures)
 wait_for = daemon_client.waiter(20.0, 0.05)
 request = daemon_client.request
-
-
-def write(path, text):
-    with open(path, "w") as f:
-        f.write(text)
-    return path
 
 
 def start(args, **kw):
@@ -115,37 +108,19 @@ model = os.path.join(src, "models", "testsrc-classifier.onnx")
 labels = os.path.join(src, "models", "testsrc-classifier.labels")
 
 
-def job_yaml(name, sink, infer=False, rate=60):
-    infer_stage = f"""  - kind: preprocess
-    width: 64
-    height: 64
-    order: rgb
-    layout: nchw
-    dtype: f32
-  - kind: infer
-    model: {model}
-    labels: {labels}
-    output: classes
-    top_k: 2
-""" if infer else """  - kind: preprocess
-    width: 16
-    height: 16
-"""
-    return write(os.path.join(tmp, name + ".yaml"), f"""name: {name}
-device: cpu
-batch_size: 4
-batch_timeout_ms: 5
-stages:
-  - kind: decode
-    uri: [{job}]
-    width: 64
-    height: 48
-    format: bgr8
-    rate_limit: {rate}
-    decode_threads: 2
-  - kind: upload
-{infer_stage}  - kind: download
-{sink}""")
+def job_yaml(name, sink, infer=False, rate=60, uri=None):
+    """A job over `uri` (default: the four clips' directory) ending in `sink` (stages as text)."""
+    middle = None  # upload, preprocess 16x16, download
+    if infer:
+        stage = daemon_client.stage
+        middle = (stage("upload") +
+                  stage("preprocess", {"width": 64, "height": 64, "order": "rgb", "layout": "nchw", "dtype": "f32"}) +
+                  stage("infer", {"model": model, "labels": labels, "output": "classes", "top_k": 2}) +
+                  stage("download"))
+    return daemon_client.write_pipeline(
+        os.path.join(tmp, name + ".yaml"), name,
+        {"uri": [uri or job], "width": 64, "height": 48, "format": "bgr8", "rate_limit": rate, "decode_threads": 2},
+        sink, middle=middle)
 
 
 # --- (a) kill -9 at random points, every sink kind -----------------------------------------------------------
@@ -254,26 +229,9 @@ check("b: the first run still completes with every input", rc1 == 0 and
 
 
 def service_yaml(name, out_path, sock, extra_sink="", fps=200):
-    return write(os.path.join(tmp, name + ".yaml"), f"""name: {name}
-device: cpu
-batch_size: 4
-batch_timeout_ms: 5
-control_socket: {sock}
-stages:
-  - kind: decode
-    pattern: bars
-    width: 64
-    height: 48
-    fps: {fps}
-  - kind: upload
-  - kind: preprocess
-    width: 16
-    height: 16
-  - kind: download
-  - kind: sink
-    type: jsonl
-    path: {out_path}
-{extra_sink}""")
+    return daemon_client.write_pipeline(
+        os.path.join(tmp, name + ".yaml"), name, {"pattern": "bars", "width": 64, "height": 48, "fps": fps},
+        daemon_client.stage("sink", {"type": "jsonl", "path": out_path}) + extra_sink, top={"control_socket": sock})
 
 
 def status(sock):
@@ -405,8 +363,7 @@ with open(os.path.join(job_e, "cut.mp4"), "wb") as fh:
     fh.write(data[: len(data) // 2])
 out_e = os.path.join(tmp, "e-out")
 state_e = os.path.join(tmp, "e-state")
-cfg_e = write(os.path.join(tmp, "e.yaml"), open(job_yaml("e0", "")).read().replace(job, job_e).replace(
-    "rate_limit: 60", "rate_limit: 0") + f"  - kind: sink\n    type: jsonl\n    per: file\n    path: {out_e}\n")
+cfg_e = job_yaml("e0", f"  - kind: sink\n    type: jsonl\n    per: file\n    path: {out_e}\n", rate=0, uri=job_e)
 rc, _, err = finish(start(["run", cfg_e, "--state-dir", state_e, "--no-progress"]), 60)
 check("e: a job with a truncated input exits 1", rc == 1, err[-1500:])
 entries = [json.loads(l) for l in open(glob.glob(os.path.join(state_e, "jobs", "*.ledger"))[0])]
