@@ -272,7 +272,7 @@ TEST_CASE("redis feed: acknowledged on a durable outcome, dead letters with the 
   CHECK(pending.count == 0);
 }
 
-TEST_CASE("redis feed: a transient failure is retried while attempts are left, each wait longer; the last is dead-lettered with its reason") {
+TEST_CASE("redis feed: a transient failure is retried while attempts are left, each wait longer, and the last is dead-lettered with its reason") {
   ::unsetenv("SLUICE_REDIS_PASSWORD");
   test::RedisServer server;
   redis::Client c(server.endpoint());
