@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "pipeline_helpers.hpp"
+#include "sleeper_stage.hpp"
 #include "runtime/latency_budget.hpp"
 
 using namespace sluice;
@@ -18,22 +19,6 @@ using Catch::Matchers::Contains;
 namespace {
 
 constexpr std::int64_t kMs = 1'000'000;
-
-// Forwards its input after sleeping `ms` per batch: a slow downstream stage.
-class Sleeper final : public Stage {
- public:
-  Sleeper(PayloadDesc d, int ms) : desc_(d), ms_(ms) {}
-  PayloadDesc output() const override { return desc_; }
-  bool forwards_input() const override { return true; }
-  BatchLease process(Batch*, StageContext&) override {
-    std::this_thread::sleep_for(std::chrono::milliseconds(ms_));
-    return {};
-  }
-
- private:
-  PayloadDesc desc_;
-  int ms_;
-};
 
 // decode (direct test pattern) -> upload (made slow) -> preprocess -> download -> null sink.
 std::string chain(double fps, int frames, int batch_timeout_ms, double budget_ms) {

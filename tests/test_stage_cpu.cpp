@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "pipeline_helpers.hpp"
+#include "sleeper_stage.hpp"
 #include "runtime/fork_join.hpp"
 #include "runtime/stats.hpp"
 
@@ -37,22 +38,6 @@ class Burner final : public Stage {
   bool forwards_input() const override { return true; }
   BatchLease process(Batch*, StageContext&) override {
     burn_cpu(ms_ * kMs);
-    return {};
-  }
-
- private:
-  PayloadDesc desc_;
-  int ms_;
-};
-
-// Forwards its input after sleeping `ms` per batch.
-class Sleeper final : public Stage {
- public:
-  Sleeper(PayloadDesc d, int ms) : desc_(d), ms_(ms) {}
-  PayloadDesc output() const override { return desc_; }
-  bool forwards_input() const override { return true; }
-  BatchLease process(Batch*, StageContext&) override {
-    std::this_thread::sleep_for(std::chrono::milliseconds(ms_));
     return {};
   }
 
