@@ -345,17 +345,27 @@ void Demuxer::find_video_stream() {
     const double fps = av_q2d(rate);
     fps_ = std::isfinite(fps) && fps > 0 && fps <= 1000 ? fps : 0;
   }
-  if (st->nb_frames > 0) {
+  count_frames(st);
+}
+
+// Only MP4/MOV's sample table states how many frames the video holds: its index lists every sample, and an edit
+// list that cuts the first ones (a stream copy cut between keyframes) marks them discarded (decoded for the
+// frames after them, never shown). No other count is exact: AVI's header counts the empty chunks that stand for
+// dropped frames; Matroska, WebM, MPEG-TS and FLV state none, and duration x rate says nothing of the frames a
+// variable-rate file skips (ffmpeg writes the nominal rate: avg_frame_rate equals r_frame_rate even then). Such
+// an estimate would call a complete file truncated, so there is no count at all (progress shows none).
+void Demuxer::count_frames(AVStream* st) {
+  if (container().rfind("mov,", 0) != 0 || st->nb_frames <= 0) return;
+  const int entries = avformat_index_get_entries_count(st);
+  if (entries <= 0) {
     frames_announced_ = st->nb_frames;
-  } else if (fps_ > 0 && valid(st->r_frame_rate) && av_cmp_q(st->avg_frame_rate, st->r_frame_rate) == 0) {
-    // No frame index (Matroska, MPEG-TS): at a constant rate the count follows from the duration (the reader
-    // allows a few frames' slack); a variable rate gives no count rather than a wrong one.
-    double seconds = -1;
-    if (st->duration > 0 && st->duration != AV_NOPTS_VALUE) seconds = static_cast<double>(st->duration) * av_q2d(st->time_base);
-    else if (format_->duration > 0) seconds = static_cast<double>(format_->duration) / AV_TIME_BASE;
-    const double frames = seconds * fps_;
-    if (std::isfinite(frames) && frames >= 1 && frames < 1e12) frames_announced_ = std::llround(frames);
+    return;
   }
+  std::int64_t shown = 0;
+  for (int i = 0; i < entries; ++i)
+    if (const AVIndexEntry* e = avformat_index_get_entry(st, i); e != nullptr && !(e->flags & AVINDEX_DISCARD_FRAME))
+      ++shown;
+  if (shown > 0) frames_announced_ = shown;
 }
 
 void Demuxer::start_annex_b() {

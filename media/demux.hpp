@@ -20,6 +20,7 @@
 extern "C" {
 struct AVFormatContext;
 struct AVCodecParameters;
+struct AVStream;
 struct AVPacket;
 struct AVBSFContext;
 struct AVIOContext;
@@ -99,8 +100,11 @@ class Demuxer {
   // Clockwise degrees (0, 90, 180, 270) to turn a frame so it shows upright: the stream's display matrix, as
   // ffmpeg's autorotate reads it.
   int rotation() const noexcept { return rotation_; }
-  std::int64_t frames_announced() const noexcept { return frames_announced_; }  // -1 when the container does not say
-  double fps() const noexcept { return fps_; }                                   // average rate; 0 when unknown
+  // How many frames the video holds, where the container states it: MP4/MOV's sample table, less the samples an
+  // edit list cuts; -1 for every other container (an estimate from duration x rate, or AVI's header with its
+  // dropped-frame chunks, overshoots a variable-frame-rate file: fewer frames than it says is no truncation).
+  std::int64_t frames_announced() const noexcept { return frames_announced_; }
+  double fps() const noexcept { return fps_; }  // average rate; 0 when unknown
   std::string container() const;  // the demuxer's name, e.g. "mov,mp4,m4a,3gp,3g2,mj2"
   // A stream time in ns (none for AV_NOPTS_VALUE).
   std::optional<std::int64_t> to_ns(std::int64_t ts) const noexcept;
@@ -110,6 +114,7 @@ class Demuxer {
   void open(const std::string& url, const DemuxOptions& options, bool network);
   void close() noexcept;
   void find_video_stream();
+  void count_frames(AVStream* st);
   void start_annex_b();
   [[noreturn]] void fail(const std::string& what, int err, bool transient = false) const;
   bool transient_fetch_error(int err) const noexcept;

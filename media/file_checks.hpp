@@ -15,8 +15,9 @@ void check_readable_file(const std::string& uri);
 // (DemuxOptions::remote_file), not a local path to check.
 bool is_http_url(std::string_view uri) noexcept;
 
-// A video that ends this many frames short of what its container announced is still complete (containers
-// without a frame index estimate the count from duration x rate); beyond it, the file is reported truncated.
+// A video that ends this many frames short of the count its container states (MP4/MOV's sample table) is still
+// complete (a decoder may hold back a picture or two); beyond it, the file is reported truncated. Other
+// containers state no count (media/demux.hpp frames_announced()): nothing to check.
 std::int64_t truncation_tolerance(std::int64_t frames_announced) noexcept;
 
 }  // namespace sluice

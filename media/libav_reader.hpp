@@ -6,10 +6,11 @@
 //
 // Timestamps are the decoder's best-effort presentation times from the container, in ns (pts_ns()): a
 // variable-frame-rate file keeps its own timing, and every frame it holds is read. frames_total is the
-// container's frame count (or, without an index, duration x rate at a constant rate; -1 otherwise).
+// frame count its container states (MP4/MOV's sample table), else -1: an estimate (duration x rate, AVI's header)
+// overshoots a file with dropped frames.
 //
 // Files: a packet the decoder rejects is skipped (counted in the reason should the file come up short); a
-// file that ends well before the count its container announced (beyond truncation_tolerance) is an error
+// file that ends well before the count its container states (beyond truncation_tolerance) is an error
 // "ended after N of M frames (truncated or corrupt...)"; one from which no frame decodes at all is an error.
 // Streams: a read that fails or finds no data within read_timeout_s is an error (the source reconnects). A
 // picture the decoder reports damaged (concealed, decoded without its references) is ReadStatus::failed with

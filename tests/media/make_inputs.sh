@@ -11,10 +11,19 @@
 #   job/            a batch job: 01_small.mp4, 02_mjpeg.avi, 03_broken.mp4 (random bytes), 04_wide.mp4
 #   vfr.mp4         H.264 160x120, 40 frames: 20 at 30 fps, then 20 at 10 fps (variable frame rate);
 #                   vfr.mkv the same stream in Matroska (no frame index)
+#   drops/          variable frame rate by irregular frame drops, as ffmpeg's select + -fps_mode vfr makes it: 72
+#                   of 150 frames at 30 fps kept (2 of every 5, all of 60..79) in 160x120. drops.mkv (H.264 with
+#                   B-frames), drops.webm (VP9), drops.ts, drops.flv, drops.avi (H.264; AVI's header counts the
+#                   dropped frames' empty chunks: 147), drops.mp4 (H.264, the sample table states 72); the others'
+#                   headers give 30 fps, so duration x rate would say 147 frames. editlist.mp4: a stream copy
+#                   of a 60-frame H.264 clip (keyframes every 30) cut at 1.2 s: the sample table holds 30 frames
+#                   from the keyframe at 1 s, an edit list shows the last 24
 #   hevc.mp4        HEVC (libx265) 160x96, 12 frames
 #   rot90.mp4, rot180.mp4, rot270.mp4  rotated.mp4's stream (H.264 160x96) with a display matrix (rotate=N)
 #   portrait.mp4    H.264 96x160, 6 frames (for fit: letterbox/crop)
-#   manifest.json   the expected frame counts and sizes of the good files, and what is wrong with the bad ones
+#   manifest.json   the expected frame counts and sizes of the good files (frames_stated: the count the reader
+#                   reports up front where it is not `frames`: -1, no container-stated count), and what is wrong
+#                   with the bad ones
 # Usage: make_inputs.sh DIR. Idempotent: does nothing when DIR/.complete exists and was written by this very
 # script (it holds the script's checksum, so an edited script makes the inputs again). Quiet unless it fails.
 set -eu
@@ -62,6 +71,18 @@ rm -f full.mp4
 ff -f lavfi -i "$(src 160x120 30)" -frames:v 40 -vf "setpts='if(lt(N,20),N/30/TB,(20/30+(N-20)/10)/TB)'" \
   -fps_mode vfr $(h264) vfr.mp4
 ff -i vfr.mp4 -c copy vfr.mkv  # the same stream without a frame index
+mkdir drops
+drop="select='lt(mod(n\\,5)\\,2)+between(n\\,60\\,79)'"
+for out in drops.mkv:"-c:v libx264 -preset veryfast -pix_fmt yuv420p -g 30" \
+           drops.webm:"-c:v libvpx-vp9 -deadline realtime -cpu-used 8 -pix_fmt yuv420p -g 30" \
+           drops.ts:"$(h264)" drops.flv:"$(h264)" drops.avi:"$(h264)" drops.mp4:"$(h264) -movflags +faststart"; do
+  # shellcheck disable=SC2086
+  ff -t 5 -f lavfi -i "$(src 160x120 30)" -vf "$drop" -fps_mode vfr ${out#*:} "drops/${out%%:*}"
+done
+# shellcheck disable=SC2046
+ff -f lavfi -i "$(src 160x120 30)" -frames:v 60 $(h264) -g 30 long.mp4
+ff -ss 1.2 -i long.mp4 -c copy drops/editlist.mp4
+rm -f long.mp4
 ff -f lavfi -i "$(src 160x96 24)" -frames:v 12 -c:v libx265 -preset ultrafast -pix_fmt yuv420p \
   -x265-params log-level=error hevc.mp4
 # shellcheck disable=SC2046
@@ -86,13 +107,13 @@ cat > manifest.json <<'JSON'
 {
   "good": {
     "clip.mp4": {"kind": "file", "frames": 48, "width": 320, "height": 240, "fps": 24},
-    "clip.avi": {"kind": "file", "frames": 30, "width": 256, "height": 192, "fps": 30},
-    "clip.mkv": {"kind": "file", "frames": 36, "width": 352, "height": 288, "fps": 25},
+    "clip.avi": {"kind": "file", "frames": 30, "frames_stated": -1, "width": 256, "height": 192, "fps": 30},
+    "clip.mkv": {"kind": "file", "frames": 36, "frames_stated": -1, "width": 352, "height": 288, "fps": 25},
     "seq/frame_%04d.png": {"kind": "image_sequence", "frames": 12, "width": 160, "height": 120},
     "image.png": {"kind": "image", "frames": 1, "width": 200, "height": 150},
     "image.jpg": {"kind": "image", "frames": 1, "width": 200, "height": 150},
     "job/01_small.mp4": {"kind": "file", "frames": 16, "width": 320, "height": 240, "fps": 24},
-    "job/02_mjpeg.avi": {"kind": "file", "frames": 10, "width": 176, "height": 144, "fps": 15},
+    "job/02_mjpeg.avi": {"kind": "file", "frames": 10, "frames_stated": -1, "width": 176, "height": 144, "fps": 15},
     "job/04_wide.mp4": {"kind": "file", "frames": 20, "width": 480, "height": 270, "fps": 30}
   },
   "bad": {

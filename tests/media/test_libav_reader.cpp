@@ -215,6 +215,98 @@ TEST_CASE("a variable-frame-rate file keeps its timestamps and every frame", "[m
   for (std::size_t i = 0; i < got.size(); ++i) CHECK(std::abs(from_mkv[i] - got[i]) <= 1'000'000);
 }
 
+// The presentation times ffprobe gives every frame of `path`, in ns (best_effort_timestamp x the stream's time base,
+// rounded as av_rescale_q does), in output order.
+std::vector<std::int64_t> probe_frame_times(const std::string& path) {
+  const std::string probe = run_text("ffprobe -v error -select_streams v:0 -show_entries stream=time_base -show_entries "
+                                     "frame=best_effort_timestamp -of csv=p=0 '" + path + "'");
+  std::istringstream lines(probe);
+  std::string line;
+  std::int64_t num = 0, den = 0;
+  std::vector<std::int64_t> ts;
+  while (std::getline(lines, line)) {
+    while (!line.empty() && (line.back() == ',' || line.back() == '\r')) line.pop_back();
+    if (line.empty()) continue;
+    long long a = 0, b = 0;
+    if (std::sscanf(line.c_str(), "%lld/%lld", &a, &b) == 2) {
+      num = a;
+      den = b;
+      continue;
+    }
+    ts.push_back(std::stoll(line));
+  }
+  REQUIRE(den > 0);
+  for (auto& t : ts) t = (t * 1'000'000'000LL * num + den / 2) / den;
+  return ts;
+}
+
+TEST_CASE("a file with irregular frame drops is read whole, with the container's times, in every container",
+          "[media][libav]") {
+  // 72 of 150 frames kept (tests/media/make_inputs.sh drops/): the headers of all but MP4 say 30 fps over 4.9 s
+  // (147 frames by duration x rate; AVI's header counts 147 chunks), and that is no reason to call them truncated.
+  for (const char* name : {"drops.mkv", "drops.webm", "drops.ts", "drops.flv", "drops.avi", "drops.mp4"}) {
+    const std::string path = input(std::string("drops/") + name);
+    INFO(name);
+    const std::vector<std::int64_t> want = probe_frame_times(path);
+    CHECK(want.size() == 72);
+    auto r = open_video(path);
+    // Only MP4's sample table states the count; the others' would be an estimate.
+    CHECK(r->info().frames_total == (std::string(name) == "drops.mp4" ? 72 : -1));
+    Frame f(64, 48, PixelFormat::bgr8);
+    std::string why;
+    std::vector<std::int64_t> got;
+    ReadStatus s;
+    while ((s = r->read(f.target, why)) == ReadStatus::frame) got.push_back(r->pts_ns().value_or(-1));
+    INFO(why);
+    CHECK(s == ReadStatus::end);
+    CHECK(why.empty());
+    REQUIRE(got.size() == want.size());
+    for (std::size_t i = 0; i < want.size(); ++i) {
+      INFO("frame " << i);
+      CHECK(got[i] == want[i]);
+    }
+  }
+}
+
+TEST_CASE("an MP4 whose edit list hides its first samples counts only the frames it shows", "[media][libav]") {
+  // A stream copy cut between keyframes: 30 samples from the keyframe before the cut, the first 6 decoded only
+  // as references. Its count is the 24 shown: not 30, which would call it 6 frames short.
+  const std::string path = input("drops/editlist.mp4");
+  const std::vector<std::int64_t> want = probe_frame_times(path);
+  REQUIRE(want.size() == 24);
+  auto r = open_video(path);
+  CHECK(r->info().frames_total == 24);
+  Frame f(64, 48, PixelFormat::bgr8);
+  std::string why;
+  std::vector<std::int64_t> got;
+  ReadStatus s;
+  while ((s = r->read(f.target, why)) == ReadStatus::frame) got.push_back(r->pts_ns().value_or(-1));
+  INFO(why);
+  CHECK(s == ReadStatus::end);
+  CHECK(got == want);
+}
+
+TEST_CASE("an MP4 with dropped frames cut short is still truncated", "[media][libav]") {
+  // The sample table states 72 frames; the second half of the bytes is gone.
+  test::TempDir dir("sluice-drops");
+  const std::vector<std::uint8_t> whole = read_bytes(input("drops/drops.mp4"));
+  const std::string cut = (dir.path / "cut.mp4").string();
+  {
+    std::ofstream out(cut, std::ios::binary);
+    out.write(reinterpret_cast<const char*>(whole.data()), static_cast<std::streamsize>(whole.size() / 2));
+  }
+  auto r = open_video(cut);
+  CHECK(r->info().frames_total == 72);
+  Frame f(64, 48, PixelFormat::bgr8);
+  std::string why;
+  int frames = 0;
+  ReadStatus s;
+  while ((s = r->read(f.target, why)) == ReadStatus::frame) ++frames;
+  CHECK(s == ReadStatus::error);
+  CHECK(frames < 60);
+  CHECK_THAT(why, Catch::Contains("ended after " + std::to_string(frames) + " of 72 frames (truncated"));
+}
+
 TEST_CASE("rotated videos come out as ffmpeg auto-rotates them", "[media][libav]") {
   for (const char* name : {"rot90.mp4", "rot180.mp4", "rot270.mp4"}) {
     INFO(name);
