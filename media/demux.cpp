@@ -16,6 +16,7 @@ extern "C" {
 #include <libavformat/avformat.h>
 #include <libavutil/display.h>
 #include <libavutil/error.h>
+#include <libavutil/intreadwrite.h>
 #include <libavutil/log.h>
 }
 
@@ -422,7 +423,13 @@ DemuxStatus Demuxer::read_video_packet(AVPacket* p, std::string& why) noexcept {
   }
   deadline_ns_ = 0;
   if (too_large()) err = AVERROR_EXIT;  // the end of a file cut short by its limit is no end
-  if (err == AVERROR_EOF) return DemuxStatus::end;
+  if (err == AVERROR_EOF) {
+    if (network_ && !remote_) return DemuxStatus::end;  // a live stream ends where its server stops
+    why = end_shows_cut();
+    if (why.empty()) return DemuxStatus::end;
+    ended_early_ = true;
+    return DemuxStatus::error;
+  }
   if (err < 0) {
     av_packet_unref(p);
     if (remote_ && err != AVERROR_INVALIDDATA) {
@@ -437,7 +444,95 @@ DemuxStatus Demuxer::read_video_packet(AVPacket* p, std::string& why) noexcept {
                                             : with_libav_detail("reading failed: " + av_error_text(err));
     return DemuxStatus::error;
   }
+  note_packet(p);
   return DemuxStatus::packet;
+}
+
+void Demuxer::note_packet(const AVPacket* p) noexcept {
+  last_corrupt_ = (p->flags & AV_PKT_FLAG_CORRUPT) != 0;
+  last_pos_ = p->pos;
+  last_size_ = p->size;
+  if (p->pos < 0) return;
+  for (int i = 0; i < 3; ++i) {
+    const std::int64_t phase = p->pos % kTsSizes[i];
+    if (ts_phase_[i] < 0) ts_phase_[i] = phase;
+    else if (ts_phase_[i] != phase) ts_aligned_[i] = false;
+  }
+}
+
+std::string Demuxer::container_label() const {
+  const std::string name = container();
+  if (name == "matroska,webm") return "Matroska";
+  if (name.rfind("mov,", 0) == 0) return "MP4/MOV";
+  if (name == "avi") return "AVI";
+  if (name == "mpegts") return "MPEG-TS";
+  if (name == "flv") return "FLV";
+  return name;
+}
+
+// Why the container shows that the file goes on past where its bytes end ("" when nothing does). Only what the
+// demuxer and the container's own structure say counts, never an estimate (duration x rate):
+//  - an error line of the demuxer itself, opening included (Matroska/WebM: "File ended prematurely", whether the
+//    cut is inside a block or between clusters, as the segment and cluster sizes tell it; MP4: "partial file");
+//  - the last packet flagged corrupt: the demuxer read fewer bytes than the container gave it (AVI, FLV, MP4
+//    cut inside a frame);
+//  - AVI: a RIFF chunk that states more bytes than the file holds (a cut between frames, or in the index);
+//  - MPEG-TS: a last TS packet that is incomplete. A TS file holds no length, and FFmpeg's muxer leaves a video
+//    PES packet's length unstated, so a cut exactly at a TS packet boundary shows nothing here (a decoder may
+//    still find the last picture short).
+// FLV states no length the demuxer keeps: a cut exactly between two tags shows nothing.
+std::string Demuxer::end_shows_cut() {
+  if (const std::string said = log_->last_demuxer_error(); !said.empty())
+    return fmt::format("the {} demuxer reports '{}'", container_label(), said);
+  if (last_corrupt_)
+    return fmt::format("its last packet ({} bytes at byte {}) is incomplete: the {} demuxer flagged it corrupt",
+                       last_size_, last_pos_, container_label());
+  const std::string name = container();
+  if (name == "avi") return riff_shortfall();
+  if (name == "mpegts") return ts_shortfall();
+  return {};
+}
+
+// AVI: the file is a chain of RIFF chunks ('AVI ', then 'AVIX' ones in an OpenDML file past 1 GiB), each stating
+// its size; the last one must end where the file does. A writer that could not seek back leaves the size unset
+// (0 or 0xFFFFFFFF): then there is nothing to compare.
+std::string Demuxer::riff_shortfall() {
+  AVIOContext* pb = format_->pb;
+  if (pb == nullptr || !(pb->seekable & AVIO_SEEKABLE_NORMAL)) return {};
+  const std::int64_t size = avio_size(pb);
+  if (size <= 0) return {};
+  std::int64_t at = 0;
+  for (int chunk = 0; chunk < 4096 && at + 8 <= size; ++chunk) {
+    std::uint8_t head[8];
+    if (avio_seek(pb, at, SEEK_SET) != at || avio_read(pb, head, sizeof head) != static_cast<int>(sizeof head)) return {};
+    if (std::memcmp(head, "RIFF", 4) != 0) return {};  // something else after the chunks: not a cut
+    const std::uint32_t stated = AV_RL32(head + 4);
+    if (stated == 0 || stated == 0xFFFFFFFFu) return {};
+    const std::int64_t end = at + 8 + stated;
+    if (end > size)
+      return fmt::format("its RIFF chunk at byte {} states {} bytes, and the file ends {} bytes before its end", at,
+                         stated, end - size);
+    at = end + (stated & 1);
+  }
+  return {};
+}
+
+// MPEG-TS: packets of one fixed size (188 bytes; 192 in M2TS, 204 with Reed-Solomon bytes) from the first; every
+// video packet starts at a TS packet, so the sizes its offsets agree with are the candidates. A complete file
+// ends on a packet boundary for one of them.
+std::string Demuxer::ts_shortfall() {
+  AVIOContext* pb = format_->pb;
+  const std::int64_t size = pb != nullptr ? avio_size(pb) : -1;
+  if (size <= 0) return {};
+  int first = -1;
+  for (int i = 0; i < 3; ++i) {
+    if (ts_phase_[i] < 0 || !ts_aligned_[i]) continue;
+    if ((size - ts_phase_[i]) % kTsSizes[i] == 0) return {};
+    if (first < 0) first = i;
+  }
+  if (first < 0) return {};
+  return fmt::format("its last MPEG-TS packet is incomplete ({} of {} bytes)", (size - ts_phase_[first]) % kTsSizes[first],
+                     kTsSizes[first]);
 }
 
 DemuxStatus Demuxer::read(DemuxPacket& packet, std::string& why) noexcept {

@@ -81,7 +81,8 @@ class Demuxer {
   Demuxer(const Demuxer&) = delete;
   Demuxer& operator=(const Demuxer&) = delete;
 
-  // The next packet of the video stream. end: no more; error: `why` says what (a read failed, timed out).
+  // The next packet of the video stream. end: no more; error: `why` says what (a read failed, timed out, or a
+  // file's container shows its end is missing: ended_early()).
   DemuxStatus read(DemuxPacket& packet, std::string& why) noexcept;
 
   const std::string& uri() const noexcept { return uri_; }
@@ -105,6 +106,9 @@ class Demuxer {
   // dropped-frame chunks, overshoots a variable-frame-rate file: fewer frames than it says is no truncation).
   std::int64_t frames_announced() const noexcept { return frames_announced_; }
   double fps() const noexcept { return fps_; }  // average rate; 0 when unknown
+  // A file's end (not a live stream's) that its container shows to be early makes read() return error, not end,
+  // with `why` naming what was seen (see end_shows_cut()); this is true after such an error.
+  bool ended_early() const noexcept { return ended_early_; }
   std::string container() const;  // the demuxer's name, e.g. "mov,mp4,m4a,3gp,3g2,mj2"
   // A stream time in ns (none for AV_NOPTS_VALUE).
   std::optional<std::int64_t> to_ns(std::int64_t ts) const noexcept;
@@ -122,6 +126,11 @@ class Demuxer {
   void arm(double seconds) noexcept;
   static int interrupted(void* self) noexcept;
   DemuxStatus read_video_packet(AVPacket* p, std::string& why) noexcept;
+  void note_packet(const AVPacket* p) noexcept;
+  std::string end_shows_cut();
+  std::string riff_shortfall();
+  std::string ts_shortfall();
+  std::string container_label() const;
   void fill(DemuxPacket& packet) noexcept;
 
   std::string uri_;
@@ -141,7 +150,16 @@ class Demuxer {
   int rotation_ = 0;
   std::int64_t frames_announced_ = -1;
   double fps_ = 0;
-  bool demux_ended_ = false, ended_ = false;
+  bool demux_ended_ = false, ended_ = false, ended_early_ = false;
+  // The last video packet the container gave (before any filter): whether it flagged it corrupt, where it was.
+  bool last_corrupt_ = false;
+  std::int64_t last_pos_ = -1;
+  int last_size_ = 0;
+  // MPEG-TS: for each packet size (188, 192, 204), the byte offset modulo it of the first video packet, and
+  // whether every video packet since started at that offset (libavformat's packet size is its own).
+  static constexpr int kTsSizes[3] = {188, 192, 204};
+  std::int64_t ts_phase_[3] = {-1, -1, -1};
+  bool ts_aligned_[3] = {true, true, true};
   std::int64_t rtp_missed_seen_ = 0;  // log_->rtp_packets_missed() when the last packet was filled
 };
 

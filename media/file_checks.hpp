@@ -17,7 +17,8 @@ bool is_http_url(std::string_view uri) noexcept;
 
 // A video that ends this many frames short of the count its container states (MP4/MOV's sample table) is still
 // complete (a decoder may hold back a picture or two); beyond it, the file is reported truncated. Other
-// containers state no count (media/demux.hpp frames_announced()): nothing to check.
+// containers state no count (media/demux.hpp frames_announced()): their cut ends are found by what the demuxer
+// and the container's structure show (Demuxer::ended_early()).
 std::int64_t truncation_tolerance(std::int64_t frames_announced) noexcept;
 
 }  // namespace sluice

@@ -8,6 +8,7 @@
 
 extern "C" {
 #include <libavcodec/avcodec.h>
+#include <libavformat/avformat.h>
 #include <libavutil/log.h>
 }
 
@@ -33,6 +34,11 @@ LibavLog* owner_of(void* avcl) noexcept {
       if (void* opaque = static_cast<AVCodecContext*>(avcl)->opaque) return static_cast<LibavLog*>(opaque);
   }
   return t_current;
+}
+
+// Whether the line comes from a demuxer: libavformat's format context (a protocol logs through its own class).
+bool from_format_context(void* avcl) noexcept {
+  return avcl != nullptr && *static_cast<const AVClass* const*>(avcl) == avformat_get_class();
 }
 
 // libavformat's RTP demuxer (rtpdec.c) reports a sequence gap with this line and nothing else.
@@ -71,7 +77,7 @@ void on_libav_log(void* avcl, int level, const char* format, va_list args) {
   if (text.empty()) return;
   try {
     LibavLog* log = owner_of(avcl);
-    (log ? *log : process_log()).take(to_valid_utf8(text), error);
+    (log ? *log : process_log()).take(to_valid_utf8(text), error, error && from_format_context(avcl));
   } catch (...) {  // a log line must never take the decoder down (called from C)
   }
 }
@@ -139,10 +145,16 @@ std::string LibavLog::last_error() const {
   return last_error_;
 }
 
-void LibavLog::take(const std::string& line, bool error) {
+std::string LibavLog::last_demuxer_error() const {
+  std::lock_guard lock(mu_);
+  return last_demuxer_error_;
+}
+
+void LibavLog::take(const std::string& line, bool error, bool from_demuxer) {
   if (error) {
     std::lock_guard lock(mu_);
     last_error_ = without_url_queries(without_context(line));
+    if (from_demuxer) last_demuxer_error_ = last_error_;
   }
   if (error && hold_errors_.load(std::memory_order_relaxed)) {
     spdlog::debug("FFmpeg ({}): {}", input_, line);

@@ -26,8 +26,14 @@ class LibavLog {
   // behind a plain "I/O error").
   std::string last_error() const;
 
-  // Takes one line (already UTF-8, no newline); `error`: FFmpeg logged it at error level or worse.
-  void take(const std::string& line, bool error);
+  // The last error-level line the demuxer itself logged (libavformat's format context, not a protocol, parser or
+  // decoder) for this input, opening included, without its prefix ("" when none): how a container tells that it
+  // ended where its own structure says it goes on ("File ended prematurely"), which its return codes do not.
+  std::string last_demuxer_error() const;
+
+  // Takes one line (already UTF-8, no newline); `error`: FFmpeg logged it at error level or worse;
+  // `from_demuxer`: the format context logged it.
+  void take(const std::string& line, bool error, bool from_demuxer = false);
 
   // While held (opening an input), error lines are kept for last_error() and logged at debug level only: a
   // failure to open names the last one in its reason, which is logged once, not twice.
@@ -52,7 +58,7 @@ class LibavLog {
  private:
   std::string input_;
   mutable std::mutex mu_;  // libavcodec's frame threads log concurrently
-  std::string last_error_;
+  std::string last_error_, last_demuxer_error_;
   std::atomic<std::int64_t> rtp_packets_missed_{0};
   std::atomic<int> http_status_{0};
   std::atomic<bool> hold_errors_{false};

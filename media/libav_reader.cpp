@@ -210,7 +210,8 @@ class LibavReader final : public FrameReader {
     pts_ns_ = ns;
   }
 
-  // The input ended: fine, or short of what it announced (files), or a stream cut (live).
+  // The input ended: fine, or short of what it announced, or cut where its container goes on (files), or a stream
+  // cut (live).
   ReadStatus ended(std::string& why) {
     std::string details;
     if (!read_error_.empty()) details = read_error_;
@@ -231,6 +232,12 @@ class LibavReader final : public FrameReader {
     if (total > 0 && frames_read_ + truncation_tolerance(total) < total) {
       why = fmt::format("ended after {} of {} frames (truncated or corrupt{})", frames_read_, total,
                         details.empty() ? "" : ": " + details);
+      return ReadStatus::error;
+    }
+    // The container shows the file goes on past its bytes (Demuxer::ended_early()), or a read failed: the frames
+    // after it are lost, however many came.
+    if (!read_error_.empty()) {
+      why = fmt::format("ended early after {} frames (truncated or corrupt): {}", frames_read_, details);
       return ReadStatus::error;
     }
     if (frames_read_ == 0) {

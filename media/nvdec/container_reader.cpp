@@ -20,8 +20,9 @@ namespace sluice {
 namespace {
 
 // The packets of the demuxed video stream: one access unit each, Annex-B, with its presentation time.
-// A file's read that fails ends it (a truncated end: the pictures held come out); a live stream's is an error of
-// the input (the source reconnects), and so is a remote file's cut off (Demuxer::cut_off).
+// A file's read that fails ends it: the pictures held come out, then the file fails with end_detail() (a read
+// error, or an end the container shows to be early: Demuxer::ended_early). A live stream's is an error of the
+// input (the source reconnects), and so is a remote file's cut off (Demuxer::cut_off).
 class DemuxedSource final : public CodedSource {
  public:
   DemuxedSource(std::unique_ptr<Demuxer> demuxer, VideoCodec codec, bool live)

@@ -128,12 +128,18 @@ class NvdecReader final : public FrameReader {
     return true;
   }
 
-  // Every picture is out: the end, unless the container announced more pictures than came.
+  // Every picture is out: the end, unless the container announced more pictures than came or the bytes ended
+  // early.
   ReadStatus ended(std::string& why) const {
     if (options_.frames_required > 0 && pictures_ < options_.frames_required) {
       const std::string detail = source_->end_detail();
       why = fmt::format("ended after {} of {} frames (truncated or corrupt{})", pictures_, options_.frames_total,
                         detail.empty() ? "" : ": " + detail);
+      return ReadStatus::error;
+    }
+    // The container shows the file goes on past its bytes, or a read failed (media/demux.hpp ended_early()).
+    if (const std::string detail = source_->end_detail(); !detail.empty()) {
+      why = fmt::format("ended early after {} frames (truncated or corrupt): {}", pictures_, detail);
       return ReadStatus::error;
     }
     return ReadStatus::end;

@@ -33,8 +33,8 @@ class CodedSource {
   // The next chunk (valid until the next call); false at the end. Throws std::exception naming what failed.
   virtual bool next(CodedChunk& chunk) = 0;
   virtual std::uint64_t bytes_read() const = 0;
-  // Why the bytes ended early (a read that failed at a truncated end), for the message of an input that comes
-  // up short; empty when they simply ended.
+  // Why the bytes ended early (a read that failed, an end the container shows to be early); a file input with
+  // one fails once its pictures are out. Empty when they simply ended.
   virtual std::string end_detail() const { return {}; }
 };
 

@@ -7,7 +7,10 @@ over 4.9 s (147 frames), which once failed them as "truncated or corrupt".
 
 - a directory job over drops/: exit 0, every input done in the ledger with ffprobe's frame count, every frame
   delivered with the presentation time ffprobe gives it;
-- the same job with drops.mp4 cut in half beside them: exit 1, that one input failed as truncated, the rest done.
+- the same job with drops.mp4 cut in half beside them: exit 1, that one input failed as truncated, the rest done;
+- the same job with every other container cut (at half its bytes, and a few bytes into its 41st packet) beside
+  them: each cut file failed, its reason "ended early after N frames (truncated or corrupt): " and what its
+  container showed; the whole files done.
 """
 import glob
 import json
@@ -111,5 +114,39 @@ cut = ledger.get("zz_cut.mp4", {})
 check("cut: the cut MP4 failed as truncated, short of the 72 frames its sample table states",
       cut.get("status") == "failed" and "of 72 frames (truncated" in cut.get("reason", ""), cut)
 check("cut: the others done", all(ledger.get(n, {}).get("status") == "done" for n in names), ledger)
+
+# --- every other container cut short fails too, with what showed it ------------------------------------------
+# No frame count to fall short of: the demuxer says so (Matroska), or the last packet is short (FLV, AVI), or
+# the bytes end inside a TS packet (MPEG-TS); see media/demux.cpp Demuxer::end_shows_cut.
+shows = {"drops.mkv": "the Matroska demuxer reports 'File ended prematurely",
+         "drops.webm": "the Matroska demuxer reports 'File ended prematurely",
+         "drops.ts": "its last MPEG-TS packet is incomplete",
+         "drops.flv": "the FLV demuxer flagged it corrupt",
+         "drops.avi": "the AVI demuxer flagged it corrupt"}
+cuts_dir = os.path.join(tmp, "cuts")
+os.makedirs(cuts_dir)
+for n in names:
+    os.symlink(os.path.join(drops, n), os.path.join(cuts_dir, n))
+cut_names = {}
+for n in shows:
+    with open(os.path.join(drops, n), "rb") as f:
+        whole = f.read()
+    probed = subprocess.run(["ffprobe", "-v", "error", "-select_streams", "v:0", "-show_entries", "packet=pos",
+                             "-of", "csv=p=0", os.path.join(drops, n)], capture_output=True, text=True, check=True)
+    pos = sorted(int(f) for f in (line.split(",")[0] for line in probed.stdout.split()) if f.isdigit())
+    for tag, keep in (("half", len(whole) // 2), ("pkt41", pos[40] + 100)):
+        cut_name = f"zz_{tag}_{n}"
+        with open(os.path.join(cuts_dir, cut_name), "wb") as f:
+            f.write(whole[:keep])
+        cut_names[cut_name] = n
+r, results, ledger = run_job("cuts", cuts_dir)
+check("cuts: exit 1", r.returncode == 1, f"{r.returncode}\n{r.stderr[-3000:]}")
+for cut_name, n in sorted(cut_names.items()):
+    rec = ledger.get(cut_name, {})
+    reason = rec.get("reason", "")
+    check(f"cuts: {cut_name} failed: ended early, and what its container showed",
+          rec.get("status") == "failed" and "ended early after " in reason and "(truncated or corrupt): " in reason
+          and shows[n] in reason, rec)
+check("cuts: the whole files done", all(ledger.get(n, {}).get("status") == "done" for n in names), ledger)
 
 daemon_client.conclude(failures, tmp)

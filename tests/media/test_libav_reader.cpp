@@ -5,11 +5,13 @@
 // with a reason, never a crash.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <optional>
 #include <span>
 #include <sstream>
@@ -305,6 +307,138 @@ TEST_CASE("an MP4 with dropped frames cut short is still truncated", "[media][li
   CHECK(s == ReadStatus::error);
   CHECK(frames < 60);
   CHECK_THAT(why, Catch::Contains("ended after " + std::to_string(frames) + " of 72 frames (truncated"));
+}
+
+// drops/NAME's first `keep` bytes, written into `dir`.
+std::string cut_copy(const test::TempDir& dir, const std::string& name, std::size_t keep, const std::string& tag) {
+  const std::vector<std::uint8_t> whole = read_bytes(input("drops/" + name));
+  REQUIRE(keep < whole.size());
+  const std::string cut = (dir.path / (tag + "_" + name)).string();
+  std::ofstream out(cut, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(whole.data()), static_cast<std::streamsize>(keep));
+  return cut;
+}
+
+// Where each video packet of drops/NAME starts (ffprobe's pkt_pos), in file order.
+std::vector<std::size_t> packet_offsets(const std::string& name) {
+  std::istringstream lines(run_text("ffprobe -v error -select_streams v:0 -show_entries packet=pos -of csv=p=0 '" +
+                                    input("drops/" + name) + "'"));
+  std::vector<std::size_t> offsets;
+  for (std::string line; std::getline(lines, line);) {
+    const std::string field = line.substr(0, line.find(','));  // MPEG-TS packets add an empty side-data column
+    if (!field.empty() && field.find_first_not_of("0123456789") == std::string::npos)
+      offsets.push_back(std::stoull(field));
+  }
+  std::sort(offsets.begin(), offsets.end());
+  return offsets;
+}
+
+struct ReadToEnd {
+  ReadStatus status;
+  std::string why;
+  int frames = 0;
+};
+ReadToEnd read_to_end(const std::string& path) {
+  auto r = open_video(path);
+  Frame f(64, 48, PixelFormat::bgr8);
+  ReadToEnd out;
+  while ((out.status = r->read(f.target, out.why)) == ReadStatus::frame) ++out.frames;
+  return out;
+}
+
+TEST_CASE("a file cut short fails with what its container shows, in every container", "[media][libav]") {
+  // No count to compare against outside MP4 (drops/ holds variable-frame-rate files: see above); the demuxer and
+  // the container's structure tell the cut: Matroska/WebM's demuxer logs "File ended prematurely"; AVI, FLV and
+  // MP4 flag a last packet read short; AVI's RIFF size states more bytes than are left; an MPEG-TS file ends
+  // inside a TS packet. drops.mp4 keeps its "ended after N of 72 frames".
+  test::TempDir dir("sluice-cuts");
+  const std::map<std::string, std::string> shows = {
+      {"drops.mkv", "the Matroska demuxer reports 'File ended prematurely"},
+      {"drops.webm", "the Matroska demuxer reports 'File ended prematurely"},
+      {"drops.ts", "its last MPEG-TS packet is incomplete ("},
+      {"drops.flv", "is incomplete: the FLV demuxer flagged it corrupt"},
+      {"drops.avi", ""},  // a short last packet, or the RIFF size: where the cut falls
+      {"drops.mp4", "of 72 frames (truncated or corrupt"},
+  };
+  for (const auto& [name, says] : shows) {
+    const std::size_t size = read_bytes(input("drops/" + name)).size();
+    const std::vector<std::size_t> offsets = packet_offsets(name);
+    REQUIRE(offsets.size() == 72);
+    // 30 %, 50 % and 90 % of the bytes, and inside the 41st packet (its first bytes only).
+    std::vector<std::pair<std::string, std::size_t>> cuts = {
+        {"30", size * 30 / 100}, {"50", size * 50 / 100}, {"90", size * 90 / 100}, {"pkt41", offsets[40] + 100}};
+    for (const auto& [tag, keep] : cuts) {
+      INFO(name << " cut at " << keep << " of " << size << " bytes (" << tag << ")");
+      const ReadToEnd got = read_to_end(cut_copy(dir, name, keep, tag));
+      INFO(got.why);
+      CHECK(got.status == ReadStatus::error);
+      CHECK(got.frames < 72);
+      if (name == "drops.mp4") {
+        CHECK_THAT(got.why, Catch::Contains("ended after " + std::to_string(got.frames) + " of 72 frames"));
+      } else {
+        CHECK_THAT(got.why, Catch::StartsWith("ended early after " + std::to_string(got.frames) +
+                                              " frames (truncated or corrupt): "));
+        CHECK_THAT(got.why, Catch::Contains(says));
+      }
+      if (name == "drops.avi")
+        CHECK_THAT(got.why, Catch::Contains("flagged it corrupt") || Catch::Contains("its RIFF chunk at byte 0 states"));
+    }
+  }
+}
+
+TEST_CASE("a cut between frames: Matroska, WebM and AVI still show it; MPEG-TS and FLV cannot", "[media][libav]") {
+  test::TempDir dir("sluice-cuts");
+  // Right before the 41st packet: no frame is cut in two, yet Matroska's cluster and segment sizes and AVI's RIFF
+  // size state more bytes than are there.
+  for (const char* name : {"drops.mkv", "drops.webm", "drops.avi"}) {
+    INFO(name);
+    const std::vector<std::size_t> offsets = packet_offsets(name);
+    REQUIRE(offsets.size() == 72);
+    const ReadToEnd got = read_to_end(cut_copy(dir, name, offsets[40], "between"));
+    INFO(got.why);
+    CHECK(got.status == ReadStatus::error);
+    CHECK(got.frames == 40);
+    CHECK_THAT(got.why, Catch::StartsWith("ended early after 40 frames (truncated or corrupt): "));
+  }
+  // AVI: only the index (idx1, after every frame) lost: every frame is there, and the file still fails.
+  {
+    const std::vector<std::uint8_t> whole = read_bytes(input("drops/drops.avi"));
+    const std::string idx1 = "idx1";
+    const auto at = std::search(whole.begin(), whole.end(), idx1.begin(), idx1.end());
+    REQUIRE(at != whole.end());
+    const ReadToEnd got = read_to_end(cut_copy(dir, "drops.avi", static_cast<std::size_t>(at - whole.begin()) + 16, "idx1"));
+    INFO(got.why);
+    CHECK(got.status == ReadStatus::error);
+    CHECK_THAT(got.why, Catch::Contains("its RIFF chunk at byte 0 states"));
+  }
+  // MPEG-TS holds no length, and FFmpeg leaves a video PES packet's unstated; FLV's tags state none past
+  // themselves: a cut exactly between two frames (at a TS packet and a tag boundary) reads as a complete, shorter
+  // file (docs/sources.md says so). This pins that limit, so a future FFmpeg that tells it shows here.
+  for (const char* name : {"drops.ts", "drops.flv"}) {
+    INFO(name);
+    const std::vector<std::size_t> offsets = packet_offsets(name);
+    const ReadToEnd got = read_to_end(cut_copy(dir, name, offsets[40], "between"));
+    INFO(got.why);
+    CHECK(got.status == ReadStatus::end);
+    CHECK(got.frames == 40);
+  }
+}
+
+TEST_CASE("a whole file written to a pipe (its sizes unstated) is not taken for a cut one", "[media][libav]") {
+  // A writer that cannot seek back leaves Matroska's segment size unknown and AVI's RIFF size 0xFFFFFFFF.
+  test::TempDir dir("sluice-piped");
+  for (const char* format : {"matroska", "webm", "avi", "flv", "mpegts"}) {
+    INFO(format);
+    const std::string path = (dir.path / (std::string("piped.") + format)).string();
+    const std::string codec = std::string(format) == "webm" ? "-c:v libvpx-vp9 -deadline realtime -cpu-used 8"
+                                                            : "-c:v libx264 -preset ultrafast -pix_fmt yuv420p";
+    run("ffmpeg -hide_banner -nostdin -loglevel error -f lavfi -i testsrc2=size=160x120:rate=30 -frames:v 40 " +
+        codec + " -f " + format + " - > '" + path + "'");
+    const ReadToEnd got = read_to_end(path);
+    INFO(got.why);
+    CHECK(got.status == ReadStatus::end);
+    CHECK(got.frames == 40);
+  }
 }
 
 TEST_CASE("rotated videos come out as ffmpeg auto-rotates them", "[media][libav]") {
