@@ -7,7 +7,7 @@
 #   image.png, image.jpg  single images 200x150
 #   truncated.mp4   clip.mp4's twin (96 frames) cut at half its size: the index announces every frame, reading
 #                   ends early
-#   corrupt.mp4     random bytes; empty.mp4 (0 bytes); notes.txt (text, not a video)
+#   corrupt.mp4     random bytes (fixed seed); empty.mp4 (0 bytes); notes.txt (text, not a video)
 #   job/            a batch job: 01_small.mp4, 02_mjpeg.avi, 03_broken.mp4 (random bytes), 04_wide.mp4
 #   vfr.mp4         H.264 160x120, 40 frames: 20 at 30 fps, then 20 at 10 fps (variable frame rate);
 #                   vfr.mkv the same stream in Matroska (no frame index)
@@ -92,14 +92,17 @@ rm -f rotated.mp4
 # shellcheck disable=SC2046
 ff -f lavfi -i "$(src 96x160 24)" -frames:v 6 $(h264) portrait.mp4
 
-head -c 65536 /dev/urandom > corrupt.mp4
+# Fixed pseudo-random bytes (not /dev/urandom): fresh ones now and then look like a stream FFmpeg opens (one run
+# read them as H.263), which made "a corrupt file fails to open" fail by chance.
+random_bytes() { python3 -c 'import random,sys; r=random.Random(int(sys.argv[2])); sys.stdout.buffer.write(bytes(r.getrandbits(8) for _ in range(int(sys.argv[1]))))' "$1" "$2"; }
+random_bytes 65536 1 > corrupt.mp4
 : > empty.mp4
 printf 'These are notes, not a video.\n' > notes.txt
 
 # shellcheck disable=SC2046
 ff -f lavfi -i "$(src 320x240 24)" -frames:v 16 $(h264) -movflags +faststart job/01_small.mp4
 ff -f lavfi -i "$(src 176x144 15)" -frames:v 10 -c:v mjpeg -q:v 4 -pix_fmt yuvj420p job/02_mjpeg.avi
-head -c 32768 /dev/urandom > job/03_broken.mp4
+random_bytes 32768 2 > job/03_broken.mp4
 # shellcheck disable=SC2046
 ff -f lavfi -i "$(src 480x270 30)" -frames:v 20 $(h264) -movflags +faststart job/04_wide.mp4
 
