@@ -386,7 +386,7 @@ TEST_CASE("a file cut short fails with what its container shows, in every contai
   }
 }
 
-TEST_CASE("a cut between frames: Matroska, WebM and AVI still show it; MPEG-TS and FLV cannot", "[media][libav]") {
+TEST_CASE("a cut between frames: Matroska, WebM and AVI still show it, MPEG-TS and FLV cannot", "[media][libav]") {
   test::TempDir dir("sluice-cuts");
   // Right before the 41st packet: no frame is cut in two, yet Matroska's cluster and segment sizes and AVI's RIFF
   // size state more bytes than are there.
