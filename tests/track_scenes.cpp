@@ -45,6 +45,12 @@ std::vector<std::vector<kernels::Detection>> make_scene(const SceneParams& p, st
       if (o.x < 0 || o.x + o.w > area_w) o.vx = -o.vx;
       if (o.y < 0 || o.y + o.h > area_h) o.vy = -o.vy;
       if (chance(p.missed)) continue;
+      if (p.churn > 0 && chance(p.churn)) {
+        const float w = uniform(p.min_side, p.churn_side), h = uniform(p.min_side, p.churn_side);
+        const float x = uniform(0, std::max(p.width - w, 0.0f)), y = uniform(0, std::max(p.height - h, 0.0f));
+        boxes.push_back({x, y, x + w, y + h, uniform(0.05f, 1.0f), o.class_id, -1, 0});
+        continue;
+      }
       const float score = chance(p.low_score) ? uniform(0.1f, 0.5f) : uniform(0.5f, 0.98f);
       const kernels::Detection d{o.x + noise(rng), o.y + noise(rng), o.x + o.w + noise(rng), o.y + o.h + noise(rng),
                                  score, o.class_id, -1, 0};
