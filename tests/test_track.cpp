@@ -197,6 +197,27 @@ TEST_CASE("match_below gives the dense reference's pairs on large clusters with 
   }
 }
 
+TEST_CASE("match_below gives the dense reference's pairs on large sparse clusters of distinct costs", "[track]") {
+  // What large boxes give (a detector that sees noise): one part of ~100 tracks x ~100 boxes with a few allowed
+  // pairs per row, solved by shortest augmenting paths over the allowed pairs (match_sparse) against the
+  // reference's square assignment.
+  std::mt19937 rng(17);
+  Matcher m;
+  for (int round = 0; round < 80; ++round) {
+    const int rows = std::uniform_int_distribution<int>(1, 120)(rng);
+    const int cols = std::uniform_int_distribution<int>(1, 120)(rng);
+    const double density = std::uniform_real_distribution<double>(0.02, 0.3)(rng);
+    const double limit = round % 2 ? 0.8 : 0.5;
+    std::vector<double> c(static_cast<std::size_t>(rows * cols));
+    for (double& x : c)
+      x = std::uniform_real_distribution<double>(0, 1)(rng) < density ? std::uniform_real_distribution<double>(0, limit)(rng)
+                                                                       : 1.0;
+    CAPTURE(round, rows, cols, density);
+    const auto pairs = m.match_below(all_pairs(c, rows, cols), rows, cols, limit);
+    CHECK(pairs == reference::match_below(c, rows, cols, limit));
+  }
+}
+
 TEST_CASE("the overlap search finds exactly the boxes of positive intersection, as a scan of every box does",
           "[track]") {
   // Clusters, equal x1s, one box much wider than the rest, whole-pixel and extreme coordinates, and queries
