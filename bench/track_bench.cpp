@@ -7,10 +7,11 @@
 // checks that every way gives the same ids and events.
 // --crowd packs the objects in a quarter of the frame; --churn is the tracker's worst case, a detector that sees
 // noise (e.g. random weights): half of the detections (--churn-fraction) are boxes at random places, sides up to
-// 1000 pixels, scores spread over the thresholds, so that every frame starts tracks that are dropped or lost.
+// 1000 pixels, scores spread over the thresholds, so that every frame starts tracks that are dropped or lost;
+// --max-side 1000 makes the objects large (sides 20..1000 pixels: clusters of overlaps spanning the frame).
 //
 //   cmake --build build/release --target track_bench && build/release/track_bench [--sources 32] [--frames 200]
-//       [--boxes 100] [--repeats 5] [--threads 1,8] [--crowd] [--churn [--churn-fraction 0.5]]
+//       [--boxes 100] [--repeats 5] [--threads 1,8] [--crowd] [--churn [--churn-fraction 0.5]] [--max-side 200]
 #include <time.h>
 
 #include <algorithm>
@@ -160,7 +161,7 @@ void report(const char* name, std::vector<Sample> samples) {
 int main(int argc, char** argv) {
   int sources = 32, frames = 200, boxes = 100, repeats = 5;
   bool crowd = false;
-  float churn = 0;
+  float churn = 0, max_side = 0;
   std::vector<int> threads = {1, std::clamp(static_cast<int>(std::thread::hardware_concurrency()) / 2, 1, 8)};
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -175,6 +176,7 @@ int main(int argc, char** argv) {
     else if (a == "--crowd") crowd = true;
     else if (a == "--churn") churn = churn > 0 ? churn : 0.5f;
     else if (a == "--churn-fraction") churn = std::stof(value());
+    else if (a == "--max-side") max_side = std::stof(value());
     else if (a == "--threads") {
       threads.clear();
       const std::string list = value();
@@ -185,11 +187,12 @@ int main(int argc, char** argv) {
       }
     } else {
       std::fprintf(stderr, "usage: track_bench [--sources N] [--frames F] [--boxes B] [--repeats R] [--threads 1,8] [--crowd]\n"
-                   "                   [--churn] [--churn-fraction F]\n");
+                   "                   [--churn] [--churn-fraction F] [--max-side PIXELS]\n");
       return 2;
     }
   }
-  if (sources < 1 || frames < 1 || boxes < 1 || repeats < 1 || !(churn >= 0 && churn <= 1)) {
+  if (sources < 1 || frames < 1 || boxes < 1 || repeats < 1 || !(churn >= 0 && churn <= 1) ||
+      !(max_side >= 0 && max_side <= 1000)) {
     std::fprintf(stderr, "track_bench: sources, frames, boxes and repeats must be >= 1, the churn fraction in [0, 1]\n");
     return 2;
   }
@@ -202,14 +205,18 @@ int main(int argc, char** argv) {
     p.crowd = crowd;
     p.churn = churn;
     p.churn_side = 1000;
+    if (max_side > 0) p.max_side = max_side;
     scenes.push_back(test::make_scene(p, static_cast<std::uint32_t>(s + 1)));
     for (auto& f : scenes.back()) {
       f.resize(std::min<std::size_t>(f.size(), static_cast<std::size_t>(boxes)));
       total += f.size();
     }
   }
-  char churned[48] = "";
+  char churned[80] = "";
   if (churn > 0) std::snprintf(churned, sizeof churned, " (churn %.2f)", static_cast<double>(churn));
+  if (max_side > 0)
+    std::snprintf(churned + std::strlen(churned), sizeof churned - std::strlen(churned), " (sides to %.0f)",
+                  static_cast<double>(max_side));
   std::printf("track_bench: %d sources x %d frames, %.1f boxes a frame%s%s, %d repeats, %u cores; per frame:\n",
               sources, frames, static_cast<double>(total) / (sources * frames), crowd ? " (crowd)" : "", churned,
               repeats, std::thread::hardware_concurrency());
