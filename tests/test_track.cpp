@@ -460,18 +460,20 @@ TEST_CASE("tracker: the same ids and events as the reference tracker on random s
   CHECK(crowded_frames > 100);
 }
 
-TEST_CASE("tracker: the same ids and events as the reference tracker on churn scenes (boxes that do not persist)",
+TEST_CASE("tracker: the same ids and events as the reference tracker on churn scenes and large boxes",
           "[track]") {
   // A detector that sees noise: most boxes at random places and sizes every frame, so tracks start, go lost and
-  // pile up for track_buffer frames against large clusters of overlaps (the tracker's worst case).
+  // pile up for track_buffer frames; and large objects, whose overlaps make clusters spanning the frame (the
+  // tracker's worst cases).
   std::size_t frames_seen = 0, boxes_tracked = 0, events_seen = 0, most_tracks = 0;
-  for (std::uint32_t seed = 0; seed < 12; ++seed) {
+  for (std::uint32_t seed = 0; seed < 16; ++seed) {
     test::SceneParams scene;
     scene.frames = 60;
     scene.objects = 90 + static_cast<int>(seed % 3) * 5;
     scene.churn = seed % 4 == 0 ? 1.0f : seed % 4 == 1 ? 0.9f : 0.5f;
     scene.churn_side = seed % 2 == 0 ? 1000.0f : 300.0f;
     if (seed % 3 == 2) scene.width = scene.height = 640, scene.churn_side = 400, scene.max_side = 150;
+    if (seed >= 12) scene.churn = seed % 2 ? 0.2f : 0.0f, scene.max_side = 1000, scene.noise = 10;  // large objects
     scene.quantised = seed % 5 == 0 ? 0.5f : 0.0f;  // ties in the score order and the costs
     scene.duplicates = seed % 6 == 0 ? 0.1f : 0.0f;
     scene.hostile = 0.1f;
@@ -502,7 +504,7 @@ TEST_CASE("tracker: the same ids and events as the reference tracker on churn sc
       events_seen += fast_events.size();
     }
   }
-  CHECK(frames_seen == 12 * 60);
+  CHECK(frames_seen == 16 * 60);
   CHECK(boxes_tracked > 1000);
   CHECK(events_seen > 1000);
   CHECK(most_tracks > 150);  // tracks do pile up
