@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <functional>
 #include <limits>
 #include <numeric>
 #include <stdexcept>
@@ -135,18 +134,17 @@ void Matcher::match_sparse(std::span<const Candidate> edges, int rows, const int
   for (std::size_t s = 0; s < nr; ++s) {
     if (sp_col_of_[s] >= 0) continue;
     // Dijkstra from row s; sp_dist_ of a column: the shortest reduced length of a path s .. row -> column.
-    sp_heap_.clear();
     sp_seen_.clear();
+    sp_open_.clear();
     const auto relax = [&](std::size_t r, double d) {
       const auto visit = [&](std::size_t j, double cost) {
         if (sp_done_[j]) return;
         const double nd = d + (cost - sp_u_[r] - sp_v_[j]);
         if (nd < sp_dist_[j]) {
-          if (sp_dist_[j] == std::numeric_limits<double>::infinity()) sp_seen_.push_back(static_cast<int>(j));
+          if (sp_dist_[j] == std::numeric_limits<double>::infinity())
+            sp_seen_.push_back(static_cast<int>(j)), sp_open_.push_back(static_cast<int>(j));
           sp_dist_[j] = nd;
           sp_way_[j] = static_cast<int>(r);
-          sp_heap_.push_back({nd, static_cast<int>(j)});
-          std::push_heap(sp_heap_.begin(), sp_heap_.end(), std::greater<>());
         }
       };
       for (std::size_t k = sp_start_[r]; k < sp_start_[r + 1]; ++k)
@@ -157,12 +155,17 @@ void Matcher::match_sparse(std::span<const Candidate> edges, int rows, const int
     std::size_t end = m;
     double total = 0;
     sp_popped_.clear();
-    while (!sp_heap_.empty()) {
-      std::pop_heap(sp_heap_.begin(), sp_heap_.end(), std::greater<>());
-      const auto [d, jj] = sp_heap_.back();
-      sp_heap_.pop_back();
+    while (!sp_open_.empty()) {
+      // The nearest column reached and not settled (a scan: a search settles a few columns of a few dozen
+      // reached, where a heap's pushes cost more).
+      std::size_t at = 0;
+      for (std::size_t q = 1; q < sp_open_.size(); ++q)
+        if (sp_dist_[static_cast<std::size_t>(sp_open_[q])] < sp_dist_[static_cast<std::size_t>(sp_open_[at])]) at = q;
+      const int jj = sp_open_[at];
+      sp_open_[at] = sp_open_.back();
+      sp_open_.pop_back();
       const auto j = static_cast<std::size_t>(jj);
-      if (sp_done_[j] || d != sp_dist_[j]) continue;  // a stale entry
+      const double d = sp_dist_[j];
       sp_done_[j] = 1;
       sp_popped_.push_back(jj);
       if (sp_row_of_[j] < 0) {  // a free column: the path ends here

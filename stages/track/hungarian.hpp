@@ -65,7 +65,7 @@ class Matcher {
   std::vector<char> tie_, taken_;
   std::vector<std::pair<int, int>> pairs_;
   // match_sparse: each row's pairs (local column, cost - limit), potentials, the matching both ways, and the
-  // search's distances, heap and the columns it reached and settled.
+  // search's distances, the columns it reached, those not settled yet and those settled.
   struct Arc {
     int col;
     double cost;
@@ -73,9 +73,8 @@ class Matcher {
   std::vector<std::size_t> sp_start_;
   std::vector<Arc> sp_adj_;
   std::vector<double> sp_u_, sp_v_, sp_dist_;
-  std::vector<int> sp_col_of_, sp_row_of_, sp_way_, sp_seen_, sp_popped_;
+  std::vector<int> sp_col_of_, sp_row_of_, sp_way_, sp_seen_, sp_open_, sp_popped_;
   std::vector<char> sp_done_;
-  std::vector<std::pair<double, int>> sp_heap_;
 };
 
 }  // namespace sluice::track
