@@ -5,9 +5,13 @@
 //   stage tN   the track stage, batches of 64 frames taking the sources in turn (as cameras arrive), threads N.
 // Prints per frame: CPU time of the process (all threads) and wall time, median [min, max] of R repeats, and
 // checks that every way gives the same ids and events.
+// --crowd packs the objects in a quarter of the frame; --churn is the tracker's worst case, a detector that sees
+// noise (e.g. random weights): half of the detections (--churn-fraction) are boxes at random places, sides up to
+// 1000 pixels, scores spread over the thresholds, so that every frame starts tracks that are dropped or lost;
+// --max-side 1000 makes the objects large (sides 20..1000 pixels: clusters of overlaps spanning the frame).
 //
 //   cmake --build build/release --target track_bench && build/release/track_bench [--sources 32] [--frames 200]
-//       [--boxes 100] [--repeats 5] [--threads 1,8] [--crowd]
+//       [--boxes 100] [--repeats 5] [--threads 1,8] [--crowd] [--churn [--churn-fraction 0.5]] [--max-side 200]
 #include <time.h>
 
 #include <algorithm>
@@ -157,6 +161,7 @@ void report(const char* name, std::vector<Sample> samples) {
 int main(int argc, char** argv) {
   int sources = 32, frames = 200, boxes = 100, repeats = 5;
   bool crowd = false;
+  float churn = 0, max_side = 0;
   std::vector<int> threads = {1, std::clamp(static_cast<int>(std::thread::hardware_concurrency()) / 2, 1, 8)};
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -169,6 +174,9 @@ int main(int argc, char** argv) {
     else if (a == "--boxes") boxes = std::stoi(value());
     else if (a == "--repeats") repeats = std::stoi(value());
     else if (a == "--crowd") crowd = true;
+    else if (a == "--churn") churn = churn > 0 ? churn : 0.5f;
+    else if (a == "--churn-fraction") churn = std::stof(value());
+    else if (a == "--max-side") max_side = std::stof(value());
     else if (a == "--threads") {
       threads.clear();
       const std::string list = value();
@@ -178,12 +186,14 @@ int main(int argc, char** argv) {
         p = q + 1;
       }
     } else {
-      std::fprintf(stderr, "usage: track_bench [--sources N] [--frames F] [--boxes B] [--repeats R] [--threads 1,8] [--crowd]\n");
+      std::fprintf(stderr, "usage: track_bench [--sources N] [--frames F] [--boxes B] [--repeats R] [--threads 1,8] [--crowd]\n"
+                   "                   [--churn] [--churn-fraction F] [--max-side PIXELS]\n");
       return 2;
     }
   }
-  if (sources < 1 || frames < 1 || boxes < 1 || repeats < 1) {
-    std::fprintf(stderr, "track_bench: sources, frames, boxes and repeats must be >= 1\n");
+  if (sources < 1 || frames < 1 || boxes < 1 || repeats < 1 || !(churn >= 0 && churn <= 1) ||
+      !(max_side >= 0 && max_side <= 1000)) {
+    std::fprintf(stderr, "track_bench: sources, frames, boxes and repeats must be >= 1, the churn fraction in [0, 1]\n");
     return 2;
   }
   Scenes scenes;
@@ -193,15 +203,23 @@ int main(int argc, char** argv) {
     p.objects = boxes;  // with misses and false positives: about `boxes` a frame
     p.frames = frames;
     p.crowd = crowd;
+    p.churn = churn;
+    p.churn_side = 1000;
+    if (max_side > 0) p.max_side = max_side;
     scenes.push_back(test::make_scene(p, static_cast<std::uint32_t>(s + 1)));
     for (auto& f : scenes.back()) {
       f.resize(std::min<std::size_t>(f.size(), static_cast<std::size_t>(boxes)));
       total += f.size();
     }
   }
-  std::printf("track_bench: %d sources x %d frames, %.1f boxes a frame%s, %d repeats, %u cores; per frame:\n", sources,
-              frames, static_cast<double>(total) / (sources * frames), crowd ? " (crowd)" : "", repeats,
-              std::thread::hardware_concurrency());
+  char churned[80] = "";
+  if (churn > 0) std::snprintf(churned, sizeof churned, " (churn %.2f)", static_cast<double>(churn));
+  if (max_side > 0)
+    std::snprintf(churned + std::strlen(churned), sizeof churned - std::strlen(churned), " (sides to %.0f)",
+                  static_cast<double>(max_side));
+  std::printf("track_bench: %d sources x %d frames, %.1f boxes a frame%s%s, %d repeats, %u cores; per frame:\n",
+              sources, frames, static_cast<double>(total) / (sources * frames), crowd ? " (crowd)" : "", churned,
+              repeats, std::thread::hardware_concurrency());
   const auto n = static_cast<std::size_t>(frames);
   Output want, got;
   std::vector<Sample> samples;

@@ -197,6 +197,27 @@ TEST_CASE("match_below gives the dense reference's pairs on large clusters with 
   }
 }
 
+TEST_CASE("match_below gives the dense reference's pairs on large sparse clusters of distinct costs", "[track]") {
+  // What large boxes give (a detector that sees noise): one part of ~100 tracks x ~100 boxes with a few allowed
+  // pairs per row, solved by shortest augmenting paths over the allowed pairs (match_sparse) against the
+  // reference's square assignment.
+  std::mt19937 rng(17);
+  Matcher m;
+  for (int round = 0; round < 80; ++round) {
+    const int rows = std::uniform_int_distribution<int>(1, 120)(rng);
+    const int cols = std::uniform_int_distribution<int>(1, 120)(rng);
+    const double density = std::uniform_real_distribution<double>(0.02, 0.3)(rng);
+    const double limit = round % 2 ? 0.8 : 0.5;
+    std::vector<double> c(static_cast<std::size_t>(rows * cols));
+    for (double& x : c)
+      x = std::uniform_real_distribution<double>(0, 1)(rng) < density ? std::uniform_real_distribution<double>(0, limit)(rng)
+                                                                       : 1.0;
+    CAPTURE(round, rows, cols, density);
+    const auto pairs = m.match_below(all_pairs(c, rows, cols), rows, cols, limit);
+    CHECK(pairs == reference::match_below(c, rows, cols, limit));
+  }
+}
+
 TEST_CASE("the overlap search finds exactly the boxes of positive intersection, as a scan of every box does",
           "[track]") {
   // Clusters, equal x1s, one box much wider than the rest, whole-pixel and extreme coordinates, and queries
@@ -437,6 +458,56 @@ TEST_CASE("tracker: the same ids and events as the reference tracker on random s
   CHECK(boxes_tracked > 10000);  // the scenes do track things
   CHECK(events_seen > 1000);
   CHECK(crowded_frames > 100);
+}
+
+TEST_CASE("tracker: the same ids and events as the reference tracker on churn scenes and large boxes",
+          "[track]") {
+  // A detector that sees noise: most boxes at random places and sizes every frame, so tracks start, go lost and
+  // pile up for track_buffer frames; and large objects, whose overlaps make clusters spanning the frame (the
+  // tracker's worst cases).
+  std::size_t frames_seen = 0, boxes_tracked = 0, events_seen = 0, most_tracks = 0;
+  for (std::uint32_t seed = 0; seed < 16; ++seed) {
+    test::SceneParams scene;
+    scene.frames = 60;
+    scene.objects = 90 + static_cast<int>(seed % 3) * 5;
+    scene.churn = seed % 4 == 0 ? 1.0f : seed % 4 == 1 ? 0.9f : 0.5f;
+    scene.churn_side = seed % 2 == 0 ? 1000.0f : 300.0f;
+    if (seed % 3 == 2) scene.width = scene.height = 640, scene.churn_side = 400, scene.max_side = 150;
+    if (seed >= 12) scene.churn = seed % 2 ? 0.2f : 0.0f, scene.max_side = 1000, scene.noise = 10;  // large objects
+    scene.quantised = seed % 5 == 0 ? 0.5f : 0.0f;  // ties in the score order and the costs
+    scene.duplicates = seed % 6 == 0 ? 0.1f : 0.0f;
+    scene.hostile = 0.1f;
+    TrackerParams p;
+    p.min_hits = 1 + static_cast<int>(seed % 2);
+    p.per_class = seed % 5 == 3;
+    p.fuse_score = seed % 7 != 6;
+    CAPTURE(seed);
+    Tracker fast(p);
+    reference::Tracker slow(p);
+    std::vector<Detection> fast_events, slow_events;
+    const auto frames = test::make_scene(scene, 1000 + seed);
+    for (std::size_t f = 0; f < frames.size(); ++f) {
+      CAPTURE(f);
+      std::vector<Detection> a = frames[f], b = frames[f];
+      fast_events.clear();
+      slow_events.clear();
+      fast.update(a, fast_events);
+      slow.update(b, slow_events);
+      REQUIRE(fast_events.size() == slow_events.size());
+      REQUIRE((a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(Detection)) == 0));
+      REQUIRE((fast_events.empty() ||
+               std::memcmp(fast_events.data(), slow_events.data(), fast_events.size() * sizeof(Detection)) == 0));
+      REQUIRE(fast.tracks() == slow.tracks());
+      ++frames_seen;
+      most_tracks = std::max(most_tracks, fast.tracks());
+      for (const Detection& d : a) boxes_tracked += d.track_id >= 0;
+      events_seen += fast_events.size();
+    }
+  }
+  CHECK(frames_seen == 16 * 60);
+  CHECK(boxes_tracked > 1000);
+  CHECK(events_seen > 1000);
+  CHECK(most_tracks > 150);  // tracks do pile up
 }
 
 TEST_CASE("tracker: hostile boxes (NaN, Inf, huge, inverted, empty) are not tracked and break nothing", "[track]") {

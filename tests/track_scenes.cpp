@@ -22,7 +22,9 @@ std::vector<std::vector<kernels::Detection>> make_scene(const SceneParams& p, st
   std::normal_distribution<float> noise(0, p.noise);
   const float area_w = p.crowd ? p.width / 2 : p.width, area_h = p.crowd ? p.height / 2 : p.height;
   const auto spawn = [&] {
-    const float w = uniform(p.min_side, p.max_side), h = std::clamp(w * uniform(0.5f, 2.5f), p.min_side, 2 * p.max_side);
+    // Within the area (large objects: max_side near the frame's size).
+    const float w = std::min(uniform(p.min_side, p.max_side), area_w);
+    const float h = std::min(std::clamp(w * uniform(0.5f, 2.5f), p.min_side, 2 * p.max_side), area_h);
     return Object{uniform(0, area_w - w), uniform(0, area_h - h), w, h, uniform(-p.max_speed, p.max_speed),
                   uniform(-p.max_speed, p.max_speed), uniform(-0.003f, 0.003f),
                   std::uniform_int_distribution<int>(0, 3)(rng)};
@@ -45,6 +47,12 @@ std::vector<std::vector<kernels::Detection>> make_scene(const SceneParams& p, st
       if (o.x < 0 || o.x + o.w > area_w) o.vx = -o.vx;
       if (o.y < 0 || o.y + o.h > area_h) o.vy = -o.vy;
       if (chance(p.missed)) continue;
+      if (p.churn > 0 && chance(p.churn)) {
+        const float w = uniform(p.min_side, p.churn_side), h = uniform(p.min_side, p.churn_side);
+        const float x = uniform(0, std::max(p.width - w, 0.0f)), y = uniform(0, std::max(p.height - h, 0.0f));
+        boxes.push_back({x, y, x + w, y + h, uniform(0.05f, 1.0f), o.class_id, -1, 0});
+        continue;
+      }
       const float score = chance(p.low_score) ? uniform(0.1f, 0.5f) : uniform(0.5f, 0.98f);
       const kernels::Detection d{o.x + noise(rng), o.y + noise(rng), o.x + o.w + noise(rng), o.y + o.h + noise(rng),
                                  score, o.class_id, -1, 0};
@@ -53,7 +61,8 @@ std::vector<std::vector<kernels::Detection>> make_scene(const SceneParams& p, st
     }
     const int fp = static_cast<int>(p.false_positives * static_cast<float>(objects.size()) + uniform(0, 1));
     for (int i = 0; i < fp; ++i) {
-      const float w = uniform(p.min_side, p.max_side), h = uniform(p.min_side, p.max_side);
+      const float w = std::min(uniform(p.min_side, p.max_side), area_w);
+      const float h = std::min(uniform(p.min_side, p.max_side), area_h);
       const float x = uniform(0, area_w - w), y = uniform(0, area_h - h);
       boxes.push_back({x, y, x + w, y + h, uniform(0.05f, 0.9f), 0, -1, 0});
     }

@@ -100,6 +100,113 @@ bool Matcher::take_strict_minima(std::span<const Candidate> edges, int rows, con
   return solve(true) || solve(false);
 }
 
+void Matcher::match_sparse(std::span<const Candidate> edges, int rows, const int* member, std::size_t nr,
+                           std::size_t nc, double limit) {
+  // The same problem as the square's real rows (each row matched to one of its allowed columns at cost - limit,
+  // or to a dummy column of its own at 0), solved by shortest augmenting paths (Dijkstra on reduced costs,
+  // potentials u per row, v per column) over the allowed pairs alone: a few hundred pairs where the dense form
+  // scans (rows x (rows + columns)) entries per step of a path. Starts from each row's cheapest pair, kept when
+  // no earlier row took its column (a tight pair under u = that cost, v = 0; most rows keep it), so only the
+  // rows left search. Its optimum is the dense form's where that is unique (the part's costs are distinct).
+  const std::size_t m = nc + nr;  // columns: real ones, then row i's dummy at nc + i
+  sp_start_.assign(nr + 1, 0);
+  for (const Candidate& e : edges) ++sp_start_[static_cast<std::size_t>(local_[static_cast<std::size_t>(e.row)]) + 1];
+  for (std::size_t i = 0; i < nr; ++i) sp_start_[i + 1] += sp_start_[i];
+  sp_adj_.resize(edges.size());
+  // edges come by row then column: each row's pairs are consecutive, in order
+  for (std::size_t k = 0; k < edges.size(); ++k)
+    sp_adj_[k] = {local_[static_cast<std::size_t>(rows + edges[k].col)], edges[k].cost - limit};
+  sp_u_.assign(nr, 0.0);
+  sp_v_.assign(m, 0.0);
+  sp_col_of_.assign(nr, -1);
+  sp_row_of_.assign(m, -1);
+  sp_dist_.assign(m, std::numeric_limits<double>::infinity());
+  sp_done_.assign(m, 0);
+  sp_way_.assign(m, -1);
+  for (std::size_t i = 0; i < nr; ++i) {
+    std::size_t best = sp_start_[i];
+    for (std::size_t k = sp_start_[i] + 1; k < sp_start_[i + 1]; ++k)
+      if (sp_adj_[k].cost < sp_adj_[best].cost) best = k;
+    sp_u_[i] = sp_adj_[best].cost;  // < 0: below the dummy's 0
+    const auto j = static_cast<std::size_t>(sp_adj_[best].col);
+    if (sp_row_of_[j] < 0) sp_row_of_[j] = static_cast<int>(i), sp_col_of_[i] = static_cast<int>(j);
+  }
+  for (std::size_t s = 0; s < nr; ++s) {
+    if (sp_col_of_[s] >= 0) continue;
+    // Dijkstra from row s; sp_dist_ of a column: the shortest reduced length of a path s .. row -> column.
+    sp_seen_.clear();
+    sp_open_.clear();
+    const auto relax = [&](std::size_t r, double d) {
+      const auto visit = [&](std::size_t j, double cost) {
+        if (sp_done_[j]) return;
+        const double nd = d + (cost - sp_u_[r] - sp_v_[j]);
+        if (nd < sp_dist_[j]) {
+          if (sp_dist_[j] == std::numeric_limits<double>::infinity())
+            sp_seen_.push_back(static_cast<int>(j)), sp_open_.push_back(static_cast<int>(j));
+          sp_dist_[j] = nd;
+          sp_way_[j] = static_cast<int>(r);
+        }
+      };
+      for (std::size_t k = sp_start_[r]; k < sp_start_[r + 1]; ++k)
+        visit(static_cast<std::size_t>(sp_adj_[k].col), sp_adj_[k].cost);
+      visit(nc + r, 0.0);
+    };
+    relax(s, 0.0);
+    std::size_t end = m;
+    double total = 0;
+    sp_popped_.clear();
+    while (!sp_open_.empty()) {
+      // The nearest column reached and not settled (a scan: a search settles a few columns of a few dozen
+      // reached, where a heap's pushes cost more).
+      std::size_t at = 0;
+      for (std::size_t q = 1; q < sp_open_.size(); ++q)
+        if (sp_dist_[static_cast<std::size_t>(sp_open_[q])] < sp_dist_[static_cast<std::size_t>(sp_open_[at])]) at = q;
+      const int jj = sp_open_[at];
+      sp_open_[at] = sp_open_.back();
+      sp_open_.pop_back();
+      const auto j = static_cast<std::size_t>(jj);
+      const double d = sp_dist_[j];
+      sp_done_[j] = 1;
+      sp_popped_.push_back(jj);
+      if (sp_row_of_[j] < 0) {  // a free column: the path ends here
+        end = j;
+        total = d;
+        break;
+      }
+      relax(static_cast<std::size_t>(sp_row_of_[j]), d);
+    }
+    if (end == m) throw std::logic_error("match_sparse: no augmenting path");  // s's dummy is always free
+    // Potentials: every column settled before the end moves by total - its distance (reduced costs stay >= 0,
+    // the path's pairs become tight).
+    sp_u_[s] += total;
+    for (const int jj : sp_popped_) {
+      const auto j = static_cast<std::size_t>(jj);
+      if (j == end) continue;
+      const double shift = total - sp_dist_[j];
+      sp_v_[j] -= shift;
+      sp_u_[static_cast<std::size_t>(sp_row_of_[j])] += shift;
+    }
+    // Flip the path from the end back to s.
+    for (std::size_t j = end;;) {
+      const auto r = static_cast<std::size_t>(sp_way_[j]);
+      const int previous = sp_col_of_[r];
+      sp_row_of_[j] = static_cast<int>(r);
+      sp_col_of_[r] = static_cast<int>(j);
+      if (r == s) break;
+      j = static_cast<std::size_t>(previous);
+    }
+    for (const int jj : sp_seen_) {
+      sp_dist_[static_cast<std::size_t>(jj)] = std::numeric_limits<double>::infinity();
+      sp_done_[static_cast<std::size_t>(jj)] = 0;
+    }
+  }
+  for (std::size_t i = 0; i < nr; ++i) {
+    const int j = sp_col_of_[i];
+    if (j >= 0 && static_cast<std::size_t>(j) < nc)
+      pairs_.emplace_back(member[i], member[nr + static_cast<std::size_t>(j)] - rows);
+  }
+}
+
 const std::vector<std::pair<int, int>>& Matcher::match_below(std::span<const Candidate> candidates, int rows,
                                                              int cols, double limit) {
   pairs_.clear();
@@ -182,8 +289,8 @@ const std::vector<std::pair<int, int>>& Matcher::match_below(std::span<const Can
     // rows (one per column) come after the real rows, and any assignment of the real rows completes at cost 0:
     // the real rows' optimum is found before them, and they move real rows only between optima of equal cost.
     // In crowded scenes they are 96% of the work, so they are left out when the part's costs are all distinct
-    // (an optimum then is unique save for sums that tie exactly); equal costs (duplicate boxes, whole-pixel
-    // boxes) keep the square and its choice among equal optima.
+    // (an optimum then is unique save for sums that tie exactly), and so is the dense matrix (match_sparse);
+    // equal costs (duplicate boxes, whole-pixel boxes) keep the square and its choice among equal optima.
     const auto nr = static_cast<std::size_t>(part_rows_[p]), nc = static_cast<std::size_t>(part_cols_[p]);
     const std::size_t n = nr + nc;
     costs_.clear();
@@ -191,14 +298,18 @@ const std::vector<std::pair<int, int>>& Matcher::match_below(std::span<const Can
     for (const Candidate& e : edges) gains += limit - e.cost, costs_.push_back(e.cost);
     std::sort(costs_.begin(), costs_.end());
     const bool square = std::adjacent_find(costs_.begin(), costs_.end()) != costs_.end();
-    const std::size_t solved_rows = square ? n : nr;
+    if (!square) {  // the optimum is unique: found on the allowed pairs alone (see match_sparse)
+      match_sparse(edges, rows, member, nr, nc, limit);
+      continue;
+    }
+    const std::size_t solved_rows = n;
     const double big = gains + 1.0;
     costs_.assign(solved_rows * n, big);
     for (const Candidate& e : edges)
       costs_[static_cast<std::size_t>(local_[static_cast<std::size_t>(e.row)]) * n +
              static_cast<std::size_t>(local_[static_cast<std::size_t>(rows + e.col)])] = e.cost - limit;
     for (std::size_t i = 0; i < nr; ++i) costs_[i * n + nc + i] = 0;
-    for (std::size_t j = 0; square && j < nc; ++j) {
+    for (std::size_t j = 0; j < nc; ++j) {
       costs_[(nr + j) * n + j] = 0;
       for (std::size_t k = 0; k < nr; ++k) costs_[(nr + j) * n + nc + k] = 0;
     }

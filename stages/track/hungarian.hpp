@@ -30,12 +30,19 @@ class Matcher {
   // every pair is worth matching and the total is as low as it can be. Rows and columns that share no allowed
   // pair are solved separately (connected parts of the bipartite graph), each as lapjv's extend_cost problem
   // over just its rows and columns, in their order: the cubic cost is paid per cluster of overlapping boxes.
-  // The answer is the one the square problem of all of them gives. Returns the pairs sorted by row; valid
+  // A part whose costs are all distinct (its optimum unique, save for sums that tie exactly) is solved by
+  // shortest augmenting paths over its allowed pairs alone, not the dense matrix: large boxes make parts of
+  // ~100 tracks x ~100 boxes with a few allowed pairs each. The answer is the one the square problem of all of
+  // them gives. Returns the pairs sorted by row; valid
   // until the next call.
   const std::vector<std::pair<int, int>>& match_below(std::span<const Candidate> candidates, int rows, int cols,
                                                       double limit);
 
  private:
+  // A part whose costs are all distinct, by shortest augmenting paths over its allowed pairs (see the .cpp);
+  // appends its pairs to pairs_.
+  void match_sparse(std::span<const Candidate> edges, int rows, const int* member, std::size_t nr, std::size_t nc,
+                    double limit);
   int find(int x);
   // A part solved without an assignment when its rows (or columns) each have a strictly cheapest pair, all
   // distinct (see the .cpp); appends them to pairs_ and returns true, or returns false and appends nothing.
@@ -57,6 +64,17 @@ class Matcher {
   std::vector<int> best_at_;
   std::vector<char> tie_, taken_;
   std::vector<std::pair<int, int>> pairs_;
+  // match_sparse: each row's pairs (local column, cost - limit), potentials, the matching both ways, and the
+  // search's distances, the columns it reached, those not settled yet and those settled.
+  struct Arc {
+    int col;
+    double cost;
+  };
+  std::vector<std::size_t> sp_start_;
+  std::vector<Arc> sp_adj_;
+  std::vector<double> sp_u_, sp_v_, sp_dist_;
+  std::vector<int> sp_col_of_, sp_row_of_, sp_way_, sp_seen_, sp_open_, sp_popped_;
+  std::vector<char> sp_done_;
 };
 
 }  // namespace sluice::track

@@ -47,6 +47,7 @@ class OverlapSearch {
   std::size_t first_at_or_after(double x) const;
 
   std::vector<Entry> by_x1_;  // ascending x1
+  std::vector<Entry> by_k_;   // the same in index order: scanned whole when a box's window is most of them
   double widest_ = 0;         // the largest x2 - x1 indexed
   // A table in place of a binary search: x1's range cut into as many buckets as there are boxes, and per bucket
   // the first place in by_x1_ whose x1 falls in it or later (a lookup, then a step or two).

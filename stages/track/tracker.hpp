@@ -16,7 +16,8 @@
 //   6. a lost track not matched for track_buffer frames ends (event "lost"); its id does not come back.
 // Ids count from 1 per video; only confirmed tracks' boxes carry one (others keep track_id -1).
 // Cost per frame: IoU only for the pairs whose boxes overlap (overlap.hpp), exact matching per cluster of
-// overlapping boxes (hungarian.hpp), scratch memory kept from frame to frame; the ids and events are those of the
+// overlapping boxes (hungarian.hpp: sparse where the cluster's costs are distinct, e.g. the large clusters of
+// large boxes), scratch memory kept from frame to frame; the ids and events are those of the
 // dense formulation (every track x every box, one square assignment per cluster in index order), which
 // tests/track_reference.hpp keeps and tests/test_track.cpp compares against.
 // Hostile boxes: a box with a coordinate or score that is not finite, a coordinate beyond +-kMaxCoordinate,
