@@ -288,26 +288,8 @@ class InferStage final : public Stage {
     // computed and ignored (inference treats items independently).
     const int run = fixed_batch_ ? batch_ : count;
 #if SLUICE_WITH_CUDA
-    if (on_gpu_ && detections_) {
-      std::vector<nn::TensorBinding> outputs;
-      kernels::DetectInputs head;
-      for (std::size_t i = 0; i < head_device_.size(); ++i) {
-        outputs.push_back({head_device_[i].data(), DType::f32, Layout::nchw});
-        head.outputs[i] = reinterpret_cast<const float*>(head_device_[i].data());
-      }
-      gpu_engine_->enqueue({{in->memory.data(), in_.dtype, in_.layout}}, outputs, run, ctx.stream);
-      kernels::DetectParams d = detect_;
-      d.items = count;
-      kernels::detect_gpu(d, head, out->memory.data(), *detect_gpu_, ctx.stream);
-      return out;
-    }
     if (on_gpu_) {
-      void* result = classes_ ? static_cast<void*>(logits_.data()) : static_cast<void*>(out->memory.data());
-      gpu_engine_->enqueue({{in->memory.data(), in_.dtype, in_.layout}}, {{result, DType::f32, Layout::nchw}}, run,
-                           ctx.stream);
-      if (classes_)
-        kernels::topk_gpu(topk_, static_cast<const float*>(result),
-                          reinterpret_cast<kernels::ClassScore*>(out->memory.data()), ctx.stream);
+      enqueue_gpu(in->memory.data(), out->memory.data(), run, count, ctx.stream);
       return out;
     }
 #endif
@@ -386,6 +368,31 @@ class InferStage final : public Stage {
   }
 
 #if SLUICE_WITH_CUDA
+  // The model on `run` items of `input` and the output head (detections, top-k, or the raw output) on the first
+  // `count` of them into `output`, enqueued on `stream`.
+  void enqueue_gpu(void* input, void* output, int run, int count, gpu::StreamHandle stream) {
+    const nn::TensorBinding in{input, in_.dtype, in_.layout};
+    if (detections_) {
+      std::vector<nn::TensorBinding> outputs;
+      kernels::DetectInputs head;
+      for (std::size_t i = 0; i < head_device_.size(); ++i) {
+        outputs.push_back({head_device_[i].data(), DType::f32, Layout::nchw});
+        head.outputs[i] = reinterpret_cast<const float*>(head_device_[i].data());
+      }
+      gpu_engine_->enqueue({in}, outputs, run, stream);
+      kernels::DetectParams d = detect_;
+      d.items = count;
+      kernels::detect_gpu(d, head, static_cast<std::byte*>(output), *detect_gpu_, stream);
+      return;
+    }
+    void* result = classes_ ? static_cast<void*>(logits_.data()) : output;
+    gpu_engine_->enqueue({in}, {{result, DType::f32, Layout::nchw}}, run, stream);
+    if (!classes_) return;
+    kernels::TopKParams t = topk_;
+    t.items = count;
+    kernels::topk_gpu(t, static_cast<const float*>(result), reinterpret_cast<kernels::ClassScore*>(output), stream);
+  }
+
   // The engine at every count a batch can have, then the output head once on a zero batch (its kernels load
   // lazily), into scratch memory: the stage's pool buffers belong to the runner's event protocol.
   void warm_up_gpu(StageContext& ctx) {
@@ -396,25 +403,7 @@ class InferStage final : public Stage {
     const Memory input(MemoryKind::device, in_.batch_bytes());
     const Memory output(MemoryKind::device, out_.batch_bytes());
     gpu::zero_async(input.data(), input.bytes(), ctx.stream);
-    if (detections_) {
-      std::vector<nn::TensorBinding> outputs;
-      kernels::DetectInputs head;
-      for (std::size_t i = 0; i < head_device_.size(); ++i) {
-        outputs.push_back({head_device_[i].data(), DType::f32, Layout::nchw});
-        head.outputs[i] = reinterpret_cast<const float*>(head_device_[i].data());
-      }
-      gpu_engine_->enqueue({{input.data(), in_.dtype, in_.layout}}, outputs, batch_, ctx.stream);
-      kernels::DetectParams d = detect_;
-      d.items = batch_;
-      kernels::detect_gpu(d, head, output.data(), *detect_gpu_, ctx.stream);
-    } else {
-      gpu_engine_->enqueue({{input.data(), in_.dtype, in_.layout}}, {{logits_.data(), DType::f32, Layout::nchw}},
-                           batch_, ctx.stream);
-      kernels::TopKParams t = topk_;
-      t.items = batch_;
-      kernels::topk_gpu(t, reinterpret_cast<const float*>(logits_.data()),
-                        reinterpret_cast<kernels::ClassScore*>(output.data()), ctx.stream);
-    }
+    enqueue_gpu(input.data(), output.data(), batch_, batch_, ctx.stream);
     gpu::stream_synchronize(ctx.stream);  // before the scratch memory goes
   }
 #endif
