@@ -13,6 +13,8 @@ extern "C" {
 #include "media/demux.hpp"
 #include "media/file_checks.hpp"
 #include "media/frame_scaler.hpp"
+#include "runtime/arrival_times.hpp"
+#include "runtime/stats.hpp"
 #include "runtime/utf8.hpp"
 
 namespace sluice {
@@ -51,6 +53,7 @@ class LibavReader final : public FrameReader {
 
   const InputInfo& info() const override { return info_; }
   std::optional<std::int64_t> pts_ns() const override { return pts_ns_; }
+  std::optional<std::int64_t> arrived_ns() const override { return arrived_ns_; }
   bool failed_transiently() const override { return transient_; }
 
   ReadStatus read(const FrameTarget& target, std::string& why) override {
@@ -143,7 +146,10 @@ class LibavReader final : public FrameReader {
         avcodec_send_packet(codec_, nullptr);
         continue;
       }
-      if (live_) note_damage(packet_);
+      if (live_) {
+        note_damage(packet_);
+        if (packet_.pts_ns) arrivals_.note(*packet_.pts_ns, now_ns());
+      }
       err = avcodec_send_packet(codec_, packet_.av());
       if (err < 0 && reject(err, why)) return ReadStatus::error;
     }
@@ -206,6 +212,7 @@ class LibavReader final : public FrameReader {
   // previous frame where it has none.
   void stamp() {
     std::optional<std::int64_t> ns = demux_->to_ns(frame_->best_effort_timestamp);
+    arrived_ns_ = live_ && ns ? arrivals_.take(*ns) : std::nullopt;
     if (!ns) ns = pts_ns_ ? *pts_ns_ + frame_period_ns_ : 0;
     pts_ns_ = ns;
   }
@@ -257,6 +264,8 @@ class LibavReader final : public FrameReader {
   FrameScaler scaler_;
   InputInfo info_;
   std::optional<std::int64_t> pts_ns_;
+  ArrivalTimes arrivals_;  // live: when each packet came (its frame's latency counts from there)
+  std::optional<std::int64_t> arrived_ns_;
   std::int64_t frame_period_ns_ = 0;
   std::int64_t frames_read_ = 0;
   std::int64_t rejected_ = 0;

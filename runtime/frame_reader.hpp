@@ -136,6 +136,10 @@ class FrameReader {
   // container's timestamps, variable frame rates included); none when the reader has no clock, and the
   // source numbers frames at the native rate instead.
   virtual std::optional<std::int64_t> pts_ns() const { return std::nullopt; }
+  // When the coded picture of the frame the last read() returned arrived (steady clock, ns): live network
+  // streams, so their latency counts from the network, demuxing and decoding included (runtime/arrival_times.hpp).
+  // None: the frame counts from when read() returned it.
+  virtual std::optional<std::int64_t> arrived_ns() const { return std::nullopt; }
   // True when this reader decodes on the GPU and takes device targets (ReaderOptions::device_frames was set):
   // its frames then never cross PCIe raw.
   virtual bool writes_device_memory() const { return false; }

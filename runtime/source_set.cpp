@@ -536,7 +536,9 @@ bool SourceSet::read_input(Source& s, const std::string& uri, InputKind kind, bo
       s.last_pts_ns = meta.pts_ns;
       s.has_pts = true;
     }
-    meta.capture_ns = now;
+    // A live stream's frame counts from when its coded picture arrived, so demuxing and decoding are in its latency.
+    const std::optional<std::int64_t> arrived = live ? reader->arrived_ns() : std::nullopt;
+    meta.capture_ns = arrived && *arrived <= now ? *arrived : now;
     meta.wall_ns = wall_ns();
     meta.input = input;
     meta.input_frame = index;
