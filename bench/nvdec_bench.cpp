@@ -2,9 +2,14 @@
 // file fed L times in a row), every picture converted into device memory (nv12 or bgr8 at the native size, or
 // the surface copied as it is) and nothing copied to the host: what the decoders deliver into GPU memory.
 //
-//   sluice_nvdec_bench FILE SOURCES LOOPS [native|nv12|bgr8]
+//   sluice_nvdec_bench FILE SOURCES LOOPS [native|nv12|bgr8] [stream|reopen|pool] [DISPLAY_DELAY] [PACE_FPS] [nal|au]
 //
-// Prints one JSON line: frames, seconds, frames/s in total and per source, host CPU cores used (process CPU clock).
+// DISPLAY_DELAY: pictures the parser holds back (default 4, files; live streams use 0). PACE_FPS: each source
+// feeds its pictures at this rate, like a camera (default 0: as fast as the decoders take them). nal: NAL units
+// are fed one by one (an Annex-B file's reader); au: whole access units, each marked complete (a demuxer's
+// packets, what network streams and containers feed).
+// Prints one JSON line: frames, seconds, frames/s in total and per source, host CPU cores used (process CPU clock),
+// and per decoded frame the host CPU and wall microseconds of each step of the session (NvdecCosts).
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -20,9 +25,47 @@
 
 using namespace sluice;
 
+namespace {
+
+// True for the NAL unit that begins a picture: a slice (H.264 types 1-5, HEVC VCL types 0-31) whose first
+// slice-header bit says "first in the picture" (H.264 first_mb_in_slice = 0, coded as a single 1 bit; HEVC
+// first_slice_segment_in_pic_flag). `nal` starts with its start code.
+// The NAL unit's header offset (after its start code), or its size when there is none.
+std::size_t header_at(const std::vector<std::uint8_t>& nal) {
+  std::size_t i = 0;
+  while (i < nal.size() && nal[i] == 0) ++i;
+  return i < nal.size() && nal[i] == 1 ? i + 1 : nal.size();
+}
+
+bool is_slice(VideoCodec codec, const std::vector<std::uint8_t>& nal) {
+  const std::size_t i = header_at(nal);
+  if (i >= nal.size()) return false;
+  if (codec == VideoCodec::hevc) return ((nal[i] >> 1) & 0x3f) < 32;
+  const int type = nal[i] & 0x1f;
+  return type >= 1 && type <= 5;
+}
+
+bool starts_picture(VideoCodec codec, const std::vector<std::uint8_t>& nal) {
+  std::size_t i = 0;
+  while (i < nal.size() && nal[i] == 0) ++i;
+  if (i >= nal.size() || nal[i] != 1) return false;
+  ++i;
+  if (codec == VideoCodec::hevc) {
+    if (i + 2 >= nal.size()) return false;
+    const int type = (nal[i] >> 1) & 0x3f;
+    return type < 32 && (nal[i + 2] & 0x80) != 0;
+  }
+  if (i + 1 >= nal.size()) return false;
+  const int type = nal[i] & 0x1f;
+  return type >= 1 && type <= 5 && (nal[i + 1] & 0x80) != 0;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   if (argc < 4) {
-    std::fprintf(stderr, "usage: %s FILE SOURCES LOOPS [native|nv12|bgr8] [stream|reopen|pool]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s FILE SOURCES LOOPS [native|nv12|bgr8] [stream|reopen|pool] [DISPLAY_DELAY] [PACE_FPS] [nal|au]\n",
+                 argv[0]);
     return 2;
   }
   const std::string path = argv[1];
@@ -32,6 +75,13 @@ int main(int argc, char** argv) {
   // input after another, each its own decoder); pool: per loop a session from NvdecDecoder::take, given back
   // at its end (what the reader does).
   const std::string sessions = argc > 5 ? argv[5] : "stream";
+  const int delay = argc > 6 ? std::atoi(argv[6]) : kNvdecFileDisplayDelay;
+  const double pace_fps = argc > 7 ? std::atof(argv[7]) : 0;
+  const std::string feed = argc > 8 ? argv[8] : "nal";
+  if (delay < 0 || delay > 16 || pace_fps < 0 || (feed != "nal" && feed != "au")) {
+    std::fprintf(stderr, "DISPLAY_DELAY must be 0..16, PACE_FPS >= 0 and the feed nal or au\n");
+    return 2;
+  }
   if (const std::string why = nvdec_unavailable_reason(); !why.empty()) {
     std::fprintf(stderr, "NVDEC unavailable: %s\n", why.c_str());
     return 1;
@@ -39,6 +89,7 @@ int main(int argc, char** argv) {
   gpu::set_device(0);
   std::vector<std::uint64_t> frames(static_cast<std::size_t>(sources), 0), failed(frames.size(), 0);
   std::vector<std::string> errors(frames.size());
+  std::vector<NvdecCosts> costs(frames.size());
   const double cpu0 = process_cpu_seconds();
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<std::thread> threads;
@@ -47,8 +98,13 @@ int main(int argc, char** argv) {
       try {
         const auto i = static_cast<std::size_t>(s);
         std::unique_ptr<AnnexBFile> file = std::make_unique<AnnexBFile>(path);
-        std::unique_ptr<NvdecDecoder> decoder =
-            sessions == "pool" ? NvdecDecoder::take(file->codec()) : std::make_unique<NvdecDecoder>(file->codec());
+        std::unique_ptr<NvdecDecoder> decoder = sessions == "pool" ? NvdecDecoder::take(file->codec(), delay)
+                                                                   : std::make_unique<NvdecDecoder>(file->codec(), delay);
+        decoder->measure_costs(&costs[i]);
+        // Paced: the next access unit is fed once its picture is due (sources start spread over one period).
+        const auto start = std::chrono::steady_clock::now() +
+                           std::chrono::duration<double>(pace_fps > 0 ? s / (pace_fps * sources) : 0);
+        std::uint64_t fed_pictures = 0;
         void* out = gpu::device_alloc(std::size_t{64} << 20);  // at start, never in the loop
         std::vector<std::uint8_t> nal;
         const auto drain = [&] {
@@ -74,10 +130,31 @@ int main(int argc, char** argv) {
               }
             }
           }
+          // au: the NAL units before a picture's first slice belong to it (parameter sets, SEI), those after
+          // it up to the next such group too; an access unit is fed once the next one begins.
+          std::vector<std::uint8_t> unit;
+          bool unit_has_picture = false;
+          const auto feed_unit = [&] {
+            if (unit.empty()) return;
+            decoder->feed(unit.data(), unit.size(), std::nullopt, unit_has_picture);
+            unit.clear();
+            unit_has_picture = false;
+            drain();
+          };
           while (file->next(nal)) {
+            const bool first_slice = starts_picture(file->codec(), nal);
+            if (feed == "au" && unit_has_picture && (first_slice || !is_slice(file->codec(), nal))) feed_unit();
+            if (pace_fps > 0 && first_slice)
+              std::this_thread::sleep_until(start + std::chrono::duration<double>(fed_pictures++ / pace_fps));
+            if (feed == "au") {
+              unit.insert(unit.end(), nal.begin(), nal.end());
+              unit_has_picture = unit_has_picture || first_slice;
+              continue;
+            }
             decoder->feed(nal.data(), nal.size());
             drain();
           }
+          feed_unit();
         }
         decoder->finish();
         drain();
@@ -99,6 +176,30 @@ int main(int argc, char** argv) {
               "\"seconds\": %.3f, \"fps\": %.1f, \"fps_per_source\": %.1f, \"cpu_cores\": %.2f}\n",
               path.c_str(), sessions.c_str(), mode.c_str(), sources, loops, static_cast<unsigned long long>(total),
               static_cast<unsigned long long>(total_failed), seconds, total / seconds, total / seconds / sources, cores);
+  NvdecCosts all;
+  for (const NvdecCosts& c : costs)
+    for (auto [sum, part] : {std::pair{&all.context, &c.context}, {&all.feed, &c.feed}, {&all.decode, &c.decode}, {&all.map, &c.map},
+                             {&all.copy, &c.copy}, {&all.unmap, &c.unmap}, {&all.pop, &c.pop}}) {
+      sum->cpu_ns += part->cpu_ns;
+      sum->wall_ns += part->wall_ns;
+      sum->calls += part->calls;
+    }
+  // The parser's own share: feed less the callbacks' steps it ran.
+  NvdecCosts::Step parse = all.feed;
+  for (const NvdecCosts::Step* inner : {&all.decode, &all.map, &all.copy, &all.unmap}) {
+    parse.cpu_ns -= inner->cpu_ns;
+    parse.wall_ns -= inner->wall_ns;
+  }
+  const double per_frame = total + total_failed > 0 ? 1e-3 / static_cast<double>(total + total_failed) : 0;
+  std::printf("{\"per_frame_us\": {");
+  const char* sep = "";
+  for (auto [name, step] : {std::pair{"context", &all.context}, {"parse", &parse}, {"decode", &all.decode}, {"map", &all.map}, {"copy", &all.copy},
+                            {"unmap", &all.unmap}, {"pop", &all.pop}}) {
+    std::printf("%s\"%s\": {\"cpu\": %.1f, \"wall\": %.1f}", sep, name, step->cpu_ns * per_frame,
+                step->wall_ns * per_frame);
+    sep = ", ";
+  }
+  std::printf("}, \"delay\": %d, \"pace_fps\": %.1f, \"feed\": \"%s\"}\n", delay, pace_fps, feed.c_str());
   for (const auto& e : errors)
     if (!e.empty()) return 1;
   return 0;

@@ -44,6 +44,7 @@ class DemuxedSource final : public CodedSource {
       chunk.bytes = packet_.data();
       chunk.pts_ns = packet_.pts_ns;
       chunk.keyframe = packet_.keyframe;
+      chunk.whole_picture = true;
       chunk.damaged = packet_.corrupt || packet_.rtp_packets_lost > 0;
       bytes_ += chunk.bytes.size();
       return true;

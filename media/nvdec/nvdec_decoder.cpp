@@ -25,6 +25,7 @@ static void sluice_nvdec_loader_log(void* ctx, const char* fmt, ...) {
 
 #include "kernels/nv12_convert.cuh"
 #include "runtime/gpu.hpp"
+#include "runtime/stats.hpp"
 
 namespace sluice {
 
@@ -97,6 +98,28 @@ class ContextScope {
  private:
   const Driver& d_;
   bool ok_ = false;
+};
+
+// Adds the thread's CPU and wall time from construction to destruction to a step, when costs are measured.
+class StepTimer {
+ public:
+  explicit StepTimer(NvdecCosts::Step* step) : step_(step) {
+    if (!step_) return;
+    cpu_ = thread_cpu_ns();
+    wall_ = now_ns();
+  }
+  ~StepTimer() {
+    if (!step_) return;
+    step_->cpu_ns += thread_cpu_ns() - cpu_;
+    step_->wall_ns += now_ns() - wall_;
+    ++step_->calls;
+  }
+  StepTimer(const StepTimer&) = delete;
+  StepTimer& operator=(const StepTimer&) = delete;
+
+ private:
+  NvdecCosts::Step* step_;
+  std::int64_t cpu_ = 0, wall_ = 0;
 };
 
 void check(const Driver& d, CUresult r, const char* what) {
@@ -221,7 +244,11 @@ struct NvdecCallbacks {
       if (m.error.empty()) m.error = "a picture before any sequence header";
       return 0;
     }
-    const CUresult r = m.d.cuvid->cuvidDecodePicture(m.decoder, pic);
+    CUresult r;
+    {
+      StepTimer timer(self->costs_ ? &self->costs_->decode : nullptr);
+      r = m.d.cuvid->cuvidDecodePicture(m.decoder, pic);
+    }
     if (r != CUDA_SUCCESS) {
       m.error = "cuvidDecodePicture failed: " + cu_error(m.d, r);
       return 0;
@@ -326,6 +353,7 @@ struct NvdecCallbacks {
     p.height = self.sequence_.height;
     const int bps = self.sequence_.bit_depth > 8 ? 2 : 1;
     p.bytes_per_sample = bps;
+    std::optional<StepTimer> timer(std::in_place, self.costs_ ? &self.costs_->map : nullptr);
     CUVIDGETDECODESTATUS status{};
     if (d.cuvid->cuvidGetDecodeStatus &&
         d.cuvid->cuvidGetDecodeStatus(m.decoder, info.picture_index, &status) == CUDA_SUCCESS &&
@@ -345,6 +373,7 @@ struct NvdecCallbacks {
     unsigned int pitch = 0;
     check(d, d.cuvid->cuvidMapVideoFrame(m.decoder, info.picture_index, &surface, &pitch, &pp), "cuvidMapVideoFrame");
     const CUdeviceptr chroma = surface + static_cast<CUdeviceptr>(pitch) * static_cast<CUdeviceptr>((m.surface_height + 1) & ~1);
+    timer.emplace(self.costs_ ? &self.costs_->copy : nullptr);
     try {
       // Copied out as it is (tightly packed), so the surface can go back at once; the conversion into the
       // pipeline's layout happens when the frame is taken (pop), straight from this copy.
@@ -378,7 +407,9 @@ struct NvdecCallbacks {
       d.cuvid->cuvidUnmapVideoFrame(m.decoder, surface);
       throw;
     }
+    timer.emplace(self.costs_ ? &self.costs_->unmap : nullptr);
     check(d, d.cuvid->cuvidUnmapVideoFrame(m.decoder, surface), "cuvidUnmapVideoFrame");
+    timer.reset();
     self.ready_.push_back(std::move(p));
   }
 };
@@ -506,14 +537,18 @@ void NvdecDecoder::close() noexcept {
   impl_.reset();
 }
 
-void NvdecDecoder::feed(const std::uint8_t* data, std::size_t size, std::optional<std::int64_t> pts_ns) {
+void NvdecDecoder::feed(const std::uint8_t* data, std::size_t size, std::optional<std::int64_t> pts_ns,
+                        bool whole_picture) {
   Impl& m = *impl_;
   if (!m.error.empty()) throw NvdecError(m.error);
   if (size == 0) return;
+  std::optional<StepTimer> timer(std::in_place, costs_ ? &costs_->context : nullptr);
   ContextScope scope(m.d);
+  timer.emplace(costs_ ? &costs_->feed : nullptr);
   CUVIDSOURCEDATAPACKET packet{};
   packet.payload = data;
   packet.payload_size = static_cast<tcu_ulong>(size);
+  if (whole_picture) packet.flags |= CUVID_PKT_ENDOFPICTURE;
   if (pts_ns) {
     packet.flags |= CUVID_PKT_TIMESTAMP;
     packet.timestamp = *pts_ns;
@@ -558,6 +593,7 @@ NvdecFrame NvdecDecoder::pop(std::uint8_t* dst, std::size_t capacity, const Nvde
   Impl& m = *impl_;
   Pending p = std::move(ready_.front());
   ready_.pop_front();
+  StepTimer timer(costs_ ? &costs_->pop : nullptr);
   NvdecFrame f;
   f.width = p.width;
   f.height = p.height;

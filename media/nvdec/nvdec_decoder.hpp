@@ -72,6 +72,21 @@ struct NvdecFrame {
   std::string error;           // non-empty: the decoder reported the picture corrupt; nothing was written
 };
 
+// Where a session's host time goes, per step (sluice_nvdec_bench prints it; off unless asked for): CPU time of
+// the calling thread and wall time, in ns, summed over the calls.
+struct NvdecCosts {
+  struct Step {
+    std::int64_t cpu_ns = 0, wall_ns = 0, calls = 0;
+  };
+  Step context; // making the session's context current for a feed
+  Step feed;    // cuvidParseVideoData as a whole, the callbacks below included
+  Step decode;  // cuvidDecodePicture (in the parser's callback)
+  Step map;     // cuvidGetDecodeStatus + cuvidMapVideoFrame (waits for the picture's decode)
+  Step copy;    // copy off the surface and the host's wait for it
+  Step unmap;   // cuvidUnmapVideoFrame
+  Step pop;     // conversion into the caller's layout (enqueued)
+};
+
 class NvdecDecoder {
  public:
   // Throws NvdecError when NVDEC is unavailable or the session cannot be created.
@@ -83,8 +98,11 @@ class NvdecDecoder {
   // Parses and decodes `size` bytes (whole NAL units); pictures ready to display queue up. Throws NvdecError
   // when the stream cannot be decoded (unsupported format, a parser or decoder failure). `pts_ns`: the
   // container's presentation time of the access unit these bytes start (a demuxed packet); the picture it
-  // starts carries it out (NvdecFrame::pts_ns), in display order.
-  void feed(const std::uint8_t* data, std::size_t size, std::optional<std::int64_t> pts_ns = std::nullopt);
+  // starts carries it out (NvdecFrame::pts_ns), in display order. `whole_picture`: the bytes are exactly one
+  // access unit (a demuxed packet), so its picture is decoded now; otherwise the parser waits for the next
+  // picture's first bytes to know this one is complete (a frame later: 33 ms of a 30 fps camera).
+  void feed(const std::uint8_t* data, std::size_t size, std::optional<std::int64_t> pts_ns = std::nullopt,
+            bool whole_picture = false);
   // End of stream: the pictures still held for reordering are decoded and queued.
   void finish();
 
@@ -112,6 +130,8 @@ class NvdecDecoder {
   // crossed PCIe.
   NvdecFrame pop_to_device(std::uint8_t* dst_device, std::size_t capacity, const NvdecOutput& output,
                            CUevent_st* wait_before = nullptr, CUevent_st* done = nullptr);
+  // Accumulates this session's step costs into `costs` from now on (nullptr: stops); the caller keeps it alive.
+  void measure_costs(NvdecCosts* costs) noexcept { costs_ = costs; }
   // The current sequence (all zero before the first sequence header).
   const NvdecSequence& sequence() const noexcept { return sequence_; }
 
@@ -131,6 +151,7 @@ class NvdecDecoder {
   };
   std::deque<Pending> ready_;
   NvdecSequence sequence_;
+  NvdecCosts* costs_ = nullptr;
   friend struct NvdecCallbacks;
 };
 

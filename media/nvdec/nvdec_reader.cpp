@@ -8,6 +8,8 @@
 #include <fmt/format.h>
 
 #include "media/nvdec/nvdec_decoder.hpp"
+#include "runtime/arrival_times.hpp"
+#include "runtime/stats.hpp"
 #include "runtime/utf8.hpp"
 
 namespace sluice {
@@ -55,6 +57,7 @@ class NvdecReader final : public FrameReader {
                                          : decoder_.pop_to_host(dst, bytes, out);
       ++pictures_;
       pts_ns_ = f.pts_ns;
+      arrived_ns_ = options_.live && f.pts_ns ? arrivals_.take(*f.pts_ns) : std::nullopt;
       if (!f.error.empty()) {
         why = f.error;
         if (options_.live) resync_after(why);
@@ -80,6 +83,7 @@ class NvdecReader final : public FrameReader {
 
   const InputInfo& info() const override { return info_; }
   std::optional<std::int64_t> pts_ns() const override { return pts_ns_; }
+  std::optional<std::int64_t> arrived_ns() const override { return arrived_ns_; }
   bool writes_device_memory() const override { return options_.device_frames; }
 
  private:
@@ -88,8 +92,11 @@ class NvdecReader final : public FrameReader {
     try {
       CodedChunk chunk;
       if (!eof_ && source_->next(chunk)) {
-        if (options_.live) track_trust(chunk);
-        decoder_.feed(chunk.bytes.data(), chunk.bytes.size(), chunk.pts_ns);
+        if (options_.live) {
+          track_trust(chunk);
+          if (chunk.pts_ns) arrivals_.note(*chunk.pts_ns, now_ns());
+        }
+        decoder_.feed(chunk.bytes.data(), chunk.bytes.size(), chunk.pts_ns, chunk.whole_picture);
         return true;
       }
       eof_ = true;
@@ -151,6 +158,8 @@ class NvdecReader final : public FrameReader {
   NvdecReaderOptions options_;
   InputInfo info_;
   std::optional<std::int64_t> pts_ns_;
+  ArrivalTimes arrivals_;  // live: when each packet came (its frame's latency counts from there)
+  std::optional<std::int64_t> arrived_ns_;
   std::int64_t pictures_ = 0;
   bool eof_ = false, finished_ = false, failed_ = false;
   static constexpr std::size_t kMaxUntrusted = 4096;  // a stream without keyframes cannot grow it without bound

@@ -24,6 +24,7 @@ struct CodedChunk {
   std::optional<std::int64_t> pts_ns;
   bool keyframe = false;  // starts an IDR/IRAP access unit (the container says; Annex-B files: never set)
   bool damaged = false;   // the demuxer flagged the packet corrupt (data lost in transit)
+  bool whole_picture = false;  // exactly one access unit (a demuxed packet; Annex-B files feed NAL units)
 };
 
 class CodedSource {

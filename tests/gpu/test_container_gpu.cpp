@@ -4,7 +4,7 @@
 // times (ffprobe's, stored beside them: X.pts); a variable-frame-rate MP4 keeps its times; a rotated MP4 goes
 // to the CPU decoder (auto) or fails with the reason (gpu); decoder: cpu decodes the MP4 with libavcodec into
 // the same NV12 frames; other codecs and 4:4:4 go to libavcodec; a truncated MP4 ends short with the reason;
-// containers as pipeline sources keep their frames on the GPU. The clips and how they were made:
+// containers as pipeline sources keep their frames on the GPU; a packet fed as a whole picture is decoded at once. The clips and how they were made:
 // tests/data/nvdec/README.md.
 #include <catch2/catch.hpp>
 #include <cuda_runtime.h>
@@ -111,6 +111,29 @@ TEST_CASE("demuxed packets on NVDEC: the Annex-B clip's NV12 frames, with the co
     REQUIRE(got.size() == want.size());
     for (std::size_t i = 0; i < want.size(); ++i) CHECK(got[i] == want[i].hash);
     CHECK(got_pts == want_pts);
+  }
+}
+
+TEST_CASE("a packet fed as a whole picture is decoded at once, NAL units wait for the next picture", "[gpu][container]") {
+  require_nvdec();
+  for (const Pair& pair : kPairs) {
+    INFO(pair.container);
+    for (const bool whole : {true, false}) {
+      INFO("whole_picture " << whole);
+      DemuxOptions o;
+      o.annex_b = true;
+      Demuxer demuxer(clip(pair.container), o);
+      NvdecDecoder decoder(pair.codec, kNvdecLiveDisplayDelay);
+      DemuxPacket packet;
+      std::string why;
+      REQUIRE(demuxer.read(packet, why) == DemuxStatus::packet);  // the first picture (IDR, shown first)
+      decoder.feed(packet.data().data(), packet.data().size(), packet.pts_ns, whole);
+      // A live camera's frame must not wait a frame interval for its successor to arrive.
+      CHECK(decoder.has_frame() == whole);
+      REQUIRE(demuxer.read(packet, why) == DemuxStatus::packet);
+      decoder.feed(packet.data().data(), packet.data().size(), packet.pts_ns, whole);
+      CHECK(decoder.has_frame());
+    }
   }
 }
 
