@@ -27,7 +27,7 @@ STATUS = {
     "stages": [
         {"name": "decode", "kind": "decode", "on_gpu": False, "frames": 100, "batches": 13,
          "fps_1s": 30.0, "fps_10s": 30.0, "fps_60s": 29.5, "gpu_ms_per_batch": 0.0, "busy": 0.0,
-         "host_ms_per_batch": 1.2, "queue_depth": 1, "queue_capacity": 4, "dropped": 0, "errors": 0},
+         "host_ms_per_batch": 1.2, "cpu_ms_per_batch": 0.9, "queue_depth": 1, "queue_capacity": 4, "dropped": 0, "errors": 0},
         {"name": "preprocess", "kind": "preprocess", "on_gpu": True, "frames": 98, "batches": 12,
          "fps_1s": 31.25, "fps_10s": 30.5, "fps_60s": 28.75, "gpu_ms_per_batch": 0.842, "busy": 0.37,
          "host_ms_per_batch": 0.05, "queue_depth": 2, "queue_capacity": 8, "dropped": 3, "errors": 0},
@@ -322,7 +322,7 @@ def run_checks(r):
         cols = decode_row.split()
         # decode is a CPU stage: gpu ms/b and busy are '-' even though the daemon sent 0.0
         r.check("status row: CPU stage has no GPU columns",
-                cols[:9] == ["decode", "100", "30.0", "30.0", "29.5", "1.200", "-", "-", "1/4"], decode_row)
+                cols[:10] == ["decode", "100", "30.0", "30.0", "29.5", "1.200", "0.900", "-", "-", "1/4"], decode_row)
         r.check("status sent one request", srv.requests()[-1:] == [{"request": "status"}], srv.requests())
 
         p = r.run(["--socket", path, "status", "--json"])

@@ -40,7 +40,8 @@ const char* const kStatusHelp = R"(usage: sluicectl status [--json]
 Print the daemon's state, uptime, config file, pipeline and device, then one row per stage:
   frames          frames the stage has handled
   fps 1s/10s/60s  frames per second over the last 1, 10 and 60 seconds
-  host ms/b       host time per batch
+  host ms/b       host time per batch (wall time, waits included)
+  cpu ms/b        CPU time per batch: the stage's thread and its workers (below host ms: it waits)
   gpu ms/b        GPU time per batch (GPU stages only)
   busy            fraction of time the stage's stream was busy (GPU stages only)
   queue           input queue depth / capacity

@@ -416,8 +416,8 @@ std::string format_status(const json& r) {
   int name_w = 14;
   if (have_stages)
     for (const auto& st : *stages) name_w = std::max(name_w, static_cast<int>(stage_label(st).size()));
-  std::snprintf(line, sizeof line, "%-*s %10s %8s %8s %8s %9s %9s %5s %11s %8s %8s\n", name_w, "stage", "frames",
-                "fps 1s", "fps 10s", "fps 60s", "host ms/b", "gpu ms/b", "busy", "queue", "drops", "errors");
+  std::snprintf(line, sizeof line, "%-*s %10s %8s %8s %8s %9s %9s %9s %5s %11s %8s %8s\n", name_w, "stage", "frames",
+                "fps 1s", "fps 10s", "fps 60s", "host ms/b", "cpu ms/b", "gpu ms/b", "busy", "queue", "drops", "errors");
   out += line;
   if (!have_stages) {
     out += "  (no stages reported)\n";
@@ -431,9 +431,10 @@ std::string format_status(const json& r) {
       std::string queue = "-";
       if (auto cap = number(st, "queue_capacity"); cap && *cap > 0)
         queue = count(st, "queue_depth") + "/" + count(st, "queue_capacity");
-      std::snprintf(line, sizeof line, "%-*s %10s %8s %8s %8s %9s %9s %5s %11s %8s %8s\n", name_w, name.c_str(),
+      std::snprintf(line, sizeof line, "%-*s %10s %8s %8s %8s %9s %9s %9s %5s %11s %8s %8s\n", name_w, name.c_str(),
                     count(st, "frames").c_str(), fmt(st, "fps_1s", "%.1f").c_str(), fmt(st, "fps_10s", "%.1f").c_str(),
-                    fmt(st, "fps_60s", "%.1f").c_str(), fmt(st, "host_ms_per_batch", "%.3f").c_str(), gpu.c_str(),
+                    fmt(st, "fps_60s", "%.1f").c_str(), fmt(st, "host_ms_per_batch", "%.3f").c_str(),
+                    fmt(st, "cpu_ms_per_batch", "%.3f").c_str(), gpu.c_str(),
                     busy.c_str(), queue.c_str(), count(st, "dropped").c_str(), count(st, "errors").c_str());
       out += line;
     }
