@@ -100,7 +100,7 @@ struct ReaderOptions {
   double fps = 0;
   std::string fourcc;
   // Video files and streams: libavcodec's decoding threads per source; 0 = one per core, up to 16 for files
-  // and 4 for streams (each frame thread holds a frame back: latency).
+  // and 4 for streams (slice threads only there: a frame thread holds a frame back, which is latency).
   int codec_threads = 0;
   // Network streams and http(s):// file inputs: how long opening and one read may block before they count as
   // failed.

@@ -702,7 +702,7 @@ static StageInfo decode_stage() {
               {"decode_threads", ParamType::integer, "2", "directories/globs/redis jobs: files decoded at once", 1.0, 64.0},
               {"codec_threads", ParamType::integer, "0",
                "video files and streams: decoder threads per source; 0 = one per core, at most 16 (files) or 4 "
-               "(streams: each thread holds a frame back)", 0.0, 64.0},
+               "(streams, on a frame's slices only: frame threads would hold frames back)", 0.0, 64.0},
               {"ring_frames", ParamType::integer, "4",
                "decoded frames each source may hold before the pipeline takes them (pinned memory: this x frame size "
                "per source)", 1.0, 256.0},
