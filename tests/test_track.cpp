@@ -93,6 +93,30 @@ std::vector<Candidate> all_pairs(const std::vector<double>& c, int rows, int col
   return out;
 }
 
+// Runs the tracker and the reference tracker over the same frames and requires the same boxes (ids), events and
+// track counts frame by frame; `on_frame(boxes, events, tracks)` then sees the tracker's side of each frame.
+template <class OnFrame>
+void require_same_as_reference(const TrackerParams& p, const std::vector<std::vector<Detection>>& frames,
+                               OnFrame on_frame) {
+  Tracker fast(p);
+  reference::Tracker slow(p);
+  std::vector<Detection> fast_events, slow_events;
+  for (std::size_t f = 0; f < frames.size(); ++f) {
+    CAPTURE(f);
+    std::vector<Detection> a = frames[f], b = frames[f];
+    fast_events.clear();
+    slow_events.clear();
+    fast.update(a, fast_events);
+    slow.update(b, slow_events);
+    REQUIRE(fast_events.size() == slow_events.size());
+    REQUIRE((a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(Detection)) == 0));
+    REQUIRE((fast_events.empty() ||
+             std::memcmp(fast_events.data(), slow_events.data(), fast_events.size() * sizeof(Detection)) == 0));
+    REQUIRE(fast.tracks() == slow.tracks());
+    on_frame(a, fast_events, fast.tracks());
+  }
+}
+
 }  // namespace
 
 TEST_CASE("assign_rows finds the minimum of brute force on random matrices, ties included", "[track]") {
@@ -432,27 +456,13 @@ TEST_CASE("tracker: the same ids and events as the reference tracker on random s
     if (seed % 11 == 0) p.match_iou = -0.1f;      // outside what the stage takes: every pair a candidate
     if (seed % 13 == 0) p.low_match_iou = 0.0f;
     CAPTURE(seed);
-    Tracker fast(p);
-    reference::Tracker slow(p);
-    std::vector<Detection> fast_events, slow_events;
-    const auto frames = test::make_scene(scene, seed);
-    for (std::size_t f = 0; f < frames.size(); ++f) {
-      CAPTURE(f);
-      std::vector<Detection> a = frames[f], b = frames[f];
-      fast_events.clear();
-      slow_events.clear();
-      fast.update(a, fast_events);
-      slow.update(b, slow_events);
-      REQUIRE(fast_events.size() == slow_events.size());
-      REQUIRE((a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(Detection)) == 0));
-      REQUIRE((fast_events.empty() ||
-               std::memcmp(fast_events.data(), slow_events.data(), fast_events.size() * sizeof(Detection)) == 0));
-      REQUIRE(fast.tracks() == slow.tracks());
-      ++frames_seen;
-      crowded_frames += a.size() >= 150;
-      for (const Detection& d : a) boxes_tracked += d.track_id >= 0;
-      events_seen += fast_events.size();
-    }
+    require_same_as_reference(p, test::make_scene(scene, seed),
+                              [&](const std::vector<Detection>& boxes, const std::vector<Detection>& events, std::size_t) {
+                                ++frames_seen;
+                                crowded_frames += boxes.size() >= 150;
+                                for (const Detection& d : boxes) boxes_tracked += d.track_id >= 0;
+                                events_seen += events.size();
+                              });
   }
   CHECK(frames_seen == 48 * 40);
   CHECK(boxes_tracked > 10000);  // the scenes do track things
@@ -482,27 +492,14 @@ TEST_CASE("tracker: the same ids and events as the reference tracker on churn sc
     p.per_class = seed % 5 == 3;
     p.fuse_score = seed % 7 != 6;
     CAPTURE(seed);
-    Tracker fast(p);
-    reference::Tracker slow(p);
-    std::vector<Detection> fast_events, slow_events;
-    const auto frames = test::make_scene(scene, 1000 + seed);
-    for (std::size_t f = 0; f < frames.size(); ++f) {
-      CAPTURE(f);
-      std::vector<Detection> a = frames[f], b = frames[f];
-      fast_events.clear();
-      slow_events.clear();
-      fast.update(a, fast_events);
-      slow.update(b, slow_events);
-      REQUIRE(fast_events.size() == slow_events.size());
-      REQUIRE((a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(Detection)) == 0));
-      REQUIRE((fast_events.empty() ||
-               std::memcmp(fast_events.data(), slow_events.data(), fast_events.size() * sizeof(Detection)) == 0));
-      REQUIRE(fast.tracks() == slow.tracks());
-      ++frames_seen;
-      most_tracks = std::max(most_tracks, fast.tracks());
-      for (const Detection& d : a) boxes_tracked += d.track_id >= 0;
-      events_seen += fast_events.size();
-    }
+    require_same_as_reference(
+        p, test::make_scene(scene, 1000 + seed),
+        [&](const std::vector<Detection>& boxes, const std::vector<Detection>& events, std::size_t tracks) {
+          ++frames_seen;
+          most_tracks = std::max(most_tracks, tracks);
+          for (const Detection& d : boxes) boxes_tracked += d.track_id >= 0;
+          events_seen += events.size();
+        });
   }
   CHECK(frames_seen == 16 * 60);
   CHECK(boxes_tracked > 1000);
