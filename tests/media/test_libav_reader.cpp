@@ -85,6 +85,21 @@ constexpr auto compare = test::compare_bytes;
 
 }  // namespace
 
+// A video read to its end (bgr8 at 64x48): how it ended, why, and each frame's pts (-1 where it had none).
+struct ReadToEnd {
+  ReadStatus status = ReadStatus::frame;
+  std::string why;
+  std::vector<std::int64_t> pts;
+  int frames() const { return static_cast<int>(pts.size()); }
+};
+ReadToEnd read_to_end(FrameReader& r) {
+  Frame f(64, 48, PixelFormat::bgr8);
+  ReadToEnd out;
+  while ((out.status = r.read(f.target, out.why)) == ReadStatus::frame) out.pts.push_back(r.pts_ns().value_or(-1));
+  return out;
+}
+ReadToEnd read_to_end(const std::string& path) { return read_to_end(*open_video(path)); }
+
 TEST_CASE("video files and streams are read through libavcodec", "[media][libav]") {
   auto r = open_video(input("clip.mp4"));
   CHECK(r->info().backend == "libavcodec h264");
@@ -190,13 +205,10 @@ TEST_CASE("a variable-frame-rate file keeps its timestamps and every frame", "[m
   REQUIRE(den > 0);
   auto r = open_video(path);
   CHECK(r->info().frames_total == 40);
-  Frame f(64, 48, PixelFormat::bgr8);
-  std::string why;
-  std::vector<std::int64_t> got;
-  ReadStatus s;
-  while ((s = r->read(f.target, why)) == ReadStatus::frame) got.push_back(r->pts_ns().value_or(-1));
-  INFO(why);
-  CHECK(s == ReadStatus::end);
+  const ReadToEnd read = read_to_end(*r);
+  INFO(read.why);
+  CHECK(read.status == ReadStatus::end);
+  const std::vector<std::int64_t>& got = read.pts;
   REQUIRE(got.size() == want.size());
   for (std::size_t i = 0; i < want.size(); ++i) {
     INFO("frame " << i);
@@ -208,11 +220,10 @@ TEST_CASE("a variable-frame-rate file keeps its timestamps and every frame", "[m
 
   // The same stream in Matroska (no frame index, ms timestamps): every frame, no "truncated", the same times
   // to the container's millisecond.
-  auto mkv = open_video(input("vfr.mkv"));
-  std::vector<std::int64_t> from_mkv;
-  while ((s = mkv->read(f.target, why)) == ReadStatus::frame) from_mkv.push_back(mkv->pts_ns().value_or(-1));
-  INFO(why);
-  CHECK(s == ReadStatus::end);
+  const ReadToEnd mkv = read_to_end(input("vfr.mkv"));
+  INFO(mkv.why);
+  CHECK(mkv.status == ReadStatus::end);
+  const std::vector<std::int64_t>& from_mkv = mkv.pts;
   REQUIRE(from_mkv.size() == got.size());
   for (std::size_t i = 0; i < got.size(); ++i) CHECK(std::abs(from_mkv[i] - got[i]) <= 1'000'000);
 }
@@ -254,14 +265,11 @@ TEST_CASE("a file with irregular frame drops is read whole, with the container's
     auto r = open_video(path);
     // Only MP4's sample table states the count; the others' would be an estimate.
     CHECK(r->info().frames_total == (std::string(name) == "drops.mp4" ? 72 : -1));
-    Frame f(64, 48, PixelFormat::bgr8);
-    std::string why;
-    std::vector<std::int64_t> got;
-    ReadStatus s;
-    while ((s = r->read(f.target, why)) == ReadStatus::frame) got.push_back(r->pts_ns().value_or(-1));
-    INFO(why);
-    CHECK(s == ReadStatus::end);
-    CHECK(why.empty());
+    const ReadToEnd read = read_to_end(*r);
+    INFO(read.why);
+    CHECK(read.status == ReadStatus::end);
+    CHECK(read.why.empty());
+    const std::vector<std::int64_t>& got = read.pts;
     REQUIRE(got.size() == want.size());
     for (std::size_t i = 0; i < want.size(); ++i) {
       INFO("frame " << i);
@@ -278,14 +286,10 @@ TEST_CASE("an MP4 whose edit list hides its first samples counts only the frames
   REQUIRE(want.size() == 24);
   auto r = open_video(path);
   CHECK(r->info().frames_total == 24);
-  Frame f(64, 48, PixelFormat::bgr8);
-  std::string why;
-  std::vector<std::int64_t> got;
-  ReadStatus s;
-  while ((s = r->read(f.target, why)) == ReadStatus::frame) got.push_back(r->pts_ns().value_or(-1));
-  INFO(why);
-  CHECK(s == ReadStatus::end);
-  CHECK(got == want);
+  const ReadToEnd read = read_to_end(*r);
+  INFO(read.why);
+  CHECK(read.status == ReadStatus::end);
+  CHECK(read.pts == want);
 }
 
 TEST_CASE("an MP4 with dropped frames cut short is still truncated", "[media][libav]") {
@@ -299,14 +303,10 @@ TEST_CASE("an MP4 with dropped frames cut short is still truncated", "[media][li
   }
   auto r = open_video(cut);
   CHECK(r->info().frames_total == 72);
-  Frame f(64, 48, PixelFormat::bgr8);
-  std::string why;
-  int frames = 0;
-  ReadStatus s;
-  while ((s = r->read(f.target, why)) == ReadStatus::frame) ++frames;
-  CHECK(s == ReadStatus::error);
-  CHECK(frames < 60);
-  CHECK_THAT(why, Catch::Contains("ended after " + std::to_string(frames) + " of 72 frames (truncated"));
+  const ReadToEnd got = read_to_end(*r);
+  CHECK(got.status == ReadStatus::error);
+  CHECK(got.frames() < 60);
+  CHECK_THAT(got.why, Catch::Contains("ended after " + std::to_string(got.frames()) + " of 72 frames (truncated"));
 }
 
 // drops/NAME's first `keep` bytes, written into `dir`.
@@ -333,18 +333,6 @@ std::vector<std::size_t> packet_offsets(const std::string& name) {
   return offsets;
 }
 
-struct ReadToEnd {
-  ReadStatus status;
-  std::string why;
-  int frames = 0;
-};
-ReadToEnd read_to_end(const std::string& path) {
-  auto r = open_video(path);
-  Frame f(64, 48, PixelFormat::bgr8);
-  ReadToEnd out;
-  while ((out.status = r->read(f.target, out.why)) == ReadStatus::frame) ++out.frames;
-  return out;
-}
 
 TEST_CASE("a file cut short fails with what its container shows, in every container", "[media][libav]") {
   // No count to compare against outside MP4 (drops/ holds variable-frame-rate files: see above); the demuxer and
@@ -372,11 +360,11 @@ TEST_CASE("a file cut short fails with what its container shows, in every contai
       const ReadToEnd got = read_to_end(cut_copy(dir, name, keep, tag));
       INFO(got.why);
       CHECK(got.status == ReadStatus::error);
-      CHECK(got.frames < 72);
+      CHECK(got.frames() < 72);
       if (name == "drops.mp4") {
-        CHECK_THAT(got.why, Catch::Contains("ended after " + std::to_string(got.frames) + " of 72 frames"));
+        CHECK_THAT(got.why, Catch::Contains("ended after " + std::to_string(got.frames()) + " of 72 frames"));
       } else {
-        CHECK_THAT(got.why, Catch::StartsWith("ended early after " + std::to_string(got.frames) +
+        CHECK_THAT(got.why, Catch::StartsWith("ended early after " + std::to_string(got.frames()) +
                                               " frames (truncated or corrupt): "));
         CHECK_THAT(got.why, Catch::Contains(says));
       }
@@ -397,7 +385,7 @@ TEST_CASE("a cut between frames: Matroska, WebM and AVI still show it, MPEG-TS a
     const ReadToEnd got = read_to_end(cut_copy(dir, name, offsets[40], "between"));
     INFO(got.why);
     CHECK(got.status == ReadStatus::error);
-    CHECK(got.frames == 40);
+    CHECK(got.frames() == 40);
     CHECK_THAT(got.why, Catch::StartsWith("ended early after 40 frames (truncated or corrupt): "));
   }
   // AVI: only the index (idx1, after every frame) lost: every frame is there, and the file still fails.
@@ -420,7 +408,7 @@ TEST_CASE("a cut between frames: Matroska, WebM and AVI still show it, MPEG-TS a
     const ReadToEnd got = read_to_end(cut_copy(dir, name, offsets[40], "between"));
     INFO(got.why);
     CHECK(got.status == ReadStatus::end);
-    CHECK(got.frames == 40);
+    CHECK(got.frames() == 40);
   }
 }
 
@@ -437,7 +425,7 @@ TEST_CASE("a whole file written to a pipe (its sizes unstated) is not taken for 
     const ReadToEnd got = read_to_end(path);
     INFO(got.why);
     CHECK(got.status == ReadStatus::end);
-    CHECK(got.frames == 40);
+    CHECK(got.frames() == 40);
   }
 }
 
@@ -634,14 +622,9 @@ TEST_CASE("damaged files end with a reason and never crash", "[media][libav][dam
     CHECK(r->read(f.target, why) == ReadStatus::end);
   }
   SECTION("a truncated file names how far it got") {
-    auto r = open_video(input("truncated.mp4"));
-    Frame f(64, 48, PixelFormat::bgr8);
-    std::string why;
-    int frames = 0;
-    ReadStatus s;
-    while ((s = r->read(f.target, why)) == ReadStatus::frame) ++frames;
-    CHECK(s == ReadStatus::error);
-    CHECK_THAT(why, Catch::Contains("ended after " + std::to_string(frames) + " of 96 frames (truncated"));
+    const ReadToEnd got = read_to_end(input("truncated.mp4"));
+    CHECK(got.status == ReadStatus::error);
+    CHECK_THAT(got.why, Catch::Contains("ended after " + std::to_string(got.frames()) + " of 96 frames (truncated"));
   }
   SECTION("a corrupt file fails to open naming the file and FFmpeg's reason") {
     REQUIRE_THROWS_WITH(open_video(input("corrupt.mp4")),
