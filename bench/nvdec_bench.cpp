@@ -27,16 +27,14 @@ using namespace sluice;
 
 namespace {
 
-// True for the NAL unit that begins a picture: a slice (H.264 types 1-5, HEVC VCL types 0-31) whose first
-// slice-header bit says "first in the picture" (H.264 first_mb_in_slice = 0, coded as a single 1 bit; HEVC
-// first_slice_segment_in_pic_flag). `nal` starts with its start code.
-// The NAL unit's header offset (after its start code), or its size when there is none.
+// The offset of a NAL unit's header (after its start code), or the unit's size when it has none.
 std::size_t header_at(const std::vector<std::uint8_t>& nal) {
   std::size_t i = 0;
   while (i < nal.size() && nal[i] == 0) ++i;
   return i < nal.size() && nal[i] == 1 ? i + 1 : nal.size();
 }
 
+// A slice: H.264 types 1-5, HEVC VCL types 0-31.
 bool is_slice(VideoCodec codec, const std::vector<std::uint8_t>& nal) {
   const std::size_t i = header_at(nal);
   if (i >= nal.size()) return false;
@@ -45,19 +43,12 @@ bool is_slice(VideoCodec codec, const std::vector<std::uint8_t>& nal) {
   return type >= 1 && type <= 5;
 }
 
+// The NAL unit that begins a picture: a slice whose first slice-header bit says "first in the picture" (H.264
+// first_mb_in_slice = 0, coded as a single 1 bit; HEVC first_slice_segment_in_pic_flag, after a two-byte header).
 bool starts_picture(VideoCodec codec, const std::vector<std::uint8_t>& nal) {
-  std::size_t i = 0;
-  while (i < nal.size() && nal[i] == 0) ++i;
-  if (i >= nal.size() || nal[i] != 1) return false;
-  ++i;
-  if (codec == VideoCodec::hevc) {
-    if (i + 2 >= nal.size()) return false;
-    const int type = (nal[i] >> 1) & 0x3f;
-    return type < 32 && (nal[i + 2] & 0x80) != 0;
-  }
-  if (i + 1 >= nal.size()) return false;
-  const int type = nal[i] & 0x1f;
-  return type >= 1 && type <= 5 && (nal[i + 1] & 0x80) != 0;
+  if (!is_slice(codec, nal)) return false;
+  const std::size_t first_bit = header_at(nal) + (codec == VideoCodec::hevc ? 2 : 1);
+  return first_bit < nal.size() && (nal[first_bit] & 0x80) != 0;
 }
 
 }  // namespace
