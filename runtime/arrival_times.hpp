@@ -32,7 +32,6 @@ class ArrivalTimes {
       }
     return std::nullopt;
   }
-  void clear() noexcept { seen_.clear(); }
   std::size_t size() const noexcept { return seen_.size(); }
 
  private:
