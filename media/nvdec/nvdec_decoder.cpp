@@ -100,10 +100,10 @@ class ContextScope {
   bool ok_ = false;
 };
 
-// Adds the thread's CPU and wall time from construction to destruction to a step, when costs are measured.
+// Adds the thread's CPU and wall time from construction to destruction to one step of `costs` (none: not measured).
 class StepTimer {
  public:
-  explicit StepTimer(NvdecCosts::Step* step) : step_(step) {
+  StepTimer(NvdecCosts* costs, NvdecCosts::Step NvdecCosts::*step) : step_(costs ? &(costs->*step) : nullptr) {
     if (!step_) return;
     cpu_ = thread_cpu_ns();
     wall_ = now_ns();
@@ -246,7 +246,7 @@ struct NvdecCallbacks {
     }
     CUresult r;
     {
-      StepTimer timer(self->costs_ ? &self->costs_->decode : nullptr);
+      StepTimer timer(self->costs_, &NvdecCosts::decode);
       r = m.d.cuvid->cuvidDecodePicture(m.decoder, pic);
     }
     if (r != CUDA_SUCCESS) {
@@ -353,7 +353,7 @@ struct NvdecCallbacks {
     p.height = self.sequence_.height;
     const int bps = self.sequence_.bit_depth > 8 ? 2 : 1;
     p.bytes_per_sample = bps;
-    std::optional<StepTimer> timer(std::in_place, self.costs_ ? &self.costs_->map : nullptr);
+    std::optional<StepTimer> timer(std::in_place, self.costs_, &NvdecCosts::map);
     CUVIDGETDECODESTATUS status{};
     if (d.cuvid->cuvidGetDecodeStatus &&
         d.cuvid->cuvidGetDecodeStatus(m.decoder, info.picture_index, &status) == CUDA_SUCCESS &&
@@ -373,7 +373,7 @@ struct NvdecCallbacks {
     unsigned int pitch = 0;
     check(d, d.cuvid->cuvidMapVideoFrame(m.decoder, info.picture_index, &surface, &pitch, &pp), "cuvidMapVideoFrame");
     const CUdeviceptr chroma = surface + static_cast<CUdeviceptr>(pitch) * static_cast<CUdeviceptr>((m.surface_height + 1) & ~1);
-    timer.emplace(self.costs_ ? &self.costs_->copy : nullptr);
+    timer.emplace(self.costs_, &NvdecCosts::copy);
     try {
       // Copied out as it is (tightly packed), so the surface can go back at once; the conversion into the
       // pipeline's layout happens when the frame is taken (pop), straight from this copy.
@@ -407,7 +407,7 @@ struct NvdecCallbacks {
       d.cuvid->cuvidUnmapVideoFrame(m.decoder, surface);
       throw;
     }
-    timer.emplace(self.costs_ ? &self.costs_->unmap : nullptr);
+    timer.emplace(self.costs_, &NvdecCosts::unmap);
     check(d, d.cuvid->cuvidUnmapVideoFrame(m.decoder, surface), "cuvidUnmapVideoFrame");
     timer.reset();
     self.ready_.push_back(std::move(p));
@@ -542,9 +542,9 @@ void NvdecDecoder::feed(const std::uint8_t* data, std::size_t size, std::optiona
   Impl& m = *impl_;
   if (!m.error.empty()) throw NvdecError(m.error);
   if (size == 0) return;
-  std::optional<StepTimer> timer(std::in_place, costs_ ? &costs_->context : nullptr);
+  std::optional<StepTimer> timer(std::in_place, costs_, &NvdecCosts::context);
   ContextScope scope(m.d);
-  timer.emplace(costs_ ? &costs_->feed : nullptr);
+  timer.emplace(costs_, &NvdecCosts::feed);
   CUVIDSOURCEDATAPACKET packet{};
   packet.payload = data;
   packet.payload_size = static_cast<tcu_ulong>(size);
@@ -593,7 +593,7 @@ NvdecFrame NvdecDecoder::pop(std::uint8_t* dst, std::size_t capacity, const Nvde
   Impl& m = *impl_;
   Pending p = std::move(ready_.front());
   ready_.pop_front();
-  StepTimer timer(costs_ ? &costs_->pop : nullptr);
+  StepTimer timer(costs_, &NvdecCosts::pop);
   NvdecFrame f;
   f.width = p.width;
   f.height = p.height;
