@@ -3,11 +3,15 @@
 // the surface copied as it is) and nothing copied to the host: what the decoders deliver into GPU memory.
 //
 //   sluice_nvdec_bench FILE SOURCES LOOPS [native|nv12|bgr8] [stream|reopen|pool] [DISPLAY_DELAY] [PACE_FPS] [nal|au]
+//                      [KNOB=VALUE ...]
 //
 // DISPLAY_DELAY: pictures the parser holds back (default 4, files; live streams use 0). PACE_FPS: each source
 // feeds its pictures at this rate, like a camera (default 0: as fast as the decoders take them). nal: NAL units
 // are fed one by one (an Annex-B file's reader); au: whole access units, each marked complete (a demuxer's
 // packets, what network streams and containers feed).
+// Knobs (NvdecTuning, nvdec_decoder.hpp; default first): creation=cuvid|cuda|default, extra_surfaces=0..,
+// output_surfaces=2 (1..8), lock=1|0, unmap=sync|deferred; feeders=0 (NvdecDecoder::limit_concurrent_feeds:
+// at most this many threads in the parser at once, 0 no limit).
 // Prints one JSON line: frames, seconds, frames/s in total and per source, host CPU cores used (process CPU clock),
 // and per decoded frame the host CPU and wall microseconds of each step of the session (NvdecCosts).
 #include <chrono>
@@ -55,10 +59,34 @@ bool starts_picture(VideoCodec codec, const std::vector<std::uint8_t>& nal) {
 
 int main(int argc, char** argv) {
   if (argc < 4) {
-    std::fprintf(stderr, "usage: %s FILE SOURCES LOOPS [native|nv12|bgr8] [stream|reopen|pool] [DISPLAY_DELAY] [PACE_FPS] [nal|au]\n",
+    std::fprintf(stderr, "usage: %s FILE SOURCES LOOPS [native|nv12|bgr8] [stream|reopen|pool] [DISPLAY_DELAY] [PACE_FPS] [nal|au] [KNOB=VALUE ...]\n",
                  argv[0]);
     return 2;
   }
+  NvdecTuning tuning;
+  int feeders = 0;
+  std::string knobs;
+  for (int a = 9; a < argc; ++a) {
+    const std::string arg = argv[a];
+    const auto eq = arg.find('=');
+    const std::string key = arg.substr(0, eq), value = eq == std::string::npos ? "" : arg.substr(eq + 1);
+    if (key == "creation" && (value == "cuvid" || value == "cuda" || value == "default"))
+      tuning.creation = value == "cuvid" ? NvdecTuning::Creation::cuvid
+                        : value == "cuda" ? NvdecTuning::Creation::cuda
+                                          : NvdecTuning::Creation::driver_default;
+    else if (key == "extra_surfaces") tuning.extra_decode_surfaces = std::atoi(value.c_str());
+    else if (key == "output_surfaces") tuning.output_surfaces = std::atoi(value.c_str());
+    else if (key == "lock" && (value == "0" || value == "1")) tuning.context_lock = value == "1";
+    else if (key == "unmap" && (value == "sync" || value == "deferred")) tuning.deferred_unmap = value == "deferred";
+    else if (key == "feeders") feeders = std::atoi(value.c_str());
+    else {
+      std::fprintf(stderr, "unknown knob %s (creation=cuvid|cuda|default extra_surfaces=N output_surfaces=N lock=0|1 "
+                           "unmap=sync|deferred feeders=N)\n", arg.c_str());
+      return 2;
+    }
+    knobs += (knobs.empty() ? "" : " ") + arg;
+  }
+  NvdecDecoder::limit_concurrent_feeds(feeders);
   const std::string path = argv[1];
   const int sources = std::atoi(argv[2]), loops = std::atoi(argv[3]);
   const std::string mode = argc > 4 ? argv[4] : "nv12";
@@ -89,8 +117,9 @@ int main(int argc, char** argv) {
       try {
         const auto i = static_cast<std::size_t>(s);
         std::unique_ptr<AnnexBFile> file = std::make_unique<AnnexBFile>(path);
-        std::unique_ptr<NvdecDecoder> decoder = sessions == "pool" ? NvdecDecoder::take(file->codec(), delay)
-                                                                   : std::make_unique<NvdecDecoder>(file->codec(), delay);
+        std::unique_ptr<NvdecDecoder> decoder = sessions == "pool"
+                                                    ? NvdecDecoder::take(file->codec(), delay)
+                                                    : std::make_unique<NvdecDecoder>(file->codec(), delay, tuning);
         decoder->measure_costs(&costs[i]);
         // Paced: the next access unit is fed once its picture is due (sources start spread over one period).
         const auto start = std::chrono::steady_clock::now() +
@@ -117,7 +146,7 @@ int main(int argc, char** argv) {
                 NvdecDecoder::give_back(std::move(decoder));
                 decoder = NvdecDecoder::take(file->codec());
               } else {
-                decoder = std::make_unique<NvdecDecoder>(file->codec());
+                decoder = std::make_unique<NvdecDecoder>(file->codec(), kNvdecFileDisplayDelay, tuning);
               }
             }
           }
@@ -190,7 +219,8 @@ int main(int argc, char** argv) {
                 step->wall_ns * per_frame);
     sep = ", ";
   }
-  std::printf("}, \"delay\": %d, \"pace_fps\": %.1f, \"feed\": \"%s\"}\n", delay, pace_fps, feed.c_str());
+  std::printf("}, \"delay\": %d, \"pace_fps\": %.1f, \"feed\": \"%s\", \"knobs\": \"%s\"}\n", delay, pace_fps, feed.c_str(),
+              knobs.c_str());
   for (const auto& e : errors)
     if (!e.empty()) return 1;
   return 0;

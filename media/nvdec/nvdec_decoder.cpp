@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdarg>
+#include <condition_variable>
 #include <cstdio>
 #include <mutex>
 
@@ -126,6 +127,45 @@ void check(const Driver& d, CUresult r, const char* what) {
   if (r != CUDA_SUCCESS) throw NvdecError(std::string(what) + " failed: " + cu_error(d, r));
 }
 
+// Bounds the threads of the process inside cuvidParseVideoData at once (NvdecDecoder::limit_concurrent_feeds).
+class FeedGate {
+ public:
+  static FeedGate& instance() {
+    static FeedGate gate;
+    return gate;
+  }
+  void set_limit(int threads) {
+    std::lock_guard lock(mu_);
+    limit_ = std::max(0, threads);
+    turn_.notify_all();
+  }
+  void enter() {
+    std::unique_lock lock(mu_);
+    turn_.wait(lock, [&] { return limit_ == 0 || inside_ < limit_; });
+    ++inside_;
+  }
+  void leave() {
+    {
+      std::lock_guard lock(mu_);
+      --inside_;
+    }
+    turn_.notify_one();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable turn_;
+  int limit_ = 0, inside_ = 0;
+};
+
+class FeedTurn {
+ public:
+  FeedTurn() { FeedGate::instance().enter(); }
+  ~FeedTurn() { FeedGate::instance().leave(); }
+  FeedTurn(const FeedTurn&) = delete;
+  FeedTurn& operator=(const FeedTurn&) = delete;
+};
+
 }  // namespace
 
 std::string nvdec_unavailable_reason() {
@@ -159,12 +199,12 @@ struct NvdecDecoder::Impl {
   CUvideoctxlock lock = nullptr;
   CUvideoparser parser = nullptr;
   CUvideodecoder decoder = nullptr;
-  // Two streams: `stream` copies pictures off their surfaces, and the host waits for it (`copied`, a
-  // blocking-sync event: the thread sleeps) before the surface goes back; `convert_stream` converts held
-  // copies into the caller's memory and may wait on the caller's events (pop_to_device). Kept apart, the
-  // host's wait for a copy-out never waits for a consumer that is behind.
+  NvdecTuning tuning;
+  // Two streams: `stream` copies pictures off their surfaces, and the surface is unmapped once that copy is
+  // done (its buffer's `copied` event); `convert_stream` converts held copies into the caller's memory after
+  // that event and may wait on the caller's events (pop_to_device). Kept apart, the wait for a copy-out never
+  // waits for a consumer that is behind.
   CUstream stream = nullptr, convert_stream = nullptr;
-  CUevent copied = nullptr;
   CUVIDEOFORMAT format{};  // what the decoder was made for
   int surface_height = 0, display_width = 0, display_height = 0, surfaces = 0;
   int display_delay = kNvdecFileDisplayDelay;  // the parser's (NvdecDecoder::take)
@@ -172,10 +212,17 @@ struct NvdecDecoder::Impl {
     CUdeviceptr ptr = 0;
     std::size_t capacity = 0;
     bool busy = false;          // holds a picture not yet popped
+    CUevent copied = nullptr;     // recorded on `stream` after the last copy into it (blocking sync: waits sleep)
     CUevent converted = nullptr;  // recorded on convert_stream after the last conversion that read it
     bool converting = false;
   };
   std::vector<Buffer> buffers;
+  // Surfaces still mapped, oldest first, each with the buffer its copy went into.
+  struct Mapped {
+    CUdeviceptr surface = 0;
+    std::size_t buffer = 0;
+  };
+  std::deque<Mapped> mapped;
   CUdeviceptr scratch = 0;  // the converted frame on its way to the host
   std::size_t scratch_capacity = 0;
   std::string error;  // set by a callback; thrown by feed()
@@ -210,8 +257,11 @@ struct NvdecDecoder::Impl {
       }
     Buffer b;
     check(d, d.cu->cuEventCreate(&b.converted, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
-    if (const CUresult r = d.cu->cuMemAlloc(&b.ptr, bytes); r != CUDA_SUCCESS) {
+    CUresult r = d.cu->cuEventCreate(&b.copied, CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING);
+    if (r == CUDA_SUCCESS) r = d.cu->cuMemAlloc(&b.ptr, bytes);
+    if (r != CUDA_SUCCESS) {
       d.cu->cuEventDestroy(b.converted);
+      if (b.copied) d.cu->cuEventDestroy(b.copied);
       check(d, r, "cuMemAlloc (decoded frame)");
     }
     b.capacity = bytes;
@@ -220,8 +270,29 @@ struct NvdecDecoder::Impl {
     return buffers.size() - 1;
   }
 
+  // Unmaps mapped surfaces, oldest first, whose copy is done, and waits for those beyond the newest `keep`.
+  // Returns the first failure (the surface is forgotten either way: its decoder is not usable after one).
+  CUresult release_surfaces(std::size_t keep) {
+    CUresult first = CUDA_SUCCESS;
+    while (!mapped.empty()) {
+      const Mapped oldest = mapped.front();
+      CUresult r = d.cu->cuEventQuery(buffers[oldest.buffer].copied);
+      if (r == CUDA_ERROR_NOT_READY) {
+        if (mapped.size() <= keep) break;
+        r = d.cu->cuEventSynchronize(buffers[oldest.buffer].copied);
+      }
+      const CUresult unmapped = d.cuvid->cuvidUnmapVideoFrame(decoder, oldest.surface);
+      mapped.pop_front();
+      if (first == CUDA_SUCCESS) first = r != CUDA_SUCCESS ? r : unmapped;
+    }
+    return first;
+  }
+
   void destroy_decoder() {
-    if (decoder) d.cuvid->cuvidDestroyDecoder(decoder);
+    if (decoder) {
+      release_surfaces(0);
+      d.cuvid->cuvidDestroyDecoder(decoder);
+    }
     decoder = nullptr;
   }
 };
@@ -299,7 +370,7 @@ struct NvdecCallbacks {
                       width == m.display_width && height == m.display_height;
     // The stream's DPB needs, plus the pictures held back for display and one spare; the decoder takes at
     // most 32. A reused decoder must have as many.
-    const int surfaces = std::min(32, fmt.min_num_decode_surfaces + m.display_delay + 1);
+    const int surfaces = std::min(32, fmt.min_num_decode_surfaces + m.display_delay + 1 + m.tuning.extra_decode_surfaces);
     const bool same = same_format && surfaces <= m.surfaces;
     if (!same) {
       // A new format (the first, or a resolution change): a decoder made for it. The parser has displayed
@@ -311,10 +382,12 @@ struct NvdecCallbacks {
       ci.OutputFormat = depth > 8 ? cudaVideoSurfaceFormat_P016 : cudaVideoSurfaceFormat_NV12;
       ci.bitDepthMinus8 = fmt.bit_depth_luma_minus8;
       ci.DeinterlaceMode = fmt.progressive_sequence ? cudaVideoDeinterlaceMode_Weave : cudaVideoDeinterlaceMode_Adaptive;
-      ci.ulNumOutputSurfaces = 2;
-      ci.ulCreationFlags = cudaVideoCreate_PreferCUVID;
+      ci.ulNumOutputSurfaces = static_cast<tcu_ulong>(m.tuning.output_surfaces);
+      ci.ulCreationFlags = m.tuning.creation == NvdecTuning::Creation::cuvid  ? cudaVideoCreate_PreferCUVID
+                           : m.tuning.creation == NvdecTuning::Creation::cuda ? cudaVideoCreate_PreferCUDA
+                                                                              : cudaVideoCreate_Default;
       ci.ulNumDecodeSurfaces = static_cast<tcu_ulong>(surfaces);
-      ci.vidLock = m.lock;
+      ci.vidLock = m.tuning.context_lock ? m.lock : nullptr;
       ci.ulWidth = fmt.coded_width;
       ci.ulHeight = fmt.coded_height;
       ci.ulMaxWidth = fmt.coded_width;
@@ -369,6 +442,8 @@ struct NvdecCallbacks {
     pp.top_field_first = info.top_field_first;
     pp.unpaired_field = info.repeat_first_field < 0;
     pp.output_stream = m.stream;
+    // Room for one more mapped picture (output_surfaces at once).
+    check(d, m.release_surfaces(static_cast<std::size_t>(m.tuning.output_surfaces - 1)), "cuvidUnmapVideoFrame");
     CUdeviceptr surface = 0;
     unsigned int pitch = 0;
     check(d, d.cuvid->cuvidMapVideoFrame(m.decoder, info.picture_index, &surface, &pitch, &pp), "cuvidMapVideoFrame");
@@ -400,33 +475,37 @@ struct NvdecCallbacks {
       copy.WidthInBytes = chroma_row;
       copy.Height = chroma_rows;
       check(d, d.cu->cuMemcpy2DAsync(&copy, m.stream), "cuMemcpy2DAsync (chroma)");
-      // The surface goes back to the decoder only once the copy that reads it is done (the thread sleeps).
-      check(d, d.cu->cuEventRecord(m.copied, m.stream), "cuEventRecord (decoded picture)");
-      check(d, d.cu->cuEventSynchronize(m.copied), "cuEventSynchronize (decoded picture)");
+      // The surface goes back to the decoder only once the copy that reads it is done: waited for now, or
+      // seen done at a later picture (deferred_unmap).
+      check(d, d.cu->cuEventRecord(m.buffers[p.buffer].copied, m.stream), "cuEventRecord (decoded picture)");
     } catch (...) {
       d.cuvid->cuvidUnmapVideoFrame(m.decoder, surface);
       throw;
     }
+    m.mapped.push_back({surface, p.buffer});
     timer.emplace(self.costs_, &NvdecCosts::unmap);
-    check(d, d.cuvid->cuvidUnmapVideoFrame(m.decoder, surface), "cuvidUnmapVideoFrame");
+    check(d, m.release_surfaces(m.tuning.deferred_unmap ? static_cast<std::size_t>(m.tuning.output_surfaces - 1) : 0),
+          "cuvidUnmapVideoFrame");
     timer.reset();
     self.ready_.push_back(std::move(p));
   }
 };
 
-NvdecDecoder::NvdecDecoder(VideoCodec codec, int display_delay) {
+NvdecDecoder::NvdecDecoder(VideoCodec codec, int display_delay, NvdecTuning tuning) {
   const Driver& d = driver();
   if (!d.unavailable.empty()) throw NvdecError("NVDEC unavailable: " + d.unavailable);
   if (codec == VideoCodec::unknown) throw NvdecError("NVDEC: not an H.264 or HEVC stream");
+  if (tuning.output_surfaces < 1 || tuning.output_surfaces > 8 || tuning.extra_decode_surfaces < 0)
+    throw NvdecError("NVDEC tuning: 1 to 8 output surfaces and no negative extra decode surfaces");
   impl_ = std::make_unique<Impl>(d);
   impl_->codec = codec;
   impl_->display_delay = display_delay;
+  impl_->tuning = tuning;
   ContextScope scope(d);
   try {
     check(d, d.cuvid->cuvidCtxLockCreate(&impl_->lock, d.context), "cuvidCtxLockCreate");
     check(d, d.cu->cuStreamCreate(&impl_->stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
     check(d, d.cu->cuStreamCreate(&impl_->convert_stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
-    check(d, d.cu->cuEventCreate(&impl_->copied, CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING), "cuEventCreate");
     create_parser();
   } catch (...) {
     close();
@@ -523,11 +602,10 @@ void NvdecDecoder::close() noexcept {
   for (auto& b : m.buffers) {
     if (b.ptr) d.cu->cuMemFree(b.ptr);
     if (b.converted) d.cu->cuEventDestroy(b.converted);
+    if (b.copied) d.cu->cuEventDestroy(b.copied);
   }
   if (m.scratch) d.cu->cuMemFree(m.scratch);
   m.buffers.clear();
-  if (m.copied) d.cu->cuEventDestroy(m.copied);
-  m.copied = nullptr;
   for (CUstream* st : {&m.stream, &m.convert_stream}) {
     if (*st) d.cu->cuStreamDestroy(*st);
     *st = nullptr;
@@ -554,10 +632,16 @@ void NvdecDecoder::feed(const std::uint8_t* data, std::size_t size, std::optiona
     packet.timestamp = *pts_ns;
     m.timestamps = true;
   }
-  const CUresult r = m.d.cuvid->cuvidParseVideoData(m.parser, &packet);
+  CUresult r;
+  {
+    FeedTurn turn;
+    r = m.d.cuvid->cuvidParseVideoData(m.parser, &packet);
+  }
   if (!m.error.empty()) throw NvdecError(m.error);
   if (r != CUDA_SUCCESS) throw NvdecError("cuvidParseVideoData failed: " + cu_error(m.d, r));
 }
+
+void NvdecDecoder::limit_concurrent_feeds(int threads) noexcept { FeedGate::instance().set_limit(threads); }
 
 void NvdecDecoder::finish() {
   Impl& m = *impl_;
@@ -565,7 +649,11 @@ void NvdecDecoder::finish() {
   ContextScope scope(m.d);
   CUVIDSOURCEDATAPACKET packet{};
   packet.flags = CUVID_PKT_ENDOFSTREAM;
-  const CUresult r = m.d.cuvid->cuvidParseVideoData(m.parser, &packet);
+  CUresult r;
+  {
+    FeedTurn turn;
+    r = m.d.cuvid->cuvidParseVideoData(m.parser, &packet);
+  }
   if (!m.error.empty()) throw NvdecError(m.error);
   if (r != CUDA_SUCCESS) throw NvdecError("cuvidParseVideoData (end of stream) failed: " + cu_error(m.d, r));
 }
@@ -604,6 +692,7 @@ NvdecFrame NvdecDecoder::pop(std::uint8_t* dst, std::size_t capacity, const Nvde
   Impl::Buffer& held = m.buffers[p.buffer];
   held.busy = false;
   ContextScope scope(m.d);
+  gpu::stream_wait_event(m.convert_stream, held.copied);  // the copy off the surface (maybe still running)
   // Free for the next picture once the work below has read it (take_buffer looks at the event).
   const auto converted = [&] {
     check(m.d, m.d.cu->cuEventRecord(held.converted, m.convert_stream), "cuEventRecord");

@@ -83,14 +83,28 @@ struct NvdecCosts {
   Step decode;  // cuvidDecodePicture (in the parser's callback)
   Step map;     // cuvidGetDecodeStatus + cuvidMapVideoFrame (waits for the picture's decode)
   Step copy;    // copy off the surface and the host's wait for it
-  Step unmap;   // cuvidUnmapVideoFrame
+  Step unmap;   // cuvidUnmapVideoFrame (deferred: with the wait for copies still running)
   Step pop;     // conversion into the caller's layout (enqueued)
+};
+
+// How a session's decoder is made and driven. The defaults are what the readers use; sluice_nvdec_bench varies
+// them to measure what each costs the host.
+struct NvdecTuning {
+  enum class Creation { cuvid, cuda, driver_default };  // ulCreationFlags: PreferCUVID, PreferCUDA, Default
+  Creation creation = Creation::cuvid;
+  int extra_decode_surfaces = 0;  // beyond the stream's DPB, the display delay and one spare
+  int output_surfaces = 2;        // pictures mapped at once (ulNumOutputSurfaces, 1..8)
+  bool context_lock = true;       // the decoder takes a cuvidCtxLock (vidLock) around its calls
+  // false: the thread waits for each picture's copy off its surface and unmaps it at once. true: the copy is
+  // only enqueued, and the surface unmapped once the copy is done, seen at a later picture (up to
+  // output_surfaces - 1 stay mapped), so no thread sleeps on a copy.
+  bool deferred_unmap = false;
 };
 
 class NvdecDecoder {
  public:
   // Throws NvdecError when NVDEC is unavailable or the session cannot be created.
-  explicit NvdecDecoder(VideoCodec codec, int display_delay = kNvdecFileDisplayDelay);
+  explicit NvdecDecoder(VideoCodec codec, int display_delay = kNvdecFileDisplayDelay, NvdecTuning tuning = {});
   ~NvdecDecoder();
   NvdecDecoder(const NvdecDecoder&) = delete;
   NvdecDecoder& operator=(const NvdecDecoder&) = delete;
@@ -130,6 +144,9 @@ class NvdecDecoder {
   // crossed PCIe.
   NvdecFrame pop_to_device(std::uint8_t* dst_device, std::size_t capacity, const NvdecOutput& output,
                            CUevent_st* wait_before = nullptr, CUevent_st* done = nullptr);
+  // At most `threads` threads of the process inside the parser (and the decode and map calls it makes) at once,
+  // the others wait their turn; 0: no limit (the default). Fewer threads contending for the driver's locks.
+  static void limit_concurrent_feeds(int threads) noexcept;
   // Accumulates this session's step costs into `costs` from now on (nullptr: stops); the caller keeps it alive.
   void measure_costs(NvdecCosts* costs) noexcept { costs_ = costs; }
   // The current sequence (all zero before the first sequence header).

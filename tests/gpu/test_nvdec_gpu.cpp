@@ -203,6 +203,73 @@ TEST_CASE("NVDEC follows a mid-stream resolution change", "[gpu][nvdec]") {
   }
 }
 
+// The decoder's creation knobs and the unmap strategy change where host time goes, never the pictures: each
+// combination (deferred unmap keeps up to output_surfaces - 1 surfaces mapped while later pictures decode, across a
+// resolution change too) decodes exactly as ffmpeg does, at the file and the live display delay.
+TEST_CASE("every NVDEC tuning decodes exactly as ffmpeg does", "[gpu][nvdec][tuning]") {
+  require_nvdec();
+  using Creation = NvdecTuning::Creation;
+  std::vector<NvdecTuning> tunings;
+  for (Creation creation : {Creation::cuvid, Creation::cuda, Creation::driver_default})
+    for (bool deferred : {false, true})
+      for (int outputs : {1, 2, 4}) {
+        NvdecTuning t;
+        t.creation = creation;
+        t.deferred_unmap = deferred;
+        t.output_surfaces = outputs;
+        t.context_lock = outputs != 4;
+        t.extra_decode_surfaces = outputs == 4 ? 8 : 0;
+        tunings.push_back(t);
+      }
+  for (const char* name : {"h264_size_change.h264", "hevc10_320x240.hevc"}) {
+    const std::string file = name;
+    const std::vector<FrameSum> want =
+        read_framehash(clip(file + (file.find("hevc10") != std::string::npos ? ".p010.framehash" : ".nv12.framehash")));
+    for (const NvdecTuning& t : tunings)
+      for (int delay : {kNvdecLiveDisplayDelay, kNvdecFileDisplayDelay}) {
+        INFO(file << " creation " << static_cast<int>(t.creation) << " deferred " << t.deferred_unmap << " outputs "
+                  << t.output_surfaces << " lock " << t.context_lock << " delay " << delay);
+        NvdecDecoder decoder(AnnexBFile(clip(file)).codec(), delay, t);
+        const Decoded got = decode_native(decoder, clip(file));
+        CHECK(got.errors.empty());
+        REQUIRE(got.frames.size() == want.size());
+        for (std::size_t i = 0; i < want.size(); ++i) {
+          INFO("frame " << i);
+          CHECK(got.frames[i].hash == want[i].hash);
+        }
+      }
+  }
+  CHECK_THROWS_AS(NvdecDecoder(VideoCodec::h264, 0, NvdecTuning{.output_surfaces = 0}), NvdecError);
+  CHECK_THROWS_AS(NvdecDecoder(VideoCodec::h264, 0, NvdecTuning{.output_surfaces = 9}), NvdecError);
+}
+
+// limit_concurrent_feeds: 8 sessions on 8 threads with 2 at a time in the parser all decode every picture right.
+TEST_CASE("NVDEC sessions limited to two feeding threads at once decode every picture", "[gpu][nvdec][tuning]") {
+  require_nvdec();
+  NvdecDecoder::limit_concurrent_feeds(2);
+  const std::vector<FrameSum> want = read_framehash(clip("h264_320x240.h264.nv12.framehash"));
+  std::vector<Decoded> got(8);
+  std::vector<std::string> errors(got.size());
+  std::vector<std::thread> threads;
+  for (std::size_t i = 0; i < got.size(); ++i)
+    threads.emplace_back([&, i] {
+      try {
+        NvdecDecoder decoder(VideoCodec::h264, kNvdecLiveDisplayDelay, NvdecTuning{.deferred_unmap = i % 2 == 1});
+        got[i] = decode_native(decoder, clip("h264_320x240.h264"));
+      } catch (const std::exception& e) {
+        errors[i] = e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  NvdecDecoder::limit_concurrent_feeds(0);
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    INFO("session " << i << " " << errors[i]);
+    CHECK(errors[i].empty());
+    REQUIRE(got[i].frames.size() == want.size());
+    for (std::size_t f = 0; f < want.size(); ++f) CHECK(got[i].frames[f].hash == want[f].hash);
+  }
+}
+
 TEST_CASE("NVDEC reader converts into the pipeline's frame layout as the CPU twin does", "[gpu][nvdec][reader]") {
   require_nvdec();
   const std::string path = clip("hevc10_320x240.hevc");
