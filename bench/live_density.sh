@@ -14,7 +14,9 @@
 # SLUICED may be a command of several words (".gpu/run bin/sluiced"). LATENCY_BUDGET_MS (environment) sets the
 # pipeline's latency_budget_ms; the summary then counts the frames delivered past it ("late", from the run's report).
 # THREAD_SAMPLE=S samples where sluiced's threads are for S seconds of the window (tools/thread_sample.py) into
-# OUT_DIR/threads.txt.
+# OUT_DIR/threads.txt. CAMERAS_PER_CAMSIM (default 16) cameras are served by each camsim process (one Python
+# thread each: one process for 96 cameras falls behind, and the figure would be the simulator's); the summary
+# holds what the simulators report (frames sent, their busiest one's CPU, frames sent later than a frame period).
 set -uo pipefail
 sluiced=${1:?usage: live_density.sh SLUICED CLIP N SECONDS OUT_DIR [tcp|udp] [gpu|cpu] [MODEL.onnx]}
 clip=${2:?clip}; n=${3:?cameras}; seconds=${4:?seconds}; out=${5:?out}
@@ -22,16 +24,29 @@ transport=${6:-tcp}; decoder=${7:-gpu}; model=${8:-}; head=${9:-detect}
 here=$(cd "$(dirname "$0")/.." && pwd)
 mkdir -p "$out"
 work=$(mktemp -d)
-cleanup() { [ -n "${camsim:-}" ] && kill "$camsim" 2>/dev/null; rm -rf "$work"; }
+camsims=()
+stop_camsims() {
+  [ ${#camsims[@]} -gt 0 ] && kill "${camsims[@]}" 2>/dev/null && wait "${camsims[@]}" 2>/dev/null
+  camsims=()
+}
+cleanup() { stop_camsims; rm -rf "$work"; }
 trap cleanup EXIT
 
-python3 "$here/tools/camsim.py" "$clip" --streams "$n" --port 0 --ready-file "$work/ready" \
-  >"$out/camsim.log" 2>&1 &
-camsim=$!
-for _ in $(seq 100); do [ -s "$work/ready" ] && break; sleep 0.1; done
-[ -s "$work/ready" ] || { echo "live_density: camsim did not start"; tail "$out/camsim.log"; exit 1; }
-port=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["port"])' "$work/ready" 2>/dev/null ||
-       sed -n 's/.*:\([0-9][0-9]*\).*/\1/p' "$work/ready" | head -1)
+# Cameras 0..n-1 spread over ceil(n / CAMERAS_PER_CAMSIM) simulators; camera i is simulator i / per's cam(i % per).
+per=${CAMERAS_PER_CAMSIM:-16}
+sims=$(((n + per - 1) / per))
+: >"$out/camsim.log"
+for j in $(seq 0 $((sims - 1))); do
+  k=$((n - j * per < per ? n - j * per : per))
+  python3 "$here/tools/camsim.py" "$clip" --streams "$k" --port 0 --ready-file "$work/ready$j" >>"$out/camsim.log" 2>&1 &
+  camsims+=($!)
+done
+ports=()
+for j in $(seq 0 $((sims - 1))); do
+  for _ in $(seq 100); do [ -s "$work/ready$j" ] && break; sleep 0.1; done
+  [ -s "$work/ready$j" ] || { echo "live_density: camsim $j did not start"; tail "$out/camsim.log"; exit 1; }
+  ports+=("$(sed -n 's/.*:\([0-9][0-9]*\).*/\1/p' "$work/ready$j" | head -1)")
+done
 
 {
   echo "name: density-$n"
@@ -42,7 +57,7 @@ port=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["port"])'
   echo "stages:"
   echo "  - kind: decode"
   echo "    uri:"
-  for i in $(seq 0 $((n - 1))); do echo "      - rtsp://127.0.0.1:$port/cam$i"; done
+  for i in $(seq 0 $((n - 1))); do echo "      - rtsp://127.0.0.1:${ports[$((i / per))]}/cam$((i % per))"; done
   echo "    decoder: $decoder"
   echo "    rtsp_transport: $transport"
   echo "    format: nv12"
@@ -109,10 +124,11 @@ sleep $((seconds - 5))
 t1=$(date +%s.%N); c1=$(cpu_ticks "$target"); thread_ticks "$target" "$work/threads1"
 kill -INT "$target" 2>/dev/null
 wait "$pid"; rc=$?
+stop_camsims  # each prints its summary line as it exits
 python3 - "$work/records.jsonl" "$n" "$t0" "$t1" "$c0" "$c1" "$(getconf CLK_TCK)" "$out/summary.json" "$rc" \
-  "$work/threads0" "$work/threads1" <<'PY'
-import json, sys, collections, datetime
-path, n, t0, t1, c0, c1, tck, out, rc, th0, th1 = sys.argv[1:]
+  "$work/threads0" "$work/threads1" "$out/camsim.log" <<'PY'
+import json, sys, collections, datetime, re
+path, n, t0, t1, c0, c1, tck, out, rc, th0, th1, camsim_log = sys.argv[1:]
 n = int(n); t0, t1 = float(t0), float(t1)
 per = collections.Counter(); lat = []
 first = {}; early = []; boxes = 0  # each camera's first record time; latencies of its first second
@@ -150,7 +166,13 @@ s = {"cameras": n, "window_s": round(window, 2), "fps_total": round(sum(fps), 1)
      "boxes_per_frame": round(boxes / len(lat), 1) if lat else None,
      "records": len(lat), "sluiced_cores": round(cores, 2), "cores_per_camera": round(cores / n, 4),
      "threads_cores": threads, "rc": int(rc)}
-import re, os
+import os
+sims = re.findall(r"ran [0-9.]+ s: (\d+) streams, (\d+) frames, .*CPU [0-9.]+ s \((\d+)% of one core\), "
+                  r"frames later than one frame period: (\d+), max lag ([0-9.]+) ms", open(camsim_log).read())
+if sims:
+    s["camsim"] = {"processes": len(sims), "frames_sent": sum(int(x[1]) for x in sims),
+                   "busiest_cpu_pct": max(int(x[2]) for x in sims), "late_frames": sum(int(x[3]) for x in sims),
+                   "max_lag_ms": max(float(x[4]) for x in sims)}
 late = re.search(r"late: (\d+) delivered past their latency budget", open(os.path.join(os.path.dirname(out), "run.log")).read())
 if late: s["late_frames"] = int(late.group(1))
 json.dump(s, open(out, "w"), indent=1)
