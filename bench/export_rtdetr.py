@@ -2,13 +2,15 @@
 """Exports Hugging Face transformers' RT-DETR (RTDetrForObjectDetection, random weights) to ONNX at opset 17 with
 PyTorch's TorchScript exporter, as a user's export would, and writes the op types its graph holds.
 
-  python3 bench/export_rtdetr.py OUT_DIR [--size default|small] [--batch N] [--image 640]
+  python3 bench/export_rtdetr.py OUT_DIR [--size default|small] [--batch N] [--image 640] [--ops-only]
+  python3 bench/export_rtdetr.py OUT_DIR --maxvit-ops
 
 default: the library's default config (ResNet-50-vd backbone, hybrid encoder, 6 deformable-attention decoder
 layers, 300 queries, 80 classes). small: the same architecture with narrower layers and fewer of them (a test
 model of a few MB with the same op types). Writes OUT_DIR/rtdetr-SIZE.onnx, OUT_DIR/rtdetr-SIZE-ops.json (op type
 -> count), and for small also the input and PyTorch f32 CPU outputs as .npy (logits, pred_boxes) for the op tests.
-Needs transformers (the GPU host has it; Debian's torch 1.13 cannot export it).
+--maxvit-ops: torchvision's MaxViT-T (random weights) exported the same way; only OUT_DIR/maxvit-ops.json is kept.
+Needs transformers and torchvision >= 0.15 (the GPU host has both; Debian's torch 1.13 cannot export these).
 """
 import argparse, collections, json, os, sys
 
@@ -63,8 +65,17 @@ def main():
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--image", type=int, default=640)
     ap.add_argument("--ops-only", action="store_true", help="keep only the op list (the model file is deleted)")
+    ap.add_argument("--maxvit-ops", action="store_true", help="torchvision's MaxViT-T's op list instead")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
+    if a.maxvit_ops:
+        import onnx, tempfile, torchvision
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "maxvit_t.onnx")
+            torch.onnx.export(torchvision.models.maxvit_t().eval(), torch.rand(1, 3, 224, 224), path, opset_version=17,
+                              dynamo=False)
+            write_op_list(onnx.load(path).graph, os.path.join(a.out, "maxvit-ops.json"))
+        return 0
     m = Outputs(build(a.size))
     torch.manual_seed(1)
     x = torch.rand(a.batch, 3, a.image, a.image)
