@@ -75,6 +75,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     case HeadKind::nms_included:
       outs.emplace_back(N * A * 4), outs.emplace_back(N * A), outs.emplace_back(N * A), outs.emplace_back(N);
       break;
+    case HeadKind::detr: outs.emplace_back(N * A * C), outs.emplace_back(N * A * 4); break;
   }
   std::size_t k = 0;
   DetectInputs in;

@@ -120,7 +120,7 @@ __global__ void nms_kernel(DetectParams p, detect::Pointers in, const unsigned l
       detect::map_box(p.map, p.input_width, p.input_height, model_box, frame_box);
       dets[kept] = {frame_box[0], frame_box[1], frame_box[2], frame_box[3], key_score(keys[i]), ci, -1, 0};
     }
-    if (p.head != HeadKind::nms_included)
+    if (head_runs_nms(p.head))
       for (int j = i + 1 + threadIdx.x; j < k; j += blockDim.x) {
         if (suppressed[j] || class_of(j) != ci) continue;
         const float4 bj = item_boxes[j];

@@ -11,6 +11,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/host_device.hpp"
+
 namespace sluice::kernels {
 
 // One box in an item. Coordinates: x1 <= x2, y1 <= y2, in source-frame pixels (edges: a box covering the whole
@@ -58,7 +60,13 @@ enum class HeadKind : std::uint8_t {
   yolo_anchor_based,  // YOLOv5/v7 raw heads: one output per stride [N, anchors*(5 + classes), H/s, W/s]
   ssd,                // SSD/RetinaNet: box offsets [N, A, 4] and class scores [N, A, classes], priors from a file
   nms_included,       // the model did NMS: boxes [N, M, 4] xyxy, scores [N, M], classes [N, M], count [N] or [N, 1]
+  detr,               // DETR family (RT-DETR, DETR, D-FINE): class logits [N, Q, classes], boxes [N, Q, 4] cx,cy,w,h
+                      // relative to the input; one box per query, so no NMS
 };
+
+// Whether the post-processing suppresses overlapping boxes: not where the model did (nms_included) or where its
+// queries are already one box per object (detr).
+SLUICE_HD constexpr bool head_runs_nms(HeadKind k) { return k != HeadKind::nms_included && k != HeadKind::detr; }
 
 struct HeadInfo {
   HeadKind kind;
@@ -79,6 +87,10 @@ inline constexpr HeadInfo kHeads[] = {
     {HeadKind::nms_included, "nms_included",
      "the model did NMS: boxes [N, M, 4] x1,y1,x2,y2 in input pixels, scores [N, M], classes [N, M], count [N] "
      "or [N, 1] (read as at most M)"},
+    {HeadKind::detr, "detr",
+     "DETR family (RT-DETR, DETR, D-FINE): class logits [N, Q, classes] and boxes [N, Q, 4] cx,cy,w,h relative to "
+     "the input (0..1), in that order; no NMS: the best pre_nms_top_k of queries x classes (RT-DETR's "
+     "post-processing) above the threshold"},
 };
 
 enum class ScoreActivation : std::uint8_t { none, sigmoid, softmax };

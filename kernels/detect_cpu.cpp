@@ -159,12 +159,13 @@ void detect_cpu(const DetectParams& p, const DetectInputs& in, std::byte* out, D
                             static_cast<std::int32_t>(std::min<std::size_t>(found - k, INT32_MAX)), 0};
     std::byte* item = out + item_bytes * static_cast<std::size_t>(n);
     auto* boxes = reinterpret_cast<Detection*>(item + sizeof(DetectionsHeader));
-    // The model's own NMS is not redone: its rows only go through the thresholds, the top-k and the mapping.
+    // The model's own NMS is not redone, nor run on DETR's queries: those rows only go through the thresholds,
+    // the top-k and the mapping.
     ws.suppressed.assign(k, 0);
     for (std::size_t i = 0; i < k && header.count < p.max_detections; ++i) {
       if (ws.suppressed[i]) continue;
       const DetectCandidate& c = ws.candidates[i];
-      if (p.head != HeadKind::nms_included)
+      if (head_runs_nms(p.head))
         for (std::size_t j = i + 1; j < k; ++j)
           if (!ws.suppressed[j] && ws.candidates[j].class_id == c.class_id &&
               box_iou(c, ws.candidates[j]) > p.iou_threshold)

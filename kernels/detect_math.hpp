@@ -47,7 +47,7 @@ SLUICE_HD Cell locate(const DetectParams& p, std::int64_t a) {
 }
 
 // Raw value `field` of anchor `a` in item `n`: for yolo_anchor_free the channel, for yolo_anchor_based the
-// field of the 5 + classes, for ssd 0..3 box offsets and 4.. class scores, for nms_included 0..3 box, 4 score,
+// field of the 5 + classes, for ssd and detr 0..3 the box and 4.. class scores, for nms_included 0..3 box, 4 score,
 // 5 class.
 SLUICE_HD float value(const DetectParams& p, const Pointers& in, int n, std::int64_t a, int field) {
   const std::int64_t A = p.anchor_points, C = p.classes;
@@ -66,6 +66,8 @@ SLUICE_HD float value(const DetectParams& p, const Pointers& in, int n, std::int
       return field < 4 ? in.outputs[0][(n * A + a) * 4 + field] : in.outputs[1][(n * A + a) * C + (field - 4)];
     case HeadKind::nms_included:
       return field < 4 ? in.outputs[0][(n * A + a) * 4 + field] : in.outputs[field - 3][n * A + a];
+    case HeadKind::detr:
+      return field < 4 ? in.outputs[1][(n * A + a) * 4 + field] : in.outputs[0][(n * A + a) * C + (field - 4)];
   }
   return 0.f;
 }
@@ -123,6 +125,13 @@ SLUICE_HD bool decode_box(const DetectParams& p, const Pointers& in, int n, std:
     case HeadKind::nms_included:
       x1 = value(p, in, n, a, 0), y1 = value(p, in, n, a, 1), x2 = value(p, in, n, a, 2), y2 = value(p, in, n, a, 3);
       break;
+    case HeadKind::detr: {
+      const float iw = static_cast<float>(p.input_width), ih = static_cast<float>(p.input_height);
+      const float cx = value(p, in, n, a, 0) * iw, cy = value(p, in, n, a, 1) * ih;
+      const float w = value(p, in, n, a, 2) * iw, h = value(p, in, n, a, 3) * ih;
+      x1 = cx - 0.5f * w, y1 = cy - 0.5f * h, x2 = cx + 0.5f * w, y2 = cy + 0.5f * h;
+      break;
+    }
   }
   if (!(finite(x1) && finite(y1) && finite(x2) && finite(y2))) return false;
   box[0] = fminf(x1, x2), box[2] = fmaxf(x1, x2), box[1] = fminf(y1, y2), box[3] = fmaxf(y1, y2);

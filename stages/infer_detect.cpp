@@ -1,5 +1,6 @@
 #include "stages/infer_detect.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <stdexcept>
@@ -54,6 +55,7 @@ std::size_t outputs_taken(HeadKind k, std::size_t strides) {
     case HeadKind::yolo_anchor_based: return strides;
     case HeadKind::ssd: return 2;
     case HeadKind::nms_included: return 4;
+    case HeadKind::detr: return 2;
   }
   return 1;
 }
@@ -83,8 +85,8 @@ std::vector<ParamSpec> detect_param_specs() {
        "classes the model tells apart (0: from the output shapes; nms_included needs it)", 0.0,
        static_cast<double>(kernels::kMaxDetectClasses)},
       {"detect.activation", ParamType::choice, "auto",
-       "class score activation (auto: sigmoid for raw YOLO heads, none for yolo_anchor_free with reg_max 1 and "
-       "nms_included, softmax for ssd)", {}, {}, choice_names(kActivationChoices)},
+       "class score activation (auto: sigmoid for raw YOLO heads and detr, none for yolo_anchor_free with reg_max 1 "
+       "and nms_included, softmax for ssd)", {}, {}, choice_names(kActivationChoices)},
       {"detect.reg_max", ParamType::integer, "1",
        "yolo_anchor_free: DFL bins per box side (1: the output holds decoded cx,cy,w,h; YOLOv8 raw heads: 16)", 1.0,
        static_cast<double>(kernels::kMaxRegMax)},
@@ -105,10 +107,12 @@ std::vector<ParamSpec> detect_param_specs() {
       {"detect.class_thresholds", ParamType::numbers, "[]",
        "per-class score thresholds, one per class (replaces score_threshold)", 0.0, 1e30, {}, -1},
       {"detect.multi_label", ParamType::boolean, "false",
-       "every class above its threshold is a candidate (else only the best class of each anchor)"},
+       "every class above its threshold is a candidate (else only the best class of each anchor; detr: true unless "
+       "given)"},
       {"detect.iou_threshold", ParamType::number, "0.45",
        "class-aware NMS: a box overlapping a better one of its class by more than this is dropped", 0.0, 1.0},
-      {"detect.pre_nms_top_k", ParamType::integer, "1000", "candidates per item entering NMS (the best by score)",
+      {"detect.pre_nms_top_k", ParamType::integer, "1000",
+       "candidates per item entering NMS (the best by score; detr: the number of queries unless given)",
        1.0, static_cast<double>(kernels::kMaxPreNmsTopK)},
       {"detect.max_detections", ParamType::integer, "100", "boxes per item after NMS", 1.0,
        static_cast<double>(kernels::kMaxDetections)},
@@ -261,11 +265,22 @@ DetectSetup setup_detect(const ParamValues& p, const std::vector<std::string>& n
       how = "the model's own NMS kept, at most " + std::to_string(m) + " rows";
       break;
     }
+    case HeadKind::detr: {
+      const std::string logits = "[N, Q, classes] class logits, then boxes (detect.outputs: [LOGITS, BOXES])";
+      check_batch(0, 3, logits);
+      check_batch(1, 3, "[N, Q, 4] boxes cx,cy,w,h relative to the input");
+      if (shapes[1][2] != 4 || shapes[1][1] != shapes[0][1])
+        shape_error(hn, names[1], shapes[1], "[N, " + std::to_string(shapes[0][1]) + ", 4] boxes cx,cy,w,h relative to the input");
+      set_classes(shapes[0][2], "output '" + names[0] + "'");
+      d.anchor_points = shapes[0][1];
+      how = std::to_string(d.anchor_points) + " queries";
+      break;
+    }
   }
   const std::string& act = p.string("detect.activation");  // as given, for the errors below
   d.activation = p.choice("detect.activation", kActivationChoices)
                      .value_or(head.kind == HeadKind::ssd ? kernels::ScoreActivation::softmax
-                               : head.kind == HeadKind::yolo_anchor_based ||
+                               : head.kind == HeadKind::yolo_anchor_based || head.kind == HeadKind::detr ||
                                        (head.kind == HeadKind::yolo_anchor_free && d.reg_max > 1)
                                    ? kernels::ScoreActivation::sigmoid
                                    : kernels::ScoreActivation::none);
@@ -285,9 +300,14 @@ DetectSetup setup_detect(const ParamValues& p, const std::vector<std::string>& n
     throw ConfigError("key 'detect.class_thresholds': one per class, " + std::to_string(d.classes) + " numbers, got " +
                       std::to_string(thresholds.size()));
   for (const double t : thresholds) s.class_thresholds.push_back(static_cast<float>(t));
-  d.multi_label = p.boolean("detect.multi_label");
+  // DETR's post-processing ranks every query x class pair and keeps the best Q (one per query at most, on
+  // average): the defaults when not given.
+  const bool detr = head.kind == HeadKind::detr;
+  d.multi_label = detr && !p.was_given("detect.multi_label") ? true : p.boolean("detect.multi_label");
   d.iou_threshold = static_cast<float>(p.number("detect.iou_threshold"));
-  d.pre_nms_top_k = static_cast<int>(p.integer("detect.pre_nms_top_k"));
+  d.pre_nms_top_k = detr && !p.was_given("detect.pre_nms_top_k")
+                        ? static_cast<int>(std::min<std::int64_t>(d.anchor_points, kernels::kMaxPreNmsTopK))
+                        : static_cast<int>(p.integer("detect.pre_nms_top_k"));
   d.max_detections = static_cast<int>(p.integer("detect.max_detections"));
   const SourceGeometry& g = input.geometry;
   if (g.known()) d.map = {g.frame_width, g.frame_height, g.crop_x, g.crop_y, g.crop_w, g.crop_h, g.img_x, g.img_y, g.img_w, g.img_h};
@@ -301,10 +321,12 @@ DetectSetup setup_detect(const ParamValues& p, const std::vector<std::string>& n
               std::to_string(d.anchor_points) + (head.kind == HeadKind::nms_included ? " rows" : " anchor points") +
               ", scores " + acts[static_cast<int>(d.activation)] + ", threshold " +
               (s.class_thresholds.empty() ? number(d.score_threshold) : std::string("per class")) +
-              (d.multi_label ? ", multi-label" : ", best class per anchor") +
+              (d.multi_label ? ", multi-label" : detr ? ", best class per query" : ", best class per anchor") +
               (head.kind == HeadKind::nms_included ? std::string(", no NMS (the model's)")
+               : detr                              ? std::string(", no NMS (one box per query)")
                                                    : ", class-aware NMS IoU > " + number(d.iou_threshold)) +
-              ", top " + std::to_string(d.pre_nms_top_k) + " before NMS, at most " + std::to_string(d.max_detections) +
+              ", top " + std::to_string(d.pre_nms_top_k) + (kernels::head_runs_nms(head.kind) ? " before NMS" : "") +
+              ", at most " + std::to_string(d.max_detections) +
               " per frame; boxes " +
               (g.known() ? "mapped to the frame (" + g.describe() + ")"
                          : std::string("in model-input pixels (the tensor's geometry is unknown: no preprocess stage)"));

@@ -15,6 +15,13 @@ Writes, deterministically (fixed seeds):
                                8/16/32), small random convolutions (opset 13, batch dynamic)
   yolo_v5.onnx                 a YOLOv5-style raw head on 3x64x64: [N, 2*(5 + 3), 4, 4] and [N, 16, 2, 2]
                                (strides 16 and 32, 2 anchors each)
+  detr_head.onnx               a DETR-style head on 3x64x64: 16 queries, "logits" [N, 16, 3] and "boxes" [N, 16, 4]
+                               (sigmoid: cx,cy,w,h relative to the input)
+
+The detr cases' expected detections are Hugging Face's post-processing written out here, not the decode/NMS path
+above: RTDetrImageProcessor.post_process_object_detection (sigmoid scores, the num_queries best query x class
+pairs, score > threshold) and DetrImageProcessor's (softmax with the last class meaning no object, the best real
+class per query, score > threshold).
 
 Everything is rewritten when this script is newer than OUTDIR/stamp.
 """
@@ -106,7 +113,49 @@ def decode(case, outs, n):
     return boxes.astype(np.float32), scores
 
 
+def to_frame(case, kb):
+    """Boxes in model-input pixels mapped through the case's geometry and clipped to the frame (or the input)."""
+    g = case.get("geometry")
+    kb = np.array(kb, np.float32).reshape(-1, 4).copy()
+    if g:
+        sx, sy = g["crop_w"] / g["img_w"], g["crop_h"] / g["img_h"]
+        kb[:, 0::2] = np.clip(g["crop_x"] + (kb[:, 0::2] - g["img_x"]) * sx, 0, g["frame_width"])
+        kb[:, 1::2] = np.clip(g["crop_y"] + (kb[:, 1::2] - g["img_y"]) * sy, 0, g["frame_height"])
+    else:
+        kb[:, 0::2] = np.clip(kb[:, 0::2], 0, case["input_width"])
+        kb[:, 1::2] = np.clip(kb[:, 1::2], 0, case["input_height"])
+    return kb
+
+
+def expected_detr(case, outs):
+    C, W, H = case["classes"], case["input_width"], case["input_height"]
+    logits, rel = outs[0], outs[1]
+    Q = logits.shape[1]
+    items = []
+    for n in range(case["items"]):
+        cxcywh = rel[n].astype(np.float64) * np.array([W, H, W, H])
+        xyxy = np.stack([cxcywh[:, 0] - cxcywh[:, 2] / 2, cxcywh[:, 1] - cxcywh[:, 3] / 2,
+                         cxcywh[:, 0] + cxcywh[:, 2] / 2, cxcywh[:, 1] + cxcywh[:, 3] / 2], 1)
+        if case["activation"] == "sigmoid":  # RT-DETR
+            flat = torch.sigmoid(torch.tensor(logits[n])).flatten()
+            scores, index = torch.topk(flat, Q)
+            labels, query = (index % C).numpy(), (index // C).numpy()
+            scores = scores.numpy()
+        else:  # DETR: the last class is "no object"
+            prob = torch.softmax(torch.tensor(logits[n]), -1)[:, :-1]
+            scores, labels = prob.max(-1)
+            scores, labels, query = scores.numpy(), labels.numpy(), np.arange(Q)
+            order = sorted(range(Q), key=lambda i: (-scores[i], i))
+            scores, labels, query = scores[order], labels[order], query[order]
+        keep = [i for i in range(len(scores)) if scores[i] > case["score_threshold"]][:case["max_detections"]]
+        kb = to_frame(case, xyxy[query[keep]].astype(np.float32))
+        items.append([[float(v) for v in kb[i]] + [float(scores[keep[i]]), int(labels[keep[i]])] for i in range(len(keep))])
+    return items
+
+
 def expected(case, outs):
+    if case["head"] == "detr":
+        return expected_detr(case, outs)
     items = []
     C = case["classes"]
     thr = np.array(case["class_thresholds"] or [case["score_threshold"]] * C, np.float32)
@@ -148,15 +197,7 @@ def expected(case, outs):
             c = torch.tensor(np.array([cc[i] for i in order], np.int64))
             keep = torchvision.ops.batched_nms(b, s, c, case["iou_threshold"])[:case["max_detections"]]
             kb, ks, kc = b[keep].numpy(), s[keep].numpy(), c[keep].numpy()
-        g = case.get("geometry")
-        kb = kb.copy()
-        if g:
-            sx, sy = g["crop_w"] / g["img_w"], g["crop_h"] / g["img_h"]
-            kb[:, 0::2] = np.clip(g["crop_x"] + (kb[:, 0::2] - g["img_x"]) * sx, 0, g["frame_width"])
-            kb[:, 1::2] = np.clip(g["crop_y"] + (kb[:, 1::2] - g["img_y"]) * sy, 0, g["frame_height"])
-        else:
-            kb[:, 0::2] = np.clip(kb[:, 0::2], 0, case["input_width"])
-            kb[:, 1::2] = np.clip(kb[:, 1::2], 0, case["input_height"])
+        kb = to_frame(case, kb)
         items.append([[float(v) for v in kb[i]] + [float(ks[i]), int(kc[i])] for i in range(len(ks))])
     return items
 
@@ -222,6 +263,20 @@ def make_cases(rng):
     ncount = np.array([[5], [12], [40]], np.float32)  # 40 > M: read as M
     cases["nms_included"] = (dict(base, head="nms_included", classes=C, activation="none", score_threshold=0.2),
                              [nb, ns, ncl, ncount])
+
+    Q, C = 60, 6
+    dl = rng.normal(-2, 2, (3, Q, C)).astype(np.float32)
+    db = np.concatenate([rng.uniform(0.1, 0.9, (3, Q, 2)), rng.uniform(0.05, 0.5, (3, Q, 2))], 2).astype(np.float32)
+    cases["detr_rtdetr"] = (dict(base, head="detr", classes=C, activation="sigmoid", multi_label=True, pre_nms_top_k=Q,
+                                 score_threshold=0.3), [dl, db])
+    # A threshold that cuts inside the top Q, boxes mapped back through a letterbox of a 320x240 frame.
+    cases["detr_rtdetr_letterbox"] = (dict(base, head="detr", classes=C, activation="sigmoid", multi_label=True,
+                                           pre_nms_top_k=Q, score_threshold=0.85,
+                                           geometry=dict(frame_width=320, frame_height=240, crop_x=0, crop_y=0,
+                                                         crop_w=320, crop_h=240, img_x=0, img_y=8, img_w=64, img_h=48)),
+                                      [dl, db])
+    cases["detr_classic"] = (dict(base, head="detr", classes=C, activation="softmax", background_class=C - 1,
+                                  multi_label=False, pre_nms_top_k=Q, score_threshold=0.2), [dl, db])
     return cases
 
 
@@ -259,6 +314,19 @@ class V5Head(nn.Module):
         return self.p4(f), self.p5(torch.relu(self.down(f)))
 
 
+class DetrHead(nn.Module):
+    """16 queries from a 4x4 feature map: class logits [N, 16, 3] and boxes [N, 16, 4] (sigmoid: input-relative)."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 8, 3, 4, 1), nn.ReLU(), nn.Conv2d(8, 8, 3, 4, 1), nn.ReLU())  # /16
+        self.cls, self.box = nn.Linear(8, 3), nn.Linear(8, 4)
+
+    def forward(self, x):
+        q = self.stem(x).flatten(2).transpose(1, 2)  # [N, 16, 8]
+        return self.cls(q), torch.sigmoid(self.box(q))
+
+
 def export(model, path, outputs):
     torch.manual_seed(SEED)
     for p in model.parameters():
@@ -291,6 +359,7 @@ def main():
         names.append("%s (%s)" % (name, "/".join(str(len(e)) for e in exp)))
     export(DflHead(), os.path.join(out, "yolo_dfl.onnx"), ["head"])
     export(V5Head(), os.path.join(out, "yolo_v5.onnx"), ["p4", "p5"])
+    export(DetrHead(), os.path.join(out, "detr_head.onnx"), ["logits", "boxes"])
     with open(stamp, "w") as f:
         f.write("\n".join(names) + "\n")
     print("detections per item: " + ", ".join(names))

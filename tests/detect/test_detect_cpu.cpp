@@ -89,7 +89,7 @@ DetectParams params_of(const nlohmann::json& c, const std::vector<sluice::nn::Np
   switch (p.head) {
     case HeadKind::yolo_anchor_free: p.anchor_points = outs[0].shape[2]; break;
     case HeadKind::yolo_anchor_based: p.anchor_points = expected_anchor_points(p); break;
-    case HeadKind::ssd: case HeadKind::nms_included: p.anchor_points = outs[0].shape[1]; break;
+    case HeadKind::ssd: case HeadKind::nms_included: case HeadKind::detr: p.anchor_points = outs[0].shape[1]; break;
   }
   if (c.contains("geometry")) {
     const auto& g = c["geometry"];
@@ -104,7 +104,8 @@ DetectParams params_of(const nlohmann::json& c, const std::vector<sluice::nn::Np
 
 TEST_CASE("detect_cpu matches NumPy decoders and torchvision.ops.batched_nms", "[detect]") {
   const char* names[] = {"af_decoded", "af_decoded_multi", "af_decoded_topk", "af_letterbox", "af_dfl",
-                         "ab_v5",      "ab_v5_multi",      "ssd_softmax",     "ssd_sigmoid",  "nms_included"};
+                         "ab_v5",      "ab_v5_multi",      "ssd_softmax",     "ssd_sigmoid",  "nms_included",
+                         "detr_rtdetr", "detr_rtdetr_letterbox", "detr_classic"};
   for (const char* name : names) {
     CAPTURE(name);
     std::ifstream f(kRef / (std::string(name) + ".json"));
@@ -193,7 +194,8 @@ TEST_CASE("hostile head outputs: NaN, Inf, huge values and counts stay bounded",
   auto fill = [&](std::vector<float>& v) {
     for (float& x : v) x = pick(rng) < 4 ? specials[pick(rng)] : normal(rng);
   };
-  for (const HeadKind head : {HeadKind::yolo_anchor_free, HeadKind::yolo_anchor_based, HeadKind::ssd, HeadKind::nms_included}) {
+  for (const HeadKind head :
+       {HeadKind::yolo_anchor_free, HeadKind::yolo_anchor_based, HeadKind::ssd, HeadKind::nms_included, HeadKind::detr}) {
     for (int round = 0; round < 20; ++round) {
       DetectParams p;
       p.head = head;
@@ -223,6 +225,12 @@ TEST_CASE("hostile head outputs: NaN, Inf, huge values and counts stay bounded",
         outs.emplace_back(2 * 25 * 4);
         outs.emplace_back(2 * 25 * 3);
         priors.assign(25 * 4, 0.2f);
+      } else if (head == HeadKind::detr) {
+        p.anchor_points = 12;
+        p.activation = round % 2 ? ScoreActivation::softmax : ScoreActivation::sigmoid;
+        p.multi_label = round % 3 == 0;
+        outs.emplace_back(2 * 12 * 3);
+        outs.emplace_back(2 * 12 * 4);
       } else {
         p.anchor_points = 10;
         outs.emplace_back(2 * 10 * 4);

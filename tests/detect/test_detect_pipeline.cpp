@@ -37,6 +37,8 @@ std::string chain(const std::string& infer, const std::string& sink, bool letter
 struct Head {
   std::string name, infer;
   kernels::DetectParams params;
+  std::vector<std::string> outputs;  // the model's outputs the head reads, in its order
+  std::string block;                 // the infer stage's detect block
 };
 
 }  // namespace
@@ -48,14 +50,20 @@ TEST_CASE("output: detections end to end on the CPU matches the head's raw outpu
 
   std::vector<Head> heads;
   {
-    Head h{"yolo_dfl", "    model: " + (kRef / "yolo_dfl.onnx").string() + "\n", {}};
+    Head h{"yolo_dfl", "    model: " + (kRef / "yolo_dfl.onnx").string() + "\n", {}, {"head"},
+           "    detect:\n      head: yolo_anchor_free\n      reg_max: 4\n      strides: [8, 16, 32]\n"
+           "      score_threshold: 0.3\n      iou_threshold: 0.5\n      max_detections: 20\n"};
     h.params.head = kernels::HeadKind::yolo_anchor_free;
+    h.params.score_threshold = 0.3f;
     h.params.reg_max = 4, h.params.levels = 3, h.params.strides[0] = 8, h.params.strides[1] = 16, h.params.strides[2] = 32;
     h.params.activation = kernels::ScoreActivation::sigmoid;
     h.params.anchor_points = 84;
     heads.push_back(h);
-    h = {"yolo_v5", "    model: " + (kRef / "yolo_v5.onnx").string() + "\n", {}};
+    h = {"yolo_v5", "    model: " + (kRef / "yolo_v5.onnx").string() + "\n", {}, {"p4", "p5"},
+         "    detect:\n      head: yolo_anchor_based\n      strides: [16, 32]\n      anchors: [10, 13, 16, 30, 33, 23, 30, 61]\n"
+         "      score_threshold: 0.2\n      iou_threshold: 0.5\n      max_detections: 20\n"};
     h.params.head = kernels::HeadKind::yolo_anchor_based;
+    h.params.score_threshold = 0.2f;
     h.params.levels = 2, h.params.strides[0] = 16, h.params.strides[1] = 32, h.params.anchors_per_level = 2;
     const float anchors[2][2][2] = {{{10, 13}, {16, 30}}, {{33, 23}, {30, 61}}};
     for (int l = 0; l < 2; ++l)
@@ -63,12 +71,17 @@ TEST_CASE("output: detections end to end on the CPU matches the head's raw outpu
     h.params.activation = kernels::ScoreActivation::sigmoid;
     h.params.anchor_points = 2 * 16 + 2 * 4;
     heads.push_back(h);
+    // DETR: its defaults (sigmoid, every query x class pair, the best Q of them, no NMS) as the block leaves them.
+    h = {"detr", "    model: " + (kRef / "detr_head.onnx").string() + "\n", {}, {"logits", "boxes"},
+         "    detect:\n      head: detr\n      score_threshold: 0.3\n      max_detections: 20\n"};
+    h.params.head = kernels::HeadKind::detr;
+    h.params.activation = kernels::ScoreActivation::sigmoid;
+    h.params.anchor_points = 16;
+    h.params.multi_label = true;
+    h.params.pre_nms_top_k = 16;
+    h.params.score_threshold = 0.3f;
+    heads.push_back(h);
   }
-  const std::string blocks[] = {
-      "    detect:\n      head: yolo_anchor_free\n      reg_max: 4\n      strides: [8, 16, 32]\n"
-      "      score_threshold: 0.3\n      iou_threshold: 0.5\n      max_detections: 20\n",
-      "    detect:\n      head: yolo_anchor_based\n      strides: [16, 32]\n      anchors: [10, 13, 16, 30, 33, 23, 30, 61]\n"
-      "      score_threshold: 0.2\n      iou_threshold: 0.5\n      max_detections: 20\n"};
   for (std::size_t hi = 0; hi < heads.size(); ++hi) {
     for (const bool letterbox : {true, false}) {
       Head& h = heads[hi];
@@ -76,15 +89,15 @@ TEST_CASE("output: detections end to end on the CPU matches the head's raw outpu
       const std::string jsonl = (tmp.path / (h.name + ".jsonl")).string();
       const fs::path npy = tmp.path / (h.name + (letterbox ? "-lb" : "-st"));
       std::remove(jsonl.c_str());
-      const std::string detect_yaml = chain(h.infer + "    output: detections\n    labels: " + labels + "\n" + blocks[hi],
+      const std::string detect_yaml = chain(h.infer + "    output: detections\n    labels: " + labels + "\n" + h.block,
                                             "    type: jsonl\n    path: " + jsonl + "\n", letterbox);
       INFO(describe_plan(plan_from(detect_yaml)));
       REQUIRE(run_to_end(plan_from(detect_yaml)).delivered == 11);
       const auto records = read_jsonl(jsonl);
       REQUIRE(records.size() == 11);
 
-      // The same frames' raw head outputs (yolo_v5: each level by its own chain, output_name).
-      const std::vector<std::string> outputs = hi == 0 ? std::vector<std::string>{"head"} : std::vector<std::string>{"p4", "p5"};
+      // The same frames' raw head outputs (several: each by its own chain, output_name).
+      const std::vector<std::string>& outputs = h.outputs;
       std::vector<std::vector<float>> raw(outputs.size());
       for (std::size_t o = 0; o < outputs.size(); ++o) {
         const fs::path dir = npy / outputs[o];
@@ -100,7 +113,7 @@ TEST_CASE("output: detections end to end on the CPU matches the head's raw outpu
       }
       kernels::DetectParams p = h.params;
       p.items = 11, p.classes = 3, p.input_width = 64, p.input_height = 64;
-      p.score_threshold = hi == 0 ? 0.3f : 0.2f, p.iou_threshold = 0.5f, p.max_detections = 20;
+      p.iou_threshold = 0.5f, p.max_detections = 20;
       kernels::PreprocessParams pre;
       pre.in_width = 320, pre.in_height = 240, pre.out_width = 64, pre.out_height = 64, pre.letterbox = letterbox;
       const kernels::PreprocessGeometry g = kernels::preprocess_geometry(pre);

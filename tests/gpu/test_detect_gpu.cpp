@@ -99,6 +99,21 @@ std::vector<Case> cases() {
     p.anchor_points = 100;
     out.push_back({"nms_included hostile", p, {6ul * 100 * 4, 6ul * 100, 6ul * 100, 6ul}, 0, true});
   }
+  {
+    DetectParams p = base(HeadKind::detr, 5, 80);  // RT-DETR's shapes: 300 queries, COCO's 80 classes
+    p.anchor_points = 300;
+    p.activation = ScoreActivation::sigmoid;
+    p.multi_label = true;
+    p.pre_nms_top_k = 300;
+    p.max_detections = 300;
+    p.score_threshold = 0.5f;
+    out.push_back({"detr sigmoid", p, {5ul * 300 * 80, 5ul * 300 * 4}});
+    p.activation = ScoreActivation::softmax;
+    p.background_class = 79;
+    p.multi_label = false;
+    p.score_threshold = 0.05f;
+    out.push_back({"detr softmax hostile", p, {5ul * 300 * 80, 5ul * 300 * 4}, 0, true});
+  }
   return out;
 }
 
@@ -115,6 +130,8 @@ void fill(const Case& c, std::size_t which, std::vector<float>& v, std::mt19937&
       const std::size_t ch = (i / A) % (4 + static_cast<std::size_t>(p.classes));
       // clustered boxes: centres on a coarse grid so NMS has overlaps; scores uniform
       x = ch < 2 ? 16.f * std::floor(unit(rng) * 8.f) + normal(rng) : ch < 4 ? 10.f + 20.f * unit(rng) : unit(rng);
+    } else if (p.head == HeadKind::detr && which == 1) {
+      x = unit(rng);  // boxes relative to the input
     } else if (p.head == HeadKind::nms_included) {
       if (which == 0) x = 120.f * unit(rng);
       if (which == 1) x = unit(rng);
