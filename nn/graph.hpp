@@ -134,7 +134,7 @@ struct Graph {
 //                    "scales" (4 floats, optional): the model's scales, which the coordinates use when given
 //   Pad              one input; attr "pads" (ONNX order: begins then ends, one per dimension), "mode"
 //                    (constant | reflect | edge), "value"
-//   Erf, Sqrt, Exp, Log, Neg, Abs, Reciprocal, Floor, Ceil   no attrs (nn/elementwise_math.hpp)
+//   Erf, Sqrt, Exp, Log, Neg, Abs, Reciprocal, Floor, Ceil, Sin, Cos   no attrs (nn/elementwise_math.hpp)
 //   Gelu             no attrs: x * 0.5 * (1 + erf(x / sqrt(2))) (ONNX Gelu, approximate "none"); made by prepare()
 //                    from the five nodes exporters write for it, never read from a file
 //   Attention        inputs Q [.., T, d], K [.., S, d], V [.., S, dv] (the same leading dims), M (additive bias

@@ -50,6 +50,8 @@ constexpr OpInfo kOpTable[] = {
     {Op::Reciprocal, "Reciprocal", 1, 1, 1, 1, kOnnxRuns | kUnaryMath, u(UnaryMath::reciprocal), nullptr, nullptr, 0, 0},
     {Op::Floor, "Floor", 1, 1, 1, 1, kOnnxRuns | kUnaryMath, u(UnaryMath::floor), nullptr, nullptr, 0, 0},
     {Op::Ceil, "Ceil", 1, 1, 1, 1, kOnnxRuns | kUnaryMath, u(UnaryMath::ceil), nullptr, nullptr, 0, 0},
+    {Op::Sin, "Sin", 7, 1, 1, 1, kOnnxRuns | kUnaryMath, u(UnaryMath::sin), nullptr, nullptr, 0, 0},
+    {Op::Cos, "Cos", 7, 1, 1, 1, kOnnxRuns | kUnaryMath, u(UnaryMath::cos), nullptr, nullptr, 0, 0},
     {Op::MaxPool, "MaxPool", 1, 1, 1, 2, kOnnxRuns, 0, nullptr, nullptr, 0, 0},
     {Op::AveragePool, "AveragePool", 1, 1, 1, 1, kOnnxRuns, 0, nullptr, nullptr, 0, 0},
     {Op::GlobalAveragePool, "GlobalAveragePool", 1, 1, 1, 1, kOnnxRuns, 0, nullptr, nullptr, 0, 0},

@@ -21,7 +21,7 @@ enum class Op : std::uint8_t {
   Conv, ConvTranspose, BatchNormalization,
   Relu, LeakyRelu, Clip, Sigmoid, HardSigmoid, HardSwish, Tanh,
   Add, Sub, Mul, Div, Pow, Max, Min,
-  Erf, Sqrt, Exp, Log, Neg, Abs, Reciprocal, Floor, Ceil,
+  Erf, Sqrt, Exp, Log, Neg, Abs, Reciprocal, Floor, Ceil, Sin, Cos,
   MaxPool, AveragePool, GlobalAveragePool,
   Reshape, Transpose, Gemm, MatMul, Concat, Split, Slice, Softmax, LogSoftmax, Resize, Pad,
   ReduceMean, ReduceSum, ReduceMax, ReduceMin, ReduceL1, ReduceL2, ReduceSumSquare, ReduceProd,

@@ -56,7 +56,7 @@ void check_prepared_form(const Graph& g) {
                                          "Pow", "Max", "Min", "ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin",
                                          "ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceProd",
                                          "LayerNormalization", "Gelu", "Attention", "LogSoftmax", "ArgMax", "ArgMin",
-                                         "TopK", "Linear"};
+                                         "TopK", "Linear", "Sin", "Cos"};
   std::set<std::string> available;
   for (const auto& in : g.inputs) {
     available.insert(in.name);
