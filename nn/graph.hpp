@@ -174,7 +174,10 @@ struct Graph {
 // the scale and B, mean 0, variance 1, epsilon 0), GroupNormalization (Reshape to [N, groups, rest],
 // LayerNormalization over the rest with scale 1, Reshape back, then BatchNormalization like InstanceNormalization's
 // with scale and bias per channel: opsets 18-20 give them per group, 21 per channel) and Expand of run-time data
-// (Mul by a constant of ones, or nothing) are rewritten into the ops above (nn/passes/decompose.cpp). Exporters at
+// (Mul by a constant of ones, or nothing) and Einsum (ReduceSum of indices only one operand has and the output
+// lacks, Transpose and Reshape to [batch, M, K] x [batch, K, N], MatMul, or a broadcasting Mul when nothing is
+// contracted, Reshape and Transpose to the output; more operands pairwise, left to right; diagonals, a repeated
+// index within one operand, are refused) are rewritten into the ops above (nn/passes/decompose.cpp). Exporters at
 // opset <= 17 write GroupNorm as Reshape, InstanceNormalization, Reshape, Mul, Add, which runs too.
 // Equal, Less, Greater, LessOrEqual, GreaterOrEqual, And, Or, Not, Where, Range, Mod and ScatterND exist only
 // folded (Expand too, unless its data is computed at run time).

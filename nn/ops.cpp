@@ -95,6 +95,7 @@ constexpr OpInfo kOpTable[] = {
     {Op::InstanceNormalization, "InstanceNormalization", 1, 3, 3, 1, kFromOnnx, 0, nullptr, nullptr, 0, 0},
     {Op::GroupNormalization, "GroupNormalization", 18, 3, 3, 1, kFromOnnx, 0, nullptr, nullptr, 0, 0},
     {Op::Expand, "Expand", 8, 2, 2, 1, kFromOnnx, 0, nullptr, nullptr, 0, 0},
+    {Op::Einsum, "Einsum", 12, 1, M, 1, kFromOnnx, 0, nullptr, nullptr, 0, 0},
     // removed or folded
     {Op::Identity, "Identity", 1, 1, 1, 1, kFromOnnx, 0, nullptr, nullptr, 0, 0},
     {Op::Dropout, "Dropout", 1, 1, 3, 2, kFromOnnx, 0, nullptr, nullptr, 0, 0},

@@ -31,7 +31,7 @@ enum class Op : std::uint8_t {
   // respelled by canonicalize into ops above
   Flatten, Squeeze, Unsqueeze, Upsample,
   // rewritten by prepare() into ops above (nn/passes/decompose.cpp)
-  DepthToSpace, SpaceToDepth, Tile, InstanceNormalization, GroupNormalization, Expand,
+  DepthToSpace, SpaceToDepth, Tile, InstanceNormalization, GroupNormalization, Expand, Einsum,
   // removed or folded by prepare()
   Identity, Dropout, Constant, Shape, Gather, Cast, ConstantOfShape, Equal, Less, Greater, LessOrEqual,
   GreaterOrEqual, And, Or, Not, Where, Range, Mod, ScatterND,

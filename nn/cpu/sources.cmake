@@ -23,6 +23,7 @@ list(APPEND SLUICE_NN_SOURCES
 )
 list(APPEND SLUICE_NN_TEST_SOURCES
   tests/nn/test_cpu_ops.cpp
+  tests/nn/test_cpu_detr_ops.cpp
   tests/nn/test_cpu_models.cpp
   tests/nn/test_op_table.cpp
 )

@@ -2370,3 +2370,41 @@ TEST_CASE("Swin's shifted-window mask between batch Reshapes fuses into one Atte
   // A position bias that differs along the merged batch is left alone.
   CHECK(count_op(prepared(shifted_window_attention(true, {4, 1, 5, 5}, {8, 2, 5, 5}), 2), "Attention") == 0);
 }
+
+TEST_CASE("Einsum is lowered into MatMul, Mul, ReduceSum and moves, and refused for what does not lower", "[nn][passes][einsum]") {
+  {  // attention's scores: the key operand transposed, one batched MatMul, nothing else
+    ModelBuilder m(17);
+    m.input("q", {-1, 4, 9, 16}).input("k", {-1, 4, 11, 16}).output("y");
+    test::set_string(m.node("Einsum", {"q", "k"}, {"y"}), "equation", "bhqd,bhkd->bhqk");
+    const Graph g = prepared(m, 2);
+    check_prepared_form(g);
+    CHECK(count_op(g, "Einsum") == 0);
+    CHECK(count_op(g, "MatMul") == 1);
+    CHECK(count_op(g, "Transpose") == 1);
+    CHECK(g.shapes.at("y") == Shape{2, 4, 9, 11});
+  }
+  {  // an outer product multiplies, a lone index is summed away first
+    ModelBuilder m(17);
+    m.input("a", {-1, 5, 3}).input("b", {-1, 7}).output("y");
+    test::set_string(m.node("Einsum", {"a", "b"}, {"y"}), "equation", "nij,nk->nik");
+    const Graph g = prepared(m, 2);
+    check_prepared_form(g);
+    CHECK(count_op(g, "Mul") == 1);
+    CHECK(count_op(g, "ReduceSum") == 1);
+    CHECK(count_op(g, "MatMul") == 0);
+    CHECK(g.shapes.at("y") == Shape{2, 5, 7});
+  }
+  {  // a product by weights becomes a Linear
+    ModelBuilder m(17);
+    m.input("x", {-1, 6, 8}).weights("w", {8, 5}, random_values(40, 1)).output("y");
+    test::set_string(m.node("Einsum", {"x", "w"}, {"y"}), "equation", "bsd,de->bse");
+    const Graph g = prepared(m, 2);
+    check_prepared_form(g);
+    CHECK(count_op(g, "Linear") == 1);
+  }
+  ModelBuilder m(17);
+  m.input("x", {-1, 3, 3}).output("y");
+  test::set_string(m.node("Einsum", {"x"}, {"y"}, "diag"), "equation", "bii->bi");
+  CHECK_THAT(error_of([&] { prepared(m, 1); }),
+             Contains("node 'diag' (Einsum): equation 'bii->bi': index i repeats in input 0 (a diagonal), which is not supported"));
+}

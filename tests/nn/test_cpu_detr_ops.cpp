@@ -1,0 +1,248 @@
+// The ops transformer-era detectors' exports add (issue 31: RT-DETR, MaxViT): Einsum (lowered by prepare()),
+// run through prepare() and the CPU engine against naive references written here with plain loops (no code
+// shared with nn/), on random inputs from fixed seeds.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "nn/cpu/engine.hpp"
+#include "nn/passes.hpp"
+#include "tests/nn/model_builder.hpp"
+
+namespace {
+
+using sluice::nn::CpuEngine;
+using sluice::nn::Graph;
+using sluice::nn::Op;
+using sluice::nn::Shape;
+using Ints = std::vector<std::int64_t>;
+using Floats = std::vector<float>;
+using sluice::nn::test::error_of;
+using sluice::nn::test::ModelBuilder;
+using sluice::nn::test::set_string;
+using Catch::Matchers::Contains;
+
+std::int64_t count(const Shape& s) {
+  std::int64_t n = 1;
+  for (auto d : s) n *= d;
+  return n;
+}
+
+Floats random_floats(std::mt19937& rng, std::int64_t n, float lo = -1.f, float hi = 1.f) {
+  std::uniform_real_distribution<float> dist(lo, hi);
+  Floats v(static_cast<std::size_t>(n));
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+Ints unravel(std::int64_t flat, const Shape& shape) {
+  Ints idx(shape.size());
+  for (std::size_t d = shape.size(); d-- > 0;) {
+    idx[d] = flat % shape[d];
+    flat /= shape[d];
+  }
+  return idx;
+}
+std::int64_t ravel(const Ints& idx, const Shape& shape) {
+  std::int64_t flat = 0;
+  for (std::size_t d = 0; d < shape.size(); ++d) flat = flat * shape[d] + idx[d];
+  return flat;
+}
+
+// The model through prepare() at batch `batch` and the CPU engine, fed `inputs` in the graph's input order.
+std::vector<Floats> run_prepared(const ModelBuilder& m, std::int64_t batch, const std::vector<Floats>& inputs) {
+  const Graph g = sluice::nn::prepare(m.load(), batch);
+  CpuEngine engine(g);
+  std::vector<Floats> out;
+  for (const auto& o : g.outputs) out.emplace_back(static_cast<std::size_t>(count(o.shape)), std::nanf(""));
+  std::vector<const float*> in;
+  for (const auto& i : inputs) in.push_back(i.data());
+  std::vector<float*> ptrs;
+  for (auto& o : out) ptrs.push_back(o.data());
+  engine.run(in, ptrs);
+  return out;
+}
+
+// max |a - b| / max |b|; a NaN where the other has none fails.
+double relative_error(const Floats& got, const Floats& want) {
+  REQUIRE(got.size() == want.size());
+  double diff = 0, scale = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    if (std::isnan(got[i]) != std::isnan(want[i])) return std::numeric_limits<double>::infinity();
+    if (std::isnan(want[i])) continue;
+    diff = std::max(diff, std::abs(static_cast<double>(got[i]) - want[i]));
+    scale = std::max(scale, std::abs(static_cast<double>(want[i])));
+  }
+  return scale > 0 ? diff / scale : diff;
+}
+
+bool ops_absent(const Graph& g, Op op) {
+  return std::none_of(g.nodes.begin(), g.nodes.end(), [&](const auto& n) { return n.op == op; });
+}
+
+// ---- Einsum ----------------------------------------------------------------------------------------------------
+
+// numpy's einsum with plain loops over every combination of the indices of `equation` (letters only, explicit
+// output); an operand's dimension of 1 broadcasts.
+Floats einsum_reference(const std::string& equation, const std::vector<Shape>& shapes, const std::vector<Floats>& in) {
+  const std::size_t arrow = equation.find("->");
+  const std::string lhs = equation.substr(0, arrow), rhs = equation.substr(arrow + 2);
+  std::vector<std::string> terms(1);
+  for (char c : lhs)
+    if (c == ',') terms.emplace_back();
+    else terms.back() += c;
+  std::map<char, std::int64_t> size;
+  for (std::size_t i = 0; i < terms.size(); ++i)
+    for (std::size_t d = 0; d < terms[i].size(); ++d) size[terms[i][d]] = std::max(size[terms[i][d]], shapes[i][d]);
+  std::string letters;
+  Shape extents;
+  for (const auto& [c, s] : size) letters += c, extents.push_back(s);
+  Shape out_shape;
+  for (char c : rhs) out_shape.push_back(size[c]);
+  std::vector<double> acc(static_cast<std::size_t>(count(out_shape)), 0.0);
+  for (std::int64_t flat = 0; flat < count(extents); ++flat) {
+    const Ints at = unravel(flat, extents);
+    auto value_of = [&](char c) { return at[letters.find(c)]; };
+    double product = 1;
+    for (std::size_t i = 0; i < terms.size(); ++i) {
+      Ints idx;
+      for (std::size_t d = 0; d < terms[i].size(); ++d) idx.push_back(shapes[i][d] == 1 ? 0 : value_of(terms[i][d]));
+      product *= in[i][static_cast<std::size_t>(ravel(idx, shapes[i]))];
+    }
+    Ints o;
+    for (char c : rhs) o.push_back(value_of(c));
+    acc[static_cast<std::size_t>(ravel(o, out_shape))] += product;
+  }
+  return Floats(acc.begin(), acc.end());
+}
+
+struct EinsumCase {
+  std::string equation;   // as the model gives it
+  std::string reference;  // the same with letters only and an explicit output
+  std::vector<Shape> shapes;  // an operand whose dimension 0 is not operand 0's is an initializer (weights)
+};
+
+const std::vector<EinsumCase>& einsum_cases() {
+  static const std::vector<EinsumCase> cases = {
+      {"i,j->ij", "i,j->ij", {{5}, {7}}},                                               // RT-DETR's position embedding
+      {"bhqd,bhkd->bhqk", "bhqd,bhkd->bhqk", {{2, 3, 5, 8}, {2, 3, 7, 8}}},              // attention scores
+      {"bhqk,bhkd->bhqd", "bhqk,bhkd->bhqd", {{2, 3, 5, 7}, {2, 3, 7, 4}}},              // attention output
+      {"B G H I D, B G H J D -> B G H I J", "BGHID,BGHJD->BGHIJ", {{2, 2, 3, 4, 5}, {2, 2, 3, 6, 5}}},  // MaxViT
+      {"B G H I J, B G H J D -> B G H I D", "BGHIJ,BGHJD->BGHID", {{2, 2, 3, 4, 6}, {2, 2, 3, 6, 5}}},
+      {"bij,bjk->bik", "bij,bjk->bik", {{3, 4, 5}, {3, 5, 6}}},
+      {"bij,jk->bik", "bij,jk->bik", {{3, 4, 5}, {5, 6}}},                               // by weights
+      {"ij,jk", "ij,jk->ik", {{4, 5}, {5, 3}}},                                           // implicit output
+      {"ij->i", "ij->i", {{4, 6}}},
+      {"ij->", "ij->", {{4, 6}}},
+      {"ij->ji", "ij->ji", {{4, 6}}},
+      {"bchw->bhwc", "bchw->bhwc", {{2, 3, 4, 5}}},
+      {"...ij->...ji", "abij->abji", {{2, 3, 4, 5}}},
+      {"...ij,...jk->...ik", "abij,abjk->abik", {{2, 3, 4, 5}, {2, 3, 5, 6}}},
+      {"...ij,...jk->...ik", "abij,abjk->abik", {{2, 1, 4, 5}, {2, 3, 5, 6}}},           // broadcast batch
+      {"...ij,...jk->...ik", "abij,abjk->abik", {{2, 3, 4, 5}, {2, 1, 5, 6}}},
+      {"bij,bij->bij", "bij,bij->bij", {{2, 3, 4}, {2, 3, 4}}},                           // nothing contracted
+      {"bi,bj->bij", "bi,bj->bij", {{3, 4}, {3, 5}}},
+      {"abc,cd->ad", "abc,cd->ad", {{2, 3, 4}, {4, 5}}},                                  // b summed in one operand
+      {"ij,jk,kl->il", "ij,jk,kl->il", {{3, 4}, {4, 5}, {5, 2}}},                         // three operands
+      {"nqhd,nkhd->nhqk", "nqhd,nkhd->nhqk", {{2, 5, 3, 4}, {2, 6, 3, 4}}},
+      {"iJ,Jk->ki", "iJ,Jk->ki", {{3, 4}, {4, 5}}},
+  };
+  return cases;
+}
+
+TEST_CASE("Einsum equations of real exports run as products, sums and transposes like numpy's einsum", "[cpu_ops][einsum]") {
+  std::mt19937 rng(311);
+  for (const EinsumCase& c : einsum_cases()) {
+    INFO(c.equation);
+    std::vector<Floats> values;
+    for (const Shape& s : c.shapes) values.push_back(random_floats(rng, count(s)));
+    ModelBuilder m(17);
+    std::vector<std::string> names;
+    std::vector<Floats> feeds;
+    for (std::size_t i = 0; i < c.shapes.size(); ++i) {
+      names.push_back("x");
+      names.back() += std::to_string(i);  // not "x" + ...: GCC 12 warns of a false -Wrestrict there
+      if (c.shapes[i][0] != c.shapes[0][0]) {
+        m.weights(names.back(), c.shapes[i], values[i]);
+      } else {
+        m.input(names.back(), c.shapes[i]);
+        feeds.push_back(values[i]);
+      }
+    }
+    m.output("y");
+    set_string(m.node("Einsum", names, {"y"}, "the_einsum"), "equation", c.equation);
+    const Graph g = sluice::nn::prepare(m.load(), c.shapes[0].empty() ? 1 : c.shapes[0][0]);
+    CHECK(ops_absent(g, Op::Einsum));
+    const Floats want = einsum_reference(c.reference, c.shapes, values);
+    const auto got = run_prepared(m, c.shapes[0][0], feeds);
+    CHECK(relative_error(got.at(0), want) <= 1e-5);
+  }
+}
+
+TEST_CASE("Einsum of constants folds at prepare time", "[cpu_ops][einsum]") {
+  // RT-DETR's position embedding: an outer product of two constant ranges, then sin and cos of it, added to data.
+  ModelBuilder m(17);
+  const Floats a{0.f, 1.f, 2.f, 3.f}, b{0.5f, 0.25f, 0.125f};
+  m.input("x", {4, 3}).weights("a", {4}, a).weights("b", {3}, b).output("y");
+  set_string(m.node("Einsum", {"a", "b"}, {"outer"}), "equation", "i,j->ij");
+  m.node("Sin", {"outer"}, {"s"});
+  m.node("Add", {"x", "s"}, {"y"});
+  const Graph g = sluice::nn::prepare(m.load(), 4);
+  REQUIRE(g.nodes.size() == 1);
+  CHECK(g.nodes[0].op == Op::Add);
+  std::mt19937 rng(312);
+  const Floats x = random_floats(rng, 12);
+  Floats want;
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 3; ++j) want.push_back(x[static_cast<std::size_t>(i * 3 + j)] + std::sin(a[i] * b[j]));
+  CHECK(relative_error(run_prepared(m, 4, {x}).at(0), want) <= 1e-6);
+}
+
+TEST_CASE("Einsum refuses diagonals and malformed equations naming the node and the equation", "[cpu_ops][einsum]") {
+  struct Case {
+    std::string equation;
+    std::vector<Shape> shapes;
+    std::string says;
+  };
+  const std::vector<Case> cases = {
+      {"ii->i", {{3, 3}}, "repeats in input 0 (a diagonal)"},
+      {"ij,jk->ik", {{3, 4}}, "names 2 inputs, the node has 1"},
+      {"ij->k", {{3, 4}}, "output index k is in no input"},
+      {"ij->ii", {{3, 4}}, "output index i repeats"},
+      {"ij,kj->ik", {{3, 4}, {3, 6}}, "index j is 4 long in one input and 6 in input 1"},
+      {"ijk->i", {{3, 4}}, "has 3 indices for shape [3,4]"},
+      {"i.j->i", {{3, 4}}, "not one '...'"},
+      {"......->", {{3, 4}}, "not one '...'"},
+      {"...ij->ij", {{2, 3, 4}}, "an ellipsis in the inputs needs one in the output"},
+      {"ij->i->j", {{3, 4}}, "only as one '->'"},
+      {"ij-i", {{3, 4}}, "only as one '->'"},
+      {"i$->i", {{3, 4}}, "is not a letter"},
+      {"ij->i,j", {{3, 4}}, "only between inputs"},
+      {std::string(2000, 'i'), {{3, 4}}, "longer than 1024 characters"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.equation);
+    ModelBuilder m(17);
+    std::vector<std::string> names;
+    for (std::size_t i = 0; i < c.shapes.size(); ++i) {
+      names.push_back("x");
+      names.back() += std::to_string(i);  // not "x" + ...: GCC 12 warns of a false -Wrestrict there
+      m.input(names.back(), c.shapes[i]);
+    }
+    m.output("y");
+    set_string(m.node("Einsum", names, {"y"}, "the_einsum"), "equation", c.equation);
+    const std::string e = error_of([&] { sluice::nn::prepare(m.load(), c.shapes[0][0]); });
+    CHECK_THAT(e, Contains("'the_einsum' (Einsum)"));
+    CHECK_THAT(e, Contains(c.says));
+    if (c.equation.size() < 100 && c.says != "is not a letter")  // the equation is named once it is clean
+      CHECK_THAT(e, Contains("'" + c.equation + "'"));
+  }
+}
+
+}  // namespace
