@@ -169,6 +169,13 @@ struct Graph {
 //     not int64. So that no index is ever rounded, an engine refuses at build, naming the node, an axis longer
 //     than its element type counts exactly: 2^24 elements (f32, the CPU backend), 2048 (f16), 256 (bf16).
 //     Folded on constants they are i64, exact.
+//   GatherElements   inputs data, indices (the same rank; each dimension of indices at most data's, except
+//                    along the axis); attr axis. Y, shaped like indices: Y[i..] = data[i.. with i_axis replaced by
+//                    indices[i..]]. Indices are data like any other (f32 numbers, e.g. TopK's) or an f32 constant
+//                    (the sweep turns int64 ones into f32); a negative index counts from the end of the axis. A
+//                    constant index outside [-dim, dim) is refused at prepare time; at run time an index is
+//                    rounded and one outside [-dim, dim) (or NaN) gives NaN, never another element. Engines
+//                    refuse, as for TopK, run-time indices into an axis longer than their type counts exactly
 // DepthToSpace, SpaceToDepth (Reshape, Transpose, Reshape), Tile (Reshape, Mul by a constant of ones, Reshape),
 // InstanceNormalization (LayerNormalization over the dims from 2 on with scale 1, then BatchNormalization with
 // the scale and B, mean 0, variance 1, epsilon 0), GroupNormalization (Reshape to [N, groups, rest],

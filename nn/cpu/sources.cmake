@@ -16,6 +16,7 @@ list(APPEND SLUICE_NN_SOURCES
   nn/cpu/softmax.cpp
   nn/cpu/softmax_exp.cpp
   nn/cpu/ranking.cpp
+  nn/cpu/sampling.cpp
   nn/cpu/reduce.cpp
   nn/cpu/layer_norm.cpp
   nn/cpu/batchnorm.cpp

@@ -174,6 +174,24 @@ Tensor gather(const Graph& g, const Node& n, const Shape& out_shape) {
   return out;
 }
 
+// GatherElements: element idx of the output reads data at idx with the axis coordinate taken from indices[idx]
+// (canonicalize checked the constant indices against the axis).
+Tensor gather_elements(const Graph& g, const Node& n, const Shape& out_shape) {
+  const Tensor& data = constant(g, n, 0);
+  const Ints indices = as_ints(constant(g, n, 1));
+  const auto axis = static_cast<std::size_t>(n.attrs.i("axis", 0));
+  const std::int64_t dim = data.shape.at(axis);
+  const Ints strides = strides_of(data.shape);
+  std::size_t next = 0;
+  return remap(data, out_shape, [&](const Ints& idx) {
+    const std::int64_t i = indices[next++];
+    if (i < -dim || i >= dim) fail(g, n, "index " + std::to_string(i) + " is out of range for " + std::to_string(dim));
+    std::int64_t offset = 0;
+    for (std::size_t d = 0; d < idx.size(); ++d) offset += (d == axis ? (i < 0 ? i + dim : i) : idx[d]) * strides[d];
+    return offset;
+  });
+}
+
 Tensor cast(const Graph& g, const Node& n) {
   const Tensor& x = constant(g, n, 0);
   const auto to = n.attrs.i("to", 1);
@@ -707,6 +725,7 @@ std::vector<Tensor> evaluate(const Node& n, const Graph& g) {
   if (op == Op::Concat) return {concat(g, n, shapes[0])};
   if (op == Op::Split) return split(x, n, shapes);
   if (op == Op::Gather) return {gather(g, n, shapes[0])};
+  if (op == Op::GatherElements) return {gather_elements(g, n, shapes[0])};
   if (binary_math_of(op) || op == Op::Mod) return {binary(g, n, shapes[0])};
   if (unary_math_of(op)) return {unary_math(g, n)};
   if (reduce_math_of(op)) return {reduce(g, n, shapes[0])};

@@ -325,6 +325,7 @@ std::vector<Shape> infer_shapes(const Node& n, const Graph& g) {
   if (op == Op::Resize) return {n.attrs.ints("sizes")};
   if (op == Op::Pad) return {pad(g, n)};
   if (op == Op::Gather) return {gather(g, n)};
+  if (op == Op::GatherElements) return {in(g, n, 1)};  // canonicalize checked the shapes
   fail(g, n, "no shape inference for operator " + op_name(op));
 }
 

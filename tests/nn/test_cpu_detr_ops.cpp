@@ -1,6 +1,6 @@
-// The ops transformer-era detectors' exports add (issue 31: RT-DETR, MaxViT): Einsum (lowered by prepare()),
-// run through prepare() and the CPU engine against naive references written here with plain loops (no code
-// shared with nn/), on random inputs from fixed seeds.
+// The ops transformer-era detectors' exports add (issue 31: RT-DETR, MaxViT): Einsum (lowered by prepare()) and
+// GatherElements, run through prepare() and the CPU engine against naive references written here
+// with plain loops (no code shared with nn/), on random inputs from fixed seeds.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -25,6 +25,7 @@ using Ints = std::vector<std::int64_t>;
 using Floats = std::vector<float>;
 using sluice::nn::test::error_of;
 using sluice::nn::test::ModelBuilder;
+using sluice::nn::test::set_int;
 using sluice::nn::test::set_string;
 using Catch::Matchers::Contains;
 
@@ -243,6 +244,107 @@ TEST_CASE("Einsum refuses diagonals and malformed equations naming the node and 
     if (c.equation.size() < 100 && c.says != "is not a letter")  // the equation is named once it is clean
       CHECK_THAT(e, Contains("'" + c.equation + "'"));
   }
+}
+
+// ---- GatherElements --------------------------------------------------------------------------------------------
+
+Floats gather_elements_reference(const Floats& data, const Shape& ds, const Ints& indices, const Shape& is,
+                                 std::size_t axis) {
+  Floats y;
+  for (std::int64_t i = 0; i < count(is); ++i) {
+    Ints idx = unravel(i, is);
+    std::int64_t at = indices[static_cast<std::size_t>(i)];
+    if (at < -ds[axis] || at >= ds[axis]) {
+      y.push_back(std::nanf(""));
+      continue;
+    }
+    idx[axis] = at < 0 ? at + ds[axis] : at;
+    y.push_back(data[static_cast<std::size_t>(ravel(idx, ds))]);
+  }
+  return y;
+}
+
+TEST_CASE("GatherElements picks along the axis by run-time or constant indices, negative ones from the end", "[cpu_ops][gather_elements]") {
+  std::mt19937 rng(321);
+  for (int trial = 0; trial < 40; ++trial) {
+    const int rank = 1 + static_cast<int>(rng() % 4);
+    Shape ds, is;
+    for (int d = 0; d < rank; ++d) ds.push_back(1 + static_cast<std::int64_t>(rng() % 6));
+    const auto axis = static_cast<std::size_t>(rng() % static_cast<unsigned>(rank));
+    for (int d = 0; d < rank; ++d) {
+      const auto dd = static_cast<std::size_t>(d);
+      is.push_back(dd == axis ? 1 + static_cast<std::int64_t>(rng() % 7) : 1 + static_cast<std::int64_t>(rng() % ds[dd]));
+    }
+    is[0] = ds[0];  // the batch dimension is whole
+    const bool constant_indices = trial % 2 == 1;
+    INFO("data " << sluice::nn::to_string(ds) << " indices " << sluice::nn::to_string(is) << " axis " << axis
+                 << (constant_indices ? " constant" : " run-time"));
+    const Floats data = random_floats(rng, count(ds));
+    Ints indices;
+    for (std::int64_t i = 0; i < count(is); ++i)
+      indices.push_back(static_cast<std::int64_t>(rng() % static_cast<unsigned>(2 * ds[axis])) - ds[axis]);
+    ModelBuilder m(17);
+    m.input("data", ds).output("y");
+    if (constant_indices) {
+      auto& t = m.initializer("indices");
+      t.set_data_type(onnx::TensorProto::INT64);
+      for (auto d : is) t.add_dims(d);
+      for (auto v : indices) t.add_int64_data(v);
+    } else {
+      m.input("indices", is);
+    }
+    set_int(m.node("GatherElements", {"data", "indices"}, {"y"}), "axis",
+            trial % 3 == 0 ? static_cast<std::int64_t>(axis) - rank : static_cast<std::int64_t>(axis));
+    std::vector<Floats> feeds{data};
+    if (!constant_indices) feeds.push_back(Floats(indices.begin(), indices.end()));
+    const auto got = run_prepared(m, ds[0], feeds);
+    CHECK(relative_error(got.at(0), gather_elements_reference(data, ds, indices, is, axis)) == 0);
+  }
+}
+
+TEST_CASE("GatherElements gives NaN for a run-time index out of range and refuses a constant one", "[cpu_ops][gather_elements]") {
+  const Shape ds{2, 5}, is{2, 3};
+  const Floats data{0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
+  {
+    ModelBuilder m(17);
+    m.input("data", ds).input("indices", is).output("y");
+    set_int(m.node("GatherElements", {"data", "indices"}, {"y"}), "axis", 1);
+    const Floats indices{4, 5, -6, -5, std::nanf(""), 2.f};
+    const Floats want{4, std::nanf(""), std::nanf(""), 5, std::nanf(""), 7};
+    const auto got = run_prepared(m, 2, {data, indices}).at(0);
+    CHECK(relative_error(got, want) == 0);
+  }
+  {
+    ModelBuilder m2(17);
+    m2.input("data", {2, 5}).output("y");
+    auto& t = m2.initializer("indices");
+    t.set_data_type(onnx::TensorProto::INT64);
+    t.add_dims(2);
+    t.add_dims(2);
+    for (std::int64_t v : {0, 1, 4, -6}) t.add_int64_data(v);
+    set_int(m2.node("GatherElements", {"data", "indices"}, {"y"}, "the_gather"), "axis", 1);
+    const std::string e = error_of([&] { sluice::nn::prepare(m2.load(), 2); });
+    CHECK_THAT(e, Contains("'the_gather' (GatherElements)"));
+    CHECK_THAT(e, Contains("index -6 is out of range"));
+  }
+}
+
+TEST_CASE("GatherElements of constants folds", "[cpu_ops][gather_elements]") {
+  ModelBuilder m(17);
+  m.input("x", {2, 3}).weights("table", {2, 4}, {0, 10, 20, 30, 40, 50, 60, 70}).output("y");
+  auto& t = m.initializer("indices");
+  t.set_data_type(onnx::TensorProto::INT64);
+  t.add_dims(2);
+  t.add_dims(3);
+  for (std::int64_t v : {3, 0, -1, 1, 1, 2}) t.add_int64_data(v);
+  set_int(m.node("GatherElements", {"table", "indices"}, {"g"}), "axis", 1);
+  m.node("Add", {"x", "g"}, {"y"});
+  const Graph g = sluice::nn::prepare(m.load(), 2);
+  REQUIRE(g.nodes.size() == 1);
+  CHECK(g.nodes[0].op == Op::Add);
+  const Floats x{1, 2, 3, 4, 5, 6};
+  const Floats want{1 + 30, 2 + 0, 3 + 30, 4 + 50, 5 + 50, 6 + 60};
+  CHECK(relative_error(run_prepared(m, 2, {x}).at(0), want) == 0);
 }
 
 }  // namespace

@@ -56,7 +56,7 @@ void check_prepared_form(const Graph& g) {
                                          "Pow", "Max", "Min", "ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin",
                                          "ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceProd",
                                          "LayerNormalization", "Gelu", "Attention", "LogSoftmax", "ArgMax", "ArgMin",
-                                         "TopK", "Linear", "Sin", "Cos"};
+                                         "TopK", "Linear", "Sin", "Cos", "GatherElements"};
   std::set<std::string> available;
   for (const auto& in : g.inputs) {
     available.insert(in.name);
@@ -2407,4 +2407,35 @@ TEST_CASE("Einsum is lowered into MatMul, Mul, ReduceSum and moves, and refused 
   test::set_string(m.node("Einsum", {"x"}, {"y"}, "diag"), "equation", "bii->bi");
   CHECK_THAT(error_of([&] { prepared(m, 1); }),
              Contains("node 'diag' (Einsum): equation 'bii->bi': index i repeats in input 0 (a diagonal), which is not supported"));
+}
+
+TEST_CASE("GatherElements has a non-negative axis, f32 constant indices and refuses indices longer than data",
+          "[nn][passes][gather_elements]") {
+  {
+    ModelBuilder m(17);
+    m.input("x", {-1, 5, 4}).input("i", {-1, 3, 4}).output("y");
+    test::set_int(m.node("GatherElements", {"x", "i"}, {"y"}), "axis", -2);
+    const Graph g = prepared(m, 2);
+    check_prepared_form(g);
+    const Node& n = only_node(g);
+    CHECK(n.attrs.i("axis", -1) == 1);
+    CHECK(g.shapes.at("y") == Shape{2, 3, 4});
+  }
+  {  // constant int64 indices become f32 numbers; indices longer than data refused
+    ModelBuilder m(17);
+    m.input("x", {-1, 5}).ints("i", {4, -1, 0}).output("y");
+    m.node("Unsqueeze", {"i", "zero"}, {"i2"});
+    m.ints("zero", {0});
+    test::set_int(m.node("GatherElements", {"x", "i2"}, {"y"}), "axis", 1);
+    const Graph g = prepared(m, 1);
+    check_prepared_form(g);
+    const Node& n = only_node(g);
+    REQUIRE(g.is_constant(n.inputs[1]));
+    CHECK(g.constants.at(n.inputs[1]).f32 == std::vector<float>{4, -1, 0});
+    ModelBuilder longer(17);
+    longer.input("x", {-1, 2, 5}).input("i", {-1, 3, 5}).output("y");
+    test::set_int(longer.node("GatherElements", {"x", "i"}, {"y"}, "g"), "axis", 2);
+    CHECK_THAT(error_of([&] { prepared(longer, 1); }),
+               Contains("node 'g' (GatherElements): indices [1,3,5] are longer than data [1,2,5] in dimension 1"));
+  }
 }
