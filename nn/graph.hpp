@@ -176,6 +176,11 @@ struct Graph {
 //                    constant index outside [-dim, dim) is refused at prepare time; at run time an index is
 //                    rounded and one outside [-dim, dim) (or NaN) gives NaN, never another element. Engines
 //                    refuse, as for TopK, run-time indices into an axis longer than their type counts exactly
+//   GridSample       inputs X [N, C, H, W], grid [N, Ho, Wo, 2] (x then y, -1 .. 1 spanning the input: the
+//                    outer edges of the corner pixels, or with align_corners their centres); attrs "mode"
+//                    (bilinear | nearest; opset 20's "linear" is bilinear; bicubic refused), "padding_mode"
+//                    (zeros | border | reflection), align_corners (0 | 1). Y [N, C, Ho, Wo], PyTorch's
+//                    grid_sample: nearest rounds half to even; a NaN coordinate reads as outside (0 with zeros)
 // DepthToSpace, SpaceToDepth (Reshape, Transpose, Reshape), Tile (Reshape, Mul by a constant of ones, Reshape),
 // InstanceNormalization (LayerNormalization over the dims from 2 on with scale 1, then BatchNormalization with
 // the scale and B, mean 0, variance 1, epsilon 0), GroupNormalization (Reshape to [N, groups, rest],

@@ -80,6 +80,7 @@ constexpr OpInfo kOpTable[] = {
     {Op::ArgMin, "ArgMin", 1, 1, 1, 1, kOnnxRuns, 0, nullptr, nullptr, 0, 0},
     {Op::TopK, "TopK", 1, 2, 2, 2, kOnnxRuns, 0, nullptr, nullptr, 0, 0},
     {Op::GatherElements, "GatherElements", 11, 2, 2, 1, kOnnxRuns, 0, nullptr, nullptr, 0, 0},
+    {Op::GridSample, "GridSample", 16, 2, 2, 1, kOnnxRuns, 0, nullptr, nullptr, 0, 0},
     // made by prepare() (arity: the prepared form's)
     {Op::Linear, "Linear", 0, 2, 4, 1, kRuns, 0, nullptr, nullptr, 0, 0},
     {Op::Gelu, "Gelu", 0, 1, 1, 1, kRuns | kUnaryMath, u(UnaryMath::gelu), nullptr, nullptr, 0, 0},

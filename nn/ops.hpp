@@ -25,7 +25,7 @@ enum class Op : std::uint8_t {
   MaxPool, AveragePool, GlobalAveragePool,
   Reshape, Transpose, Gemm, MatMul, Concat, Split, Slice, Softmax, LogSoftmax, Resize, Pad,
   ReduceMean, ReduceSum, ReduceMax, ReduceMin, ReduceL1, ReduceL2, ReduceSumSquare, ReduceProd,
-  LayerNormalization, ArgMax, ArgMin, TopK, GatherElements,
+  LayerNormalization, ArgMax, ArgMin, TopK, GatherElements, GridSample,
   // made by prepare(), never read from a file
   Linear, Gelu, Attention,
   // respelled by canonicalize into ops above

@@ -1,6 +1,6 @@
 // Layers that run the backend's own kernels (kernels.cuh): activations, elementwise math, broadcasting arithmetic,
 // reductions, layer norm, standalone batch norm, pools, data movement (reshape, transpose, concat, split, slice, pad),
-// softmax and log softmax, resize, ArgMax/ArgMin/TopK, GatherElements.
+// softmax and log softmax, resize, ArgMax/ArgMin/TopK, GatherElements, GridSample.
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -665,6 +665,41 @@ class GatherElementsLayer : public Layer {
   const void* constant_indices_ = nullptr;
 };
 
+class GridSampleLayer : public Layer {
+ public:
+  GridSampleLayer(const Node& node, BuildContext& ctx) : Layer(node), values_(ctx.values) {
+    x_ = ctx.values.id(node.inputs.at(0));
+    grid_ = ctx.values.id(node.inputs.at(1));
+    y_ = ctx.values.id(node.outputs.at(0));
+    const Shape &xs = values_.slot(x_).shape, &gs = values_.slot(grid_).shape;
+    if (xs.size() != 4 || gs.size() != 4 || gs[0] != xs[0] || gs[3] != 2)
+      throw ModelError(fail(ctx, node, "input " + to_string(xs) + " and grid " + to_string(gs) +
+                                           " are not [N, C, H, W] and [N, Ho, Wo, 2]"));
+    if (xs[2] > (1 << 30) || xs[3] > (1 << 30)) throw ModelError(fail(ctx, node, "the input is too large to sample"));
+    const std::string mode = node.attrs.s("mode", "bilinear"), padding = node.attrs.s("padding_mode", "zeros");
+    if (mode != "bilinear" && mode != "nearest")
+      throw ModelError(fail(ctx, node, "mode '" + mode + "' is not bilinear or nearest"));
+    p_.nearest = mode == "nearest";
+    if (padding == "zeros") p_.padding = static_cast<std::uint8_t>(GridSamplePadding::zeros);
+    else if (padding == "border") p_.padding = static_cast<std::uint8_t>(GridSamplePadding::border);
+    else if (padding == "reflection") p_.padding = static_cast<std::uint8_t>(GridSamplePadding::reflection);
+    else throw ModelError(fail(ctx, node, "padding_mode '" + padding + "' is not zeros, border or reflection"));
+    p_.align_corners = node.attrs.i("align_corners", 0) != 0;
+    for (int id : {x_, grid_})
+      if (values_.slot(id).constant) ctx.constant(values_.slot(id).name);
+  }
+  void run(const RunContext& ctx) override {
+    grid_sample(values_.type(), p_, ctx.at(y_), values_.view(y_, ctx.count), ctx.at(x_), values_.view(x_, ctx.count),
+                ctx.at(grid_), values_.view(grid_, ctx.count), ctx.stream);
+  }
+  std::string kernel() const override { return p_.nearest ? "grid sample nearest" : "grid sample bilinear"; }
+
+ private:
+  const ValueTable& values_;
+  int x_, grid_, y_;
+  GridSampleParams p_;
+};
+
 class ResizeLayer : public Layer {
  public:
   ResizeLayer(const Node& node, BuildContext& ctx) : Layer(node), values_(ctx.values) {
@@ -733,6 +768,7 @@ std::unique_ptr<Layer> make_kernel_layer(const Node& node, BuildContext& ctx) {
   if (op == Op::ArgMax || op == Op::ArgMin || op == Op::TopK) return std::make_unique<RankingLayer>(node, ctx);
   if (op == Op::Resize) return std::make_unique<ResizeLayer>(node, ctx);
   if (op == Op::GatherElements) return std::make_unique<GatherElementsLayer>(node, ctx);
+  if (op == Op::GridSample) return std::make_unique<GridSampleLayer>(node, ctx);
   if (op == Op::Attention) return make_attention(node, ctx);
   throw ModelError(ctx.graph.source + ": " + node.where() + ": the CUDA backend does not run this op (not in the "
                    "prepared form of nn/graph.hpp)");

@@ -1,5 +1,5 @@
-// GatherElements: one thread an output element, every operand read through its View (so NHWC and row-major
-// values alike), in nn/sampling_math.hpp's formula (the CPU layer's own).
+// GatherElements and GridSample: one thread an output element, every operand read through its View (so NHWC and
+// row-major values alike), in nn/sampling_math.hpp's formulas (the CPU layers' own).
 #include <cmath>
 
 #include "nn/cuda/kernel_util.cuh"
@@ -27,6 +27,30 @@ __global__ void gather_elements_kernel(T* y, View yv, const T* x, View xv, const
   }
 }
 
+template <typename T>
+__global__ void grid_sample_kernel(GridSampleParams p, T* y, View yv, const T* x, View xv, const T* grid, View gv,
+                                   std::int64_t n) {
+  const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  const int h = static_cast<int>(xv.shape[2]), w = static_cast<int>(xv.shape[3]);
+  const auto padding = static_cast<GridSamplePadding>(p.padding);
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n; i += step) {
+    // i in y's logical order [N, C, Ho, Wo]
+    std::int64_t rest = i;
+    const std::int64_t ox = rest % yv.shape[3];
+    rest /= yv.shape[3];
+    const std::int64_t oy = rest % yv.shape[2];
+    rest /= yv.shape[2];
+    const std::int64_t c = rest % yv.shape[1], b = rest / yv.shape[1];
+    const T* at_grid = grid + gv.offset + b * gv.stride[0] + oy * gv.stride[1] + ox * gv.stride[2];
+    const float gx = to_f32(at_grid[0]), gy = to_f32(at_grid[gv.stride[3]]);
+    const T* plane = x + xv.offset + b * xv.stride[0] + c * xv.stride[1];
+    const float v = grid_sample_at(gx, gy, h, w, p.nearest, padding, p.align_corners, [&](int iy, int ix) {
+      return to_f32(plane[iy * xv.stride[2] + ix * xv.stride[3]]);
+    });
+    y[yv.offset + b * yv.stride[0] + c * yv.stride[1] + oy * yv.stride[2] + ox * yv.stride[3]] = from_f32<T>(v);
+  }
+}
+
 }  // namespace
 
 void gather_elements(DType type, void* y, const View& y_view, const void* x, const View& x_view, const void* indices,
@@ -44,6 +68,19 @@ void gather_elements(DType type, void* y, const View& y_view, const void* x, con
                                                                        static_cast<const T*>(x), x_view,
                                                                        static_cast<const T*>(indices), indices_view,
                                                                        axis, n);
+  });
+  check_launch();
+}
+
+void grid_sample(DType type, const GridSampleParams& p, void* y, const View& y_view, const void* x,
+                 const View& x_view, const void* grid, const View& grid_view, cudaStream_t stream) {
+  const std::int64_t n = y_view.elements();
+  if (n == 0) return;
+  dispatch_float_type(type, [&](auto tag) {
+    using T = decltype(tag);
+    grid_sample_kernel<T><<<grid_for(n), kBlock, 0, stream>>>(p, static_cast<T*>(y), y_view,
+                                                              static_cast<const T*>(x), x_view,
+                                                              static_cast<const T*>(grid), grid_view, n);
   });
   check_launch();
 }

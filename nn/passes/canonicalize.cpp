@@ -584,6 +584,29 @@ Node gather_elements(const Node& n, const Graph& g) {
   return respelled(n, n.op, {n.inputs[0], input(g, n, 1)}, std::move(a));
 }
 
+// GridSample (opset 16; opset 20 spells bilinear "linear" and allows more dimensions, of which 4-D runs).
+Node grid_sample(const Node& n, const Graph& g) {
+  const Shape& x = input_shape(g, n, 0);
+  const Shape& grid = input_shape(g, n, 1);
+  if (x.size() != 4) fail(g, n, "needs a 4-D input [N, C, H, W], not " + to_string(x));
+  if (grid.size() != 4 || grid[0] != x[0] || grid[3] != 2)
+    fail(g, n, "grid " + to_string(grid) + " must be [N, H_out, W_out, 2] with N of the input " + to_string(x));
+  std::string mode = n.attrs.s("mode", "bilinear");
+  if (mode == "linear") mode = "bilinear";
+  if (mode != "bilinear" && mode != "nearest")
+    fail(g, n, "mode '" + mode + "' is not supported (bilinear, nearest)");
+  const std::string padding = n.attrs.s("padding_mode", "zeros");
+  if (padding != "zeros" && padding != "border" && padding != "reflection")
+    fail(g, n, "padding_mode '" + padding + "' is not zeros, border or reflection");
+  const std::int64_t align = n.attrs.i("align_corners", 0);
+  if (align != 0 && align != 1) fail(g, n, "align_corners " + std::to_string(align) + " is not 0 or 1");
+  Attributes a;
+  a.values["mode"] = mode;
+  a.values["padding_mode"] = padding;
+  a.values["align_corners"] = align;
+  return respelled(n, n.op, {n.inputs[0], input(g, n, 1)}, std::move(a));
+}
+
 // `scales` (empty when the model gave sizes) is kept as an attribute: ONNX maps coordinates with the model's
 // own scales, which differ from sizes / input for non-integer ratios.
 Node resize_node(const Node& n, const Graph& g, const Shape& x, const Shape& sizes, const std::vector<float>& scales,
@@ -788,6 +811,7 @@ Node canonicalize(const Node& node, const Graph& g, const std::set<std::string>&
   if (op == Op::ArgMax || op == Op::ArgMin) return arg_extreme(node, g);
   if (op == Op::TopK) return top_k(node, g);
   if (op == Op::GatherElements) return gather_elements(node, g);
+  if (op == Op::GridSample) return grid_sample(node, g);
   if (op == Op::Resize) return resize(node, g);
   if (op == Op::Upsample) return upsample(node, g);
   if (op == Op::Pad) return pad(node, g);

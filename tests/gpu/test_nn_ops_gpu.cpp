@@ -885,6 +885,37 @@ TEST_CASE("CUDA runs every elementwise op of the op table like its scalar refere
   }
 }
 
+// ---- the ops of transformer-era detectors (issue 31): GatherElements, GridSample, Einsum's lowering ----------
+
+namespace {
+
+float held_as(Precision p, float v) {
+  if (p == Precision::f16) return sluice::kernels::half_bits_to_float(sluice::kernels::float_to_half_bits(v));
+  if (p == Precision::bf16) return sluice::kernels::bf16_bits_to_float(sluice::kernels::float_to_bf16_bits(v));
+  return v;
+}
+
+// Each precision against the CPU run on the inputs rounded to what that engine holds, so both sample the very
+// same positions (GridSample's grid at 8 bits moves a tap by far more than the bound otherwise).
+void check_held_inputs_all_precisions(const Graph& g, const std::vector<std::vector<float>>& inputs) {
+  for (Precision p : {Precision::f32, Precision::f16, Precision::bf16}) {
+    auto held = inputs;
+    for (auto& in : held)
+      for (float& v : in) v = held_as(p, v);
+    const auto want = run_cpu(g, held);
+    CudaEngineOptions o;
+    o.precision = p;
+    CudaEngine engine(g, o);
+    const auto got = run_gpu(engine, held);
+    for (std::size_t i = 0; i < want.size(); ++i) {
+      INFO(g.source << " output " << i << " at " << to_string(p));
+      CHECK(relative_error(got[i], want[i]) <= tolerance(p));
+    }
+  }
+}
+
+}  // namespace
+
 TEST_CASE("CUDA GatherElements matches the CPU exactly, out-of-range and NaN indices giving NaN",
           "[nn][nn_cuda][gather_elements]") {
   struct Case {
@@ -941,6 +972,30 @@ TEST_CASE("CUDA GatherElements matches the CPU exactly, out-of-range and NaN ind
     set_int(m.node("GatherElements", {nhwc ? "p" : "x", "indices"}, {"y"}), "axis", 1);
     const Graph g = prepared_model(m, 2);
     check_exact_all_precisions(g, tied_inputs(g, 91, false));
+  }
+}
+
+TEST_CASE("CUDA GridSample matches the CPU in every mode, padding and corner alignment", "[nn][nn_cuda][grid_sample]") {
+  const std::vector<std::pair<Shape, Shape>> shapes = {{{2, 3, 7, 9}, {2, 5, 6, 2}}, {{1, 16, 12, 10}, {1, 30, 1, 2}}};
+  std::uint32_t seed = 100;
+  for (const auto& [xs, gs] : shapes)
+    for (const std::string mode : {"bilinear", "nearest"})
+      for (const std::string padding : {"zeros", "border", "reflection"})
+        for (const std::int64_t align : {0, 1}) {
+          OneNode b("GridSample", mode + " " + padding + " align_corners " + std::to_string(align) + " " + to_string(xs));
+          b.input("x", xs).input("grid", gs).output("y", {xs[0], xs[1], gs[1], gs[2]});
+          b.attr("mode", mode).attr("padding_mode", padding).attr("align_corners", align);
+          auto inputs = random_inputs(b.g, seed++);
+          for (float& v : inputs[1]) v *= 1.3f;  // past the edges too
+          check_held_inputs_all_precisions(b.g, inputs);
+        }
+  {  // the input held NHWC on the GPU (a Conv-side value), the grid a constant
+    ModelBuilder m(16);
+    m.input("x", {-1, 8, 6, 7}).weights("grid", {2, 4, 5, 2}, random_values(40, 120, -1.2f, 1.2f)).output("y");
+    nhwc_copy(m, "x", "p");
+    set_int(m.node("GridSample", {"p", "grid"}, {"y"}), "align_corners", 1);
+    const Graph g = prepared_model(m, 2);
+    check_held_inputs_all_precisions(g, random_inputs(g, 121));
   }
 }
 

@@ -1,5 +1,5 @@
-// The ops transformer-era detectors' exports add (issue 31: RT-DETR, MaxViT): Einsum (lowered by prepare()) and
-// GatherElements, run through prepare() and the CPU engine against naive references written here
+// The ops transformer-era detectors' exports add (issue 31: RT-DETR, MaxViT): Einsum (lowered by prepare()),
+// GatherElements and GridSample, run through prepare() and the CPU engine against naive references written here
 // with plain loops (no code shared with nn/), on random inputs from fixed seeds.
 #include <catch2/catch.hpp>
 
@@ -345,6 +345,111 @@ TEST_CASE("GatherElements of constants folds", "[cpu_ops][gather_elements]") {
   const Floats x{1, 2, 3, 4, 5, 6};
   const Floats want{1 + 30, 2 + 0, 3 + 30, 4 + 50, 5 + 50, 6 + 60};
   CHECK(relative_error(run_prepared(m, 2, {x}).at(0), want) == 0);
+}
+
+// ---- GridSample ------------------------------------------------------------------------------------------------
+
+// PyTorch's grid_sample (aten/src/ATen/native/GridSampler.h), written out: coordinates in float as PyTorch
+// computes them for float data, the taps summed in double.
+float unnormalize(float g, std::int64_t size, bool align) {
+  return align ? (g + 1) / 2 * static_cast<float>(size - 1) : ((g + 1) * static_cast<float>(size) - 1) / 2;
+}
+float reflect(float x, std::int64_t twice_low, std::int64_t twice_high) {
+  if (twice_low == twice_high) return 0;
+  const float lo = static_cast<float>(twice_low) / 2, span = static_cast<float>(twice_high - twice_low) / 2;
+  x = std::fabs(x - lo);
+  const float extra = std::fmod(x, span);
+  const auto flips = static_cast<std::int64_t>(std::floor(x / span));
+  return flips % 2 == 0 ? extra + lo : span - extra + lo;
+}
+float source_index(float g, std::int64_t size, const std::string& padding, bool align) {
+  float x = unnormalize(g, size, align);
+  if (padding == "reflection") x = align ? reflect(x, 0, 2 * (size - 1)) : reflect(x, -1, 2 * size - 1);
+  if (padding != "zeros") x = std::min(static_cast<float>(size - 1), std::max(x, 0.f));
+  return x;
+}
+
+Floats grid_sample_reference(const Floats& x, const Shape& xs, const Floats& grid, const Shape& gs,
+                             const std::string& mode, const std::string& padding, bool align) {
+  const std::int64_t N = xs[0], C = xs[1], H = xs[2], W = xs[3], Ho = gs[1], Wo = gs[2];
+  Floats y;
+  for (std::int64_t n = 0; n < N; ++n)
+    for (std::int64_t c = 0; c < C; ++c)
+      for (std::int64_t i = 0; i < Ho; ++i)
+        for (std::int64_t j = 0; j < Wo; ++j) {
+          const float* g = &grid[static_cast<std::size_t>(((n * Ho + i) * Wo + j) * 2)];
+          const float ix = source_index(g[0], W, padding, align), iy = source_index(g[1], H, padding, align);
+          auto pixel = [&](std::int64_t r, std::int64_t col) -> double {
+            if (r < 0 || r >= H || col < 0 || col >= W) return 0;
+            return x[static_cast<std::size_t>(((n * C + c) * H + r) * W + col)];
+          };
+          if (mode == "nearest") {
+            y.push_back(static_cast<float>(pixel(static_cast<std::int64_t>(std::nearbyint(iy)),
+                                                 static_cast<std::int64_t>(std::nearbyint(ix)))));
+            continue;
+          }
+          const auto x0 = static_cast<std::int64_t>(std::floor(ix)), y0 = static_cast<std::int64_t>(std::floor(iy));
+          const double wx = ix - static_cast<float>(x0), wy = iy - static_cast<float>(y0);
+          y.push_back(static_cast<float>(pixel(y0, x0) * (1 - wx) * (1 - wy) + pixel(y0, x0 + 1) * wx * (1 - wy) +
+                                         pixel(y0 + 1, x0) * (1 - wx) * wy + pixel(y0 + 1, x0 + 1) * wx * wy));
+        }
+  return y;
+}
+
+TEST_CASE("GridSample matches PyTorch's formulas in every mode, padding and corner alignment", "[cpu_ops][grid_sample]") {
+  std::mt19937 rng(331);
+  const std::vector<std::pair<Shape, Shape>> shapes = {
+      {{2, 3, 5, 7}, {2, 4, 6, 2}}, {{1, 2, 1, 6}, {1, 3, 3, 2}}, {{2, 1, 8, 8}, {2, 8, 8, 2}}, {{1, 4, 3, 1}, {1, 5, 2, 2}}};
+  for (const auto& [xs, gs] : shapes)
+    for (const std::string mode : {"bilinear", "nearest"})
+      for (const std::string padding : {"zeros", "border", "reflection"})
+        for (const std::int64_t align : {0, 1}) {
+          INFO(sluice::nn::to_string(xs) << " grid " << sluice::nn::to_string(gs) << " " << mode << " " << padding
+                                         << " align_corners " << align);
+          const Floats x = random_floats(rng, count(xs));
+          const Floats grid = random_floats(rng, count(gs), -1.3f, 1.3f);  // past the edges too
+          ModelBuilder m(16);
+          m.input("x", xs).input("grid", gs).output("y");
+          auto& n = m.node("GridSample", {"x", "grid"}, {"y"});
+          set_string(n, "mode", mode);
+          set_string(n, "padding_mode", padding);
+          set_int(n, "align_corners", align);
+          const auto got = run_prepared(m, xs[0], {x, grid});
+          CHECK(relative_error(got.at(0), grid_sample_reference(x, xs, grid, gs, mode, padding, align != 0)) <= 1e-6);
+        }
+}
+
+TEST_CASE("GridSample's defaults are bilinear, zeros and align_corners 0, and a constant grid runs", "[cpu_ops][grid_sample]") {
+  std::mt19937 rng(332);
+  const Shape xs{2, 3, 4, 5}, gs{2, 3, 3, 2};
+  const Floats x = random_floats(rng, count(xs)), grid = random_floats(rng, count(gs), -1.1f, 1.1f);
+  ModelBuilder m(16);
+  m.input("x", xs).weights("grid", gs, grid).output("y");
+  m.node("GridSample", {"x", "grid"}, {"y"});
+  CHECK(relative_error(run_prepared(m, 2, {x}).at(0), grid_sample_reference(x, xs, grid, gs, "bilinear", "zeros", false)) <= 1e-6);
+}
+
+TEST_CASE("GridSample refuses bicubic and inputs that are not 4-D, naming the node", "[cpu_ops][grid_sample]") {
+  {
+    ModelBuilder m(16);
+    m.input("x", {1, 2, 4, 4}).input("grid", {1, 3, 3, 2}).output("y");
+    set_string(m.node("GridSample", {"x", "grid"}, {"y"}, "the_sampler"), "mode", "bicubic");
+    const std::string e = error_of([&] { sluice::nn::prepare(m.load(), 1); });
+    CHECK_THAT(e, Contains("'the_sampler' (GridSample)"));
+    CHECK_THAT(e, Contains("mode 'bicubic' is not supported"));
+  }
+  {
+    ModelBuilder m(16);
+    m.input("x", {1, 2, 4}).input("grid", {1, 3, 2}).output("y");
+    m.node("GridSample", {"x", "grid"}, {"y"}, "the_sampler");
+    CHECK_THAT(error_of([&] { sluice::nn::prepare(m.load(), 1); }), Contains("'the_sampler' (GridSample): needs a 4-D input"));
+  }
+  {
+    ModelBuilder m(16);
+    m.input("x", {1, 2, 4, 4}).input("grid", {1, 3, 3, 3}).output("y");
+    m.node("GridSample", {"x", "grid"}, {"y"}, "the_sampler");
+    CHECK_THAT(error_of([&] { sluice::nn::prepare(m.load(), 1); }), Contains("must be [N, H_out, W_out, 2]"));
+  }
 }
 
 }  // namespace

@@ -56,7 +56,7 @@ void check_prepared_form(const Graph& g) {
                                          "Pow", "Max", "Min", "ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin",
                                          "ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceProd",
                                          "LayerNormalization", "Gelu", "Attention", "LogSoftmax", "ArgMax", "ArgMin",
-                                         "TopK", "Linear", "Sin", "Cos", "GatherElements"};
+                                         "TopK", "Linear", "Sin", "Cos", "GatherElements", "GridSample"};
   std::set<std::string> available;
   for (const auto& in : g.inputs) {
     available.insert(in.name);
@@ -2438,4 +2438,26 @@ TEST_CASE("GatherElements has a non-negative axis, f32 constant indices and refu
     CHECK_THAT(error_of([&] { prepared(longer, 1); }),
                Contains("node 'g' (GatherElements): indices [1,3,5] are longer than data [1,2,5] in dimension 1"));
   }
+}
+
+TEST_CASE("GridSample has its defaults written out, opset 20's linear as bilinear, and refuses other paddings",
+          "[nn][passes][grid_sample]") {
+  for (const std::int64_t opset : {16, 20}) {
+    ModelBuilder m(opset);
+    m.input("x", {-1, 3, 6, 6}).input("grid", {-1, 4, 5, 2}).output("y");
+    auto& n = m.node("GridSample", {"x", "grid"}, {"y"});
+    if (opset == 20) test::set_string(n, "mode", "linear");
+    const Graph g = prepared(m, 2);
+    check_prepared_form(g);
+    const Node& s = only_node(g);
+    CHECK(s.attrs.s("mode", "") == "bilinear");
+    CHECK(s.attrs.s("padding_mode", "") == "zeros");
+    CHECK(s.attrs.i("align_corners", -1) == 0);
+    CHECK(g.shapes.at("y") == Shape{2, 3, 4, 5});
+  }
+  ModelBuilder m(16);
+  m.input("x", {-1, 3, 6, 6}).input("grid", {-1, 4, 5, 2}).output("y");
+  test::set_string(m.node("GridSample", {"x", "grid"}, {"y"}, "gs"), "padding_mode", "wrap");
+  CHECK_THAT(error_of([&] { prepared(m, 1); }),
+             Contains("node 'gs' (GridSample): padding_mode 'wrap' is not zeros, border or reflection"));
 }
