@@ -2461,3 +2461,17 @@ TEST_CASE("GridSample has its defaults written out, opset 20's linear as bilinea
   CHECK_THAT(error_of([&] { prepared(m, 1); }),
              Contains("node 'gs' (GridSample): padding_mode 'wrap' is not zeros, border or reflection"));
 }
+
+TEST_CASE("the issue 31 fuzz seeds run, or are refused naming the node", "[nn][passes][einsum]") {
+  const std::string corpus = std::string(SLUICE_SOURCE_DIR) + "/fuzz/corpus/onnx/";
+  const Graph g = prepare(load_onnx(corpus + "detr_ops.onnx"), 2);
+  check_prepared_form(g);
+  CHECK(g.shapes.at("y") == Shape{2, 4, 2});
+  CpuEngine engine(g);
+  const std::vector<float> x = random_values(2 * 4 * 6 * 6, 7), grid = random_values(2 * 3 * 3 * 2, 8, -1.2f, 1.2f);
+  std::vector<float> y(2 * 4 * 2, std::nanf(""));
+  engine.run({x.data(), grid.data()}, {y.data()});
+  CHECK(std::all_of(y.begin(), y.end(), [](float v) { return std::isfinite(v); }));
+  CHECK_THAT(error_of([&] { prepare(load_onnx(corpus + "einsum_diagonal.onnx"), 1); }),
+             Contains("(Einsum): equation 'b...ii->b...i': index i repeats in input 0 (a diagonal)"));
+}
