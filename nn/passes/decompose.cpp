@@ -519,7 +519,9 @@ class EinsumLowering {
       for (int label : labels) p *= extent_in(x, label);  // at most the elements of an input: no overflow
       return p;
     };
-    // The batch dims merge into one unless an ellipsis dim broadcasts (1 in one operand), which MatMul then does.
+    // The batch dims stay as they are (MatMul takes them batched and broadcasts an ellipsis dim of 1), so that
+    // attention's einsums lower to MatMul -> Softmax -> MatMul with no Reshape between, which fuse_attention
+    // matches; equal ones merge into one only where the operands would pass the CUDA backend's 6 dimensions.
     Shape batch_a, batch_b;
     bool same = true;
     for (int label : batch) {
@@ -527,7 +529,7 @@ class EinsumLowering {
       batch_b.push_back(extent_in(b, label));
       same = same && batch_a.back() == batch_b.back();
     }
-    const bool merged = same && !batch.empty();
+    const bool merged = same && batch.size() > 4;
     if (merged) batch_a = batch_b = {product(batch, a)};
     Shape to_a = batch_a, to_b = batch_b;
     to_a.insert(to_a.end(), {product(m, a), product(k, a)});

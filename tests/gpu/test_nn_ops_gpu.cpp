@@ -1029,4 +1029,12 @@ TEST_CASE("CUDA runs Einsum's lowering (products, sums, transposes) like the CPU
     g.source = "Einsum " + c.equation;
     check_all_precisions(g, 130);
   }
+  {  // attention as two einsums around a softmax: prepare fuses it into one Attention
+    ModelBuilder m(17);
+    m.input("q", {-1, 3, 2, 7, 16}).input("k", {-1, 3, 2, 5, 16}).input("v", {-1, 3, 2, 5, 16}).output("y");
+    set_string(m.node("Einsum", {"q", "k"}, {"s"}), "equation", "B G H I D, B G H J D -> B G H I J");
+    set_int(m.node("Softmax", {"s"}, {"p"}), "axis", -1);
+    set_string(m.node("Einsum", {"p", "v"}, {"y"}), "equation", "B G H I J, B G H J D -> B G H I D");
+    check_all_precisions(prepared_model(m, 2), 131);
+  }
 }

@@ -186,6 +186,39 @@ TEST_CASE("Einsum equations of real exports run as products, sums and transposes
   }
 }
 
+TEST_CASE("Attention written as Einsums (fused into Attention by prepare) computes softmax(q k^T) v",
+          "[cpu_ops][einsum]") {
+  std::mt19937 rng(313);
+  for (const bool maxvit : {false, true}) {
+    const Shape qs = maxvit ? Shape{2, 3, 2, 7, 8} : Shape{2, 4, 9, 8};
+    const Shape ks = maxvit ? Shape{2, 3, 2, 5, 8} : Shape{2, 4, 11, 8};
+    const std::string scores = maxvit ? "B G H I D, B G H J D -> B G H I J" : "bhqd,bhkd->bhqk";
+    const std::string output = maxvit ? "B G H I J, B G H J D -> B G H I D" : "bhqk,bhkd->bhqd";
+    INFO(scores);
+    const Floats q = random_floats(rng, count(qs)), k = random_floats(rng, count(ks));
+    const Floats v = random_floats(rng, count(ks));
+    Shape ss = qs;
+    ss.back() = ks[ks.size() - 2];
+    const std::string letters = maxvit ? "BGHID,BGHJD->BGHIJ" : "bhqd,bhkd->bhqk";
+    Floats s = einsum_reference(letters, {qs, ks}, {q, k});
+    const std::int64_t row = ss.back();
+    for (std::size_t r = 0; r < s.size(); r += static_cast<std::size_t>(row)) {  // softmax of each row, in double
+      float* x = s.data() + r;
+      const double top = *std::max_element(x, x + row);
+      double sum = 0;
+      for (std::int64_t j = 0; j < row; ++j) sum += std::exp(x[j] - top);
+      for (std::int64_t j = 0; j < row; ++j) x[j] = static_cast<float>(std::exp(x[j] - top) / sum);
+    }
+    const Floats want = einsum_reference(maxvit ? "BGHIJ,BGHJD->BGHID" : "bhqk,bhkd->bhqd", {ss, ks}, {s, v});
+    ModelBuilder m(17);
+    m.input("q", qs).input("k", ks).input("v", ks).output("y");
+    set_string(m.node("Einsum", {"q", "k"}, {"s"}), "equation", scores);
+    set_int(m.node("Softmax", {"s"}, {"p"}), "axis", -1);
+    set_string(m.node("Einsum", {"p", "v"}, {"y"}), "equation", output);
+    CHECK(relative_error(run_prepared(m, 2, {q, k, v}).at(0), want) <= 1e-5);
+  }
+}
+
 TEST_CASE("Einsum of constants folds at prepare time", "[cpu_ops][einsum]") {
   // RT-DETR's position embedding: an outer product of two constant ranges, then sin and cos of it, added to data.
   ModelBuilder m(17);

@@ -2409,6 +2409,28 @@ TEST_CASE("Einsum is lowered into MatMul, Mul, ReduceSum and moves, and refused 
              Contains("node 'diag' (Einsum): equation 'bii->bi': index i repeats in input 0 (a diagonal), which is not supported"));
 }
 
+TEST_CASE("Attention written as two Einsums around a Softmax fuses into one Attention",
+          "[nn][passes][einsum][attention]") {
+  struct Form {
+    std::string scores, output;
+    Shape q, k;
+  };
+  for (const Form& f : {Form{"bhqd,bhkd->bhqk", "bhqk,bhkd->bhqd", {-1, 4, 9, 16}, {-1, 4, 11, 16}},
+                        Form{"B G H I D, B G H J D -> B G H I J", "B G H I J, B G H J D -> B G H I D",  // MaxViT's
+                             {-1, 3, 2, 7, 16}, {-1, 3, 2, 5, 16}}}) {
+    INFO(f.scores);
+    ModelBuilder m(17);
+    m.input("q", f.q).input("k", f.k).input("v", f.k).output("y");
+    test::set_string(m.node("Einsum", {"q", "k"}, {"s"}), "equation", f.scores);
+    test::set_int(m.node("Softmax", {"s"}, {"p"}), "axis", -1);
+    test::set_string(m.node("Einsum", {"p", "v"}, {"y"}), "equation", f.output);
+    const Graph g = prepared(m, 2);
+    check_prepared_form(g);
+    CHECK(count_op(g, "Attention") == 1);
+    CHECK(g.nodes.size() == 1);
+  }
+}
+
 TEST_CASE("GatherElements has a non-negative axis, f32 constant indices and refuses indices longer than data",
           "[nn][passes][gather_elements]") {
   {
