@@ -1,7 +1,7 @@
 #pragma once
-// The elementwise math ops (Erf, Sqrt, Exp, Log, Neg, Abs, Reciprocal, Floor, Ceil) and the binary ones beyond
-// + - * / (Pow, Max, Min): one definition each, used by constant folding, the CPU backend and the CUDA kernels
-// (the functions are the C math library's, which CUDA provides on the device under the same names).
+// The elementwise math ops (Erf, Sqrt, Exp, Log, Neg, Abs, Reciprocal, Floor, Ceil, Sin, Cos) and the binary ones
+// beyond + - * / (Pow, Max, Min): one definition each, used by constant folding, the CPU backend and the CUDA
+// kernels (the functions are the C math library's, which CUDA provides on the device under the same names).
 #include <math.h>
 
 #include <cstdint>
@@ -15,7 +15,7 @@
 namespace sluice::nn {
 
 // gelu: Gelu with approximate "none", x * 0.5 * (1 + erf(x / sqrt(2))); prepare() makes it from that pattern.
-enum class UnaryMath : std::uint8_t { erf, sqrt, exp, log, neg, abs, reciprocal, floor, ceil, gelu };
+enum class UnaryMath : std::uint8_t { erf, sqrt, exp, log, neg, abs, reciprocal, floor, ceil, sin, cos, gelu };
 enum class BinaryMath : std::uint8_t { add, sub, mul, div, pow, max, min };
 
 // ReduceMean, ReduceSum, ReduceMax, ReduceMin, ReduceL1, ReduceL2, ReduceSumSquare, ReduceProd.
@@ -34,6 +34,8 @@ SLUICE_HOST_DEVICE inline float apply_unary_math(UnaryMath op, float x) {
     case UnaryMath::reciprocal: return 1.0f / x;
     case UnaryMath::floor: return floorf(x);
     case UnaryMath::ceil: return ceilf(x);
+    case UnaryMath::sin: return sinf(x);
+    case UnaryMath::cos: return cosf(x);
     case UnaryMath::gelu: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
   }
   return x;

@@ -134,7 +134,7 @@ struct Graph {
 //                    "scales" (4 floats, optional): the model's scales, which the coordinates use when given
 //   Pad              one input; attr "pads" (ONNX order: begins then ends, one per dimension), "mode"
 //                    (constant | reflect | edge), "value"
-//   Erf, Sqrt, Exp, Log, Neg, Abs, Reciprocal, Floor, Ceil   no attrs (nn/elementwise_math.hpp)
+//   Erf, Sqrt, Exp, Log, Neg, Abs, Reciprocal, Floor, Ceil, Sin, Cos   no attrs (nn/elementwise_math.hpp)
 //   Gelu             no attrs: x * 0.5 * (1 + erf(x / sqrt(2))) (ONNX Gelu, approximate "none"); made by prepare()
 //                    from the five nodes exporters write for it, never read from a file
 //   Attention        inputs Q [.., T, d], K [.., S, d], V [.., S, dv] (the same leading dims), M (additive bias
@@ -169,12 +169,27 @@ struct Graph {
 //     not int64. So that no index is ever rounded, an engine refuses at build, naming the node, an axis longer
 //     than its element type counts exactly: 2^24 elements (f32, the CPU backend), 2048 (f16), 256 (bf16).
 //     Folded on constants they are i64, exact.
+//   GatherElements   inputs data, indices (the same rank; each dimension of indices at most data's, except
+//                    along the axis); attr axis. Y, shaped like indices: Y[i..] = data[i.. with i_axis replaced by
+//                    indices[i..]]. Indices are data like any other (f32 numbers, e.g. TopK's) or an f32 constant
+//                    (the sweep turns int64 ones into f32); a negative index counts from the end of the axis. A
+//                    constant index outside [-dim, dim) is refused at prepare time; at run time an index is
+//                    rounded and one outside [-dim, dim) (or NaN) gives NaN, never another element. Engines
+//                    refuse, as for TopK, run-time indices into an axis longer than their type counts exactly
+//   GridSample       inputs X [N, C, H, W], grid [N, Ho, Wo, 2] (x then y, -1 .. 1 spanning the input: the
+//                    outer edges of the corner pixels, or with align_corners their centres); attrs "mode"
+//                    (bilinear | nearest; opset 20's "linear" is bilinear; bicubic refused), "padding_mode"
+//                    (zeros | border | reflection), align_corners (0 | 1). Y [N, C, Ho, Wo], PyTorch's
+//                    grid_sample: nearest rounds half to even; a NaN coordinate reads as outside (0 with zeros)
 // DepthToSpace, SpaceToDepth (Reshape, Transpose, Reshape), Tile (Reshape, Mul by a constant of ones, Reshape),
 // InstanceNormalization (LayerNormalization over the dims from 2 on with scale 1, then BatchNormalization with
 // the scale and B, mean 0, variance 1, epsilon 0), GroupNormalization (Reshape to [N, groups, rest],
 // LayerNormalization over the rest with scale 1, Reshape back, then BatchNormalization like InstanceNormalization's
 // with scale and bias per channel: opsets 18-20 give them per group, 21 per channel) and Expand of run-time data
-// (Mul by a constant of ones, or nothing) are rewritten into the ops above (nn/passes/decompose.cpp). Exporters at
+// (Mul by a constant of ones, or nothing) and Einsum (ReduceSum of indices only one operand has and the output
+// lacks, Transpose and Reshape to [batch, M, K] x [batch, K, N], MatMul, or a broadcasting Mul when nothing is
+// contracted, Reshape and Transpose to the output; more operands pairwise, left to right; diagonals, a repeated
+// index within one operand, are refused) are rewritten into the ops above (nn/passes/decompose.cpp). Exporters at
 // opset <= 17 write GroupNorm as Reshape, InstanceNormalization, Reshape, Mul, Add, which runs too.
 // Equal, Less, Greater, LessOrEqual, GreaterOrEqual, And, Or, Not, Where, Range, Mod and ScatterND exist only
 // folded (Expand too, unless its data is computed at run time).

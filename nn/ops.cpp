@@ -50,6 +50,8 @@ constexpr OpInfo kOpTable[] = {
     {Op::Reciprocal, "Reciprocal", 1, 1, 1, 1, kOnnxRuns | kUnaryMath, u(UnaryMath::reciprocal), nullptr, nullptr, 0, 0},
     {Op::Floor, "Floor", 1, 1, 1, 1, kOnnxRuns | kUnaryMath, u(UnaryMath::floor), nullptr, nullptr, 0, 0},
     {Op::Ceil, "Ceil", 1, 1, 1, 1, kOnnxRuns | kUnaryMath, u(UnaryMath::ceil), nullptr, nullptr, 0, 0},
+    {Op::Sin, "Sin", 7, 1, 1, 1, kOnnxRuns | kUnaryMath, u(UnaryMath::sin), nullptr, nullptr, 0, 0},
+    {Op::Cos, "Cos", 7, 1, 1, 1, kOnnxRuns | kUnaryMath, u(UnaryMath::cos), nullptr, nullptr, 0, 0},
     {Op::MaxPool, "MaxPool", 1, 1, 1, 2, kOnnxRuns, 0, nullptr, nullptr, 0, 0},
     {Op::AveragePool, "AveragePool", 1, 1, 1, 1, kOnnxRuns, 0, nullptr, nullptr, 0, 0},
     {Op::GlobalAveragePool, "GlobalAveragePool", 1, 1, 1, 1, kOnnxRuns, 0, nullptr, nullptr, 0, 0},
@@ -77,6 +79,8 @@ constexpr OpInfo kOpTable[] = {
     {Op::ArgMax, "ArgMax", 1, 1, 1, 1, kOnnxRuns, 0, nullptr, nullptr, 0, 0},
     {Op::ArgMin, "ArgMin", 1, 1, 1, 1, kOnnxRuns, 0, nullptr, nullptr, 0, 0},
     {Op::TopK, "TopK", 1, 2, 2, 2, kOnnxRuns, 0, nullptr, nullptr, 0, 0},
+    {Op::GatherElements, "GatherElements", 11, 2, 2, 1, kOnnxRuns, 0, nullptr, nullptr, 0, 0},
+    {Op::GridSample, "GridSample", 16, 2, 2, 1, kOnnxRuns, 0, nullptr, nullptr, 0, 0},
     // made by prepare() (arity: the prepared form's)
     {Op::Linear, "Linear", 0, 2, 4, 1, kRuns, 0, nullptr, nullptr, 0, 0},
     {Op::Gelu, "Gelu", 0, 1, 1, 1, kRuns | kUnaryMath, u(UnaryMath::gelu), nullptr, nullptr, 0, 0},
@@ -93,6 +97,7 @@ constexpr OpInfo kOpTable[] = {
     {Op::InstanceNormalization, "InstanceNormalization", 1, 3, 3, 1, kFromOnnx, 0, nullptr, nullptr, 0, 0},
     {Op::GroupNormalization, "GroupNormalization", 18, 3, 3, 1, kFromOnnx, 0, nullptr, nullptr, 0, 0},
     {Op::Expand, "Expand", 8, 2, 2, 1, kFromOnnx, 0, nullptr, nullptr, 0, 0},
+    {Op::Einsum, "Einsum", 12, 1, M, 1, kFromOnnx, 0, nullptr, nullptr, 0, 0},
     // removed or folded
     {Op::Identity, "Identity", 1, 1, 1, 1, kFromOnnx, 0, nullptr, nullptr, 0, 0},
     {Op::Dropout, "Dropout", 1, 1, 3, 2, kFromOnnx, 0, nullptr, nullptr, 0, 0},

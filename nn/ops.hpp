@@ -21,17 +21,17 @@ enum class Op : std::uint8_t {
   Conv, ConvTranspose, BatchNormalization,
   Relu, LeakyRelu, Clip, Sigmoid, HardSigmoid, HardSwish, Tanh,
   Add, Sub, Mul, Div, Pow, Max, Min,
-  Erf, Sqrt, Exp, Log, Neg, Abs, Reciprocal, Floor, Ceil,
+  Erf, Sqrt, Exp, Log, Neg, Abs, Reciprocal, Floor, Ceil, Sin, Cos,
   MaxPool, AveragePool, GlobalAveragePool,
   Reshape, Transpose, Gemm, MatMul, Concat, Split, Slice, Softmax, LogSoftmax, Resize, Pad,
   ReduceMean, ReduceSum, ReduceMax, ReduceMin, ReduceL1, ReduceL2, ReduceSumSquare, ReduceProd,
-  LayerNormalization, ArgMax, ArgMin, TopK,
+  LayerNormalization, ArgMax, ArgMin, TopK, GatherElements, GridSample,
   // made by prepare(), never read from a file
   Linear, Gelu, Attention,
   // respelled by canonicalize into ops above
   Flatten, Squeeze, Unsqueeze, Upsample,
   // rewritten by prepare() into ops above (nn/passes/decompose.cpp)
-  DepthToSpace, SpaceToDepth, Tile, InstanceNormalization, GroupNormalization, Expand,
+  DepthToSpace, SpaceToDepth, Tile, InstanceNormalization, GroupNormalization, Expand, Einsum,
   // removed or folded by prepare()
   Identity, Dropout, Constant, Shape, Gather, Cast, ConstantOfShape, Equal, Less, Greater, LessOrEqual,
   GreaterOrEqual, And, Or, Not, Where, Range, Mod, ScatterND,

@@ -188,6 +188,8 @@ std::unique_ptr<Layer> make_unary_math(const LayerContext& ctx) {
     case UnaryMath::reciprocal: return std::make_unique<UnaryMathLayer<UnaryMath::reciprocal>>(count);
     case UnaryMath::floor: return std::make_unique<UnaryMathLayer<UnaryMath::floor>>(count);
     case UnaryMath::ceil: return std::make_unique<UnaryMathLayer<UnaryMath::ceil>>(count);
+    case UnaryMath::sin: return std::make_unique<UnaryMathLayer<UnaryMath::sin>>(count);
+    case UnaryMath::cos: return std::make_unique<UnaryMathLayer<UnaryMath::cos>>(count);
     case UnaryMath::gelu: return std::make_unique<UnaryMathLayer<UnaryMath::gelu>>(count);
   }
   ctx.fail("is not an elementwise math op");

@@ -99,6 +99,8 @@ std::unique_ptr<Layer> make_layer(const Graph& graph, const Node& node, const La
       {Op::ArgMax, make_arg_extreme},
       {Op::ArgMin, make_arg_extreme},
       {Op::TopK, make_top_k},
+      {Op::GatherElements, make_gather_elements},
+      {Op::GridSample, make_grid_sample},
       {Op::LayerNormalization, make_layer_normalization},
       {Op::Attention, make_attention},
   };

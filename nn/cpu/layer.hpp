@@ -86,6 +86,8 @@ std::unique_ptr<Layer> make_attention(const LayerContext& ctx);  // attention.cp
 std::unique_ptr<Layer> make_softmax(const LayerContext& ctx);      // Softmax, LogSoftmax
 std::unique_ptr<Layer> make_arg_extreme(const LayerContext& ctx);  // ArgMax, ArgMin (ranking.cpp)
 std::unique_ptr<Layer> make_top_k(const LayerContext& ctx);
+std::unique_ptr<Layer> make_gather_elements(const LayerContext& ctx);  // sampling.cpp
+std::unique_ptr<Layer> make_grid_sample(const LayerContext& ctx);
 
 // Dispatch on the node's op; an op outside the prepared form is a ModelError naming the node.
 // Ops that read or write channels-last values are those plan_layouts() lets do so; for any other op a value

@@ -16,6 +16,7 @@ list(APPEND SLUICE_NN_SOURCES
   nn/cpu/softmax.cpp
   nn/cpu/softmax_exp.cpp
   nn/cpu/ranking.cpp
+  nn/cpu/sampling.cpp
   nn/cpu/reduce.cpp
   nn/cpu/layer_norm.cpp
   nn/cpu/batchnorm.cpp
@@ -23,6 +24,7 @@ list(APPEND SLUICE_NN_SOURCES
 )
 list(APPEND SLUICE_NN_TEST_SOURCES
   tests/nn/test_cpu_ops.cpp
+  tests/nn/test_cpu_detr_ops.cpp
   tests/nn/test_cpu_models.cpp
   tests/nn/test_op_table.cpp
 )

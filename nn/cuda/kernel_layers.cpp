@@ -1,11 +1,12 @@
 // Layers that run the backend's own kernels (kernels.cuh): activations, elementwise math, broadcasting arithmetic,
 // reductions, layer norm, standalone batch norm, pools, data movement (reshape, transpose, concat, split, slice, pad),
-// softmax and log softmax, resize, ArgMax/ArgMin/TopK.
+// softmax and log softmax, resize, ArgMax/ArgMin/TopK, GatherElements, GridSample.
 #include <algorithm>
 #include <cmath>
 #include <numeric>
 
 #include "nn/cuda/layer.hpp"
+#include "nn/sampling_math.hpp"
 
 namespace sluice::nn::cuda {
 namespace {
@@ -614,6 +615,91 @@ class RankingLayer : public Layer {
   RankOrder order_;
 };
 
+// GatherElements along the canonical "axis": indices are run-time data (the element type) or a constant, uploaded
+// as f32 so that its integers stay exact at every precision.
+class GatherElementsLayer : public Layer {
+ public:
+  GatherElementsLayer(const Node& node, BuildContext& ctx) : Layer(node), values_(ctx.values) {
+    x_ = ctx.values.id(node.inputs.at(0));
+    indices_ = ctx.values.id(node.inputs.at(1));
+    y_ = ctx.values.id(node.outputs.at(0));
+    const Shape &xs = values_.slot(x_).shape, &is = values_.slot(indices_).shape;
+    axis_ = static_cast<int>(node.attrs.i("axis", -1));
+    if (axis_ < 0 || axis_ >= static_cast<int>(xs.size())) throw ModelError(fail(ctx, node, "axis out of range"));
+    if (xs.size() > kMaxRank) throw ModelError(fail(ctx, node, "more than 6 dimensions"));
+    if (is.size() != xs.size() || values_.slot(y_).shape != is)
+      throw ModelError(fail(ctx, node, "indices, data and output shapes disagree (the graph is not prepared)"));
+    for (std::size_t d = 0; d < xs.size(); ++d)
+      if (static_cast<int>(d) != axis_ && is[d] > xs[d])
+        throw ModelError(fail(ctx, node, "indices " + to_string(is) + " are longer than data " + to_string(xs)));
+    const std::int64_t length = xs[static_cast<std::size_t>(axis_)];
+    if (values_.slot(x_).constant) ctx.constant(node.inputs[0]);
+    if (values_.slot(indices_).constant) {
+      const Tensor& t = ctx.graph.constants.at(node.inputs[1]);
+      std::vector<float> as_float = t.type == ElementType::f32 ? t.f32 : std::vector<float>(t.i64.begin(), t.i64.end());
+      constant_indices_ = ctx.upload(as_float, true);
+      if (length > kExactIndexAxisF32) throw ModelError(fail(ctx, node, "the axis is longer than 2^24 elements"));
+    } else if (const std::int64_t limit = exact_index_axis(values_.type()); length > limit) {
+      throw ModelError(fail(ctx, node, "the axis has " + std::to_string(length) + " elements, but this engine holds " +
+                                           "indices as " + std::string(to_string(values_.type())) +
+                                           " data, whose integers are exact only up to " + std::to_string(limit) +
+                                           "; the indices would be wrong (build the engine at a wider precision)"));
+    }
+  }
+  std::string partial_batch_problem() const override {
+    if (axis_ == 0 && values_.slot(x_).batched) return "GatherElements along the batch dimension";
+    return "";
+  }
+  void run(const RunContext& ctx) override {
+    const View y = values_.view(y_, ctx.count), x = values_.view(x_, ctx.count);
+    const View indices = values_.view(indices_, ctx.count);  // a constant's: row-major, whole
+    gather_elements(values_.type(), ctx.at(y_), y, ctx.at(x_), x,
+                    constant_indices_ ? constant_indices_ : ctx.at(indices_), indices, constant_indices_ != nullptr,
+                    axis_, ctx.stream);
+  }
+  std::string kernel() const override { return "gather elements"; }
+
+ private:
+  const ValueTable& values_;
+  int x_, indices_, y_, axis_;
+  const void* constant_indices_ = nullptr;
+};
+
+class GridSampleLayer : public Layer {
+ public:
+  GridSampleLayer(const Node& node, BuildContext& ctx) : Layer(node), values_(ctx.values) {
+    x_ = ctx.values.id(node.inputs.at(0));
+    grid_ = ctx.values.id(node.inputs.at(1));
+    y_ = ctx.values.id(node.outputs.at(0));
+    const Shape &xs = values_.slot(x_).shape, &gs = values_.slot(grid_).shape;
+    if (xs.size() != 4 || gs.size() != 4 || gs[0] != xs[0] || gs[3] != 2)
+      throw ModelError(fail(ctx, node, "input " + to_string(xs) + " and grid " + to_string(gs) +
+                                           " are not [N, C, H, W] and [N, Ho, Wo, 2]"));
+    if (xs[2] > (1 << 30) || xs[3] > (1 << 30)) throw ModelError(fail(ctx, node, "the input is too large to sample"));
+    const std::string mode = node.attrs.s("mode", "bilinear"), padding = node.attrs.s("padding_mode", "zeros");
+    if (mode != "bilinear" && mode != "nearest")
+      throw ModelError(fail(ctx, node, "mode '" + mode + "' is not bilinear or nearest"));
+    p_.nearest = mode == "nearest";
+    if (padding == "zeros") p_.padding = static_cast<std::uint8_t>(GridSamplePadding::zeros);
+    else if (padding == "border") p_.padding = static_cast<std::uint8_t>(GridSamplePadding::border);
+    else if (padding == "reflection") p_.padding = static_cast<std::uint8_t>(GridSamplePadding::reflection);
+    else throw ModelError(fail(ctx, node, "padding_mode '" + padding + "' is not zeros, border or reflection"));
+    p_.align_corners = node.attrs.i("align_corners", 0) != 0;
+    for (int id : {x_, grid_})
+      if (values_.slot(id).constant) ctx.constant(values_.slot(id).name);
+  }
+  void run(const RunContext& ctx) override {
+    grid_sample(values_.type(), p_, ctx.at(y_), values_.view(y_, ctx.count), ctx.at(x_), values_.view(x_, ctx.count),
+                ctx.at(grid_), values_.view(grid_, ctx.count), ctx.stream);
+  }
+  std::string kernel() const override { return p_.nearest ? "grid sample nearest" : "grid sample bilinear"; }
+
+ private:
+  const ValueTable& values_;
+  int x_, grid_, y_;
+  GridSampleParams p_;
+};
+
 class ResizeLayer : public Layer {
  public:
   ResizeLayer(const Node& node, BuildContext& ctx) : Layer(node), values_(ctx.values) {
@@ -681,6 +767,8 @@ std::unique_ptr<Layer> make_kernel_layer(const Node& node, BuildContext& ctx) {
   if (op == Op::Softmax || op == Op::LogSoftmax) return std::make_unique<SoftmaxLayer>(node, ctx);
   if (op == Op::ArgMax || op == Op::ArgMin || op == Op::TopK) return std::make_unique<RankingLayer>(node, ctx);
   if (op == Op::Resize) return std::make_unique<ResizeLayer>(node, ctx);
+  if (op == Op::GatherElements) return std::make_unique<GatherElementsLayer>(node, ctx);
+  if (op == Op::GridSample) return std::make_unique<GridSampleLayer>(node, ctx);
   if (op == Op::Attention) return make_attention(node, ctx);
   throw ModelError(ctx.graph.source + ": " + node.where() + ": the CUDA backend does not run this op (not in the "
                    "prepared form of nn/graph.hpp)");

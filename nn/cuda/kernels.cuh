@@ -199,4 +199,22 @@ void arg_extreme(DType type, void* indices, const void* x, const AxisRows& rows,
 void top_k(DType type, void* values, void* indices, const void* x, const AxisRows& rows, std::int64_t k,
            RankOrder order, cudaStream_t stream);
 
+// GatherElements (nn/graph.hpp): y[i..] = x[i.. with i_axis replaced by the index at indices[i..]], over every
+// element of y (y and indices share a shape; all three read and written through their views). Indices are f32
+// when `indices_f32` (a constant uploaded so), else the element type; one is rounded to the nearest integer, a
+// negative one counts from the end, and one outside [-x.shape[axis], x.shape[axis]) or NaN writes NaN
+// (nn/sampling_math.hpp).
+void gather_elements(DType type, void* y, const View& y_view, const void* x, const View& x_view, const void* indices,
+                     const View& indices_view, bool indices_f32, int axis, cudaStream_t stream);
+
+// GridSample (nn/graph.hpp) of 4-D views x [N, C, H, W], grid [N, Ho, Wo, 2], y [N, C, Ho, Wo]; f32 coordinates
+// and accumulation (nn/sampling_math.hpp: the CPU layer's very formulas).
+struct GridSampleParams {
+  bool nearest = false;  // else bilinear
+  std::uint8_t padding = 0;  // GridSamplePadding (nn/sampling_math.hpp)
+  bool align_corners = false;
+};
+void grid_sample(DType type, const GridSampleParams& p, void* y, const View& y_view, const void* x,
+                 const View& x_view, const void* grid, const View& grid_view, cudaStream_t stream);
+
 }  // namespace sluice::nn::cuda

@@ -15,6 +15,7 @@ list(APPEND SLUICE_NN_CUDA_SOURCES
   nn/cuda/resize.cu
   nn/cuda/softmax.cu
   nn/cuda/ranking.cu
+  nn/cuda/sampling.cu
   nn/cuda/reduce.cu
   nn/cuda/attention.cu
   nn/cuda/attention_flash.cu

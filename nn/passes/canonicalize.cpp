@@ -555,6 +555,58 @@ Node top_k(const Node& n, const Graph& g) {
   return respelled(n, n.op, {n.inputs[0]}, std::move(a));
 }
 
+// GatherElements: axis non-negative; indices of data's rank, no dimension longer than data's but the axis; constant
+// indices checked against the axis at prepare time (run-time ones are the layers' business: nn/graph.hpp).
+Node gather_elements(const Node& n, const Graph& g) {
+  const Shape& data = input_shape(g, n, 0);
+  const Shape& indices = input_shape(g, n, 1);
+  const auto rank = static_cast<std::int64_t>(data.size());
+  if (data.empty()) fail(g, n, "needs data with at least one dimension");
+  const std::int64_t axis = normalize_axis(g, n, n.attrs.i("axis", 0), rank);
+  if (indices.size() != data.size())
+    fail(g, n, "indices " + to_string(indices) + " must have the rank of data " + to_string(data));
+  for (std::size_t d = 0; d < data.size(); ++d)
+    if (static_cast<std::int64_t>(d) != axis && indices[d] > data[d])
+      fail(g, n, "indices " + to_string(indices) + " are longer than data " + to_string(data) + " in dimension " +
+                     std::to_string(d));
+  if (const Tensor* t = constant_input(g, n, 1)) {
+    const std::int64_t dim = data[static_cast<std::size_t>(axis)];
+    if (t->type == ElementType::f32)
+      for (float v : t->f32)
+        if (v != std::floor(v)) fail(g, n, "index " + std::to_string(v) + " is not an integer");
+    for (const std::int64_t i : as_ints(*t))
+      if (i < -dim || i >= dim)
+        fail(g, n, "index " + std::to_string(i) + " is out of range for axis " + std::to_string(axis) + " of " +
+                       to_string(data));
+  }
+  Attributes a;
+  a.values["axis"] = axis;
+  return respelled(n, n.op, {n.inputs[0], input(g, n, 1)}, std::move(a));
+}
+
+// GridSample (opset 16; opset 20 spells bilinear "linear" and allows more dimensions, of which 4-D runs).
+Node grid_sample(const Node& n, const Graph& g) {
+  const Shape& x = input_shape(g, n, 0);
+  const Shape& grid = input_shape(g, n, 1);
+  if (x.size() != 4) fail(g, n, "needs a 4-D input [N, C, H, W], not " + to_string(x));
+  if (grid.size() != 4 || grid[0] != x[0] || grid[3] != 2)
+    fail(g, n, "grid " + to_string(grid) + " must be [N, H_out, W_out, 2] with N of the input " + to_string(x));
+  std::string mode = n.attrs.s("mode", "bilinear");
+  if (mode == "linear") mode = "bilinear";
+  if (mode != "bilinear" && mode != "nearest")
+    fail(g, n, "mode '" + mode + "' is not supported (bilinear, nearest)");
+  const std::string padding = n.attrs.s("padding_mode", "zeros");
+  if (padding != "zeros" && padding != "border" && padding != "reflection")
+    fail(g, n, "padding_mode '" + padding + "' is not zeros, border or reflection");
+  const std::int64_t align = n.attrs.i("align_corners", 0);
+  if (align != 0 && align != 1) fail(g, n, "align_corners " + std::to_string(align) + " is not 0 or 1");
+  Attributes a;
+  a.values["mode"] = mode;
+  a.values["padding_mode"] = padding;
+  a.values["align_corners"] = align;
+  return respelled(n, n.op, {n.inputs[0], input(g, n, 1)}, std::move(a));
+}
+
 // `scales` (empty when the model gave sizes) is kept as an attribute: ONNX maps coordinates with the model's
 // own scales, which differ from sizes / input for non-integer ratios.
 Node resize_node(const Node& n, const Graph& g, const Shape& x, const Shape& sizes, const std::vector<float>& scales,
@@ -758,6 +810,8 @@ Node canonicalize(const Node& node, const Graph& g, const std::set<std::string>&
   if (op == Op::Softmax || op == Op::LogSoftmax) return softmax(node, g);
   if (op == Op::ArgMax || op == Op::ArgMin) return arg_extreme(node, g);
   if (op == Op::TopK) return top_k(node, g);
+  if (op == Op::GatherElements) return gather_elements(node, g);
+  if (op == Op::GridSample) return grid_sample(node, g);
   if (op == Op::Resize) return resize(node, g);
   if (op == Op::Upsample) return upsample(node, g);
   if (op == Op::Pad) return pad(node, g);

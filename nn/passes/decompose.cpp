@@ -6,9 +6,14 @@
 //   GroupNormalization          -> Reshape to [N, groups, rest], LayerNormalization over the rest (scale 1),
 //                                  Reshape back, BatchNormalization as InstanceNormalization's
 //   Expand of run-time data     -> Mul by a constant of ones (or nothing, when the shape stays)
+//   Einsum                      -> ReduceSum of indices only one operand has, Transpose/Reshape to
+//                                  [batch, M, K] x [batch, K, N], MatMul (Mul when nothing is contracted),
+//                                  Reshape/Transpose to the output; operands pairwise, left to right
 // The parts are written in ONNX spelling; the sweep canonicalizes them (or folds them, on constants) like any node.
 #include <algorithm>
+#include <map>
 #include <optional>
+#include <set>
 
 #include "nn/passes/pass_support.hpp"
 #include "runtime/checked_math.hpp"
@@ -290,6 +295,288 @@ std::vector<Node> group_normalization(const Node& n, Graph& g) {
   return p.take();
 }
 
+// ---- Einsum ----------------------------------------------------------------------------------------------
+// The equation is hostile input: at most kMaxEquation characters, letters, ',', one "->", "..." and spaces only.
+// Indices are numbered 0-25 ('A'-'Z'), 26-51 ('a'-'z': so numeric order is the implicit output's ASCII order)
+// and from kEllipsis on the dimensions an ellipsis covers (right-aligned across operands, as numpy broadcasts).
+constexpr std::size_t kMaxEquation = 1024;
+constexpr int kEllipsis = 52;
+
+struct EinsumSpec {
+  std::vector<std::vector<int>> inputs;
+  std::vector<int> output;
+  std::map<int, std::int64_t> size;  // each index's extent (the largest where an ellipsis dim broadcasts)
+};
+
+std::string index_name(int label) {
+  if (label >= kEllipsis) return "... dim " + std::to_string(label - kEllipsis);
+  return std::string(1, static_cast<char>(label < 26 ? 'A' + label : 'a' + (label - 26)));
+}
+
+// One term ("bhqd", "...ij"): its letters, and where its ellipsis stands (-1: none).
+struct Term {
+  std::vector<int> letters;
+  int ellipsis_at = -1;
+};
+
+EinsumSpec parse_einsum(const Graph& g, const Node& n, const std::vector<Shape>& shapes) {
+  if (!n.attrs.has("equation")) fail(g, n, "needs attribute equation");
+  const std::string equation = n.attrs.s("equation", "");
+  auto refuse = [&](const std::string& why) -> void { fail(g, n, "equation '" + equation + "': " + why); };
+  if (equation.size() > kMaxEquation)
+    fail(g, n, "the equation is longer than " + std::to_string(kMaxEquation) + " characters");
+  std::string eq;
+  for (std::size_t i = 0; i < equation.size(); ++i) {
+    const char c = equation[i];
+    if (c == ' ') continue;
+    const bool letter = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+    if (!letter && c != ',' && c != '.' && c != '-' && c != '>')
+      fail(g, n, "equation has a character (code " + std::to_string(static_cast<unsigned char>(c)) + ") at position " +
+                     std::to_string(i) + " that is not a letter, ',', '->', '...' or a space");
+    eq += c;
+  }
+  const std::size_t arrow = eq.find("->");
+  const std::string lhs = eq.substr(0, arrow);
+  const bool explicit_output = arrow != std::string::npos;
+  const std::string rhs = explicit_output ? eq.substr(arrow + 2) : "";
+  if (lhs.find_first_of("->") != std::string::npos || rhs.find_first_of("->,") != std::string::npos)
+    refuse("'-' and '>' only as one '->', and ',' only between inputs");
+  auto parse_term = [&](const std::string& text, const std::string& what) {
+    Term t;
+    for (std::size_t i = 0; i < text.size();) {
+      const char c = text[i];
+      if (c == '.') {
+        if (text.compare(i, 3, "...") != 0 || t.ellipsis_at >= 0) refuse(what + " has a '.' that is not one '...'");
+        t.ellipsis_at = static_cast<int>(t.letters.size());
+        i += 3;
+        continue;
+      }
+      t.letters.push_back(c <= 'Z' ? c - 'A' : 26 + (c - 'a'));
+      ++i;
+    }
+    return t;
+  };
+  std::vector<Term> terms;
+  for (std::size_t start = 0;;) {
+    const std::size_t comma = lhs.find(',', start);
+    terms.push_back(parse_term(lhs.substr(start, comma == std::string::npos ? std::string::npos : comma - start),
+                               "input " + std::to_string(terms.size())));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  if (terms.size() != shapes.size())
+    refuse("names " + std::to_string(terms.size()) + " inputs, the node has " + std::to_string(shapes.size()));
+  EinsumSpec spec;
+  std::size_t widest = 0;  // dims under the widest ellipsis
+  for (std::size_t i = 0; i < terms.size(); ++i) {
+    const std::size_t rank = shapes[i].size(), letters = terms[i].letters.size();
+    if (terms[i].ellipsis_at < 0 ? letters != rank : letters > rank)
+      refuse("input " + std::to_string(i) + " has " + std::to_string(letters) + " indices" +
+             (terms[i].ellipsis_at < 0 ? "" : " and '...'") + " for shape " + to_string(shapes[i]));
+    if (terms[i].ellipsis_at >= 0) widest = std::max(widest, rank - letters);
+  }
+  auto note_size = [&](int label, std::int64_t extent, std::size_t input) {
+    auto [it, fresh] = spec.size.emplace(label, extent);
+    if (fresh || it->second == extent) return;
+    if (label >= kEllipsis && (it->second == 1 || extent == 1)) {  // broadcasting under the ellipsis
+      it->second = std::max(it->second, extent);
+      return;
+    }
+    refuse("index " + index_name(label) + " is " + std::to_string(it->second) + " long in one input and " +
+           std::to_string(extent) + " in input " + std::to_string(input));
+  };
+  std::map<int, int> uses;
+  for (std::size_t i = 0; i < terms.size(); ++i) {
+    const Term& t = terms[i];
+    const std::size_t covered = shapes[i].size() - t.letters.size();
+    std::vector<int> labels;
+    for (std::size_t k = 0; k <= t.letters.size(); ++k) {
+      if (static_cast<int>(k) == t.ellipsis_at)
+        for (std::size_t e = 0; e < covered; ++e) labels.push_back(kEllipsis + static_cast<int>(widest - covered + e));
+      if (k < t.letters.size()) labels.push_back(t.letters[k]);
+    }
+    std::set<int> seen;
+    for (std::size_t d = 0; d < labels.size(); ++d) {
+      if (!seen.insert(labels[d]).second)
+        refuse("index " + index_name(labels[d]) + " repeats in input " + std::to_string(i) +
+               " (a diagonal), which is not supported");
+      note_size(labels[d], shapes[i][d], i);
+      ++uses[labels[d]];
+    }
+    spec.inputs.push_back(std::move(labels));
+  }
+  if (explicit_output) {
+    const Term t = parse_term(rhs, "the output");
+    if (t.ellipsis_at < 0 && widest > 0) refuse("an ellipsis in the inputs needs one in the output");
+    for (std::size_t k = 0; k <= t.letters.size(); ++k) {
+      if (static_cast<int>(k) == t.ellipsis_at)
+        for (std::size_t e = 0; e < widest; ++e) spec.output.push_back(kEllipsis + static_cast<int>(e));
+      if (k < t.letters.size()) {
+        const int label = t.letters[k];
+        if (!uses.count(label)) refuse("output index " + index_name(label) + " is in no input");
+        if (std::find(spec.output.begin(), spec.output.end(), label) != spec.output.end())
+          refuse("output index " + index_name(label) + " repeats");
+        spec.output.push_back(label);
+      }
+    }
+  } else {  // numpy's implicit output: the ellipsis dims, then the indices used once, in ASCII order
+    for (std::size_t e = 0; e < widest; ++e) spec.output.push_back(kEllipsis + static_cast<int>(e));
+    for (const auto& [label, count] : uses)
+      if (label < kEllipsis && count == 1) spec.output.push_back(label);
+  }
+  return spec;
+}
+
+// A value in the making, with the index of each of its dimensions.
+struct Labelled {
+  std::string value;
+  std::vector<int> labels;
+  Shape shape;
+};
+
+class EinsumLowering {
+ public:
+  EinsumLowering(const Node& n, Graph& g, EinsumSpec spec) : n_(n), g_(g), spec_(std::move(spec)), p_(n, g) {}
+
+  std::vector<Node> run() {
+    std::vector<Labelled> operands;
+    for (std::size_t i = 0; i < spec_.inputs.size(); ++i)
+      operands.push_back({n_.inputs.at(i), spec_.inputs[i], g_.shape_of(n_.inputs.at(i))});
+    Labelled acc = operands[0];
+    for (std::size_t i = 1; i < operands.size(); ++i) {
+      std::set<int> needed(spec_.output.begin(), spec_.output.end());  // by the output or a later operand
+      for (std::size_t j = i + 1; j < operands.size(); ++j)
+        needed.insert(operands[j].labels.begin(), operands[j].labels.end());
+      acc = contract(acc, operands[i], needed, i);
+    }
+    acc = sum_out(acc, std::set<int>(spec_.output.begin(), spec_.output.end()), "sum");
+    std::vector<std::int64_t> perm;
+    for (int label : spec_.output)
+      perm.push_back(std::find(acc.labels.begin(), acc.labels.end(), label) - acc.labels.begin());
+    Attributes a;
+    const bool moves = !std::is_sorted(perm.begin(), perm.end());
+    if (moves) a.values["perm"] = perm;
+    p_.add(moves ? Op::Transpose : Op::Identity, moves ? "transpose_out" : "out", {acc.value}, true, std::move(a));
+    return p_.take();
+  }
+
+ private:
+  // x with every dimension whose index is not in `keep` summed away (ReduceSum, keepdims 0).
+  Labelled sum_out(const Labelled& x, const std::set<int>& keep, const std::string& role) {
+    std::vector<std::int64_t> axes;
+    Labelled out{"", {}, {}};
+    for (std::size_t d = 0; d < x.labels.size(); ++d) {
+      if (keep.count(x.labels[d])) {
+        out.labels.push_back(x.labels[d]);
+        out.shape.push_back(x.shape[d]);
+      } else {
+        axes.push_back(static_cast<std::int64_t>(d));
+      }
+    }
+    if (axes.empty()) return x;
+    Attributes a;
+    a.values["axes"] = axes;
+    a.values["keepdims"] = std::int64_t{0};
+    out.value = p_.add(Op::ReduceSum, role, {x.value}, false, std::move(a));
+    return out;
+  }
+
+  // x with its dimensions in the order of `labels` (a Transpose unless they already are), then reshaped to `to`.
+  std::string arrange(const Labelled& x, const std::vector<int>& labels, const Shape& to, const std::string& role) {
+    std::vector<std::int64_t> perm;
+    for (int label : labels) perm.push_back(std::find(x.labels.begin(), x.labels.end(), label) - x.labels.begin());
+    std::string v = x.value;
+    Shape moved;
+    for (auto d : perm) moved.push_back(x.shape[static_cast<std::size_t>(d)]);
+    if (!std::is_sorted(perm.begin(), perm.end())) {
+      Attributes a;
+      a.values["perm"] = perm;
+      v = p_.add(Op::Transpose, role + "_transpose", {v}, false, std::move(a));
+    }
+    return moved == to ? v : p_.reshape(role + "_reshape", v, to);
+  }
+
+  // a (x) b over their common indices that `needed` lacks: [batch, M, K] x [batch, K, N] by MatMul (a Mul of
+  // [batch, M, 1] and [batch, 1, N] when K is empty), the result [batch dims, M dims, N dims].
+  Labelled contract(const Labelled& a_in, const Labelled& b_in, const std::set<int>& needed, std::size_t step) {
+    const std::string tag = "pair" + std::to_string(step);
+    auto in = [](const Labelled& x, int label) {
+      return std::find(x.labels.begin(), x.labels.end(), label) != x.labels.end();
+    };
+    std::set<int> keep_a = needed, keep_b = needed;
+    keep_a.insert(b_in.labels.begin(), b_in.labels.end());
+    keep_b.insert(a_in.labels.begin(), a_in.labels.end());
+    const Labelled a = sum_out(a_in, keep_a, tag + "_sum_a"), b = sum_out(b_in, keep_b, tag + "_sum_b");
+    std::vector<int> batch, m, k, nn;
+    for (int label : a.labels) (in(b, label) ? (needed.count(label) ? batch : k) : m).push_back(label);
+    for (int label : b.labels)
+      if (!in(a, label)) nn.push_back(label);
+    auto extent_in = [](const Labelled& x, int label) {
+      return x.shape[static_cast<std::size_t>(std::find(x.labels.begin(), x.labels.end(), label) - x.labels.begin())];
+    };
+    auto product = [&](const std::vector<int>& labels, const Labelled& x) {
+      std::int64_t p = 1;
+      for (int label : labels) p *= extent_in(x, label);  // at most the elements of an input: no overflow
+      return p;
+    };
+    // The batch dims stay as they are (MatMul takes them batched and broadcasts an ellipsis dim of 1), so that
+    // attention's einsums lower to MatMul -> Softmax -> MatMul with no Reshape between, which fuse_attention
+    // matches; equal ones merge into one only where the operands would pass the CUDA backend's 6 dimensions.
+    Shape batch_a, batch_b;
+    bool same = true;
+    for (int label : batch) {
+      batch_a.push_back(extent_in(a, label));
+      batch_b.push_back(extent_in(b, label));
+      same = same && batch_a.back() == batch_b.back();
+    }
+    const bool merged = same && batch.size() > 4;
+    if (merged) batch_a = batch_b = {product(batch, a)};
+    Shape to_a = batch_a, to_b = batch_b;
+    to_a.insert(to_a.end(), {product(m, a), product(k, a)});
+    to_b.insert(to_b.end(), {product(k, b), product(nn, b)});
+    std::vector<int> order_a = batch, order_b = batch;
+    order_a.insert(order_a.end(), m.begin(), m.end());
+    order_a.insert(order_a.end(), k.begin(), k.end());
+    order_b.insert(order_b.end(), k.begin(), k.end());
+    order_b.insert(order_b.end(), nn.begin(), nn.end());
+    const std::string va = arrange(a, order_a, to_a, tag + "_a"), vb = arrange(b, order_b, to_b, tag + "_b");
+    const std::string product_value =
+        p_.add(k.empty() ? Op::Mul : Op::MatMul, tag + (k.empty() ? "_mul" : "_matmul"), {va, vb});
+    Labelled out{"", batch, {}};
+    for (int label : batch) out.shape.push_back(std::max(extent_in(a, label), extent_in(b, label)));
+    out.labels.insert(out.labels.end(), m.begin(), m.end());
+    for (int label : m) out.shape.push_back(extent_in(a, label));
+    out.labels.insert(out.labels.end(), nn.begin(), nn.end());
+    for (int label : nn) out.shape.push_back(extent_in(b, label));
+    Shape flat = merged ? Shape{product(batch, a)}
+                        : Shape(out.shape.begin(), out.shape.begin() + static_cast<std::ptrdiff_t>(batch.size()));
+    flat.insert(flat.end(), {product(m, a), product(nn, b)});
+    out.value = flat == out.shape ? product_value : p_.reshape(tag + "_unflatten", product_value, out.shape);
+    return out;
+  }
+
+  const Node& n_;
+  Graph& g_;
+  EinsumSpec spec_;
+  Parts p_;
+};
+
+// Einsum: the contractions exporters write (outer products, attention's bhqd,bhkd->bhqk, batched products, sums,
+// transposes), lowered into ReduceSum, Transpose, Reshape, MatMul and Mul; diagonals are refused.
+std::vector<Node> einsum(const Node& n, Graph& g) {
+  if (n.inputs.empty()) fail(g, n, "needs at least one input");
+  std::vector<Shape> shapes;
+  for (const auto& in : n.inputs) {
+    if (in.empty()) fail(g, n, "has an absent input");
+    shapes.push_back(g.shape_of(in));
+  }
+  EinsumSpec spec = parse_einsum(g, n, shapes);
+  Shape out;
+  for (int label : spec.output) out.push_back(spec.size.at(label));
+  check_value_shape(g, n, n.outputs.at(0), out);
+  return EinsumLowering(n, g, std::move(spec)).run();
+}
+
 }  // namespace
 
 std::optional<std::vector<Node>> decompose(const Node& node, Graph& g) {
@@ -299,6 +586,7 @@ std::optional<std::vector<Node>> decompose(const Node& node, Graph& g) {
   if (node.op == Op::InstanceNormalization) return instance_normalization(node, g);
   if (node.op == Op::GroupNormalization) return group_normalization(node, g);
   if (node.op == Op::Expand && !g.is_constant(node.inputs.at(0))) return expand(node, g);
+  if (node.op == Op::Einsum) return einsum(node, g);
   return std::nullopt;
 }
 

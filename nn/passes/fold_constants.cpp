@@ -11,6 +11,7 @@
 #include "nn/elementwise_math.hpp"
 #include "nn/passes/pass_support.hpp"
 #include "nn/ranking.hpp"
+#include "nn/sampling_math.hpp"
 #include "runtime/checked_math.hpp"
 
 namespace sluice::nn::passes {
@@ -171,6 +172,51 @@ Tensor gather(const Graph& g, const Node& n, const Shape& out_shape) {
         next = std::copy_n(src.begin() + (o * dim + row) * inner, inner, next);
       }
   });
+  return out;
+}
+
+// GatherElements: element idx of the output reads data at idx with the axis coordinate taken from indices[idx]
+// (canonicalize checked the constant indices against the axis).
+Tensor gather_elements(const Graph& g, const Node& n, const Shape& out_shape) {
+  const Tensor& data = constant(g, n, 0);
+  const Ints indices = as_ints(constant(g, n, 1));
+  const auto axis = static_cast<std::size_t>(n.attrs.i("axis", 0));
+  const std::int64_t dim = data.shape.at(axis);
+  const Ints strides = strides_of(data.shape);
+  std::size_t next = 0;
+  return remap(data, out_shape, [&](const Ints& idx) {
+    const std::int64_t i = indices[next++];
+    if (i < -dim || i >= dim) fail(g, n, "index " + std::to_string(i) + " is out of range for " + std::to_string(dim));
+    std::int64_t offset = 0;
+    for (std::size_t d = 0; d < idx.size(); ++d) offset += (d == axis ? (i < 0 ? i + dim : i) : idx[d]) * strides[d];
+    return offset;
+  });
+}
+
+// GridSample on constants: the backends' formulas (nn/sampling_math.hpp).
+Tensor grid_sample(const Graph& g, const Node& n, const Shape& out_shape) {
+  const Tensor& x = constant(g, n, 0);
+  if (x.type != ElementType::f32 || constant(g, n, 1).type != ElementType::f32) fail(g, n, "needs floating point data");
+  const std::vector<float> grid = as_floats(constant(g, n, 1));
+  const bool nearest = n.attrs.s("mode", "bilinear") == "nearest", align = n.attrs.i("align_corners", 0) != 0;
+  const std::string padding_mode = n.attrs.s("padding_mode", "zeros");
+  const GridSamplePadding padding = padding_mode == "border"       ? GridSamplePadding::border
+                                    : padding_mode == "reflection" ? GridSamplePadding::reflection
+                                                                   : GridSamplePadding::zeros;
+  const std::int64_t N = out_shape[0], C = out_shape[1], Ho = out_shape[2], Wo = out_shape[3];
+  const int H = static_cast<int>(x.shape[2]), W = static_cast<int>(x.shape[3]);
+  Tensor out = empty_like(ElementType::f32, out_shape);
+  std::size_t next = 0;
+  for (std::int64_t b = 0; b < N; ++b)
+    for (std::int64_t c = 0; c < C; ++c) {
+      const float* plane = x.f32.data() + (b * C + c) * H * W;
+      for (std::int64_t oy = 0; oy < Ho; ++oy)
+        for (std::int64_t ox = 0; ox < Wo; ++ox) {
+          const float* at = grid.data() + ((b * Ho + oy) * Wo + ox) * 2;
+          out.f32[next++] = grid_sample_at(at[0], at[1], H, W, nearest, padding, align,
+                                           [&](int iy, int ix) { return plane[iy * W + ix]; });
+        }
+    }
   return out;
 }
 
@@ -707,6 +753,8 @@ std::vector<Tensor> evaluate(const Node& n, const Graph& g) {
   if (op == Op::Concat) return {concat(g, n, shapes[0])};
   if (op == Op::Split) return split(x, n, shapes);
   if (op == Op::Gather) return {gather(g, n, shapes[0])};
+  if (op == Op::GatherElements) return {gather_elements(g, n, shapes[0])};
+  if (op == Op::GridSample) return {grid_sample(g, n, shapes[0])};
   if (binary_math_of(op) || op == Op::Mod) return {binary(g, n, shapes[0])};
   if (unary_math_of(op)) return {unary_math(g, n)};
   if (reduce_math_of(op)) return {reduce(g, n, shapes[0])};

@@ -58,11 +58,12 @@ class Sweep {
     if (node.op == Op::Gather && !g_.is_constant(node.inputs[0])) return lower_data_gather(node);
     if (auto parts = decompose(node, g_)) return visit_parts(node, *parts);
 
-    const Node canonical = canonicalize(node, g_, used_);
+    Node canonical = canonicalize(node, g_, used_);
     const bool all_constant = std::all_of(canonical.inputs.begin(), canonical.inputs.end(),
                                           [&](const std::string& in) { return in.empty() || g_.is_constant(in); });
     if (all_constant) return fold(canonical);
 
+    if (canonical.op == Op::GatherElements) use_float_indices(canonical);
     for (const auto& in : canonical.inputs)
       if (!in.empty() && g_.is_constant(in) && g_.constants.at(in).type != ElementType::f32)
         fail(g_, canonical, "integer constant '" + in + "' is used as data; only floating point data runs");
@@ -80,6 +81,18 @@ class Sweep {
       return remove_pass_through(canonical);
     }
     kept_.push_back(canonical);
+  }
+
+  // GatherElements' constant integer indices (checked against the axis by canonicalize) become f32 numbers, as
+  // run-time indices are: the prepared form holds no integer data outside folding.
+  void use_float_indices(Node& gather) {
+    const auto it = g_.constants.find(gather.inputs.at(1));
+    if (it == g_.constants.end() || it->second.type == ElementType::f32) return;
+    const Tensor& t = it->second;
+    Tensor numbers;
+    numbers.shape = t.shape;
+    numbers.f32.assign(t.i64.begin(), t.i64.end());
+    gather.inputs[1] = add_constant(g_, gather.name, "indices", std::move(numbers));
   }
 
   void fold(const Node& canonical) {

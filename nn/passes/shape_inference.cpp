@@ -325,6 +325,13 @@ std::vector<Shape> infer_shapes(const Node& n, const Graph& g) {
   if (op == Op::Resize) return {n.attrs.ints("sizes")};
   if (op == Op::Pad) return {pad(g, n)};
   if (op == Op::Gather) return {gather(g, n)};
+  if (op == Op::GatherElements) return {in(g, n, 1)};  // canonicalize checked the shapes
+  if (op == Op::GridSample) {
+    const Shape &x = in(g, n, 0), &grid = in(g, n, 1);
+    if (x.size() != 4 || grid.size() != 4 || grid[0] != x[0] || grid[3] != 2)
+      fail(g, n, "input " + to_string(x) + " and grid " + to_string(grid) + " are not [N, C, H, W] and [N, Ho, Wo, 2]");
+    return {Shape{x[0], x[1], grid[1], grid[2]}};
+  }
   fail(g, n, "no shape inference for operator " + op_name(op));
 }
 

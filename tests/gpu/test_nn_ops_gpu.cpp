@@ -884,3 +884,157 @@ TEST_CASE("CUDA runs every elementwise op of the op table like its scalar refere
     }
   }
 }
+
+// ---- the ops of transformer-era detectors (issue 31): GatherElements, GridSample, Einsum's lowering ----------
+
+namespace {
+
+float held_as(Precision p, float v) {
+  if (p == Precision::f16) return sluice::kernels::half_bits_to_float(sluice::kernels::float_to_half_bits(v));
+  if (p == Precision::bf16) return sluice::kernels::bf16_bits_to_float(sluice::kernels::float_to_bf16_bits(v));
+  return v;
+}
+
+// Each precision against the CPU run on the inputs rounded to what that engine holds, so both sample the very
+// same positions (GridSample's grid at 8 bits moves a tap by far more than the bound otherwise).
+void check_held_inputs_all_precisions(const Graph& g, const std::vector<std::vector<float>>& inputs) {
+  for (Precision p : {Precision::f32, Precision::f16, Precision::bf16}) {
+    auto held = inputs;
+    for (auto& in : held)
+      for (float& v : in) v = held_as(p, v);
+    const auto want = run_cpu(g, held);
+    CudaEngineOptions o;
+    o.precision = p;
+    CudaEngine engine(g, o);
+    const auto got = run_gpu(engine, held);
+    for (std::size_t i = 0; i < want.size(); ++i) {
+      INFO(g.source << " output " << i << " at " << to_string(p));
+      CHECK(relative_error(got[i], want[i]) <= tolerance(p));
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("CUDA GatherElements matches the CPU exactly, out-of-range and NaN indices giving NaN",
+          "[nn][nn_cuda][gather_elements]") {
+  struct Case {
+    Shape data, indices;
+    std::int64_t axis;
+  };
+  const std::vector<Case> cases = {{{2, 37}, {2, 11}, 1},          {{3, 5, 7}, {3, 4, 7}, 1},
+                                   {{2, 6, 4, 5}, {2, 6, 4, 9}, 3}, {{4, 3}, {4, 2}, 0},
+                                   {{2, 300, 4}, {2, 50, 4}, 1},    {{2, 8, 3, 3}, {2, 8, 2, 3}, 2}};
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const Case& c = cases[i];
+    OneNode b("GatherElements", "case " + std::to_string(i));
+    b.input("data", c.data).input("indices", c.indices).output("y", c.indices).attr("axis", c.axis);
+    auto inputs = tied_inputs(b.g, 70 + static_cast<std::uint32_t>(i), false);
+    const std::int64_t dim = c.data[static_cast<std::size_t>(c.axis)];
+    std::mt19937 rng(80 + static_cast<std::uint32_t>(i));
+    for (float& v : inputs[1]) {
+      const unsigned pick = rng() % 32;  // mostly in [-dim, dim), sometimes just outside or NaN
+      const auto within = static_cast<std::int64_t>(rng() % static_cast<unsigned>(2 * dim)) - dim;
+      v = pick == 0 ? std::nanf("") : pick == 1 ? static_cast<float>(dim) : pick == 2 ? static_cast<float>(-dim - 1)
+                                                                                     : static_cast<float>(within);
+    }
+    if (dim > 256) {  // beyond what bf16 counts exactly: f32 and f16 only, bf16 refused (below)
+      for (Precision p : {Precision::f32, Precision::f16}) {
+        CudaEngineOptions o;
+        o.precision = p;
+        CudaEngine engine(b.g, o);
+        CHECK(relative_error(run_gpu(engine, inputs)[0], run_cpu(b.g, inputs)[0]) == 0);
+      }
+      CudaEngineOptions o;
+      o.precision = Precision::bf16;
+      b.node().name = "the_gather";
+      std::string message;
+      try {
+        CudaEngine engine(b.g, o);
+      } catch (const ModelError& e) {
+        message = e.what();
+      }
+      CHECK(message.find("'the_gather' (GatherElements)") != std::string::npos);
+      CHECK(message.find("exact only up to 256") != std::string::npos);
+      continue;
+    }
+    check_exact_all_precisions(b.g, inputs);
+  }
+  for (const bool nhwc : {false, true}) {  // constant int64 indices (uploaded as f32), data held NHWC or not
+    ModelBuilder m(17);
+    m.input("x", {-1, 6, 4, 5}).output("y");
+    if (nhwc) nhwc_copy(m, "x", "p");
+    auto& t = m.initializer("indices");
+    t.set_data_type(onnx::TensorProto::INT64);
+    for (std::int64_t d : {2, 3, 4, 5}) t.add_dims(d);
+    std::mt19937 rng(90);
+    for (int k = 0; k < 2 * 3 * 4 * 5; ++k) t.add_int64_data(static_cast<std::int64_t>(rng() % 12) - 6);
+    set_int(m.node("GatherElements", {nhwc ? "p" : "x", "indices"}, {"y"}), "axis", 1);
+    const Graph g = prepared_model(m, 2);
+    check_exact_all_precisions(g, tied_inputs(g, 91, false));
+  }
+}
+
+TEST_CASE("CUDA GridSample matches the CPU in every mode, padding and corner alignment", "[nn][nn_cuda][grid_sample]") {
+  const std::vector<std::pair<Shape, Shape>> shapes = {{{2, 3, 7, 9}, {2, 5, 6, 2}}, {{1, 16, 12, 10}, {1, 30, 1, 2}}};
+  std::uint32_t seed = 100;
+  for (const auto& [xs, gs] : shapes)
+    for (const std::string mode : {"bilinear", "nearest"})
+      for (const std::string padding : {"zeros", "border", "reflection"})
+        for (const std::int64_t align : {0, 1}) {
+          OneNode b("GridSample", mode + " " + padding + " align_corners " + std::to_string(align) + " " + to_string(xs));
+          b.input("x", xs).input("grid", gs).output("y", {xs[0], xs[1], gs[1], gs[2]});
+          b.attr("mode", mode).attr("padding_mode", padding).attr("align_corners", align);
+          auto inputs = random_inputs(b.g, seed++);
+          for (float& v : inputs[1]) v *= 1.3f;  // past the edges too
+          check_held_inputs_all_precisions(b.g, inputs);
+        }
+  {  // the input held NHWC on the GPU (a Conv-side value), the grid a constant
+    ModelBuilder m(16);
+    m.input("x", {-1, 8, 6, 7}).weights("grid", {2, 4, 5, 2}, random_values(40, 120, -1.2f, 1.2f)).output("y");
+    nhwc_copy(m, "x", "p");
+    set_int(m.node("GridSample", {"p", "grid"}, {"y"}), "align_corners", 1);
+    const Graph g = prepared_model(m, 2);
+    check_held_inputs_all_precisions(g, random_inputs(g, 121));
+  }
+}
+
+TEST_CASE("CUDA runs Einsum's lowering (products, sums, transposes) like the CPU", "[nn][nn_cuda][einsum]") {
+  struct Case {
+    std::string equation;
+    std::vector<Shape> shapes;  // run-time inputs, dim 0 the batch
+  };
+  const std::vector<Case> cases = {
+      {"bhqd,bhkd->bhqk", {{2, 4, 9, 16}, {2, 4, 11, 16}}},
+      {"bhqk,bhkd->bhqd", {{2, 4, 9, 11}, {2, 4, 11, 16}}},
+      {"B G H I D, B G H J D -> B G H I J", {{2, 3, 2, 7, 8}, {2, 3, 2, 5, 8}}},
+      {"bi,bj->bij", {{2, 17}, {2, 13}}},
+      {"bchw->bhwc", {{2, 3, 5, 6}}},
+      {"bij->bj", {{2, 33, 7}}},
+      {"...ij,...jk->...ik", {{2, 1, 6, 5}, {2, 3, 5, 4}}},
+  };
+  for (const Case& c : cases) {
+    ModelBuilder m(17);
+    std::vector<std::string> names;
+    for (std::size_t i = 0; i < c.shapes.size(); ++i) {
+      names.push_back("x");
+      names.back() += std::to_string(i);  // not "x" + ...: GCC 12 warns of a false -Wrestrict there
+      Shape s = c.shapes[i];
+      s[0] = -1;
+      m.input(names.back(), s);
+    }
+    m.output("y");
+    set_string(m.node("Einsum", names, {"y"}), "equation", c.equation);
+    Graph g = prepared_model(m, c.shapes[0][0]);
+    g.source = "Einsum " + c.equation;
+    check_all_precisions(g, 130);
+  }
+  {  // attention as two einsums around a softmax: prepare fuses it into one Attention
+    ModelBuilder m(17);
+    m.input("q", {-1, 3, 2, 7, 16}).input("k", {-1, 3, 2, 5, 16}).input("v", {-1, 3, 2, 5, 16}).output("y");
+    set_string(m.node("Einsum", {"q", "k"}, {"s"}), "equation", "B G H I D, B G H J D -> B G H I J");
+    set_int(m.node("Softmax", {"s"}, {"p"}), "axis", -1);
+    set_string(m.node("Einsum", {"p", "v"}, {"y"}), "equation", "B G H I J, B G H J D -> B G H I D");
+    check_all_precisions(prepared_model(m, 2), 131);
+  }
+}

@@ -34,6 +34,8 @@ batch of 2, f32) and OUTDIR/NAME.output.npy (PyTorch's f32 output for it: eval m
   groupnorm_op21           times (3 groups, epsilon 1e-3; 6 groups = the channels; 1 group, epsilon 0.1), built
                            with onnx.helper; the output is NumPy's (float64, checked against
                            torch.nn.functional.group_norm), 2x6x5x7
+  detrnet                  Einsum (outer product, attention, MaxViT's form), Sin/Cos, GridSample both ways,
+                           TopK's indices into GatherElements (see DetrNet), opset 17, 2x3x16x16
 
 Deterministic (fixed seeds). A model whose three files exist and are newer than this script is skipped.
 Works under torch 1.13 (Debian) and torch 2.x (dynamo=False where torch.onnx.export has that argument).
@@ -263,6 +265,45 @@ class RankNet(nn.Module):
         return torch.cat([t, values, indices.float(), best.float()], 1)
 
 
+class DetrNet(nn.Module):
+    """The ops of transformer-era detectors (issue 31: RT-DETR, MaxViT) as their exports write them (input 3x16x16,
+    output 1344 values a row).
+
+    A sine/cosine position embedding from torch.einsum's outer product of two constant ranges (folded: Einsum, Sin,
+    Cos), single-head attention spelled with torch.einsum (bqd,bkd->bqk and bqk,bkd->bqd), MaxViT's five-index form
+    (B G H I D, B G H J D -> B G H I J, with spaces), F.grid_sample at offsets predicted from the data (GridSample:
+    bilinear/zeros and nearest/border with align_corners), and torch.gather along the indices of topk
+    (GatherElements of TopK's run-time indices). The ranked scores are a fixed order 4 apart plus tanh of the data,
+    so no rounding can swap two of them."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.qkv = nn.Linear(8, 24)
+        self.offsets = nn.Linear(8, 2)
+        self.register_buffer("order", 4.0 * torch.randperm(64).float())
+
+    def forward(self, x):  # x: N,3,16,16
+        feat = self.conv(x)                                                      # N,8,16,16
+        tokens = F.avg_pool2d(feat, 2).flatten(2).transpose(1, 2)                # N,64,8
+        position = torch.arange(64, dtype=torch.float32)
+        omega = 1.0 / (100.0 ** (torch.arange(4, dtype=torch.float32) / 4))
+        angles = torch.einsum("i,j->ij", position, omega)                        # 64,4
+        tokens = tokens + torch.cat([angles.sin(), angles.cos()], 1)
+        q, k, v = self.qkv(tokens).chunk(3, dim=-1)                              # N,64,8 each
+        attn = torch.softmax(torch.einsum("bqd,bkd->bqk", q, k) / 8 ** 0.5, dim=-1)
+        out = torch.einsum("bqk,bkd->bqd", attn, v)                              # N,64,8
+        heads = out.reshape(-1, 2, 2, 64, 2)                                     # B G H I D
+        rel = torch.einsum("B G H I D, B G H J D -> B G H I J", heads, heads)   # N,2,2,64,64
+        grid = torch.tanh(self.offsets(out)).reshape(-1, 8, 8, 2) * 1.2          # N,8,8,2 (past the edges too)
+        bilinear = F.grid_sample(feat, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
+        nearest = F.grid_sample(feat, grid, mode="nearest", padding_mode="border", align_corners=True)
+        scores = torch.tanh(out.mean(-1)) + self.order                           # N,64
+        _, indices = scores.topk(8, dim=1)                                       # N,8
+        picked = torch.gather(out, 1, indices.unsqueeze(-1).expand(-1, -1, 8))   # N,8,8
+        return torch.cat([bilinear.flatten(1), nearest.flatten(1), picked.flatten(1), rel.mean(dim=4).flatten(1)], 1)
+
+
 def randomize_norms(model, generator):
     """Affine parameters of the normalizations away from 1 and 0, so that they are really applied."""
     for m in model.modules():
@@ -457,7 +498,7 @@ def main(argv):
             ("mathnet", 16, 17), ("mathnet_op13", 16, 13), ("convnext_small", 64, 17), ("convnext_small_op13", 64, 13),
             ("vit_small", 32, 17), ("swin_small", 32, 17), ("ranknet", 16, 13), ("ranknet_op11", 16, 11),
             ("decoder_small", 16, 13), ("mixnet_op18", 64, 18), ("mathnet_op18", 16, 18),
-            ("groupnorm_op18", 0, 18), ("groupnorm_op21", 0, 21)]
+            ("groupnorm_op18", 0, 18), ("groupnorm_op21", 0, 21), ("detrnet", 16, 17)]
     mixnet = None
     for name, size, opset in jobs:
         if up_to_date(outdir, name):
@@ -470,10 +511,11 @@ def main(argv):
             write_groupnorm_reference(outdir, name, opset, generator)
             continue
         example = torch.randn(2, 3, size, size, generator=generator)
-        if family in ("mathnet", "convnext_small", "vit_small", "swin_small", "ranknet", "decoder_small"):
+        if family in ("mathnet", "convnext_small", "vit_small", "swin_small", "ranknet", "decoder_small", "detrnet"):
             torch.manual_seed(SEED + 7)
             model = {"mathnet": MathNet, "convnext_small": small_convnext, "vit_small": small_vit,
-                     "swin_small": small_swin, "ranknet": RankNet, "decoder_small": DecoderNet}[family]()
+                     "swin_small": small_swin, "ranknet": RankNet, "decoder_small": DecoderNet,
+                     "detrnet": DetrNet}[family]()
             if family == "mathnet":
                 with torch.no_grad():
                     model.token.normal_(0, 1)

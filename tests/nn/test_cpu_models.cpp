@@ -95,5 +95,8 @@ TEST_CASE("CPU GroupNormalization at opset 18 (per-group scale, bias) matches Nu
 TEST_CASE("CPU GroupNormalization at opset 21 (per-channel scale, bias) matches NumPy", "[cpu_models]") {
   check_model("groupnorm_op21");
 }
+TEST_CASE("CPU detrnet (Einsum, GridSample, TopK into GatherElements) matches PyTorch", "[cpu_models]") {
+  check_model("detrnet");
+}
 
 }  // namespace

@@ -56,7 +56,7 @@ void check_prepared_form(const Graph& g) {
                                          "Pow", "Max", "Min", "ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin",
                                          "ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceProd",
                                          "LayerNormalization", "Gelu", "Attention", "LogSoftmax", "ArgMax", "ArgMin",
-                                         "TopK", "Linear"};
+                                         "TopK", "Linear", "Sin", "Cos", "GatherElements", "GridSample"};
   std::set<std::string> available;
   for (const auto& in : g.inputs) {
     available.insert(in.name);
@@ -2369,4 +2369,131 @@ TEST_CASE("Swin's shifted-window mask between batch Reshapes fuses into one Atte
     }
   // A position bias that differs along the merged batch is left alone.
   CHECK(count_op(prepared(shifted_window_attention(true, {4, 1, 5, 5}, {8, 2, 5, 5}), 2), "Attention") == 0);
+}
+
+TEST_CASE("Einsum is lowered into MatMul, Mul, ReduceSum and moves, and refused for what does not lower", "[nn][passes][einsum]") {
+  {  // attention's scores: the key operand transposed, one batched MatMul, nothing else
+    ModelBuilder m(17);
+    m.input("q", {-1, 4, 9, 16}).input("k", {-1, 4, 11, 16}).output("y");
+    test::set_string(m.node("Einsum", {"q", "k"}, {"y"}), "equation", "bhqd,bhkd->bhqk");
+    const Graph g = prepared(m, 2);
+    check_prepared_form(g);
+    CHECK(count_op(g, "Einsum") == 0);
+    CHECK(count_op(g, "MatMul") == 1);
+    CHECK(count_op(g, "Transpose") == 1);
+    CHECK(g.shapes.at("y") == Shape{2, 4, 9, 11});
+  }
+  {  // an outer product multiplies, a lone index is summed away first
+    ModelBuilder m(17);
+    m.input("a", {-1, 5, 3}).input("b", {-1, 7}).output("y");
+    test::set_string(m.node("Einsum", {"a", "b"}, {"y"}), "equation", "nij,nk->nik");
+    const Graph g = prepared(m, 2);
+    check_prepared_form(g);
+    CHECK(count_op(g, "Mul") == 1);
+    CHECK(count_op(g, "ReduceSum") == 1);
+    CHECK(count_op(g, "MatMul") == 0);
+    CHECK(g.shapes.at("y") == Shape{2, 5, 7});
+  }
+  {  // a product by weights becomes a Linear
+    ModelBuilder m(17);
+    m.input("x", {-1, 6, 8}).weights("w", {8, 5}, random_values(40, 1)).output("y");
+    test::set_string(m.node("Einsum", {"x", "w"}, {"y"}), "equation", "bsd,de->bse");
+    const Graph g = prepared(m, 2);
+    check_prepared_form(g);
+    CHECK(count_op(g, "Linear") == 1);
+  }
+  ModelBuilder m(17);
+  m.input("x", {-1, 3, 3}).output("y");
+  test::set_string(m.node("Einsum", {"x"}, {"y"}, "diag"), "equation", "bii->bi");
+  CHECK_THAT(error_of([&] { prepared(m, 1); }),
+             Contains("node 'diag' (Einsum): equation 'bii->bi': index i repeats in input 0 (a diagonal), which is not supported"));
+}
+
+TEST_CASE("Attention written as two Einsums around a Softmax fuses into one Attention",
+          "[nn][passes][einsum][attention]") {
+  struct Form {
+    std::string scores, output;
+    Shape q, k;
+  };
+  for (const Form& f : {Form{"bhqd,bhkd->bhqk", "bhqk,bhkd->bhqd", {-1, 4, 9, 16}, {-1, 4, 11, 16}},
+                        Form{"B G H I D, B G H J D -> B G H I J", "B G H I J, B G H J D -> B G H I D",  // MaxViT's
+                             {-1, 3, 2, 7, 16}, {-1, 3, 2, 5, 16}}}) {
+    INFO(f.scores);
+    ModelBuilder m(17);
+    m.input("q", f.q).input("k", f.k).input("v", f.k).output("y");
+    test::set_string(m.node("Einsum", {"q", "k"}, {"s"}), "equation", f.scores);
+    test::set_int(m.node("Softmax", {"s"}, {"p"}), "axis", -1);
+    test::set_string(m.node("Einsum", {"p", "v"}, {"y"}), "equation", f.output);
+    const Graph g = prepared(m, 2);
+    check_prepared_form(g);
+    CHECK(count_op(g, "Attention") == 1);
+    CHECK(g.nodes.size() == 1);
+  }
+}
+
+TEST_CASE("GatherElements has a non-negative axis, f32 constant indices and refuses indices longer than data",
+          "[nn][passes][gather_elements]") {
+  {
+    ModelBuilder m(17);
+    m.input("x", {-1, 5, 4}).input("i", {-1, 3, 4}).output("y");
+    test::set_int(m.node("GatherElements", {"x", "i"}, {"y"}), "axis", -2);
+    const Graph g = prepared(m, 2);
+    check_prepared_form(g);
+    const Node& n = only_node(g);
+    CHECK(n.attrs.i("axis", -1) == 1);
+    CHECK(g.shapes.at("y") == Shape{2, 3, 4});
+  }
+  {  // constant int64 indices become f32 numbers; indices longer than data refused
+    ModelBuilder m(17);
+    m.input("x", {-1, 5}).ints("i", {4, -1, 0}).output("y");
+    m.node("Unsqueeze", {"i", "zero"}, {"i2"});
+    m.ints("zero", {0});
+    test::set_int(m.node("GatherElements", {"x", "i2"}, {"y"}), "axis", 1);
+    const Graph g = prepared(m, 1);
+    check_prepared_form(g);
+    const Node& n = only_node(g);
+    REQUIRE(g.is_constant(n.inputs[1]));
+    CHECK(g.constants.at(n.inputs[1]).f32 == std::vector<float>{4, -1, 0});
+    ModelBuilder longer(17);
+    longer.input("x", {-1, 2, 5}).input("i", {-1, 3, 5}).output("y");
+    test::set_int(longer.node("GatherElements", {"x", "i"}, {"y"}, "g"), "axis", 2);
+    CHECK_THAT(error_of([&] { prepared(longer, 1); }),
+               Contains("node 'g' (GatherElements): indices [1,3,5] are longer than data [1,2,5] in dimension 1"));
+  }
+}
+
+TEST_CASE("GridSample has its defaults written out, opset 20's linear as bilinear, and refuses other paddings",
+          "[nn][passes][grid_sample]") {
+  for (const std::int64_t opset : {16, 20}) {
+    ModelBuilder m(opset);
+    m.input("x", {-1, 3, 6, 6}).input("grid", {-1, 4, 5, 2}).output("y");
+    auto& n = m.node("GridSample", {"x", "grid"}, {"y"});
+    if (opset == 20) test::set_string(n, "mode", "linear");
+    const Graph g = prepared(m, 2);
+    check_prepared_form(g);
+    const Node& s = only_node(g);
+    CHECK(s.attrs.s("mode", "") == "bilinear");
+    CHECK(s.attrs.s("padding_mode", "") == "zeros");
+    CHECK(s.attrs.i("align_corners", -1) == 0);
+    CHECK(g.shapes.at("y") == Shape{2, 3, 4, 5});
+  }
+  ModelBuilder m(16);
+  m.input("x", {-1, 3, 6, 6}).input("grid", {-1, 4, 5, 2}).output("y");
+  test::set_string(m.node("GridSample", {"x", "grid"}, {"y"}, "gs"), "padding_mode", "wrap");
+  CHECK_THAT(error_of([&] { prepared(m, 1); }),
+             Contains("node 'gs' (GridSample): padding_mode 'wrap' is not zeros, border or reflection"));
+}
+
+TEST_CASE("the issue 31 fuzz seeds run, or are refused naming the node", "[nn][passes][einsum]") {
+  const std::string corpus = std::string(SLUICE_SOURCE_DIR) + "/fuzz/corpus/onnx/";
+  const Graph g = prepare(load_onnx(corpus + "detr_ops.onnx"), 2);
+  check_prepared_form(g);
+  CHECK(g.shapes.at("y") == Shape{2, 4, 2});
+  CpuEngine engine(g);
+  const std::vector<float> x = random_values(2 * 4 * 6 * 6, 7), grid = random_values(2 * 3 * 3 * 2, 8, -1.2f, 1.2f);
+  std::vector<float> y(2 * 4 * 2, std::nanf(""));
+  engine.run({x.data(), grid.data()}, {y.data()});
+  CHECK(std::all_of(y.begin(), y.end(), [](float v) { return std::isfinite(v); }));
+  CHECK_THAT(error_of([&] { prepare(load_onnx(corpus + "einsum_diagonal.onnx"), 1); }),
+             Contains("(Einsum): equation 'b...ii->b...i': index i repeats in input 0 (a diagonal)"));
 }
