@@ -285,12 +285,55 @@ std::int64_t default_domain_opset(const onnx::ModelProto& model, const std::stri
   return opset;
 }
 
+// Every operator the model needs that sluice lacks, in one refusal (each with its first few node names), so a
+// user learns the whole list at once instead of one refusal per re-export. One missing node keeps the short form.
+void refuse_unsupported_ops(const onnx::GraphProto& graph, const std::string& source,
+                            const std::vector<std::string>& supported) {
+  struct Missing {
+    std::string op;
+    std::vector<std::string> nodes;  // the first kShownNodes
+    std::size_t count = 0;
+  };
+  constexpr std::size_t kShownNodes = 3, kShownOps = 20;
+  std::vector<Missing> missing;  // in order of first use
+  std::string only_where, only_why;
+  for (int i = 0; i < graph.node_size(); ++i) {
+    const auto& n = graph.node(i);
+    const bool other_domain = !(n.domain().empty() || n.domain() == "ai.onnx");
+    if (!other_domain && has_flag(op_from_name(n.op_type()), kFromOnnx)) continue;
+    const std::string op = printable(other_domain ? n.domain() + "::" + n.op_type() : n.op_type());
+    const std::string name = printable(n.name().empty() ? n.op_type() + "_" + std::to_string(i) : n.name());
+    if (missing.empty()) {
+      only_where = "node '" + name + "' (" + printable(n.op_type()) + ")";
+      only_why = other_domain ? "operator domain '" + printable(n.domain()) + "' is not supported (only the default ONNX domain)"
+                              : "operator " + op + " is not supported";
+    }
+    auto it = std::find_if(missing.begin(), missing.end(), [&](const Missing& m) { return m.op == op; });
+    if (it == missing.end()) it = missing.insert(missing.end(), Missing{op, {}, 0});
+    if (++it->count <= kShownNodes) it->nodes.push_back("'" + name + "'");
+  }
+  if (missing.empty()) return;
+  const std::string listed = " (supported: " + join(supported, ", ") + ")";
+  if (missing.size() == 1 && missing[0].count == 1)
+    throw ModelError(source + ": " + only_where + ": " + only_why + (only_why.find("domain") == std::string::npos ? listed : ""));
+  std::string text;
+  for (std::size_t i = 0; i < missing.size() && i < kShownOps; ++i) {
+    const Missing& m = missing[i];
+    text += (i ? "; " : "") + m.op + " (" + std::to_string(m.count) + (m.count == 1 ? " node: " : " nodes: ") +
+            join(m.nodes, ", ") + (m.count > m.nodes.size() ? ", ..." : "") + ")";
+  }
+  if (missing.size() > kShownOps) text += "; and " + std::to_string(missing.size() - kShownOps) + " more";
+  throw ModelError(source + ": " + std::to_string(missing.size()) + " operator" + (missing.size() == 1 ? " is" : "s are") +
+                   " not supported: " + text + listed);
+}
+
 Graph convert(const onnx::ModelProto& model, const std::string& source) {
   Graph g;
   g.source = source;
   g.opset = default_domain_opset(model, source);
   const auto& graph = model.graph();
   const auto& supported = supported_onnx_ops();
+  refuse_unsupported_ops(graph, source, supported);
 
   for (const auto& init : graph.initializer())
     g.constants[init.name()] = decode_tensor(init, source, "initializer '" + init.name() + "'");
@@ -315,14 +358,6 @@ Graph convert(const onnx::ModelProto& model, const std::string& source) {
     node.name = n.name().empty() ? n.op_type() + "_" + std::to_string(i) : n.name();
     node.inputs.assign(n.input().begin(), n.input().end());
     node.outputs.assign(n.output().begin(), n.output().end());
-    // node.where() before the op is known to be supported: the file's spelling
-    const std::string where = "node '" + node.name + "' (" + n.op_type() + ")";
-    if (!(n.domain().empty() || n.domain() == "ai.onnx"))
-      throw ModelError(source + ": " + where + ": operator domain '" + n.domain() +
-                       "' is not supported (only the default ONNX domain)");
-    if (!has_flag(node.op, kFromOnnx))
-      throw ModelError(source + ": " + where + ": operator " + n.op_type() + " is not supported (supported: " +
-                       join(supported, ", ") + ")");
     check_arity(node, source);
     for (const auto& in : node.inputs) {
       if (in.empty() || available.count(in)) continue;

@@ -77,6 +77,36 @@ TEST_CASE("loader refuses an unsupported operator naming it and listing supporte
   for (const auto& op : supported_onnx_ops()) CHECK_THAT(e, Contains(op));
 }
 
+TEST_CASE("loader lists every unsupported operator of a model at once with its nodes", "[nn][onnx]") {
+  ModelBuilder m;
+  m.input("x", {1, 2}).output("y");
+  m.node("CumSum", {"x"}, {"a"}, "cum1");
+  m.node("Relu", {"a"}, {"b"});
+  m.node("Einstein", {"b"}, {"c"}, "e1");
+  m.node("CumSum", {"c"}, {"d"}, "cum2");
+  m.node("Relu", {"d"}, {"e"}, "mine").set_domain("com.example");
+  for (int i = 0; i < 4; ++i) m.node("CumSum", {i ? "f" + std::to_string(i - 1) : "e"}, {i < 3 ? "f" + std::to_string(i) : "y"}, "more" + std::to_string(i));
+  const std::string e = error_of([&] { m.load(); });
+  CHECK_THAT(e, Contains("3 operators are not supported: CumSum (6 nodes: 'cum1', 'cum2', 'more0', ...); "
+                         "Einstein (1 node: 'e1'); com.example::Relu (1 node: 'mine')"));
+  CHECK_THAT(e, Contains("(supported: "));
+  // Hostile names stay one printable line, and hundreds of unknown ops stay a bounded message.
+  ModelBuilder h;
+  h.input("x", {1, 2}).output("y");
+  std::string prev = "x";
+  for (int i = 0; i < 300; ++i) {
+    const std::string out = i == 299 ? "y" : "v" + std::to_string(i);
+    h.node("Op" + std::to_string(i), {prev}, {out}, "name\n\x1b[31m" + std::to_string(i));
+    prev = out;
+  }
+  const std::string he = error_of([&] { h.load(); });
+  CHECK_THAT(he, Contains("300 operators are not supported"));
+  CHECK_THAT(he, Contains("and 280 more"));
+  CHECK(he.find('\n') == std::string::npos);
+  CHECK(he.find('\x1b') == std::string::npos);
+  CHECK(he.size() < 4000);
+}
+
 TEST_CASE("loader refuses operators of other domains", "[nn][onnx]") {
   ModelBuilder m;
   m.input("x", {1, 2}).output("y");
