@@ -13,6 +13,7 @@
 
 #include "nn/cpu/engine.hpp"
 #include "nn/passes.hpp"
+#include "tests/nn/cpu_run.hpp"
 #include "tests/nn/model_builder.hpp"
 
 namespace {
@@ -58,30 +59,11 @@ std::int64_t ravel(const Ints& idx, const Shape& shape) {
 
 // The model through prepare() at batch `batch` and the CPU engine, fed `inputs` in the graph's input order.
 std::vector<Floats> run_prepared(const ModelBuilder& m, std::int64_t batch, const std::vector<Floats>& inputs) {
-  const Graph g = sluice::nn::prepare(m.load(), batch);
-  CpuEngine engine(g);
-  std::vector<Floats> out;
-  for (const auto& o : g.outputs) out.emplace_back(static_cast<std::size_t>(count(o.shape)), std::nanf(""));
-  std::vector<const float*> in;
-  for (const auto& i : inputs) in.push_back(i.data());
-  std::vector<float*> ptrs;
-  for (auto& o : out) ptrs.push_back(o.data());
-  engine.run(in, ptrs);
-  return out;
+  CpuEngine engine(sluice::nn::prepare(m.load(), batch));
+  return sluice::nn::test::run_engine(engine, inputs);
 }
 
-// max |a - b| / max |b|; a NaN where the other has none fails.
-double relative_error(const Floats& got, const Floats& want) {
-  REQUIRE(got.size() == want.size());
-  double diff = 0, scale = 0;
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    if (std::isnan(got[i]) != std::isnan(want[i])) return std::numeric_limits<double>::infinity();
-    if (std::isnan(want[i])) continue;
-    diff = std::max(diff, std::abs(static_cast<double>(got[i]) - want[i]));
-    scale = std::max(scale, std::abs(static_cast<double>(want[i])));
-  }
-  return scale > 0 ? diff / scale : diff;
-}
+using sluice::nn::test::relative_error;
 
 bool ops_absent(const Graph& g, Op op) {
   return std::none_of(g.nodes.begin(), g.nodes.end(), [&](const auto& n) { return n.op == op; });

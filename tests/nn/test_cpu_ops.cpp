@@ -17,6 +17,7 @@
 #include "nn/memory_plan.hpp"
 #include "nn/passes.hpp"
 #include "nn/ranking.hpp"
+#include "tests/nn/cpu_run.hpp"
 #include "tests/nn/model_builder.hpp"
 
 namespace {
@@ -101,30 +102,10 @@ struct TestGraph {
     CpuEngine engine(graph);
     return run_on(engine);
   }
-  std::vector<Floats> run_on(CpuEngine& engine) const {
-    std::vector<Floats> results;
-    for (const auto& o : graph.outputs) results.emplace_back(static_cast<std::size_t>(count(o.shape)), std::nanf(""));
-    std::vector<const float*> in;
-    for (const auto& f : feeds) in.push_back(f.data());
-    std::vector<float*> out;
-    for (auto& r : results) out.push_back(r.data());
-    engine.run(in, out);
-    return results;
-  }
+  std::vector<Floats> run_on(CpuEngine& engine) const { return sluice::nn::test::run_engine(engine, feeds); }
 };
 
-// max |a - b| / max |b| (absolute when the reference is all zeros); NaN anywhere fails.
-double relative_error(const Floats& got, const Floats& want) {
-  REQUIRE(got.size() == want.size());
-  double diff = 0.0, scale = 0.0;
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    if (std::isnan(got[i]) != std::isnan(want[i])) return std::numeric_limits<double>::infinity();
-    if (std::isinf(want[i]) && got[i] == want[i]) continue;
-    diff = std::max(diff, std::abs(static_cast<double>(got[i]) - want[i]));
-    scale = std::max(scale, std::abs(static_cast<double>(want[i])));
-  }
-  return scale > 0.0 ? diff / scale : diff;
-}
+using sluice::nn::test::relative_error;
 
 #define CHECK_CLOSE(got, want, tolerance) CHECK(relative_error((got), (want)) <= (tolerance))
 
