@@ -25,7 +25,7 @@ void nv12_convert_gpu(const Nv12ConvertParams& p, const std::uint8_t* luma_devic
   if (!stream) throw std::invalid_argument("nv12 convert: a stream is required (not the legacy default stream)");
   const dim3 block(32, 8);
   const dim3 grid((p.out_width + 31) / 32, (p.out_height + 7) / 8);
-  nv12_convert_kernel<<<grid, block, 0, stream>>>(p, luma_device, chroma_device, dst_device);
+  nv12_convert_kernel<<<grid, block, 0, stream>>>(with_whole_rects(p), luma_device, chroma_device, dst_device);
   CUDA_CHECK(cudaPeekAtLastError());
 }
 

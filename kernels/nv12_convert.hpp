@@ -6,7 +6,10 @@
 //    (h+1)/2 plane), in 8-bit fixed point (weights in 1/256), so CPU and GPU agree exactly;
 //  - 16-bit samples (P016: 10/12-bit video in the high bits) are taken by their high byte;
 //  - colour: BT.601 limited range, the integer form (R = (298(Y-16) + 409(V-128) + 128) >> 8, ...), like the
-//    pipeline's nv12/i420 formats; gray8 is full-range luma ((298(Y-16) + 128) >> 8).
+//    pipeline's nv12/i420 formats; gray8 is full-range luma ((298(Y-16) + 128) >> 8);
+//  - geometry: the frame turned upright (quarter turns), a part of it (crop) scaled into a part of the output
+//    (letterbox), black around it: what the CPU decoder's fit and rotation do (media/frame_fit.hpp gives the
+//    rects). Turning reindexes samples, so a turned frame gives the bytes of the unturned one rotated first.
 // This header is also compiled as C++17 (by nvcc).
 #include <cstddef>
 #include <cstdint>
@@ -24,10 +27,22 @@ struct Nv12ConvertParams {
   // Destination: one tightly packed frame (image_bytes(out_format, out_width, out_height)).
   PixelFormat out_format = PixelFormat::bgr8;
   int out_width = 0, out_height = 0;
+  // Clockwise quarter turns (0..3) that put the stored frame upright; the upright frame is in_height x in_width
+  // for odd turns.
+  int quarter_turns = 0;
+  // The part of the upright frame shown (src_w 0: all of it) and where it goes in the output (dst_w 0: all of
+  // it); outside dst the output is black (0; luma 16 and chroma 128 for nv12/i420). For nv12/i420 output dst's
+  // position and size are even, and src's too (whole chroma samples).
+  int src_x = 0, src_y = 0, src_w = 0, src_h = 0;
+  int dst_x = 0, dst_y = 0, dst_w = 0, dst_h = 0;
 };
 
+// The rects with their defaults filled in (src: the whole upright frame, dst: the whole output).
+Nv12ConvertParams with_whole_rects(Nv12ConvertParams p) noexcept;
+
 // Throws std::invalid_argument for sizes < 1, a pitch shorter than a row, a sample size other than 1 or 2,
-// and odd output sizes for nv12/i420.
+// odd output sizes for nv12/i420, turns outside 0..3, and rects outside the upright frame or the output (or odd
+// ones for nv12/i420).
 void validate(const Nv12ConvertParams& p);
 
 }  // namespace sluice::kernels

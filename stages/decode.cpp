@@ -742,8 +742,8 @@ static StageInfo decode_stage() {
                choice_names(kFrameMemoryChoices)},
               {"decoder", ParamType::choice, "auto",
                "inputs a GPU decoder reads: video on NVDEC (H.264/HEVC 4:2:0 in any container or network stream FFmpeg "
-               "reads, and Annex-B .h264/.264/.h265/.hevc/.265; not rotated videos or fit: letterbox|crop, which "
-               "libavcodec decodes), .jpg/.jpeg images on nvJPEG: auto = the GPU decoder where the codec, the file and "
+               "reads, and Annex-B .h264/.264/.h265/.hevc/.265; turned upright and fitted on the GPU), .jpg/.jpeg "
+               "images on nvJPEG: auto = the GPU decoder where the codec, the file and "
                "the GPU allow, else the CPU decoder (the reason logged once); gpu = the GPU decoder only (other inputs "
                "fail with the reason); cpu = never the GPU decoders", {}, {}, choice_names(kDecoderChoices)},
           },

@@ -52,13 +52,9 @@ void register_annexb_reader(ReaderRegistry& registry) {
           why = "NVDEC unavailable: " + reason;
           return nullptr;
         }
-        if (options.fit != Fit::stretch) {
-          // The GPU conversion scales each axis on its own; letterbox and crop are the CPU decoder's.
-          why = "NVDEC unavailable: fit: " + std::string(to_string(options.fit)) + " is done by the CPU decoder";
-          return nullptr;
-        }
         NvdecReaderOptions o;
         o.device_frames = options.device_frames;
+        o.fit = options.fit;
         o.backend = std::string("NVDEC ") + (file->codec() == VideoCodec::hevc ? "HEVC" : "H.264");
         return open_nvdec_reader(uri, std::make_unique<AnnexBFileSource>(std::move(file)), o);
 #else

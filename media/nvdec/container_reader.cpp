@@ -76,9 +76,6 @@ std::string unsupported_reason(const Demuxer& demuxer, VideoCodec& codec) {
     depth = desc->comp[0].depth;
   }
   if (std::string reason = nvdec_codec_unsupported_reason(codec, depth); !reason.empty()) return reason;
-  if (demuxer.rotation() != 0)
-    return fmt::format("the video is shown turned by {} degrees (display matrix), which the CPU decoder does",
-                       demuxer.rotation());
   return {};
 }
 
@@ -90,9 +87,6 @@ std::unique_ptr<FrameReader> open_demuxed(const std::string& uri, const ReaderOp
     return nullptr;
   };
   if (const std::string reason = nvdec_unavailable_reason(); !reason.empty()) return decline(reason);
-  if (options.fit != Fit::stretch)
-    // The GPU conversion scales each axis on its own; letterbox and crop are the CPU decoder's.
-    return decline("fit: " + std::string(to_string(options.fit)) + " is done by the CPU decoder");
   if (!live && !is_http_url(uri)) check_readable_file(uri);  // a URL is fetched by the demuxer (a remote file)
   DemuxOptions d = demux_options(options, uri, !live);
   d.annex_b = true;
@@ -104,6 +98,8 @@ std::unique_ptr<FrameReader> open_demuxed(const std::string& uri, const ReaderOp
   o.live = live;
   o.backend = fmt::format("NVDEC {} ({})", codec == VideoCodec::hevc ? "HEVC" : "H.264", demuxer->container());
   o.fps = demuxer->fps();
+  o.fit = options.fit;
+  o.rotation = demuxer->rotation();
   if (!live) {
     o.frames_total = demuxer->frames_announced();
     if (o.frames_total > 0) o.frames_required = o.frames_total - truncation_tolerance(o.frames_total);

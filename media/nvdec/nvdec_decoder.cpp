@@ -25,6 +25,7 @@ static void sluice_nvdec_loader_log(void* ctx, const char* fmt, ...) {
 #include <ffnvcodec/dynlink_loader.h>
 
 #include "kernels/nv12_convert.cuh"
+#include "media/frame_fit.hpp"
 #include "runtime/gpu.hpp"
 #include "runtime/stats.hpp"
 
@@ -703,6 +704,8 @@ NvdecFrame NvdecDecoder::pop(std::uint8_t* dst, std::size_t capacity, const Nvde
   const std::size_t chroma_rows = static_cast<std::size_t>((p.height + 1) / 2);
   const std::size_t chroma_row = static_cast<std::size_t>((p.width + 1) / 2) * 2 * p.bytes_per_sample;
   if (output.native) {
+    if (output.quarter_turns != 0 || output.fit != Fit::stretch)
+      throw NvdecError("native output is the surface as decoded: it is neither turned nor fitted");
     if (p.bytes > capacity)
       throw NvdecError("a decoded frame of " + std::to_string(p.bytes) + " bytes does not fit " + std::to_string(capacity));
     CUDA_MEMCPY2D copy{};
@@ -735,6 +738,16 @@ NvdecFrame NvdecDecoder::pop(std::uint8_t* dst, std::size_t capacity, const Nvde
   cp.out_format = output.format;
   cp.out_width = output.width;
   cp.out_height = output.height;
+  // Upright, then placed: the shown part of the upright picture and where it goes (black around it).
+  cp.quarter_turns = output.quarter_turns & 3;
+  if (cp.quarter_turns != 0 || output.fit != Fit::stretch) {
+    const bool sideways = (cp.quarter_turns & 1) != 0;
+    const bool subsampled = output.format == PixelFormat::nv12 || output.format == PixelFormat::i420;
+    const FitPlan plan = plan_fit(sideways ? p.height : p.width, sideways ? p.width : p.height, output.width,
+                                  output.height, output.fit, subsampled ? 2 : 1, 2);
+    cp.src_x = plan.source.x, cp.src_y = plan.source.y, cp.src_w = plan.source.width, cp.src_h = plan.source.height;
+    cp.dst_x = plan.dest.x, cp.dst_y = plan.dest.y, cp.dst_w = plan.dest.width, cp.dst_h = plan.dest.height;
+  }
   f.bytes = image_bytes(cp.out_format, cp.out_width, cp.out_height);
   if (f.bytes > capacity)
     throw NvdecError("a converted frame of " + std::to_string(f.bytes) + " bytes does not fit " + std::to_string(capacity));

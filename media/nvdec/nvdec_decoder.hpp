@@ -24,6 +24,7 @@
 
 #include "media/nvdec/annexb.hpp"
 #include "runtime/format.hpp"
+#include "runtime/frame_reader.hpp"  // Fit
 
 struct CUevent_st;
 
@@ -48,11 +49,15 @@ struct NvdecError : std::runtime_error {
 
 // What decoded pictures become: `native` keeps the surface (NV12, or P016 for more than 8 bits: 16-bit
 // little-endian samples, the value in the high bits), tightly packed at the picture's display size; otherwise
-// one frame of `format` at width x height (kernels/nv12_convert.hpp).
+// one frame of `format` at width x height (kernels/nv12_convert.hpp), the picture turned upright by
+// `quarter_turns` clockwise and placed as `fit` says (media/frame_fit.hpp: letterbox bars black), as the CPU
+// decoder places it.
 struct NvdecOutput {
   bool native = false;
   PixelFormat format = PixelFormat::bgr8;
   int width = 0, height = 0;
+  Fit fit = Fit::stretch;
+  int quarter_turns = 0;
 };
 
 struct NvdecSequence {

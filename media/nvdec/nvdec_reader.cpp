@@ -39,8 +39,9 @@ class NvdecReader final : public FrameReader {
     if (!decoder_.has_frame() && decoder_.sequence().count == 0)
       throw InputError("'" + shown_uri(uri) + "': no " + std::string(to_string(source_->codec())) +
                        " sequence header (SPS) in the stream");
-    info_.width = decoder_.sequence().width;
-    info_.height = decoder_.sequence().height;
+    const bool sideways = (quarter_turns() & 1) != 0;  // the upright picture's size
+    info_.width = sideways ? decoder_.sequence().height : decoder_.sequence().width;
+    info_.height = sideways ? decoder_.sequence().width : decoder_.sequence().height;
     info_.fps = options.fps > 0 ? options.fps : decoder_.sequence().fps;
   }
 
@@ -50,7 +51,7 @@ class NvdecReader final : public FrameReader {
         if (finished_) return ended(why);
         if (!feed_next(why)) return ReadStatus::error;
       }
-      const NvdecOutput out{false, target.pixel, target.width, target.height};
+      const NvdecOutput out{false, target.pixel, target.width, target.height, options_.fit, quarter_turns()};
       auto* dst = reinterpret_cast<std::uint8_t*>(target.data);
       const std::size_t bytes = image_bytes(target.pixel, target.width, target.height);
       const NvdecFrame f = target.device ? decoder_.pop_to_device(dst, bytes, out, target.reusable, target.written)
@@ -87,6 +88,8 @@ class NvdecReader final : public FrameReader {
   bool writes_device_memory() const override { return options_.device_frames; }
 
  private:
+  int quarter_turns() const { return ((options_.rotation % 360 + 360) % 360) / 90; }
+
   // Feeds the next chunk, or the end of the stream; false with `why` when decoding cannot go on.
   bool feed_next(std::string& why) {
     try {

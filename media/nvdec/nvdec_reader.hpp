@@ -46,6 +46,10 @@ struct NvdecReaderOptions {
   // references are not to be trusted) instead of going out with smeared blocks.
   bool live = false;
   std::string backend;         // InputInfo::backend, e.g. "NVDEC H.264 (mov,mp4,...)"
+  // How frames are placed in their targets (ReaderOptions::fit), and the clockwise degrees (0, 90, 180, 270)
+  // that turn the stored picture upright (the container's display matrix): on the GPU, as the CPU decoder does.
+  Fit fit = Fit::stretch;
+  int rotation = 0;
   // What the container says (0 / -1: the stream's own VUI rate; unknown count).
   double fps = 0;
   std::int64_t frames_total = -1;

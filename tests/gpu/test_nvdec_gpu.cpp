@@ -84,7 +84,7 @@ void require_nvdec() {
 
 }  // namespace
 
-TEST_CASE("NV12/P016 conversion kernel equals its CPU twin on random inputs", "[gpu][nvdec][kernel]") {
+TEST_CASE("NV12/P016 conversion kernel equals its CPU twin on random inputs, turned, cut and letterboxed", "[gpu][nvdec][kernel]") {
   std::mt19937 rng(1234);
   TestStream stream;
   const PixelFormat formats[] = {PixelFormat::bgr8, PixelFormat::rgb8, PixelFormat::gray8, PixelFormat::nv12,
@@ -103,8 +103,22 @@ TEST_CASE("NV12/P016 conversion kernel equals its CPU twin on random inputs", "[
       p.in_height = p.out_height;
       p.in_pitch = static_cast<std::size_t>(p.in_width) * p.in_bytes_per_sample + 32;
     }
-    INFO("round " << round << ": " << p.in_width << "x" << p.in_height << " bps " << p.in_bytes_per_sample << " -> "
-                  << to_string(p.out_format) << " " << p.out_width << "x" << p.out_height);
+    if (round % 4 >= 2) {  // turned, a shown part (even position) and a destination with black bars (even)
+      p.quarter_turns = static_cast<int>(rng() % 4);
+      const int uw = p.quarter_turns % 2 ? p.in_height : p.in_width, uh = p.quarter_turns % 2 ? p.in_width : p.in_height;
+      p.src_x = 2 * static_cast<int>(rng() % static_cast<unsigned>((uw + 1) / 2));
+      p.src_y = 2 * static_cast<int>(rng() % static_cast<unsigned>((uh + 1) / 2));
+      p.src_w = 1 + static_cast<int>(rng() % static_cast<unsigned>(uw - p.src_x));
+      p.src_h = 1 + static_cast<int>(rng() % static_cast<unsigned>(uh - p.src_y));
+      p.dst_w = 2 * (1 + static_cast<int>(rng() % static_cast<unsigned>(p.out_width / 2)));
+      p.dst_h = 2 * (1 + static_cast<int>(rng() % static_cast<unsigned>(p.out_height / 2)));
+      p.dst_x = 2 * static_cast<int>(rng() % static_cast<unsigned>((p.out_width - p.dst_w) / 2 + 1));
+      p.dst_y = 2 * static_cast<int>(rng() % static_cast<unsigned>((p.out_height - p.dst_h) / 2 + 1));
+    }
+    INFO("round " << round << ": " << p.in_width << "x" << p.in_height << " bps " << p.in_bytes_per_sample << " turns "
+                  << p.quarter_turns << " src " << p.src_x << "," << p.src_y << " " << p.src_w << "x" << p.src_h
+                  << " -> " << to_string(p.out_format) << " " << p.out_width << "x" << p.out_height << " dst " << p.dst_x
+                  << "," << p.dst_y << " " << p.dst_w << "x" << p.dst_h);
     const std::size_t luma_bytes = p.in_pitch * static_cast<std::size_t>(p.in_height);
     const std::size_t chroma_bytes = p.in_pitch * static_cast<std::size_t>((p.in_height + 1) / 2);
     std::vector<std::uint8_t> src(luma_bytes + chroma_bytes);
