@@ -11,6 +11,8 @@
 #include <optional>
 #include <string_view>
 
+#include "runtime/printable.hpp"
+
 namespace sluice {
 
 namespace {
@@ -97,13 +99,17 @@ std::string duration_text(double seconds) {
   return buf;
 }
 
+// Names and reasons are any bytes a file system or a peer chose: shown through printable(), so no ESC sequence
+// reaches the terminal and no newline forges a line of the display.
 std::string display_name(const InputProgress& p) {
   if (p.kind == InputKind::file || p.kind == InputKind::image || p.kind == InputKind::image_sequence) {
     const std::string name = std::filesystem::path(p.uri).filename().string();
-    if (!name.empty()) return name;
+    if (!name.empty()) return printable(name);
   }
-  return p.uri.empty() ? "input " + std::to_string(p.id) : p.uri;
+  return p.uri.empty() ? "input " + std::to_string(p.id) : printable(p.uri);
 }
+
+std::string source_name(const SourceReport& s) { return s.name.empty() ? unnamed_source(s.id) : printable(s.name); }
 
 bool is_job(const SourceReport& s) { return s.inputs_total > 0; }
 
@@ -160,14 +166,14 @@ std::string source_line(const SourceReport& s, int name_w, int columns) {
   if (s.dropped > 0) parts.push_back(std::to_string(s.dropped) + " dropped");
   std::string reason;
   if (s.state == SourceState::stalled || s.state == SourceState::backoff || s.state == SourceState::failed) {
-    reason = s.reason;
+    reason = printable(s.reason);
     if (reason.empty() && s.state == SourceState::stalled && s.since_last_frame_s >= 0)
       reason = "no frame for " + fixed1(s.since_last_frame_s) + " s";
     if (s.state == SourceState::backoff && s.next_attempt_in_s >= 0)
       reason += std::string(reason.empty() ? "" : "; ") + "retry in " + fixed1(s.next_attempt_in_s) + " s";
   }
   const std::string state = pad_right(state_text(s), 10);
-  std::string name = s.name.empty() ? unnamed_source(s.id) : s.name;
+  std::string name = source_name(s);
   std::string rest = join(parts);
   if (columns > 0) {
     // The name gets what it needs up to its column; the reason gets what is left, then is shortened.
@@ -333,7 +339,7 @@ std::string render_progress(const std::vector<InputProgress>& inputs, const std:
                             std::int64_t now_ns, int columns) {
   std::string out;
   int name_w = 0;
-  for (const auto& s : sources) name_w = std::max(name_w, width(s.name.empty() ? unnamed_source(s.id) : s.name));
+  for (const auto& s : sources) name_w = std::max(name_w, width(source_name(s)));
   name_w = std::min(name_w, columns > 0 ? std::max(8, columns / 4) : 24);
   for (const auto& s : sources) out += source_line(s, name_w, columns) + "\n";
 

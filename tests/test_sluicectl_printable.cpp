@@ -1,12 +1,12 @@
 // sluicectl prints names and reasons from the daemon (any bytes a peer or a file system chose) escaped
-// (daemon/sluicectl/printable.hpp, issue 33): no ESC sequence reaches the terminal, no newline forges a row.
+// (runtime/printable.hpp, issue 33): no ESC sequence reaches the terminal, no newline forges a row.
 #include <catch2/catch.hpp>
 
 #include <string>
 
-#include "daemon/sluicectl/printable.hpp"
+#include "runtime/printable.hpp"
 
-using sluice::ctl::printable;
+using sluice::printable;
 
 TEST_CASE("sluicectl printable: printable UTF-8 passes unchanged", "[sluicectl][printable]") {
   CHECK(printable("") == "");

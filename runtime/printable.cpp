@@ -1,9 +1,9 @@
-#include "daemon/sluicectl/printable.hpp"
+#include "runtime/printable.hpp"
 
 #include <cstdint>
 #include <cstdio>
 
-namespace sluice::ctl {
+namespace sluice {
 namespace {
 
 // The code point of the well-formed UTF-8 sequence at `s[i]` and its length, or length 0 when it is not one
@@ -83,4 +83,4 @@ std::string printable(std::string_view text) {
   return out;
 }
 
-}  // namespace sluice::ctl
+}  // namespace sluice
