@@ -26,6 +26,7 @@
 #include "daemon/metrics.hpp"
 #include "daemon/output_check.hpp"
 #include "daemon/output_preflight.hpp"
+#include "daemon/decoder_check.hpp"
 #include "daemon/process_stats.hpp"
 #include "daemon/thread_cpu.hpp"
 #include "daemon/progress.hpp"
@@ -433,6 +434,11 @@ class Service {
         spdlog::warn("reload {}: control_socket/control_tcp/metrics/control_allow_* changed; they apply at the next start",
                      path);
       plan.emplace(plan_pipeline(*spec));
+      // So is an input that cannot be read (a missing file or folder, a glob matching nothing, a file that is no
+      // video): its source would fail at once, and a service whose sources all ended exits. The inputs are named
+      // in quotes: they are the file's words (the reply redacts them; the log has them).
+      if (const auto inputs = describe_decoders(*spec, *plan); !inputs.unreadable.empty())
+        return error("an input of the new pipeline cannot be read: '" + join_lines(inputs.unreadable) + "'");
     } catch (const std::exception& e) {
       return error(e.what());
     }
