@@ -48,6 +48,16 @@ bool invisible(char32_t cp) {
 
 }  // namespace
 
+bool is_printable(std::string_view text) {
+  for (std::size_t i = 0; i < text.size();) {
+    char32_t cp = 0;
+    const std::size_t len = decode(text, i, cp);
+    if (len == 0 || invisible(cp)) return false;  // invisible() takes in every control character
+    i += len;
+  }
+  return true;
+}
+
 std::string printable(std::string_view text) {
   std::string out;
   out.reserve(text.size());

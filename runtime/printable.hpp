@@ -15,4 +15,7 @@ namespace sluice {
 // Printable UTF-8 passes unchanged.
 std::string printable(std::string_view text);
 
+// Whether `text` is UTF-8 with no character that printable() escapes (a backslash aside): it prints as itself.
+bool is_printable(std::string_view text);
+
 }  // namespace sluice

@@ -355,6 +355,13 @@ try:
         request(sock, {"request": "source-remove", "source": "net"})
     r = request(sock, {"request": "source-add", "uri": "testsrc:checkerboard", "name": "pattern-\u00e9"})
     check("source-add testsrc (always allowed), a UTF-8 name", r.get("ok") is True and r["name"] == "pattern-\u00e9", r)
+    # A name is printed as it is on lines of text (the text sink's records on the journal): one holding a control
+    # or invisible character would forge a line there, so it is refused, escaped in the reply.
+    for bad in ("cam\n<0>forged", "cam\x1b[2J", "cam\u202egpj.exe", "cam\u0085"):
+        r = request(sock, {"request": "source-add", "uri": "testsrc:bars", "name": bad})
+        check(f"source-add a name holding a control character ({bad!r}): refused",
+              r.get("ok") is False and "control or invisible character" in r.get("error", "") and
+              "\n" not in r.get("error", "") and "\x1b" not in r.get("error", ""), r)
 
     if media:
         # A directory job under the input root holding a file whose name is not UTF-8, made with ffmpeg.
