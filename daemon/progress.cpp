@@ -254,8 +254,15 @@ std::string input_line(const InputProgress& p, std::int64_t now, int columns, in
   return fit(std::move(line), columns);
 }
 
+// A source's frames through the sink (delivered, dropped or failed) by the ledger; decoded without one.
+std::uint64_t settled_frames(const SourceReport& s, const FrameLedger::Totals* frames) {
+  if (!frames) return s.frames;
+  const auto it = frames->sources.find(s.id);
+  return it == frames->sources.end() ? 0 : it->second.delivered + it->second.dropped + it->second.failed;
+}
+
 std::string overall_line(const std::vector<InputProgress>& inputs, const std::vector<SourceReport>& sources,
-                         std::int64_t now, int columns) {
+                         std::int64_t now, int columns, const FrameLedger::Totals* ledger) {
   std::uint64_t total = 0, finished = 0, failed = 0, skipped = 0, frames = 0;
   double rate = 0;
   std::vector<std::uint32_t> job_ids;
@@ -266,7 +273,7 @@ std::string overall_line(const std::vector<InputProgress>& inputs, const std::ve
     finished += files_finished(s);
     failed += s.inputs_failed;
     skipped += s.inputs_skipped;
-    frames += s.frames;
+    frames += settled_frames(s, ledger);
     rate += source_rate(s).value_or(0);
   }
   auto of_job = [&](const InputProgress& p) {
@@ -336,7 +343,7 @@ double rounded(double v, double scale) { return std::isfinite(v) ? std::round(v 
 }  // namespace
 
 std::string render_progress(const std::vector<InputProgress>& inputs, const std::vector<SourceReport>& sources,
-                            std::int64_t now_ns, int columns) {
+                            std::int64_t now_ns, int columns, const FrameLedger::Totals* frames) {
   std::string out;
   int name_w = 0;
   for (const auto& s : sources) name_w = std::max(name_w, width(source_name(s)));
@@ -355,7 +362,7 @@ std::string render_progress(const std::vector<InputProgress>& inputs, const std:
     out += input_line(*open[i], now_ns, columns, bar_room(*open[i], now_ns, columns) > 0 ? bar_w : 0) + "\n";
   if (more > 0) out += fit("+ " + std::to_string(more) + " more inputs in progress", columns) + "\n";
 
-  if (std::any_of(sources.begin(), sources.end(), is_job)) out += overall_line(inputs, sources, now_ns, columns) + "\n";
+  if (std::any_of(sources.begin(), sources.end(), is_job)) out += overall_line(inputs, sources, now_ns, columns, frames) + "\n";
   return out;
 }
 

@@ -332,8 +332,9 @@ int cmd_run(const std::string& file, const sluice::PipelineOverrides& overrides,
       std::_Exit(1);  // the stuck threads still run: nothing may wait for them
     }
     if (display && sluice::now_ns() >= next_draw) {
+      const auto frames = pipeline.ledger().totals();
       display->update(sluice::render_progress(pipeline.inputs().snapshot(), source_reports(pipeline),
-                                              sluice::now_ns(), sluice::ProgressDisplay::columns(stderr) - 1));
+                                              sluice::now_ns(), sluice::ProgressDisplay::columns(stderr) - 1, &frames));
       next_draw = sluice::now_ns() + 250'000'000;
     }
     timespec slice{0, 100'000'000};
@@ -353,15 +354,16 @@ int cmd_run(const std::string& file, const sluice::PipelineOverrides& overrides,
   }
   pipeline.wait();
   if (display) {
+    const auto frames = pipeline.ledger().totals();
     display->update(sluice::render_progress(pipeline.inputs().snapshot(), source_reports(pipeline), sluice::now_ns(),
-                                            sluice::ProgressDisplay::columns(stderr) - 1));
+                                            sluice::ProgressDisplay::columns(stderr) - 1, &frames));
     display->finish();
   }
   const auto snap = pipeline.snapshot();
   std::fflush(stdout);
   std::fprintf(stderr, "%s", sluice::format_summary(snap).c_str());
   if (auto reports = source_reports(pipeline); !reports.empty())
-    std::fprintf(stderr, "%s", sluice::render_progress({}, reports, sluice::now_ns(), 1000).c_str());
+    std::fprintf(stderr, "%s", sluice::render_progress({}, reports, sluice::now_ns(), 1000, &snap.frames).c_str());
   if (stopped_by != 0) {
     std::fprintf(stderr, "%s", sluice::describe_interruption(strsignal(stopped_by), snap.frames, source_reports(pipeline),
                                                              pipeline.inputs().snapshot(64))

@@ -189,6 +189,25 @@ TEST_CASE("progress: names and reasons from outside reach the terminal as visibl
   CHECK(stopped.find("in\\x1B[2J: 0 of 2 files finished") != std::string::npos);
 }
 
+// Issue 33 (16): the overall line counted the frames decoded while the input lines count those through the sink,
+// so while a job ran its total was ahead of its inputs' sum by what was in flight (682 against 627 frames).
+TEST_CASE("progress: the overall line counts the frames the input lines count", "[progress]") {
+  auto job = source(1, "clips", SourceState::live, 50.0);
+  job.inputs_total = 3;
+  job.inputs_done = 1;
+  job.frames = 682;  // decoded: 55 ahead of the sink
+  auto done = input(7, "/d/c1.mp4", 500, 500, 10.0);
+  done.ended = done.complete = true;
+  const auto open = input(8, "/d/c2.mp4", 250, 92, 2.0), other = input(9, "/d/c3.mp4", -1, 35, 2.0);
+  FrameLedger::Totals frames;
+  frames.sources[1] = {.produced = 682, .delivered = 620, .dropped = 5, .failed = 2};
+  frames.sources[2] = {.produced = 99, .delivered = 99};  // another source's frames are not the job's
+  const auto lines = lines_of(render_progress({open, other, done}, {job}, kNow, 120, &frames));
+  REQUIRE_THAT(lines.back(), Catch::StartsWith("total  files 1/3  627 frames  "));
+  // Without the ledger (as before), the frames decoded.
+  REQUIRE_THAT(lines_of(render_progress({open, other, done}, {job}, kNow, 120)).back(), Catch::Contains("  682 frames  "));
+}
+
 TEST_CASE("progress: a job shows files per source and an overall line with an ETA", "[progress]") {
   auto job = source(1, "clips", SourceState::live, 50.0);
   job.inputs_total = 10;
