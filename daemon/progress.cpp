@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "runtime/printable.hpp"
+#include "runtime/utf8.hpp"
 
 namespace sluice {
 
@@ -106,7 +107,7 @@ std::string display_name(const InputProgress& p) {
     const std::string name = std::filesystem::path(p.uri).filename().string();
     if (!name.empty()) return printable(name);
   }
-  return p.uri.empty() ? "input " + std::to_string(p.id) : printable(p.uri);
+  return p.uri.empty() ? "input " + std::to_string(p.id) : printable(shown_uri(p.uri));
 }
 
 std::string source_name(const SourceReport& s) { return s.name.empty() ? unnamed_source(s.id) : printable(s.name); }
@@ -373,7 +374,7 @@ nlohmann::json progress_json(const std::vector<InputProgress>& inputs, std::int6
     out.push_back({
         {"id", p.id},
         {"source", p.source},
-        {"uri", p.uri},
+        {"uri", shown_uri(p.uri)},  // as in sources: no user info or query (credentials) to readers
         {"kind", std::string(to_string(p.kind))},
         {"frames_done", p.settled()},
         {"frames_total", p.frames_total >= 0 ? nlohmann::json(p.frames_total) : nlohmann::json(nullptr)},

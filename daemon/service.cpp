@@ -92,7 +92,9 @@ std::string join_lines(const std::vector<std::string>& lines) {
 }
 
 nlohmann::json source_json(const SourceReport& r) {
-  return {{"id", r.id}, {"name", r.name}, {"uri", r.uri}, {"kind", to_string(r.kind)}, {"state", to_string(r.state)},
+  // The URI as logs show it: a camera's user:password and a signed URL's query are for FFmpeg, not for every
+  // peer that may read status (TCP peers without a token among them).
+  return {{"id", r.id}, {"name", r.name}, {"uri", shown_uri(r.uri)}, {"kind", to_string(r.kind)}, {"state", to_string(r.state)},
           {"reason", r.reason}, {"leaky", r.leaky}, {"frames", r.frames}, {"dropped", r.dropped},
           {"errors", r.errors}, {"reconnects", r.reconnects}, {"fps", r.fps},
           {"since_last_frame_s", r.since_last_frame_s}, {"next_attempt_in_s", r.next_attempt_in_s},
@@ -359,7 +361,7 @@ class Service {
       return error(*why);
     }
     if (auto why = sources_changing()) {
-      spdlog::warn("control: source-add {} refused: {}", to_valid_utf8(uri), *why);
+      spdlog::warn("control: source-add {} refused: {}", shown_uri(uri), *why);
       return error(*why);
     }
     // A local file that is not there (or not readable) is refused now: accepted, it would only show up as a
@@ -381,7 +383,7 @@ class Service {
         if (r.id == id) return {{"ok", true}, {"id", id}, {"name", r.name}};
       return {{"ok", true}, {"id", id}};
     } catch (const std::exception& e) {
-      spdlog::warn("control: source-add {} refused: {}", to_valid_utf8(uri), e.what());
+      spdlog::warn("control: source-add {} refused: {}", shown_uri(uri), e.what());
       return error(e.what());
     }
   }
@@ -560,7 +562,7 @@ class Service {
         try {
           control->add_source(o);
         } catch (const std::exception& e) {
-          spdlog::error("source {} ('{}'), added at run time, could not be carried over the reload: {}", o.uri, o.name,
+          spdlog::error("source {} ('{}'), added at run time, could not be carried over the reload: {}", shown_uri(o.uri), o.name,
                         e.what());
         }
       }

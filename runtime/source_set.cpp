@@ -156,7 +156,7 @@ bool SourceSet::stop_within(std::chrono::milliseconds bound) {
     char why[160];
     std::snprintf(why, sizeof why, "did not stop within %.1f s (stuck in a blocking open or read); abandoned",
                   std::chrono::duration<double>(bound).count());
-    spdlog::error("source '{}' ({}): {}", s->name, s->options.uri, why);
+    spdlog::error("source '{}' ({}): {}", s->name, shown_uri(s->options.uri), why);
     s->errors++;
     if (s->state != SourceState::removed) {
       s->state = SourceState::failed;
@@ -214,7 +214,7 @@ std::uint32_t SourceSet::add_source(SourceOptions options) {
     if (settings_.shared) settings_.shared->inputs.name_source(source.id, source.name);
     source.threads.emplace_back([this, &source] { run_worker(source, 0); });
   }
-  spdlog::info("source '{}' (id {}) added: {} ({}{})", source.name, source.id, source.options.uri, source.source_kind->name,
+  spdlog::info("source '{}' (id {}) added: {} ({}{})", source.name, source.id, shown_uri(source.options.uri), source.source_kind->name,
                source.leaky ? ", leaky" : ", blocking");
   return source.id;
 }
