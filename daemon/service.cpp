@@ -578,6 +578,7 @@ class Service {
     before_.delivered += t.delivered;
     before_.dropped += t.dropped;
     before_.failed += t.failed;
+    failed_frames_redone_ += p.inputs().totals().handed_back_failed_frames;
     if (t.in_flight() != 0) spdlog::critical("frame conservation violated: {} frames unaccounted for", t.in_flight());
   }
 
@@ -634,15 +635,18 @@ class Service {
     std::fprintf(stderr, "%s", format_summary(snap).c_str());
     if (control_) control_->stop();
     if (metrics_) metrics_->stop();
-    // Like `sluiced run`: a pipeline that ended by itself with a source or input that failed exits 1.
+    // Like `sluiced run`: a pipeline that ended by itself with a source or input that failed exits 1. An attempt
+    // a shared job (Redis) took back to do again, here or elsewhere, is not its input's outcome: its failed frames
+    // and its error do not count.
     bool source_failed = false;
     if (ended_by_itself_) {
       if (SourceControl* control = pipeline_->source_control())
         for (const auto& r : control->sources()) source_failed = source_failed || r.state == SourceState::failed;
-      source_failed = source_failed || pipeline_->inputs().totals().with_errors > 0;
+      const auto inputs = pipeline_->inputs().totals();
+      source_failed = source_failed || inputs.with_errors > inputs.handed_back_with_errors;
       if (source_failed) spdlog::error("the pipeline ended with a source or input that failed (see above)");
     }
-    exit_status_ = before_.failed == 0 && !source_failed ? 0 : 1;
+    exit_status_ = before_.failed <= failed_frames_redone_ && !source_failed ? 0 : 1;
     io_.stop();
   }
 
@@ -809,6 +813,7 @@ class Service {
   std::chrono::steady_clock::time_point drain_deadline_;
   bool ended_by_itself_ = false;
   int exit_status_ = 0;
+  std::uint64_t failed_frames_redone_ = 0;  // of before_.failed: in attempts handed back to a shared job
 };
 
 }  // namespace
