@@ -218,7 +218,7 @@ Refusal AccessPolicy::check_source_uri(const std::string& uri) const {
   const SourceKind& kind = source_kind_of(uri);
   if (kind.reach == SourceReach::anywhere) return std::nullopt;
   if (kind.reach == SourceReach::network) {
-    const std::string shown = to_valid_utf8(uri);
+    const std::string shown = shown_uri(uri);  // logged: no credentials
     if (host_rules_.empty())
       return "source-add " + shown +
              " refused: network sources from control need --allow-source-host HOST[:PORT] (or allow_source_hosts:)";

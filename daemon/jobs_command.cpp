@@ -11,7 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "daemon/sluicectl/printable.hpp"
+#include "runtime/printable.hpp"
 #include "runtime/input_options.hpp"
 #include "runtime/inputs.hpp"
 #include "runtime/redis_client.hpp"
@@ -85,7 +85,7 @@ Target parse_target(const std::string& text, bool group_allowed, bool dead_allow
 }
 
 // Names from the command line or from Redis (any bytes): escaped for the terminal, at most 300 bytes of them.
-std::string shown(const std::string& s) { return ctl::printable(s.substr(0, 300)); }
+std::string shown(const std::string& s) { return printable(s.substr(0, 300)); }
 
 // The inputs an argument names, absolute, as the sources read them.
 std::vector<std::string> inputs_of(const std::string& arg) {

@@ -11,6 +11,9 @@
 #include <optional>
 #include <string_view>
 
+#include "runtime/printable.hpp"
+#include "runtime/utf8.hpp"
+
 namespace sluice {
 
 namespace {
@@ -97,13 +100,17 @@ std::string duration_text(double seconds) {
   return buf;
 }
 
+// Names and reasons are any bytes a file system or a peer chose: shown through printable(), so no ESC sequence
+// reaches the terminal and no newline forges a line of the display.
 std::string display_name(const InputProgress& p) {
   if (p.kind == InputKind::file || p.kind == InputKind::image || p.kind == InputKind::image_sequence) {
     const std::string name = std::filesystem::path(p.uri).filename().string();
-    if (!name.empty()) return name;
+    if (!name.empty()) return printable(name);
   }
-  return p.uri.empty() ? "input " + std::to_string(p.id) : p.uri;
+  return p.uri.empty() ? "input " + std::to_string(p.id) : printable(shown_uri(p.uri));
 }
+
+std::string source_name(const SourceReport& s) { return s.name.empty() ? unnamed_source(s.id) : printable(s.name); }
 
 bool is_job(const SourceReport& s) { return s.inputs_total > 0; }
 
@@ -160,14 +167,14 @@ std::string source_line(const SourceReport& s, int name_w, int columns) {
   if (s.dropped > 0) parts.push_back(std::to_string(s.dropped) + " dropped");
   std::string reason;
   if (s.state == SourceState::stalled || s.state == SourceState::backoff || s.state == SourceState::failed) {
-    reason = s.reason;
+    reason = printable(s.reason);
     if (reason.empty() && s.state == SourceState::stalled && s.since_last_frame_s >= 0)
       reason = "no frame for " + fixed1(s.since_last_frame_s) + " s";
     if (s.state == SourceState::backoff && s.next_attempt_in_s >= 0)
       reason += std::string(reason.empty() ? "" : "; ") + "retry in " + fixed1(s.next_attempt_in_s) + " s";
   }
   const std::string state = pad_right(state_text(s), 10);
-  std::string name = s.name.empty() ? unnamed_source(s.id) : s.name;
+  std::string name = source_name(s);
   std::string rest = join(parts);
   if (columns > 0) {
     // The name gets what it needs up to its column; the reason gets what is left, then is shortened.
@@ -248,8 +255,15 @@ std::string input_line(const InputProgress& p, std::int64_t now, int columns, in
   return fit(std::move(line), columns);
 }
 
+// A source's frames through the sink (delivered, dropped or failed) by the ledger; decoded without one.
+std::uint64_t settled_frames(const SourceReport& s, const FrameLedger::Totals* frames) {
+  if (!frames) return s.frames;
+  const auto it = frames->sources.find(s.id);
+  return it == frames->sources.end() ? 0 : it->second.delivered + it->second.dropped + it->second.failed;
+}
+
 std::string overall_line(const std::vector<InputProgress>& inputs, const std::vector<SourceReport>& sources,
-                         std::int64_t now, int columns) {
+                         std::int64_t now, int columns, const FrameLedger::Totals* ledger) {
   std::uint64_t total = 0, finished = 0, failed = 0, skipped = 0, frames = 0;
   double rate = 0;
   std::vector<std::uint32_t> job_ids;
@@ -260,7 +274,7 @@ std::string overall_line(const std::vector<InputProgress>& inputs, const std::ve
     finished += files_finished(s);
     failed += s.inputs_failed;
     skipped += s.inputs_skipped;
-    frames += s.frames;
+    frames += settled_frames(s, ledger);
     rate += source_rate(s).value_or(0);
   }
   auto of_job = [&](const InputProgress& p) {
@@ -330,10 +344,10 @@ double rounded(double v, double scale) { return std::isfinite(v) ? std::round(v 
 }  // namespace
 
 std::string render_progress(const std::vector<InputProgress>& inputs, const std::vector<SourceReport>& sources,
-                            std::int64_t now_ns, int columns) {
+                            std::int64_t now_ns, int columns, const FrameLedger::Totals* frames) {
   std::string out;
   int name_w = 0;
-  for (const auto& s : sources) name_w = std::max(name_w, width(s.name.empty() ? unnamed_source(s.id) : s.name));
+  for (const auto& s : sources) name_w = std::max(name_w, width(source_name(s)));
   name_w = std::min(name_w, columns > 0 ? std::max(8, columns / 4) : 24);
   for (const auto& s : sources) out += source_line(s, name_w, columns) + "\n";
 
@@ -349,7 +363,7 @@ std::string render_progress(const std::vector<InputProgress>& inputs, const std:
     out += input_line(*open[i], now_ns, columns, bar_room(*open[i], now_ns, columns) > 0 ? bar_w : 0) + "\n";
   if (more > 0) out += fit("+ " + std::to_string(more) + " more inputs in progress", columns) + "\n";
 
-  if (std::any_of(sources.begin(), sources.end(), is_job)) out += overall_line(inputs, sources, now_ns, columns) + "\n";
+  if (std::any_of(sources.begin(), sources.end(), is_job)) out += overall_line(inputs, sources, now_ns, columns, frames) + "\n";
   return out;
 }
 
@@ -360,7 +374,7 @@ nlohmann::json progress_json(const std::vector<InputProgress>& inputs, std::int6
     out.push_back({
         {"id", p.id},
         {"source", p.source},
-        {"uri", p.uri},
+        {"uri", shown_uri(p.uri)},  // as in sources: no user info or query (credentials) to readers
         {"kind", std::string(to_string(p.kind))},
         {"frames_done", p.settled()},
         {"frames_total", p.frames_total >= 0 ? nlohmann::json(p.frames_total) : nlohmann::json(nullptr)},

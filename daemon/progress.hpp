@@ -10,6 +10,7 @@
 
 #include "runtime/input_tracker.hpp"
 #include "runtime/source_control.hpp"
+#include "runtime/stats.hpp"
 
 namespace sluice {
 
@@ -24,8 +25,11 @@ namespace sluice {
 //     of the inputs seen; "~" marks such an estimate).
 // Every line fits `columns` display columns (names are shortened in the middle); columns <= 0: no limit.
 // `now_ns` is on the steady clock (runtime/stats.hpp now_ns()), like InputProgress's times.
+// `frames`: the frame ledger's totals; the overall line then counts the job's frames that have been through the
+// sink (delivered, dropped or failed), as the input lines do, instead of the frames decoded, which run ahead of
+// them by what is in flight (so the lines would disagree while the job runs).
 std::string render_progress(const std::vector<InputProgress>& inputs, const std::vector<SourceReport>& sources,
-                            std::int64_t now_ns, int columns);
+                            std::int64_t now_ns, int columns, const FrameLedger::Totals* frames = nullptr);
 
 // Per input: {id, source, uri, kind, frames_done (settled), frames_total (null if unknown), decoded,
 // delivered, dropped, failed, fps, eta_s (null if unknown), state, error}; state is "decoding" (the reader

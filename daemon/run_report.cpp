@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "runtime/printable.hpp"
+
 namespace sluice {
 
 std::string describe_interruption(const std::string& signal_name, const FrameLedger::Totals& frames,
@@ -11,7 +13,7 @@ std::string describe_interruption(const std::string& signal_name, const FrameLed
                     std::to_string(frames.dropped) + " dropped); the run is not complete:\n";
   std::size_t not_done = 0;
   for (const auto& s : sources) {
-    const std::string name = s.name.empty() ? unnamed_source(s.id) : s.name;
+    const std::string name = s.name.empty() ? unnamed_source(s.id) : printable(s.name);
     if (s.inputs_total > 0) {  // a job: which files it did not get to
       const std::uint64_t finished = s.inputs_done + s.inputs_failed + s.inputs_skipped;
       if (finished >= s.inputs_total) continue;
@@ -26,7 +28,7 @@ std::string describe_interruption(const std::string& signal_name, const FrameLed
   for (const auto& p : inputs) {
     if (!p.interrupted || p.removed) continue;
     const std::string total = p.frames_total > 0 ? " of " + std::to_string(p.frames_total) : "";
-    out += "  input " + p.uri + ": " + std::to_string(p.delivered) + total + " frames delivered, cut short\n";
+    out += "  input " + printable(p.uri) + ": " + std::to_string(p.delivered) + total + " frames delivered, cut short\n";
     ++not_done;
   }
   if (not_done == 0) out += "  (every source had ended; frames in flight were drained)\n";

@@ -26,6 +26,7 @@
 #include "daemon/metrics.hpp"
 #include "daemon/output_check.hpp"
 #include "daemon/output_preflight.hpp"
+#include "daemon/decoder_check.hpp"
 #include "daemon/process_stats.hpp"
 #include "daemon/thread_cpu.hpp"
 #include "daemon/progress.hpp"
@@ -91,7 +92,9 @@ std::string join_lines(const std::vector<std::string>& lines) {
 }
 
 nlohmann::json source_json(const SourceReport& r) {
-  return {{"id", r.id}, {"name", r.name}, {"uri", r.uri}, {"kind", to_string(r.kind)}, {"state", to_string(r.state)},
+  // The URI as logs show it: a camera's user:password and a signed URL's query are for FFmpeg, not for every
+  // peer that may read status (TCP peers without a token among them).
+  return {{"id", r.id}, {"name", r.name}, {"uri", shown_uri(r.uri)}, {"kind", to_string(r.kind)}, {"state", to_string(r.state)},
           {"reason", r.reason}, {"leaky", r.leaky}, {"frames", r.frames}, {"dropped", r.dropped},
           {"errors", r.errors}, {"reconnects", r.reconnects}, {"fps", r.fps},
           {"since_last_frame_s", r.since_last_frame_s}, {"next_attempt_in_s", r.next_attempt_in_s},
@@ -358,7 +361,7 @@ class Service {
       return error(*why);
     }
     if (auto why = sources_changing()) {
-      spdlog::warn("control: source-add {} refused: {}", to_valid_utf8(uri), *why);
+      spdlog::warn("control: source-add {} refused: {}", shown_uri(uri), *why);
       return error(*why);
     }
     // A local file that is not there (or not readable) is refused now: accepted, it would only show up as a
@@ -380,7 +383,7 @@ class Service {
         if (r.id == id) return {{"ok", true}, {"id", id}, {"name", r.name}};
       return {{"ok", true}, {"id", id}};
     } catch (const std::exception& e) {
-      spdlog::warn("control: source-add {} refused: {}", to_valid_utf8(uri), e.what());
+      spdlog::warn("control: source-add {} refused: {}", shown_uri(uri), e.what());
       return error(e.what());
     }
   }
@@ -433,6 +436,11 @@ class Service {
         spdlog::warn("reload {}: control_socket/control_tcp/metrics/control_allow_* changed; they apply at the next start",
                      path);
       plan.emplace(plan_pipeline(*spec));
+      // So is an input that cannot be read (a missing file or folder, a glob matching nothing, a file that is no
+      // video): its source would fail at once, and a service whose sources all ended exits. The inputs are named
+      // in quotes: they are the file's words (the reply redacts them; the log has them).
+      if (const auto inputs = describe_decoders(*spec, *plan); !inputs.unreadable.empty())
+        return error("an input of the new pipeline cannot be read: '" + join_lines(inputs.unreadable) + "'");
     } catch (const std::exception& e) {
       return error(e.what());
     }
@@ -554,7 +562,7 @@ class Service {
         try {
           control->add_source(o);
         } catch (const std::exception& e) {
-          spdlog::error("source {} ('{}'), added at run time, could not be carried over the reload: {}", o.uri, o.name,
+          spdlog::error("source {} ('{}'), added at run time, could not be carried over the reload: {}", shown_uri(o.uri), o.name,
                         e.what());
         }
       }
@@ -570,6 +578,7 @@ class Service {
     before_.delivered += t.delivered;
     before_.dropped += t.dropped;
     before_.failed += t.failed;
+    failed_frames_redone_ += p.inputs().totals().handed_back_failed_frames;
     if (t.in_flight() != 0) spdlog::critical("frame conservation violated: {} frames unaccounted for", t.in_flight());
   }
 
@@ -626,15 +635,18 @@ class Service {
     std::fprintf(stderr, "%s", format_summary(snap).c_str());
     if (control_) control_->stop();
     if (metrics_) metrics_->stop();
-    // Like `sluiced run`: a pipeline that ended by itself with a source or input that failed exits 1.
+    // Like `sluiced run`: a pipeline that ended by itself with a source or input that failed exits 1. An attempt
+    // a shared job (Redis) took back to do again, here or elsewhere, is not its input's outcome: its failed frames
+    // and its error do not count.
     bool source_failed = false;
     if (ended_by_itself_) {
       if (SourceControl* control = pipeline_->source_control())
         for (const auto& r : control->sources()) source_failed = source_failed || r.state == SourceState::failed;
-      source_failed = source_failed || pipeline_->inputs().totals().with_errors > 0;
+      const auto inputs = pipeline_->inputs().totals();
+      source_failed = source_failed || inputs.with_errors > inputs.handed_back_with_errors;
       if (source_failed) spdlog::error("the pipeline ended with a source or input that failed (see above)");
     }
-    exit_status_ = before_.failed == 0 && !source_failed ? 0 : 1;
+    exit_status_ = before_.failed <= failed_frames_redone_ && !source_failed ? 0 : 1;
     io_.stop();
   }
 
@@ -801,6 +813,7 @@ class Service {
   std::chrono::steady_clock::time_point drain_deadline_;
   bool ended_by_itself_ = false;
   int exit_status_ = 0;
+  std::uint64_t failed_frames_redone_ = 0;  // of before_.failed: in attempts handed back to a shared job
 };
 
 }  // namespace

@@ -1,7 +1,4 @@
 // sluiced: runs, checks and describes sluice pipelines.
-#include <spdlog/sinks/stdout_color_sinks.h>
-#include <spdlog/pattern_formatter.h>
-#include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -19,6 +16,7 @@
 #include "config/plan.hpp"
 #include "daemon/bench.hpp"
 #include "daemon/decoder_check.hpp"
+#include "daemon/log_format.hpp"
 #include "daemon/model_tool.hpp"
 #include "daemon/output_check.hpp"
 #include "daemon/output_preflight.hpp"
@@ -31,6 +29,7 @@
 #include "runtime/errors.hpp"
 #include "runtime/gpu.hpp"
 #include "runtime/pipeline.hpp"
+#include "runtime/printable.hpp"
 #include "runtime/source_control.hpp"
 #include "runtime/utf8.hpp"
 #include "version.hpp"
@@ -249,7 +248,8 @@ int cmd_check(const std::string& file, const sluice::PipelineOverrides& override
   if (decoders.unreadable.empty()) std::printf("%s: ok\n", file.c_str());
   else std::printf("%s: %zu input(s) cannot be read (below)\n", file.c_str(), decoders.unreadable.size());
   std::printf("%s%s", sluice::describe_plan(plan).c_str(), decoders.text.c_str());
-  for (const auto& u : decoders.unreadable) std::fprintf(stderr, "sluiced: %s: input %s\n", file.c_str(), u.c_str());
+  for (const auto& u : decoders.unreadable)
+    std::fprintf(stderr, "sluiced: %s: input %s\n", file.c_str(), sluice::printable(u).c_str());
   return decoders.unreadable.empty() ? 0 : 2;
 }
 
@@ -332,8 +332,9 @@ int cmd_run(const std::string& file, const sluice::PipelineOverrides& overrides,
       std::_Exit(1);  // the stuck threads still run: nothing may wait for them
     }
     if (display && sluice::now_ns() >= next_draw) {
+      const auto frames = pipeline.ledger().totals();
       display->update(sluice::render_progress(pipeline.inputs().snapshot(), source_reports(pipeline),
-                                              sluice::now_ns(), sluice::ProgressDisplay::columns(stderr) - 1));
+                                              sluice::now_ns(), sluice::ProgressDisplay::columns(stderr) - 1, &frames));
       next_draw = sluice::now_ns() + 250'000'000;
     }
     timespec slice{0, 100'000'000};
@@ -353,15 +354,16 @@ int cmd_run(const std::string& file, const sluice::PipelineOverrides& overrides,
   }
   pipeline.wait();
   if (display) {
+    const auto frames = pipeline.ledger().totals();
     display->update(sluice::render_progress(pipeline.inputs().snapshot(), source_reports(pipeline), sluice::now_ns(),
-                                            sluice::ProgressDisplay::columns(stderr) - 1));
+                                            sluice::ProgressDisplay::columns(stderr) - 1, &frames));
     display->finish();
   }
   const auto snap = pipeline.snapshot();
   std::fflush(stdout);
   std::fprintf(stderr, "%s", sluice::format_summary(snap).c_str());
   if (auto reports = source_reports(pipeline); !reports.empty())
-    std::fprintf(stderr, "%s", sluice::render_progress({}, reports, sluice::now_ns(), 1000).c_str());
+    std::fprintf(stderr, "%s", sluice::render_progress({}, reports, sluice::now_ns(), 1000, &snap.frames).c_str());
   if (stopped_by != 0) {
     std::fprintf(stderr, "%s", sluice::describe_interruption(strsignal(stopped_by), snap.frames, source_reports(pipeline),
                                                              pipeline.inputs().snapshot(64))
@@ -390,7 +392,9 @@ int cmd_run(const std::string& file, const sluice::PipelineOverrides& overrides,
   std::size_t failed_before = 0;
   if (const auto& job = pipeline.plan().shared->job) {
     const auto failed = job->failed_inputs();
-    for (const auto& i : failed) std::fprintf(stderr, "failed input: %s: %s\n", sluice::shown_uri(i.input).c_str(), i.reason.c_str());
+    for (const auto& i : failed)
+      std::fprintf(stderr, "failed input: %s: %s\n", sluice::printable(sluice::shown_uri(i.input)).c_str(),
+                   sluice::printable(i.reason).c_str());
     if (!failed.empty())
       spdlog::error("{} inputs of this job are recorded as failed in {} (fix or replace them to redo them)",
                     failed.size(), job->path().string());
@@ -576,35 +580,10 @@ int cmd_service(const std::vector<std::string>& args) {
   return sluice::run_service(o);
 }
 
-// "<N>" syslog priority of a log level: journald reads it from the start of each stderr line.
-class SyslogPriority final : public spdlog::custom_flag_formatter {
- public:
-  void format(const spdlog::details::log_msg& msg, const std::tm&, spdlog::memory_buf_t& dest) override {
-    static constexpr char kPriority[] = {'7', '7', '6', '4', '3', '2', '6'};  // trace..critical, off
-    dest.push_back('<');
-    dest.push_back(kPriority[static_cast<int>(msg.level)]);
-    dest.push_back('>');
-  }
-  std::unique_ptr<custom_flag_formatter> clone() const override { return std::make_unique<SyslogPriority>(); }
-};
-
-void setup_logging() {
-  // Under systemd, stderr is a journal stream: plain lines with a syslog priority prefix keep the level.
-  if (std::getenv("JOURNAL_STREAM")) {
-    spdlog::set_default_logger(spdlog::stderr_logger_mt("sluiced"));
-    auto formatter = std::make_unique<spdlog::pattern_formatter>();
-    formatter->add_flag<SyslogPriority>('*').set_pattern("%*%v");
-    spdlog::set_formatter(std::move(formatter));
-    return;
-  }
-  spdlog::set_default_logger(spdlog::stderr_color_mt("sluiced"));
-  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  setup_logging();
+  sluice::setup_logging();
   std::vector<std::string> args(argv + 1, argv + argc);
   const auto is_help = [](const std::string& a) { return a == "--help" || a == "-h"; };
   if (args.empty()) {  // the two forms and the commands; the options are for --help

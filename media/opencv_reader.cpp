@@ -20,10 +20,15 @@
 #include "media/image_sequence.hpp"
 #include "runtime/bounded_file.hpp"
 #include "media/frame_fit.hpp"
+#include "media/image_header.hpp"
 
 namespace sluice {
 namespace fs = std::filesystem;
 namespace {
+
+// The most pixels an image input may declare: 256 MP (16384x16384, 805 MB as BGR), as for nvJPEG; a photo of
+// 100 megapixels fits.
+constexpr std::int64_t kMaxImagePixels = std::int64_t{16384} * 16384;
 
 [[noreturn]] void fail(const std::string& uri, const std::string& why) { throw InputError("'" + uri + "': " + why); }
 
@@ -95,7 +100,9 @@ class CaptureReader : public FrameReader {
 
 // Reads one image file into a Mat through a descriptor opened without blocking (runtime/bounded_file.hpp): a
 // FIFO, device or socket put where an image was is refused by what it is, never read, and nothing past
-// kMaxImageFileBytes is read. imgcodecs decodes from memory. Throws InputError ("'PATH': why").
+// kMaxImageFileBytes is read. Its header must be one of the image extensions' formats and declare at most
+// kMaxImagePixels (imgcodecs would allocate whatever a few compressed megabytes declare, and it reads more
+// formats than sluice means to). imgcodecs decodes from memory. Throws InputError ("'PATH': why").
 cv::Mat read_image_file(const std::string& path, int flags) {
   std::string bytes;
   try {
@@ -104,6 +111,13 @@ cv::Mat read_image_file(const std::string& path, int flags) {
     throw InputError(e.what());
   }
   if (bytes.empty()) fail(path, "empty file (0 bytes), not an image");
+  const auto header = read_image_header(bytes);
+  if (!header) fail(path, "not an image sluice reads (its first bytes are no PNG, JPEG, BMP, TIFF, WebP or PNM header)");
+  if (header->width > kMaxImagePixels || header->height > kMaxImagePixels ||
+      header->width * header->height > kMaxImagePixels)  // each side first: the product of two then fits
+    fail(path, std::string(header->format) + " image of " + std::to_string(header->width) + "x" +
+                   std::to_string(header->height) + " pixels, more than the 256 MP (16384x16384) an image may " +
+                   "have; refused before decoding");
   cv::Mat image;
   try {
     image = cv::imdecode(cv::Mat(1, static_cast<int>(bytes.size()), CV_8U, bytes.data()), flags);

@@ -21,6 +21,7 @@
 #include <spdlog/spdlog.h>
 
 #include "runtime/errors.hpp"
+#include "runtime/inputs.hpp"
 #include "runtime/job_ledger.hpp"
 #include "runtime/utf8.hpp"
 
@@ -575,9 +576,9 @@ std::string uri_stem(const std::string& uri) {
   while (s.size() > 1 && s.back() == '/') s.pop_back();
   const fs::path p(s);
   std::string stem = p.stem().string();
-  // An image-sequence pattern: name it after its folder. In a URL a '%' is an escape (my%20clip.mp4), not one.
-  if (!url && stem.find_first_of("%*?[") != std::string::npos)
-    stem = p.parent_path().filename().string();
+  // An image-sequence pattern: name it after its folder. In a URL a '%' is an escape (my%20clip.mp4), not one;
+  // in a file's own name '[', '%', '*' and '?' are just characters ("Movie [1080p].mp4", "100%.mp4").
+  if (!url && local_input_kind(s) == InputKind::image_sequence) stem = p.parent_path().filename().string();
   return safe_name(stem);
 }
 

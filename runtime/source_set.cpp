@@ -15,6 +15,7 @@
 #include "runtime/inputs.hpp"
 #include "runtime/latency_budget.hpp"
 #include "runtime/latency_budget_limit.hpp"
+#include "runtime/printable.hpp"
 #include "runtime/job_ledger.hpp"
 #include "runtime/thread_name.hpp"
 #include "runtime/utf8.hpp"
@@ -155,7 +156,7 @@ bool SourceSet::stop_within(std::chrono::milliseconds bound) {
     char why[160];
     std::snprintf(why, sizeof why, "did not stop within %.1f s (stuck in a blocking open or read); abandoned",
                   std::chrono::duration<double>(bound).count());
-    spdlog::error("source '{}' ({}): {}", s->name, s->options.uri, why);
+    spdlog::error("source '{}' ({}): {}", s->name, shown_uri(s->options.uri), why);
     s->errors++;
     if (s->state != SourceState::removed) {
       s->state = SourceState::failed;
@@ -172,6 +173,12 @@ std::uint32_t SourceSet::add_source(SourceOptions options) {
     throw std::invalid_argument("'decode_threads' must be in 1..64");
   if (options.latency_budget_ms && !(*options.latency_budget_ms >= 0 && *options.latency_budget_ms <= kMaxLatencyBudgetMs))
     throw std::invalid_argument("'latency_budget_ms' must be a number in 0..3600000 (milliseconds, 0 = none)");
+  // A name is printed as it is on lines of text (the text sink's records, on the service's stdout: the journal),
+  // where a newline would start a forged line and an ESC sequence drive a terminal. A default name is made of
+  // safe characters; a given one holding a control or invisible character is refused.
+  if (!options.name.empty() && !is_printable(options.name))
+    throw std::invalid_argument("the source name '" + printable(options.name) +
+                                "' holds a control or invisible character (shown escaped); give a printable name");
   if (!(options.stall_timeout_s > 0) || !(options.backoff_initial_s > 0) || options.backoff_max_s < options.backoff_initial_s)
     throw std::invalid_argument("need stall_timeout_s > 0 and 0 < backoff_initial_s <= backoff_max_s");
   const SourceKind& kind = source_kind_of(options.uri);
@@ -207,7 +214,7 @@ std::uint32_t SourceSet::add_source(SourceOptions options) {
     if (settings_.shared) settings_.shared->inputs.name_source(source.id, source.name);
     source.threads.emplace_back([this, &source] { run_worker(source, 0); });
   }
-  spdlog::info("source '{}' (id {}) added: {} ({}{})", source.name, source.id, source.options.uri, source.source_kind->name,
+  spdlog::info("source '{}' (id {}) added: {} ({}{})", source.name, source.id, shown_uri(source.options.uri), source.source_kind->name,
                source.leaky ? ", leaky" : ", blocking");
   return source.id;
 }

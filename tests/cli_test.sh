@@ -384,6 +384,23 @@ check npy-shape 2 "wrong.npy: shape \[1,3,32,32\] does not fit input 'image': ex
   timeout 20 "$sluiced" model "$model" --device cpu --input "$tmp/wrong.npy"
 if grep -q 'usage:' "$tmp/out"; then echo "FAIL npy-shape-no-usage: the usage text was printed"; fails=$((fails + 1)); else echo "ok   npy-shape-no-usage"; fi
 # Pools larger than the machine: refused by check and run, naming the stage's pool and the limit.
+# A file name is any bytes whoever fills the folder chose: its ESC sequences and newlines reach neither the
+# terminal nor the log as themselves (a newline would start a forged line; under journald, one whose "<0>"
+# journald takes for its priority). Both log forms: a terminal's, and the journal's (JOURNAL_STREAM set).
+mkdir -p "$tmp/hostile"
+cp "$clip" "$tmp/hostile/a.mp4"
+printf 'junk' >"$tmp/hostile/$(printf 'x\n<0>forged line\033]0;owned\007\033[31m.mp4')"
+for journal in "" 1; do
+  env ${journal:+JOURNAL_STREAM=1} "$sluiced" run --uri "$tmp/hostile" --output "$tmp/hostile$journal.jsonl" \
+    --no-progress >/dev/null 2>"$tmp/hostile.err"; got=$?
+  if [ "$got" = 1 ] && ! grep -q "$(printf '[\033\007]')" "$tmp/hostile.err" && ! grep -qE '^(<0>)?forged' "$tmp/hostile.err" &&
+     grep -qF 'x\n<0>forged line\x1B]0;owned\x07\x1B[31m.mp4' "$tmp/hostile.err"; then
+    echo "ok   hostile-file-name${journal:+-journal}"
+  else
+    echo "FAIL hostile-file-name${journal:+-journal}: exit $got (want 1), stderr:"; cat -v "$tmp/hostile.err" | sed 's/^/  | /'
+    fails=$((fails + 1))
+  fi
+done
 default_copy 's/width: 1280/width: 8192/; s/height: 720/height: 8192/; s/^batch_size: 8/batch_size: 4096/' >"$tmp/huge.yaml"
 check check-huge-pool 2 "stage 'decode' \(decode\): its pool of 6 x frames bgr8 8192x8192 x4096 .* this machine has" -- \
   timeout 20 "$sluiced" check "$tmp/huge.yaml"

@@ -302,6 +302,27 @@ try:
     g = group_status()
     check(f"submitted again: {len(good)} skipped (done by the group), none pending",
           (g.get("skipped"), g.get("pending")) == (len(good), 0), g)
+
+    # --- the service judges its exit like `sluiced run`: by its inputs' final outcomes --------------------------
+    # An attempt handed back to the job (503 twice, tried again, then served) is not the input's outcome: a service
+    # (sluiced --config) whose inputs all ended done exits 0; it counted the failed attempts and exited 1.
+    failing["/flaky-svc.mp4"] = (503, 2)
+    served["/flaky-svc.mp4"] = (bytes_b, 2)
+    cli("XADD", "jobs-svc", "*", "input", f"{base}/flaky-svc.mp4")
+    svc_out = os.path.join(tmp, "out-svc")
+    svc_config = os.path.join(tmp, "svc.yaml")
+    daemon_client.write_pipeline(
+        svc_config, "svc",
+        {"uri": [redis.uri("jobs-svc?group=svc&consumer=s0&until_empty=true&claim_idle_s=1&max_deliveries=3")],
+         "width": 32, "height": 24, "format": "bgr8", "open_timeout_s": 2, "read_timeout_s": 2},
+        {"type": "directory", "path": svc_out})
+    rc, _, err3 = daemon_client.finish(daemon_client.start(procs, [
+        sluiced, "--config", svc_config, "--socket", os.path.join(tmp, "svc.sock"),
+        "--state-dir", os.path.join(tmp, "state-svc")]), 120)
+    check("service: the input was tried again until served", requests_seen.count("/flaky-svc.mp4") >= 3, requests_seen)
+    check("service: done once, every frame", [r.get("delivered") for _, r in results(svc_out).get(f"{base}/flaky-svc.mp4", [])] == [2],
+          results(svc_out))
+    check("service: every input done in the end: exit 0", rc == 0, (rc, err3[-2500:]))
 finally:
     daemon_client.end_all(procs)
     redis.stop()

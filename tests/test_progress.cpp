@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include "daemon/progress.hpp"
+#include "daemon/run_report.hpp"
 
 #include <pty.h>
 #include <unistd.h>
@@ -161,6 +162,50 @@ TEST_CASE("progress: a stalled, backing-off or failed source shows why", "[progr
   // Narrow: the reason is shortened, not the state.
   const auto narrow = lines_of(render_progress({}, {stalled}, kNow, 40));
   REQUIRE(narrow[0] == "lobby  stalled        0.0 fps  no fra...");
+}
+
+// A directory job's file names are any bytes whoever fills the folder chose: printed raw, an ESC sequence drives
+// the terminal (retitles it, recolours it) and a newline forges a line of the display.
+TEST_CASE("progress: names and reasons from outside reach the terminal as visible escapes", "[progress]") {
+  const std::string evil = "evil\n2026-12-07 error forged\x1b]0;owned\x07\x1b[31m.mp4";
+  auto job = source(1, "in\x1b[2J", SourceState::failed, 0);
+  job.inputs_total = 2;
+  job.reason = "cannot open '" + evil + "'";
+  const auto p = input(7, "/in/" + evil, 100, 10, 1.0);
+  const std::string text = render_progress({p}, {job}, kNow, 0);
+  INFO(text);
+  CHECK(text.find('\x1b') == std::string::npos);
+  CHECK(text.find('\x07') == std::string::npos);
+  CHECK(lines_of(text).size() == 3);  // the source, the input, the overall line
+  CHECK(text.find("evil\\n2026-12-07 error forged\\x1B]0;owned\\x07\\x1B[31m.mp4") != std::string::npos);
+  CHECK(text.find("in\\x1B[2J") != std::string::npos);
+  // What a stop prints names them the same way.
+  auto cut = p;
+  cut.interrupted = true;
+  const std::string stopped = describe_interruption("Interrupt", {}, {job}, {cut});
+  INFO(stopped);
+  CHECK(stopped.find('\x1b') == std::string::npos);
+  CHECK(stopped.find("input /in/evil\\n") != std::string::npos);
+  CHECK(stopped.find("in\\x1B[2J: 0 of 2 files finished") != std::string::npos);
+}
+
+// Issue 33 (16): the overall line counted the frames decoded while the input lines count those through the sink,
+// so while a job ran its total was ahead of its inputs' sum by what was in flight (682 against 627 frames).
+TEST_CASE("progress: the overall line counts the frames the input lines count", "[progress]") {
+  auto job = source(1, "clips", SourceState::live, 50.0);
+  job.inputs_total = 3;
+  job.inputs_done = 1;
+  job.frames = 682;  // decoded: 55 ahead of the sink
+  auto done = input(7, "/d/c1.mp4", 500, 500, 10.0);
+  done.ended = done.complete = true;
+  const auto open = input(8, "/d/c2.mp4", 250, 92, 2.0), other = input(9, "/d/c3.mp4", -1, 35, 2.0);
+  FrameLedger::Totals frames;
+  frames.sources[1] = {.produced = 682, .delivered = 620, .dropped = 5, .failed = 2};
+  frames.sources[2] = {.produced = 99, .delivered = 99};  // another source's frames are not the job's
+  const auto lines = lines_of(render_progress({open, other, done}, {job}, kNow, 120, &frames));
+  REQUIRE_THAT(lines.back(), Catch::StartsWith("total  files 1/3  627 frames  "));
+  // Without the ledger (as before), the frames decoded.
+  REQUIRE_THAT(lines_of(render_progress({open, other, done}, {job}, kNow, 120)).back(), Catch::Contains("  682 frames  "));
 }
 
 TEST_CASE("progress: a job shows files per source and an overall line with an ETA", "[progress]") {

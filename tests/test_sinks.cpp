@@ -235,6 +235,11 @@ TEST_CASE("inputs sharing a stem get distinct names that the next run reuses", "
   CHECK(sinks::uri_stem("rtsp://cam.local:554/live/main?token=x") == "main");
   CHECK(sinks::uri_stem("/data/frames/%05d.png") == "frames");
   CHECK(sinks::uri_stem("/data/my clip (1).mp4") == "my_clip__1_");
+  // A file of a job whose name holds a pattern's characters is named after itself, not after its folder.
+  CHECK(sinks::uri_stem("/data/Movie [1080p].mp4") == "Movie__1080p_");
+  CHECK(sinks::uri_stem("/data/100%.mp4") == "100_");
+  CHECK(sinks::uri_stem("/data/a*b?.png") == "a_b_");
+  CHECK(sinks::uri_stem("/data/shots/img_%04d.jpg") == "shots");
   CHECK(sinks::safe_name("..hidden") == "hidden");
   fs::remove_all(dir);
 }

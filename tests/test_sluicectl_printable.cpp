@@ -1,12 +1,12 @@
 // sluicectl prints names and reasons from the daemon (any bytes a peer or a file system chose) escaped
-// (daemon/sluicectl/printable.hpp, issue 33): no ESC sequence reaches the terminal, no newline forges a row.
+// (runtime/printable.hpp, issue 33): no ESC sequence reaches the terminal, no newline forges a row.
 #include <catch2/catch.hpp>
 
 #include <string>
 
-#include "daemon/sluicectl/printable.hpp"
+#include "runtime/printable.hpp"
 
-using sluice::ctl::printable;
+using sluice::printable;
 
 TEST_CASE("sluicectl printable: printable UTF-8 passes unchanged", "[sluicectl][printable]") {
   CHECK(printable("") == "");
@@ -38,4 +38,11 @@ TEST_CASE("sluicectl printable: bytes that are not UTF-8 are shown as bytes", "[
     const std::string out = printable(std::string(1, static_cast<char>(b)));
     for (unsigned char c : out) CHECK((c >= 0x20 && c < 0x7f));  // one byte alone: always plain ASCII out
   }
+}
+
+TEST_CASE("printable: is_printable tells text that prints as itself", "[sluicectl][printable]") {
+  CHECK(sluice::is_printable("cam7 caf\xC3\xA9 \xE6\x97\xA5 a\\b"));
+  CHECK(sluice::is_printable(""));
+  for (const char* bad : {"a\nb", "\x1b[2J", "a\tb", "\x7f", "x\xC2\x85", "\xE2\x80\xAEgpj", "\xE2\x80\x8B", "\xFF", "\xC3"})
+    CHECK_FALSE(sluice::is_printable(bad));
 }

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "daemon/sluicectl/cli.hpp"
-#include "daemon/sluicectl/printable.hpp"
+#include "runtime/printable.hpp"
 
 namespace sluice::ctl {
 namespace {

@@ -1,6 +1,6 @@
 #include "daemon/sluicectl/transport.hpp"
 
-#include "daemon/sluicectl/printable.hpp"
+#include "runtime/printable.hpp"
 
 #include <fcntl.h>
 #include <grp.h>

@@ -353,8 +353,29 @@ try:
         except socket.timeout:
             check("... and the daemon connects to it", False)
         request(sock, {"request": "source-remove", "source": "net"})
+    # A camera's URI carries its user and password (and a signed URL its token): FFmpeg needs them, readers of
+    # status and the log do not. A TCP peer without a token may read sources and status.
+    secret_uri = f"rtsp://admin:S3cr3tPw@127.0.0.1:{allowed_port}/cam?token=T0kEn"
+    r = request(sock, {"request": "source-add", "uri": secret_uri, "name": "secretcam"})
+    check("source-add a camera with credentials in its URI: accepted", r.get("ok") is True, r)
+    for what in ("sources", "status"):
+        reply = json.dumps(request(tcp, {"request": what}))
+        check(f"... a TCP reader's {what} shows it without its credentials",
+              "S3cr3tPw" not in reply and "T0kEn" not in reply and
+              f"rtsp://***@127.0.0.1:{allowed_port}/cam?***" in reply, reply[:600])
+    request(sock, {"request": "source-remove", "source": "secretcam"})
+    check("... and the log never holds them", wait_for(lambda: "source 'secretcam'" in log_text("daemon.log")) and
+          "S3cr3tPw" not in log_text("daemon.log") and "T0kEn" not in log_text("daemon.log"),
+          [l for l in log_text("daemon.log").splitlines() if "S3cr3t" in l or "T0kEn" in l][:3])
     r = request(sock, {"request": "source-add", "uri": "testsrc:checkerboard", "name": "pattern-\u00e9"})
     check("source-add testsrc (always allowed), a UTF-8 name", r.get("ok") is True and r["name"] == "pattern-\u00e9", r)
+    # A name is printed as it is on lines of text (the text sink's records on the journal): one holding a control
+    # or invisible character would forge a line there, so it is refused, escaped in the reply.
+    for bad in ("cam\n<0>forged", "cam\x1b[2J", "cam\u202egpj.exe", "cam\u0085"):
+        r = request(sock, {"request": "source-add", "uri": "testsrc:bars", "name": bad})
+        check(f"source-add a name holding a control character ({bad!r}): refused",
+              r.get("ok") is False and "control or invisible character" in r.get("error", "") and
+              "\n" not in r.get("error", "") and "\x1b" not in r.get("error", ""), r)
 
     if media:
         # A directory job under the input root holding a file whose name is not UTF-8, made with ffmpeg.

@@ -5,6 +5,9 @@
   reload   a reload (`reload FILE` from a peer, and SIGHUP after the started file was rewritten) to a pipeline whose
            sink cannot open (its directory is missing) is refused with the reason; the working generation goes on
            untouched: same generation, still delivering, no frame failed, every delivered frame on disk.
+  inputs   a reload to a pipeline whose only input cannot be read (a missing file, a folder that is not there) is
+           refused as `sluiced check` refuses it; accepted, its source failed at once and the service, its sources
+           ended, exited.
   second   a second service on the same config but another socket, and a `sluiced run` of it, fail at once (exit 1),
            name the first one's pid, and touch none of its outputs.
 """
@@ -32,7 +35,7 @@ wait_for = daemon_client.waiter(15.0, 0.02)
 request = daemon_client.request
 
 
-def pipeline(path, out):
+def pipeline(path, out, uri="testsrc:bars", idle="\n    idle: wait"):
     with open(path, "w") as f:
         f.write(f"""name: honest
 device: cpu
@@ -40,11 +43,10 @@ batch_size: 4
 batch_timeout_ms: 5
 stages:
   - kind: decode
-    uri: [testsrc:bars]
+    uri: [{uri}]
     width: 32
     height: 24
-    fps: 100
-    idle: wait
+    fps: 100{idle}
   - kind: sink
     type: jsonl
     per: run
@@ -112,6 +114,18 @@ try:
     check("SIGHUP: the missing directory was not created", not os.path.exists(os.path.join(tmp, "missing")))
     with open(config, "w") as f:
         f.write(good_text)
+
+    # --- inputs ---------------------------------------------------------------------------------------------
+    for what, uri in (("a missing file", os.path.join(tmp, "no-such-clip.mp4")),
+                      ("a missing folder", os.path.join(tmp, "no-such-folder") + "/")):
+        unreadable = pipeline(os.path.join(tmp, "unreadable.yaml"), os.path.join(tmp, "out", "unreadable.jsonl"),
+                              uri=uri, idle="")
+        r = request(sock, {"request": "reload", "path": unreadable})
+        check(f"inputs: {what} refuses the reload", r.get("ok") is False, r)
+        check(f"inputs: {what}: the reply says so, without the file's words",
+              "cannot be read" in r.get("error", "") and "no-such" not in r.get("error", ""), r)
+        keeps_working(f"inputs ({what})", sock, generation)
+    check("inputs: the service is still up", first.poll() is None)
 
     # --- second ---------------------------------------------------------------------------------------------
     second_sock = os.path.join(tmp, "b.sock")

@@ -437,10 +437,10 @@ TEST_CASE("broken and missing files fail to open with a useful message", "[media
       CHECK_THAT(std::string(e.what()), Catch::Contains(r.says) && Catch::Contains(uri));
     }
   }
-  // Random bytes named .png: imgcodecs cannot decode them.
+  // Random bytes named .png: no image header, never handed to imgcodecs.
   const std::string fake = (fs::temp_directory_path() / ("sluice-fake-" + std::to_string(::getpid()) + ".png")).string();
   fs::copy_file(input("corrupt.mp4"), fake, fs::copy_options::overwrite_existing);
-  REQUIRE_THROWS_WITH(open_input(fake), Catch::Contains("not an image OpenCV can decode"));
+  REQUIRE_THROWS_WITH(open_input(fake), Catch::Contains("not an image sluice reads"));
   fs::remove(fake);
 }
 

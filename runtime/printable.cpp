@@ -1,9 +1,9 @@
-#include "daemon/sluicectl/printable.hpp"
+#include "runtime/printable.hpp"
 
 #include <cstdint>
 #include <cstdio>
 
-namespace sluice::ctl {
+namespace sluice {
 namespace {
 
 // The code point of the well-formed UTF-8 sequence at `s[i]` and its length, or length 0 when it is not one
@@ -48,6 +48,16 @@ bool invisible(char32_t cp) {
 
 }  // namespace
 
+bool is_printable(std::string_view text) {
+  for (std::size_t i = 0; i < text.size();) {
+    char32_t cp = 0;
+    const std::size_t len = decode(text, i, cp);
+    if (len == 0 || invisible(cp)) return false;  // invisible() takes in every control character
+    i += len;
+  }
+  return true;
+}
+
 std::string printable(std::string_view text) {
   std::string out;
   out.reserve(text.size());
@@ -83,4 +93,4 @@ std::string printable(std::string_view text) {
   return out;
 }
 
-}  // namespace sluice::ctl
+}  // namespace sluice
