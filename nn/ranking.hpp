@@ -39,10 +39,12 @@ SLUICE_HOST_DEVICE inline bool comes_before(float a, std::int64_t ia, float b, s
   return o.later_on_tie ? ia > ib : ia < ib;
 }
 
-// Index outputs are data like any other in the prepared form (f32, held as f16/bf16 by a CUDA engine at those
-// precisions): a position along an axis of `length` elements is exact only while length - 1 fits the type's
-// significand. Engines refuse longer axes when they are built. Integers up to 2^24 (f32), 2^11 (f16) and 2^8
-// (bf16) are exact; the limits below are those, so every index 0..length-1 is.
+// Index outputs are data like any other in the prepared form (f32 numbers): a position along an axis of `length`
+// elements is exact only while length - 1 fits the significand of the type holding it. A CUDA engine at f16/bf16
+// holds index values in f32 all the same (nn/exact_indices.hpp), so only run-time indices that are not index values
+// (data computed otherwise, e.g. a graph input) are held narrower. Engines refuse at build an axis longer than
+// the type holding its indices counts exactly. Integers up to 2^24 (f32), 2^11 (f16) and 2^8 (bf16) are exact;
+// the limits below are those, so every index 0..length-1 is.
 inline constexpr std::int64_t kExactIndexAxisF32 = std::int64_t{1} << 24;
 inline constexpr std::int64_t kExactIndexAxisF16 = 2048;
 inline constexpr std::int64_t kExactIndexAxisBf16 = 256;
