@@ -1,25 +1,16 @@
 #include "nn/exact_indices.hpp"
 
 #include <algorithm>
-#include <cmath>
 #include <map>
 
 namespace sluice::nn {
 namespace {
 
-bool integer_constant(const Graph& g, const std::string& v) {
-  auto it = g.constants.find(v);
-  if (it == g.constants.end()) return false;
-  const Tensor& t = it->second;
-  if (t.type != ElementType::f32) return true;
-  return std::all_of(t.f32.begin(), t.f32.end(), [](float x) { return std::isfinite(x) && x == std::nearbyint(x); });
-}
-
-// Ops whose output is integer-valued when every input is (an index value or an integer-valued constant).
-bool keeps_integers(Op op) {
+// Ops whose output, made from index values and constants only, is an index value (computed in f32).
+bool keeps_indices(Op op) {
   switch (op) {
     case Op::Reshape: case Op::Transpose: case Op::Slice: case Op::Split: case Op::Concat:
-    case Op::Add: case Op::Sub: case Op::Mul: case Op::Max: case Op::Min:
+    case Op::Add: case Op::Sub: case Op::Mul: case Op::Div: case Op::Max: case Op::Min:
     case Op::Neg: case Op::Abs: case Op::Floor: case Op::Ceil:
       return true;
     default:
@@ -30,7 +21,7 @@ bool keeps_integers(Op op) {
 // Whether `node` reads input `slot` as an index value (given the index values found so far).
 bool takes_index(const Node& node, std::size_t slot, const std::set<std::string>& index) {
   if (node.op == Op::GatherElements) return slot == 1;
-  if (!keeps_integers(node.op)) return false;
+  if (!keeps_indices(node.op)) return false;
   return !node.outputs.empty() && index.count(node.outputs[0]) != 0;
 }
 
@@ -43,12 +34,12 @@ std::set<std::string> index_values(const Graph& g) {
       index.insert(n.outputs.at(0));
     } else if (n.op == Op::TopK) {
       if (n.outputs.size() > 1 && !n.outputs[1].empty()) index.insert(n.outputs[1]);
-    } else if (keeps_integers(n.op)) {
+    } else if (keeps_indices(n.op)) {
       bool any = false, all = true;
       for (const auto& in : n.inputs) {
         if (in.empty()) continue;
         if (index.count(in)) any = true;
-        else if (!integer_constant(g, in)) all = false;
+        else if (!g.is_constant(in)) all = false;
       }
       if (any && all)
         for (const auto& out : n.outputs)

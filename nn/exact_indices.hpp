@@ -7,9 +7,10 @@
 // The prepared form (nn/graph.hpp) has indices as f32 numbers: the outputs of ArgMax and ArgMin and TopK's second
 // output. Held as f16 they are exact only up to 2048, as bf16 only up to 256. A value is an index value when
 //   * an ArgMax/ArgMin/TopK computes it (the seeds), or
-//   * an op that keeps integers integers makes it from index values and integer-valued constants only: Reshape,
-//     Transpose, Slice, Split, Concat; Add, Sub, Mul, Max, Min (Tile and Expand of run-time data become a Mul by
-//     a constant of ones); Neg, Abs, Floor, Ceil.
+//   * an op made it from index values and constants only, by moving elements (Reshape, Transpose, Slice, Split,
+//     Concat) or by elementwise arithmetic (Add, Sub, Mul, Div, Max, Min; Neg, Abs, Floor, Ceil): Tile and Expand
+//     of run-time data become a Mul by a constant of ones, and arithmetic on positions (floor(i / classes) to
+//     split a flat index, i + offset) stays exact in f32 where f16 would round it.
 // Every reader of an index value either takes it as such (the ops above when their output is an index value;
 // GatherElements' indices input; a graph output, converted when copied out) or is given a copy in the backend's
 // own element type: `hold_indices_exactly` inserts that conversion (a Reshape to the same shape from the index

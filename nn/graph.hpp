@@ -166,7 +166,7 @@ struct Graph {
 //     Order (nn/ranking.hpp): ties go to the lower index (the higher with select_last_index). NaN: ArgMax and
 //     ArgMin pick it (the first NaN), as numpy and torch; TopK ranks NaN above +inf (as torch.topk).
 //     Index outputs are data like any other: f32 numbers 0, 1, 2, ..., not int64. A backend that holds data
-//     narrower keeps them, and what integer-keeping ops make of them, in f32 (nn/exact_indices.hpp). So that no
+//     narrower keeps them, and what moves and arithmetic make of them, in f32 (nn/exact_indices.hpp). So that no
 //     index is ever rounded, an engine refuses at build, naming the node, an axis longer than 2^24 elements.
 //     Folded on constants they are i64, exact.
 //   GatherElements   inputs data, indices (the same rank; each dimension of indices at most data's, except

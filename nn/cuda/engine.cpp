@@ -278,7 +278,7 @@ void CudaEngine::State::build() {
   // reader was given a converted copy by hold_indices_exactly.
   for (const auto& node : graph.nodes) {
     static const std::set<Op> typed = {Op::Reshape, Op::Transpose, Op::Slice, Op::Split, Op::Concat, Op::Add,
-                                       Op::Sub, Op::Mul, Op::Max, Op::Min, Op::Neg, Op::Abs, Op::Floor, Op::Ceil,
+                                       Op::Sub, Op::Mul, Op::Div, Op::Max, Op::Min, Op::Neg, Op::Abs, Op::Floor, Op::Ceil,
                                        Op::ArgMax, Op::ArgMin, Op::TopK, Op::GatherElements};
     if (typed.count(node.op)) continue;
     for (const auto* list : {&node.inputs, &node.outputs})

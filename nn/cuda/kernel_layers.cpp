@@ -584,8 +584,8 @@ class RankingLayer : public Layer {
     if (length > limit)
       throw ModelError(fail(ctx, node, "the axis has " + std::to_string(length) + " elements, but this engine holds " +
                                            "indices as " + std::string(to_string(index_type)) +
-                                           " data, whose integers are exact only up to " + std::to_string(limit) +
-                                           "; the indices would be wrong (build the engine at a wider precision)"));
+                                           " numbers, whose integers are exact only up to " + std::to_string(limit) +
+                                           "; the indices would be wrong"));
     keepdims_ = top_k || node.attrs.i("keepdims", 1) != 0;
     if (top_k) {
       k_ = node.attrs.i("k", 0);
@@ -670,7 +670,7 @@ class GatherElementsLayer : public Layer {
       if (length > kExactIndexAxisF32) throw ModelError(fail(ctx, node, "the axis is longer than 2^24 elements"));
     } else if (const std::int64_t limit = exact_index_axis(values_.type(indices_)); length > limit) {
       // Run-time indices that are not index values (nn/exact_indices.hpp: not made from ArgMax/ArgMin/TopK by
-      // integer-keeping ops) are data in the engine's type.
+      // moves and arithmetic with constants) are data in the engine's type.
       throw ModelError(fail(ctx, node, "the axis has " + std::to_string(length) + " elements, but this engine holds " +
                                            "these indices as " + std::string(to_string(values_.type(indices_))) +
                                            " data, whose integers are exact only up to " + std::to_string(limit) +

@@ -1110,11 +1110,12 @@ TEST_CASE("CUDA TopK matches the CPU exactly on rows of 1 to 200000 elements, ti
 TEST_CASE("CUDA runs RT-DETR's query selection at f16 and bf16: TopK over 8400 anchors into GatherElements",
           "[nn][nn_cuda][ranking][gather_elements]") {
   // enc_outputs_class.max(-1) -> topk(300) -> .unsqueeze(-1).repeat(1, 1, 4 | d) -> torch.gather of the boxes and
-  // the memory (GatherElements); the indices also as an output and divided (a reader that takes them as data).
+  // the memory (GatherElements); the indices also as an output, divided (arithmetic on positions: computed in f32)
+  // and added to the scores (a reader that takes them as data: an f16/bf16 copy).
   const std::int64_t anchors = 8400, classes = 16, k = 300, d = 32;
   ModelBuilder m(13);
   m.input("logits", {-1, anchors, classes}).input("boxes", {-1, anchors, 4}).input("memory", {-1, anchors, d});
-  m.output("top_boxes").output("top_memory").output("top_scores").output("index").output("fraction");
+  m.output("top_boxes").output("top_memory").output("top_scores").output("index").output("fraction").output("mixed");
   m.ints("k", {k}).ints("last", {2}).ints("r4", {1, 1, 4}).ints("rd", {1, 1, d});
   m.weights("anchors", {1}, {static_cast<float>(anchors)});
   auto& max = m.node("ReduceMax", {"logits"}, {"best"});
@@ -1127,6 +1128,7 @@ TEST_CASE("CUDA runs RT-DETR's query selection at f16 and bf16: TopK over 8400 a
   set_int(m.node("GatherElements", {"boxes", "index_boxes"}, {"top_boxes"}), "axis", 1);
   set_int(m.node("GatherElements", {"memory", "index_memory"}, {"top_memory"}), "axis", 1);
   m.node("Div", {"index", "anchors"}, {"fraction"});
+  m.node("Add", {"index", "top_scores"}, {"mixed"});
   const Graph g = prepared_model(m, 2);
   const auto inputs = random_inputs(g, 300);
   for (Precision p : {Precision::f16, Precision::bf16}) {
@@ -1143,9 +1145,11 @@ TEST_CASE("CUDA runs RT-DETR's query selection at f16 and bf16: TopK over 8400 a
       CHECK(got[i] == want[i]);
     }
     CHECK(*std::max_element(want[3].begin(), want[3].end()) > 2048);  // indices f16 could not hold
-    CHECK(relative_error(got[4], want[4]) <= tolerance(p));
+    CHECK(relative_error(got[4], want[4]) <= 1e-6);  // f32 arithmetic: f16 would be off by up to 5e-4
+    CHECK(relative_error(got[5], want[5]) <= tolerance(p));
     const std::string text = engine.describe();
     CHECK(text.find("top k (radix sort), f32 indices") != std::string::npos);
-    CHECK(text.find("remap copy (converts f32 indices)") != std::string::npos);  // for the Div
+    CHECK(text.find("binary (broadcast, f32 indices)") != std::string::npos);      // the Div
+    CHECK(text.find("remap copy (converts f32 indices)") != std::string::npos);  // for the Add
   }
 }

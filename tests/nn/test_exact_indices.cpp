@@ -32,28 +32,30 @@ std::size_t position_of(const Graph& g, Op op) {
 
 // RT-DETR's query selection in small: TopK over the anchors' best score, its indices unsqueezed and repeated
 // (torch's .repeat: Tile, which prepare() turns into Reshape, Mul by ones, Reshape) into GatherElements of the
-// boxes; beside it, readers that take the indices as data (Div, an Add of a non-integer) and one that keeps them
-// indices (Add 1, as a graph output), and ArgMax's indices as a graph output.
+// boxes; beside it, arithmetic with constants that stays index values (floor(i / 4) + 1, as a graph output),
+// readers that take the indices as data (Sigmoid, an Add of run-time data), and ArgMax's indices as an output.
 ModelBuilder detr_selection() {
   ModelBuilder m(13);
   m.input("scores", {-1, 40}).input("boxes", {-1, 40, 4});
-  m.output("picked").output("scaled").output("shifted").output("next").output("best");
+  m.output("picked").output("squashed").output("mixed").output("next").output("best").output("idx");
   m.ints("k", {6}).ints("axes", {2}).ints("repeats", {1, 1, 4});
-  m.weights("count", {1}, {40.f}).weights("half", {1}, {0.5f}).weights("one", {1}, {1.f});
+  m.weights("four", {1}, {4.f}).weights("one", {1}, {1.f});
   set_int(m.node("TopK", {"scores", "k"}, {"top", "idx"}), "axis", 1);
   m.node("Unsqueeze", {"idx", "axes"}, {"idx3"});
   m.node("Tile", {"idx3", "repeats"}, {"idx4"});
   set_int(m.node("GatherElements", {"boxes", "idx4"}, {"picked"}), "axis", 1);
-  m.node("Div", {"idx", "count"}, {"scaled"});
-  m.node("Add", {"idx", "half"}, {"shifted"});
-  m.node("Add", {"idx", "one"}, {"next"});
+  m.node("Sigmoid", {"idx"}, {"squashed"});
+  m.node("Add", {"idx", "top"}, {"mixed"});
+  m.node("Div", {"idx", "four"}, {"quarter"});
+  m.node("Floor", {"quarter"}, {"whole"});
+  m.node("Add", {"whole", "one"}, {"next"});
   set_int(m.node("ArgMax", {"scores"}, {"best"}), "axis", 1);
   return m;
 }
 
 }  // namespace
 
-TEST_CASE("index_values: ranking outputs and what integer-keeping ops make of them", "[nn][exact_indices]") {
+TEST_CASE("index_values: ranking outputs and what moves and arithmetic with constants make of them", "[nn][exact_indices]") {
   const Graph g = prepare(detr_selection().load(), 2);
   const auto index = index_values(g);
   const Node& top = first_of(g, Op::TopK);
@@ -63,9 +65,11 @@ TEST_CASE("index_values: ranking outputs and what integer-keeping ops make of th
   CHECK(index.count(gather.inputs[1]));      // reached through Reshape, Mul by ones, Reshape
   CHECK_FALSE(index.count(gather.outputs[0]));
   CHECK(index.count(first_of(g, Op::ArgMax).outputs[0]));
-  CHECK(index.count("next"));      // + 1: still an integer
-  CHECK_FALSE(index.count("scaled"));   // / 40
-  CHECK_FALSE(index.count("shifted"));  // + 0.5
+  CHECK(index.count("quarter"));  // arithmetic with constants
+  CHECK(index.count("whole"));
+  CHECK(index.count("next"));
+  CHECK_FALSE(index.count("squashed"));  // Sigmoid takes data
+  CHECK_FALSE(index.count("mixed"));     // + run-time data
   CHECK_FALSE(index.count("scores"));
   for (const auto& in : g.inputs) CHECK_FALSE(index.count(in.name));
 }
@@ -88,12 +92,12 @@ TEST_CASE("hold_indices_exactly gives readers that take data one converted copy"
   const ExactIndices r = hold_indices_exactly(g);
   const std::string idx = first_of(g, Op::TopK).outputs[1];
   const std::string copy = idx + kIndexAsDataSuffix;
-  CHECK(r.graph.nodes.size() == g.nodes.size() + 1);  // one conversion, shared by Div and the Add of 0.5
+  CHECK(r.graph.nodes.size() == g.nodes.size() + 1);  // one conversion, shared by Sigmoid and the Add of data
   std::size_t readers = 0;
   for (const Node& n : r.graph.nodes) {
     for (const auto& in : n.inputs) readers += in == copy;
-    if (n.op == Op::Div || (n.outputs[0] == "shifted")) CHECK(n.inputs[0] == copy);
-    if (n.outputs[0] == "next") CHECK(n.inputs[0] == idx);  // takes the index value itself
+    if (n.outputs[0] == "squashed" || n.outputs[0] == "mixed") CHECK(n.inputs[0] == copy);
+    if (n.op == Op::Div) CHECK(n.inputs[0] == idx);  // takes the index value itself
   }
   CHECK(readers == 2);
   CHECK(first_of(r.graph, Op::GatherElements).inputs[1] == first_of(g, Op::GatherElements).inputs[1]);
@@ -127,11 +131,8 @@ TEST_CASE("hold_indices_exactly gives readers that take data one converted copy"
     return out;
   };
   const auto want = run(g), got = run(r.graph);
-  REQUIRE(want.size() == 5);
+  REQUIRE(want.size() == 6);
   CHECK(got == want);
-  // And they are the right numbers: "next" is idx + 1, "scaled" idx / 40, "shifted" idx + 0.5.
-  for (std::size_t i = 0; i < want[3].size(); ++i) {
-    CHECK(want[3][i] == std::round(want[1][i] * 40.f) + 1.f);
-    CHECK(want[2][i] == want[3][i] - 0.5f);
-  }
+  // And they are the right numbers: "next" is floor(idx / 4) + 1.
+  for (std::size_t i = 0; i < want[3].size(); ++i) CHECK(want[3][i] == std::floor(want[5][i] / 4.f) + 1.f);
 }
