@@ -70,19 +70,6 @@ __global__ void top_k_count_kernel(T* values, I* indices, const T* x, AxisRows r
   }
 }
 
-// The key of v: ascending keys are nn/ranking.hpp's order without the tie rule (order.later_on_tie is false here).
-__device__ __forceinline__ std::uint32_t rank_key(float v, RankOrder order) {
-  std::uint32_t u;
-  if (v != v) {
-    u = order.nan_first == order.largest ? 0xFFFFFFFFu : 0u;  // above every number before the flip below, or under
-  } else {
-    if (v == 0.f) v = 0.f;  // -0 == +0: a tie
-    u = __float_as_uint(v);
-    u = (u & 0x80000000u) ? ~u : (u | 0x80000000u);  // ascending with the value, +-inf included
-  }
-  return order.largest ? ~u : u;
-}
-
 template <typename T>
 __global__ void make_keys_kernel(std::uint32_t* keys, int* positions, const T* x, AxisRows r, std::int64_t elements,
                                  RankOrder order) {
@@ -122,9 +109,10 @@ void dispatch_two(DType type, DType index_type, F&& f) {
 constexpr std::size_t kAlign = 256;
 std::size_t aligned(std::size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
 
-// The bits of the keys that can differ: an f16 or bf16 value's f32 bits end in 13 or 16 zeros (one's complement
-// for largest: ones), so fewer radix passes sort them.
-int begin_bit(DType type) { return type == DType::f16 ? 13 : type == DType::bf16 ? 16 : 0; }
+// The bits of the keys (nn/ranking.hpp's rank_key) that can differ: fewer radix passes sort f16 and bf16 values.
+int begin_bit(DType type) {
+  return type == DType::f16 ? kRankKeySameBitsF16 : type == DType::bf16 ? kRankKeySameBitsBf16 : 0;
+}
 
 // The sort's scratch: keys and positions twice (CUB's double buffers), row offsets, CUB's temporary storage.
 struct SortScratch {
