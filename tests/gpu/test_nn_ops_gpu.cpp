@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <random>
 #include <tuple>
 
@@ -1151,5 +1152,34 @@ TEST_CASE("CUDA runs RT-DETR's query selection at f16 and bf16: TopK over 8400 a
     CHECK(text.find("top k (radix sort), f32 indices") != std::string::npos);
     CHECK(text.find("binary (broadcast, f32 indices)") != std::string::npos);      // the Div
     CHECK(text.find("remap copy (converts f32 indices)") != std::string::npos);  // for the Add
+  }
+}
+
+// Not a test (hidden tag, no assertion on time): TopK's GPU time at RT-DETR's sizes (query selection over 8400
+// anchors; a post-processing top 300 of 8400 x 80 scores), f16, median of 50 runs (CudaEngine::profile_layers).
+// Run: tests/sluice_gpu_tests "[topk_bench]"
+TEST_CASE("CUDA TopK timed at RT-DETR sizes", "[.][topk_bench]") {
+  struct Sized {
+    const char* what;
+    Shape x;
+    std::int64_t k;
+  };
+  for (const Sized& s : std::vector<Sized>{{"8400 anchors, k 300, batch 1", {1, 8400}, 300},
+                                           {"8400 anchors, k 300, batch 8", {8, 8400}, 300},
+                                           {"8400 x 80 scores, k 300, batch 1", {1, 672000}, 300},
+                                           {"8400 x 80 scores, k 300, batch 8", {8, 672000}, 300},
+                                           {"8400 x 80 scores, k 300, batch 16", {16, 672000}, 300},
+                                           {"1024 (the rank count kernel), k 300, batch 8", {8, 1024}, 300}}) {
+    Shape y = s.x;
+    y[1] = s.k;
+    OneNode b("TopK", s.what);
+    b.input("x", s.x).output("values", y).output("indices", y).attr("axis", std::int64_t{1}).attr("k", s.k)
+        .attr("largest", std::int64_t{1}).attr("sorted", std::int64_t{1});
+    CudaEngineOptions o;
+    o.precision = Precision::f16;
+    CudaEngine engine(b.g, o);
+    for (const auto& [layer, ms] : engine.profile_layers(50))
+      std::printf("%-50s %.3f ms  %s\n", s.what, ms,
+                  engine.describe().find("radix sort") != std::string::npos ? "(radix sort)" : "(rank count)");
   }
 }
