@@ -26,4 +26,6 @@ list(APPEND SLUICE_NN_TEST_SOURCES
   tests/nn/test_onnx_loader.cpp
   tests/nn/test_passes.cpp
   tests/nn/test_move_passes.cpp
-  tests/nn/test_npy.cpp)
+  tests/nn/test_npy.cpp
+  tests/nn/test_exact_indices.cpp
+  tests/nn/test_ranking_keys.cpp)

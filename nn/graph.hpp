@@ -165,9 +165,9 @@ struct Graph {
 //                    (0 | 1; the output is sorted either way). Outputs Values, Indices
 //     Order (nn/ranking.hpp): ties go to the lower index (the higher with select_last_index). NaN: ArgMax and
 //     ArgMin pick it (the first NaN), as numpy and torch; TopK ranks NaN above +inf (as torch.topk).
-//     Index outputs are data like any other: f32 numbers 0, 1, 2, ... (held as f16/bf16 where the engine is),
-//     not int64. So that no index is ever rounded, an engine refuses at build, naming the node, an axis longer
-//     than its element type counts exactly: 2^24 elements (f32, the CPU backend), 2048 (f16), 256 (bf16).
+//     Index outputs are data like any other: f32 numbers 0, 1, 2, ..., not int64. A backend that holds data
+//     narrower keeps them, and what moves and arithmetic make of them, in f32 (nn/exact_indices.hpp). So that no
+//     index is ever rounded, an engine refuses at build, naming the node, an axis longer than 2^24 elements.
 //     Folded on constants they are i64, exact.
 //   GatherElements   inputs data, indices (the same rank; each dimension of indices at most data's, except
 //                    along the axis); attr axis. Y, shaped like indices: Y[i..] = data[i.. with i_axis replaced by
@@ -175,7 +175,8 @@ struct Graph {
 //                    (the sweep turns int64 ones into f32); a negative index counts from the end of the axis. A
 //                    constant index outside [-dim, dim) is refused at prepare time; at run time an index is
 //                    rounded and one outside [-dim, dim) (or NaN) gives NaN, never another element. Engines
-//                    refuse, as for TopK, run-time indices into an axis longer than their type counts exactly
+//                    refuse run-time indices into an axis longer than the type holding them counts exactly (f32
+//                    for index values, nn/exact_indices.hpp; other run-time indices: the engine's type)
 //   GridSample       inputs X [N, C, H, W], grid [N, Ho, Wo, 2] (x then y, -1 .. 1 spanning the input: the
 //                    outer edges of the corner pixels, or with align_corners their centres); attrs "mode"
 //                    (bilinear | nearest; opset 20's "linear" is bilinear; bicubic refused), "padding_mode"

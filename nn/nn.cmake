@@ -5,7 +5,7 @@ find_package(Protobuf REQUIRED)  # before ONNX: its targets name protobuf::libpr
 find_package(ONNX REQUIRED)  # Debian's libonnx-dev: the onnx_proto message classes, over protobuf
 find_package(dnnl REQUIRED)  # Debian's libdnnl-dev (oneDNN 2.x): the CPU backend's convolutions and matrix products
 
-set(SLUICE_NN_SOURCES nn/graph.cpp nn/memory_plan.cpp nn/ops.cpp)
+set(SLUICE_NN_SOURCES nn/graph.cpp nn/memory_plan.cpp nn/ops.cpp nn/exact_indices.cpp)
 set(SLUICE_NN_CUDA_SOURCES)
 set(SLUICE_NN_TEST_SOURCES)      # CPU tests (tests/nn/...), built into sluice_nn_tests
 set(SLUICE_NN_GPU_TEST_SOURCES)  # GPU tests (tests/gpu/...), built into sluice_gpu_tests

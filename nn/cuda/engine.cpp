@@ -17,6 +17,7 @@
 #include "nn/cuda/stream_stopwatch.hpp"
 #include "nn/cuda/cudnn_handles.hpp"
 #include "nn/cuda/layer.hpp"
+#include "nn/exact_indices.hpp"
 #include "nn/memory_plan.hpp"
 
 namespace sluice::nn {
@@ -57,8 +58,8 @@ std::string megabytes(std::size_t bytes) {
 bool layouts_agree(const Shape& s) { return s.size() != 4 || s[1] == 1 || s[2] * s[3] == 1; }
 
 // A binding is used in place when it already is what the engine holds.
-bool binds_in_place(const TensorBinding& b, DType type, const ValueSlot& slot) {
-  return b.dtype == type && (slot.shape.size() != 4 || (b.layout == Layout::nhwc) == slot.nhwc || layouts_agree(slot.shape));
+bool binds_in_place(const TensorBinding& b, const ValueSlot& slot) {
+  return b.dtype == slot.dtype && (slot.shape.size() != 4 || (b.layout == Layout::nhwc) == slot.nhwc || layouts_agree(slot.shape));
 }
 
 View binding_view(const Shape& shape, Layout layout) {
@@ -148,6 +149,13 @@ void CudaEngine::State::build() {
                        " (run prepare() first)");
   batch = graph.inputs[0].shape[0];
   values = ValueTable(type, batch);
+  // Index values (nn/exact_indices.hpp) stay f32 in an f16/bf16 engine; their other readers get converted copies.
+  std::set<std::string> index_values;
+  if (type != DType::f32) {
+    ExactIndices exact = hold_indices_exactly(graph);
+    graph = std::move(exact.graph);
+    index_values = std::move(exact.index_values);
+  }
   device_name = gpu::device_name([] {
     int d = 0;
     CUDA_CHECK(cudaGetDevice(&d));
@@ -176,7 +184,8 @@ void CudaEngine::State::build() {
     s.shape = shape;
     s.nhwc = nhwc.count(name) != 0;
     s.batched = !shape.empty() && shape[0] == batch;
-    s.bytes = static_cast<std::size_t>(element_count(shape)) * dtype_bytes(type);
+    s.dtype = index_values.count(name) ? DType::f32 : type;
+    s.bytes = static_cast<std::size_t>(element_count(shape)) * dtype_bytes(s.dtype);
     block_value.push_back(values.add(std::move(s)));
     blocks.push_back({values.slot(block_value.back()).bytes, first, first});
   };
@@ -201,6 +210,7 @@ void CudaEngine::State::build() {
     const std::string &x = node.inputs[0], &y = node.outputs[0];
     if (graph.is_constant(x) || bound.count(x) || bound.count(y) || nhwc.count(x) || nhwc.count(y)) continue;
     const int x_id = values.id(x), y_id = values.id(y);
+    if (values.type(x_id) != values.type(y_id)) continue;  // a conversion of an index value
     const int root = values.slot(x_id).alias_of >= 0 ? values.slot(x_id).alias_of : x_id;
     values.slot(y_id).alias_of = root;
   }
@@ -221,6 +231,7 @@ void CudaEngine::State::build() {
     if (reads[y] != 1 || !read_by_concat.count(y)) continue;
     if (graph.is_constant(x) || bound.count(x) || bound.count(y) || nhwc.count(x) || nhwc.count(y)) continue;
     const int x_id = values.id(x), y_id = values.id(y);
+    if (values.type(x_id) != values.type(y_id)) continue;
     const Shape &xs = values.slot(x_id).shape, &ys = values.slot(y_id).shape;
     const auto starts = node.attrs.ints("starts"), steps = node.attrs.ints("steps");
     if (starts.size() != xs.size() || steps.size() != xs.size() || ys.size() != xs.size() || xs.size() > kMaxRank ||
@@ -261,6 +272,20 @@ void CudaEngine::State::build() {
   for (std::size_t b = 0; b < blocks.size(); ++b) {
     const int root = block_of[static_cast<std::size_t>(block_value[b])];
     values.slot(block_value[b]).base = arena.data() + plan.offsets[static_cast<std::size_t>(root)];
+  }
+
+  // Only the layers below read or write index values held f32 (each with its own values' types); any other
+  // reader was given a converted copy by hold_indices_exactly.
+  for (const auto& node : graph.nodes) {
+    static const std::set<Op> typed = {Op::Reshape, Op::Transpose, Op::Slice, Op::Split, Op::Concat, Op::Add,
+                                       Op::Sub, Op::Mul, Op::Div, Op::Max, Op::Min, Op::Neg, Op::Abs, Op::Floor, Op::Ceil,
+                                       Op::ArgMax, Op::ArgMin, Op::TopK, Op::GatherElements};
+    if (typed.count(node.op)) continue;
+    for (const auto* list : {&node.inputs, &node.outputs})
+      for (const auto& v : *list)
+        if (!v.empty() && values.has(v) && values.type(values.id(v)) != type)
+          throw ModelError(src + ": " + node.where() + ": reads or writes index value '" + v +
+                           "' held as f32 (internal: nn/exact_indices.cpp should have converted it)");
   }
 
   // Layers (weights are uploaded here).
@@ -340,6 +365,7 @@ RunContext CudaEngine::State::context(int count, cudaStream_t s) {
   ctx.workspace = workspace.data();
   ctx.workspace_bytes = workspace.bytes();
   ctx.scratch = scratch.data();
+  ctx.scratch_bytes = scratch.bytes();
   return ctx;
 }
 
@@ -349,13 +375,13 @@ void CudaEngine::State::bind(const std::vector<TensorBinding>& in, const std::ve
   std::copy(base_ptr.begin(), base_ptr.end(), run_ptr.begin());
   if (!in_place) return;
   for (std::size_t i = 0; i < inputs.size(); ++i)
-    if (binds_in_place(in[i], type, values.slot(inputs[i]))) run_ptr[static_cast<std::size_t>(inputs[i])] = in[i].data;
+    if (binds_in_place(in[i], values.slot(inputs[i]))) run_ptr[static_cast<std::size_t>(inputs[i])] = in[i].data;
   for (std::size_t i = 0; i < outputs.size(); ++i) {
     const int id = outputs[i];
     const bool is_input = std::find(inputs.begin(), inputs.end(), id) != inputs.end();
     const bool bound_twice = std::find(outputs.begin(), outputs.begin() + static_cast<std::ptrdiff_t>(i), id) !=
                              outputs.begin() + static_cast<std::ptrdiff_t>(i);
-    if (!is_input && !bound_twice && binds_in_place(out[i], type, values.slot(id)))
+    if (!is_input && !bound_twice && binds_in_place(out[i], values.slot(id)))
       run_ptr[static_cast<std::size_t>(id)] = out[i].data;
   }
 }
@@ -366,7 +392,7 @@ void CudaEngine::State::copy_in(const std::vector<TensorBinding>& in, int count,
     if (run_ptr[static_cast<std::size_t>(id)] == in[i].data) continue;
     View dst = values.view(id, count), src = binding_view(values.shape_at(id, count), in[i].layout);
     order_by_destination(dst, src);
-    remap_copy(type, run_ptr[static_cast<std::size_t>(id)], dst, in[i].dtype, in[i].data, src, s);
+    remap_copy(values.type(id), run_ptr[static_cast<std::size_t>(id)], dst, in[i].dtype, in[i].data, src, s);
   }
 }
 
@@ -381,7 +407,7 @@ void CudaEngine::State::copy_out(const std::vector<TensorBinding>& out, int coun
     if (run_ptr[static_cast<std::size_t>(id)] == out[i].data) continue;
     View dst = binding_view(values.shape_at(id, count), out[i].layout), src = values.view(id, count);
     order_by_destination(dst, src);
-    remap_copy(out[i].dtype, out[i].data, dst, type, run_ptr[static_cast<std::size_t>(id)], src, s);
+    remap_copy(out[i].dtype, out[i].data, dst, values.type(id), run_ptr[static_cast<std::size_t>(id)], src, s);
   }
 }
 

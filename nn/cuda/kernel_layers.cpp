@@ -3,6 +3,7 @@
 // softmax and log softmax, resize, ArgMax/ArgMin/TopK, GatherElements, GridSample.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 
 #include "nn/cuda/layer.hpp"
@@ -41,8 +42,11 @@ class BinaryLayer : public Layer {
     a_ = ctx.values.id(node.inputs[0]);
     b_ = ctx.values.id(node.inputs[1]);
     y_ = ctx.values.id(node.outputs.at(0));
-    for (int id : {a_, b_})
-      if (values_.slot(id).constant) ctx.constant(values_.slot(id).name);
+    type_ = values_.type(y_);  // f32 for index values (nn/exact_indices.hpp), whose operands are f32 too
+    for (int id : {a_, b_}) {
+      if (values_.slot(id).constant) (id == a_ ? a_const_ : b_const_) = ctx.constant_as(values_.slot(id).name, type_);
+      else if (values_.type(id) != type_) throw ModelError(fail(ctx, node, "operand types differ"));
+    }
     if (values_.slot(y_).shape.size() > kMaxRank) throw ModelError(fail(ctx, node, "more than 6 dimensions"));
     const auto op = binary_math_of(node.op);
     if (!op) throw ModelError(fail(ctx, node, "is not a binary arithmetic op"));
@@ -65,13 +69,16 @@ class BinaryLayer : public Layer {
     for (int i = 0; i < rank; ++i) shape[i] = ys[static_cast<std::size_t>(order[static_cast<std::size_t>(i)])];
     operand_strides(a_, as);
     operand_strides(b_, bs);
-    binary(values_.type(), op_, ctx.at(y_), rank, shape, ctx.at(a_), as, ctx.at(b_), bs, ctx.stream);
+    binary(type_, op_, ctx.at(y_), rank, shape, a_const_ ? a_const_ : ctx.at(a_), as, b_const_ ? b_const_ : ctx.at(b_),
+           bs, ctx.stream);
   }
-  std::string kernel() const override { return "binary (broadcast)"; }
+  std::string kernel() const override { return type_ == values_.type() ? "binary (broadcast)" : "binary (broadcast, f32 indices)"; }
 
  private:
   const ValueTable& values_;
   int a_, b_, y_;
+  DType type_;
+  const void *a_const_ = nullptr, *b_const_ = nullptr;
   BinaryMath op_;
 };
 
@@ -81,9 +88,10 @@ class UnaryMathLayer : public Layer {
     x_ = ctx.values.id(node.inputs.at(0));
     y_ = ctx.values.id(node.outputs.at(0));
     if (values_.slot(x_).nhwc != values_.slot(y_).nhwc) throw ModelError(fail(ctx, node, "input and output layouts differ"));
+    if (values_.type(x_) != values_.type(y_)) throw ModelError(fail(ctx, node, "input and output types differ"));
   }
   void run(const RunContext& ctx) override {
-    unary_math(values_.type(), ctx.at(y_), ctx.at(x_), element_count(values_.shape_at(y_, ctx.count)), op_, ctx.stream);
+    unary_math(values_.type(y_), ctx.at(y_), ctx.at(x_), element_count(values_.shape_at(y_, ctx.count)), op_, ctx.stream);
   }
   std::string kernel() const override { return "elementwise math"; }
 
@@ -325,10 +333,13 @@ class ReshapeLayer : public Layer {
   }
   void run(const RunContext& ctx) override {
     if (aliased()) return;
-    remap_copy(values_.type(), ctx.at(y_), values_.view(y_, ctx.count), values_.type(), ctx.at(x_),
+    remap_copy(values_.type(y_), ctx.at(y_), values_.view(y_, ctx.count), values_.type(x_), ctx.at(x_),
                values_.view(x_, ctx.count), ctx.stream);
   }
-  std::string kernel() const override { return aliased() ? "none (shares its input's memory)" : "remap copy"; }
+  std::string kernel() const override {
+    if (aliased()) return "none (shares its input's memory)";
+    return values_.type(x_) == values_.type(y_) ? "remap copy" : "remap copy (converts f32 indices)";
+  }
 
  private:
   bool aliased() const {
@@ -360,7 +371,7 @@ class TransposeLayer : public Layer {
       src.stride[i] = in.stride[perm_[static_cast<std::size_t>(i)]];
     }
     order_by_destination(dst, src);
-    remap_copy(values_.type(), ctx.at(y_), dst, values_.type(), ctx.at(x_), src, ctx.stream);
+    remap_copy(values_.type(y_), ctx.at(y_), dst, values_.type(x_), ctx.at(x_), src, ctx.stream);
   }
   std::string kernel() const override { return "remap copy"; }
 
@@ -381,8 +392,9 @@ class PiecesLayer : public Layer {
       std::int64_t at = 0;
       for (const auto& in : node.inputs) {
         const int id = ctx.values.id(in);
-        if (values_.slot(id).constant) ctx.constant(in);
-        pieces_.push_back({id, at});
+        const void* constant = nullptr;
+        if (values_.slot(id).constant) constant = ctx.constant_as(in, values_.type(whole_));
+        pieces_.push_back({id, at, constant});
         at += g.shape_of(in).at(static_cast<std::size_t>(axis_));
       }
       into_whole_ = true;
@@ -431,10 +443,11 @@ class PiecesLayer : public Layer {
       }
       if (into_whole_) {
         order_by_destination(in_whole, part);
-        remap_copy(values_.type(), ctx.at(whole_), in_whole, values_.type(), ctx.at(piece.id), part, ctx.stream);
+        remap_copy(values_.type(whole_), ctx.at(whole_), in_whole, piece.constant ? values_.type(whole_) : values_.type(piece.id),
+                   piece.constant ? piece.constant : ctx.at(piece.id), part, ctx.stream);
       } else {
         order_by_destination(part, in_whole);
-        remap_copy(values_.type(), ctx.at(piece.id), part, values_.type(), ctx.at(whole_), in_whole, ctx.stream);
+        remap_copy(values_.type(piece.id), ctx.at(piece.id), part, values_.type(whole_), ctx.at(whole_), in_whole, ctx.stream);
       }
     }
   }
@@ -446,6 +459,7 @@ class PiecesLayer : public Layer {
   struct Piece {
     int id;
     std::int64_t at;  // start along the axis (Concat, Split)
+    const void* constant = nullptr;  // a constant Concat input, uploaded in the whole's type
   };
   const ValueTable& values_;
   int whole_ = -1;
@@ -565,17 +579,24 @@ class RankingLayer : public Layer {
     axis_ = static_cast<int>(node.attrs.i("axis", -1));
     if (axis_ < 0 || axis_ >= static_cast<int>(xs.size())) throw ModelError(fail(ctx, node, "axis out of range"));
     if (xs.size() > kMaxRank) throw ModelError(fail(ctx, node, "more than 6 dimensions"));
-    const std::int64_t length = xs[static_cast<std::size_t>(axis_)], limit = exact_index_axis(values_.type());
+    const DType index_type = values_.type(indices_);  // f32 unless the engine is (nn/exact_indices.hpp)
+    const std::int64_t length = xs[static_cast<std::size_t>(axis_)], limit = exact_index_axis(index_type);
     if (length > limit)
       throw ModelError(fail(ctx, node, "the axis has " + std::to_string(length) + " elements, but this engine holds " +
-                                           "indices as " + std::string(to_string(values_.type())) +
-                                           " data, whose integers are exact only up to " + std::to_string(limit) +
-                                           "; the indices would be wrong (build the engine at a wider precision)"));
+                                           "indices as " + std::string(to_string(index_type)) +
+                                           " numbers, whose integers are exact only up to " + std::to_string(limit) +
+                                           "; the indices would be wrong"));
     keepdims_ = top_k || node.attrs.i("keepdims", 1) != 0;
     if (top_k) {
       k_ = node.attrs.i("k", 0);
       if (k_ < 1 || k_ > length) throw ModelError(fail(ctx, node, "k is outside [1, the axis length]"));
       order_ = top_k_order(node.attrs.i("largest", 1) != 0);
+      std::int64_t rows = 1;  // at the full batch: partial runs have fewer
+      for (std::size_t d = 0; d < xs.size(); ++d)
+        if (static_cast<int>(d) != axis_) rows *= xs[d];
+      if (rows * length > std::numeric_limits<int>::max())
+        throw ModelError(fail(ctx, node, "the input has more than 2^31 - 1 elements, more than TopK's sort takes"));
+      scratch_bytes_ = top_k_scratch_bytes(rows, length, k_, order_);
     } else {
       order_ = arg_extreme_order(node.op == Op::ArgMax, node.attrs.i("select_last_index", 0) != 0);
     }
@@ -601,11 +622,17 @@ class RankingLayer : public Layer {
       ++r.rank;
     }
     if (values_out_ >= 0)
-      top_k(values_.type(), ctx.at(values_out_), ctx.at(indices_), ctx.at(x_), r, k_, order_, ctx.stream);
+      top_k(values_.type(x_), values_.type(indices_), ctx.at(values_out_), ctx.at(indices_), ctx.at(x_), r, k_, order_,
+            ctx.scratch, ctx.scratch_bytes, ctx.stream);
     else
-      arg_extreme(values_.type(), ctx.at(indices_), ctx.at(x_), r, order_, ctx.stream);
+      arg_extreme(values_.type(x_), values_.type(indices_), ctx.at(indices_), ctx.at(x_), r, order_, ctx.stream);
   }
-  std::string kernel() const override { return values_out_ >= 0 ? "top k (rank count)" : "arg extreme"; }
+  std::size_t scratch_bytes() const override { return scratch_bytes_; }
+  std::string kernel() const override {
+    const std::string indices = values_.type(indices_) == values_.type() ? "" : ", f32 indices";
+    if (values_out_ < 0) return "arg extreme" + indices;
+    return (scratch_bytes_ ? "top k (radix sort)" : "top k (rank count)") + indices;
+  }
 
  private:
   const ValueTable& values_;
@@ -613,6 +640,7 @@ class RankingLayer : public Layer {
   bool keepdims_ = true;
   std::int64_t k_ = 0;
   RankOrder order_;
+  std::size_t scratch_bytes_ = 0;
 };
 
 // GatherElements along the canonical "axis": indices are run-time data (the element type) or a constant, uploaded
@@ -634,14 +662,17 @@ class GatherElementsLayer : public Layer {
         throw ModelError(fail(ctx, node, "indices " + to_string(is) + " are longer than data " + to_string(xs)));
     const std::int64_t length = xs[static_cast<std::size_t>(axis_)];
     if (values_.slot(x_).constant) ctx.constant(node.inputs[0]);
+    if (values_.type(x_) != values_.type(y_)) throw ModelError(fail(ctx, node, "data and output types differ"));
     if (values_.slot(indices_).constant) {
       const Tensor& t = ctx.graph.constants.at(node.inputs[1]);
       std::vector<float> as_float = t.type == ElementType::f32 ? t.f32 : std::vector<float>(t.i64.begin(), t.i64.end());
       constant_indices_ = ctx.upload(as_float, true);
       if (length > kExactIndexAxisF32) throw ModelError(fail(ctx, node, "the axis is longer than 2^24 elements"));
-    } else if (const std::int64_t limit = exact_index_axis(values_.type()); length > limit) {
+    } else if (const std::int64_t limit = exact_index_axis(values_.type(indices_)); length > limit) {
+      // Run-time indices that are not index values (nn/exact_indices.hpp: not made from ArgMax/ArgMin/TopK by
+      // moves and arithmetic with constants) are data in the engine's type.
       throw ModelError(fail(ctx, node, "the axis has " + std::to_string(length) + " elements, but this engine holds " +
-                                           "indices as " + std::string(to_string(values_.type())) +
+                                           "these indices as " + std::string(to_string(values_.type(indices_))) +
                                            " data, whose integers are exact only up to " + std::to_string(limit) +
                                            "; the indices would be wrong (build the engine at a wider precision)"));
     }
@@ -654,7 +685,8 @@ class GatherElementsLayer : public Layer {
     const View y = values_.view(y_, ctx.count), x = values_.view(x_, ctx.count);
     const View indices = values_.view(indices_, ctx.count);  // a constant's: row-major, whole
     gather_elements(values_.type(), ctx.at(y_), y, ctx.at(x_), x,
-                    constant_indices_ ? constant_indices_ : ctx.at(indices_), indices, constant_indices_ != nullptr,
+                    constant_indices_ ? constant_indices_ : ctx.at(indices_), indices,
+                    constant_indices_ != nullptr || values_.type(indices_) == DType::f32,
                     axis_, ctx.stream);
   }
   std::string kernel() const override { return "gather elements"; }

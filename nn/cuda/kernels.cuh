@@ -189,19 +189,26 @@ struct AxisRows {
   }
 };
 
-// ArgMax/ArgMin: indices[row] = the position of the row's first element in `order` (nn/ranking.hpp), written as a
-// number of the element type (exact while length <= the type's kExactIndexAxis*, which the caller checks).
-void arg_extreme(DType type, void* indices, const void* x, const AxisRows& rows, RankOrder order, cudaStream_t stream);
+// ArgMax/ArgMin: indices[row] = the position of the row's first element in `order` (nn/ranking.hpp), x of `type`,
+// the positions written as numbers of `index_type` (exact while length <= its kExactIndexAxis*, which the caller
+// checks; f32 for index values, nn/exact_indices.hpp).
+void arg_extreme(DType type, DType index_type, void* indices, const void* x, const AxisRows& rows, RankOrder order,
+                 cudaStream_t stream);
 
-// TopK: the row's first k elements in `order` and their positions, sorted. Each element's rank is counted
-// against the whole row (one thread an element, length^2 comparisons a row: meant for detection-head axes of up
-// to some 10^5 elements, not for sorting millions).
-void top_k(DType type, void* values, void* indices, const void* x, const AxisRows& rows, std::int64_t k,
-           RankOrder order, cudaStream_t stream);
+// TopK: the row's first k elements in `order` (values of `type`) and their positions (numbers of `index_type`),
+// sorted. Rows of up to kTopKCountMaxLength elements (and any row whose ties go to the later index): each
+// element's rank is counted against the whole row, one thread an element. Longer rows: (key, position) pairs
+// sorted by CUB's radix sort in `scratch`, which must hold top_k_scratch_bytes(rows, length, k, order) bytes for
+// the rows of the run (fewer rows need no more).
+inline constexpr std::int64_t kTopKCountMaxLength = 1024;
+bool top_k_sorts(std::int64_t length, std::int64_t k, RankOrder order);
+std::size_t top_k_scratch_bytes(std::int64_t rows, std::int64_t length, std::int64_t k, RankOrder order);
+void top_k(DType type, DType index_type, void* values, void* indices, const void* x, const AxisRows& rows,
+           std::int64_t k, RankOrder order, void* scratch, std::size_t scratch_bytes, cudaStream_t stream);
 
 // GatherElements (nn/graph.hpp): y[i..] = x[i.. with i_axis replaced by the index at indices[i..]], over every
 // element of y (y and indices share a shape; all three read and written through their views). Indices are f32
-// when `indices_f32` (a constant uploaded so), else the element type; one is rounded to the nearest integer, a
+// when `indices_f32` (a constant uploaded so, or an index value: nn/exact_indices.hpp), else the element type; one is rounded to the nearest integer, a
 // negative one counts from the end, and one outside [-x.shape[axis], x.shape[axis]) or NaN writes NaN
 // (nn/sampling_math.hpp).
 void gather_elements(DType type, void* y, const View& y_view, const void* x, const View& x_view, const void* indices,

@@ -26,6 +26,9 @@ struct ValueSlot {
   std::string name;
   Shape shape;           // logical (ONNX) shape at the prepared batch
   bool constant = false;
+  // The element type it is held in: the engine's, or f32 for an index value (nn/exact_indices.hpp) in an f16/bf16
+  // engine, so that its integers stay exact. Constants are uploaded in the engine's type (see BuildContext).
+  DType dtype = DType::f32;
   bool nhwc = false;     // 4-D activations are NHWC in memory; everything else is row-major in ONNX order
   bool batched = false;  // dim 0 is the batch: it shrinks to `count` in partial runs
   int alias_of = -1;     // a Reshape's output that shares its input's memory (the id of that input), see engine.cpp
@@ -47,7 +50,8 @@ class ValueTable {
   ValueSlot& slot(int id) { return slots_.at(id); }
   const ValueSlot& slot(int id) const { return slots_.at(id); }
   std::size_t size() const { return slots_.size(); }
-  DType type() const { return type_; }
+  DType type() const { return type_; }  // the engine's: every value's but the index values'
+  DType type(int id) const { return slots_.at(static_cast<std::size_t>(id)).dtype; }
   std::size_t element_bytes() const { return dtype_bytes(type_); }
   std::int64_t batch() const { return batch_; }
 
@@ -89,7 +93,8 @@ struct RunContext {
   std::size_t cublas_workspace_bytes = 0;
   void* workspace = nullptr;  // shared by all convolutions
   std::size_t workspace_bytes = 0;
-  void* scratch = nullptr;    // shared by layers that stage data (explicit padding, layout changes)
+  void* scratch = nullptr;    // shared by layers that stage data (explicit padding, layout changes, TopK's sort)
+  std::size_t scratch_bytes = 0;
   void* at(int id) const { return (*ptr)[static_cast<std::size_t>(id)]; }
 };
 
@@ -108,6 +113,10 @@ struct BuildContext {
   // Upload host f32 data converted to the engine's element type (or kept f32 when `as_f32`).
   void* upload(const std::vector<float>& data, bool as_f32 = false);
   void* constant(const std::string& value);  // the value's upload (ONNX layout, element type), made once
+  // The constant uploaded as `type` (the engine's: constant(value); f32: a separate upload, made once), for a
+  // layer that computes index values in f32 in a narrower engine.
+  const void* constant_as(const std::string& value, DType type);
+  std::map<std::string, void*> f32_constants;
 };
 
 class Layer {

@@ -14,6 +14,7 @@
 namespace sluice::nn::cuda {
 
 int ValueTable::add(ValueSlot slot) {
+  if (slot.constant) slot.dtype = type_;
   const int id = static_cast<int>(slots_.size());
   index_[slot.name] = id;
   slots_.push_back(std::move(slot));
@@ -166,6 +167,16 @@ void* BuildContext::constant(const std::string& value) {
     }
   }
   return s.base;
+}
+
+const void* BuildContext::constant_as(const std::string& value, DType type) {
+  if (type == values.type()) return constant(value);
+  if (type != DType::f32) throw ModelError("nn/cuda: constant '" + value + "' asked for in an unexpected type");
+  if (auto it = f32_constants.find(value); it != f32_constants.end()) return it->second;
+  const Tensor& t = graph.constants.at(value);
+  void* p = upload(t.type == ElementType::f32 ? t.f32 : std::vector<float>(t.i64.begin(), t.i64.end()), true);
+  f32_constants[value] = p;
+  return p;
 }
 
 }  // namespace sluice::nn::cuda
