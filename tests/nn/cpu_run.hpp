@@ -1,14 +1,40 @@
 #pragma once
-// What the CPU op tests share: running a CPU engine on feeds, and the relative error of a result against its
-// reference.
+// What the CPU op tests share: random data, row-major index arithmetic for the references, running a CPU engine
+// on feeds, and the relative error of a result against its reference.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
+#include <random>
 #include <vector>
 
 #include "nn/cpu/engine.hpp"
 
 namespace sluice::nn::test {
+
+inline std::int64_t count(const Shape& s) { return element_count(s); }
+
+inline std::vector<float> random_floats(std::mt19937& rng, std::int64_t n, float lo = -1.0f, float hi = 1.0f) {
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(static_cast<std::size_t>(n));
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+// Row-major: a flat offset's index in `shape`, and back.
+inline std::vector<std::int64_t> unravel(std::int64_t flat, const Shape& shape) {
+  std::vector<std::int64_t> idx(shape.size());
+  for (std::size_t d = shape.size(); d-- > 0;) {
+    idx[d] = flat % shape[d];
+    flat /= shape[d];
+  }
+  return idx;
+}
+inline std::int64_t ravel(const std::vector<std::int64_t>& idx, const Shape& shape) {
+  std::int64_t flat = 0;
+  for (std::size_t d = 0; d < shape.size(); ++d) flat = flat * shape[d] + idx[d];
+  return flat;
+}
 
 // max |got - want| / max |want| (absolute when the reference is all zeros). A NaN or an infinity where the other
 // has none is an infinite error; the same NaN or infinity in both counts as equal.
@@ -28,11 +54,7 @@ inline double relative_error(const std::vector<float>& got, const std::vector<fl
 // leaves unwritten shows.
 inline std::vector<std::vector<float>> run_engine(CpuEngine& engine, const std::vector<std::vector<float>>& feeds) {
   std::vector<std::vector<float>> results;
-  for (const auto& o : engine.graph().outputs) {
-    std::int64_t n = 1;
-    for (const std::int64_t d : o.shape) n *= d;
-    results.emplace_back(static_cast<std::size_t>(n), std::nanf(""));
-  }
+  for (const auto& o : engine.graph().outputs) results.emplace_back(static_cast<std::size_t>(count(o.shape)), std::nanf(""));
   std::vector<const float*> in;
   for (const auto& f : feeds) in.push_back(f.data());
   std::vector<float*> out;

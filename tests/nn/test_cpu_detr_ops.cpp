@@ -30,32 +30,10 @@ using sluice::nn::test::set_int;
 using sluice::nn::test::set_string;
 using Catch::Matchers::Contains;
 
-std::int64_t count(const Shape& s) {
-  std::int64_t n = 1;
-  for (auto d : s) n *= d;
-  return n;
-}
-
-Floats random_floats(std::mt19937& rng, std::int64_t n, float lo = -1.f, float hi = 1.f) {
-  std::uniform_real_distribution<float> dist(lo, hi);
-  Floats v(static_cast<std::size_t>(n));
-  for (auto& x : v) x = dist(rng);
-  return v;
-}
-
-Ints unravel(std::int64_t flat, const Shape& shape) {
-  Ints idx(shape.size());
-  for (std::size_t d = shape.size(); d-- > 0;) {
-    idx[d] = flat % shape[d];
-    flat /= shape[d];
-  }
-  return idx;
-}
-std::int64_t ravel(const Ints& idx, const Shape& shape) {
-  std::int64_t flat = 0;
-  for (std::size_t d = 0; d < shape.size(); ++d) flat = flat * shape[d] + idx[d];
-  return flat;
-}
+using sluice::nn::test::count;
+using sluice::nn::test::random_floats;
+using sluice::nn::test::ravel;
+using sluice::nn::test::unravel;
 
 // The model through prepare() at batch `batch` and the CPU engine, fed `inputs` in the graph's input order.
 std::vector<Floats> run_prepared(const ModelBuilder& m, std::int64_t batch, const std::vector<Floats>& inputs) {

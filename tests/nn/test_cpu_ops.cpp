@@ -33,35 +33,13 @@ using Ints = std::vector<std::int64_t>;
 using Floats = std::vector<float>;
 using sluice::nn::test::ModelBuilder;
 
-std::int64_t count(const Shape& s) {
-  std::int64_t n = 1;
-  for (auto d : s) n *= d;
-  return n;
-}
-
-Floats random_floats(std::mt19937& rng, std::int64_t n, float lo = -1.0f, float hi = 1.0f) {
-  std::uniform_real_distribution<float> dist(lo, hi);
-  Floats v(static_cast<std::size_t>(n));
-  for (auto& x : v) x = dist(rng);
-  return v;
-}
+using sluice::nn::test::count;
+using sluice::nn::test::random_floats;
+using sluice::nn::test::ravel;
+using sluice::nn::test::unravel;
 
 int random_int(std::mt19937& rng, int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); }
 
-// Row-major index helpers for the references.
-Ints unravel(std::int64_t flat, const Shape& shape) {
-  Ints idx(shape.size());
-  for (std::size_t d = shape.size(); d-- > 0;) {
-    idx[d] = flat % shape[d];
-    flat /= shape[d];
-  }
-  return idx;
-}
-std::int64_t ravel(const Ints& idx, const Shape& shape) {
-  std::int64_t flat = 0;
-  for (std::size_t d = 0; d < shape.size(); ++d) flat = flat * shape[d] + idx[d];
-  return flat;
-}
 
 // A hand-made prepared graph: inputs, constants, nodes, outputs and every value's shape.
 struct TestGraph {
