@@ -28,7 +28,7 @@ def build(size):
                                       layer_type="bottleneck", out_features=["stage2", "stage3", "stage4"])
         cfg = RTDetrConfig(backbone_config=backbone, encoder_in_channels=[32, 64, 128],
                            encoder_hidden_dim=64, encoder_ffn_dim=128, d_model=64, decoder_ffn_dim=128,
-                           decoder_layers=2, num_queries=50, encoder_attention_heads=4, decoder_attention_heads=4,
+                           decoder_in_channels=[64, 64, 64], decoder_layers=2, num_queries=50, encoder_attention_heads=4, decoder_attention_heads=4,
                            num_labels=5)
     torch.manual_seed(0)
     return RTDetrForObjectDetection(cfg).eval()

@@ -10,7 +10,7 @@
 // are fed one by one (an Annex-B file's reader); au: whole access units, each marked complete (a demuxer's
 // packets, what network streams and containers feed).
 // Knobs (NvdecTuning, nvdec_decoder.hpp; default first): creation=cuvid|cuda|default, extra_surfaces=0..,
-// output_surfaces=2 (1..8), lock=1|0, unmap=sync|deferred; feeders=0 (NvdecDecoder::limit_concurrent_feeds:
+// output_surfaces=2 (1..8), lock=0|1, unmap=sync|deferred; feeders=0 (NvdecDecoder::limit_concurrent_feeds:
 // at most this many threads in the parser at once, 0 no limit).
 // Prints one JSON line: frames, seconds, frames/s in total and per source, host CPU cores used (process CPU clock),
 // and per decoded frame the host CPU and wall microseconds of each step of the session (NvdecCosts).

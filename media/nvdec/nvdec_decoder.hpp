@@ -99,7 +99,10 @@ struct NvdecTuning {
   Creation creation = Creation::cuvid;
   int extra_decode_surfaces = 0;  // beyond the stream's DPB, the display delay and one spare
   int output_surfaces = 2;        // pictures mapped at once (ulNumOutputSurfaces, 1..8)
-  bool context_lock = true;       // the decoder takes a cuvidCtxLock (vidLock) around its calls
+  // The decoder takes a cuvidCtxLock (vidLock) around its calls. Off: every calling thread makes the primary
+  // context current itself (ContextScope), so the lock only serialises; 96 paced 1080p30 sources on an H100
+  // decoded 24.2 frames/s each without it and 18.1-18.3 with it (bench/results/h100-2026-12-08-nvdec-knobs).
+  bool context_lock = false;
   // false: the thread waits for each picture's copy off its surface and unmaps it at once. true: the copy is
   // only enqueued, and the surface unmapped once the copy is done, seen at a later picture (up to
   // output_surfaces - 1 stay mapped), so no thread sleeps on a copy.

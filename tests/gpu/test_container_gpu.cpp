@@ -116,24 +116,23 @@ TEST_CASE("demuxed packets on NVDEC: the Annex-B clip's NV12 frames, with the co
 
 TEST_CASE("a packet fed as a whole picture is decoded at once, NAL units wait for the next picture", "[gpu][container]") {
   require_nvdec();
-  for (const Pair& pair : kPairs) {
-    INFO(pair.container);
-    for (const bool whole : {true, false}) {
-      INFO("whole_picture " << whole);
-      DemuxOptions o;
-      o.annex_b = true;
-      Demuxer demuxer(clip(pair.container), o);
-      NvdecDecoder decoder(pair.codec, kNvdecLiveDisplayDelay);
-      DemuxPacket packet;
-      std::string why;
-      REQUIRE(demuxer.read(packet, why) == DemuxStatus::packet);  // the first picture (IDR, shown first)
-      decoder.feed(packet.data().data(), packet.data().size(), packet.pts_ns, whole);
-      // A live camera's frame must not wait a frame interval for its successor to arrive.
-      CHECK(decoder.has_frame() == whole);
-      REQUIRE(demuxer.read(packet, why) == DemuxStatus::packet);
-      decoder.feed(packet.data().data(), packet.data().size(), packet.pts_ns, whole);
-      CHECK(decoder.has_frame());
-    }
+  // A camera's stream: MPEG-TS, H.264 without B-frames (with B-frames the parser must hold the first pictures
+  // back for reordering whatever the display delay, so a clip with them would not show the difference).
+  for (const bool whole : {true, false}) {
+    INFO("whole_picture " << whole);
+    DemuxOptions o;
+    o.annex_b = true;
+    Demuxer demuxer(clip("live_320x240.ts"), o);
+    NvdecDecoder decoder(VideoCodec::h264, kNvdecLiveDisplayDelay);
+    DemuxPacket packet;
+    std::string why;
+    REQUIRE(demuxer.read(packet, why) == DemuxStatus::packet);  // the first picture (IDR)
+    decoder.feed(packet.data().data(), packet.data().size(), packet.pts_ns, whole);
+    // A live camera's frame must not wait a frame interval for its successor to arrive.
+    CHECK(decoder.has_frame() == whole);
+    REQUIRE(demuxer.read(packet, why) == DemuxStatus::packet);
+    decoder.feed(packet.data().data(), packet.data().size(), packet.pts_ns, whole);
+    CHECK(decoder.queued() == (whole ? 2u : 1u));
   }
 }
 
@@ -262,7 +261,10 @@ TEST_CASE("a rotated video and fit: letterbox or crop decode on NVDEC as the CPU
       const auto* kb = reinterpret_cast<const std::uint8_t*>(k.frames[i].data());
       double sum = 0;
       for (std::size_t b = 0; b < g.frames[i].size(); ++b) sum += std::abs(int{gb[b]} - int{kb[b]});
-      CHECK(sum / static_cast<double>(g.frames[i].size()) < 4.0);  // turned the other way it is tens of levels
+      // Mean level difference: at the upright size nothing is scaled and only the chroma upsampling differs
+      // (5.0-5.4 on an H100), scaled both smooth it away; this clip shifted by one pixel differs by 7.1-8.6,
+      // turned the wrong way by 180.
+      CHECK(sum / static_cast<double>(g.frames[i].size()) < (c.fit == Fit::stretch ? 6.0 : 4.0));
       if (c.fit == Fit::letterbox) {  // 96x160 into 320x240: 144x240 in the middle, bars left and right
         CHECK((gb[0] == 0 && gb[1] == 0 && gb[2] == 0));
         const std::size_t right = (static_cast<std::size_t>(c.width) - 1) * 3;
