@@ -126,7 +126,7 @@ function card(source) {
   const fps = el("span", "fps"), frames = el("span", "frames"), late = el("span", "late"), dropped = el("span", "dropped");
   facts.append(title, fps, frames, late, dropped);
   root.append(img, facts);
-  c = { root, img, state, fps, frames, late, dropped };
+  c = { root, img, link, state, fps, frames, late, dropped };
   cards.set(source.id, c);
   return c;
 }
@@ -138,6 +138,8 @@ function drawSources(s) {
   for (const src of s.sources || []) {
     const c = card(src);
     seen.add(src.id);
+    c.link.textContent = src.name;  // ids may be reused by another source after a reload
+    c.img.alt = "last frame of " + src.name;
     c.state.textContent = src.state;
     c.state.className = "badge " + src.state;
     c.fps.textContent = fmt(src.fps) + " fps";
