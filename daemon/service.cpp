@@ -750,6 +750,7 @@ class Service {
                         {"cpu_ms_per_batch", st.cpu_ms_per_batch},
                         {"queue_depth", st.queue_depth}, {"queue_capacity", st.queue_capacity},
                         {"dropped", st.dropped}, {"late", st.late}, {"errors", st.errors}, {"health", st.health}});
+      stages.back()["branch"] = branch_of(st.name);
       if (st.replica >= 0)  // a replica's stage (gpus:): which one, on which GPU, and why it is down
         stages.back().update({{"replica", st.replica + 1}, {"gpu", st.gpu}, {"down", st.down}});
     }
@@ -773,6 +774,14 @@ class Service {
             {"stages", stages},
             {"sources", sources_json()},
             {"inputs", inputs_json()}};
+  }
+
+  // The tee branch a stage lies on (1, 2, ...; 0: the trunk, before and including the tee): what the console
+  // needs to draw the graph as `check` prints it.
+  int branch_of(const std::string& stage) const {
+    for (const auto& ps : pipeline_->plan().stages)
+      if (ps.name == stage) return ps.branch + 1;
+    return 0;
   }
 
   // Late frames per source name (sources that had none are left out).

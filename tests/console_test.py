@@ -209,6 +209,9 @@ try:
     check("the page follows the reload", wait_for(
         lambda: "console-detect" in driver.find_element(By.ID, "pipeline").text and len(cards()) == 1
         and cards()[0].find_element(By.TAG_NAME, "a").text == "shapes", 30))
+    check("the graph shows the tee's two branches", wait_for(
+        lambda: len(driver.find_elements(By.CSS_SELECTOR, "#graph .branches .chain")) == 2
+        and len(driver.find_elements(By.CSS_SELECTOR, "#graph .stage")) == 9))
     source_id = int(cards()[0].get_attribute("data-id")) if cards() else 0
     check("the detector's thumbnail appears", wait_for(lambda: int(
         cards()[0].find_element(By.TAG_NAME, "img").get_attribute("data-frames") or 0) >= 1, 30))

@@ -85,28 +85,49 @@ async function refresh(img, id) {
 }
 
 // --- the pipeline graph -------------------------------------------------------------------------------
+// As `sluiced check` prints it: the trunk as a chain, then after a tee one row per branch.
+function stageBox(s) {
+  const box = el("div", "stage");
+  box.dataset.stage = s.name;
+  const name = el("div", "name", s.name);
+  name.appendChild(el("span", "kind", " " + s.kind + (s.on_gpu ? " (GPU)" : "")));
+  box.appendChild(name);
+  box.appendChild(el("div", "rate", fmt(s.fps_1s) + " frames/s"));
+  box.appendChild(el("div", "busy", "busy " + fmt(100 * (s.busy || 0), 0) + "%" +
+                     (s.gpu_ms_per_batch ? " · GPU " + fmt(s.gpu_ms_per_batch, 2) + " ms/batch" : "")));
+  const cap = s.queue_capacity || 0;
+  box.appendChild(el("div", "queue dim", cap ? "queue " + s.queue_depth + "/" + cap : "no queue"));
+  const bar = el("div", "bar");
+  const fill = el("div");
+  fill.style.width = (cap ? Math.min(100, 100 * s.queue_depth / cap) : 0) + "%";
+  bar.appendChild(fill);
+  box.appendChild(bar);
+  return box;
+}
+
+function chain(stages) {
+  const row = el("div", "chain");
+  stages.forEach((s, i) => {
+    if (i > 0) row.appendChild(el("span", "arrow", "→"));
+    row.appendChild(stageBox(s));
+  });
+  return row;
+}
+
 function drawGraph(stages) {
   const graph = $("graph");
   graph.replaceChildren();
-  stages.forEach((s, i) => {
-    if (i > 0) graph.appendChild(el("span", "arrow", "→"));
-    const box = el("div", "stage");
-    box.dataset.stage = s.name;
-    const name = el("div", "name", s.name);
-    name.appendChild(el("span", "kind", " " + s.kind + (s.on_gpu ? " (GPU)" : "")));
-    box.appendChild(name);
-    box.appendChild(el("div", "rate", fmt(s.fps_1s) + " frames/s"));
-    box.appendChild(el("div", "busy", "busy " + fmt(100 * (s.busy || 0), 0) + "%" +
-                       (s.gpu_ms_per_batch ? " · GPU " + fmt(s.gpu_ms_per_batch, 2) + " ms/batch" : "")));
-    const cap = s.queue_capacity || 0;
-    box.appendChild(el("div", "queue dim", cap ? "queue " + s.queue_depth + "/" + cap : "no queue"));
-    const bar = el("div", "bar");
-    const fill = el("div");
-    fill.style.width = (cap ? Math.min(100, 100 * s.queue_depth / cap) : 0) + "%";
-    bar.appendChild(fill);
-    box.appendChild(bar);
-    graph.appendChild(box);
-  });
+  graph.appendChild(chain(stages.filter((s) => !s.branch)));
+  const branches = new Map();
+  for (const s of stages) if (s.branch) (branches.get(s.branch) || branches.set(s.branch, []).get(s.branch)).push(s);
+  if (!branches.size) return;
+  const fan = el("div", "branches");
+  for (const [n, list] of [...branches].sort((a, b) => a[0] - b[0])) {
+    const row = chain(list);
+    row.prepend(el("span", "arrow", "↳ " + n));
+    fan.appendChild(row);
+  }
+  graph.appendChild(fan);
 }
 
 // --- the grid of sources ------------------------------------------------------------------------------
