@@ -41,7 +41,9 @@ void JpegThumbnailTap::keep(const FrameMeta& meta, const FrameTarget& frame, boo
     Entry& e = it->second;
     if (drawn) e.drawn_until_ns = now + kDrawnWinsNs;
     else if (now < e.drawn_until_ns) return;
-    if (now > e.watched_until_ns || e.converting || now - e.last_kept_ns < ns(settings_.min_interval)) return;
+    if (!e.wanted || now > e.watched_until_ns || e.converting || now - e.last_kept_ns < ns(settings_.min_interval))
+      return;
+    e.wanted = false;  // the next frame is kept once someone has asked again: conversions follow the viewers' pace
     e.converting = true;
     e.last_kept_ns = now;
   }
@@ -86,6 +88,7 @@ std::optional<ThumbnailTap::Picture> JpegThumbnailTap::jpeg(std::uint32_t source
     }
     Entry& e = it->second;
     e.watched_until_ns = until;
+    e.wanted = true;
     if (any_watched_until_ns_.load() < until) any_watched_until_ns_.store(until);
     if (!e.have) return std::nullopt;
     if (e.encoded && e.jpeg_sequence == e.sequence) return Picture{e.jpeg, e.sequence, e.drawn};

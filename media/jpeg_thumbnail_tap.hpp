@@ -2,8 +2,10 @@
 // The console's thumbnails on the CPU (runtime/thumbnail_tap.hpp): frames the source already holds, converted and
 // scaled with OpenCV (media/frame_to_bgr.hpp), JPEG-encoded with imgcodecs when asked. Cheap by construction:
 //   - nobody watching: put() is one atomic load and returns;
-//   - a watched source: at most one frame per `min_interval` is scaled (to at most max_side pixels a side), the
-//     others return after a map lookup; the conversion runs outside the lock;
+//   - a watched source: a frame is scaled (to at most max_side pixels a side) only when someone asked since the
+//     last one was kept, and at most one per `min_interval`: conversions follow the viewers' pace (the grid's one
+//     a second, the live view's up to 10); the others return after a map lookup; the conversion runs outside the
+//     lock (one allocation per kept frame: the shown picture may still be being encoded);
 //   - JPEG only on request, once per kept frame however many viewers ask;
 //   - frames an annotate sink drew (put_drawn) win over the source's raw ones for 2 s after each.
 // A source stops being watched `watch_for` after its last request. No GPU (nvJPEG) path: frames reach the tap on
@@ -47,6 +49,7 @@ class JpegThumbnailTap final : public ThumbnailTap {
     std::string jpeg;
     std::uint64_t jpeg_sequence = 0;
     bool have = false, encoded = false, drawn = false;
+    bool wanted = true;  // asked for since the last frame was kept
     std::int64_t drawn_until_ns = 0;  // a sink drew this source's frames lately: its raw frames are not kept
   };
   void keep(const FrameMeta& meta, const FrameTarget& frame, bool drawn);

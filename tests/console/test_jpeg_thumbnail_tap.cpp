@@ -1,6 +1,6 @@
 // The console's thumbnails on the CPU (media/jpeg_thumbnail_tap.hpp): nothing is converted while nobody watches,
-// a watched source's frame comes back as a JPEG of the scaled picture, at most one frame per interval is kept, and
-// frames a sink drew win over the source's.
+// a watched source's frame comes back as a JPEG of the scaled picture, a frame is kept only once asked for again and
+// at most one per interval, and frames a sink drew win over the source's.
 #include <catch2/catch.hpp>
 
 #include <chrono>
@@ -70,10 +70,13 @@ TEST_CASE("thumbnail tap gives a watched source's last frame as a scaled JPEG") 
   CHECK_FALSE(tap.jpeg(7).has_value());
   Picture red = solid(640, 480, 0, 0, 255), green = solid(640, 480, 0, 255, 0);
   tap.put(meta(7, 0), red.target(640, 480));
-  tap.put(meta(7, 1), green.target(640, 480));
+  tap.put(meta(7, 1), green.target(640, 480));  // nobody asked since the red one: not kept
+  CHECK(tap.jpeg(7)->sequence == 0);
+  CHECK(tap.frames_kept() == 1);
+  tap.put(meta(7, 2), green.target(640, 480));
   const auto picture = tap.jpeg(7);
   REQUIRE(picture.has_value());
-  CHECK(picture->sequence == 1);
+  CHECK(picture->sequence == 2);
   CHECK_FALSE(picture->drawn);
   const cv::Mat image = decode(picture->jpeg);
   REQUIRE(image.cols == 320);
@@ -100,7 +103,9 @@ TEST_CASE("thumbnail tap shows drawn frames instead of the source's") {
   tap.jpeg(1);
   Picture raw = solid(64, 64, 0, 0, 255), drawn = solid(64, 64, 255, 0, 0);
   tap.put(meta(1, 0), raw.target(64, 64));
+  CHECK_FALSE(tap.jpeg(1)->drawn);
   tap.put_drawn(meta(1, 0), drawn.target(64, 64));
+  tap.jpeg(1);
   tap.put(meta(1, 1), raw.target(64, 64));  // the source's next frame: not shown, a drawn one is coming
   const auto picture = tap.jpeg(1);
   REQUIRE(picture.has_value());
