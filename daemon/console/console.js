@@ -145,9 +145,10 @@ function card(source) {
   const state = el("span", "badge");
   title.append(link, state);
   const fps = el("span", "fps"), frames = el("span", "frames"), late = el("span", "late"), dropped = el("span", "dropped");
-  facts.append(title, fps, frames, late, dropped);
+  const inputs = el("span", "inputs dim");
+  facts.append(title, fps, frames, late, dropped, inputs);
   root.append(img, facts);
-  c = { root, img, link, state, fps, frames, late, dropped };
+  c = { root, img, link, state, fps, frames, late, dropped, inputs };
   cards.set(source.id, c);
   return c;
 }
@@ -167,6 +168,9 @@ function drawSources(s) {
     c.frames.textContent = src.frames + " frames";
     c.late.textContent = (late[src.name] || 0) + " late";
     c.dropped.textContent = src.dropped + " dropped";
+    // Files, directories and jobs: how far the source is through its inputs.
+    const io = src.inputs || {};
+    c.inputs.textContent = io.total ? io.done + "/" + io.total + " inputs" + (io.failed ? ", " + io.failed + " failed" : "") : "";
     if (c.root.parentNode !== grid) grid.appendChild(c.root);
   }
   for (const [id, c] of cards) {
