@@ -27,6 +27,9 @@ HttpReply json_reply(const nlohmann::json& reply) {
 }  // namespace
 
 void ConsoleHandler::operator()(const HttpRequestView& request, HttpRespond respond) const {
+  if (!console_host_allowed(request.host))
+    return respond(text(421, "misdirected request: reach the console by its address (e.g. http://127.0.0.1:PORT/), "
+                             "not by a DNS name (refused against DNS rebinding)\n"));
   const ConsoleRoute route = route_console(request.method, request.target);
   switch (route.kind) {
     case ConsoleRouteKind::bad_request:

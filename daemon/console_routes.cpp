@@ -49,6 +49,47 @@ ConsoleRoute route_console(std::string_view method, std::string_view target) {
   return {ConsoleRouteKind::not_found};
 }
 
+bool console_host_allowed(std::string_view host) {
+  if (host.empty()) return true;
+  std::string_view name = host;
+  if (host.front() == '[') {  // [IPv6] or [IPv6]:PORT
+    const auto close = host.find(']');
+    if (close == std::string_view::npos || close < 2) return false;
+    name = host.substr(1, close - 1);
+    const std::string_view rest = host.substr(close + 1);
+    if (!rest.empty() && (rest.front() != ':' || rest.size() < 2 || rest.size() > 6 ||
+                          rest.substr(1).find_first_not_of("0123456789") != std::string_view::npos))
+      return false;
+    return name.find_first_not_of("0123456789abcdefABCDEF:.") == std::string_view::npos;
+  }
+  if (const auto colon = host.rfind(':'); colon != std::string_view::npos) {
+    const std::string_view port = host.substr(colon + 1);
+    if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string_view::npos) return false;
+    name = host.substr(0, colon);
+  }
+  if (name.size() == 9) {
+    bool localhost = true;
+    for (std::size_t i = 0; i < 9; ++i)
+      localhost = localhost && (name[i] | 0x20) == "localhost"[i];
+    if (localhost) return true;
+  }
+  // Dotted IPv4: four decimal parts of 1..3 digits, each at most 255.
+  int parts = 0;
+  std::size_t start = 0;
+  while (start <= name.size()) {
+    const auto dot = name.find('.', start);
+    const std::string_view part = name.substr(start, dot == std::string_view::npos ? std::string_view::npos : dot - start);
+    unsigned value = 0;  // unsigned: from_chars takes no sign
+    const auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), value);
+    if (part.empty() || part.size() > 3 || ec != std::errc{} || end != part.data() + part.size() || value > 255)
+      return false;
+    ++parts;
+    if (dot == std::string_view::npos) break;
+    start = dot + 1;
+  }
+  return parts == 4;
+}
+
 std::optional<std::string> bearer_token(std::string_view authorization) {
   if (authorization.empty()) return std::nullopt;
   constexpr std::string_view kScheme = "Bearer ";

@@ -26,6 +26,12 @@ struct ConsoleRoute {
 
 ConsoleRoute route_console(std::string_view method, std::string_view target);
 
+// Whether a request's Host header names this machine by address: an IPv4 or bracketed IPv6 literal, or
+// "localhost", each with an optional port; empty (a client that sent none) too. A DNS name is refused: a web page
+// whose name an attacker rebinds to 127.0.0.1 (DNS rebinding) would otherwise read the console, pictures included,
+// through a visitor's browser. Reach the console by address (or an ssh tunnel to 127.0.0.1).
+bool console_host_allowed(std::string_view host);
+
 // The token of an "Authorization: Bearer TOKEN" header; nullopt when the header is empty. A header of another
 // scheme or a malformed one gives an empty string, which the access policy refuses as a wrong token (a client
 // that sent credentials never gets an answer as if it had sent none).

@@ -528,6 +528,7 @@ class MetricsSession : public std::enable_shared_from_this<MetricsSession> {
     view.method = std::string(req.method_string());
     view.target = std::string(req.target());
     if (auto it = req.find(http::field::authorization); it != req.end()) view.authorization = std::string(it->value());
+    if (auto it = req.find(http::field::host); it != req.end()) view.host = std::string(it->value());
     view.body = std::move(req.body());
     beast::error_code ec;
     const auto peer = stream_.socket().remote_endpoint(ec);

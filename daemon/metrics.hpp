@@ -110,6 +110,7 @@ struct HttpRequestView {
   std::string method;         // "GET", "HEAD", "POST", ... as sent
   std::string target;         // as sent: path and query
   std::string authorization;  // the Authorization header, empty when absent
+  std::string host;           // the Host header, empty when absent
   std::string body;
   std::string remote;         // "ADDRESS:PORT" of the peer
 };

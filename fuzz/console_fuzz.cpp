@@ -1,5 +1,5 @@
 // libFuzzer harness for the console's handling of client bytes (daemon/console_routes.hpp, console_handler.hpp):
-// input = METHOD '\n' TARGET '\n' AUTHORIZATION '\n' BODY. Any bytes get exactly one reply with a known status,
+// input = METHOD '\n' TARGET '\n' AUTHORIZATION '\n' HOST '\n' BODY. Any bytes get exactly one reply with a known status,
 // synchronously (the stand-in dispatcher answers at once); no exception escapes; a frame route names a decimal id.
 #include <cstddef>
 #include <cstdint>
@@ -28,6 +28,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   request.method = std::string(take_line(rest));
   request.target = std::string(take_line(rest));
   request.authorization = std::string(take_line(rest));
+  request.host = std::string(take_line(rest));
   request.body = std::string(rest);
   request.remote = "127.0.0.1:1";
 
@@ -50,7 +51,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   });
   if (replies != 1) std::abort();
   switch (status) {
-    case 200: case 400: case 403: case 404: case 405: case 409: break;
+    case 200: case 400: case 403: case 404: case 405: case 409: case 421: break;
     default: std::abort();
   }
   return 0;

@@ -142,7 +142,9 @@ try:
     check("the console answers", wait_for(lambda: http("GET", "/api/status")[0] == 200))
 
     # --- hostile clients get clear errors (the listener's limits are the metrics listener's) -----------------
-    check("a bad path is 400", http("GET", "/../etc/passwd", raw=b"GET /../etc/passwd HTTP/1.1\r\nHost: x\r\n\r\n")[0] == 400)
+    check("a bad path is 400", http("GET", "/../etc/passwd", raw=b"GET /../etc/passwd HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")[0] == 400)
+    check("a DNS name in Host is 421 (DNS rebinding)",
+          http("GET", "/", raw=b"GET /api/status HTTP/1.1\r\nHost: attacker.example\r\nConnection: close\r\n\r\n")[0] == 421)
     check("an unknown path is 404", http("GET", "/nope")[0] == 404)
     check("GET /api/control is 405", http("GET", "/api/control")[0] == 405)
     huge = b"GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 20000 + b"\r\n\r\n"

@@ -33,8 +33,9 @@ class FakeThumbnails final : public ThumbnailTap {
 };
 
 HttpReply ask(const ConsoleHandler& handler, std::string method, std::string target, std::string body = "",
-              std::string authorization = "") {
-  HttpRequestView request{std::move(method), std::move(target), std::move(authorization), std::move(body), "127.0.0.1:5555"};
+              std::string authorization = "", std::string host = "127.0.0.1:8080") {
+  HttpRequestView request{std::move(method), std::move(target), std::move(authorization), std::move(host), std::move(body),
+                          "127.0.0.1:5555"};
   std::optional<HttpReply> got;
   handler(request, [&](HttpReply r) { got = std::move(r); });
   REQUIRE(got.has_value());
@@ -139,4 +140,13 @@ TEST_CASE("console serves frames from the thumbnail tap with their sequence") {
   CHECK(r.headers == std::vector<std::pair<std::string, std::string>>{{"X-Sluice-Frame", "41"}, {"X-Sluice-Drawn", "1"}});
   CHECK(ask(handler, "GET", "/api/frame/4").status == 404);
   CHECK(thumbnails->asked == std::vector<std::uint32_t>{3, 4});
+}
+
+TEST_CASE("console refuses requests for a DNS name with 421 (DNS rebinding)") {
+  Recorded rec;
+  const auto handler = make(rec);
+  CHECK(ask(handler, "GET", "/api/status", "", "", "attacker.example:8080").status == 421);
+  CHECK(ask(handler, "POST", "/api/control", "{\"request\":\"status\"}", "", "attacker.example").status == 421);
+  CHECK(ask(handler, "GET", "/", "", "", "localhost:8080").status == 200);
+  CHECK(rec.requests.empty());
 }

@@ -54,3 +54,13 @@ TEST_CASE("console reads the token from a Bearer header only") {
   CHECK(bearer_token("Bearer ") == std::string());
   CHECK(bearer_token("bearer abc") == std::string());
 }
+
+TEST_CASE("console accepts Host headers that name the machine by address only") {
+  for (const char* host : {"", "127.0.0.1", "127.0.0.1:8080", "10.1.2.3:1", "localhost", "LocalHost:8080", "[::1]",
+                           "[::1]:8080", "[fe80::1%25eth0]:1"})
+    CHECK(console_host_allowed(host) == (std::string(host).find('%') == std::string::npos));
+  for (const char* host : {"evil.example", "evil.example:8080", "127.0.0.1.nip.io", "localhost.evil", "1.2.3",
+                           "1.2.3.4.5", "256.1.1.1", "1.2.3.4:", "1.2.3.4:123456", "[::1", "[]:80", "[::1]x",
+                           "[::1]:", "::1", "1.2.3.-4", "0x7f.0.0.1", "127.0.0.1:80:80"})
+    CHECK_FALSE(console_host_allowed(host));
+}
