@@ -375,8 +375,9 @@ std::string_view target_path(std::string_view target) {
 class MetricsSession;
 
 struct MetricsServer::Impl : std::enable_shared_from_this<MetricsServer::Impl> {
-  Impl(net::io_context& io_, std::function<std::string()> render_)
-      : io(io_), acceptor(net::make_strand(io_)), retry(acceptor.get_executor()), render(std::move(render_)) {}
+  Impl(net::io_context& io_, std::function<std::string()> render_, HttpHandler handler_)
+      : io(io_), acceptor(net::make_strand(io_)), retry(acceptor.get_executor()), render(std::move(render_)),
+        handler(std::move(handler_)) {}
 
   void do_accept();
   void on_accept(beast::error_code ec, tcp::socket socket);
@@ -389,6 +390,7 @@ struct MetricsServer::Impl : std::enable_shared_from_this<MetricsServer::Impl> {
   tcp::acceptor acceptor;
   net::steady_timer retry;
   std::function<std::string()> render;
+  HttpHandler handler;  // empty: only /metrics and /
   std::atomic<bool> stopped{false};
   unsigned short port = 0;
   std::string address;
@@ -478,6 +480,8 @@ class MetricsSession : public std::enable_shared_from_this<MetricsSession> {
     bool allow = false;
     const std::string_view path = target_path(std::string_view(req.target().data(), req.target().size()));
 
+    if (server_->handler && path != "/metrics") return hand_over(std::move(req), keep_alive, head);
+
     if (req.method() != http::verb::get && !head) {
       status = http::status::method_not_allowed;
       body = "method not allowed: use GET\n";
@@ -512,6 +516,62 @@ class MetricsSession : public std::enable_shared_from_this<MetricsSession> {
       res.set(http::field::content_type, content_type);
       if (allow) res.set(http::field::allow, "GET, HEAD");
       res.body() = std::move(body);
+      res.prepare_payload();
+      send(std::move(res), !keep_alive, false);
+    }
+  }
+
+  // A request for the handler: it answers through `respond`, now or later, from any thread; the reply is sent on
+  // this session's strand. Nothing is read meanwhile (one request at a time per connection).
+  void hand_over(http::request<http::string_body>&& req, bool keep_alive, bool head) {
+    HttpRequestView view;
+    view.method = std::string(req.method_string());
+    view.target = std::string(req.target());
+    if (auto it = req.find(http::field::authorization); it != req.end()) view.authorization = std::string(it->value());
+    if (auto it = req.find(http::field::host); it != req.end()) view.host = std::string(it->value());
+    view.body = std::move(req.body());
+    beast::error_code ec;
+    const auto peer = stream_.socket().remote_endpoint(ec);
+    view.remote = ec ? std::string("unknown") : endpoint_string(peer);
+    const unsigned version = req.version();
+    auto answered = std::make_shared<std::atomic<bool>>(false);
+    HttpRespond respond = [self = shared_from_this(), answered, version, keep_alive, head](HttpReply r) {
+      if (answered->exchange(true)) return;  // only the first answer counts
+      net::post(self->stream_.get_executor(), [self, r = std::move(r), version, keep_alive, head]() mutable {
+        if (self->closing_) return;
+        self->send_reply(std::move(r), version, keep_alive, head);
+      });
+    };
+    try {
+      server_->handler(view, respond);
+    } catch (const std::exception& e) {
+      respond({500, "text/plain; charset=utf-8", std::string("internal error: ") + e.what() + "\n"});
+    } catch (...) {
+      respond({500, "text/plain; charset=utf-8", "internal error\n"});
+    }
+  }
+
+  void send_reply(HttpReply r, unsigned version, bool keep_alive, bool head) {
+    const auto status = static_cast<http::status>(r.status);
+    auto fill = [&](auto& res) {
+      res.set(http::field::content_type, r.content_type);
+      if (!r.allow.empty()) res.set(http::field::allow, r.allow);
+      res.set(http::field::cache_control, "no-store");  // live data; the page changes with the binary
+      for (const auto& [name, value] : r.headers) res.set(name, value);
+      res.set("X-Content-Type-Options", "nosniff");
+      // The console's own pages only: no framing by other sites, no scripts or images from elsewhere.
+      res.set("Content-Security-Policy",
+              "default-src 'self'; img-src 'self' blob:; frame-ancestors 'none'; base-uri 'none'; form-action 'none'");
+    };
+    if (head) {
+      auto res = make_response<http::empty_body>(status, version, keep_alive);
+      fill(res);
+      res.content_length(r.body.size());
+      send(std::move(res), !keep_alive, false);
+    } else {
+      auto res = make_response<http::string_body>(status, version, keep_alive);
+      fill(res);
+      res.body() = std::move(r.body);
       res.prepare_payload();
       send(std::move(res), !keep_alive, false);
     }
@@ -627,9 +687,9 @@ void MetricsServer::Impl::do_stop() {
 }
 
 MetricsServer::MetricsServer(boost::asio::io_context& io, const std::string& listen,
-                             std::function<std::string()> render)
-    : impl_(std::make_shared<Impl>(io, std::move(render))) {
-  const tcp::endpoint bound = listen_tcp(io, impl_->acceptor, listen, "metrics");
+                             std::function<std::string()> render, HttpHandler handler, const char* what)
+    : impl_(std::make_shared<Impl>(io, std::move(render), std::move(handler))) {
+  const tcp::endpoint bound = listen_tcp(io, impl_->acceptor, listen, what);
   impl_->port = bound.port();
   impl_->address = endpoint_string(bound);
   impl_->do_accept();  // nothing else can touch the acceptor yet

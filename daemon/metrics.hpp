@@ -98,8 +98,32 @@ std::string prometheus_format_value(double v);
 // `io`: a slow client never blocks the io_context.
 // render() runs on the io_context thread; if it throws, the reply is 500 with the message.
 //
+// With an HttpHandler (the console, daemon/console_service.hpp) every request but /metrics goes to it instead: any
+// method, the body (at most 8 KiB) included; the handler answers through HttpRespond, at once or later (a trace).
+// Same limits as above; while the handler works no deadline runs (the handler bounds its own time).
+//
 // Lifetime: `io` must outlive the server. Destroying the server stops it.
 class MetricsSession;
+
+// A request as the handler sees it: bounded by the server's limits (header and body at most 8 KiB each).
+struct HttpRequestView {
+  std::string method;         // "GET", "HEAD", "POST", ... as sent
+  std::string target;         // as sent: path and query
+  std::string authorization;  // the Authorization header, empty when absent
+  std::string host;           // the Host header, empty when absent
+  std::string body;
+  std::string remote;         // "ADDRESS:PORT" of the peer
+};
+struct HttpReply {
+  unsigned status = 200;
+  std::string content_type = "text/plain; charset=utf-8";
+  std::string body;
+  std::string allow;          // the Allow header of a 405, else empty
+  std::vector<std::pair<std::string, std::string>> headers;  // more headers (names and values from sluiced)
+};
+// Called once per request; may be called from any thread (it posts to the session's strand).
+using HttpRespond = std::function<void(HttpReply)>;
+using HttpHandler = std::function<void(const HttpRequestView& request, HttpRespond respond)>;
 
 class MetricsServer {
  public:
@@ -107,7 +131,9 @@ class MetricsServer {
   // "[IPV6]:PORT" ("[::1]:9464"), or ":PORT" for all interfaces (IPv6 dual-stack where available,
   // else IPv4). PORT 0 picks a free port (see port()). Starts accepting at once; throws
   // std::runtime_error naming the address on a malformed address or a failure to bind/listen.
-  MetricsServer(boost::asio::io_context& io, const std::string& listen, std::function<std::string()> render);
+  // `what` names the listener in errors ("metrics", "console").
+  MetricsServer(boost::asio::io_context& io, const std::string& listen, std::function<std::string()> render,
+                HttpHandler handler = {}, const char* what = "metrics");
   ~MetricsServer();
   MetricsServer(const MetricsServer&) = delete;
   MetricsServer& operator=(const MetricsServer&) = delete;

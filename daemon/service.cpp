@@ -20,6 +20,7 @@
 #include "config/plan.hpp"
 #include "daemon/access_policy.hpp"
 #include "daemon/control_protocol.hpp"
+#include "daemon/console_handler.hpp"
 #include "daemon/control_server.hpp"
 #include "daemon/trace_recorder.hpp"
 #include "daemon/instance_lock.hpp"
@@ -35,6 +36,8 @@
 #include "runtime/gpu.hpp"
 #include "runtime/source_kind.hpp"
 #include "runtime/pipeline.hpp"
+#include "runtime/frame_tap.hpp"
+#include "runtime/thumbnail_tap.hpp"
 #include "runtime/source_control.hpp"
 #include "runtime/utf8.hpp"
 #include "version.hpp"
@@ -134,6 +137,19 @@ class Service {
     if (!options_.control_tcp.empty()) tcp_address = control_->listen_tcp(options_.control_tcp);
     if (!options_.metrics.empty())
       metrics_.emplace(io_, options_.metrics, [this] { return render_metrics(); });
+    if (!options_.console.empty()) {
+      // Its own listener (not the metrics one): the tap it needs turns off device frames on a GPU host, so the
+      // console is asked for by name; and browsers never take a Prometheus scraper's connection slots.
+      thumbnails_ = make_thumbnail_tap();
+      ConsoleHandler handler(
+          [this](const ControlRequest& r, const PeerCredentials& p, ControlServer::Reply reply) {
+            dispatch(r, p, std::move(reply));
+          },
+          thumbnails_);
+      console_.emplace(io_, options_.console, [this] { return render_metrics(); },
+                       [handler](const HttpRequestView& req, HttpRespond respond) { handler(req, std::move(respond)); },
+                       "console");
+    }
     // The outputs too: one that cannot be written is a configuration error (exit 2, as `check` says), one that
     // another sluiced writes (the same config on another socket) stops the start naming its pid (exit 1).
     try {
@@ -144,10 +160,11 @@ class Service {
     start_pipeline(plan_pipeline(spec));  // requests are served from io_.run() on: the pipeline exists then
     setup_watchdog();
     state_ = "running";
-    spdlog::info("sluiced {} ready: pipeline '{}' on {}, control socket {}{}{}", SLUICE_VERSION, plan_name_,
+    spdlog::info("sluiced {} ready: pipeline '{}' on {}, control socket {}{}{}{}", SLUICE_VERSION, plan_name_,
                  to_string(pipeline_->plan().device), options_.socket,
                  tcp_address.empty() ? "" : ", control on tcp " + tcp_address,
-                 options_.metrics.empty() ? "" : ", metrics on " + metrics_->address());
+                 options_.metrics.empty() ? "" : ", metrics on " + metrics_->address(),
+                 options_.console.empty() ? "" : ", console on http://" + console_->address() + "/");
     sd_notify(0, "READY=1");  // after the line: whoever waits for READY finds the addresses in the log
     wait_signal();
     schedule_tick();
@@ -191,6 +208,10 @@ class Service {
         throw std::invalid_argument("--control-tcp " + options_.control_tcp +
                                     " is not a loopback address: refusing to serve control off this host without "
                                     "a shared secret (--control-token FILE, or control_token: in the pipeline file)");
+      if (!options_.console.empty() && !a.control_token && !listen_is_loopback(options_.console))
+        throw std::invalid_argument("--console " + options_.console +
+                                    " is not a loopback address: refusing to show the cameras off this host without "
+                                    "a shared secret (--control-token FILE, or control_token: in the pipeline file)");
       policy_.emplace(std::move(a));
     } catch (const std::invalid_argument& e) {
       throw ConfigError(e.what());
@@ -199,8 +220,19 @@ class Service {
     }
   }
 
+  // The console's pictures: its tap beside the sinks' taps (it costs nothing while nobody watches). Every plan
+  // that becomes the running pipeline (start, reload) passes here.
+  void wire_console(PipelinePlan& plan) const {
+    if (!thumbnails_) return;
+    if (plan.shared->tap)
+      plan.shared->tap = std::make_shared<FanOutTap>(std::vector<std::shared_ptr<FrameTap>>{plan.shared->tap, thumbnails_});
+    else
+      plan.shared->tap = thumbnails_;
+  }
+
   void start_pipeline(PipelinePlan plan) {
     plan_name_ = plan.name;
+    wire_console(plan);
     auto p = std::make_unique<Pipeline>(std::move(plan));
     p->start();
     pipeline_ = std::move(p);
@@ -446,6 +478,7 @@ class Service {
     }
     std::unique_ptr<Pipeline> next;
     try {
+      wire_console(*plan);
       next = std::make_unique<Pipeline>(std::move(*plan));
     } catch (const std::exception& e) {
       return error(std::string("cannot build the new pipeline: ") + e.what());
@@ -635,6 +668,7 @@ class Service {
     std::fprintf(stderr, "%s", format_summary(snap).c_str());
     if (control_) control_->stop();
     if (metrics_) metrics_->stop();
+    if (console_) console_->stop();
     // Like `sluiced run`: a pipeline that ended by itself with a source or input that failed exits 1. An attempt
     // a shared job (Redis) took back to do again, here or elsewhere, is not its input's outcome: its failed frames
     // and its error do not count.
@@ -716,6 +750,7 @@ class Service {
                         {"cpu_ms_per_batch", st.cpu_ms_per_batch},
                         {"queue_depth", st.queue_depth}, {"queue_capacity", st.queue_capacity},
                         {"dropped", st.dropped}, {"late", st.late}, {"errors", st.errors}, {"health", st.health}});
+      stages.back()["branch"] = branch_of(st.name);
       if (st.replica >= 0)  // a replica's stage (gpus:): which one, on which GPU, and why it is down
         stages.back().update({{"replica", st.replica + 1}, {"gpu", st.gpu}, {"down", st.down}});
     }
@@ -739,6 +774,14 @@ class Service {
             {"stages", stages},
             {"sources", sources_json()},
             {"inputs", inputs_json()}};
+  }
+
+  // The tee branch a stage lies on (1, 2, ...; 0: the trunk, before and including the tee): what the console
+  // needs to draw the graph as `check` prints it.
+  int branch_of(const std::string& stage) const {
+    for (const auto& ps : pipeline_->plan().stages)
+      if (ps.name == stage) return ps.branch + 1;
+    return 0;
   }
 
   // Late frames per source name (sources that had none are left out).
@@ -792,6 +835,8 @@ class Service {
   std::optional<ControlServer> control_;
   TraceRecorder traces_{io_};
   std::optional<MetricsServer> metrics_;
+  std::shared_ptr<ThumbnailTap> thumbnails_;  // with --console and the media library
+  std::optional<MetricsServer> console_;      // --console: the browser console (docs/console.md)
   ThreadCpuAccount thread_cpu_;  // sluice_thread_cpu_seconds_total, kept between scrapes
   std::optional<AccessPolicy> policy_;
   std::unique_ptr<Pipeline> pipeline_;

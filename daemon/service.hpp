@@ -13,6 +13,7 @@ struct ServiceOptions {
   std::string socket;               // default /run/sluice/control.sock
   std::string control_tcp;          // ADDR:PORT, empty = off
   std::string metrics;              // ADDR:PORT for Prometheus, empty = off
+  std::string console;              // ADDR:PORT for the browser console (docs/console.md), empty = off
   double drain_timeout_s = 30;      // SIGTERM/stop: frames in flight get this long to reach the sink
   double watchdog_stall_s = 0;      // frames in flight without progress this long = wedged (0: WatchdogSec/2)
   double client_timeout_s = 30;     // a control connection's life, from its connect (ControlLimits)

@@ -55,6 +55,9 @@ and watchdog.
                          one line of >= 16 printable characters (else sluiced refuses to start)
   --metrics ADDR:PORT    serve Prometheus metrics at http://ADDR:PORT/metrics (off by default;
                          127.0.0.1:9464 keeps it on loopback)
+  --console ADDR:PORT    serve the browser console at http://ADDR:PORT/ (off by default; docs/console.md):
+                         read-only without the control token, like --control-tcp; off loopback it
+                         needs --control-token. Source frames are kept only while someone watches
   --config-root DIR      reload may load files under DIR (repeatable); otherwise only the file
                          sluiced started with. Decided on the real path, before the file is opened
   --input-root DIR       source-add may read local paths (files, directories, globs, cameras) under
@@ -562,6 +565,7 @@ int cmd_service(const std::vector<std::string>& args) {
     if (a == "--config") o.config = r.value();
     else if (a == "--socket") o.socket = r.value();
     else if (a == "--metrics") o.metrics = r.value();
+    else if (a == "--console") o.console = r.value();
     else if (a == "--control-tcp") o.control_tcp = r.value();
     else if (a == "--drain-timeout") o.drain_timeout_s = r.seconds();
     else if (a == "--watchdog-stall") o.watchdog_stall_s = r.seconds();

@@ -209,6 +209,8 @@ class AnnotateStage final : public Stage {
       if (!have)
         cv::putText(image, "source frame missing", cv::Point(4, height - 6), cv::FONT_HERSHEY_SIMPLEX,
                     std::max(0.35, height / 720.0), cv::Scalar(0, 0, 255), 1, cv::LINE_AA);
+      // The console shows drawn pictures where there are some (costs nothing while nobody watches).
+      if (have && shared_->tap) shared_->tap->put_drawn(f, {reinterpret_cast<std::byte*>(image.data), width, height, PixelFormat::bgr8});
       if (images_) {
         write_image(e, image, f.input ? f.input_frame : f.sequence);
       } else {

@@ -19,6 +19,9 @@ class FrameTap {
   virtual ~FrameTap() = default;
   // From the source threads, once per frame, with the metadata the frame carries downstream.
   virtual void put(const FrameMeta& meta, const FrameTarget& frame) = 0;
+  // From a sink that drew onto the frame (annotate: boxes, labels, track ids), once it is drawn: for taps that
+  // show pictures (the console's thumbnails) and prefer drawn ones. Most taps ignore it.
+  virtual void put_drawn(const FrameMeta&, const FrameTarget&) {}
 };
 
 // Several sinks drawing onto the pictures (a tee with more than one): each frame to each of their taps.
@@ -27,6 +30,9 @@ class FanOutTap final : public FrameTap {
   explicit FanOutTap(std::vector<std::shared_ptr<FrameTap>> taps) : taps_(std::move(taps)) {}
   void put(const FrameMeta& meta, const FrameTarget& frame) override {
     for (const auto& tap : taps_) tap->put(meta, frame);
+  }
+  void put_drawn(const FrameMeta& meta, const FrameTarget& frame) override {
+    for (const auto& tap : taps_) tap->put_drawn(meta, frame);
   }
 
  private:

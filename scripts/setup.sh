@@ -33,6 +33,7 @@ test_packages=(
   mosquitto               # the MQTT tests start their own broker on a loopback port
   python3-torch python3-torchvision python3-onnx python3-numpy  # reference models and outputs for the tests
   python3                 # the service tests drive the daemon from a script
+  chromium chromium-driver python3-selenium  # the console test drives the page in headless Chromium
   clang libclang-rt-14-dev  # libFuzzer harnesses (fuzz preset)
   dpkg-dev mmdebstrap     # the package test: dpkg-shlibdeps computes Depends; a fresh Debian 12 root to install into
 )
