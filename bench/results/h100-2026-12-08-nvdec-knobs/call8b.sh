@@ -8,20 +8,9 @@
 # sluice_nvdec_bench), .gpu/cam1080.h264 and .gpu/detect-ref as there. gpu-bundle.sh empties .gpu: copy these in
 # after bundling.
 set -u
-O=${OUT:-/tmp/out}; L=$O/c8; mkdir -p "$L"
-trap 'cd "$O" && tar czf c8.tgz c8 && rm -rf c8' EXIT TERM
+O=${OUT:-/tmp/out}; L=$O/c8b; mkdir -p "$L"
+trap 'cd "$O" && tar czf c8b.tgz c8b && rm -rf c8b' EXIT TERM
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$L/gpu.txt"
-# The exports run on the CPU beside the GPU tests (done before the timed runs).
-( PYTHONUNBUFFERED=1 timeout 200 python3 bench/export_rtdetr.py "$L/rtdetr" --size small >"$L/export.log" 2>&1
-  timeout 200 python3 bench/export_rtdetr.py "$L/rtdetr" --size default --ops-only >>"$L/export.log" 2>&1
-  timeout 150 python3 bench/export_rtdetr.py "$L/rtdetr" --maxvit-ops >>"$L/export.log" 2>&1 ) &
-exp=$!
-# [nn_cuda]: session 21's ops (Einsum, GatherElements, GridSample, Sin/Cos); [container][rotation]: rotation and
-# fit on NVDEC; [detect]: the detr head's kernel twin; [tuning]: the NVDEC knobs.
-SLUICE_DETECT_REFERENCE_DIR=$(pwd)/.gpu/detect-ref timeout 240 .gpu/run bin/sluice_gpu_tests \
-  "[nvdec],[container],[detect],[infer],[pipeline],[tuning],[nn_cuda]" >"$L/gpu_tests.log" 2>&1; echo "gpu tests rc=$?"
-tail -2 "$L/gpu_tests.log"; grep -B2 -A12 "FAILED" "$L/gpu_tests.log" | head -40
-wait $exp; echo "export rc=$?"; tail -5 "$L/export.log"; ls -la "$L/rtdetr"
 models=$(mktemp -d)
 bash bench/prepare_live_models.sh "$(pwd)/.gpu/run bin/sluiced" .gpu/cam1080.h264 "$models" >"$L/models.log" 2>&1
 LATENCY_BUDGET_MS=100 timeout 60 bash bench/live_density.sh "$(pwd)/.gpu/run bin/sluiced" .gpu/cam1080.h264 32 15 \
