@@ -8,8 +8,10 @@
 #   MODEL classify:  224x224 RGB f16 -> MODEL as a classifier f16 -> top-5 -> JSON lines;
 # `sluiced run` for SECONDS. Writes OUT_DIR/run.log (the daemon's summary), OUT_DIR/camsim.log and
 # OUT_DIR/summary.json, and prints the summary: per-camera delivered frames/s over the steady window (the last
-# SECONDS - 5 s), capture-to-sink latency p50/p99/max over that window and p99 over each camera's first second
-# (warm-up), drops and failures, the host CPU of sluiced (cores in all and per camera) and its busiest threads
+# SECONDS - 5 s), capture-to-sink latency p50/p99/max over that window (from each frame's arrival in sluiced) and
+# p99 over each camera's first second (warm-up), the latency from the simulator's send (`from_send_ms_*`: also
+# counts frames waiting in the socket while a source is behind) and how far the furthest camera is behind its
+# stream's clock at the end (`behind_at_end_ms_max`), drops and failures, the host CPU of sluiced (cores in all and per camera) and its busiest threads
 # (cores by thread name, summed over threads of one name).
 # SLUICED may be a command of several words (".gpu/run bin/sluiced"). LATENCY_BUDGET_MS (environment) sets the
 # pipeline's latency_budget_ms; the summary then counts the frames delivered past it ("late", from the run's report).
@@ -132,6 +134,12 @@ path, n, t0, t1, c0, c1, tck, out, rc, th0, th1, camsim_log = sys.argv[1:]
 n = int(n); t0, t1 = float(t0), float(t1)
 per = collections.Counter(); lat = []
 first = {}; early = []; boxes = 0  # each camera's first record time; latencies of its first second
+# latency_ms counts from the frame's arrival in sluiced (its decode), so a source thread that falls behind hides
+# the wait in its socket's buffer. The simulators send on the stream's clock, so arrival - pts is constant per
+# camera while it keeps up and grows while it falls behind: a frame's latency plus that growth over the camera's
+# earliest arrival is its latency from the simulator's send ("from send"; a lower bound: the earliest frame may
+# have waited too).
+offsets = collections.defaultdict(list)  # camera -> [(arrival - pts in ms, latency_ms, in window)]
 for line in open(path):
     r = json.loads(line)
     when = datetime.datetime.strptime(r["time"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=datetime.timezone.utc).timestamp()
@@ -139,10 +147,18 @@ for line in open(path):
     first.setdefault(name, when)
     if when < first[name] + 1.0:
         early.append(r["latency_ms"])
+    if "pts_ns" in r:
+        offsets[name].append((when * 1e3 - r["pts_ns"] / 1e6, r["latency_ms"], t0 <= when < t1))
     if t0 <= when < t1:
         per[name] += 1
         lat.append(r["latency_ms"])
         boxes += len(r.get("detections", []))
+from_send = []; behind = []
+for rows in offsets.values():
+    earliest = min(o for o, _, _ in rows)
+    from_send += [latency + o - earliest for o, latency, inside in rows if inside]
+    behind.append(max(o for o, _, _ in rows[-30:]) - earliest)  # at the end of the run
+from_send.sort()
 def ticks(f):
     by = collections.Counter()
     for line in open(f):
@@ -164,6 +180,10 @@ s = {"cameras": n, "window_s": round(window, 2), "fps_total": round(sum(fps), 1)
      "latency_ms_p50": round(q(0.5), 1), "latency_ms_p99": round(q(0.99), 1), "latency_ms_max": round(lat[-1], 1) if lat else None,
      "first_second_p99_ms": round(sorted(early)[min(len(early) - 1, int(0.99 * len(early)))], 1) if early else None,
      "boxes_per_frame": round(boxes / len(lat), 1) if lat else None,
+     "from_send_ms_p50": round(from_send[len(from_send) // 2], 1) if from_send else None,
+     "from_send_ms_p99": round(from_send[min(len(from_send) - 1, int(0.99 * len(from_send)))], 1) if from_send else None,
+     "from_send_ms_max": round(from_send[-1], 1) if from_send else None,
+     "behind_at_end_ms_max": round(max(behind), 1) if behind else None,
      "records": len(lat), "sluiced_cores": round(cores, 2), "cores_per_camera": round(cores / n, 4),
      "threads_cores": threads, "rc": int(rc)}
 import os
