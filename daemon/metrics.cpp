@@ -372,6 +372,16 @@ std::string_view target_path(std::string_view target) {
 
 }  // namespace
 
+// Added to every reply of the handler (the console's pages and API): live data, never cached (the page changes
+// with the binary); no type sniffing; the console's own pages only: no framing by other sites, no scripts or
+// images from elsewhere.
+const std::array<std::pair<std::string, std::string>, 3> kHandlerHeaders = {{
+    {"Cache-Control", "no-store"},
+    {"X-Content-Type-Options", "nosniff"},
+    {"Content-Security-Policy",
+     "default-src 'self'; img-src 'self' blob:; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"},
+}};
+
 class MetricsSession;
 
 struct MetricsServer::Impl : std::enable_shared_from_this<MetricsServer::Impl> {
@@ -505,20 +515,8 @@ class MetricsSession : public std::enable_shared_from_this<MetricsSession> {
       body = "not found: try /metrics\n";
     }
 
-    if (head) {
-      auto res = make_response<http::empty_body>(status, req.version(), keep_alive);
-      res.set(http::field::content_type, content_type);
-      if (allow) res.set(http::field::allow, "GET, HEAD");
-      res.content_length(body.size());
-      send(std::move(res), !keep_alive, false);
-    } else {
-      auto res = make_response<http::string_body>(status, req.version(), keep_alive);
-      res.set(http::field::content_type, content_type);
-      if (allow) res.set(http::field::allow, "GET, HEAD");
-      res.body() = std::move(body);
-      res.prepare_payload();
-      send(std::move(res), !keep_alive, false);
-    }
+    send_reply({static_cast<unsigned>(status), std::move(content_type), std::move(body), allow ? "GET, HEAD" : "", {}},
+               req.version(), keep_alive, head);
   }
 
   // A request for the handler: it answers through `respond`, now or later, from any thread; the reply is sent on
@@ -537,6 +535,7 @@ class MetricsSession : public std::enable_shared_from_this<MetricsSession> {
     auto answered = std::make_shared<std::atomic<bool>>(false);
     HttpRespond respond = [self = shared_from_this(), answered, version, keep_alive, head](HttpReply r) {
       if (answered->exchange(true)) return;  // only the first answer counts
+      r.headers.insert(r.headers.end(), kHandlerHeaders.begin(), kHandlerHeaders.end());
       net::post(self->stream_.get_executor(), [self, r = std::move(r), version, keep_alive, head]() mutable {
         if (self->closing_) return;
         self->send_reply(std::move(r), version, keep_alive, head);
@@ -551,17 +550,13 @@ class MetricsSession : public std::enable_shared_from_this<MetricsSession> {
     }
   }
 
+  // Every reply of a request read whole: /metrics, /, the refusals and the handler's.
   void send_reply(HttpReply r, unsigned version, bool keep_alive, bool head) {
     const auto status = static_cast<http::status>(r.status);
     auto fill = [&](auto& res) {
       res.set(http::field::content_type, r.content_type);
       if (!r.allow.empty()) res.set(http::field::allow, r.allow);
-      res.set(http::field::cache_control, "no-store");  // live data; the page changes with the binary
       for (const auto& [name, value] : r.headers) res.set(name, value);
-      res.set("X-Content-Type-Options", "nosniff");
-      // The console's own pages only: no framing by other sites, no scripts or images from elsewhere.
-      res.set("Content-Security-Policy",
-              "default-src 'self'; img-src 'self' blob:; frame-ancestors 'none'; base-uri 'none'; form-action 'none'");
     };
     if (head) {
       auto res = make_response<http::empty_body>(status, version, keep_alive);

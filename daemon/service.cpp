@@ -146,9 +146,7 @@ class Service {
             dispatch(r, p, std::move(reply));
           },
           thumbnails_);
-      console_.emplace(io_, options_.console, [this] { return render_metrics(); },
-                       [handler](const HttpRequestView& req, HttpRespond respond) { handler(req, std::move(respond)); },
-                       "console");
+      console_.emplace(io_, options_.console, [this] { return render_metrics(); }, std::move(handler), "console");
     }
     // The outputs too: one that cannot be written is a configuration error (exit 2, as `check` says), one that
     // another sluiced writes (the same config on another socket) stops the start naming its pid (exit 1).

@@ -6,14 +6,11 @@
 #include <opencv2/imgcodecs.hpp>
 
 #include "media/frame_to_bgr.hpp"
+#include "runtime/stats.hpp"
 
 namespace sluice {
 
 namespace {
-
-std::int64_t steady_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 std::int64_t ns(std::chrono::milliseconds d) { return std::chrono::duration_cast<std::chrono::nanoseconds>(d).count(); }
 
@@ -31,7 +28,7 @@ void JpegThumbnailTap::put(const FrameMeta& meta, const FrameTarget& frame) { ke
 void JpegThumbnailTap::put_drawn(const FrameMeta& meta, const FrameTarget& frame) { keep(meta, frame, true); }
 
 void JpegThumbnailTap::keep(const FrameMeta& meta, const FrameTarget& frame, bool drawn) {
-  const std::int64_t now = steady_ns();
+  const std::int64_t now = now_ns();
   if (now > any_watched_until_ns_.load(std::memory_order_relaxed)) return;  // nobody is looking: no cost
   if (frame.device || frame.data == nullptr || frame.width <= 0 || frame.height <= 0) return;
   {
@@ -72,7 +69,7 @@ void JpegThumbnailTap::keep(const FrameMeta& meta, const FrameTarget& frame, boo
 }
 
 std::optional<ThumbnailTap::Picture> JpegThumbnailTap::jpeg(std::uint32_t source_id) {
-  const std::int64_t now = steady_ns();
+  const std::int64_t now = now_ns();
   const std::int64_t until = now + ns(settings_.watch_for);
   cv::Mat bgr;
   std::uint64_t sequence = 0;
@@ -109,7 +106,7 @@ std::optional<ThumbnailTap::Picture> JpegThumbnailTap::jpeg(std::uint32_t source
 }
 
 std::size_t JpegThumbnailTap::watched() const {
-  const std::int64_t now = steady_ns();
+  const std::int64_t now = now_ns();
   std::lock_guard lock(mu_);
   return static_cast<std::size_t>(
       std::count_if(entries_.begin(), entries_.end(), [&](const auto& kv) { return kv.second.watched_until_ns >= now; }));
